@@ -1,0 +1,93 @@
+//! The engine's error type. Every variant carries the context a user or operator needs
+//! (topic, file, offset); user-facing texts follow Kafka's wording where Kafka has one.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use super::config::ConfigError;
+
+#[derive(Debug)]
+pub enum EngineError {
+    /// A topic name that Kafka would refuse.
+    InvalidTopicName { name: String, reason: String },
+    TopicExists { name: String },
+    UnknownTopic { name: String },
+    /// A refused topic or broker configuration change.
+    Config(ConfigError),
+    /// A record or batch over `max.message.bytes` or the segment size (EFBIG).
+    RecordTooLarge { message: String },
+    /// A record the topic cannot accept (keyless on a compacted topic, missing separator).
+    InvalidRecord { message: String },
+    /// The data directory is held by another kpfs process.
+    DataDirLocked { path: PathBuf },
+    /// An earlier I/O failure made the topic refuse writes until remount.
+    Poisoned { topic: String, reason: String },
+    /// Bytes on disk that do not decode.
+    Corrupt {
+        path: PathBuf,
+        position: u64,
+        reason: String,
+    },
+    /// An operating-system I/O failure.
+    Io { context: String, source: io::Error },
+}
+
+impl EngineError {
+    pub fn io(context: impl Into<String>, source: io::Error) -> EngineError {
+        EngineError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::InvalidTopicName { name, reason } => {
+                write!(f, "Invalid topic name '{name}': {reason}")
+            }
+            EngineError::TopicExists { name } => write!(f, "Topic '{name}' already exists."),
+            EngineError::UnknownTopic { name } => {
+                write!(f, "This server does not host this topic-partition: {name}-0")
+            }
+            EngineError::Config(e) => write!(f, "{e}"),
+            EngineError::RecordTooLarge { message } => f.write_str(message),
+            EngineError::InvalidRecord { message } => f.write_str(message),
+            EngineError::DataDirLocked { path } => write!(
+                f,
+                "data directory {} is in use by another kpfs process",
+                path.display()
+            ),
+            EngineError::Poisoned { topic, reason } => write!(
+                f,
+                "topic {topic} refuses writes until remount after an I/O error: {reason}"
+            ),
+            EngineError::Corrupt {
+                path,
+                position,
+                reason,
+            } => write!(f, "{} at byte {position}: {reason}", path.display()),
+            EngineError::Io { context, source } => write!(f, "{context}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EngineError::Io { source, .. } => Some(source),
+            EngineError::Config(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ConfigError> for EngineError {
+    fn from(e: ConfigError) -> Self {
+        EngineError::Config(e)
+    }
+}
+
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
