@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{BrokerConfig, ConfigError, TopicConfig};
+pub use config::{BrokerRule, CleanupPolicy, TopicOverrides};
 pub use error::{EngineError, Result};
 pub use topic::{BackingFile, LogCursor, Topic};
 
