@@ -1180,11 +1180,13 @@ impl BrokerConfig {
     pub fn with_dynamic_properties(&self, text: &str) -> Result<BrokerConfig, ConfigError> {
         let mut next = self.clone();
         next.dynamic_values.clear();
-        let mut not_dynamic = Vec::new();
+        let mut not_dynamic: Vec<String> = Vec::new();
         for (key, raw) in read_persisted(text)? {
             let broker = known_broker_def(&key)?;
             if !broker.dynamic {
-                not_dynamic.push(broker.def.name.to_string());
+                if !not_dynamic.iter().any(|n| n == broker.def.name) {
+                    not_dynamic.push(broker.def.name.to_string());
+                }
                 continue;
             }
             let setting = parse_setting(&broker.def, &raw)?;
