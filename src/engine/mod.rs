@@ -27,6 +27,7 @@ use parking_lot::{Mutex, RwLock};
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{BrokerConfig, ConfigError, TopicConfig};
+pub use config::{BrokerRule, CleanupPolicy, TopicOverrides};
 pub use error::{EngineError, Result};
 pub use topic::{BackingFile, LogCursor, Topic};
 
