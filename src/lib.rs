@@ -4,3 +4,4 @@
 //! nothing of FUSE and is fully testable without a mount.
 
 pub mod engine;
+pub mod fs;
