@@ -11,10 +11,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     BsdFileFlags, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
-    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, Session, SessionACL,
-    SessionUnmounter, TimeOrNow, WriteFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, Session, SessionACL, SessionUnmounter, TimeOrNow,
+    WriteFlags,
 };
 
 use crate::fs::{Attr, FileKind, FsError, KpfsFs, NamespaceOp, SetAttr};
@@ -187,7 +187,9 @@ impl Filesystem for FuseAdapter {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let e = self.fs.refuse_namespace(NamespaceOp::Unlink, parent.0, name);
+        let e = self
+            .fs
+            .refuse_namespace(NamespaceOp::Unlink, parent.0, name);
         fail!(reply, "unlink", e)
     }
 
@@ -222,7 +224,9 @@ impl Filesystem for FuseAdapter {
         _flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let e = self.fs.refuse_namespace(NamespaceOp::Rename, parent.0, name);
+        let e = self
+            .fs
+            .refuse_namespace(NamespaceOp::Rename, parent.0, name);
         fail!(reply, "rename", e)
     }
 
@@ -388,7 +392,14 @@ impl Filesystem for FuseAdapter {
         fail!(reply, "setxattr", e)
     }
 
-    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
         // ENOSYS is remembered by the kernel: it stops the security.capability probe
         // that would otherwise precede every first write.
         reply.error(Errno::ENOSYS);
@@ -413,7 +424,9 @@ impl Filesystem for FuseAdapter {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let e = self.fs.refuse_namespace(NamespaceOp::Create, parent.0, name);
+        let e = self
+            .fs
+            .refuse_namespace(NamespaceOp::Create, parent.0, name);
         fail!(reply, "create", e)
     }
 }

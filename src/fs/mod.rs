@@ -367,7 +367,9 @@ impl KpfsFs {
                     return Err(self.refuse(
                         &path,
                         libc::EPERM,
-                        format!("cannot resize a config file to {size} bytes; write key=value lines"),
+                        format!(
+                            "cannot resize a config file to {size} bytes; write key=value lines"
+                        ),
                     ))
                 }
                 Node::Root
@@ -472,9 +474,8 @@ impl KpfsFs {
         let node = self.node(ino)?;
         let path = node.path();
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
-        let read_only = |what: &str| {
-            Err(self.refuse(&path, libc::EACCES, format!("{what} is read-only")))
-        };
+        let read_only =
+            |what: &str| Err(self.refuse(&path, libc::EACCES, format!("{what} is read-only")));
         let kind = match &node {
             Node::Root | Node::ControlDir | Node::TopicDir(_) | Node::SegmentsDir(_) => {
                 return Err(self.refuse(&path, libc::EISDIR, "is a directory"))
@@ -632,7 +633,9 @@ impl KpfsFs {
                     .map_err(|e| self.engine_error(&path, &e))
             }
             HandleKind::Text { text, .. } => {
-                let start = usize::try_from(offset).unwrap_or(usize::MAX).min(text.len());
+                let start = usize::try_from(offset)
+                    .unwrap_or(usize::MAX)
+                    .min(text.len());
                 let end = start.saturating_add(size as usize).min(text.len());
                 Ok(text[start..end].to_vec())
             }
@@ -756,9 +759,7 @@ impl KpfsFs {
                 .sync()
                 .map_err(|e| self.engine_error(&handle.node.path(), &e)),
             // Config changes are durable when the write returns; the rest is read-only.
-            HandleKind::Text { .. } | HandleKind::Backing { .. } | HandleKind::Dir { .. } => {
-                Ok(())
-            }
+            HandleKind::Text { .. } | HandleKind::Backing { .. } | HandleKind::Dir { .. } => Ok(()),
         }
     }
 
