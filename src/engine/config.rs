@@ -77,13 +77,16 @@ pub struct TopicOverrides {
 }
 
 impl TopicOverrides {
-    pub fn apply_command(&self, _text: &str) -> Result<TopicOverrides, ConfigError> {
+    pub fn apply_command(&self, _text: &str, _broker: &BrokerConfig) -> Result<TopicOverrides, ConfigError> {
         todo!()
     }
     pub fn from_properties(_text: &str) -> Result<TopicOverrides, ConfigError> {
         todo!()
     }
     pub fn to_properties(&self) -> String {
+        todo!()
+    }
+    pub fn render_effective(&self, _broker: &BrokerConfig) -> String {
         todo!()
     }
 }
@@ -107,6 +110,39 @@ impl BrokerConfig {
         todo!()
     }
     pub fn retention_check_interval_ms(&self) -> i64 {
+        todo!()
+    }
+    pub fn load(_p: Option<&str>, _o: &[(String, String)]) -> Result<BrokerConfig, ConfigError> {
+        todo!()
+    }
+    pub fn apply_dynamic(&self, _text: &str) -> Result<BrokerConfig, ConfigError> {
+        todo!()
+    }
+    pub fn dynamic_properties(&self) -> String {
+        todo!()
+    }
+    pub fn with_dynamic_properties(&self, _text: &str) -> Result<BrokerConfig, ConfigError> {
+        todo!()
+    }
+    pub fn render(&self) -> String {
+        todo!()
+    }
+    pub fn cleaner_enable(&self) -> bool {
+        todo!()
+    }
+    pub fn cleaner_threads(&self) -> i32 {
+        todo!()
+    }
+    pub fn cleaner_backoff_ms(&self) -> i64 {
+        todo!()
+    }
+    pub fn cleaner_dedupe_buffer_size(&self) -> i64 {
+        todo!()
+    }
+    pub fn cleaner_io_buffer_load_factor(&self) -> f64 {
+        todo!()
+    }
+    pub fn cleaner_io_max_bytes_per_second(&self) -> f64 {
         todo!()
     }
 }

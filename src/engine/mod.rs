@@ -4,81 +4,508 @@
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod format;
+pub mod index;
+pub mod log;
+pub mod retention;
+pub mod segment;
 pub mod topic;
 
-use std::path::Path;
+use std::collections::{BTreeMap, VecDeque};
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::{Mutex, RwLock};
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{BrokerConfig, ConfigError, TopicConfig};
 pub use error::{EngineError, Result};
 pub use topic::{BackingFile, LogCursor, Topic};
 
+/// Marker left by a clean shutdown (Kafka's `.kafka_cleanshutdown`).
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kpfs_cleanshutdown";
+/// Lock file holding the daemon's pid; `flock`ed while a kpfs owns the data directory.
+pub const LOCK_FILE: &str = "kpfs.lock";
+/// Dynamic broker config overrides written through `.kpfs/config`.
+pub const DYNAMIC_BROKER_CONFIG_FILE: &str = "kpfs-dynamic-broker.properties";
+/// Partition directory suffix: one partition per topic.
+pub const PARTITION_SUFFIX: &str = "-0";
+/// Suffix of a topic directory being deleted (Kafka's `-delete`).
+const DELETING_SUFFIX: &str = "-delete";
+/// How many refused operations `.kpfs/errors` remembers.
+const MAX_REJECTIONS: usize = 1000;
+/// Kafka's topic name limit.
+pub const MAX_TOPIC_NAME_CHARS: usize = 249;
+
 /// Options that are not Kafka configs.
 #[derive(Clone, Debug, Default)]
 pub struct EngineOptions {
-    /// Start the retention, cleaner and deletion threads (the daemon does; most tests drive
-    /// `run_retention_once` / `run_cleaner_once` themselves).
+    /// Start the retention, deletion and flush threads (the daemon does; tests drive
+    /// `run_retention_once` / `run_deletions_once` themselves).
     pub background_threads: bool,
+}
+
+/// Files renamed `.deleted`, removed once the clock passes `due_ms`.
+#[derive(Debug)]
+struct PendingDeletion {
+    due_ms: i64,
+    topic: String,
+    files: Vec<PathBuf>,
+}
+
+struct Inner {
+    data_dir: PathBuf,
+    clock: Arc<dyn Clock>,
+    broker: Arc<RwLock<BrokerConfig>>,
+    topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    rejections: Mutex<VecDeque<String>>,
+    deletions: Mutex<Vec<PendingDeletion>>,
+    /// Held for the engine's lifetime: the data directory lock.
+    _lock_file: fs::File,
+    closed: Mutex<bool>,
 }
 
 /// An open data directory.
 pub struct Engine {
-    _private: (),
+    inner: Arc<Inner>,
+    stop: Mutex<Option<Sender<()>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("data_dir", &self.inner.data_dir).finish()
+    }
+}
+
+/// Kafka's topic name rules (`Topic.validate`), plus kpfs's reserved `.kpfs`.
+pub fn validate_topic_name(name: &str) -> Result<()> {
+    let invalid = |reason: &str| {
+        Err(EngineError::InvalidTopicName {
+            name: name.to_string(),
+            reason: reason.to_string(),
+        })
+    };
+    if name.is_empty() {
+        return invalid("Topic name is illegal, it can't be empty");
+    }
+    if name == "." || name == ".." {
+        return invalid("Topic name cannot be \".\" or \"..\"");
+    }
+    if name.chars().count() > MAX_TOPIC_NAME_CHARS {
+        return invalid(&format!(
+            "Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_CHARS} characters, topic name: {name}"
+        ));
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+        return invalid(&format!(
+            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    if name == ".kpfs" {
+        return invalid("the name .kpfs is reserved for kpfs's own files");
+    }
+    Ok(())
+}
+
+fn take_lock(data_dir: &Path) -> Result<fs::File> {
+    let path = data_dir.join(LOCK_FILE);
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| EngineError::io(format!("open {}", path.display()), e))?;
+    // SAFETY: flock on a valid, owned file descriptor has no memory effects.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(EngineError::DataDirLocked { path: data_dir.to_path_buf() });
+        }
+        return Err(EngineError::io(format!("lock {}", path.display()), err));
+    }
+    file.set_len(0)
+        .and_then(|_| writeln!(file, "{}", std::process::id()))
+        .map_err(|e| EngineError::io(format!("write {}", path.display()), e))?;
+    Ok(file)
 }
 
 impl Engine {
     /// Opens (creating if missing) a data directory, takes its lock, recovers every topic.
     pub fn open(
-        _data_dir: &Path,
-        _broker: BrokerConfig,
-        _clock: Arc<dyn Clock>,
-        _options: EngineOptions,
+        data_dir: &Path,
+        broker: BrokerConfig,
+        clock: Arc<dyn Clock>,
+        options: EngineOptions,
     ) -> Result<Engine> {
-        todo!()
+        if !data_dir.exists() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(data_dir)
+                .map_err(|e| EngineError::io(format!("create {}", data_dir.display()), e))?;
+        }
+        let lock_file = take_lock(data_dir)?;
+        let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean_shutdown = marker.exists();
+        if clean_shutdown {
+            // Removed at once, so a crash while loading counts as unclean (KAFKA-10471).
+            fs::remove_file(&marker).map_err(|e| EngineError::io(format!("remove {}", marker.display()), e))?;
+            log::sync_dir(data_dir)?;
+        }
+        let dynamic_path = data_dir.join(DYNAMIC_BROKER_CONFIG_FILE);
+        let broker = match fs::read_to_string(&dynamic_path) {
+            Ok(text) => broker.with_dynamic_properties(&text)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => broker,
+            Err(e) => return Err(EngineError::io(format!("read {}", dynamic_path.display()), e)),
+        };
+        let broker = Arc::new(RwLock::new(broker));
+        let mut topics = BTreeMap::new();
+        let mut entries: Vec<_> = fs::read_dir(data_dir)
+            .map_err(|e| EngineError::io(format!("list {}", data_dir.display()), e))?
+            .filter_map(|e| e.ok())
+            .collect();
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let Ok(name) = entry.file_name().into_string() else { continue };
+            if !entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                continue;
+            }
+            if name.ends_with(DELETING_SUFFIX) {
+                let _ = fs::remove_dir_all(entry.path());
+                continue;
+            }
+            let Some(topic_name) = name.strip_suffix(PARTITION_SUFFIX) else { continue };
+            if validate_topic_name(topic_name).is_err() {
+                tracing::warn!(dir = %name, "ignoring a directory that is not a valid partition directory");
+                continue;
+            }
+            let (topic, report) = Topic::open(topic_name, &entry.path(), broker.clone(), clock.clone(), clean_shutdown)?;
+            if report != Default::default() {
+                tracing::info!(topic = topic_name, ?report, "recovered topic");
+            }
+            topics.insert(topic_name.to_string(), Arc::new(topic));
+        }
+        tracing::info!(data_dir = %data_dir.display(), topics = topics.len(), clean_shutdown, "opened data directory");
+        let engine = Engine {
+            inner: Arc::new(Inner {
+                data_dir: data_dir.to_path_buf(),
+                clock,
+                broker,
+                topics: RwLock::new(topics),
+                rejections: Mutex::new(VecDeque::new()),
+                deletions: Mutex::new(Vec::new()),
+                _lock_file: lock_file,
+                closed: Mutex::new(false),
+            }),
+            stop: Mutex::new(None),
+            threads: Mutex::new(Vec::new()),
+        };
+        if options.background_threads {
+            engine.start_threads();
+        }
+        Ok(engine)
+    }
+
+    fn start_threads(&self) {
+        let (tx, rx) = crossbeam_channel::bounded::<()>(0);
+        *self.stop.lock() = Some(tx);
+        let mut threads = self.threads.lock();
+        let inner = self.inner.clone();
+        let stop = rx.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("kpfs-retention".into())
+                .spawn(move || retention_loop(&inner, &stop))
+                .expect("spawn retention thread"),
+        );
+        let inner = self.inner.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("kpfs-scheduler".into())
+                .spawn(move || scheduler_loop(&inner, &rx))
+                .expect("spawn scheduler thread"),
+        );
     }
 
     /// Stops background threads, flushes and closes every topic and marks the data
     /// directory cleanly closed. Idempotent.
     pub fn shutdown(&self) -> Result<()> {
-        todo!()
+        let mut closed = self.inner.closed.lock();
+        if *closed {
+            return Ok(());
+        }
+        // Dropping the sender wakes every background thread.
+        self.stop.lock().take();
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        for topic in self.inner.topics.read().values() {
+            topic.close()?;
+        }
+        let marker = self.inner.data_dir.join(CLEAN_SHUTDOWN_FILE);
+        fs::write(&marker, b"{\"version\":0}\n").map_err(|e| EngineError::io(format!("write {}", marker.display()), e))?;
+        log::sync_dir(&self.inner.data_dir)?;
+        *closed = true;
+        tracing::info!(data_dir = %self.inner.data_dir.display(), "closed cleanly");
+        Ok(())
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.inner.data_dir
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
     }
 
     /// Topic names, sorted.
     pub fn topic_names(&self) -> Vec<String> {
-        todo!()
+        self.inner.topics.read().keys().cloned().collect()
     }
 
-    pub fn topic(&self, _name: &str) -> Option<Arc<Topic>> {
-        todo!()
+    pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
+        self.inner.topics.read().get(name).cloned()
     }
 
-    pub fn create_topic(&self, _name: &str) -> Result<Arc<Topic>> {
-        todo!()
+    pub fn create_topic(&self, name: &str) -> Result<Arc<Topic>> {
+        validate_topic_name(name)?;
+        let mut topics = self.inner.topics.write();
+        if topics.contains_key(name) {
+            return Err(EngineError::TopicExists { name: name.to_string() });
+        }
+        let dir = self.inner.data_dir.join(format!("{name}{PARTITION_SUFFIX}"));
+        let (topic, _) = Topic::open(name, &dir, self.inner.broker.clone(), self.inner.clock.clone(), true)?;
+        log::sync_dir(&self.inner.data_dir)?;
+        let topic = Arc::new(topic);
+        topics.insert(name.to_string(), topic.clone());
+        tracing::info!(topic = name, "created topic");
+        Ok(topic)
     }
 
     /// Deletes a topic and its data. Open readers keep their file handles.
-    pub fn delete_topic(&self, _name: &str) -> Result<()> {
-        todo!()
+    pub fn delete_topic(&self, name: &str) -> Result<()> {
+        let mut topics = self.inner.topics.write();
+        let Some(topic) = topics.remove(name) else {
+            return Err(EngineError::UnknownTopic { name: name.to_string() });
+        };
+        let dir = topic.dir().to_path_buf();
+        let doomed = self.inner.data_dir.join(format!("{name}{PARTITION_SUFFIX}.{}{DELETING_SUFFIX}", self.inner.clock.now_ms()));
+        fs::rename(&dir, &doomed).map_err(|e| EngineError::io(format!("rename {}", dir.display()), e))?;
+        log::sync_dir(&self.inner.data_dir)?;
+        self.inner.deletions.lock().retain(|d| d.topic != name);
+        fs::remove_dir_all(&doomed).map_err(|e| EngineError::io(format!("remove {}", doomed.display()), e))?;
+        tracing::info!(topic = name, "deleted topic");
+        Ok(())
     }
 
     /// `.kpfs/config`: every broker config with its effective value, `key=value` lines.
     pub fn broker_config_text(&self) -> String {
-        todo!()
+        self.inner.broker.read().render()
+    }
+
+    pub fn broker_config(&self) -> BrokerConfig {
+        self.inner.broker.read().clone()
     }
 
     /// A write to `.kpfs/config`: `key=value` lines of dynamic broker configs.
-    pub fn update_broker_config(&self, _text: &[u8]) -> Result<()> {
-        todo!()
+    pub fn update_broker_config(&self, text: &[u8]) -> Result<()> {
+        let text = std::str::from_utf8(text).map_err(|_| EngineError::InvalidRecord {
+            message: "config writes must be UTF-8 text".into(),
+        })?;
+        {
+            let mut broker = self.inner.broker.write();
+            let updated = broker.apply_dynamic(text)?;
+            topic::write_atomically(
+                &self.inner.data_dir.join(DYNAMIC_BROKER_CONFIG_FILE),
+                updated.dynamic_properties().as_bytes(),
+            )?;
+            *broker = updated;
+        }
+        for t in self.inner.topics.read().values() {
+            t.refresh_config();
+        }
+        Ok(())
     }
 
     /// Remembers a refused operation for `.kpfs/errors`.
-    pub fn record_rejection(&self, _path: &str, _reason: &str) {
-        todo!()
+    pub fn record_rejection(&self, path: &str, reason: &str) {
+        let line = format!("{} {path}: {}", format_time_ms(self.inner.clock.now_ms()), reason.replace('\n', " "));
+        tracing::info!(path, reason, "refused");
+        let mut r = self.inner.rejections.lock();
+        if r.len() == MAX_REJECTIONS {
+            r.pop_front();
+        }
+        r.push_back(line);
     }
 
     /// `.kpfs/errors`: recent refused operations, newest last, one per line.
     pub fn rejections_text(&self) -> String {
-        todo!()
+        let r = self.inner.rejections.lock();
+        let mut out = String::new();
+        for line in r.iter() {
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
+    }
+
+    /// One retention pass over topics whose policy does not contain `compact` (those get
+    /// retention from the cleaner loop, as in Kafka). Returns segments deleted.
+    pub fn run_retention_once(&self) -> usize {
+        retention_pass(&self.inner, |t| !t.config().cleanup_policy.compact)
+    }
+
+    /// Retention for topics with `compact` in their policy (the cleaner loop's step).
+    pub fn run_compacted_retention_once(&self) -> usize {
+        retention_pass(&self.inner, |t| t.config().cleanup_policy.compact)
+    }
+
+    /// Physically removes `.deleted` files whose `file.delete.delay.ms` has passed.
+    pub fn run_deletions_once(&self) -> usize {
+        run_deletions(&self.inner)
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop.lock().take();
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn retention_pass(inner: &Inner, select: impl Fn(&Topic) -> bool) -> usize {
+    let topics: Vec<Arc<Topic>> = inner.topics.read().values().cloned().collect();
+    let mut deleted = 0;
+    for topic in topics.iter().filter(|t| select(t)) {
+        match topic.run_retention() {
+            Ok(steps) => {
+                let due = inner.clock.now_ms().saturating_add(topic.config().file_delete_delay_ms);
+                let mut q = inner.deletions.lock();
+                for step in steps {
+                    for seg in step.segments {
+                        deleted += 1;
+                        q.push(PendingDeletion { due_ms: due, topic: topic.name().to_string(), files: seg.files });
+                    }
+                }
+            }
+            Err(e) => tracing::error!(topic = topic.name(), error = %e, "retention failed"),
+        }
+    }
+    if deleted > 0 {
+        run_deletions(inner);
+    }
+    deleted
+}
+
+fn run_deletions(inner: &Inner) -> usize {
+    let now = inner.clock.now_ms();
+    let due: Vec<PendingDeletion> = {
+        let mut q = inner.deletions.lock();
+        let (due, rest): (Vec<_>, Vec<_>) = q.drain(..).partition(|d| d.due_ms <= now);
+        *q = rest;
+        due
+    };
+    for d in &due {
+        if let Err(e) = log::remove_files(&d.files) {
+            tracing::error!(topic = %d.topic, error = %e, "removing deleted segment files failed");
+        } else {
+            tracing::info!(topic = %d.topic, files = ?d.files, "removed deleted segment files");
+        }
+    }
+    due.len()
+}
+
+/// Waits for `ms` of real time or the stop signal; true when stopping.
+fn wait_or_stop(stop: &Receiver<()>, ms: i64) -> bool {
+    let wait = Duration::from_millis(ms.clamp(1, 60_000) as u64);
+    !matches!(stop.recv_timeout(wait), Err(crossbeam_channel::RecvTimeoutError::Timeout))
+}
+
+fn retention_loop(inner: &Inner, stop: &Receiver<()>) {
+    loop {
+        let interval = inner.broker.read().retention_check_interval_ms();
+        if wait_or_stop(stop, interval) {
+            return;
+        }
+        retention_pass(inner, |t| !t.config().cleanup_policy.compact);
+    }
+}
+
+/// Removes due `.deleted` files and applies `flush.ms`.
+fn scheduler_loop(inner: &Inner, stop: &Receiver<()>) {
+    loop {
+        if wait_or_stop(stop, 100) {
+            return;
+        }
+        run_deletions(inner);
+        let topics: Vec<Arc<Topic>> = inner.topics.read().values().cloned().collect();
+        for t in topics {
+            if let Err(e) = t.maybe_flush_by_time() {
+                tracing::error!(topic = t.name(), error = %e, "flush failed");
+            }
+        }
+    }
+}
+
+/// `2026-11-29T18:30:00.123Z` without a date crate.
+pub fn format_time_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Makes the data directory private (0700) if it is not.
+pub fn make_private(dir: &Path) -> Result<()> {
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+        .map_err(|e| EngineError::io(format!("chmod {}", dir.display()), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_format_as_utc() {
+        assert_eq!(format_time_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_time_ms(1_764_430_000_123), "2025-11-29T15:26:40.123Z");
+    }
+
+    #[test]
+    fn topic_names_follow_kafka() {
+        assert!(validate_topic_name("orders.v1_x-2").is_ok());
+        for bad in ["", ".", "..", "a/b", "a b", ".kpfs", "ü"] {
+            assert!(validate_topic_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(validate_topic_name(&"a".repeat(249)).is_ok());
+        assert!(validate_topic_name(&"a".repeat(250)).is_err());
     }
 }

@@ -1,7 +1,28 @@
 //! One topic = one Kafka partition: its log, its configuration, the line protocol that
-//! turns written bytes into records and records back into the `log` byte stream.
+//! turns written bytes into records, and the rendering of records into the `log` stream.
+//!
+//! The `log` stream: every record has a stream position fixed at append time (the sum of
+//! the rendered sizes of all records before it). The size of `log` is the end of the
+//! stream and never decreases; retention and compaction leave gaps that readers skip.
+//! A reader's kernel offset therefore advances by the bytes actually returned, and each
+//! open handle keeps a [`LogCursor`] that maps its offset back to a record.
 
-use crate::engine::Result;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use super::clock::Clock;
+use super::config::{BrokerConfig, TopicConfig, TopicOverrides};
+use super::error::{EngineError, Result};
+use super::format::{decode_header, parse_segment_file_name, RecordIter, RecordRef, LOG_SUFFIX};
+use super::log::{sync_dir, AppendInfo, DeletedSegment, Log, LogSnapshot, OpenReport, PendingRecord};
+use super::retention::{self, DeletionCause, SegmentFacts};
+
+/// File in the partition directory holding the topic's config overrides.
+pub const TOPIC_CONFIG_FILE: &str = "kpfs-topic.properties";
 
 /// A file in the partition directory, as `segments/` lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,68 +36,623 @@ pub struct BackingFile {
 /// a read at another position repositions by stream position.
 #[derive(Clone, Debug, Default)]
 pub struct LogCursor {
-    _private: (),
+    positioned: bool,
+    /// Kernel offset the next sequential read will ask for.
+    next_pos: u64,
+    /// Offset of the next record to render.
+    next_offset: u64,
+    /// Bytes of that record's rendering already returned.
+    skip: u64,
+}
+
+/// Segments deleted by one retention step.
+#[derive(Debug)]
+pub struct RetentionDeletion {
+    pub cause: DeletionCause,
+    pub segments: Vec<DeletedSegment>,
+}
+
+/// Counters shown in `status` (and later metrics).
+#[derive(Debug, Default)]
+pub struct TopicStats {
+    pub appended_records: AtomicU64,
+    pub appended_bytes: AtomicU64,
+    pub reader_skips: AtomicU64,
+    pub segments_deleted_time: AtomicU64,
+    pub segments_deleted_size: AtomicU64,
+    pub segments_deleted_log_start: AtomicU64,
 }
 
 pub struct Topic {
-    _private: (),
+    name: String,
+    log: Log,
+    broker: Arc<RwLock<BrokerConfig>>,
+    overrides: RwLock<TopicOverrides>,
+    config: RwLock<Arc<TopicConfig>>,
+    clock: Arc<dyn Clock>,
+    modified_ms: AtomicI64,
+    /// The first segment seen holding future timestamps (for `status`), or -1.
+    future_timestamp_segment: AtomicI64,
+    pub stats: TopicStats,
+}
+
+impl std::fmt::Debug for Topic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Topic").field("name", &self.name).finish()
+    }
 }
 
 impl Topic {
+    /// Opens (or creates) the topic stored in `dir` (`DATA_DIR/TOPIC-0`).
+    pub fn open(
+        name: &str,
+        dir: &Path,
+        broker: Arc<RwLock<BrokerConfig>>,
+        clock: Arc<dyn Clock>,
+        clean_shutdown: bool,
+    ) -> Result<(Topic, OpenReport)> {
+        let config_path = dir.join(TOPIC_CONFIG_FILE);
+        let overrides = match std::fs::read_to_string(&config_path) {
+            Ok(text) => TopicOverrides::from_properties(&text)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => TopicOverrides::default(),
+            Err(e) => return Err(EngineError::io(format!("read {}", config_path.display()), e)),
+        };
+        let config = broker.read().resolve_topic(&overrides);
+        let (log, report) = Log::open(dir, &format!("{name}-0"), &config, clock.clone(), clean_shutdown)?;
+        let modified = log
+            .snapshot()
+            .active()
+            .modified()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or_else(|| clock.now_ms(), |d| d.as_millis() as i64);
+        Ok((
+            Topic {
+                name: name.to_string(),
+                log,
+                broker,
+                overrides: RwLock::new(overrides),
+                config: RwLock::new(Arc::new(config)),
+                clock,
+                modified_ms: AtomicI64::new(modified),
+                future_timestamp_segment: AtomicI64::new(-1),
+                stats: TopicStats::default(),
+            },
+            report,
+        ))
+    }
+
     pub fn name(&self) -> &str {
-        todo!()
+        &self.name
+    }
+
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.log.dir()
+    }
+
+    /// The effective configuration now.
+    pub fn config(&self) -> Arc<TopicConfig> {
+        self.config.read().clone()
+    }
+
+    /// Re-resolves the effective config after a broker config change.
+    pub fn refresh_config(&self) {
+        let resolved = self.broker.read().resolve_topic(&self.overrides.read());
+        *self.config.write() = Arc::new(resolved);
     }
 
     /// Appends records: every `\n` ends one record, and a non-empty remainder after the
     /// last `\n` is one more record. All or nothing: on error nothing is appended.
     /// Returns the number of records appended.
-    pub fn append_lines(&self, _data: &[u8]) -> Result<u64> {
-        todo!()
+    pub fn append_lines(&self, data: &[u8]) -> Result<u64> {
+        Ok(self.append_lines_info(data)?.records)
+    }
+
+    pub fn append_lines_info(&self, data: &[u8]) -> Result<AppendInfo> {
+        let config = self.config();
+        let records = parse_lines(data, &config, &self.name)?;
+        if records.is_empty() {
+            return Ok(AppendInfo::default());
+        }
+        let info = self.log.append(&records, &config)?;
+        self.stats.appended_records.fetch_add(info.records, Ordering::Relaxed);
+        self.stats.appended_bytes.fetch_add(info.bytes, Ordering::Relaxed);
+        self.modified_ms.store(self.clock.now_ms(), Ordering::Relaxed);
+        for (offset, reason) in &info.rolls {
+            tracing::info!(topic = %self.name, base_offset = offset, %reason, "rolled segment");
+        }
+        Ok(info)
     }
 
     /// The size of `log`: the logical end of the rendered stream. Never decreases.
     pub fn stream_len(&self) -> u64 {
-        todo!()
+        self.log.stream_end()
     }
 
     /// Wall-clock ms of the last append (mtime of `log`).
     pub fn modified_ms(&self) -> i64 {
-        todo!()
+        self.modified_ms.load(Ordering::Relaxed)
     }
 
     /// Reads up to `len` bytes of the rendered stream at kernel offset `pos`. Never blocks;
     /// returns an empty vector at the end.
-    pub fn read_log(&self, _cursor: &mut LogCursor, _pos: u64, _len: usize) -> Result<Vec<u8>> {
-        todo!()
+    pub fn read_log(&self, cursor: &mut LogCursor, pos: u64, len: usize) -> Result<Vec<u8>> {
+        let config = self.config();
+        let render = Render::new(&config);
+        let snap = self.log.snapshot();
+        if !cursor.positioned || pos != cursor.next_pos {
+            self.reposition(cursor, &snap, &render, pos)?;
+        }
+        if cursor.next_offset < snap.log_start_offset {
+            // The records this reader was about to see were deleted: continue at the
+            // log start (Kafka's OffsetOutOfRange, resolved as auto.offset.reset=earliest).
+            cursor.next_offset = snap.log_start_offset;
+            cursor.skip = 0;
+            self.stats.reader_skips.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut out = Vec::with_capacity(len.min(4 << 20));
+        let mut scratch = Vec::new();
+        let mut seg_idx = match snap.segment_for(cursor.next_offset) {
+            Some(i) => i,
+            None => 0,
+        };
+        'segments: while out.len() < len && seg_idx < snap.segments.len() {
+            let seg = &snap.segments[seg_idx];
+            if cursor.next_offset >= seg.next_offset() {
+                seg_idx += 1;
+                if let Some(next) = snap.segments.get(seg_idx) {
+                    cursor.next_offset = cursor.next_offset.max(next.base_offset());
+                }
+                continue;
+            }
+            let mut file_pos = seg.lookup_position(cursor.next_offset);
+            loop {
+                let want = (len - out.len()).clamp(64 << 10, 4 << 20);
+                let bytes = seg.read_batches(file_pos, want)?;
+                if bytes.is_empty() {
+                    seg_idx += 1;
+                    continue 'segments;
+                }
+                let mut at = 0;
+                while at < bytes.len() {
+                    let h = decode_header(&bytes[at..]).map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                    let batch = &bytes[at..at + h.size];
+                    if h.last_offset() >= cursor.next_offset {
+                        for rec in RecordIter::new(&h, batch) {
+                            let rec = rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                            if rec.offset < cursor.next_offset {
+                                continue;
+                            }
+                            let size = render.size(&rec);
+                            let room = (len - out.len()) as u64;
+                            if cursor.skip == 0 && size <= room {
+                                render.write(&rec, &mut out);
+                                cursor.next_offset = rec.offset + 1;
+                                continue;
+                            }
+                            scratch.clear();
+                            render.write(&rec, &mut scratch);
+                            let from = cursor.skip.min(scratch.len() as u64) as usize;
+                            let take = (scratch.len() - from).min(room as usize);
+                            out.extend_from_slice(&scratch[from..from + take]);
+                            if from + take == scratch.len() {
+                                cursor.next_offset = rec.offset + 1;
+                                cursor.skip = 0;
+                            } else {
+                                cursor.skip = (from + take) as u64;
+                                break 'segments;
+                            }
+                        }
+                        cursor.next_offset = cursor.next_offset.max(h.next_offset());
+                    }
+                    at += h.size;
+                    if out.len() >= len {
+                        break 'segments;
+                    }
+                }
+                file_pos += bytes.len() as u64;
+            }
+        }
+        cursor.positioned = true;
+        cursor.next_pos = pos + out.len() as u64;
+        Ok(out)
+    }
+
+    /// Points the cursor at the record whose rendering covers stream position `pos`.
+    fn reposition(&self, cursor: &mut LogCursor, snap: &LogSnapshot, render: &Render, pos: u64) -> Result<()> {
+        cursor.positioned = true;
+        cursor.next_pos = pos;
+        cursor.skip = 0;
+        cursor.next_offset = snap.log_start_offset;
+        if pos == 0 {
+            return Ok(());
+        }
+        let active = snap.active().info();
+        if pos >= active.stream_end {
+            cursor.next_offset = active.next_offset;
+            return Ok(());
+        }
+        // The last segment whose first batch starts at or before `pos`.
+        let Some(seg) = snap
+            .segments
+            .iter()
+            .rev()
+            .find(|s| s.info().stream_start.is_some_and(|start| start <= pos))
+        else {
+            return Ok(());
+        };
+        // Binary search the sparse index by the stream position of each entry's batch.
+        let entries = seg.index_entries();
+        let (mut lo, mut hi) = (0usize, entries.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let header_bytes = seg.read_at(u64::from(entries[mid].1), super::format::BATCH_HEADER_BYTES)?;
+            let h = decode_header(&header_bytes).map_err(|e| corrupt(seg.log_path(), u64::from(entries[mid].1), e))?;
+            if h.base_stream_pos <= pos {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let mut file_pos = if lo == 0 { 0 } else { u64::from(entries[lo - 1].1) };
+        cursor.next_offset = seg.base_offset();
+        loop {
+            let bytes = seg.read_batches(file_pos, 256 << 10)?;
+            if bytes.is_empty() {
+                cursor.next_offset = seg.next_offset();
+                return Ok(());
+            }
+            let mut at = 0;
+            while at < bytes.len() {
+                let h = decode_header(&bytes[at..]).map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                if h.stream_end() > pos {
+                    for rec in RecordIter::new(&h, &bytes[at..at + h.size]) {
+                        let rec = rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                        if rec.stream_pos > pos {
+                            cursor.next_offset = rec.offset;
+                            return Ok(());
+                        }
+                        let inside = pos - rec.stream_pos;
+                        if inside < render.size(&rec) {
+                            cursor.next_offset = rec.offset;
+                            cursor.skip = inside;
+                            return Ok(());
+                        }
+                    }
+                }
+                cursor.next_offset = h.next_offset();
+                at += h.size;
+            }
+            file_pos += bytes.len() as u64;
+        }
     }
 
     /// The `config` file: every effective topic config as `key=value`.
     pub fn config_text(&self) -> String {
-        todo!()
+        self.overrides.read().render_effective(&self.broker.read())
     }
 
     /// A write to `config`: `key=value`, `-key`, blank and `#` lines; all or nothing.
-    pub fn update_config(&self, _text: &[u8]) -> Result<()> {
-        todo!()
+    pub fn update_config(&self, text: &[u8]) -> Result<()> {
+        let text = std::str::from_utf8(text).map_err(|_| EngineError::InvalidRecord {
+            message: "config writes must be UTF-8 text".into(),
+        })?;
+        let mut overrides = self.overrides.write();
+        let broker = self.broker.read();
+        let updated = overrides.apply_command(text, &broker)?;
+        write_atomically(&self.dir().join(TOPIC_CONFIG_FILE), updated.to_properties().as_bytes())?;
+        let resolved = broker.resolve_topic(&updated);
+        *overrides = updated;
+        *self.config.write() = Arc::new(resolved);
+        Ok(())
+    }
+
+    /// Facts of every segment, oldest first, for retention.
+    pub fn segment_facts(&self) -> Vec<SegmentFacts> {
+        self.log
+            .snapshot()
+            .segments
+            .iter()
+            .map(|s| SegmentFacts {
+                base_offset: s.base_offset(),
+                size: s.size(),
+                largest_timestamp: s.largest_timestamp(),
+                is_empty: s.is_empty(),
+            })
+            .collect()
+    }
+
+    /// Kafka's `deleteOldSegments`: log-start breach, then (with `delete` in the policy)
+    /// size, then time, each step re-reading the segment list. `with_time_and_size` is
+    /// false for callers that must only apply the log-start rule.
+    pub fn run_retention(&self) -> Result<Vec<RetentionDeletion>> {
+        let config = self.config();
+        let mut done = Vec::new();
+        let now = self.clock.now_ms();
+        let lso = self.log.log_start_offset();
+        let n = retention::log_start_breach(&self.segment_facts(), lso);
+        self.apply_deletion(n, DeletionCause::LogStartOffset { log_start_offset: lso }, &config, &mut done)?;
+        if config.cleanup_policy.delete {
+            let facts = self.segment_facts();
+            let total: u64 = facts.iter().map(|s| s.size).sum();
+            let n = retention::size_breach(&facts, config.retention_bytes);
+            let cause = DeletionCause::Size { total_bytes: total, retention_bytes: config.retention_bytes };
+            self.apply_deletion(n, cause, &config, &mut done)?;
+            let facts = self.segment_facts();
+            let n = retention::time_breach(&facts, config.retention_ms, now);
+            let cause = DeletionCause::Time { retention_ms: config.retention_ms, now_ms: now };
+            self.apply_deletion(n, cause, &config, &mut done)?;
+            let future = retention::future_timestamp_segment(&self.segment_facts(), now);
+            let previous = self.future_timestamp_segment.swap(future.map_or(-1, |b| b as i64), Ordering::Relaxed);
+            if let Some(base) = future {
+                if previous != base as i64 && config.retention_ms >= 0 {
+                    tracing::warn!(topic = %self.name, base_offset = base,
+                        "segment contains future timestamp(s), making it ineligible to be deleted");
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    fn apply_deletion(
+        &self,
+        count: usize,
+        cause: DeletionCause,
+        config: &TopicConfig,
+        done: &mut Vec<RetentionDeletion>,
+    ) -> Result<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        let facts = self.segment_facts();
+        let last = facts[count - 1].base_offset;
+        let segments = self.log.delete_segments_through(last, config)?;
+        let counter = match cause {
+            DeletionCause::LogStartOffset { .. } => &self.stats.segments_deleted_log_start,
+            DeletionCause::Size { .. } => &self.stats.segments_deleted_size,
+            DeletionCause::Time { .. } => &self.stats.segments_deleted_time,
+        };
+        counter.fetch_add(segments.len() as u64, Ordering::Relaxed);
+        tracing::info!(
+            topic = %self.name,
+            segments = ?segments.iter().map(|d| d.segment.base_offset()).collect::<Vec<_>>(),
+            cause = ?cause,
+            log_start_offset = self.log.log_start_offset(),
+            "deleting segments (renamed .deleted)"
+        );
+        done.push(RetentionDeletion { cause, segments });
+        Ok(())
     }
 
     /// The `status` file: `name: value` lines.
     pub fn status_text(&self) -> String {
-        todo!()
+        let snap = self.log.snapshot();
+        let config = self.config();
+        let active = snap.active().info();
+        let size: u64 = snap.segments.iter().map(|s| s.size()).sum();
+        let policy = match (config.cleanup_policy.compact, config.cleanup_policy.delete) {
+            (true, true) => "compact,delete",
+            (true, false) => "compact",
+            (false, true) => "delete",
+            (false, false) => "",
+        };
+        let mut out = String::new();
+        let mut line = |k: &str, v: String| {
+            out.push_str(k);
+            out.push_str(": ");
+            out.push_str(&v);
+            out.push('\n');
+        };
+        line("topic", self.name.clone());
+        line("log_start_offset", snap.log_start_offset.to_string());
+        line("log_end_offset", active.next_offset.to_string());
+        line("size_bytes", size.to_string());
+        line("segment_count", snap.segments.len().to_string());
+        line("active_segment_base_offset", active.base_offset.to_string());
+        line("cleanup_policy", policy.to_string());
+        line("stream_bytes", active.stream_end.to_string());
+        line("appended_records", self.stats.appended_records.load(Ordering::Relaxed).to_string());
+        line("reader_skips", self.stats.reader_skips.load(Ordering::Relaxed).to_string());
+        line("segments_deleted_time", self.stats.segments_deleted_time.load(Ordering::Relaxed).to_string());
+        line("segments_deleted_size", self.stats.segments_deleted_size.load(Ordering::Relaxed).to_string());
+        line(
+            "segments_deleted_log_start",
+            self.stats.segments_deleted_log_start.load(Ordering::Relaxed).to_string(),
+        );
+        let future = self.future_timestamp_segment.load(Ordering::Relaxed);
+        if future >= 0 {
+            line(
+                "future_timestamp_segment",
+                format!("{future} (contains future timestamp(s), making it ineligible to be deleted by retention.ms)"),
+            );
+        }
+        if let Some(reason) = self.log.poison_reason() {
+            line("write_state", format!("refusing writes until remount: {reason}"));
+        } else {
+            line("write_state", "ok".into());
+        }
+        out
     }
 
     /// Every file in the partition directory (segments, indexes, `.deleted`, ...).
     pub fn backing_files(&self) -> Result<Vec<BackingFile>> {
-        todo!()
+        let dir = self.dir();
+        let mut files = Vec::new();
+        let entries = std::fs::read_dir(dir).map_err(|e| EngineError::io(format!("list {}", dir.display()), e))?;
+        for entry in entries {
+            let Ok(entry) = entry else { continue };
+            let Ok(name) = entry.file_name().into_string() else { continue };
+            // A file may vanish between listing and stat (delayed deletion): skip it.
+            let Ok(meta) = entry.metadata() else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            let mtime_ms = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as i64);
+            files.push(BackingFile { name, size: meta.len(), mtime_ms });
+        }
+        files.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(files)
     }
 
-    /// Opens a file of the partition directory for reading.
-    pub fn open_backing_file(&self, _name: &str) -> Result<std::fs::File> {
-        todo!()
+    /// Opens a file of the partition directory for reading. Only plain names of files
+    /// that exist there are accepted, so no name reaches outside the directory.
+    pub fn open_backing_file(&self, name: &str) -> Result<File> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(EngineError::InvalidRecord { message: format!("not a file of the partition directory: {name}") });
+        }
+        let path = self.dir().join(name);
+        File::open(&path).map_err(|e| EngineError::io(format!("open {}", path.display()), e))
     }
 
     /// Makes every record appended so far durable (fsync of the active segment).
     pub fn sync(&self) -> Result<()> {
-        todo!()
+        self.log.flush()
     }
+
+    /// Periodic `flush.ms` check.
+    pub fn maybe_flush_by_time(&self) -> Result<()> {
+        self.log.maybe_flush_by_time(&self.config())
+    }
+
+    pub fn close(&self) -> Result<()> {
+        self.log.close()
+    }
+
+    /// Base offsets of segment `.log` files in the directory (for tests and checks).
+    pub fn segment_log_files(&self) -> Result<Vec<u64>> {
+        Ok(self
+            .backing_files()?
+            .iter()
+            .filter_map(|f| parse_segment_file_name(&f.name))
+            .filter(|(_, s)| *s == LOG_SUFFIX)
+            .map(|(b, _)| b)
+            .collect())
+    }
+}
+
+fn corrupt(path: PathBuf, position: u64, e: super::format::DecodeError) -> EngineError {
+    EngineError::Corrupt { path, position, reason: e.to_string() }
+}
+
+/// Writes a small file so that a crash leaves either the old or the new content.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let io = |what: &str, e| EngineError::io(format!("{what} {}", tmp.display()), e);
+    let mut f = File::create(&tmp).map_err(|e| io("create", e))?;
+    f.write_all(bytes).map_err(|e| io("write", e))?;
+    f.sync_all().map_err(|e| io("fsync", e))?;
+    std::fs::rename(&tmp, path).map_err(|e| io("rename", e))?;
+    if let Some(dir) = path.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// How records are rendered into the `log` stream under a topic config.
+struct Render<'a> {
+    parse_key: bool,
+    separator: &'a [u8],
+    null_marker: &'a [u8],
+}
+
+impl<'a> Render<'a> {
+    fn new(config: &'a TopicConfig) -> Self {
+        Render {
+            parse_key: config.parse_key,
+            separator: &config.key_separator,
+            null_marker: config.null_marker.as_deref().unwrap_or(&[]),
+        }
+    }
+
+    fn size(&self, rec: &RecordRef<'_>) -> u64 {
+        let value = rec.value.map_or(self.null_marker.len(), <[u8]>::len);
+        let key = if self.parse_key { rec.key.map_or(self.null_marker.len(), <[u8]>::len) + self.separator.len() } else { 0 };
+        (key + value + 1) as u64
+    }
+
+    fn write(&self, rec: &RecordRef<'_>, out: &mut Vec<u8>) {
+        if self.parse_key {
+            out.extend_from_slice(rec.key.unwrap_or(self.null_marker));
+            out.extend_from_slice(self.separator);
+        }
+        out.extend_from_slice(rec.value.unwrap_or(self.null_marker));
+        out.push(b'\n');
+    }
+}
+
+/// Kafka's console-producer line protocol (`LineMessageReader`) over one write.
+fn parse_lines<'a>(data: &'a [u8], config: &TopicConfig, topic: &str) -> Result<Vec<PendingRecord<'a>>> {
+    let mut records = Vec::new();
+    let null_marker = config.null_marker.as_deref();
+    let max = config.max_message_bytes.max(0) as usize;
+    let mut rest = data;
+    let mut line_number = 0u64;
+    while !rest.is_empty() {
+        line_number += 1;
+        let (line, stream_bytes) = match memchr(b'\n', rest) {
+            Some(i) => {
+                let line = &rest[..i];
+                rest = &rest[i + 1..];
+                (line, i as u64 + 1)
+            }
+            None => {
+                let line = rest;
+                rest = &[];
+                (line, line.len() as u64 + 1)
+            }
+        };
+        if line.len() > max {
+            return Err(EngineError::RecordTooLarge {
+                message: format!(
+                    "The record batch size in the append to {topic}-0 is {} bytes which exceeds the maximum configured value of {max}.",
+                    line.len()
+                ),
+            });
+        }
+        let (key, value) = if config.parse_key {
+            let sep = &config.key_separator;
+            let Some(at) = find(line, sep) else {
+                return Err(EngineError::InvalidRecord {
+                    message: format!(
+                        "No key separator found on line number {line_number}: '{}'",
+                        String::from_utf8_lossy(line)
+                    ),
+                });
+            };
+            let key = &line[..at];
+            let value = &line[at + sep.len()..];
+            (
+                (Some(key) != null_marker).then_some(key),
+                (Some(value) != null_marker).then_some(value),
+            )
+        } else {
+            (None, Some(line))
+        };
+        if key.is_none() && config.cleanup_policy.compact {
+            return Err(EngineError::InvalidRecord {
+                message: format!("Compacted topic cannot accept message without key in topic partition {topic}-0"),
+            });
+        }
+        records.push(PendingRecord { key, value, stream_bytes });
+    }
+    Ok(records)
+}
+
+fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
+    haystack.iter().position(|&b| b == needle)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() || needle.len() > haystack.len() {
+        return None;
+    }
+    haystack.windows(needle.len()).position(|w| w == needle)
 }

@@ -1,0 +1,608 @@
+//! Every on-disk constant and byte layout of kpfs in one place: file names, the record
+//! batch framing inside `.log` files, and the index entry layouts. `docs/FORMAT.md`
+//! describes the same bytes for humans; keep the two in step.
+//!
+//! All integers are big-endian, as in Kafka. Batches are checksummed with CRC32 (IEEE,
+//! `crc32fast`) so recovery can tell a torn or corrupt tail from valid data.
+
+use std::fmt;
+
+/// Suffixes of the files of one segment.
+pub const LOG_SUFFIX: &str = ".log";
+pub const INDEX_SUFFIX: &str = ".index";
+pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// Temporary suffixes appended after the normal one (`...log.deleted`).
+pub const DELETED_SUFFIX: &str = ".deleted";
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+pub const SWAP_SUFFIX: &str = ".swap";
+
+/// Width of the zero-padded base offset in file names (Kafka's `filenamePrefixFromOffset`).
+pub const OFFSET_DIGITS: usize = 20;
+
+/// `.index` entry: relative offset u32 + file position u32.
+pub const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
+/// `.timeindex` entry: timestamp i64 + relative offset u32.
+pub const TIME_INDEX_ENTRY_BYTES: usize = 12;
+
+/// The only batch format version kpfs writes.
+pub const BATCH_MAGIC: u8 = 1;
+
+/// Byte positions inside a batch header.
+const BASE_OFFSET_AT: usize = 0;
+const BATCH_LENGTH_AT: usize = 8;
+const MAGIC_AT: usize = 12;
+const CRC_AT: usize = 13;
+/// The CRC covers everything from here to the end of the batch.
+const CRC_COVERS_FROM: usize = 17;
+const ATTRIBUTES_AT: usize = 17;
+const LAST_OFFSET_DELTA_AT: usize = 19;
+const BASE_TIMESTAMP_AT: usize = 23;
+const MAX_TIMESTAMP_AT: usize = 31;
+const DELETE_HORIZON_AT: usize = 39;
+const BASE_STREAM_POS_AT: usize = 47;
+const STREAM_BYTES_AT: usize = 55;
+const RECORD_COUNT_AT: usize = 59;
+/// Size of the fixed batch header; records follow.
+pub const BATCH_HEADER_BYTES: usize = 63;
+/// `batch_length` counts the bytes after the length field itself.
+const LENGTH_FIELD_END: usize = 12;
+
+/// Attribute bit: the batch carries a KIP-534 delete horizon for its tombstones.
+const ATTR_DELETE_HORIZON: u16 = 1;
+
+/// The largest batch kpfs will decode. Guards allocations against corrupt length fields;
+/// larger than any batch kpfs writes (one write is at most one segment).
+pub const MAX_BATCH_BYTES: usize = i32::MAX as usize;
+
+pub fn segment_file_name(base_offset: u64, suffix: &str) -> String {
+    format!("{base_offset:0width$}{suffix}", width = OFFSET_DIGITS)
+}
+
+/// Parses `00000000000000000042.log` (or `.index`, ...) into (42, ".log"). Temporary
+/// suffixes stay in the returned suffix (`.log.deleted`).
+pub fn parse_segment_file_name(name: &str) -> Option<(u64, &str)> {
+    if name.len() < OFFSET_DIGITS || !name.is_char_boundary(OFFSET_DIGITS) {
+        return None;
+    }
+    let (digits, suffix) = name.split_at(OFFSET_DIGITS);
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let base = digits.parse::<u64>().ok()?;
+    Some((base, suffix))
+}
+
+/// One record as the engine sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub offset: u64,
+    pub timestamp: i64,
+    /// Position of this record's rendering in the `log` byte stream.
+    pub stream_pos: u64,
+    pub key: Option<Vec<u8>>,
+    /// `None` is a tombstone.
+    pub value: Option<Vec<u8>>,
+}
+
+/// The fixed part of a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub base_offset: u64,
+    /// Total bytes of the batch, header included.
+    pub size: usize,
+    pub crc: u32,
+    pub last_offset_delta: u32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    /// KIP-534: set by the cleaner the first time it retains a tombstone of this batch.
+    pub delete_horizon_ms: Option<i64>,
+    /// Stream range this batch covered when appended: `[base_stream_pos, +stream_bytes)`.
+    pub base_stream_pos: u64,
+    pub stream_bytes: u32,
+    pub record_count: u32,
+}
+
+impl BatchHeader {
+    pub fn last_offset(&self) -> u64 {
+        self.base_offset + u64::from(self.last_offset_delta)
+    }
+
+    pub fn next_offset(&self) -> u64 {
+        self.last_offset() + 1
+    }
+
+    pub fn stream_end(&self) -> u64 {
+        self.base_stream_pos + u64::from(self.stream_bytes)
+    }
+}
+
+/// Why bytes do not decode as a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Fewer bytes than the header or the length field announce (a torn tail).
+    Truncated { needed: usize, available: usize },
+    BadMagic(u8),
+    BadLength(u64),
+    CrcMismatch { stored: u32, computed: u32 },
+    BadRecord(String),
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Truncated { needed, available } => {
+                write!(f, "truncated batch: needs {needed} bytes, {available} present")
+            }
+            DecodeError::BadMagic(m) => write!(f, "unknown batch magic {m}"),
+            DecodeError::BadLength(l) => write!(f, "impossible batch length {l}"),
+            DecodeError::CrcMismatch { stored, computed } => write!(
+                f,
+                "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
+            ),
+            DecodeError::BadRecord(why) => write!(f, "malformed record: {why}"),
+        }
+    }
+}
+
+fn be_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+fn be_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn be_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    be_u64(b, at) as i64
+}
+
+/// Decodes the header at the start of `bytes` without checking the CRC. Needs only
+/// [`BATCH_HEADER_BYTES`] bytes; `size` tells how many the whole batch has.
+pub fn decode_header(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
+    if bytes.len() < BATCH_HEADER_BYTES {
+        return Err(DecodeError::Truncated {
+            needed: BATCH_HEADER_BYTES,
+            available: bytes.len(),
+        });
+    }
+    let length = u64::from(be_u32(bytes, BATCH_LENGTH_AT));
+    let size = length as usize + LENGTH_FIELD_END;
+    if size < BATCH_HEADER_BYTES || size > MAX_BATCH_BYTES {
+        return Err(DecodeError::BadLength(length));
+    }
+    let magic = bytes[MAGIC_AT];
+    if magic != BATCH_MAGIC {
+        return Err(DecodeError::BadMagic(magic));
+    }
+    let attributes = be_u16(bytes, ATTRIBUTES_AT);
+    let horizon = be_i64(bytes, DELETE_HORIZON_AT);
+    Ok(BatchHeader {
+        base_offset: be_u64(bytes, BASE_OFFSET_AT),
+        size,
+        crc: be_u32(bytes, CRC_AT),
+        last_offset_delta: be_u32(bytes, LAST_OFFSET_DELTA_AT),
+        base_timestamp: be_i64(bytes, BASE_TIMESTAMP_AT),
+        max_timestamp: be_i64(bytes, MAX_TIMESTAMP_AT),
+        delete_horizon_ms: (attributes & ATTR_DELETE_HORIZON != 0).then_some(horizon),
+        base_stream_pos: be_u64(bytes, BASE_STREAM_POS_AT),
+        stream_bytes: be_u32(bytes, STREAM_BYTES_AT),
+        record_count: be_u32(bytes, RECORD_COUNT_AT),
+    })
+}
+
+/// Decodes and verifies a whole batch at the start of `bytes`, copying its records.
+pub fn decode_batch(bytes: &[u8]) -> Result<(BatchHeader, Vec<Record>), DecodeError> {
+    let header = verify_batch(bytes)?;
+    let records = RecordIter::new(&header, &bytes[..header.size])
+        .map(|r| r.map(|r| r.to_owned()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((header, records))
+}
+
+/// Decodes the header and checks the CRC of the whole batch at the start of `bytes`.
+pub fn verify_batch(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
+    let header = decode_header(bytes)?;
+    if bytes.len() < header.size {
+        return Err(DecodeError::Truncated {
+            needed: header.size,
+            available: bytes.len(),
+        });
+    }
+    let computed = crc32fast::hash(&bytes[CRC_COVERS_FROM..header.size]);
+    if computed != header.crc {
+        return Err(DecodeError::CrcMismatch {
+            stored: header.crc,
+            computed,
+        });
+    }
+    Ok(header)
+}
+
+/// A record borrowed from a batch buffer (the read path renders without copying).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    pub offset: u64,
+    pub timestamp: i64,
+    pub stream_pos: u64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+}
+
+impl RecordRef<'_> {
+    pub fn to_owned(&self) -> Record {
+        Record {
+            offset: self.offset,
+            timestamp: self.timestamp,
+            stream_pos: self.stream_pos,
+            key: self.key.map(<[u8]>::to_vec),
+            value: self.value.map(<[u8]>::to_vec),
+        }
+    }
+}
+
+/// Iterates the records of one verified batch (`bytes` = the whole batch). Checks every
+/// length, that offsets increase and stay within the batch, and that nothing trails.
+#[derive(Debug)]
+pub struct RecordIter<'a> {
+    header: BatchHeader,
+    body: &'a [u8],
+    remaining: u32,
+    previous: Option<u64>,
+    failed: bool,
+}
+
+impl<'a> RecordIter<'a> {
+    pub fn new(header: &BatchHeader, batch: &'a [u8]) -> Self {
+        RecordIter {
+            header: *header,
+            body: &batch[BATCH_HEADER_BYTES..header.size],
+            remaining: header.record_count,
+            previous: None,
+            failed: false,
+        }
+    }
+
+    fn next_record(&mut self) -> Result<RecordRef<'a>, DecodeError> {
+        let length = read_varint(&mut self.body)? as usize;
+        if length > self.body.len() {
+            return Err(DecodeError::BadRecord(format!(
+                "record length {length} exceeds the {} bytes left",
+                self.body.len()
+            )));
+        }
+        let (mut rec, rest) = self.body.split_at(length);
+        self.body = rest;
+        let offset_delta = read_varint(&mut rec)?;
+        if offset_delta > u64::from(self.header.last_offset_delta) {
+            return Err(DecodeError::BadRecord(format!(
+                "offset delta {offset_delta} beyond the batch's last delta {}",
+                self.header.last_offset_delta
+            )));
+        }
+        let offset = self.header.base_offset + offset_delta;
+        if self.previous.is_some_and(|p| offset <= p) {
+            return Err(DecodeError::BadRecord(format!(
+                "offset {offset} does not increase"
+            )));
+        }
+        self.previous = Some(offset);
+        let timestamp = self
+            .header
+            .base_timestamp
+            .wrapping_add(unzigzag(read_varint(&mut rec)?));
+        let stream_pos = self
+            .header
+            .base_stream_pos
+            .wrapping_add(read_varint(&mut rec)?);
+        let key = read_bytes(&mut rec)?;
+        let value = read_bytes(&mut rec)?;
+        if !rec.is_empty() {
+            return Err(DecodeError::BadRecord(format!(
+                "{} trailing bytes in record",
+                rec.len()
+            )));
+        }
+        Ok(RecordRef {
+            offset,
+            timestamp,
+            stream_pos,
+            key,
+            value,
+        })
+    }
+}
+
+impl<'a> Iterator for RecordIter<'a> {
+    type Item = Result<RecordRef<'a>, DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        if self.remaining == 0 {
+            if !self.body.is_empty() {
+                self.failed = true;
+                return Some(Err(DecodeError::BadRecord(format!(
+                    "{} bytes after the last record",
+                    self.body.len()
+                ))));
+            }
+            return None;
+        }
+        self.remaining -= 1;
+        let r = self.next_record();
+        self.failed = r.is_err();
+        Some(r)
+    }
+}
+
+fn read_bytes<'a>(buf: &mut &'a [u8]) -> Result<Option<&'a [u8]>, DecodeError> {
+    let len = unzigzag(read_varint(buf)?);
+    if len == -1 {
+        return Ok(None);
+    }
+    if len < -1 || len as u64 > buf.len() as u64 {
+        return Err(DecodeError::BadRecord(format!("field length {len}")));
+    }
+    let (field, rest) = buf.split_at(len as usize);
+    *buf = rest;
+    Ok(Some(field))
+}
+
+fn read_varint(buf: &mut &[u8]) -> Result<u64, DecodeError> {
+    let mut value = 0u64;
+    for (i, &byte) in buf.iter().enumerate().take(10) {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            *buf = &buf[i + 1..];
+            return Ok(value);
+        }
+    }
+    Err(DecodeError::BadRecord("unterminated varint".into()))
+}
+
+fn write_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+fn varint_len(mut value: u64) -> usize {
+    let mut n = 1;
+    while value >= 0x80 {
+        value >>= 7;
+        n += 1;
+    }
+    n
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Builds one batch in memory. Records must be added in increasing offset order.
+#[derive(Debug)]
+pub struct BatchBuilder {
+    buf: Vec<u8>,
+    base_offset: u64,
+    base_timestamp: i64,
+    base_stream_pos: u64,
+    max_timestamp: i64,
+    last_offset: Option<u64>,
+    record_count: u32,
+    scratch: Vec<u8>,
+}
+
+impl BatchBuilder {
+    pub fn new(base_offset: u64, base_timestamp: i64, base_stream_pos: u64) -> Self {
+        Self::with_capacity(base_offset, base_timestamp, base_stream_pos, 0)
+    }
+
+    pub fn with_capacity(
+        base_offset: u64,
+        base_timestamp: i64,
+        base_stream_pos: u64,
+        bytes: usize,
+    ) -> Self {
+        let mut buf = Vec::with_capacity(BATCH_HEADER_BYTES + bytes);
+        buf.resize(BATCH_HEADER_BYTES, 0);
+        BatchBuilder {
+            buf,
+            base_offset,
+            base_timestamp,
+            base_stream_pos,
+            max_timestamp: i64::MIN,
+            last_offset: None,
+            record_count: 0,
+            scratch: Vec::with_capacity(32),
+        }
+    }
+
+    /// Encoded size a record would add (for size checks before building).
+    pub fn record_size(key: Option<&[u8]>, value: Option<&[u8]>) -> usize {
+        // Generous bound for the varint fields; exact sizes don't matter for limits.
+        let body = 10 + 10 + 10 + 10 + key.map_or(0, <[u8]>::len) + 10 + value.map_or(0, <[u8]>::len);
+        body + varint_len(body as u64)
+    }
+
+    pub fn push(
+        &mut self,
+        offset: u64,
+        timestamp: i64,
+        stream_pos: u64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) {
+        assert!(offset >= self.base_offset, "record offset below batch base");
+        assert!(
+            self.last_offset.is_none_or(|last| offset > last),
+            "offsets must strictly increase within a batch"
+        );
+        assert!(stream_pos >= self.base_stream_pos, "stream position below batch base");
+        let s = &mut self.scratch;
+        s.clear();
+        write_varint(s, offset - self.base_offset);
+        write_varint(s, zigzag(timestamp.wrapping_sub(self.base_timestamp)));
+        write_varint(s, stream_pos - self.base_stream_pos);
+        for field in [key, value] {
+            match field {
+                None => write_varint(s, zigzag(-1)),
+                Some(bytes) => {
+                    write_varint(s, zigzag(bytes.len() as i64));
+                    s.extend_from_slice(bytes);
+                }
+            }
+        }
+        write_varint(&mut self.buf, s.len() as u64);
+        self.buf.extend_from_slice(s);
+        self.last_offset = Some(offset);
+        self.max_timestamp = self.max_timestamp.max(timestamp);
+        self.record_count += 1;
+    }
+
+    pub fn record_count(&self) -> u32 {
+        self.record_count
+    }
+
+    pub fn encoded_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Finishes the batch. `last_offset` may exceed the last record's offset (a cleaned
+    /// batch keeps its original last offset); `stream_end` is the end of the stream range
+    /// the batch covers.
+    pub fn finish(
+        mut self,
+        last_offset: Option<u64>,
+        stream_end: u64,
+        delete_horizon_ms: Option<i64>,
+    ) -> Vec<u8> {
+        let last = last_offset.or(self.last_offset).unwrap_or(self.base_offset);
+        assert!(
+            self.last_offset.is_none_or(|l| last >= l),
+            "batch last offset below its last record"
+        );
+        let last_delta = u32::try_from(last - self.base_offset).expect("batch offset span fits u32");
+        let stream_bytes =
+            u32::try_from(stream_end - self.base_stream_pos).expect("batch stream span fits u32");
+        let max_timestamp = if self.record_count == 0 {
+            self.base_timestamp
+        } else {
+            self.max_timestamp
+        };
+        let length = u32::try_from(self.buf.len() - LENGTH_FIELD_END).expect("batch fits u32");
+        let b = &mut self.buf;
+        b[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&self.base_offset.to_be_bytes());
+        b[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
+        b[MAGIC_AT] = BATCH_MAGIC;
+        let attributes = if delete_horizon_ms.is_some() {
+            ATTR_DELETE_HORIZON
+        } else {
+            0
+        };
+        b[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+        b[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4].copy_from_slice(&last_delta.to_be_bytes());
+        b[BASE_TIMESTAMP_AT..BASE_TIMESTAMP_AT + 8]
+            .copy_from_slice(&self.base_timestamp.to_be_bytes());
+        b[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+        b[DELETE_HORIZON_AT..DELETE_HORIZON_AT + 8]
+            .copy_from_slice(&delete_horizon_ms.unwrap_or(-1).to_be_bytes());
+        b[BASE_STREAM_POS_AT..BASE_STREAM_POS_AT + 8]
+            .copy_from_slice(&self.base_stream_pos.to_be_bytes());
+        b[STREAM_BYTES_AT..STREAM_BYTES_AT + 4].copy_from_slice(&stream_bytes.to_be_bytes());
+        b[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&self.record_count.to_be_bytes());
+        let crc = crc32fast::hash(&b[CRC_COVERS_FROM..]);
+        b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_batch() -> Vec<u8> {
+        let mut b = BatchBuilder::new(10, 1_000, 500);
+        b.push(10, 1_000, 500, Some(b"a"), Some(b"1"));
+        b.push(11, 990, 504, None, Some(b"no key"));
+        b.push(13, 1_005, 511, Some(b"k"), None);
+        b.finish(None, 515, None)
+    }
+
+    #[test]
+    fn batch_round_trips() {
+        let bytes = sample_batch();
+        let (h, recs) = decode_batch(&bytes).unwrap();
+        assert_eq!(h.base_offset, 10);
+        assert_eq!(h.last_offset(), 13);
+        assert_eq!(h.size, bytes.len());
+        assert_eq!(h.max_timestamp, 1_005);
+        assert_eq!(h.stream_end(), 515);
+        assert_eq!(h.delete_horizon_ms, None);
+        assert_eq!(recs.len(), 3);
+        assert_eq!(recs[1].key, None);
+        assert_eq!(recs[1].timestamp, 990);
+        assert_eq!(recs[1].stream_pos, 504);
+        assert_eq!(recs[2].value, None);
+        assert_eq!(recs[2].offset, 13);
+    }
+
+    #[test]
+    fn every_single_byte_flip_is_detected() {
+        let bytes = sample_batch();
+        for i in 0..bytes.len() {
+            let mut copy = bytes.clone();
+            copy[i] ^= 0x40;
+            assert!(decode_batch(&copy).is_err(), "flip at byte {i} went unnoticed");
+        }
+    }
+
+    #[test]
+    fn every_truncation_is_detected() {
+        let bytes = sample_batch();
+        for len in 0..bytes.len() {
+            assert!(decode_batch(&bytes[..len]).is_err(), "truncation to {len}");
+        }
+    }
+
+    #[test]
+    fn empty_batch_keeps_its_offsets() {
+        let b = BatchBuilder::new(7, 5, 100);
+        let bytes = b.finish(Some(9), 130, Some(42));
+        let (h, recs) = decode_batch(&bytes).unwrap();
+        assert!(recs.is_empty());
+        assert_eq!(h.last_offset(), 9);
+        assert_eq!(h.delete_horizon_ms, Some(42));
+    }
+
+    #[test]
+    fn file_names_round_trip() {
+        assert_eq!(segment_file_name(42, ".log"), "00000000000000000042.log");
+        assert_eq!(
+            parse_segment_file_name("00000000000000000042.index.deleted"),
+            Some((42, ".index.deleted"))
+        );
+        assert_eq!(parse_segment_file_name("leader-epoch-checkpoint"), None);
+    }
+
+    #[test]
+    fn varints_round_trip() {
+        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
+            let mut out = Vec::new();
+            write_varint(&mut out, v);
+            assert_eq!(out.len(), varint_len(v));
+            let mut s = out.as_slice();
+            assert_eq!(read_varint(&mut s).unwrap(), v);
+        }
+        for v in [0i64, -1, 1, i64::MIN, i64::MAX] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
+    }
+}

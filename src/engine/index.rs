@@ -1,0 +1,401 @@
+//! Kafka's sparse, memory-mapped segment indexes.
+//!
+//! An index file is preallocated to `segment.index.bytes` (rounded down to whole entries)
+//! while its segment is active, so appending an entry is a store into the map, and trimmed
+//! to its entries when the segment rolls or closes. Entries are sparse: one per
+//! `index.interval.bytes` of log data. Lookups find the greatest entry at or below the
+//! target. Indexes are never checksummed: they are rebuilt from the log whenever they are
+//! missing or recovery scans their segment.
+//!
+//! `.index` entry (8 bytes): relative offset u32 BE + position of a batch in `.log` u32 BE.
+//! `.timeindex` entry (12 bytes): timestamp i64 BE + relative offset u32 BE.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use memmap2::MmapMut;
+
+use super::format::{OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
+
+/// One preallocated, mapped index file. Not thread-safe: owned by its segment's lock.
+#[derive(Debug)]
+struct IndexFile {
+    path: PathBuf,
+    file: File,
+    /// `None` while the file is empty (a zero-length map is not allowed).
+    map: Option<MmapMut>,
+    entry_bytes: usize,
+    entries: usize,
+    max_entries: usize,
+}
+
+impl IndexFile {
+    /// Opens or creates the file. `valid_entries` decides how many leading entries of an
+    /// existing file are real (the rest is preallocated zeroes).
+    fn open(
+        path: &Path,
+        entry_bytes: usize,
+        max_index_bytes: usize,
+        valid_entries: impl Fn(&[u8]) -> usize,
+    ) -> io::Result<IndexFile> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        let mut index = IndexFile {
+            path: path.to_path_buf(),
+            file,
+            map: None,
+            entry_bytes,
+            entries: 0,
+            max_entries: max_index_bytes / entry_bytes,
+        };
+        let len = index.file.metadata()?.len() as usize;
+        let whole = len / entry_bytes * entry_bytes;
+        if whole > 0 {
+            index.map_file()?;
+            let entries = valid_entries(&index.bytes()[..whole]);
+            index.entries = entries;
+        }
+        Ok(index)
+    }
+
+    fn map_file(&mut self) -> io::Result<()> {
+        self.map = None;
+        let len = self.file.metadata()?.len();
+        if len > 0 {
+            // SAFETY: kpfs holds the data directory lock, so no other process maps or
+            // resizes this file; within kpfs the file is only resized through this struct,
+            // which drops the map first (see `set_len`), so the map never outlives bytes
+            // of the file and no access can fault.
+            self.map = Some(unsafe { MmapMut::map_mut(&self.file)? });
+        }
+        Ok(())
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+
+    fn set_len(&mut self, bytes: usize) -> io::Result<()> {
+        self.map = None;
+        self.file.set_len(bytes as u64)?;
+        self.map_file()
+    }
+
+    /// Grows the file to its preallocated size so appends need no resize.
+    fn preallocate(&mut self) -> io::Result<()> {
+        let want = self.max_entries * self.entry_bytes;
+        if self.bytes().len() != want {
+            self.set_len(want.max(self.entries * self.entry_bytes))?;
+        }
+        Ok(())
+    }
+
+    /// Shrinks the file to its entries (on roll and close).
+    fn trim(&mut self) -> io::Result<()> {
+        let want = self.entries * self.entry_bytes;
+        if self.bytes().len() != want {
+            self.set_len(want)?;
+        }
+        Ok(())
+    }
+
+    fn is_full(&self) -> bool {
+        self.entries >= self.max_entries
+    }
+
+    fn entry(&self, i: usize) -> &[u8] {
+        let at = i * self.entry_bytes;
+        &self.bytes()[at..at + self.entry_bytes]
+    }
+
+    fn push(&mut self, entry: &[u8]) -> io::Result<()> {
+        debug_assert_eq!(entry.len(), self.entry_bytes);
+        let at = self.entries * self.entry_bytes;
+        if at + self.entry_bytes > self.bytes().len() {
+            // Not preallocated (a sealed segment being rebuilt): grow one entry at a time.
+            self.set_len(at + self.entry_bytes)?;
+        }
+        let map = self.map.as_mut().expect("mapped after growing");
+        map[at..at + self.entry_bytes].copy_from_slice(entry);
+        self.entries += 1;
+        Ok(())
+    }
+
+    fn truncate_entries(&mut self, entries: usize) {
+        if entries < self.entries {
+            let from = entries * self.entry_bytes;
+            let to = self.entries * self.entry_bytes;
+            if let Some(map) = self.map.as_mut() {
+                map[from..to].fill(0);
+            }
+            self.entries = entries;
+        }
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        if let Some(map) = &self.map {
+            map.flush()?;
+        }
+        self.file.sync_all()
+    }
+}
+
+fn be_u32(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
+}
+
+/// `.index`: relative offset -> batch position.
+#[derive(Debug)]
+pub struct OffsetIndex {
+    base_offset: u64,
+    inner: IndexFile,
+}
+
+impl OffsetIndex {
+    pub fn open(path: &Path, base_offset: u64, max_index_bytes: usize) -> io::Result<Self> {
+        // A real entry never has position 0 (the first batch of a segment gets no entry)
+        // and offsets strictly increase; preallocated zeroes end the valid prefix.
+        let valid = |bytes: &[u8]| {
+            let mut n = 0;
+            let mut last: Option<u32> = None;
+            for e in bytes.chunks_exact(OFFSET_INDEX_ENTRY_BYTES) {
+                let (rel, pos) = (be_u32(e), be_u32(&e[4..]));
+                if pos == 0 || last.is_some_and(|l| rel <= l) {
+                    break;
+                }
+                last = Some(rel);
+                n += 1;
+            }
+            n
+        };
+        Ok(OffsetIndex {
+            base_offset,
+            inner: IndexFile::open(path, OFFSET_INDEX_ENTRY_BYTES, max_index_bytes, valid)?,
+        })
+    }
+
+    pub fn entries(&self) -> usize {
+        self.inner.entries
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.inner.is_full()
+    }
+
+    pub fn entry(&self, i: usize) -> (u64, u32) {
+        let e = self.inner.entry(i);
+        (self.base_offset + u64::from(be_u32(e)), be_u32(&e[4..]))
+    }
+
+    pub fn last(&self) -> Option<(u64, u32)> {
+        self.entries().checked_sub(1).map(|i| self.entry(i))
+    }
+
+    /// Appends (offset, position). Offsets must strictly increase.
+    pub fn append(&mut self, offset: u64, position: u32) -> io::Result<()> {
+        assert!(offset >= self.base_offset, "index offset below base");
+        if let Some((last, last_pos)) = self.last() {
+            assert!(offset > last, "offset index entries must strictly increase");
+            assert!(position > last_pos, "offset index positions must strictly increase");
+        }
+        let rel = u32::try_from(offset - self.base_offset).expect("relative offset fits u32");
+        let mut e = [0u8; OFFSET_INDEX_ENTRY_BYTES];
+        e[..4].copy_from_slice(&rel.to_be_bytes());
+        e[4..].copy_from_slice(&position.to_be_bytes());
+        self.inner.push(&e)
+    }
+
+    /// Greatest entry whose offset is <= `target`, else (base offset, 0).
+    pub fn lookup(&self, target: u64) -> (u64, u32) {
+        let n = self.entries();
+        // Number of entries with offset <= target.
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.entry(mid).0 <= target {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo == 0 {
+            (self.base_offset, 0)
+        } else {
+            self.entry(lo - 1)
+        }
+    }
+
+    /// Drops entries pointing at or past `position` (truncation of the log).
+    pub fn truncate_to_position(&mut self, position: u32) {
+        let keep = (0..self.entries())
+            .take_while(|&i| self.entry(i).1 < position)
+            .count();
+        self.inner.truncate_entries(keep);
+    }
+
+    pub fn clear(&mut self) {
+        self.inner.truncate_entries(0);
+    }
+
+    pub fn preallocate(&mut self) -> io::Result<()> {
+        self.inner.preallocate()
+    }
+
+    pub fn trim(&mut self) -> io::Result<()> {
+        self.inner.trim()
+    }
+
+    pub fn flush(&self) -> io::Result<()> {
+        self.inner.flush()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    pub fn file_len(&self) -> usize {
+        self.inner.bytes().len()
+    }
+}
+
+/// `.timeindex`: timestamp -> relative offset. Entries only for increasing timestamps.
+#[derive(Debug)]
+pub struct TimeIndex {
+    base_offset: u64,
+    inner: IndexFile,
+}
+
+impl TimeIndex {
+    pub fn open(path: &Path, base_offset: u64, max_index_bytes: usize) -> io::Result<Self> {
+        let valid = |bytes: &[u8]| {
+            let mut n = 0;
+            let mut last: Option<(i64, u32)> = None;
+            for e in bytes.chunks_exact(TIME_INDEX_ENTRY_BYTES) {
+                let ts = i64::from_be_bytes(e[..8].try_into().expect("8 bytes"));
+                let rel = be_u32(&e[8..]);
+                let zero = ts == 0 && rel == 0;
+                if zero || last.is_some_and(|(lt, lr)| ts <= lt || rel < lr) {
+                    break;
+                }
+                last = Some((ts, rel));
+                n += 1;
+            }
+            n
+        };
+        Ok(TimeIndex {
+            base_offset,
+            inner: IndexFile::open(path, TIME_INDEX_ENTRY_BYTES, max_index_bytes, valid)?,
+        })
+    }
+
+    pub fn entries(&self) -> usize {
+        self.inner.entries
+    }
+
+    /// Kafka keeps one slot free for the entry written when the segment becomes inactive.
+    pub fn is_full(&self) -> bool {
+        self.inner.entries + 1 >= self.inner.max_entries
+    }
+
+    pub fn entry(&self, i: usize) -> (i64, u64) {
+        let e = self.inner.entry(i);
+        let ts = i64::from_be_bytes(e[..8].try_into().expect("8 bytes"));
+        (ts, self.base_offset + u64::from(be_u32(&e[8..])))
+    }
+
+    pub fn last(&self) -> Option<(i64, u64)> {
+        self.entries().checked_sub(1).map(|i| self.entry(i))
+    }
+
+    /// Appends unless `timestamp` is not greater than the last entry's (as Kafka).
+    pub fn maybe_append(&mut self, timestamp: i64, offset: u64) -> io::Result<()> {
+        if self.last().is_some_and(|(ts, _)| timestamp <= ts) {
+            return Ok(());
+        }
+        let rel = u32::try_from(offset - self.base_offset).expect("relative offset fits u32");
+        let mut e = [0u8; TIME_INDEX_ENTRY_BYTES];
+        e[..8].copy_from_slice(&timestamp.to_be_bytes());
+        e[8..].copy_from_slice(&rel.to_be_bytes());
+        self.inner.push(&e)
+    }
+
+    /// Drops entries for offsets at or past `offset`.
+    pub fn truncate_to_offset(&mut self, offset: u64) {
+        let keep = (0..self.entries())
+            .take_while(|&i| self.entry(i).1 < offset)
+            .count();
+        self.inner.truncate_entries(keep);
+    }
+
+    pub fn clear(&mut self) {
+        self.inner.truncate_entries(0);
+    }
+
+    pub fn preallocate(&mut self) -> io::Result<()> {
+        self.inner.preallocate()
+    }
+
+    pub fn trim(&mut self) -> io::Result<()> {
+        self.inner.trim()
+    }
+
+    pub fn flush(&self) -> io::Result<()> {
+        self.inner.flush()
+    }
+
+    pub fn file_len(&self) -> usize {
+        self.inner.bytes().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_index_lookup_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000100.index");
+        let mut idx = OffsetIndex::open(&path, 100, 80).unwrap();
+        assert_eq!(idx.lookup(150), (100, 0));
+        idx.preallocate().unwrap();
+        assert_eq!(idx.file_len(), 80);
+        idx.append(104, 4100).unwrap();
+        idx.append(110, 8300).unwrap();
+        assert_eq!(idx.lookup(103), (100, 0));
+        assert_eq!(idx.lookup(104), (104, 4100));
+        assert_eq!(idx.lookup(109), (104, 4100));
+        assert_eq!(idx.lookup(1000), (110, 8300));
+        drop(idx);
+        // Preallocated zeroes after the entries are not mistaken for entries.
+        let mut idx = OffsetIndex::open(&path, 100, 80).unwrap();
+        assert_eq!(idx.entries(), 2);
+        idx.trim().unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 16);
+        idx.truncate_to_position(8300);
+        assert_eq!(idx.entries(), 1);
+    }
+
+    #[test]
+    fn time_index_only_grows_in_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.timeindex");
+        let mut idx = TimeIndex::open(&path, 0, 36).unwrap();
+        idx.preallocate().unwrap();
+        idx.maybe_append(1000, 3).unwrap();
+        idx.maybe_append(999, 5).unwrap();
+        idx.maybe_append(1000, 6).unwrap();
+        assert_eq!(idx.entries(), 1);
+        idx.maybe_append(1001, 7).unwrap();
+        assert_eq!(idx.last(), Some((1001, 7)));
+        assert!(idx.is_full(), "3 slots, one reserved");
+        drop(idx);
+        let idx = TimeIndex::open(&path, 0, 36).unwrap();
+        assert_eq!(idx.entries(), 2);
+    }
+}

@@ -1,0 +1,693 @@
+//! A partition's log: its ordered segments, the active segment, offsets and the stream
+//! positions of the `log` file. Appends, rolls, retention deletions and the cleaner's
+//! segment replacement all go through here.
+//!
+//! Locking: `writer` serialises every mutation (append, roll, delete, replace). The
+//! segment map sits in a `RwLock` that writers hold only to swap entries; readers clone
+//! an `Arc` snapshot of it and read files without holding any lock.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use super::clock::Clock;
+use super::config::TopicConfig;
+use super::error::{EngineError, Result};
+use super::format::{
+    parse_segment_file_name, BatchBuilder, BATCH_HEADER_BYTES, CLEANED_SUFFIX, DELETED_SUFFIX,
+    INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+};
+use super::segment::{RollReason, Segment, MAX_SEGMENT_FILE_BYTES};
+
+/// One record to append: the line protocol already split key and value and measured how
+/// many bytes the record takes in the rendered stream.
+#[derive(Clone, Copy, Debug)]
+pub struct PendingRecord<'a> {
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    pub stream_bytes: u64,
+}
+
+/// What an append did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub first_offset: u64,
+    pub last_offset: u64,
+    pub records: u64,
+    pub bytes: u64,
+    pub rolls: Vec<(u64, RollReason)>,
+}
+
+/// A segment removed from the log and renamed `.deleted`, waiting for physical removal.
+#[derive(Debug)]
+pub struct DeletedSegment {
+    pub segment: Arc<Segment>,
+    pub files: Vec<PathBuf>,
+}
+
+/// A consistent view of the log for readers.
+#[derive(Clone, Debug)]
+pub struct LogSnapshot {
+    pub segments: Arc<Vec<Arc<Segment>>>,
+    pub log_start_offset: u64,
+}
+
+impl LogSnapshot {
+    pub fn active(&self) -> &Arc<Segment> {
+        self.segments.last().expect("a log always has an active segment")
+    }
+
+    /// Index of the segment that holds `offset` (greatest base offset <= offset).
+    pub fn segment_for(&self, offset: u64) -> Option<usize> {
+        let n = self.segments.partition_point(|s| s.base_offset() <= offset);
+        n.checked_sub(1)
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    segments: Arc<Vec<Arc<Segment>>>,
+    log_start_offset: u64,
+}
+
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    /// `TOPIC-0`, for Kafka-worded messages.
+    partition: String,
+    clock: Arc<dyn Clock>,
+    writer: Mutex<WriterState>,
+    shared: RwLock<Shared>,
+    /// Set after an I/O failure on the write path: every later write is refused.
+    poisoned: Mutex<Option<String>>,
+    jitter_seed: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct WriterState {
+    unflushed_records: u64,
+    last_flush_ms: i64,
+}
+
+/// What `Log::open` found and did, for logging and tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct OpenReport {
+    pub removed_files: Vec<String>,
+    pub completed_swaps: Vec<String>,
+    pub truncated: Vec<(String, u64, u64)>,
+    pub recovered_segments: usize,
+}
+
+fn io_at(path: &Path, what: &str) -> impl FnOnce(io::Error) -> EngineError {
+    let context = format!("{what} {}", path.display());
+    move |e| EngineError::io(context, e)
+}
+
+/// fsync of a directory, so creations, renames and removals in it survive a crash.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_at(dir, "fsync directory"))
+}
+
+impl Log {
+    /// Opens the partition directory, creating it if missing, and brings it to a
+    /// consistent state (the recovery case table in docs/ARCHITECTURE.md).
+    pub fn open(
+        dir: &Path,
+        partition: &str,
+        config: &TopicConfig,
+        clock: Arc<dyn Clock>,
+        clean_shutdown: bool,
+    ) -> Result<(Log, OpenReport)> {
+        fs::create_dir_all(dir).map_err(io_at(dir, "create"))?;
+        let mut report = OpenReport::default();
+        let now = clock.now_ms();
+        let index_bytes = config.segment_index_bytes as usize;
+        let interval = config.index_interval_bytes as u64;
+        let log = Log {
+            dir: dir.to_path_buf(),
+            partition: partition.to_string(),
+            clock: clock.clone(),
+            writer: Mutex::new(WriterState {
+                unflushed_records: 0,
+                last_flush_ms: now,
+            }),
+            shared: RwLock::new(Shared {
+                segments: Arc::new(Vec::new()),
+                log_start_offset: 0,
+            }),
+            poisoned: Mutex::new(None),
+            jitter_seed: AtomicU64::new((now as u64) ^ 0x9E37_79B9_7F4A_7C15),
+        };
+        log.remove_temporary_files(&mut report)?;
+        let names = list_names(dir)?;
+        let mut bases: Vec<u64> = names
+            .iter()
+            .filter_map(|n| parse_segment_file_name(n))
+            .filter(|(_, suffix)| *suffix == LOG_SUFFIX)
+            .map(|(b, _)| b)
+            .collect();
+        bases.sort_unstable();
+        // Orphan indexes: an index with no `.log` of the same base offset.
+        for name in &names {
+            if let Some((base, suffix)) = parse_segment_file_name(name) {
+                if (suffix == INDEX_SUFFIX || suffix == TIME_INDEX_SUFFIX) && bases.binary_search(&base).is_err() {
+                    tracing::warn!(file = %name, "Found an orphaned index file with no corresponding log file; deleting it");
+                    remove_file(&dir.join(name))?;
+                    report.removed_files.push(name.clone());
+                }
+            }
+        }
+        let mut segments: Vec<Arc<Segment>> = Vec::new();
+        let mut stream_pos = 0u64;
+        let total = bases.len();
+        let mut cut_from: Option<usize> = None;
+        for (i, &base) in bases.iter().enumerate() {
+            if cut_from.is_some() {
+                break;
+            }
+            let index_missing = !dir.join(super::format::segment_file_name(base, INDEX_SUFFIX)).exists();
+            let seg = Segment::open(dir, base, "", stream_pos, index_bytes, now, log.next_jitter(config))?;
+            if let Some(prev) = segments.last() {
+                let prev_next = prev.next_offset();
+                if prev_next > base {
+                    return Err(EngineError::Corrupt {
+                        path: seg.log_path(),
+                        position: 0,
+                        reason: format!(
+                            "segment {base} overlaps the previous segment, which ends at offset {prev_next}"
+                        ),
+                    });
+                }
+            }
+            if !clean_shutdown || index_missing {
+                let cut = seg.recover(interval)?;
+                report.recovered_segments += 1;
+                if cut > 0 {
+                    report.truncated.push((seg.log_path().display().to_string(), seg.size(), cut));
+                    cut_from = Some(i + 1);
+                }
+                if total > 16 && (i + 1) % 16 == 0 {
+                    tracing::info!(partition, done = i + 1, total, "recovering segments");
+                }
+            }
+            stream_pos = seg.info().stream_end;
+            segments.push(Arc::new(seg));
+        }
+        if let Some(from) = cut_from {
+            // Everything after the first invalid byte goes, later segments included.
+            for &base in &bases[from..] {
+                for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                    let p = dir.join(super::format::segment_file_name(base, suffix));
+                    if p.exists() {
+                        tracing::warn!(file = %p.display(), "deleting segment file after a truncated segment");
+                        remove_file(&p)?;
+                        report.removed_files.push(p.display().to_string());
+                    }
+                }
+            }
+        }
+        if segments.is_empty() {
+            segments.push(Arc::new(Segment::create(dir, 0, 0, index_bytes, now, log.next_jitter(config))?));
+            sync_dir(dir)?;
+        }
+        for s in &segments[..segments.len() - 1] {
+            s.seal()?;
+        }
+        segments.last().expect("non-empty").make_active()?;
+        {
+            let mut sh = log.shared.write();
+            sh.log_start_offset = segments[0].base_offset();
+            sh.segments = Arc::new(segments);
+        }
+        log.check_invariants();
+        Ok((log, report))
+    }
+
+    /// Recovery steps 1 and 2 (Kafka's `removeTempFilesAndCollectSwapFiles`): drop
+    /// `.deleted` and `.cleaned` files, roll back incomplete swaps, complete the others.
+    fn remove_temporary_files(&self, report: &mut OpenReport) -> Result<()> {
+        let names = list_names(&self.dir)?;
+        let mut min_cleaned: Option<u64> = None;
+        for name in &names {
+            if name.ends_with(DELETED_SUFFIX) {
+                remove_file(&self.dir.join(name))?;
+                report.removed_files.push(name.clone());
+            } else if name.ends_with(CLEANED_SUFFIX) {
+                if let Some((base, _)) = parse_segment_file_name(name) {
+                    min_cleaned = Some(min_cleaned.map_or(base, |m: u64| m.min(base)));
+                }
+            }
+        }
+        let mut swaps: Vec<u64> = Vec::new();
+        for name in &names {
+            if name.ends_with(CLEANED_SUFFIX) {
+                remove_file(&self.dir.join(name))?;
+                report.removed_files.push(name.clone());
+            } else if let Some(stripped) = name.strip_suffix(SWAP_SUFFIX) {
+                let Some((base, suffix)) = parse_segment_file_name(stripped) else { continue };
+                if min_cleaned.is_some_and(|m| base >= m) {
+                    // Part of a clean that never finished writing: roll it back.
+                    remove_file(&self.dir.join(name))?;
+                    report.removed_files.push(name.clone());
+                } else if suffix == LOG_SUFFIX {
+                    swaps.push(base);
+                }
+            }
+        }
+        if swaps.is_empty() {
+            return Ok(());
+        }
+        swaps.sort_unstable();
+        let mut max_next = 0u64;
+        for &base in &swaps {
+            let seg = Segment::open(&self.dir, base, SWAP_SUFFIX, 0, 1 << 20, self.clock.now_ms(), 0)?;
+            max_next = max_next.max(seg.next_offset());
+        }
+        let min_swap = swaps[0];
+        // The originals that the swap replaces but that were not yet renamed `.deleted`.
+        for name in list_names(&self.dir)? {
+            if name.ends_with(SWAP_SUFFIX) {
+                continue;
+            }
+            if let Some((base, _)) = parse_segment_file_name(&name) {
+                if base >= min_swap && base < max_next {
+                    remove_file(&self.dir.join(&name))?;
+                    report.removed_files.push(name);
+                }
+            }
+        }
+        for name in list_names(&self.dir)? {
+            if let Some(final_name) = name.strip_suffix(SWAP_SUFFIX) {
+                fs::rename(self.dir.join(&name), self.dir.join(final_name))
+                    .map_err(io_at(&self.dir.join(&name), "complete swap of"))?;
+                report.completed_swaps.push(final_name.to_string());
+            }
+        }
+        sync_dir(&self.dir)
+    }
+
+    fn next_jitter(&self, config: &TopicConfig) -> i64 {
+        let bound = config.segment_jitter_ms.min(config.segment_ms);
+        if bound <= 0 {
+            return 0;
+        }
+        // xorshift64: a segment's jitter only has to differ between segments.
+        let mut x = self.jitter_seed.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.jitter_seed.store(x, Ordering::Relaxed);
+        (x % bound as u64) as i64
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn partition(&self) -> &str {
+        &self.partition
+    }
+
+    pub fn snapshot(&self) -> LogSnapshot {
+        let sh = self.shared.read();
+        LogSnapshot {
+            segments: sh.segments.clone(),
+            log_start_offset: sh.log_start_offset,
+        }
+    }
+
+    pub fn log_start_offset(&self) -> u64 {
+        self.shared.read().log_start_offset
+    }
+
+    pub fn log_end_offset(&self) -> u64 {
+        self.snapshot().active().next_offset()
+    }
+
+    /// End of the rendered stream: the size of the `log` file.
+    pub fn stream_end(&self) -> u64 {
+        self.snapshot().active().info().stream_end
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.snapshot().segments.iter().map(|s| s.size()).sum()
+    }
+
+    pub fn poison_reason(&self) -> Option<String> {
+        self.poisoned.lock().clone()
+    }
+
+    fn check_not_poisoned(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(reason) => Err(EngineError::Poisoned {
+                topic: self.partition.trim_end_matches("-0").to_string(),
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the log failed after an I/O error on the write path, so no later write can
+    /// land after a hole.
+    fn poison(&self, e: &EngineError) {
+        let mut p = self.poisoned.lock();
+        if p.is_none() {
+            tracing::error!(partition = %self.partition, error = %e, "write failed; refusing writes until remount");
+            *p = Some(e.to_string());
+        }
+    }
+
+    /// Appends records as one or more batches (split so each fits a segment), rolling
+    /// first when Kafka would. All records get the same timestamp (CreateTime = now).
+    pub fn append(&self, records: &[PendingRecord<'_>], config: &TopicConfig) -> Result<AppendInfo> {
+        self.check_not_poisoned()?;
+        let mut writer = self.writer.lock();
+        let result = self.append_locked(&mut writer, records, config);
+        if let Err(e @ EngineError::Io { .. }) = &result {
+            self.poison(e);
+        }
+        result
+    }
+
+    fn append_locked(
+        &self,
+        writer: &mut WriterState,
+        records: &[PendingRecord<'_>],
+        config: &TopicConfig,
+    ) -> Result<AppendInfo> {
+        let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
+        let now = self.clock.now_ms();
+        let active = self.snapshot().active().clone();
+        let (mut next_offset, mut stream_pos) = {
+            let info = active.info();
+            (info.next_offset, info.stream_end)
+        };
+        let mut info = AppendInfo {
+            first_offset: next_offset,
+            ..AppendInfo::default()
+        };
+        // Whole-append checks first, so a refused write changes nothing.
+        for r in records {
+            let single = (BATCH_HEADER_BYTES + BatchBuilder::record_size(r.key, r.value)) as u64;
+            if single > segment_size {
+                return Err(EngineError::RecordTooLarge {
+                    message: format!(
+                        "Message batch size is {single} bytes in append to partition {}, which exceeds the maximum configured segment size of {segment_size}.",
+                        self.partition
+                    ),
+                });
+            }
+        }
+        // Batches are at most this big, so the read path can hold one in memory and a
+        // batch never needs a segment of its own beyond the configured size.
+        let batch_limit = segment_size.min(1 << 20) as usize;
+        let mut i = 0;
+        while i < records.len() {
+            let mut builder = BatchBuilder::with_capacity(next_offset, now, stream_pos, batch_limit.min(64 << 10));
+            let mut stream_end = stream_pos;
+            while i < records.len() {
+                let r = &records[i];
+                let add = BatchBuilder::record_size(r.key, r.value);
+                if builder.record_count() > 0 && builder.encoded_len() + add > batch_limit {
+                    break;
+                }
+                builder.push(next_offset, now, stream_end, r.key, r.value);
+                stream_end += r.stream_bytes;
+                next_offset += 1;
+                i += 1;
+            }
+            let batch = builder.finish(None, stream_end, None);
+            self.maybe_roll(batch.len() as u64, now, segment_size, config, &mut info)?;
+            let active = self.snapshot().active().clone();
+            active.append(&batch, config.index_interval_bytes.max(0) as u64)?;
+            info.bytes += batch.len() as u64;
+            stream_pos = stream_end;
+        }
+        info.records = records.len() as u64;
+        info.last_offset = next_offset.saturating_sub(1);
+        writer.unflushed_records += info.records;
+        let due_by_count = writer.unflushed_records >= config.flush_messages.max(1) as u64;
+        let due_by_time = now - writer.last_flush_ms >= config.flush_ms;
+        if due_by_count || due_by_time {
+            self.snapshot().active().sync_data()?;
+            writer.unflushed_records = 0;
+            writer.last_flush_ms = now;
+        }
+        Ok(info)
+    }
+
+    fn maybe_roll(
+        &self,
+        incoming_bytes: u64,
+        incoming_max_timestamp: i64,
+        segment_size: u64,
+        config: &TopicConfig,
+        info: &mut AppendInfo,
+    ) -> Result<()> {
+        let active = self.snapshot().active().clone();
+        let next = active.next_offset();
+        let overflow = next - active.base_offset() > u64::from(u32::MAX >> 1);
+        let reason = if overflow && !active.is_empty() {
+            Some(RollReason::IndexFull)
+        } else {
+            active.roll_reason(
+                incoming_bytes,
+                incoming_max_timestamp,
+                segment_size,
+                config.max_segment_ms(),
+                self.clock.now_ms(),
+            )
+        };
+        if let Some(reason) = reason {
+            if !active.is_empty() {
+                self.roll_locked(config, reason)?;
+                info.rolls.push((next, reason));
+            }
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts a new one at the log end offset. Caller holds
+    /// the writer lock.
+    fn roll_locked(&self, config: &TopicConfig, reason: RollReason) -> Result<Arc<Segment>> {
+        let snap = self.snapshot();
+        let old = snap.active().clone();
+        let info = old.info();
+        old.seal()?;
+        let new = Arc::new(Segment::create(
+            &self.dir,
+            info.next_offset,
+            info.stream_end,
+            config.segment_index_bytes.max(0) as usize,
+            self.clock.now_ms(),
+            self.next_jitter(config),
+        )?);
+        sync_dir(&self.dir)?;
+        let mut sh = self.shared.write();
+        let mut segs: Vec<Arc<Segment>> = sh.segments.as_ref().clone();
+        segs.push(new.clone());
+        sh.segments = Arc::new(segs);
+        drop(sh);
+        tracing::debug!(partition = %self.partition, base_offset = info.next_offset, %reason, "rolled new segment");
+        Ok(new)
+    }
+
+    /// Rolls now (tests and retention).
+    pub fn roll(&self, config: &TopicConfig, reason: RollReason) -> Result<()> {
+        let _w = self.writer.lock();
+        if !self.snapshot().active().is_empty() {
+            self.roll_locked(config, reason)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the oldest segments up to and including `last_base`, renaming their files
+    /// `.deleted`. If that would remove every segment, a new empty active segment is rolled
+    /// first. Moves the log start offset to the first remaining segment.
+    pub fn delete_segments_through(&self, last_base: u64, config: &TopicConfig) -> Result<Vec<DeletedSegment>> {
+        let _w = self.writer.lock();
+        let snap = self.snapshot();
+        if snap.active().base_offset() <= last_base {
+            assert!(!snap.active().is_empty(), "an empty active segment is never deleted");
+            self.roll_locked(config, RollReason::Retention)?;
+        }
+        let victims: Vec<Arc<Segment>>;
+        {
+            let mut sh = self.shared.write();
+            let (gone, kept): (Vec<_>, Vec<_>) = sh
+                .segments
+                .iter()
+                .cloned()
+                .partition(|s| s.base_offset() <= last_base);
+            assert!(!kept.is_empty(), "the active segment always survives deletion");
+            sh.log_start_offset = sh.log_start_offset.max(kept[0].base_offset());
+            sh.segments = Arc::new(kept);
+            victims = gone;
+        }
+        let mut deleted = Vec::new();
+        for seg in victims {
+            seg.rename_suffix(DELETED_SUFFIX)?;
+            deleted.push(DeletedSegment {
+                files: seg.file_paths(),
+                segment: seg,
+            });
+        }
+        sync_dir(&self.dir)?;
+        self.check_invariants();
+        Ok(deleted)
+    }
+
+    /// Replaces the segments with the given base offsets (a contiguous run, never the
+    /// active one) by `new_segments`, which are complete `.cleaned` segments: the
+    /// crash-safe swap of docs/ARCHITECTURE.md (.cleaned -> .swap, old -> .deleted,
+    /// .swap -> final).
+    pub fn replace_segments(&self, old_bases: &[u64], new_segments: Vec<Segment>) -> Result<Vec<DeletedSegment>> {
+        let _w = self.writer.lock();
+        let snap = self.snapshot();
+        let active_base = snap.active().base_offset();
+        assert!(
+            old_bases.iter().all(|&b| b < active_base),
+            "the active segment is never cleaned"
+        );
+        for seg in new_segments.iter().rev() {
+            seg.rename_suffix(SWAP_SUFFIX)?;
+        }
+        sync_dir(&self.dir)?;
+        let old: Vec<Arc<Segment>> = snap
+            .segments
+            .iter()
+            .filter(|s| old_bases.contains(&s.base_offset()))
+            .cloned()
+            .collect();
+        assert_eq!(old.len(), old_bases.len(), "replaced segments must be live");
+        let mut deleted = Vec::new();
+        for seg in &old {
+            seg.rename_suffix(DELETED_SUFFIX)?;
+            deleted.push(DeletedSegment {
+                files: seg.file_paths(),
+                segment: seg.clone(),
+            });
+        }
+        let new_arcs: Vec<Arc<Segment>> = new_segments.into_iter().map(Arc::new).collect();
+        for seg in &new_arcs {
+            seg.rename_suffix("")?;
+        }
+        sync_dir(&self.dir)?;
+        {
+            let mut sh = self.shared.write();
+            let mut segs: Vec<Arc<Segment>> = sh
+                .segments
+                .iter()
+                .filter(|s| !old_bases.contains(&s.base_offset()))
+                .cloned()
+                .collect();
+            segs.extend(new_arcs);
+            segs.sort_by_key(|s| s.base_offset());
+            sh.segments = Arc::new(segs);
+        }
+        self.check_invariants();
+        Ok(deleted)
+    }
+
+    /// fsync of everything appended so far.
+    pub fn flush(&self) -> Result<()> {
+        let mut writer = self.writer.lock();
+        let result = self.snapshot().active().flush();
+        if let Err(e) = &result {
+            self.poison(e);
+        } else {
+            writer.unflushed_records = 0;
+            writer.last_flush_ms = self.clock.now_ms();
+        }
+        result
+    }
+
+    /// Flushes when `flush.ms` has passed since the last flush with records pending.
+    pub fn maybe_flush_by_time(&self, config: &TopicConfig) -> Result<()> {
+        let due = {
+            let w = self.writer.lock();
+            w.unflushed_records > 0 && self.clock.now_ms() - w.last_flush_ms >= config.flush_ms
+        };
+        if due {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Clean close: flush every segment and trim the active segment's indexes.
+    pub fn close(&self) -> Result<()> {
+        let _w = self.writer.lock();
+        let snap = self.snapshot();
+        for s in snap.segments.iter() {
+            s.flush()?;
+        }
+        snap.active().seal()
+    }
+
+    /// Invariants 1-4 of docs/ARCHITECTURE.md, asserted after every change in debug builds.
+    pub fn check_invariants(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let snap = self.snapshot();
+        assert!(!snap.segments.is_empty(), "a log always has an active segment");
+        let mut prev_next: Option<u64> = None;
+        for s in snap.segments.iter() {
+            let info = s.info();
+            assert!(info.next_offset >= info.base_offset, "segment next offset below its base");
+            if let Some(p) = prev_next {
+                assert!(info.base_offset >= p, "segments overlap: base {} below previous end {p}", info.base_offset);
+            }
+            prev_next = Some(info.next_offset);
+            let name = s.log_path();
+            let file_name = name.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let (base, _) = parse_segment_file_name(file_name).expect("segment file names parse");
+            assert_eq!(base, info.base_offset, "segment base offset matches its file name");
+            if let Some((_, pos)) = s.index_entries().last() {
+                assert!(u64::from(*pos) < info.size, "index entries never point past the data");
+            }
+        }
+        assert!(snap.log_start_offset >= snap.segments[0].base_offset());
+    }
+}
+
+fn list_names(dir: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_at(dir, "list"))? {
+        let entry = entry.map_err(io_at(dir, "list"))?;
+        match entry.file_name().into_string() {
+            Ok(n) => names.push(n),
+            Err(n) => tracing::warn!(name = ?n, dir = %dir.display(), "ignoring a non-UTF-8 file name"),
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+fn remove_file(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(EngineError::io(format!("remove {}", path.display()), e)),
+    }
+}
+
+/// Removes files of deleted segments (after `file.delete.delay.ms`).
+pub fn remove_files(files: &[PathBuf]) -> Result<()> {
+    for f in files {
+        remove_file(f)?;
+    }
+    Ok(())
+}
+
+/// Map of base offset to segment, for callers that need lookups by base.
+pub fn by_base(snapshot: &LogSnapshot) -> BTreeMap<u64, Arc<Segment>> {
+    snapshot.segments.iter().map(|s| (s.base_offset(), s.clone())).collect()
+}

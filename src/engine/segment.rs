@@ -1,0 +1,657 @@
+//! One segment: a `.log` file of batches plus its `.index` and `.timeindex`.
+//!
+//! Thread-safety: the mutable state sits behind one mutex. Only the owning log's writer
+//! (under the log's append lock) appends, rolls or renames; readers take the mutex briefly
+//! to learn the committed size or look up an index entry, then read the file with `pread`
+//! without any lock. Bytes below the committed size never change while the segment is
+//! live, so such reads need no further coordination.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::error::{EngineError, Result};
+use super::format::{
+    self, decode_header, segment_file_name, verify_batch, BatchHeader, DecodeError,
+    BATCH_HEADER_BYTES, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+};
+use super::index::{OffsetIndex, TimeIndex};
+
+static NEXT_SEGMENT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The largest `.log` kpfs writes: positions in `.index` are u32.
+pub const MAX_SEGMENT_FILE_BYTES: u64 = u32::MAX as u64;
+
+#[derive(Debug)]
+struct State {
+    /// Committed bytes of `.log`: readers never look past this.
+    size: u64,
+    /// Offset after the last batch (the base offset while empty).
+    next_offset: u64,
+    /// Largest record timestamp so far, -1 when none.
+    max_timestamp: i64,
+    offset_of_max_timestamp: u64,
+    /// Timestamp of the first batch: the time-based roll measures from here.
+    first_batch_timestamp: Option<i64>,
+    /// Stream range of the segment's batches; `stream_start` is set by the first batch.
+    stream_start: Option<u64>,
+    stream_end: u64,
+    bytes_since_index_entry: u64,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    /// Suffix currently appended to every file name ("" or ".deleted").
+    suffix: String,
+}
+
+#[derive(Debug)]
+pub struct Segment {
+    /// Unique per segment object, so cursors can tell a rewritten segment from the one they saw.
+    id: u64,
+    base_offset: u64,
+    dir: PathBuf,
+    log: File,
+    /// Wall-clock ms when this object was created or loaded (Kafka's `created`).
+    created_ms: i64,
+    /// This segment's share of `segment.jitter.ms`.
+    roll_jitter_ms: i64,
+    state: Mutex<State>,
+}
+
+/// Facts about a segment at one moment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    pub id: u64,
+    pub base_offset: u64,
+    pub size: u64,
+    pub next_offset: u64,
+    pub max_timestamp: i64,
+    pub stream_start: Option<u64>,
+    pub stream_end: u64,
+    pub first_batch_timestamp: Option<i64>,
+    pub offset_index_entries: usize,
+    pub time_index_entries: usize,
+}
+
+/// What a full scan of a `.log` found.
+#[derive(Debug)]
+pub struct ScanOutcome {
+    /// Bytes of valid batches from the start.
+    pub valid_bytes: u64,
+    /// Why scanning stopped before the end of the file, if it did.
+    pub invalid: Option<DecodeError>,
+}
+
+fn file_path(dir: &Path, base: u64, suffix: &str, extra: &str) -> PathBuf {
+    dir.join(format!("{}{extra}", segment_file_name(base, suffix)))
+}
+
+impl Segment {
+    /// Creates a new, empty segment. A stale file of the same name is replaced.
+    pub fn create(
+        dir: &Path,
+        base_offset: u64,
+        stream_pos: u64,
+        max_index_bytes: usize,
+        now_ms: i64,
+        roll_jitter_ms: i64,
+    ) -> Result<Segment> {
+        let log_path = file_path(dir, base_offset, LOG_SUFFIX, "");
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let p = file_path(dir, base_offset, suffix, "");
+            if p.exists() {
+                tracing::warn!(path = %p.display(), "replacing stale file while creating a segment");
+                fs::remove_file(&p).map_err(|e| EngineError::io(format!("remove {}", p.display()), e))?;
+            }
+        }
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&log_path)
+            .map_err(|e| EngineError::io(format!("create {}", log_path.display()), e))?;
+        let segment = Self::from_parts(dir, base_offset, log, max_index_bytes, now_ms, roll_jitter_ms, "")?;
+        {
+            let mut st = segment.state.lock();
+            st.stream_end = stream_pos;
+            st.offset_index.preallocate().map_err(|e| segment.io_err("preallocate .index", e))?;
+            st.time_index.preallocate().map_err(|e| segment.io_err("preallocate .timeindex", e))?;
+        }
+        Ok(segment)
+    }
+
+    fn from_parts(
+        dir: &Path,
+        base_offset: u64,
+        log: File,
+        max_index_bytes: usize,
+        now_ms: i64,
+        roll_jitter_ms: i64,
+        suffix: &str,
+    ) -> Result<Segment> {
+        let idx_path = file_path(dir, base_offset, INDEX_SUFFIX, suffix);
+        let tidx_path = file_path(dir, base_offset, TIME_INDEX_SUFFIX, suffix);
+        let offset_index = OffsetIndex::open(&idx_path, base_offset, max_index_bytes)
+            .map_err(|e| EngineError::io(format!("open {}", idx_path.display()), e))?;
+        let time_index = TimeIndex::open(&tidx_path, base_offset, max_index_bytes)
+            .map_err(|e| EngineError::io(format!("open {}", tidx_path.display()), e))?;
+        Ok(Segment {
+            id: NEXT_SEGMENT_ID.fetch_add(1, Ordering::Relaxed),
+            base_offset,
+            dir: dir.to_path_buf(),
+            log,
+            created_ms: now_ms,
+            roll_jitter_ms,
+            state: Mutex::new(State {
+                size: 0,
+                next_offset: base_offset,
+                max_timestamp: -1,
+                offset_of_max_timestamp: base_offset,
+                first_batch_timestamp: None,
+                stream_start: None,
+                stream_end: 0,
+                bytes_since_index_entry: 0,
+                offset_index,
+                time_index,
+                suffix: suffix.to_string(),
+            }),
+        })
+    }
+
+    /// Opens an existing segment (`suffix` is "" or ".cleaned"/".swap" for cleaner
+    /// outputs). Trusts the `.log` up to its length and the indexes' valid prefixes; loads
+    /// the tail facts by reading batch headers after the last index entry. `stream_pos`
+    /// is used as the stream end of an empty segment.
+    pub fn open(
+        dir: &Path,
+        base_offset: u64,
+        suffix: &str,
+        stream_pos: u64,
+        max_index_bytes: usize,
+        now_ms: i64,
+        roll_jitter_ms: i64,
+    ) -> Result<Segment> {
+        let log_path = file_path(dir, base_offset, LOG_SUFFIX, suffix);
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&log_path)
+            .map_err(|e| EngineError::io(format!("open {}", log_path.display()), e))?;
+        let seg = Self::from_parts(dir, base_offset, log, max_index_bytes, now_ms, roll_jitter_ms, suffix)?;
+        let len = seg.log.metadata().map_err(|e| seg.io_err("stat", e))?.len();
+        {
+            let mut st = seg.state.lock();
+            st.size = len;
+            st.stream_end = stream_pos;
+        }
+        seg.load_tail_facts()?;
+        Ok(seg)
+    }
+
+    /// Reads batch headers to learn next offset, max timestamp and stream range. Starts
+    /// at the last offset-index entry, so the cost is bounded by `index.interval.bytes`
+    /// plus one batch, except that the first batch is always read for its timestamps.
+    fn load_tail_facts(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        if st.size == 0 {
+            return Ok(());
+        }
+        let first = self.read_header_at(0, st.size)?;
+        st.first_batch_timestamp = Some(first.base_timestamp);
+        st.stream_start = Some(first.base_stream_pos);
+        let (mut max_ts, mut offset_of_max) = st.time_index.last().unwrap_or((-1, self.base_offset));
+        let mut pos = u64::from(st.offset_index.last().map_or(0, |(_, p)| p));
+        let mut last: Option<BatchHeader> = None;
+        while pos < st.size {
+            let h = self.read_header_at(pos, st.size)?;
+            if h.max_timestamp > max_ts {
+                max_ts = h.max_timestamp;
+                offset_of_max = h.last_offset();
+            }
+            pos += h.size as u64;
+            last = Some(h);
+        }
+        if first.max_timestamp > max_ts {
+            max_ts = first.max_timestamp;
+            offset_of_max = first.last_offset();
+        }
+        if let Some(h) = last {
+            st.next_offset = h.next_offset();
+            st.stream_end = h.stream_end();
+        }
+        st.max_timestamp = max_ts;
+        st.offset_of_max_timestamp = offset_of_max;
+        Ok(())
+    }
+
+    fn read_header_at(&self, pos: u64, size: u64) -> Result<BatchHeader> {
+        let mut buf = [0u8; BATCH_HEADER_BYTES];
+        let n = (size - pos).min(BATCH_HEADER_BYTES as u64) as usize;
+        self.log
+            .read_exact_at(&mut buf[..n], pos)
+            .map_err(|e| self.io_err("read batch header", e))?;
+        let h = decode_header(&buf[..n]).map_err(|e| self.corrupt(pos, e))?;
+        if pos + h.size as u64 > size {
+            return Err(self.corrupt(
+                pos,
+                DecodeError::Truncated {
+                    needed: h.size,
+                    available: (size - pos) as usize,
+                },
+            ));
+        }
+        Ok(h)
+    }
+
+    /// Validates every batch from the start (CRC, lengths, offsets increasing and at or
+    /// above the base offset), rebuilds both indexes, and truncates the file after the
+    /// last valid batch. Returns the number of bytes cut.
+    pub fn recover(&self, index_interval_bytes: u64) -> Result<u64> {
+        let scan = self.scan()?;
+        let mut st = self.state.lock();
+        let file_len = st.size;
+        st.offset_index.clear();
+        st.time_index.clear();
+        st.size = 0;
+        st.next_offset = self.base_offset;
+        st.max_timestamp = -1;
+        st.offset_of_max_timestamp = self.base_offset;
+        st.first_batch_timestamp = None;
+        let stream_before = st.stream_start.unwrap_or(st.stream_end);
+        st.stream_start = None;
+        st.stream_end = stream_before;
+        st.bytes_since_index_entry = 0;
+        let mut pos = 0u64;
+        while pos < scan.valid_bytes {
+            let h = self.read_header_at(pos, scan.valid_bytes)?;
+            Self::note_batch(&mut st, &h, pos, index_interval_bytes).map_err(|e| self.io_err("rebuild index", e))?;
+            pos += h.size as u64;
+        }
+        st.size = scan.valid_bytes;
+        if let Some(why) = &scan.invalid {
+            tracing::warn!(
+                file = %self.log_path_locked(&st).display(),
+                position = scan.valid_bytes,
+                bytes_cut = file_len - scan.valid_bytes,
+                reason = %why,
+                "truncating segment at the first invalid batch"
+            );
+            self.log
+                .set_len(scan.valid_bytes)
+                .map_err(|e| self.io_err("truncate", e))?;
+        }
+        Ok(file_len - scan.valid_bytes)
+    }
+
+    /// Reads the whole `.log` and finds the prefix of valid batches.
+    pub fn scan(&self) -> Result<ScanOutcome> {
+        let size = self.log.metadata().map_err(|e| self.io_err("stat", e))?.len();
+        let mut pos = 0u64;
+        let mut previous_next: Option<u64> = None;
+        let mut buf = Vec::new();
+        while pos < size {
+            let mut header = [0u8; BATCH_HEADER_BYTES];
+            let n = (size - pos).min(BATCH_HEADER_BYTES as u64) as usize;
+            self.log
+                .read_exact_at(&mut header[..n], pos)
+                .map_err(|e| self.io_err("scan", e))?;
+            let h = match decode_header(&header[..n]) {
+                Ok(h) => h,
+                Err(e) => return Ok(ScanOutcome { valid_bytes: pos, invalid: Some(e) }),
+            };
+            if pos + h.size as u64 > size {
+                let e = DecodeError::Truncated { needed: h.size, available: (size - pos) as usize };
+                return Ok(ScanOutcome { valid_bytes: pos, invalid: Some(e) });
+            }
+            buf.resize(h.size, 0);
+            self.log.read_exact_at(&mut buf, pos).map_err(|e| self.io_err("scan", e))?;
+            if let Err(e) = verify_batch(&buf) {
+                return Ok(ScanOutcome { valid_bytes: pos, invalid: Some(e) });
+            }
+            if let Some(Err(e)) = format::RecordIter::new(&h, &buf).find(|r| r.is_err()) {
+                return Ok(ScanOutcome { valid_bytes: pos, invalid: Some(e) });
+            }
+            let floor = previous_next.unwrap_or(self.base_offset);
+            if h.base_offset < floor {
+                let e = DecodeError::BadRecord(format!(
+                    "batch base offset {} below expected {floor}",
+                    h.base_offset
+                ));
+                return Ok(ScanOutcome { valid_bytes: pos, invalid: Some(e) });
+            }
+            previous_next = Some(h.next_offset());
+            pos += h.size as u64;
+        }
+        Ok(ScanOutcome { valid_bytes: pos, invalid: None })
+    }
+
+    /// Bookkeeping for one batch placed at `pos`: offsets, timestamps, stream range and
+    /// sparse index entries (Kafka's rule: an entry only when more than
+    /// `index.interval.bytes` were appended since the last one, checked before adding).
+    fn note_batch(st: &mut State, h: &BatchHeader, pos: u64, index_interval_bytes: u64) -> io::Result<()> {
+        if h.max_timestamp > st.max_timestamp {
+            st.max_timestamp = h.max_timestamp;
+            st.offset_of_max_timestamp = h.last_offset();
+        }
+        if st.first_batch_timestamp.is_none() {
+            st.first_batch_timestamp = Some(h.base_timestamp);
+            st.stream_start = Some(h.base_stream_pos);
+        }
+        if st.bytes_since_index_entry > index_interval_bytes {
+            let position = u32::try_from(pos).expect("segment positions fit u32");
+            st.offset_index.append(h.last_offset(), position)?;
+            let (ts, off) = (st.max_timestamp, st.offset_of_max_timestamp);
+            st.time_index.maybe_append(ts, off)?;
+            st.bytes_since_index_entry = 0;
+        }
+        st.bytes_since_index_entry += h.size as u64;
+        st.next_offset = h.next_offset();
+        st.stream_end = h.stream_end();
+        Ok(())
+    }
+
+    /// Appends one encoded batch at the end. The caller (the log, under its append lock)
+    /// guarantees offsets continue from `next_offset` and checked the size limits.
+    pub fn append(&self, batch: &[u8], index_interval_bytes: u64) -> Result<()> {
+        let h = decode_header(batch).map_err(|e| self.corrupt(0, e))?;
+        let mut st = self.state.lock();
+        assert!(
+            h.base_offset >= st.next_offset,
+            "offsets must strictly increase: batch base {} below segment next offset {}",
+            h.base_offset,
+            st.next_offset
+        );
+        let pos = st.size;
+        assert!(pos + batch.len() as u64 <= MAX_SEGMENT_FILE_BYTES, "segment would exceed 4 GiB");
+        // Written before the size moves, so readers never see a partial batch.
+        self.log
+            .write_all_at(batch, pos)
+            .map_err(|e| self.io_err("append", e))?;
+        Self::note_batch(&mut st, &h, pos, index_interval_bytes).map_err(|e| self.io_err("index append", e))?;
+        st.size = pos + batch.len() as u64;
+        Ok(())
+    }
+
+    /// Kafka's `shouldRoll`, minus the offset-overflow case the caller checks.
+    pub fn roll_reason(
+        &self,
+        incoming_bytes: u64,
+        incoming_max_timestamp: i64,
+        segment_size: u64,
+        max_segment_ms: i64,
+        now_ms: i64,
+    ) -> Option<RollReason> {
+        let st = self.state.lock();
+        if st.size > segment_size.saturating_sub(incoming_bytes) {
+            return Some(RollReason::Size);
+        }
+        if st.size > 0 {
+            let waited = match st.first_batch_timestamp {
+                Some(first) if first >= 0 => incoming_max_timestamp - first,
+                _ => now_ms - self.created_ms,
+            };
+            if waited > max_segment_ms - self.roll_jitter_ms {
+                return Some(RollReason::Time);
+            }
+        }
+        if st.offset_index.is_full() || st.time_index.is_full() {
+            return Some(RollReason::IndexFull);
+        }
+        None
+    }
+
+    /// Kafka's `onBecomeInactiveSegment`: final time-index entry, indexes trimmed.
+    pub fn seal(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        let (ts, off) = (st.max_timestamp, st.offset_of_max_timestamp);
+        if ts >= 0 {
+            st.time_index.maybe_append(ts, off).map_err(|e| self.io_err("final time index entry", e))?;
+        }
+        st.offset_index.trim().map_err(|e| self.io_err("trim .index", e))?;
+        st.time_index.trim().map_err(|e| self.io_err("trim .timeindex", e))?;
+        Ok(())
+    }
+
+    /// Re-expands the indexes of a segment that becomes (again) the active one.
+    pub fn make_active(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        st.offset_index.preallocate().map_err(|e| self.io_err("preallocate .index", e))?;
+        st.time_index.preallocate().map_err(|e| self.io_err("preallocate .timeindex", e))?;
+        Ok(())
+    }
+
+    /// Renames every file of the segment from its current suffix to `suffix`
+    /// (e.g. to `.deleted`). Missing index files are tolerated, as in Kafka.
+    pub fn rename_suffix(&self, suffix: &str) -> Result<()> {
+        let mut st = self.state.lock();
+        for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let from = file_path(&self.dir, self.base_offset, kind, &st.suffix);
+            let to = file_path(&self.dir, self.base_offset, kind, suffix);
+            match fs::rename(&from, &to) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound && kind != LOG_SUFFIX => {}
+                Err(e) => return Err(EngineError::io(format!("rename {} to {}", from.display(), to.display()), e)),
+            }
+        }
+        st.suffix = suffix.to_string();
+        Ok(())
+    }
+
+    /// Paths of the segment's files under their current suffix.
+    pub fn file_paths(&self) -> Vec<PathBuf> {
+        let st = self.state.lock();
+        [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
+            .iter()
+            .map(|kind| file_path(&self.dir, self.base_offset, kind, &st.suffix))
+            .collect()
+    }
+
+    fn log_path_locked(&self, st: &State) -> PathBuf {
+        file_path(&self.dir, self.base_offset, LOG_SUFFIX, &st.suffix)
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.log_path_locked(&self.state.lock())
+    }
+
+    /// fsync of the data and the indexes.
+    pub fn flush(&self) -> Result<()> {
+        self.log.sync_data().map_err(|e| self.io_err("fsync", e))?;
+        let st = self.state.lock();
+        st.offset_index.flush().map_err(|e| self.io_err("fsync .index", e))?;
+        st.time_index.flush().map_err(|e| self.io_err("fsync .timeindex", e))?;
+        Ok(())
+    }
+
+    /// fsync of the data only (the indexes are rebuildable).
+    pub fn sync_data(&self) -> Result<()> {
+        self.log.sync_data().map_err(|e| self.io_err("fsync", e))
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn base_offset(&self) -> u64 {
+        self.base_offset
+    }
+
+    pub fn created_ms(&self) -> i64 {
+        self.created_ms
+    }
+
+    pub fn size(&self) -> u64 {
+        self.state.lock().size
+    }
+
+    pub fn next_offset(&self) -> u64 {
+        self.state.lock().next_offset
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.state.lock().size == 0
+    }
+
+    /// Kafka's `largestTimestamp()`: the largest record timestamp, else the file's mtime.
+    pub fn largest_timestamp(&self) -> i64 {
+        let ts = self.state.lock().max_timestamp;
+        if ts >= 0 {
+            return ts;
+        }
+        self.log
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+
+    pub fn info(&self) -> SegmentInfo {
+        let st = self.state.lock();
+        SegmentInfo {
+            id: self.id,
+            base_offset: self.base_offset,
+            size: st.size,
+            next_offset: st.next_offset,
+            max_timestamp: st.max_timestamp,
+            stream_start: st.stream_start,
+            stream_end: st.stream_end,
+            first_batch_timestamp: st.first_batch_timestamp,
+            offset_index_entries: st.offset_index.entries(),
+            time_index_entries: st.time_index.entries(),
+        }
+    }
+
+    /// Position of the batch holding `offset`, or earlier (index lookup).
+    pub fn lookup_position(&self, offset: u64) -> u64 {
+        u64::from(self.state.lock().offset_index.lookup(offset).1)
+    }
+
+    /// Offset-index entries as (offset, position), for searches by other keys.
+    pub fn index_entries(&self) -> Vec<(u64, u32)> {
+        let st = self.state.lock();
+        (0..st.offset_index.entries()).map(|i| st.offset_index.entry(i)).collect()
+    }
+
+    pub fn time_index_entries(&self) -> Vec<(i64, u64)> {
+        let st = self.state.lock();
+        (0..st.time_index.entries()).map(|i| st.time_index.entry(i)).collect()
+    }
+
+    /// Reads raw bytes of the `.log` (never past the committed size).
+    pub fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>> {
+        let size = self.size();
+        let end = size.min(pos.saturating_add(len as u64));
+        if pos >= end {
+            return Ok(Vec::new());
+        }
+        let mut buf = vec![0u8; (end - pos) as usize];
+        self.log
+            .read_exact_at(&mut buf, pos)
+            .map_err(|e| self.io_err("read", e))?;
+        Ok(buf)
+    }
+
+    /// Reads whole batches starting at `pos`, about `want` bytes of them (at least one
+    /// batch if any). Returns the bytes, which start with a batch and end at a batch
+    /// boundary, each verified.
+    pub fn read_batches(&self, pos: u64, want: usize) -> Result<Vec<u8>> {
+        let size = self.size();
+        if pos >= size {
+            return Ok(Vec::new());
+        }
+        let mut buf = self.read_at(pos, want.max(BATCH_HEADER_BYTES))?;
+        let mut end = 0usize;
+        loop {
+            if end >= buf.len() {
+                break;
+            }
+            let h = match decode_header(&buf[end..]) {
+                Ok(h) => h,
+                Err(DecodeError::Truncated { .. }) if end > 0 => break,
+                Err(DecodeError::Truncated { .. }) => {
+                    buf = self.read_at(pos, BATCH_HEADER_BYTES)?;
+                    decode_header(&buf).map_err(|e| self.corrupt(pos, e))?
+                }
+                Err(e) => return Err(self.corrupt(pos + end as u64, e)),
+            };
+            if end + h.size > buf.len() {
+                if end > 0 {
+                    break;
+                }
+                // The first batch is larger than asked for: read all of it.
+                buf = self.read_at(pos, h.size)?;
+                if buf.len() < h.size {
+                    return Err(self.corrupt(
+                        pos,
+                        DecodeError::Truncated { needed: h.size, available: buf.len() },
+                    ));
+                }
+            }
+            verify_batch(&buf[end..end + h.size]).map_err(|e| self.corrupt(pos + end as u64, e))?;
+            end += h.size;
+        }
+        buf.truncate(end);
+        Ok(buf)
+    }
+
+    /// Cuts the segment back to `position` (used by recovery and truncation).
+    pub fn truncate_to(&self, position: u64, index_interval_bytes: u64) -> Result<()> {
+        self.log.set_len(position).map_err(|e| self.io_err("truncate", e))?;
+        {
+            let mut st = self.state.lock();
+            st.size = position;
+        }
+        self.recover(index_interval_bytes).map(|_| ())
+    }
+
+    /// Sets the mtime of the `.log` (the cleaner keeps the source segment's time).
+    pub fn set_modified(&self, time: std::time::SystemTime) -> Result<()> {
+        self.log
+            .set_modified(time)
+            .map_err(|e| self.io_err("set mtime", e))
+    }
+
+    pub fn modified(&self) -> Option<std::time::SystemTime> {
+        self.log.metadata().and_then(|m| m.modified()).ok()
+    }
+
+    fn io_err(&self, what: &str, e: io::Error) -> EngineError {
+        EngineError::io(
+            format!("{what} {}", file_path(&self.dir, self.base_offset, LOG_SUFFIX, "").display()),
+            e,
+        )
+    }
+
+    fn corrupt(&self, position: u64, e: DecodeError) -> EngineError {
+        EngineError::Corrupt {
+            path: file_path(&self.dir, self.base_offset, LOG_SUFFIX, ""),
+            position,
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// Why a segment rolled (for the event log and status).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RollReason {
+    Size,
+    Time,
+    IndexFull,
+    /// Retention expired every segment, so a fresh empty one is rolled first.
+    Retention,
+}
+
+impl std::fmt::Display for RollReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RollReason::Size => "size",
+            RollReason::Time => "time",
+            RollReason::IndexFull => "index full",
+            RollReason::Retention => "retention",
+        })
+    }
+}
