@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Parser, Subcommand};
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock};
+use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock, LOCK_FILE};
 use crate::fs::fuser_glue::{self, MountConfig, Mounted};
 use crate::fs::KpfsFs;
 
@@ -28,7 +28,6 @@ const UMOUNT_DEADLINE: Duration = Duration::from_secs(30);
 /// that commit trailing line fragments, before it closes the engine anyway.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
-const LOCK_FILE: &str = "kpfs.lock";
 const LOG_FILE: &str = "kpfs.log";
 
 /// kpfs: a Kafka-faithful log store you use with echo, cat and tail -f.
@@ -439,10 +438,8 @@ fn load_broker_config(plan: &MountPlan) -> Result<BrokerConfig, CliError> {
                 .map_err(|e| io_error(format!("--config {}", path.display()), e))
         })
         .transpose()?;
-    // MERGE-FIX: replace with BrokerConfig::load(properties.as_deref(), &plan.overrides)
-    // once config.rs lands on main.
-    let _ = (&properties, &plan.overrides);
-    Ok(BrokerConfig::defaults())
+    BrokerConfig::load(properties.as_deref(), &plan.overrides)
+        .map_err(|e| CliError::new(format!("invalid broker configuration: {e}")))
 }
 
 fn init_logging(data_dir: &Path, to_stderr: bool) -> Result<(), CliError> {

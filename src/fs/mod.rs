@@ -35,8 +35,6 @@ const DIR_ATTR_TTL: Duration = Duration::from_secs(1);
 const FIXED_ENTRY_TTL: Duration = Duration::from_secs(1);
 /// Segment files come and go with rolls and retention; never cache their names.
 const SEGMENT_ENTRY_TTL: Duration = Duration::ZERO;
-/// Kafka's default `max.message.bytes`, used only if the topic's config text lacks it.
-const DEFAULT_MAX_MESSAGE_BYTES: usize = 1_048_588;
 /// `st_blksize`: large enough that stdio and cp pick big buffers, matching the 1 MiB
 /// ceiling the kernel puts on one FUSE request.
 const BLOCK_SIZE: u32 = 1 << 20;
@@ -810,13 +808,7 @@ fn leaf_name(node: &Node) -> String {
     }
 }
 
-/// The topic's `max.message.bytes`, read from its rendered config because the engine
-/// offers no typed accessor on `Topic`.
+/// The topic's `max.message.bytes`; a negative value (never valid) counts as zero.
 fn max_message_bytes(topic: &Topic) -> usize {
-    topic
-        .config_text()
-        .lines()
-        .find_map(|line| line.strip_prefix("max.message.bytes="))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(DEFAULT_MAX_MESSAGE_BYTES)
+    usize::try_from(topic.config().max_message_bytes).unwrap_or(0)
 }
