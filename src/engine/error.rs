@@ -29,6 +29,8 @@ pub enum EngineError {
         position: u64,
         reason: String,
     },
+    /// A cleaning pass gave up without changing anything (the log moved under it).
+    CleanAborted { reason: String },
     /// An operating-system I/O failure.
     Io { context: String, source: io::Error },
 }
@@ -69,6 +71,7 @@ impl fmt::Display for EngineError {
                 position,
                 reason,
             } => write!(f, "{} at byte {position}: {reason}", path.display()),
+            EngineError::CleanAborted { reason } => write!(f, "cleaning aborted: {reason}"),
             EngineError::Io { context, source } => write!(f, "{context}: {source}"),
         }
     }

@@ -556,17 +556,22 @@ impl Log {
             old_bases.iter().all(|&b| b < active_base),
             "the active segment is never cleaned"
         );
-        for seg in new_segments.iter().rev() {
-            seg.rename_suffix(SWAP_SUFFIX)?;
-        }
-        sync_dir(&self.dir)?;
         let old: Vec<Arc<Segment>> = snap
             .segments
             .iter()
             .filter(|s| old_bases.contains(&s.base_offset()))
             .cloned()
             .collect();
-        assert_eq!(old.len(), old_bases.len(), "replaced segments must be live");
+        if old.len() != old_bases.len() {
+            // Retention removed some of them while the cleaner copied: drop the copy.
+            return Err(EngineError::CleanAborted {
+                reason: "segments were deleted while they were being cleaned".into(),
+            });
+        }
+        for seg in new_segments.iter().rev() {
+            seg.rename_suffix(SWAP_SUFFIX)?;
+        }
+        sync_dir(&self.dir)?;
         let mut deleted = Vec::new();
         for seg in &old {
             seg.rename_suffix(DELETED_SUFFIX)?;

@@ -1,6 +1,7 @@
 //! The storage engine: topics, logs, segments, indexes, retention, the cleaner and
 //! recovery. It knows nothing of FUSE; the `fs` layer maps paths and handles onto it.
 
+pub mod cleaner;
 pub mod clock;
 pub mod config;
 pub mod error;
@@ -26,6 +27,7 @@ use parking_lot::{Mutex, RwLock};
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{BrokerConfig, ConfigError, TopicConfig};
+pub use config::{BrokerRule, CleanupPolicy, TopicOverrides};
 pub use error::{EngineError, Result};
 pub use topic::{BackingFile, LogCursor, Topic};
 
@@ -35,6 +37,8 @@ pub const CLEAN_SHUTDOWN_FILE: &str = ".kpfs_cleanshutdown";
 pub const LOCK_FILE: &str = "kpfs.lock";
 /// Dynamic broker config overrides written through `.kpfs/config`.
 pub const DYNAMIC_BROKER_CONFIG_FILE: &str = "kpfs-dynamic-broker.properties";
+/// Kafka's cleaner checkpoint file: first dirty offset per partition.
+pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 /// Partition directory suffix: one partition per topic.
 pub const PARTITION_SUFFIX: &str = "-0";
 /// Suffix of a topic directory being deleted (Kafka's `-delete`).
@@ -62,6 +66,9 @@ struct PendingDeletion {
 
 struct Inner {
     data_dir: PathBuf,
+    throttler: cleaner::Throttler,
+    /// Cleaner threads that died from a panic (Kafka's DeadThreadCount).
+    dead_cleaner_threads: std::sync::atomic::AtomicU64,
     clock: Arc<dyn Clock>,
     broker: Arc<RwLock<BrokerConfig>>,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
@@ -195,10 +202,13 @@ impl Engine {
             }
             topics.insert(topic_name.to_string(), Arc::new(topic));
         }
+        load_cleaner_checkpoints(data_dir, &topics);
         tracing::info!(data_dir = %data_dir.display(), topics = topics.len(), clean_shutdown, "opened data directory");
         let engine = Engine {
             inner: Arc::new(Inner {
                 data_dir: data_dir.to_path_buf(),
+                throttler: cleaner::Throttler::default(),
+                dead_cleaner_threads: Default::default(),
                 clock,
                 broker,
                 topics: RwLock::new(topics),
@@ -228,6 +238,19 @@ impl Engine {
                 .spawn(move || retention_loop(&inner, &stop))
                 .expect("spawn retention thread"),
         );
+        let broker = self.inner.broker.read().clone();
+        if broker.cleaner_enable() {
+            for i in 0..broker.cleaner_threads().max(1) {
+                let inner = self.inner.clone();
+                let stop = rx.clone();
+                threads.push(
+                    std::thread::Builder::new()
+                        .name(format!("kpfs-log-cleaner-thread-{i}"))
+                        .spawn(move || cleaner_loop(&inner, &stop))
+                        .expect("spawn cleaner thread"),
+                );
+            }
+        }
         let inner = self.inner.clone();
         threads.push(
             std::thread::Builder::new()
@@ -373,6 +396,149 @@ impl Engine {
     /// Physically removes `.deleted` files whose `file.delete.delay.ms` has passed.
     pub fn run_deletions_once(&self) -> usize {
         run_deletions(&self.inner)
+    }
+
+    /// One cleaner iteration with a map sized from the broker config: clean the
+    /// filthiest compacted topic, if any is due. Returns the topic and the pass figures.
+    pub fn run_cleaner_once(&self) -> Option<(String, cleaner::PassStats)> {
+        let mut map = new_offset_map(&self.inner.broker.read());
+        clean_filthiest(&self.inner, &mut map)
+    }
+
+    /// One cleaner iteration with the caller's map (tests use tiny maps).
+    pub fn run_cleaner_once_with(&self, map: &mut cleaner::OffsetMap) -> Option<(String, cleaner::PassStats)> {
+        clean_filthiest(&self.inner, map)
+    }
+
+    /// Cleaner threads that died (they are not restarted; see the log for why).
+    pub fn dead_cleaner_threads(&self) -> u64 {
+        self.inner.dead_cleaner_threads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+fn new_offset_map(broker: &BrokerConfig) -> cleaner::OffsetMap {
+    let per_thread = broker.cleaner_dedupe_buffer_size() / i64::from(broker.cleaner_threads().max(1));
+    let bytes = per_thread.clamp(1 << 20, i64::from(i32::MAX)) as usize;
+    cleaner::OffsetMap::new(bytes, broker.cleaner_io_buffer_load_factor())
+}
+
+/// Kafka's `grabFilthiestCompactedLog` + `cleanLog` + `doneCleaning`.
+fn clean_filthiest(inner: &Inner, map: &mut cleaner::OffsetMap) -> Option<(String, cleaner::PassStats)> {
+    let now = inner.clock.now_ms();
+    let topic = {
+        let topics = inner.topics.read();
+        let mut best: Option<(f64, Arc<Topic>)> = None;
+        for t in topics.values() {
+            let config = t.config();
+            if !config.cleanup_policy.compact {
+                continue;
+            }
+            if *t.cleaner.state.lock() != cleaner::CleanerState::Idle {
+                continue;
+            }
+            let view = cleaner::cleaner_view(&t.log().snapshot(), *t.cleaner.checkpoint.lock(), &config, now);
+            if view.eligible(&config) && best.as_ref().is_none_or(|(r, _)| view.ratio() > *r) {
+                best = Some((view.ratio(), t.clone()));
+            }
+        }
+        let (_, topic) = best?;
+        // Claimed under the topics lock so two cleaner threads never take the same topic.
+        *topic.cleaner.state.lock() = cleaner::CleanerState::Cleaning;
+        topic
+    };
+    let max_io = inner.broker.read().cleaner_io_max_bytes_per_second();
+    let mut res = cleaner::CleanerResources { map, throttler: &inner.throttler, max_io_bytes_per_second: max_io };
+    #[allow(clippy::disallowed_methods)] // pass duration is a real-time measurement
+    let started = std::time::Instant::now();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cleaner::clean(&topic, &mut res, now)));
+    let name = topic.name().to_string();
+    let result = match outcome {
+        Ok(r) => r,
+        Err(_) => Err(EngineError::CleanAborted { reason: "the cleaner panicked (see the log)".into() }),
+    };
+    match result {
+        Ok((mut stats, deleted)) => {
+            stats.elapsed_ms = started.elapsed().as_millis() as u64;
+            let due = now.saturating_add(topic.config().file_delete_delay_ms);
+            inner.deletions.lock().extend(deleted.into_iter().map(|d| PendingDeletion {
+                due_ms: due,
+                topic: name.clone(),
+                files: d.files,
+            }));
+            tracing::info!(topic = %name, ?stats, "cleaned");
+            topic.cleaner.passes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            *topic.cleaner.last_pass.lock() = Some(stats.clone());
+            *topic.cleaner.state.lock() = cleaner::CleanerState::Idle;
+            if let Err(e) = save_cleaner_checkpoints(inner) {
+                tracing::error!(error = %e, "writing the cleaner checkpoint failed");
+            }
+            Some((name, stats))
+        }
+        Err(EngineError::CleanAborted { reason }) if !reason.contains("panicked") => {
+            tracing::info!(topic = %name, %reason, "cleaning aborted");
+            *topic.cleaner.state.lock() = cleaner::CleanerState::Idle;
+            None
+        }
+        Err(e) => {
+            tracing::error!(topic = %name, error = %e, "cleaning failed; marking the topic uncleanable");
+            *topic.cleaner.state.lock() = cleaner::CleanerState::Uncleanable(e.to_string());
+            None
+        }
+    }
+}
+
+fn load_cleaner_checkpoints(data_dir: &Path, topics: &BTreeMap<String, Arc<Topic>>) {
+    let path = data_dir.join(CLEANER_CHECKPOINT_FILE);
+    let Ok(text) = fs::read_to_string(&path) else { return };
+    // `0\n<count>\n<topic> <partition> <offset>` lines; anything unreadable is ignored,
+    // which only makes the next pass start at the log start (as Kafka treats it).
+    for line in text.lines().skip(2) {
+        let mut parts = line.split(' ');
+        let (Some(name), Some("0"), Some(offset)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        if let (Some(t), Ok(offset)) = (topics.get(name), offset.parse::<u64>()) {
+            *t.cleaner.checkpoint.lock() = Some(offset);
+        }
+    }
+}
+
+fn save_cleaner_checkpoints(inner: &Inner) -> Result<()> {
+    let topics = inner.topics.read();
+    let entries: Vec<String> = topics
+        .values()
+        .filter_map(|t| t.cleaner.checkpoint.lock().map(|o| format!("{} 0 {o}", t.name())))
+        .collect();
+    let mut text = format!("0\n{}\n", entries.len());
+    for e in entries {
+        text.push_str(&e);
+        text.push('\n');
+    }
+    topic::write_atomically(&inner.data_dir.join(CLEANER_CHECKPOINT_FILE), text.as_bytes())
+}
+
+/// Kafka's `CleanerThread.doWork`: clean the filthiest log, then retention for compacted
+/// topics, then back off when there was nothing to clean.
+fn cleaner_loop(inner: &Inner, stop: &Receiver<()>) {
+    let mut map = new_offset_map(&inner.broker.read());
+    loop {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let cleaned = clean_filthiest(inner, &mut map).is_some();
+            retention_pass(inner, |t| t.config().cleanup_policy.compact);
+            cleaned
+        }));
+        let cleaned = match outcome {
+            Ok(c) => c,
+            Err(_) => {
+                inner.dead_cleaner_threads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::error!("a log cleaner thread died from a panic");
+                return;
+            }
+        };
+        if !cleaned && wait_or_stop(stop, inner.broker.read().cleaner_backoff_ms()) {
+            return;
+        }
+        if cleaned && stop.try_recv() != Err(crossbeam_channel::TryRecvError::Empty) {
+            return;
+        }
     }
 }
 

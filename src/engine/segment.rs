@@ -99,9 +99,23 @@ impl Segment {
         now_ms: i64,
         roll_jitter_ms: i64,
     ) -> Result<Segment> {
-        let log_path = file_path(dir, base_offset, LOG_SUFFIX, "");
-        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-            let p = file_path(dir, base_offset, suffix, "");
+        Self::create_with_suffix(dir, base_offset, "", stream_pos, max_index_bytes, now_ms, roll_jitter_ms)
+    }
+
+    /// Creates a new, empty segment whose files carry `suffix` (".cleaned" for the
+    /// cleaner's output). A stale file of the same name is replaced.
+    pub fn create_with_suffix(
+        dir: &Path,
+        base_offset: u64,
+        suffix: &str,
+        stream_pos: u64,
+        max_index_bytes: usize,
+        now_ms: i64,
+        roll_jitter_ms: i64,
+    ) -> Result<Segment> {
+        let log_path = file_path(dir, base_offset, LOG_SUFFIX, suffix);
+        for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let p = file_path(dir, base_offset, kind, suffix);
             if p.exists() {
                 tracing::warn!(path = %p.display(), "replacing stale file while creating a segment");
                 fs::remove_file(&p).map_err(|e| EngineError::io(format!("remove {}", p.display()), e))?;
@@ -113,7 +127,7 @@ impl Segment {
             .create_new(true)
             .open(&log_path)
             .map_err(|e| EngineError::io(format!("create {}", log_path.display()), e))?;
-        let segment = Self::from_parts(dir, base_offset, log, max_index_bytes, now_ms, roll_jitter_ms, "")?;
+        let segment = Self::from_parts(dir, base_offset, log, max_index_bytes, now_ms, roll_jitter_ms, suffix)?;
         {
             let mut st = segment.state.lock();
             st.stream_end = stream_pos;

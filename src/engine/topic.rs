@@ -74,6 +74,7 @@ pub struct Topic {
     /// The first segment seen holding future timestamps (for `status`), or -1.
     future_timestamp_segment: AtomicI64,
     pub stats: TopicStats,
+    pub cleaner: super::cleaner::TopicCleaner,
 }
 
 impl std::fmt::Debug for Topic {
@@ -116,6 +117,7 @@ impl Topic {
                 modified_ms: AtomicI64::new(modified),
                 future_timestamp_segment: AtomicI64::new(-1),
                 stats: TopicStats::default(),
+                cleaner: Default::default(),
             },
             report,
         ))

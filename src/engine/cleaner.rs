@@ -1,0 +1,584 @@
+//! Kafka's log cleaner: keep the latest record per key in every segment but the active
+//! one, with KIP-534 tombstone horizons and the crash-safe `.cleaned -> .swap` swap.
+//!
+//! One pass over a topic (Kafka's `Cleaner.doClean`):
+//! 1. `first_dirty` comes from the checkpoint (reset to the log start when outside the
+//!    log); the first uncleanable offset is the active segment's base, or earlier per
+//!    `min.compaction.lag.ms`.
+//! 2. An [`OffsetMap`] of key hash -> latest offset is built over the dirty range; when
+//!    it fills up the pass is partial and ends where the map filled.
+//! 3. Every segment from the log start to the end of the pass is recopied, in groups no
+//!    larger than the segment and index sizes allow, keeping a record iff it is the latest
+//!    for its key (or lies beyond the pass) and, for a tombstone, its horizon has not passed.
+//! 4. Each group is written as `B.log.cleaned`, renamed `.swap`, the originals renamed
+//!    `.deleted`, then `.swap` renamed to the final name (`Log::replace_segments`).
+
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::config::TopicConfig;
+use super::error::{EngineError, Result};
+use super::format::{decode_header, BatchBuilder, RecordIter};
+use super::log::{DeletedSegment, LogSnapshot};
+use super::segment::Segment;
+use super::topic::Topic;
+
+/// Bytes per offset-map slot: a 128-bit key hash and an 8-byte offset (Kafka's MD5 + long).
+pub const OFFSET_MAP_ENTRY_BYTES: usize = 24;
+
+/// Kafka's `SkimpyOffsetMap`: an open-addressing table of key hash -> latest offset in
+/// a fixed buffer. Keys themselves are never stored; two keys with the same 128-bit hash
+/// count as one (an accepted risk, as in Kafka).
+pub struct OffsetMap {
+    slots: Vec<[u64; 3]>,
+    capacity: usize,
+    entries: usize,
+    /// Offset up to which the map has seen the dirty range.
+    pub latest_offset: Option<u64>,
+}
+
+impl OffsetMap {
+    /// A map in `memory_bytes`, filled to at most `load_factor` of its slots.
+    pub fn new(memory_bytes: usize, load_factor: f64) -> OffsetMap {
+        let slots = (memory_bytes / OFFSET_MAP_ENTRY_BYTES).max(2);
+        let capacity = ((slots as f64 * load_factor) as usize).clamp(1, slots - 1);
+        OffsetMap {
+            slots: vec![[0; 3]; slots],
+            capacity,
+            entries: 0,
+            latest_offset: None,
+        }
+    }
+
+    fn hash(key: &[u8]) -> [u64; 2] {
+        let mut a = std::hash::DefaultHasher::new();
+        key.hash(&mut a);
+        let mut b = std::hash::DefaultHasher::new();
+        0xA5u8.hash(&mut b);
+        key.hash(&mut b);
+        let h = [a.finish(), b.finish()];
+        // An all-zero slot means empty; nudge the (astronomically unlikely) zero hash.
+        if h == [0, 0] {
+            [1, 0]
+        } else {
+            h
+        }
+    }
+
+    fn slot_of(&self, h: [u64; 2]) -> usize {
+        let n = self.slots.len();
+        let mut i = (h[0] % n as u64) as usize;
+        loop {
+            let s = &self.slots[i];
+            if (s[0] == 0 && s[1] == 0) || (s[0] == h[0] && s[1] == h[1]) {
+                return i;
+            }
+            i = (i + 1) % n;
+        }
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.entries >= self.capacity
+    }
+
+    /// Records `offset` as the latest for `key`. False (and nothing stored) when the key
+    /// is new and the map is full.
+    pub fn put(&mut self, key: &[u8], offset: u64) -> bool {
+        let h = Self::hash(key);
+        let i = self.slot_of(h);
+        let slot = &mut self.slots[i];
+        if slot[0] == 0 && slot[1] == 0 {
+            if self.entries >= self.capacity {
+                return false;
+            }
+            self.entries += 1;
+            slot[0] = h[0];
+            slot[1] = h[1];
+        }
+        slot[2] = offset;
+        true
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<u64> {
+        let h = Self::hash(key);
+        let s = &self.slots[self.slot_of(h)];
+        (s[0] == h[0] && s[1] == h[1]).then_some(s[2])
+    }
+
+    pub fn clear(&mut self) {
+        self.slots.iter_mut().for_each(|s| *s = [0; 3]);
+        self.entries = 0;
+        self.latest_offset = None;
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    /// Share of slots in use (Kafka's `utilization`).
+    pub fn utilization(&self) -> f64 {
+        self.entries as f64 / self.slots.len() as f64
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.slots.len() * OFFSET_MAP_ENTRY_BYTES
+    }
+}
+
+/// Kafka's `Throttler`, shared by all cleaner threads: sleeps whenever the observed I/O
+/// rate over the last >= 300 ms exceeds the limit.
+#[derive(Debug)]
+pub struct Throttler {
+    state: Mutex<(Instant, f64)>,
+}
+
+impl Default for Throttler {
+    fn default() -> Self {
+        Throttler {
+            #[allow(clippy::disallowed_methods)] // throttling measures real elapsed time
+            state: Mutex::new((Instant::now(), 0.0)),
+        }
+    }
+}
+
+impl Throttler {
+    pub fn maybe_throttle(&self, bytes: u64, max_bytes_per_second: f64) {
+        if !(max_bytes_per_second.is_finite() && max_bytes_per_second > 0.0) {
+            return;
+        }
+        let sleep = {
+            let mut st = self.state.lock();
+            st.1 += bytes as f64;
+            let elapsed = st.0.elapsed();
+            if elapsed < Duration::from_millis(300) {
+                return;
+            }
+            let rate = st.1 / elapsed.as_secs_f64();
+            let sleep = if rate > max_bytes_per_second {
+                Duration::from_secs_f64(st.1 / max_bytes_per_second - elapsed.as_secs_f64())
+            } else {
+                Duration::ZERO
+            };
+            #[allow(clippy::disallowed_methods)]
+            let now = Instant::now();
+            *st = (now, 0.0);
+            sleep
+        };
+        if !sleep.is_zero() {
+            std::thread::sleep(sleep);
+        }
+    }
+}
+
+/// What the cleaner knows about one compacted topic, for selection and `status`.
+#[derive(Clone, Debug, Default)]
+pub struct CleanerView {
+    pub first_dirty_offset: u64,
+    pub first_uncleanable_offset: u64,
+    pub clean_bytes: u64,
+    pub cleanable_bytes: u64,
+    /// Time past `max.compaction.lag.ms` of the earliest dirty record, when positive.
+    pub max_compaction_delay_ms: i64,
+}
+
+impl CleanerView {
+    pub fn total_bytes(&self) -> u64 {
+        self.clean_bytes + self.cleanable_bytes
+    }
+
+    pub fn ratio(&self) -> f64 {
+        if self.total_bytes() == 0 {
+            0.0
+        } else {
+            self.cleanable_bytes as f64 / self.total_bytes() as f64
+        }
+    }
+
+    /// Kafka's selection rule: strictly above the ratio, or forced by the max lag.
+    pub fn eligible(&self, config: &TopicConfig) -> bool {
+        self.total_bytes() > 0
+            && ((self.max_compaction_delay_ms > 0 && self.cleanable_bytes > 0)
+                || self.ratio() > config.min_cleanable_dirty_ratio)
+    }
+
+    /// Why the topic is not due now, in words (for `status`).
+    pub fn why_not_due(&self, config: &TopicConfig) -> Option<String> {
+        if self.eligible(config) {
+            return None;
+        }
+        Some(if self.cleanable_bytes == 0 {
+            "nothing cleanable: dirty records are only in the active segment (or younger than min.compaction.lag.ms)".to_string()
+        } else {
+            format!(
+                "dirty ratio {:.4} is not above min.cleanable.dirty.ratio {}",
+                self.ratio(),
+                config.min_cleanable_dirty_ratio
+            )
+        })
+    }
+}
+
+/// Cleaner state of one topic.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum CleanerState {
+    #[default]
+    Idle,
+    Cleaning,
+    Uncleanable(String),
+}
+
+/// Figures of one pass (Kafka's `CleanerStats`).
+#[derive(Clone, Debug, Default)]
+pub struct PassStats {
+    pub started_ms: i64,
+    pub elapsed_ms: u64,
+    pub first_dirty_offset: u64,
+    pub end_offset: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub records_read: u64,
+    pub records_retained: u64,
+    pub records_removed: u64,
+    pub tombstones_retained: u64,
+    pub tombstones_removed: u64,
+    pub buffer_utilization: f64,
+    pub segments_replaced: usize,
+    pub partial: bool,
+    pub max_compaction_delay_ms: i64,
+}
+
+/// Per-topic cleaner bookkeeping, owned by the topic.
+#[derive(Debug, Default)]
+pub struct TopicCleaner {
+    /// Next first dirty offset (the checkpoint); `None` until the first pass.
+    pub checkpoint: Mutex<Option<u64>>,
+    pub state: Mutex<CleanerState>,
+    pub last_pass: Mutex<Option<PassStats>>,
+    pub passes: AtomicU64,
+}
+
+/// Kafka's `cleanableOffsets` + `LogToClean` over a snapshot.
+pub fn cleaner_view(snap: &LogSnapshot, checkpoint: Option<u64>, config: &TopicConfig, now_ms: i64) -> CleanerView {
+    let lso = snap.log_start_offset;
+    let leo = snap.active().next_offset();
+    let first_dirty = match checkpoint {
+        Some(c) if c >= lso && c <= leo => c,
+        _ => lso,
+    };
+    let active_base = snap.active().base_offset();
+    let mut first_uncleanable = active_base;
+    if config.min_compaction_lag_ms > 0 {
+        let young_after = now_ms.saturating_sub(config.min_compaction_lag_ms);
+        if let Some(s) = snap.segments[..snap.segments.len() - 1]
+            .iter()
+            .filter(|s| s.next_offset() > first_dirty)
+            .find(|s| s.largest_timestamp() > young_after)
+        {
+            first_uncleanable = first_uncleanable.min(s.base_offset());
+        }
+    }
+    let first_uncleanable = first_uncleanable.max(first_dirty);
+    let dirty_segment_base = snap
+        .segment_for(first_dirty)
+        .map_or(active_base, |i| snap.segments[i].base_offset());
+    let uncleanable_segment_base = snap
+        .segment_for(first_uncleanable)
+        .map_or(active_base, |i| snap.segments[i].base_offset());
+    let mut view = CleanerView {
+        first_dirty_offset: first_dirty,
+        first_uncleanable_offset: uncleanable_segment_base,
+        ..CleanerView::default()
+    };
+    let mut earliest_dirty_ts: Option<i64> = None;
+    for s in snap.segments.iter() {
+        let base = s.base_offset();
+        if base < first_dirty {
+            view.clean_bytes += s.size();
+        }
+        if base >= dirty_segment_base && base < uncleanable_segment_base {
+            view.cleanable_bytes += s.size();
+        }
+        if base >= dirty_segment_base && base < active_base {
+            if let Some(ts) = s.info().first_batch_timestamp.filter(|&t| t > 0) {
+                earliest_dirty_ts = Some(earliest_dirty_ts.map_or(ts, |e: i64| e.min(ts)));
+            }
+        }
+    }
+    if config.max_compaction_lag_ms < i64::MAX {
+        if let Some(ts) = earliest_dirty_ts {
+            let clean_until = now_ms.saturating_sub(config.max_compaction_lag_ms);
+            if ts < clean_until {
+                view.max_compaction_delay_ms = clean_until - ts;
+            }
+        }
+    }
+    view
+}
+
+/// Resources of one cleaner thread.
+pub struct CleanerResources<'a> {
+    pub map: &'a mut OffsetMap,
+    pub throttler: &'a Throttler,
+    pub max_io_bytes_per_second: f64,
+}
+
+/// One pass over `topic` (Kafka's `doClean`). Returns the stats and the segments it
+/// replaced (renamed `.deleted`, for delayed removal).
+pub fn clean(topic: &Topic, res: &mut CleanerResources<'_>, now_ms: i64) -> Result<(PassStats, Vec<DeletedSegment>)> {
+    let config = topic.config();
+    let snap = topic.log().snapshot();
+    let checkpoint = *topic.cleaner.checkpoint.lock();
+    let view = cleaner_view(&snap, checkpoint, &config, now_ms);
+    let mut stats = PassStats {
+        started_ms: now_ms,
+        first_dirty_offset: view.first_dirty_offset,
+        max_compaction_delay_ms: view.max_compaction_delay_ms,
+        ..PassStats::default()
+    };
+    res.map.clear();
+    build_offset_map(&snap, &view, res.map, &mut stats, res.throttler, res.max_io_bytes_per_second)?;
+    let map: &OffsetMap = res.map;
+    let Some(latest) = map.latest_offset else {
+        return Err(EngineError::CleanAborted { reason: "the dirty range is empty".into() });
+    };
+    let end_offset = latest + 1;
+    stats.end_offset = end_offset;
+    stats.buffer_utilization = map.utilization();
+    let groups = group_segments(&snap, end_offset, &config);
+    let delete_horizon_ms = now_ms.saturating_add(config.delete_retention_ms);
+    let mut deleted = Vec::new();
+    for group in groups {
+        let io = (res.throttler, res.max_io_bytes_per_second);
+        let cleaned = copy_group(topic, &group, map, &config, now_ms, delete_horizon_ms, &mut stats, io)?;
+        let bases: Vec<u64> = group.iter().map(|s| s.base_offset()).collect();
+        stats.segments_replaced += bases.len();
+        deleted.extend(topic.log().replace_segments(&bases, vec![cleaned])?);
+    }
+    *topic.cleaner.checkpoint.lock() = Some(end_offset);
+    stats.records_removed = stats.records_read - stats.records_retained;
+    Ok((stats, deleted))
+}
+
+fn build_offset_map(
+    snap: &LogSnapshot,
+    view: &CleanerView,
+    map: &mut OffsetMap,
+    stats: &mut PassStats,
+    throttler: &Throttler,
+    max_io: f64,
+) -> Result<()> {
+    let dirty: Vec<&std::sync::Arc<Segment>> = snap
+        .segments
+        .iter()
+        .filter(|s| s.next_offset() > view.first_dirty_offset && s.base_offset() < view.first_uncleanable_offset)
+        .collect();
+    for (i, seg) in dirty.iter().enumerate() {
+        let mut pos = seg.lookup_position(view.first_dirty_offset);
+        loop {
+            let bytes = seg.read_batches(pos, 1 << 20)?;
+            if bytes.is_empty() {
+                break;
+            }
+            throttler.maybe_throttle(bytes.len() as u64, max_io);
+            let mut at = 0;
+            while at < bytes.len() {
+                let h = decode_header(&bytes[at..]).map_err(|e| corrupt(seg, pos + at as u64, e))?;
+                for rec in RecordIter::new(&h, &bytes[at..at + h.size]) {
+                    let rec = rec.map_err(|e| corrupt(seg, pos + at as u64, e))?;
+                    if rec.offset < view.first_dirty_offset {
+                        continue;
+                    }
+                    if let Some(key) = rec.key {
+                        if !map.put(key, rec.offset) {
+                            // Full: the pass ends before this record (a partial pass).
+                            stats.partial = true;
+                            return Ok(());
+                        }
+                    }
+                    map.latest_offset = Some(rec.offset);
+                }
+                map.latest_offset = Some(map.latest_offset.map_or(h.last_offset(), |l| l.max(h.last_offset())));
+                at += h.size;
+            }
+            pos += bytes.len() as u64;
+        }
+        // A whole segment done: the pass covers its offset gaps too.
+        if let Some(next) = dirty.get(i + 1).map(|s| s.base_offset()).or(Some(view.first_uncleanable_offset)) {
+            if next > 0 && map.latest_offset.is_some() {
+                map.latest_offset = Some(next - 1);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Kafka's `groupSegmentsBySize` over the segments overlapping `[0, end_offset)`.
+fn group_segments(snap: &LogSnapshot, end_offset: u64, config: &TopicConfig) -> Vec<Vec<std::sync::Arc<Segment>>> {
+    let max_bytes = config.segment_size().max(0) as u64;
+    let max_index = config.segment_index_bytes.max(0) as u64;
+    let candidates: Vec<_> = snap.segments[..snap.segments.len() - 1]
+        .iter()
+        .filter(|s| s.base_offset() < end_offset)
+        .cloned()
+        .collect();
+    let mut groups = Vec::new();
+    let mut i = 0;
+    while i < candidates.len() {
+        let first = &candidates[i];
+        let mut group = vec![first.clone()];
+        let info = first.info();
+        let (mut bytes, mut idx, mut tidx) = (info.size, info.offset_index_entries as u64, info.time_index_entries as u64);
+        i += 1;
+        while i < candidates.len() {
+            let c = candidates[i].info();
+            let span_ok = c.size == 0 || c.next_offset.saturating_sub(1) - first.base_offset() <= i32::MAX as u64;
+            if bytes + c.size <= max_bytes
+                && (idx + c.offset_index_entries as u64) * 8 <= max_index
+                && (tidx + c.time_index_entries as u64) * 12 <= max_index
+                && span_ok
+            {
+                bytes += c.size;
+                idx += c.offset_index_entries as u64;
+                tidx += c.time_index_entries as u64;
+                group.push(candidates[i].clone());
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        groups.push(group);
+    }
+    groups
+}
+
+#[allow(clippy::too_many_arguments)]
+fn copy_group(
+    topic: &Topic,
+    group: &[std::sync::Arc<Segment>],
+    map: &OffsetMap,
+    config: &TopicConfig,
+    now_ms: i64,
+    delete_horizon_ms: i64,
+    stats: &mut PassStats,
+    (throttler, max_io): (&Throttler, f64),
+) -> Result<Segment> {
+    let first = &group[0];
+    let stream_start = group.iter().find_map(|s| s.info().stream_start).unwrap_or(first.info().stream_end);
+    let cleaned = Segment::create_with_suffix(
+        topic.log().dir(),
+        first.base_offset(),
+        super::format::CLEANED_SUFFIX,
+        stream_start,
+        config.segment_index_bytes.max(0) as usize,
+        now_ms,
+        0,
+    )?;
+    let beyond = map.latest_offset.unwrap_or(0);
+    let interval = config.index_interval_bytes.max(0) as u64;
+    let last_segment = group.len() - 1;
+    for (si, seg) in group.iter().enumerate() {
+        let mut pos = 0u64;
+        let seg_size = seg.size();
+        loop {
+            let bytes = seg.read_batches(pos, 1 << 20)?;
+            if bytes.is_empty() {
+                break;
+            }
+            stats.bytes_read += bytes.len() as u64;
+            throttler.maybe_throttle(bytes.len() as u64, max_io);
+            let mut at = 0;
+            while at < bytes.len() {
+                let h = decode_header(&bytes[at..]).map_err(|e| corrupt(seg, pos + at as u64, e))?;
+                let batch = &bytes[at..at + h.size];
+                let is_last_batch = si == last_segment && pos + (at + h.size) as u64 == seg_size;
+                let mut builder = BatchBuilder::new(h.base_offset, h.base_timestamp, h.base_stream_pos);
+                let mut has_tombstone = false;
+                for rec in RecordIter::new(&h, batch) {
+                    let rec = rec.map_err(|e| corrupt(seg, pos + at as u64, e))?;
+                    stats.records_read += 1;
+                    let keep = if rec.offset > beyond {
+                        true
+                    } else if let Some(key) = rec.key {
+                        let latest = map.get(key).is_none_or(|o| rec.offset >= o);
+                        let tombstone_alive = h.delete_horizon_ms.is_none_or(|hz| now_ms < hz);
+                        latest && (rec.value.is_some() || tombstone_alive)
+                    } else {
+                        false
+                    };
+                    if rec.value.is_none() {
+                        if keep {
+                            stats.tombstones_retained += 1;
+                        } else {
+                            stats.tombstones_removed += 1;
+                        }
+                    }
+                    if keep {
+                        has_tombstone |= rec.value.is_none();
+                        builder.push(rec.offset, rec.timestamp, rec.stream_pos, rec.key, rec.value);
+                        stats.records_retained += 1;
+                    }
+                }
+                if builder.record_count() > 0 || is_last_batch {
+                    let horizon = match h.delete_horizon_ms {
+                        Some(hz) => Some(hz),
+                        None if has_tombstone => Some(delete_horizon_ms),
+                        None => None,
+                    };
+                    let out = builder.finish(Some(h.last_offset()), h.stream_end(), horizon);
+                    stats.bytes_written += out.len() as u64;
+                    cleaned.append(&out, interval)?;
+                }
+                at += h.size;
+            }
+            pos += bytes.len() as u64;
+        }
+    }
+    cleaned.seal()?;
+    cleaned.flush()?;
+    if let Some(mtime) = group.last().and_then(|s| s.modified()) {
+        cleaned.set_modified(mtime)?;
+    }
+    Ok(cleaned)
+}
+
+fn corrupt(seg: &Segment, position: u64, e: super::format::DecodeError) -> EngineError {
+    EngineError::Corrupt { path: seg.log_path(), position, reason: e.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_map_keeps_latest_and_respects_capacity() {
+        let mut m = OffsetMap::new(24 * 10, 0.5);
+        assert!(m.put(b"a", 1));
+        assert!(m.put(b"a", 5));
+        assert_eq!(m.get(b"a"), Some(5));
+        for k in 0..4u8 {
+            assert!(m.put(&[b'k', k], u64::from(k)));
+        }
+        assert!(m.is_full());
+        assert!(!m.put(b"new", 9), "a new key does not fit a full map");
+        assert!(m.put(b"a", 7), "an existing key still updates");
+        assert_eq!(m.get(b"a"), Some(7));
+        assert_eq!(m.get(b"missing"), None);
+        m.clear();
+        assert_eq!(m.get(b"a"), None);
+        assert_eq!(m.len(), 0);
+    }
+
+    #[test]
+    fn memory_per_entry_is_24_bytes() {
+        let m = OffsetMap::new(24 * 1000, 0.9);
+        assert_eq!(m.memory_bytes(), 24_000);
+        assert_eq!(std::mem::size_of::<[u64; 3]>(), OFFSET_MAP_ENTRY_BYTES);
+    }
+}

@@ -1,0 +1,81 @@
+//! Helpers shared by the engine integration tests: a temp data dir, a manual clock and
+//! a reader that drains a topic's `log` stream the way `cat` does.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use kpfs::engine::{BrokerConfig, Engine, EngineOptions, LogCursor, ManualClock, Topic};
+
+pub const T0: i64 = 1_764_430_000_000;
+
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub clock: Arc<ManualClock>,
+    pub engine: Option<Engine>,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine = open(dir.path(), &clock);
+        Fixture { dir, clock, engine: Some(engine) }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        self.engine.as_ref().unwrap()
+    }
+
+    pub fn topic(&self, name: &str) -> Arc<Topic> {
+        match self.engine().topic(name) {
+            Some(t) => t,
+            None => self.engine().create_topic(name).unwrap(),
+        }
+    }
+
+    /// Clean shutdown and reopen.
+    pub fn reopen(&mut self) {
+        let e = self.engine.take().unwrap();
+        e.shutdown().unwrap();
+        drop(e);
+        self.engine = Some(open(self.dir.path(), &self.clock));
+    }
+
+    /// Reopen without a clean shutdown (as after kill -9).
+    pub fn crash_and_reopen(&mut self) {
+        let e = self.engine.take().unwrap();
+        drop(e);
+        self.engine = Some(open(self.dir.path(), &self.clock));
+    }
+
+    pub fn advance(&self, ms: i64) {
+        self.clock.advance(ms);
+    }
+}
+
+pub fn open(dir: &Path, clock: &Arc<ManualClock>) -> Engine {
+    Engine::open(dir, BrokerConfig::defaults(), clock.clone(), EngineOptions::default()).unwrap()
+}
+
+/// Reads the whole `log` stream with `chunk`-byte reads, as `cat` would.
+pub fn cat(topic: &Topic, chunk: usize) -> Vec<u8> {
+    let mut cursor = LogCursor::default();
+    let mut out = Vec::new();
+    loop {
+        let got = topic.read_log(&mut cursor, out.len() as u64, chunk).unwrap();
+        if got.is_empty() {
+            return out;
+        }
+        assert!(got.len() <= chunk);
+        out.extend_from_slice(&got);
+    }
+}
+
+pub fn cat_string(topic: &Topic) -> String {
+    String::from_utf8(cat(topic, 128 << 10)).unwrap()
+}
+
+pub fn set(topic: &Topic, text: &str) {
+    topic.update_config(text.as_bytes()).unwrap();
+}

@@ -1,0 +1,194 @@
+//! The foundation through the engine API, without a mount: appends become records, the
+//! `log` stream renders them, segments roll as Kafka rolls them, and everything survives
+//! a clean or unclean reopen.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn lines_round_trip_with_and_without_keys() {
+    let f = Fixture::new();
+    let t = f.topic("plain");
+    t.append_lines(b"hello\nworld\n").unwrap();
+    t.append_lines(b"\n").unwrap();
+    t.append_lines(b"no newline").unwrap();
+    assert_eq!(cat_string(&t), "hello\nworld\n\nno newline\n");
+    assert_eq!(t.stream_len(), cat(&t, 1 << 20).len() as u64);
+
+    let k = f.topic("keyed");
+    set(&k, "parse.key=true\nkey.separator=:\nnull.marker=NULL\n");
+    k.append_lines(b"a:1\nb:2\na:NULL\n").unwrap();
+    assert_eq!(cat_string(&k), "a:1\nb:2\na:NULL\n");
+    let err = k.append_lines(b"c:3\nnoseparator\n").unwrap_err();
+    assert_eq!(err.to_string(), "No key separator found on line number 2: 'noseparator'");
+    assert_eq!(k.log().log_end_offset(), 3, "a refused write appends nothing");
+}
+
+#[test]
+fn binary_and_odd_bytes_survive() {
+    let f = Fixture::new();
+    let t = f.topic("bin");
+    let mut data = Vec::new();
+    for b in 0u8..=255 {
+        if b != b'\n' {
+            data.push(b);
+        }
+    }
+    data.push(b'\n');
+    t.append_lines(&data).unwrap();
+    assert_eq!(cat(&t, 7), data);
+}
+
+#[test]
+fn small_reads_reassemble_the_stream() {
+    let f = Fixture::new();
+    let t = f.topic("chunks");
+    let mut expected = Vec::new();
+    for i in 0..500 {
+        let line = format!("record-{i}-{}\n", "x".repeat(i % 37));
+        t.append_lines(line.as_bytes()).unwrap();
+        expected.extend_from_slice(line.as_bytes());
+    }
+    for chunk in [1, 3, 100, 4096, 1 << 20] {
+        assert_eq!(cat(&t, chunk), expected, "chunk {chunk}");
+    }
+}
+
+#[test]
+fn random_access_reads_land_on_the_right_bytes() {
+    let f = Fixture::new();
+    let t = f.topic("seek");
+    set(&t, "index.interval.bytes=64");
+    let mut expected = Vec::new();
+    for i in 0..2000 {
+        let line = format!("line {i}\n");
+        t.append_lines(line.as_bytes()).unwrap();
+        expected.extend_from_slice(line.as_bytes());
+    }
+    for pos in [0usize, 1, 5, 100, 1234, 9999, expected.len() - 3, expected.len()] {
+        let mut cursor = kpfs::engine::LogCursor::default();
+        let got = t.read_log(&mut cursor, pos as u64, 50).unwrap();
+        let end = (pos + 50).min(expected.len());
+        assert_eq!(got, &expected[pos..end], "at {pos}");
+    }
+}
+
+#[test]
+fn rolls_by_size_and_keeps_offsets() {
+    let f = Fixture::new();
+    let t = f.topic("roll");
+    set(&t, "internal.segment.bytes=1000");
+    for i in 0..100 {
+        t.append_lines(format!("value-{i:04}\n").as_bytes()).unwrap();
+    }
+    let segs = t.log().snapshot().segments.clone();
+    assert!(segs.len() > 3, "{} segments", segs.len());
+    for s in segs.iter() {
+        assert!(s.size() <= 1000);
+    }
+    assert_eq!(t.log().log_end_offset(), 100);
+    let text = cat_string(&t);
+    assert_eq!(text.lines().count(), 100);
+    assert!(text.starts_with("value-0000\nvalue-0001\n"));
+}
+
+#[test]
+fn rolls_by_time_measured_from_the_first_record() {
+    let f = Fixture::new();
+    let t = f.topic("timeroll");
+    set(&t, "segment.ms=3000");
+    for i in 0..5 {
+        t.append_lines(format!("{i}\n").as_bytes()).unwrap();
+    }
+    f.advance(3001);
+    for i in 5..10 {
+        t.append_lines(format!("{i}\n").as_bytes()).unwrap();
+    }
+    let bases: Vec<u64> = t.log().snapshot().segments.iter().map(|s| s.base_offset()).collect();
+    assert_eq!(bases, vec![0, 5]);
+}
+
+#[test]
+fn a_line_over_max_message_bytes_is_refused_whole() {
+    let f = Fixture::new();
+    let t = f.topic("big");
+    set(&t, "max.message.bytes=10");
+    t.append_lines(b"0123456789\n").unwrap();
+    let err = t.append_lines(b"ok\n0123456789A\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "The record batch size in the append to big-0 is 11 bytes which exceeds the maximum configured value of 10."
+    );
+    assert_eq!(cat_string(&t), "0123456789\n");
+}
+
+#[test]
+fn a_megabyte_line_round_trips() {
+    let f = Fixture::new();
+    let t = f.topic("mib");
+    let mut line = vec![b'z'; 1 << 20];
+    line.push(b'\n');
+    t.append_lines(&line).unwrap();
+    assert_eq!(cat(&t, 128 << 10), line);
+}
+
+#[test]
+fn records_offsets_and_configs_survive_reopen() {
+    let mut f = Fixture::new();
+    let t = f.topic("persist");
+    set(&t, "internal.segment.bytes=500\nparse.key=true\nkey.separator=:");
+    for i in 0..50 {
+        t.append_lines(format!("k{}:v{i}\n", i % 7).as_bytes()).unwrap();
+    }
+    let before = cat_string(&t);
+    let segments = t.log().snapshot().segments.len();
+    drop(t);
+    f.reopen();
+    let t = f.topic("persist");
+    assert_eq!(cat_string(&t), before);
+    assert_eq!(t.log().snapshot().segments.len(), segments);
+    assert_eq!(t.log().log_end_offset(), 50);
+    t.append_lines(b"k1:after\n").unwrap();
+    assert_eq!(t.log().log_end_offset(), 51);
+    assert!(t.config_text().contains("key.separator=:"));
+    drop(t);
+    f.crash_and_reopen();
+    let t = f.topic("persist");
+    assert!(cat_string(&t).ends_with("k1:after\n"));
+    assert_eq!(t.log().log_end_offset(), 51);
+}
+
+#[test]
+fn torn_tail_is_truncated_after_a_crash() {
+    let mut f = Fixture::new();
+    let t = f.topic("torn");
+    t.append_lines(b"one\ntwo\n").unwrap();
+    t.append_lines(b"three\n").unwrap();
+    let path = t.dir().join("00000000000000000000.log");
+    drop(t);
+    let e = f.engine.take().unwrap();
+    drop(e);
+    let len = std::fs::metadata(&path).unwrap().len();
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(len - 3).unwrap();
+    f.engine = Some(open(f.dir.path(), &f.clock));
+    let t = f.topic("torn");
+    assert_eq!(cat_string(&t), "one\ntwo\n");
+    assert_eq!(t.log().log_end_offset(), 2);
+    t.append_lines(b"four\n").unwrap();
+    assert_eq!(cat_string(&t), "one\ntwo\nfour\n");
+}
+
+#[test]
+fn second_open_of_a_data_dir_is_refused() {
+    let f = Fixture::new();
+    let err = kpfs::engine::Engine::open(
+        f.dir.path(),
+        kpfs::engine::BrokerConfig::defaults(),
+        f.clock.clone(),
+        Default::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("in use by another kpfs"), "{err}");
+}
