@@ -24,6 +24,9 @@ pub fn errno_of(error: &EngineError) -> i32 {
         // Corruption is not the caller's fault and not fixable by retrying: plain EIO, as
         // block filesystems report unreadable sectors.
         EngineError::Corrupt { .. } => libc::EIO,
+        // Internal to the cleaner thread and never returned by a call the adapter makes;
+        // EAGAIN says the truth if it ever is: nothing changed, try again.
+        EngineError::CleanAborted { .. } => libc::EAGAIN,
         // ENOSPC, EDQUOT, EROFS ... from the data directory are passed through so the
         // user sees the real cause; errors without an OS code become EIO.
         EngineError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
