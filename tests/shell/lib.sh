@@ -60,10 +60,16 @@ expect_rejection() {
     expect_contains "$(cat "$MNT/.kpfs/errors")" " $1: " ".kpfs/errors"
 }
 
+# _kpfs_daemon_pid DATA_DIR: prints the pid of the daemon holding DATA_DIR, if it runs.
+# A zombie counts as gone: the daemon's parent exited, and whoever inherited it may be
+# slow to reap.
 _kpfs_daemon_pid() {
-    local pid
+    local pid state
     pid=$(head -n1 "$1/kpfs.lock" 2>/dev/null) || return 1
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+    [ -n "$pid" ] || return 1
+    state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1) || return 1
+    case $state in "" | Z | X) return 1 ;; esac
+    echo "$pid"
 }
 
 _kpfs_cleanup() {

@@ -32,13 +32,13 @@ expect_contains "$err" "already a mount point" "mount on a mount point"
 
 new_mountpoint fresh
 status=0
-err=$("$KPFS" mount "$fresh" --data-dir "$data2" --override retention.ms=abc 2>&1) || status=$?
+err=$("$KPFS" mount "$fresh" --data-dir "$data2" --override log.retention.ms=abc 2>&1) || status=$?
 expect_eq 2 "$status" "exit status of a bad --override"
-expect_contains "$err" "Invalid value abc for configuration retention.ms" "bad --override"
+expect_contains "$err" "Invalid value abc for configuration log.retention.ms" "bad --override"
 ! mountpoint -q "$fresh" || fail "$fresh got mounted with a bad config"
 
 status=0
-err=$("$KPFS" mount "$fresh" --data-dir "$data2" --override retention.ms 2>&1) || status=$?
+err=$("$KPFS" mount "$fresh" --data-dir "$data2" --override log.retention.ms 2>&1) || status=$?
 expect_eq 1 "$status" "exit status of a malformed --override (usage error)"
 expect_contains "$err" "KEY=VALUE" "malformed --override"
 
