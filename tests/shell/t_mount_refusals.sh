@@ -24,6 +24,7 @@ status=0
 err=$("$KPFS" mount "$full/something" --data-dir "$data2" 2>&1) || status=$?
 expect_eq 2 "$status" "exit status of a mount on a regular file"
 expect_contains "$err" "is not a directory" "file as mount point"
+rm "$full/something"
 
 status=0
 err=$("$KPFS" mount "$MNT" --data-dir "$data2" 2>&1) || status=$?
