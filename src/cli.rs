@@ -320,7 +320,6 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
              pass --device /dev/fuse",
         ));
     }
-    prepare_mountpoint(&plan.mountpoint)?;
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -331,6 +330,7 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
         .canonicalize()
         .map_err(|e| io_error(plan.data_dir.display(), e))?;
     init_logging(&data_dir, to_stderr)?;
+    prepare_mountpoint(&plan.mountpoint)?;
     let broker = load_broker_config(plan)?;
     let engine = Engine::open(
         &data_dir,

@@ -812,3 +812,6 @@ fn leaf_name(node: &Node) -> String {
 fn max_message_bytes(topic: &Topic) -> usize {
     usize::try_from(topic.config().max_message_bytes).unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests;
