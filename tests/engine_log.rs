@@ -21,8 +21,15 @@ fn lines_round_trip_with_and_without_keys() {
     k.append_lines(b"a:1\nb:2\na:NULL\n").unwrap();
     assert_eq!(cat_string(&k), "a:1\nb:2\na:NULL\n");
     let err = k.append_lines(b"c:3\nnoseparator\n").unwrap_err();
-    assert_eq!(err.to_string(), "No key separator found on line number 2: 'noseparator'");
-    assert_eq!(k.log().log_end_offset(), 3, "a refused write appends nothing");
+    assert_eq!(
+        err.to_string(),
+        "No key separator found on line number 2: 'noseparator'"
+    );
+    assert_eq!(
+        k.log().log_end_offset(),
+        3,
+        "a refused write appends nothing"
+    );
 }
 
 #[test]
@@ -66,7 +73,16 @@ fn random_access_reads_land_on_the_right_bytes() {
         t.append_lines(line.as_bytes()).unwrap();
         expected.extend_from_slice(line.as_bytes());
     }
-    for pos in [0usize, 1, 5, 100, 1234, 9999, expected.len() - 3, expected.len()] {
+    for pos in [
+        0usize,
+        1,
+        5,
+        100,
+        1234,
+        9999,
+        expected.len() - 3,
+        expected.len(),
+    ] {
         let mut cursor = kpfs::engine::LogCursor::default();
         let got = t.read_log(&mut cursor, pos as u64, 50).unwrap();
         let end = (pos + 50).min(expected.len());
@@ -80,7 +96,8 @@ fn rolls_by_size_and_keeps_offsets() {
     let t = f.topic("roll");
     set(&t, "internal.segment.bytes=1000");
     for i in 0..100 {
-        t.append_lines(format!("value-{i:04}\n").as_bytes()).unwrap();
+        t.append_lines(format!("value-{i:04}\n").as_bytes())
+            .unwrap();
     }
     let segs = t.log().snapshot().segments.clone();
     assert!(segs.len() > 3, "{} segments", segs.len());
@@ -105,7 +122,13 @@ fn rolls_by_time_measured_from_the_first_record() {
     for i in 5..10 {
         t.append_lines(format!("{i}\n").as_bytes()).unwrap();
     }
-    let bases: Vec<u64> = t.log().snapshot().segments.iter().map(|s| s.base_offset()).collect();
+    let bases: Vec<u64> = t
+        .log()
+        .snapshot()
+        .segments
+        .iter()
+        .map(|s| s.base_offset())
+        .collect();
     assert_eq!(bases, vec![0, 5]);
 }
 
@@ -137,9 +160,13 @@ fn a_megabyte_line_round_trips() {
 fn records_offsets_and_configs_survive_reopen() {
     let mut f = Fixture::new();
     let t = f.topic("persist");
-    set(&t, "internal.segment.bytes=500\nparse.key=true\nkey.separator=:");
+    set(
+        &t,
+        "internal.segment.bytes=500\nparse.key=true\nkey.separator=:",
+    );
     for i in 0..50 {
-        t.append_lines(format!("k{}:v{i}\n", i % 7).as_bytes()).unwrap();
+        t.append_lines(format!("k{}:v{i}\n", i % 7).as_bytes())
+            .unwrap();
     }
     let before = cat_string(&t);
     let segments = t.log().snapshot().segments.len();

@@ -8,7 +8,12 @@ use common::*;
 use kpfs::engine::LogCursor;
 
 fn names(t: &kpfs::engine::Topic) -> Vec<String> {
-    t.backing_files().unwrap().into_iter().map(|f| f.name).filter(|n| !n.starts_with("kpfs-")).collect()
+    t.backing_files()
+        .unwrap()
+        .into_iter()
+        .map(|f| f.name)
+        .filter(|n| !n.starts_with("kpfs-"))
+        .collect()
 }
 
 fn produce(t: &kpfs::engine::Topic, from: usize, n: usize) {
@@ -33,7 +38,10 @@ fn seed_time_retention_demo() {
     // Now segment 5 (the non-empty active one) expired too: roll at 10, then delete it.
     assert_eq!(f.engine().run_retention_once(), 1);
     let files = names(&t);
-    assert!(files.contains(&"00000000000000000005.log.deleted".to_string()), "{files:?}");
+    assert!(
+        files.contains(&"00000000000000000005.log.deleted".to_string()),
+        "{files:?}"
+    );
     assert!(files.contains(&"00000000000000000010.log".to_string()));
     assert_eq!(t.log().log_start_offset(), 10);
     assert_eq!(t.log().log_end_offset(), 10);
@@ -44,7 +52,11 @@ fn seed_time_retention_demo() {
     assert!(names(&t).iter().any(|n| n.ends_with(".deleted")));
     f.advance(1);
     f.engine().run_deletions_once();
-    assert!(!names(&t).iter().any(|n| n.ends_with(".deleted")), "{:?}", names(&t));
+    assert!(
+        !names(&t).iter().any(|n| n.ends_with(".deleted")),
+        "{:?}",
+        names(&t)
+    );
     // The empty active segment is never deleted.
     f.advance(1_000_000);
     assert_eq!(f.engine().run_retention_once(), 0);
@@ -56,7 +68,10 @@ fn seed_time_retention_demo() {
 fn seed_size_retention_demo() {
     let f = Fixture::new();
     let t = f.topic("retention-size-demo");
-    set(&t, "retention.ms=600000\nretention.bytes=300\nsegment.bytes=1048576\nsegment.ms=3000");
+    set(
+        &t,
+        "retention.ms=600000\nretention.bytes=300\nsegment.bytes=1048576\nsegment.ms=3000",
+    );
     for batch in 0..4 {
         produce(&t, batch * 5, 5);
         f.advance(4000);
@@ -67,7 +82,10 @@ fn seed_size_retention_demo() {
     assert_eq!(t.log().log_start_offset(), 15);
     let deleted = names(&t).iter().filter(|n| n.ends_with(".deleted")).count();
     assert_eq!(deleted, 9, "3 segments x (.log, .index, .timeindex)");
-    assert!(t.log().size_bytes() > 300, "the partition may stay above retention.bytes by one segment");
+    assert!(
+        t.log().size_bytes() > 300,
+        "the partition may stay above retention.bytes by one segment"
+    );
 }
 
 #[test]
@@ -82,7 +100,13 @@ fn size_retention_keeps_within_one_segment_of_the_limit() {
     assert!(size >= 1000 - 400, "{size}");
     let text = cat_string(&t);
     assert!(text.ends_with("record-199\n"));
-    let first: usize = text.lines().next().unwrap().trim_start_matches("record-").parse().unwrap();
+    let first: usize = text
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("record-")
+        .parse()
+        .unwrap();
     assert_eq!(first as u64, t.log().log_start_offset());
 }
 
@@ -103,7 +127,10 @@ fn retention_bytes_zero_deletes_every_non_empty_segment() {
 fn minus_one_disables_time_and_size() {
     let f = Fixture::new();
     let t = f.topic("forever");
-    set(&t, "internal.segment.bytes=400\nretention.ms=-1\nretention.bytes=-1");
+    set(
+        &t,
+        "internal.segment.bytes=400\nretention.ms=-1\nretention.bytes=-1",
+    );
     produce(&t, 0, 30);
     f.advance(365 * 86_400_000);
     assert_eq!(f.engine().run_retention_once(), 0);
@@ -118,15 +145,27 @@ fn compact_only_topics_are_untouched_by_time_and_size() {
     produce_keyed(&t, 30);
     set(&t, "cleanup.policy=compact");
     f.advance(10_000);
-    assert_eq!(f.engine().run_retention_once(), 0, "the retention task skips compacted topics");
-    assert_eq!(f.engine().run_compacted_retention_once(), 0, "compact-only gets log-start breach only");
+    assert_eq!(
+        f.engine().run_retention_once(),
+        0,
+        "the retention task skips compacted topics"
+    );
+    assert_eq!(
+        f.engine().run_compacted_retention_once(),
+        0,
+        "compact-only gets log-start breach only"
+    );
     set(&t, "cleanup.policy=compact,delete");
-    assert!(f.engine().run_compacted_retention_once() > 0, "compact,delete gets time/size from the cleaner loop");
+    assert!(
+        f.engine().run_compacted_retention_once() > 0,
+        "compact,delete gets time/size from the cleaner loop"
+    );
 }
 
 fn produce_keyed(t: &kpfs::engine::Topic, n: usize) {
     for i in 0..n {
-        t.append_lines(format!("k{}:v{i}\n", i % 5).as_bytes()).unwrap();
+        t.append_lines(format!("k{}:v{i}\n", i % 5).as_bytes())
+            .unwrap();
     }
 }
 
@@ -141,7 +180,11 @@ fn future_timestamps_block_time_retention() {
     produce(&t, 3, 3);
     f.advance(50_000);
     assert_eq!(f.engine().run_retention_once(), 0);
-    assert!(t.status_text().contains("future_timestamp_segment: 0"), "{}", t.status_text());
+    assert!(
+        t.status_text().contains("future_timestamp_segment: 0"),
+        "{}",
+        t.status_text()
+    );
 }
 
 #[test]

@@ -265,7 +265,12 @@ pub struct TopicCleaner {
 }
 
 /// Kafka's `cleanableOffsets` + `LogToClean` over a snapshot.
-pub fn cleaner_view(snap: &LogSnapshot, checkpoint: Option<u64>, config: &TopicConfig, now_ms: i64) -> CleanerView {
+pub fn cleaner_view(
+    snap: &LogSnapshot,
+    checkpoint: Option<u64>,
+    config: &TopicConfig,
+    now_ms: i64,
+) -> CleanerView {
     let lso = snap.log_start_offset;
     let leo = snap.active().next_offset();
     let first_dirty = match checkpoint {
@@ -331,7 +336,11 @@ pub struct CleanerResources<'a> {
 
 /// One pass over `topic` (Kafka's `doClean`). Returns the stats and the segments it
 /// replaced (renamed `.deleted`, for delayed removal).
-pub fn clean(topic: &Topic, res: &mut CleanerResources<'_>, now_ms: i64) -> Result<(PassStats, Vec<DeletedSegment>)> {
+pub fn clean(
+    topic: &Topic,
+    res: &mut CleanerResources<'_>,
+    now_ms: i64,
+) -> Result<(PassStats, Vec<DeletedSegment>)> {
     let config = topic.config();
     let snap = topic.log().snapshot();
     let checkpoint = *topic.cleaner.checkpoint.lock();
@@ -343,10 +352,19 @@ pub fn clean(topic: &Topic, res: &mut CleanerResources<'_>, now_ms: i64) -> Resu
         ..PassStats::default()
     };
     res.map.clear();
-    build_offset_map(&snap, &view, res.map, &mut stats, res.throttler, res.max_io_bytes_per_second)?;
+    build_offset_map(
+        &snap,
+        &view,
+        res.map,
+        &mut stats,
+        res.throttler,
+        res.max_io_bytes_per_second,
+    )?;
     let map: &OffsetMap = res.map;
     let Some(latest) = map.latest_offset else {
-        return Err(EngineError::CleanAborted { reason: "the dirty range is empty".into() });
+        return Err(EngineError::CleanAborted {
+            reason: "the dirty range is empty".into(),
+        });
     };
     let end_offset = latest + 1;
     stats.end_offset = end_offset;
@@ -356,7 +374,16 @@ pub fn clean(topic: &Topic, res: &mut CleanerResources<'_>, now_ms: i64) -> Resu
     let mut deleted = Vec::new();
     for group in groups {
         let io = (res.throttler, res.max_io_bytes_per_second);
-        let cleaned = copy_group(topic, &group, map, &config, now_ms, delete_horizon_ms, &mut stats, io)?;
+        let cleaned = copy_group(
+            topic,
+            &group,
+            map,
+            &config,
+            now_ms,
+            delete_horizon_ms,
+            &mut stats,
+            io,
+        )?;
         let bases: Vec<u64> = group.iter().map(|s| s.base_offset()).collect();
         stats.segments_replaced += bases.len();
         deleted.extend(topic.log().replace_segments(&bases, vec![cleaned])?);
@@ -377,7 +404,10 @@ fn build_offset_map(
     let dirty: Vec<&std::sync::Arc<Segment>> = snap
         .segments
         .iter()
-        .filter(|s| s.next_offset() > view.first_dirty_offset && s.base_offset() < view.first_uncleanable_offset)
+        .filter(|s| {
+            s.next_offset() > view.first_dirty_offset
+                && s.base_offset() < view.first_uncleanable_offset
+        })
         .collect();
     for (i, seg) in dirty.iter().enumerate() {
         let mut pos = seg.lookup_position(view.first_dirty_offset);
@@ -389,7 +419,8 @@ fn build_offset_map(
             throttler.maybe_throttle(bytes.len() as u64, max_io);
             let mut at = 0;
             while at < bytes.len() {
-                let h = decode_header(&bytes[at..]).map_err(|e| corrupt(seg, pos + at as u64, e))?;
+                let h =
+                    decode_header(&bytes[at..]).map_err(|e| corrupt(seg, pos + at as u64, e))?;
                 for rec in RecordIter::new(&h, &bytes[at..at + h.size]) {
                     let rec = rec.map_err(|e| corrupt(seg, pos + at as u64, e))?;
                     if rec.offset < view.first_dirty_offset {
@@ -404,13 +435,20 @@ fn build_offset_map(
                     }
                     map.latest_offset = Some(rec.offset);
                 }
-                map.latest_offset = Some(map.latest_offset.map_or(h.last_offset(), |l| l.max(h.last_offset())));
+                map.latest_offset = Some(
+                    map.latest_offset
+                        .map_or(h.last_offset(), |l| l.max(h.last_offset())),
+                );
                 at += h.size;
             }
             pos += bytes.len() as u64;
         }
         // A whole segment done: the pass covers its offset gaps too.
-        if let Some(next) = dirty.get(i + 1).map(|s| s.base_offset()).or(Some(view.first_uncleanable_offset)) {
+        if let Some(next) = dirty
+            .get(i + 1)
+            .map(|s| s.base_offset())
+            .or(Some(view.first_uncleanable_offset))
+        {
             if next > 0 && map.latest_offset.is_some() {
                 map.latest_offset = Some(next - 1);
             }
@@ -420,7 +458,11 @@ fn build_offset_map(
 }
 
 /// Kafka's `groupSegmentsBySize` over the segments overlapping `[0, end_offset)`.
-fn group_segments(snap: &LogSnapshot, end_offset: u64, config: &TopicConfig) -> Vec<Vec<std::sync::Arc<Segment>>> {
+fn group_segments(
+    snap: &LogSnapshot,
+    end_offset: u64,
+    config: &TopicConfig,
+) -> Vec<Vec<std::sync::Arc<Segment>>> {
     let max_bytes = config.segment_size().max(0) as u64;
     let max_index = config.segment_index_bytes.max(0) as u64;
     let candidates: Vec<_> = snap.segments[..snap.segments.len() - 1]
@@ -434,11 +476,16 @@ fn group_segments(snap: &LogSnapshot, end_offset: u64, config: &TopicConfig) -> 
         let first = &candidates[i];
         let mut group = vec![first.clone()];
         let info = first.info();
-        let (mut bytes, mut idx, mut tidx) = (info.size, info.offset_index_entries as u64, info.time_index_entries as u64);
+        let (mut bytes, mut idx, mut tidx) = (
+            info.size,
+            info.offset_index_entries as u64,
+            info.time_index_entries as u64,
+        );
         i += 1;
         while i < candidates.len() {
             let c = candidates[i].info();
-            let span_ok = c.size == 0 || c.next_offset.saturating_sub(1) - first.base_offset() <= i32::MAX as u64;
+            let span_ok = c.size == 0
+                || c.next_offset.saturating_sub(1) - first.base_offset() <= i32::MAX as u64;
             if bytes + c.size <= max_bytes
                 && (idx + c.offset_index_entries as u64) * 8 <= max_index
                 && (tidx + c.time_index_entries as u64) * 12 <= max_index
@@ -470,7 +517,10 @@ fn copy_group(
     (throttler, max_io): (&Throttler, f64),
 ) -> Result<Segment> {
     let first = &group[0];
-    let stream_start = group.iter().find_map(|s| s.info().stream_start).unwrap_or(first.info().stream_end);
+    let stream_start = group
+        .iter()
+        .find_map(|s| s.info().stream_start)
+        .unwrap_or(first.info().stream_end);
     let cleaned = Segment::create_with_suffix(
         topic.log().dir(),
         first.base_offset(),
@@ -495,10 +545,12 @@ fn copy_group(
             throttler.maybe_throttle(bytes.len() as u64, max_io);
             let mut at = 0;
             while at < bytes.len() {
-                let h = decode_header(&bytes[at..]).map_err(|e| corrupt(seg, pos + at as u64, e))?;
+                let h =
+                    decode_header(&bytes[at..]).map_err(|e| corrupt(seg, pos + at as u64, e))?;
                 let batch = &bytes[at..at + h.size];
                 let is_last_batch = si == last_segment && pos + (at + h.size) as u64 == seg_size;
-                let mut builder = BatchBuilder::new(h.base_offset, h.base_timestamp, h.base_stream_pos);
+                let mut builder =
+                    BatchBuilder::new(h.base_offset, h.base_timestamp, h.base_stream_pos);
                 let mut has_tombstone = false;
                 for rec in RecordIter::new(&h, batch) {
                     let rec = rec.map_err(|e| corrupt(seg, pos + at as u64, e))?;
@@ -521,7 +573,13 @@ fn copy_group(
                     }
                     if keep {
                         has_tombstone |= rec.value.is_none();
-                        builder.push(rec.offset, rec.timestamp, rec.stream_pos, rec.key, rec.value);
+                        builder.push(
+                            rec.offset,
+                            rec.timestamp,
+                            rec.stream_pos,
+                            rec.key,
+                            rec.value,
+                        );
                         stats.records_retained += 1;
                     }
                 }
@@ -549,7 +607,11 @@ fn copy_group(
 }
 
 fn corrupt(seg: &Segment, position: u64, e: super::format::DecodeError) -> EngineError {
-    EngineError::Corrupt { path: seg.log_path(), position, reason: e.to_string() }
+    EngineError::Corrupt {
+        path: seg.log_path(),
+        position,
+        reason: e.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -10,19 +10,35 @@ use super::config::ConfigError;
 #[derive(Debug)]
 pub enum EngineError {
     /// A topic name that Kafka would refuse.
-    InvalidTopicName { name: String, reason: String },
-    TopicExists { name: String },
-    UnknownTopic { name: String },
+    InvalidTopicName {
+        name: String,
+        reason: String,
+    },
+    TopicExists {
+        name: String,
+    },
+    UnknownTopic {
+        name: String,
+    },
     /// A refused topic or broker configuration change.
     Config(ConfigError),
     /// A record or batch over `max.message.bytes` or the segment size (EFBIG).
-    RecordTooLarge { message: String },
+    RecordTooLarge {
+        message: String,
+    },
     /// A record the topic cannot accept (keyless on a compacted topic, missing separator).
-    InvalidRecord { message: String },
+    InvalidRecord {
+        message: String,
+    },
     /// The data directory is held by another kpfs process.
-    DataDirLocked { path: PathBuf },
+    DataDirLocked {
+        path: PathBuf,
+    },
     /// An earlier I/O failure made the topic refuse writes until remount.
-    Poisoned { topic: String, reason: String },
+    Poisoned {
+        topic: String,
+        reason: String,
+    },
     /// Bytes on disk that do not decode.
     Corrupt {
         path: PathBuf,
@@ -30,9 +46,14 @@ pub enum EngineError {
         reason: String,
     },
     /// A cleaning pass gave up without changing anything (the log moved under it).
-    CleanAborted { reason: String },
+    CleanAborted {
+        reason: String,
+    },
     /// An operating-system I/O failure.
-    Io { context: String, source: io::Error },
+    Io {
+        context: String,
+        source: io::Error,
+    },
 }
 
 impl EngineError {
@@ -52,7 +73,10 @@ impl fmt::Display for EngineError {
             }
             EngineError::TopicExists { name } => write!(f, "Topic '{name}' already exists."),
             EngineError::UnknownTopic { name } => {
-                write!(f, "This server does not host this topic-partition: {name}-0")
+                write!(
+                    f,
+                    "This server does not host this topic-partition: {name}-0"
+                )
             }
             EngineError::Config(e) => write!(f, "{e}"),
             EngineError::RecordTooLarge { message } => f.write_str(message),

@@ -32,7 +32,7 @@ const BASE_OFFSET_AT: usize = 0;
 const BATCH_LENGTH_AT: usize = 8;
 const MAGIC_AT: usize = 12;
 const CRC_AT: usize = 13;
-/// The CRC covers everything from here to the end of the batch.
+/// The CRC covers the base offset and everything from here to the end of the batch.
 const CRC_COVERS_FROM: usize = 17;
 const ATTRIBUTES_AT: usize = 17;
 const LAST_OFFSET_DELTA_AT: usize = 19;
@@ -120,10 +120,16 @@ impl BatchHeader {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DecodeError {
     /// Fewer bytes than the header or the length field announce (a torn tail).
-    Truncated { needed: usize, available: usize },
+    Truncated {
+        needed: usize,
+        available: usize,
+    },
     BadMagic(u8),
     BadLength(u64),
-    CrcMismatch { stored: u32, computed: u32 },
+    CrcMismatch {
+        stored: u32,
+        computed: u32,
+    },
     BadRecord(String),
 }
 
@@ -131,7 +137,10 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DecodeError::Truncated { needed, available } => {
-                write!(f, "truncated batch: needs {needed} bytes, {available} present")
+                write!(
+                    f,
+                    "truncated batch: needs {needed} bytes, {available} present"
+                )
             }
             DecodeError::BadMagic(m) => write!(f, "unknown batch magic {m}"),
             DecodeError::BadLength(l) => write!(f, "impossible batch length {l}"),
@@ -155,6 +164,16 @@ fn be_u64(b: &[u8], at: usize) -> u64 {
 }
 fn be_i64(b: &[u8], at: usize) -> i64 {
     be_u64(b, at) as i64
+}
+
+/// CRC32 of the base offset and of everything after the CRC field. Unlike Kafka's, it
+/// covers the base offset too, so a flipped offset bit cannot pass as valid data; the
+/// length is covered implicitly (a wrong length changes the checked range).
+fn batch_crc(batch: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&batch[BASE_OFFSET_AT..BASE_OFFSET_AT + 8]);
+    h.update(&batch[CRC_COVERS_FROM..]);
+    h.finalize()
 }
 
 /// Decodes the header at the start of `bytes` without checking the CRC. Needs only
@@ -209,7 +228,7 @@ pub fn verify_batch(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
             available: bytes.len(),
         });
     }
-    let computed = crc32fast::hash(&bytes[CRC_COVERS_FROM..header.size]);
+    let computed = batch_crc(&bytes[..header.size]);
     if computed != header.crc {
         return Err(DecodeError::CrcMismatch {
             stored: header.crc,
@@ -428,7 +447,8 @@ impl BatchBuilder {
     /// Encoded size a record would add (for size checks before building).
     pub fn record_size(key: Option<&[u8]>, value: Option<&[u8]>) -> usize {
         // Generous bound for the varint fields; exact sizes don't matter for limits.
-        let body = 10 + 10 + 10 + 10 + key.map_or(0, <[u8]>::len) + 10 + value.map_or(0, <[u8]>::len);
+        let body =
+            10 + 10 + 10 + 10 + key.map_or(0, <[u8]>::len) + 10 + value.map_or(0, <[u8]>::len);
         body + varint_len(body as u64)
     }
 
@@ -445,7 +465,10 @@ impl BatchBuilder {
             self.last_offset.is_none_or(|last| offset > last),
             "offsets must strictly increase within a batch"
         );
-        assert!(stream_pos >= self.base_stream_pos, "stream position below batch base");
+        assert!(
+            stream_pos >= self.base_stream_pos,
+            "stream position below batch base"
+        );
         let s = &mut self.scratch;
         s.clear();
         write_varint(s, offset - self.base_offset);
@@ -489,7 +512,8 @@ impl BatchBuilder {
             self.last_offset.is_none_or(|l| last >= l),
             "batch last offset below its last record"
         );
-        let last_delta = u32::try_from(last - self.base_offset).expect("batch offset span fits u32");
+        let last_delta =
+            u32::try_from(last - self.base_offset).expect("batch offset span fits u32");
         let stream_bytes =
             u32::try_from(stream_end - self.base_stream_pos).expect("batch stream span fits u32");
         let max_timestamp = if self.record_count == 0 {
@@ -508,7 +532,8 @@ impl BatchBuilder {
             0
         };
         b[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
-        b[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4].copy_from_slice(&last_delta.to_be_bytes());
+        b[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]
+            .copy_from_slice(&last_delta.to_be_bytes());
         b[BASE_TIMESTAMP_AT..BASE_TIMESTAMP_AT + 8]
             .copy_from_slice(&self.base_timestamp.to_be_bytes());
         b[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
@@ -518,7 +543,7 @@ impl BatchBuilder {
             .copy_from_slice(&self.base_stream_pos.to_be_bytes());
         b[STREAM_BYTES_AT..STREAM_BYTES_AT + 4].copy_from_slice(&stream_bytes.to_be_bytes());
         b[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&self.record_count.to_be_bytes());
-        let crc = crc32fast::hash(&b[CRC_COVERS_FROM..]);
+        let crc = batch_crc(b);
         b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
         self.buf
     }
@@ -560,7 +585,10 @@ mod tests {
         for i in 0..bytes.len() {
             let mut copy = bytes.clone();
             copy[i] ^= 0x40;
-            assert!(decode_batch(&copy).is_err(), "flip at byte {i} went unnoticed");
+            assert!(
+                decode_batch(&copy).is_err(),
+                "flip at byte {i} went unnoticed"
+            );
         }
     }
 

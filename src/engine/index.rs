@@ -201,7 +201,10 @@ impl OffsetIndex {
         assert!(offset >= self.base_offset, "index offset below base");
         if let Some((last, last_pos)) = self.last() {
             assert!(offset > last, "offset index entries must strictly increase");
-            assert!(position > last_pos, "offset index positions must strictly increase");
+            assert!(
+                position > last_pos,
+                "offset index positions must strictly increase"
+            );
         }
         let rel = u32::try_from(offset - self.base_offset).expect("relative offset fits u32");
         let mut e = [0u8; OFFSET_INDEX_ENTRY_BYTES];

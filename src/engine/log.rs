@@ -59,7 +59,9 @@ pub struct LogSnapshot {
 
 impl LogSnapshot {
     pub fn active(&self) -> &Arc<Segment> {
-        self.segments.last().expect("a log always has an active segment")
+        self.segments
+            .last()
+            .expect("a log always has an active segment")
     }
 
     /// Index of the segment that holds `offset` (greatest base offset <= offset).
@@ -157,7 +159,9 @@ impl Log {
         // Orphan indexes: an index with no `.log` of the same base offset.
         for name in &names {
             if let Some((base, suffix)) = parse_segment_file_name(name) {
-                if (suffix == INDEX_SUFFIX || suffix == TIME_INDEX_SUFFIX) && bases.binary_search(&base).is_err() {
+                if (suffix == INDEX_SUFFIX || suffix == TIME_INDEX_SUFFIX)
+                    && bases.binary_search(&base).is_err()
+                {
                     tracing::warn!(file = %name, "Found an orphaned index file with no corresponding log file; deleting it");
                     remove_file(&dir.join(name))?;
                     report.removed_files.push(name.clone());
@@ -172,8 +176,18 @@ impl Log {
             if cut_from.is_some() {
                 break;
             }
-            let index_missing = !dir.join(super::format::segment_file_name(base, INDEX_SUFFIX)).exists();
-            let seg = Segment::open(dir, base, "", stream_pos, index_bytes, now, log.next_jitter(config))?;
+            let index_missing = !dir
+                .join(super::format::segment_file_name(base, INDEX_SUFFIX))
+                .exists();
+            let seg = Segment::open(
+                dir,
+                base,
+                "",
+                stream_pos,
+                index_bytes,
+                now,
+                log.next_jitter(config),
+            )?;
             if let Some(prev) = segments.last() {
                 let prev_next = prev.next_offset();
                 if prev_next > base {
@@ -186,11 +200,13 @@ impl Log {
                     });
                 }
             }
-            if !clean_shutdown || index_missing {
+            if !clean_shutdown || index_missing || seg.needs_recovery() {
                 let cut = seg.recover(interval)?;
                 report.recovered_segments += 1;
                 if cut > 0 {
-                    report.truncated.push((seg.log_path().display().to_string(), seg.size(), cut));
+                    report
+                        .truncated
+                        .push((seg.log_path().display().to_string(), seg.size(), cut));
                     cut_from = Some(i + 1);
                 }
                 if total > 16 && (i + 1) % 16 == 0 {
@@ -214,7 +230,14 @@ impl Log {
             }
         }
         if segments.is_empty() {
-            segments.push(Arc::new(Segment::create(dir, 0, 0, index_bytes, now, log.next_jitter(config))?));
+            segments.push(Arc::new(Segment::create(
+                dir,
+                0,
+                0,
+                index_bytes,
+                now,
+                log.next_jitter(config),
+            )?));
             sync_dir(dir)?;
         }
         for s in &segments[..segments.len() - 1] {
@@ -251,7 +274,9 @@ impl Log {
                 remove_file(&self.dir.join(name))?;
                 report.removed_files.push(name.clone());
             } else if let Some(stripped) = name.strip_suffix(SWAP_SUFFIX) {
-                let Some((base, suffix)) = parse_segment_file_name(stripped) else { continue };
+                let Some((base, suffix)) = parse_segment_file_name(stripped) else {
+                    continue;
+                };
                 if min_cleaned.is_some_and(|m| base >= m) {
                     // Part of a clean that never finished writing: roll it back.
                     remove_file(&self.dir.join(name))?;
@@ -267,7 +292,15 @@ impl Log {
         swaps.sort_unstable();
         let mut max_next = 0u64;
         for &base in &swaps {
-            let seg = Segment::open(&self.dir, base, SWAP_SUFFIX, 0, 1 << 20, self.clock.now_ms(), 0)?;
+            let seg = Segment::open(
+                &self.dir,
+                base,
+                SWAP_SUFFIX,
+                0,
+                1 << 20,
+                self.clock.now_ms(),
+                0,
+            )?;
             max_next = max_next.max(seg.next_offset());
         }
         let min_swap = swaps[0];
@@ -366,7 +399,11 @@ impl Log {
 
     /// Appends records as one or more batches (split so each fits a segment), rolling
     /// first when Kafka would. All records get the same timestamp (CreateTime = now).
-    pub fn append(&self, records: &[PendingRecord<'_>], config: &TopicConfig) -> Result<AppendInfo> {
+    pub fn append(
+        &self,
+        records: &[PendingRecord<'_>],
+        config: &TopicConfig,
+    ) -> Result<AppendInfo> {
         self.check_not_poisoned()?;
         let mut writer = self.writer.lock();
         let result = self.append_locked(&mut writer, records, config);
@@ -410,7 +447,12 @@ impl Log {
         let batch_limit = segment_size.min(1 << 20) as usize;
         let mut i = 0;
         while i < records.len() {
-            let mut builder = BatchBuilder::with_capacity(next_offset, now, stream_pos, batch_limit.min(64 << 10));
+            let mut builder = BatchBuilder::with_capacity(
+                next_offset,
+                now,
+                stream_pos,
+                batch_limit.min(64 << 10),
+            );
             let mut stream_end = stream_pos;
             while i < records.len() {
                 let r = &records[i];
@@ -511,11 +553,18 @@ impl Log {
     /// Removes the oldest segments up to and including `last_base`, renaming their files
     /// `.deleted`. If that would remove every segment, a new empty active segment is rolled
     /// first. Moves the log start offset to the first remaining segment.
-    pub fn delete_segments_through(&self, last_base: u64, config: &TopicConfig) -> Result<Vec<DeletedSegment>> {
+    pub fn delete_segments_through(
+        &self,
+        last_base: u64,
+        config: &TopicConfig,
+    ) -> Result<Vec<DeletedSegment>> {
         let _w = self.writer.lock();
         let snap = self.snapshot();
         if snap.active().base_offset() <= last_base {
-            assert!(!snap.active().is_empty(), "an empty active segment is never deleted");
+            assert!(
+                !snap.active().is_empty(),
+                "an empty active segment is never deleted"
+            );
             self.roll_locked(config, RollReason::Retention)?;
         }
         let victims: Vec<Arc<Segment>>;
@@ -526,7 +575,10 @@ impl Log {
                 .iter()
                 .cloned()
                 .partition(|s| s.base_offset() <= last_base);
-            assert!(!kept.is_empty(), "the active segment always survives deletion");
+            assert!(
+                !kept.is_empty(),
+                "the active segment always survives deletion"
+            );
             sh.log_start_offset = sh.log_start_offset.max(kept[0].base_offset());
             sh.segments = Arc::new(kept);
             victims = gone;
@@ -548,7 +600,11 @@ impl Log {
     /// active one) by `new_segments`, which are complete `.cleaned` segments: the
     /// crash-safe swap of docs/ARCHITECTURE.md (.cleaned -> .swap, old -> .deleted,
     /// .swap -> final).
-    pub fn replace_segments(&self, old_bases: &[u64], new_segments: Vec<Segment>) -> Result<Vec<DeletedSegment>> {
+    pub fn replace_segments(
+        &self,
+        old_bases: &[u64],
+        new_segments: Vec<Segment>,
+    ) -> Result<Vec<DeletedSegment>> {
         let _w = self.writer.lock();
         let snap = self.snapshot();
         let active_base = snap.active().base_offset();
@@ -642,21 +698,40 @@ impl Log {
             return;
         }
         let snap = self.snapshot();
-        assert!(!snap.segments.is_empty(), "a log always has an active segment");
+        assert!(
+            !snap.segments.is_empty(),
+            "a log always has an active segment"
+        );
         let mut prev_next: Option<u64> = None;
         for s in snap.segments.iter() {
             let info = s.info();
-            assert!(info.next_offset >= info.base_offset, "segment next offset below its base");
+            assert!(
+                info.next_offset >= info.base_offset,
+                "segment next offset below its base"
+            );
             if let Some(p) = prev_next {
-                assert!(info.base_offset >= p, "segments overlap: base {} below previous end {p}", info.base_offset);
+                assert!(
+                    info.base_offset >= p,
+                    "segments overlap: base {} below previous end {p}",
+                    info.base_offset
+                );
             }
             prev_next = Some(info.next_offset);
             let name = s.log_path();
-            let file_name = name.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let file_name = name
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
             let (base, _) = parse_segment_file_name(file_name).expect("segment file names parse");
-            assert_eq!(base, info.base_offset, "segment base offset matches its file name");
+            assert_eq!(
+                base, info.base_offset,
+                "segment base offset matches its file name"
+            );
             if let Some((_, pos)) = s.index_entries().last() {
-                assert!(u64::from(*pos) < info.size, "index entries never point past the data");
+                assert!(
+                    u64::from(*pos) < info.size,
+                    "index entries never point past the data"
+                );
             }
         }
         assert!(snap.log_start_offset >= snap.segments[0].base_offset());
@@ -669,7 +744,9 @@ fn list_names(dir: &Path) -> Result<Vec<String>> {
         let entry = entry.map_err(io_at(dir, "list"))?;
         match entry.file_name().into_string() {
             Ok(n) => names.push(n),
-            Err(n) => tracing::warn!(name = ?n, dir = %dir.display(), "ignoring a non-UTF-8 file name"),
+            Err(n) => {
+                tracing::warn!(name = ?n, dir = %dir.display(), "ignoring a non-UTF-8 file name")
+            }
         }
     }
     names.sort();
@@ -694,5 +771,9 @@ pub fn remove_files(files: &[PathBuf]) -> Result<()> {
 
 /// Map of base offset to segment, for callers that need lookups by base.
 pub fn by_base(snapshot: &LogSnapshot) -> BTreeMap<u64, Arc<Segment>> {
-    snapshot.segments.iter().map(|s| (s.base_offset(), s.clone())).collect()
+    snapshot
+        .segments
+        .iter()
+        .map(|s| (s.base_offset(), s.clone()))
+        .collect()
 }

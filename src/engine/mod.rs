@@ -88,7 +88,9 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("data_dir", &self.inner.data_dir).finish()
+        f.debug_struct("Engine")
+            .field("data_dir", &self.inner.data_dir)
+            .finish()
     }
 }
 
@@ -111,7 +113,10 @@ pub fn validate_topic_name(name: &str) -> Result<()> {
             "Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_CHARS} characters, topic name: {name}"
         ));
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
         return invalid(&format!(
             "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
         ));
@@ -136,7 +141,9 @@ fn take_lock(data_dir: &Path) -> Result<fs::File> {
     if rc != 0 {
         let err = std::io::Error::last_os_error();
         if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(EngineError::DataDirLocked { path: data_dir.to_path_buf() });
+            return Err(EngineError::DataDirLocked {
+                path: data_dir.to_path_buf(),
+            });
         }
         return Err(EngineError::io(format!("lock {}", path.display()), err));
     }
@@ -166,14 +173,20 @@ impl Engine {
         let clean_shutdown = marker.exists();
         if clean_shutdown {
             // Removed at once, so a crash while loading counts as unclean (KAFKA-10471).
-            fs::remove_file(&marker).map_err(|e| EngineError::io(format!("remove {}", marker.display()), e))?;
+            fs::remove_file(&marker)
+                .map_err(|e| EngineError::io(format!("remove {}", marker.display()), e))?;
             log::sync_dir(data_dir)?;
         }
         let dynamic_path = data_dir.join(DYNAMIC_BROKER_CONFIG_FILE);
         let broker = match fs::read_to_string(&dynamic_path) {
             Ok(text) => broker.with_dynamic_properties(&text)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => broker,
-            Err(e) => return Err(EngineError::io(format!("read {}", dynamic_path.display()), e)),
+            Err(e) => {
+                return Err(EngineError::io(
+                    format!("read {}", dynamic_path.display()),
+                    e,
+                ))
+            }
         };
         let broker = Arc::new(RwLock::new(broker));
         let mut topics = BTreeMap::new();
@@ -183,7 +196,9 @@ impl Engine {
             .collect();
         entries.sort_by_key(|e| e.file_name());
         for entry in entries {
-            let Ok(name) = entry.file_name().into_string() else { continue };
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
             if !entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
                 continue;
             }
@@ -191,12 +206,20 @@ impl Engine {
                 let _ = fs::remove_dir_all(entry.path());
                 continue;
             }
-            let Some(topic_name) = name.strip_suffix(PARTITION_SUFFIX) else { continue };
+            let Some(topic_name) = name.strip_suffix(PARTITION_SUFFIX) else {
+                continue;
+            };
             if validate_topic_name(topic_name).is_err() {
                 tracing::warn!(dir = %name, "ignoring a directory that is not a valid partition directory");
                 continue;
             }
-            let (topic, report) = Topic::open(topic_name, &entry.path(), broker.clone(), clock.clone(), clean_shutdown)?;
+            let (topic, report) = Topic::open(
+                topic_name,
+                &entry.path(),
+                broker.clone(),
+                clock.clone(),
+                clean_shutdown,
+            )?;
             if report != Default::default() {
                 tracing::info!(topic = topic_name, ?report, "recovered topic");
             }
@@ -276,7 +299,8 @@ impl Engine {
             topic.close()?;
         }
         let marker = self.inner.data_dir.join(CLEAN_SHUTDOWN_FILE);
-        fs::write(&marker, b"{\"version\":0}\n").map_err(|e| EngineError::io(format!("write {}", marker.display()), e))?;
+        fs::write(&marker, b"{\"version\":0}\n")
+            .map_err(|e| EngineError::io(format!("write {}", marker.display()), e))?;
         log::sync_dir(&self.inner.data_dir)?;
         *closed = true;
         tracing::info!(data_dir = %self.inner.data_dir.display(), "closed cleanly");
@@ -304,10 +328,21 @@ impl Engine {
         validate_topic_name(name)?;
         let mut topics = self.inner.topics.write();
         if topics.contains_key(name) {
-            return Err(EngineError::TopicExists { name: name.to_string() });
+            return Err(EngineError::TopicExists {
+                name: name.to_string(),
+            });
         }
-        let dir = self.inner.data_dir.join(format!("{name}{PARTITION_SUFFIX}"));
-        let (topic, _) = Topic::open(name, &dir, self.inner.broker.clone(), self.inner.clock.clone(), true)?;
+        let dir = self
+            .inner
+            .data_dir
+            .join(format!("{name}{PARTITION_SUFFIX}"));
+        let (topic, _) = Topic::open(
+            name,
+            &dir,
+            self.inner.broker.clone(),
+            self.inner.clock.clone(),
+            true,
+        )?;
         log::sync_dir(&self.inner.data_dir)?;
         let topic = Arc::new(topic);
         topics.insert(name.to_string(), topic.clone());
@@ -319,14 +354,21 @@ impl Engine {
     pub fn delete_topic(&self, name: &str) -> Result<()> {
         let mut topics = self.inner.topics.write();
         let Some(topic) = topics.remove(name) else {
-            return Err(EngineError::UnknownTopic { name: name.to_string() });
+            return Err(EngineError::UnknownTopic {
+                name: name.to_string(),
+            });
         };
         let dir = topic.dir().to_path_buf();
-        let doomed = self.inner.data_dir.join(format!("{name}{PARTITION_SUFFIX}.{}{DELETING_SUFFIX}", self.inner.clock.now_ms()));
-        fs::rename(&dir, &doomed).map_err(|e| EngineError::io(format!("rename {}", dir.display()), e))?;
+        let doomed = self.inner.data_dir.join(format!(
+            "{name}{PARTITION_SUFFIX}.{}{DELETING_SUFFIX}",
+            self.inner.clock.now_ms()
+        ));
+        fs::rename(&dir, &doomed)
+            .map_err(|e| EngineError::io(format!("rename {}", dir.display()), e))?;
         log::sync_dir(&self.inner.data_dir)?;
         self.inner.deletions.lock().retain(|d| d.topic != name);
-        fs::remove_dir_all(&doomed).map_err(|e| EngineError::io(format!("remove {}", doomed.display()), e))?;
+        fs::remove_dir_all(&doomed)
+            .map_err(|e| EngineError::io(format!("remove {}", doomed.display()), e))?;
         tracing::info!(topic = name, "deleted topic");
         Ok(())
     }
@@ -362,7 +404,11 @@ impl Engine {
 
     /// Remembers a refused operation for `.kpfs/errors`.
     pub fn record_rejection(&self, path: &str, reason: &str) {
-        let line = format!("{} {path}: {}", format_time_ms(self.inner.clock.now_ms()), reason.replace('\n', " "));
+        let line = format!(
+            "{} {path}: {}",
+            format_time_ms(self.inner.clock.now_ms()),
+            reason.replace('\n', " ")
+        );
         tracing::info!(path, reason, "refused");
         let mut r = self.inner.rejections.lock();
         if r.len() == MAX_REJECTIONS {
@@ -406,24 +452,33 @@ impl Engine {
     }
 
     /// One cleaner iteration with the caller's map (tests use tiny maps).
-    pub fn run_cleaner_once_with(&self, map: &mut cleaner::OffsetMap) -> Option<(String, cleaner::PassStats)> {
+    pub fn run_cleaner_once_with(
+        &self,
+        map: &mut cleaner::OffsetMap,
+    ) -> Option<(String, cleaner::PassStats)> {
         clean_filthiest(&self.inner, map)
     }
 
     /// Cleaner threads that died (they are not restarted; see the log for why).
     pub fn dead_cleaner_threads(&self) -> u64 {
-        self.inner.dead_cleaner_threads.load(std::sync::atomic::Ordering::Relaxed)
+        self.inner
+            .dead_cleaner_threads
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
 fn new_offset_map(broker: &BrokerConfig) -> cleaner::OffsetMap {
-    let per_thread = broker.cleaner_dedupe_buffer_size() / i64::from(broker.cleaner_threads().max(1));
+    let per_thread =
+        broker.cleaner_dedupe_buffer_size() / i64::from(broker.cleaner_threads().max(1));
     let bytes = per_thread.clamp(1 << 20, i64::from(i32::MAX)) as usize;
     cleaner::OffsetMap::new(bytes, broker.cleaner_io_buffer_load_factor())
 }
 
 /// Kafka's `grabFilthiestCompactedLog` + `cleanLog` + `doneCleaning`.
-fn clean_filthiest(inner: &Inner, map: &mut cleaner::OffsetMap) -> Option<(String, cleaner::PassStats)> {
+fn clean_filthiest(
+    inner: &Inner,
+    map: &mut cleaner::OffsetMap,
+) -> Option<(String, cleaner::PassStats)> {
     let now = inner.clock.now_ms();
     let topic = {
         let topics = inner.topics.read();
@@ -436,7 +491,12 @@ fn clean_filthiest(inner: &Inner, map: &mut cleaner::OffsetMap) -> Option<(Strin
             if *t.cleaner.state.lock() != cleaner::CleanerState::Idle {
                 continue;
             }
-            let view = cleaner::cleaner_view(&t.log().snapshot(), *t.cleaner.checkpoint.lock(), &config, now);
+            let view = cleaner::cleaner_view(
+                &t.log().snapshot(),
+                *t.cleaner.checkpoint.lock(),
+                &config,
+                now,
+            );
             if view.eligible(&config) && best.as_ref().is_none_or(|(r, _)| view.ratio() > *r) {
                 best = Some((view.ratio(), t.clone()));
             }
@@ -447,26 +507,40 @@ fn clean_filthiest(inner: &Inner, map: &mut cleaner::OffsetMap) -> Option<(Strin
         topic
     };
     let max_io = inner.broker.read().cleaner_io_max_bytes_per_second();
-    let mut res = cleaner::CleanerResources { map, throttler: &inner.throttler, max_io_bytes_per_second: max_io };
+    let mut res = cleaner::CleanerResources {
+        map,
+        throttler: &inner.throttler,
+        max_io_bytes_per_second: max_io,
+    };
     #[allow(clippy::disallowed_methods)] // pass duration is a real-time measurement
     let started = std::time::Instant::now();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cleaner::clean(&topic, &mut res, now)));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cleaner::clean(&topic, &mut res, now)
+    }));
     let name = topic.name().to_string();
     let result = match outcome {
         Ok(r) => r,
-        Err(_) => Err(EngineError::CleanAborted { reason: "the cleaner panicked (see the log)".into() }),
+        Err(_) => Err(EngineError::CleanAborted {
+            reason: "the cleaner panicked (see the log)".into(),
+        }),
     };
     match result {
         Ok((mut stats, deleted)) => {
             stats.elapsed_ms = started.elapsed().as_millis() as u64;
             let due = now.saturating_add(topic.config().file_delete_delay_ms);
-            inner.deletions.lock().extend(deleted.into_iter().map(|d| PendingDeletion {
-                due_ms: due,
-                topic: name.clone(),
-                files: d.files,
-            }));
+            inner
+                .deletions
+                .lock()
+                .extend(deleted.into_iter().map(|d| PendingDeletion {
+                    due_ms: due,
+                    topic: name.clone(),
+                    files: d.files,
+                }));
             tracing::info!(topic = %name, ?stats, "cleaned");
-            topic.cleaner.passes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            topic
+                .cleaner
+                .passes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             *topic.cleaner.last_pass.lock() = Some(stats.clone());
             *topic.cleaner.state.lock() = cleaner::CleanerState::Idle;
             if let Err(e) = save_cleaner_checkpoints(inner) {
@@ -489,12 +563,17 @@ fn clean_filthiest(inner: &Inner, map: &mut cleaner::OffsetMap) -> Option<(Strin
 
 fn load_cleaner_checkpoints(data_dir: &Path, topics: &BTreeMap<String, Arc<Topic>>) {
     let path = data_dir.join(CLEANER_CHECKPOINT_FILE);
-    let Ok(text) = fs::read_to_string(&path) else { return };
+    let Ok(text) = fs::read_to_string(&path) else {
+        return;
+    };
     // `0\n<count>\n<topic> <partition> <offset>` lines; anything unreadable is ignored,
     // which only makes the next pass start at the log start (as Kafka treats it).
     for line in text.lines().skip(2) {
         let mut parts = line.split(' ');
-        let (Some(name), Some("0"), Some(offset)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let (Some(name), Some("0"), Some(offset)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
         if let (Some(t), Ok(offset)) = (topics.get(name), offset.parse::<u64>()) {
             *t.cleaner.checkpoint.lock() = Some(offset);
         }
@@ -505,14 +584,22 @@ fn save_cleaner_checkpoints(inner: &Inner) -> Result<()> {
     let topics = inner.topics.read();
     let entries: Vec<String> = topics
         .values()
-        .filter_map(|t| t.cleaner.checkpoint.lock().map(|o| format!("{} 0 {o}", t.name())))
+        .filter_map(|t| {
+            t.cleaner
+                .checkpoint
+                .lock()
+                .map(|o| format!("{} 0 {o}", t.name()))
+        })
         .collect();
     let mut text = format!("0\n{}\n", entries.len());
     for e in entries {
         text.push_str(&e);
         text.push('\n');
     }
-    topic::write_atomically(&inner.data_dir.join(CLEANER_CHECKPOINT_FILE), text.as_bytes())
+    topic::write_atomically(
+        &inner.data_dir.join(CLEANER_CHECKPOINT_FILE),
+        text.as_bytes(),
+    )
 }
 
 /// Kafka's `CleanerThread.doWork`: clean the filthiest log, then retention for compacted
@@ -528,7 +615,9 @@ fn cleaner_loop(inner: &Inner, stop: &Receiver<()>) {
         let cleaned = match outcome {
             Ok(c) => c,
             Err(_) => {
-                inner.dead_cleaner_threads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                inner
+                    .dead_cleaner_threads
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tracing::error!("a log cleaner thread died from a panic");
                 return;
             }
@@ -557,12 +646,19 @@ fn retention_pass(inner: &Inner, select: impl Fn(&Topic) -> bool) -> usize {
     for topic in topics.iter().filter(|t| select(t)) {
         match topic.run_retention() {
             Ok(steps) => {
-                let due = inner.clock.now_ms().saturating_add(topic.config().file_delete_delay_ms);
+                let due = inner
+                    .clock
+                    .now_ms()
+                    .saturating_add(topic.config().file_delete_delay_ms);
                 let mut q = inner.deletions.lock();
                 for step in steps {
                     for seg in step.segments {
                         deleted += 1;
-                        q.push(PendingDeletion { due_ms: due, topic: topic.name().to_string(), files: seg.files });
+                        q.push(PendingDeletion {
+                            due_ms: due,
+                            topic: topic.name().to_string(),
+                            files: seg.files,
+                        });
                     }
                 }
             }
@@ -596,7 +692,10 @@ fn run_deletions(inner: &Inner) -> usize {
 /// Waits for `ms` of real time or the stop signal; true when stopping.
 fn wait_or_stop(stop: &Receiver<()>, ms: i64) -> bool {
     let wait = Duration::from_millis(ms.clamp(1, 60_000) as u64);
-    !matches!(stop.recv_timeout(wait), Err(crossbeam_channel::RecvTimeoutError::Timeout))
+    !matches!(
+        stop.recv_timeout(wait),
+        Err(crossbeam_channel::RecvTimeoutError::Timeout)
+    )
 }
 
 fn retention_loop(inner: &Inner, stop: &Receiver<()>) {
@@ -662,7 +761,10 @@ mod tests {
     #[test]
     fn times_format_as_utc() {
         assert_eq!(format_time_ms(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_time_ms(1_764_430_000_123), "2025-11-29T15:26:40.123Z");
+        assert_eq!(
+            format_time_ms(1_764_430_000_123),
+            "2025-11-29T15:26:40.123Z"
+        );
     }
 
     #[test]

@@ -16,9 +16,17 @@ pub struct SegmentFacts {
 /// Why segments were deleted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DeletionCause {
-    LogStartOffset { log_start_offset: u64 },
-    Size { total_bytes: u64, retention_bytes: i64 },
-    Time { retention_ms: i64, now_ms: i64 },
+    LogStartOffset {
+        log_start_offset: u64,
+    },
+    Size {
+        total_bytes: u64,
+        retention_bytes: i64,
+    },
+    Time {
+        retention_ms: i64,
+        now_ms: i64,
+    },
 }
 
 impl DeletionCause {
@@ -34,7 +42,10 @@ impl DeletionCause {
 /// Kafka's `deletableSegments`: the longest oldest-first prefix whose members satisfy
 /// `deletable(segment, next)`, never including an empty last segment. With one replica
 /// the high watermark equals the log end offset, so the HW bound never stops a segment.
-fn deletable_prefix(segments: &[SegmentFacts], mut deletable: impl FnMut(&SegmentFacts, Option<&SegmentFacts>) -> bool) -> usize {
+fn deletable_prefix(
+    segments: &[SegmentFacts],
+    mut deletable: impl FnMut(&SegmentFacts, Option<&SegmentFacts>) -> bool,
+) -> usize {
     let mut n = 0;
     for (i, seg) in segments.iter().enumerate() {
         let next = segments.get(i + 1);
@@ -49,7 +60,9 @@ fn deletable_prefix(segments: &[SegmentFacts], mut deletable: impl FnMut(&Segmen
 
 /// Segments wholly below the log start offset (a next segment starts at or below it).
 pub fn log_start_breach(segments: &[SegmentFacts], log_start_offset: u64) -> usize {
-    deletable_prefix(segments, |_, next| next.is_some_and(|n| n.base_offset <= log_start_offset))
+    deletable_prefix(segments, |_, next| {
+        next.is_some_and(|n| n.base_offset <= log_start_offset)
+    })
 }
 
 /// `diff = total - retention.bytes`; a segment goes while `diff - its size >= 0`.
@@ -77,7 +90,9 @@ pub fn time_breach(segments: &[SegmentFacts], retention_ms: i64, now_ms: i64) ->
     if retention_ms < 0 {
         return 0;
     }
-    deletable_prefix(segments, |seg, _| now_ms - seg.largest_timestamp > retention_ms)
+    deletable_prefix(segments, |seg, _| {
+        now_ms - seg.largest_timestamp > retention_ms
+    })
 }
 
 /// The first segment holding a timestamp in the future, which can never expire by time.
@@ -93,20 +108,38 @@ mod tests {
     use super::*;
 
     fn seg(base: u64, size: u64, ts: i64) -> SegmentFacts {
-        SegmentFacts { base_offset: base, size, largest_timestamp: ts, is_empty: size == 0 }
+        SegmentFacts {
+            base_offset: base,
+            size,
+            largest_timestamp: ts,
+            is_empty: size == 0,
+        }
     }
 
     #[test]
     fn size_rule_is_kafkas_arithmetic() {
         // The seed's size demo: 4 segments, retention.bytes=300: the oldest three go.
-        let segs = [seg(0, 415, 1), seg(5, 415, 2), seg(10, 415, 3), seg(15, 415, 4)];
+        let segs = [
+            seg(0, 415, 1),
+            seg(5, 415, 2),
+            seg(10, 415, 3),
+            seg(15, 415, 4),
+        ];
         assert_eq!(size_breach(&segs, 300), 3);
         // diff = 1660 - 1000 = 660: the first goes (245 left), the second would make it negative.
         assert_eq!(size_breach(&segs, 1000), 1);
-        assert_eq!(size_breach(&segs, 1660), 0, "exactly at the limit: total < limit is false but diff 0");
+        assert_eq!(
+            size_breach(&segs, 1660),
+            0,
+            "exactly at the limit: total < limit is false but diff 0"
+        );
         assert_eq!(size_breach(&segs, 1661), 0);
         assert_eq!(size_breach(&segs, -1), 0);
-        assert_eq!(size_breach(&segs, 0), 4, "retention.bytes=0 deletes every non-empty segment");
+        assert_eq!(
+            size_breach(&segs, 0),
+            4,
+            "retention.bytes=0 deletes every non-empty segment"
+        );
     }
 
     #[test]
@@ -119,9 +152,21 @@ mod tests {
     #[test]
     fn time_rule_is_strict_and_prefix_only() {
         let segs = [seg(0, 10, 1000), seg(5, 10, 5000), seg(10, 10, 1000)];
-        assert_eq!(time_breach(&segs, 100, 1100), 0, "1100-1000 = 100 is not > 100");
-        assert_eq!(time_breach(&segs, 100, 1101), 1, "stops at the first young segment");
-        assert_eq!(time_breach(&segs, 100, 5101), 3, "the non-empty active segment too");
+        assert_eq!(
+            time_breach(&segs, 100, 1100),
+            0,
+            "1100-1000 = 100 is not > 100"
+        );
+        assert_eq!(
+            time_breach(&segs, 100, 1101),
+            1,
+            "stops at the first young segment"
+        );
+        assert_eq!(
+            time_breach(&segs, 100, 5101),
+            3,
+            "the non-empty active segment too"
+        );
         assert_eq!(time_breach(&segs, -1, i64::MAX), 0);
     }
 
@@ -131,7 +176,11 @@ mod tests {
         assert_eq!(log_start_breach(&segs, 0), 0);
         assert_eq!(log_start_breach(&segs, 7), 1);
         assert_eq!(log_start_breach(&segs, 10), 2);
-        assert_eq!(log_start_breach(&segs, 99), 2, "the last segment never goes by this rule");
+        assert_eq!(
+            log_start_breach(&segs, 99),
+            2,
+            "the last segment never goes by this rule"
+        );
     }
 
     #[test]

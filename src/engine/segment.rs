@@ -58,6 +58,8 @@ pub struct Segment {
     created_ms: i64,
     /// This segment's share of `segment.jitter.ms`.
     roll_jitter_ms: i64,
+    /// Set when loading found bytes that do not decode.
+    needs_recovery: std::sync::atomic::AtomicBool,
     state: Mutex<State>,
 }
 
@@ -99,7 +101,15 @@ impl Segment {
         now_ms: i64,
         roll_jitter_ms: i64,
     ) -> Result<Segment> {
-        Self::create_with_suffix(dir, base_offset, "", stream_pos, max_index_bytes, now_ms, roll_jitter_ms)
+        Self::create_with_suffix(
+            dir,
+            base_offset,
+            "",
+            stream_pos,
+            max_index_bytes,
+            now_ms,
+            roll_jitter_ms,
+        )
     }
 
     /// Creates a new, empty segment whose files carry `suffix` (".cleaned" for the
@@ -118,7 +128,8 @@ impl Segment {
             let p = file_path(dir, base_offset, kind, suffix);
             if p.exists() {
                 tracing::warn!(path = %p.display(), "replacing stale file while creating a segment");
-                fs::remove_file(&p).map_err(|e| EngineError::io(format!("remove {}", p.display()), e))?;
+                fs::remove_file(&p)
+                    .map_err(|e| EngineError::io(format!("remove {}", p.display()), e))?;
             }
         }
         let log = OpenOptions::new()
@@ -127,12 +138,24 @@ impl Segment {
             .create_new(true)
             .open(&log_path)
             .map_err(|e| EngineError::io(format!("create {}", log_path.display()), e))?;
-        let segment = Self::from_parts(dir, base_offset, log, max_index_bytes, now_ms, roll_jitter_ms, suffix)?;
+        let segment = Self::from_parts(
+            dir,
+            base_offset,
+            log,
+            max_index_bytes,
+            now_ms,
+            roll_jitter_ms,
+            suffix,
+        )?;
         {
             let mut st = segment.state.lock();
             st.stream_end = stream_pos;
-            st.offset_index.preallocate().map_err(|e| segment.io_err("preallocate .index", e))?;
-            st.time_index.preallocate().map_err(|e| segment.io_err("preallocate .timeindex", e))?;
+            st.offset_index
+                .preallocate()
+                .map_err(|e| segment.io_err("preallocate .index", e))?;
+            st.time_index
+                .preallocate()
+                .map_err(|e| segment.io_err("preallocate .timeindex", e))?;
         }
         Ok(segment)
     }
@@ -159,6 +182,7 @@ impl Segment {
             log,
             created_ms: now_ms,
             roll_jitter_ms,
+            needs_recovery: Default::default(),
             state: Mutex::new(State {
                 size: 0,
                 next_offset: base_offset,
@@ -194,14 +218,31 @@ impl Segment {
             .write(true)
             .open(&log_path)
             .map_err(|e| EngineError::io(format!("open {}", log_path.display()), e))?;
-        let seg = Self::from_parts(dir, base_offset, log, max_index_bytes, now_ms, roll_jitter_ms, suffix)?;
+        let seg = Self::from_parts(
+            dir,
+            base_offset,
+            log,
+            max_index_bytes,
+            now_ms,
+            roll_jitter_ms,
+            suffix,
+        )?;
         let len = seg.log.metadata().map_err(|e| seg.io_err("stat", e))?.len();
         {
             let mut st = seg.state.lock();
             st.size = len;
             st.stream_end = stream_pos;
         }
-        seg.load_tail_facts()?;
+        if let Err(e) = seg.load_tail_facts() {
+            match e {
+                // A torn or corrupt tail: the caller recovers the segment.
+                EngineError::Corrupt { .. } => {
+                    tracing::warn!(error = %e, "segment tail does not decode; it needs recovery");
+                    seg.needs_recovery.store(true, Ordering::Relaxed);
+                }
+                other => return Err(other),
+            }
+        }
         Ok(seg)
     }
 
@@ -216,7 +257,8 @@ impl Segment {
         let first = self.read_header_at(0, st.size)?;
         st.first_batch_timestamp = Some(first.base_timestamp);
         st.stream_start = Some(first.base_stream_pos);
-        let (mut max_ts, mut offset_of_max) = st.time_index.last().unwrap_or((-1, self.base_offset));
+        let (mut max_ts, mut offset_of_max) =
+            st.time_index.last().unwrap_or((-1, self.base_offset));
         let mut pos = u64::from(st.offset_index.last().map_or(0, |(_, p)| p));
         let mut last: Option<BatchHeader> = None;
         while pos < st.size {
@@ -281,10 +323,12 @@ impl Segment {
         let mut pos = 0u64;
         while pos < scan.valid_bytes {
             let h = self.read_header_at(pos, scan.valid_bytes)?;
-            Self::note_batch(&mut st, &h, pos, index_interval_bytes).map_err(|e| self.io_err("rebuild index", e))?;
+            Self::note_batch(&mut st, &h, pos, index_interval_bytes)
+                .map_err(|e| self.io_err("rebuild index", e))?;
             pos += h.size as u64;
         }
         st.size = scan.valid_bytes;
+        self.needs_recovery.store(false, Ordering::Relaxed);
         if let Some(why) = &scan.invalid {
             tracing::warn!(
                 file = %self.log_path_locked(&st).display(),
@@ -302,7 +346,11 @@ impl Segment {
 
     /// Reads the whole `.log` and finds the prefix of valid batches.
     pub fn scan(&self) -> Result<ScanOutcome> {
-        let size = self.log.metadata().map_err(|e| self.io_err("stat", e))?.len();
+        let size = self
+            .log
+            .metadata()
+            .map_err(|e| self.io_err("stat", e))?
+            .len();
         let mut pos = 0u64;
         let mut previous_next: Option<u64> = None;
         let mut buf = Vec::new();
@@ -314,19 +362,38 @@ impl Segment {
                 .map_err(|e| self.io_err("scan", e))?;
             let h = match decode_header(&header[..n]) {
                 Ok(h) => h,
-                Err(e) => return Ok(ScanOutcome { valid_bytes: pos, invalid: Some(e) }),
+                Err(e) => {
+                    return Ok(ScanOutcome {
+                        valid_bytes: pos,
+                        invalid: Some(e),
+                    })
+                }
             };
             if pos + h.size as u64 > size {
-                let e = DecodeError::Truncated { needed: h.size, available: (size - pos) as usize };
-                return Ok(ScanOutcome { valid_bytes: pos, invalid: Some(e) });
+                let e = DecodeError::Truncated {
+                    needed: h.size,
+                    available: (size - pos) as usize,
+                };
+                return Ok(ScanOutcome {
+                    valid_bytes: pos,
+                    invalid: Some(e),
+                });
             }
             buf.resize(h.size, 0);
-            self.log.read_exact_at(&mut buf, pos).map_err(|e| self.io_err("scan", e))?;
+            self.log
+                .read_exact_at(&mut buf, pos)
+                .map_err(|e| self.io_err("scan", e))?;
             if let Err(e) = verify_batch(&buf) {
-                return Ok(ScanOutcome { valid_bytes: pos, invalid: Some(e) });
+                return Ok(ScanOutcome {
+                    valid_bytes: pos,
+                    invalid: Some(e),
+                });
             }
             if let Some(Err(e)) = format::RecordIter::new(&h, &buf).find(|r| r.is_err()) {
-                return Ok(ScanOutcome { valid_bytes: pos, invalid: Some(e) });
+                return Ok(ScanOutcome {
+                    valid_bytes: pos,
+                    invalid: Some(e),
+                });
             }
             let floor = previous_next.unwrap_or(self.base_offset);
             if h.base_offset < floor {
@@ -334,18 +401,29 @@ impl Segment {
                     "batch base offset {} below expected {floor}",
                     h.base_offset
                 ));
-                return Ok(ScanOutcome { valid_bytes: pos, invalid: Some(e) });
+                return Ok(ScanOutcome {
+                    valid_bytes: pos,
+                    invalid: Some(e),
+                });
             }
             previous_next = Some(h.next_offset());
             pos += h.size as u64;
         }
-        Ok(ScanOutcome { valid_bytes: pos, invalid: None })
+        Ok(ScanOutcome {
+            valid_bytes: pos,
+            invalid: None,
+        })
     }
 
     /// Bookkeeping for one batch placed at `pos`: offsets, timestamps, stream range and
     /// sparse index entries (Kafka's rule: an entry only when more than
     /// `index.interval.bytes` were appended since the last one, checked before adding).
-    fn note_batch(st: &mut State, h: &BatchHeader, pos: u64, index_interval_bytes: u64) -> io::Result<()> {
+    fn note_batch(
+        st: &mut State,
+        h: &BatchHeader,
+        pos: u64,
+        index_interval_bytes: u64,
+    ) -> io::Result<()> {
         if h.max_timestamp > st.max_timestamp {
             st.max_timestamp = h.max_timestamp;
             st.offset_of_max_timestamp = h.last_offset();
@@ -379,12 +457,16 @@ impl Segment {
             st.next_offset
         );
         let pos = st.size;
-        assert!(pos + batch.len() as u64 <= MAX_SEGMENT_FILE_BYTES, "segment would exceed 4 GiB");
+        assert!(
+            pos + batch.len() as u64 <= MAX_SEGMENT_FILE_BYTES,
+            "segment would exceed 4 GiB"
+        );
         // Written before the size moves, so readers never see a partial batch.
         self.log
             .write_all_at(batch, pos)
             .map_err(|e| self.io_err("append", e))?;
-        Self::note_batch(&mut st, &h, pos, index_interval_bytes).map_err(|e| self.io_err("index append", e))?;
+        Self::note_batch(&mut st, &h, pos, index_interval_bytes)
+            .map_err(|e| self.io_err("index append", e))?;
         st.size = pos + batch.len() as u64;
         Ok(())
     }
@@ -422,18 +504,28 @@ impl Segment {
         let mut st = self.state.lock();
         let (ts, off) = (st.max_timestamp, st.offset_of_max_timestamp);
         if ts >= 0 {
-            st.time_index.maybe_append(ts, off).map_err(|e| self.io_err("final time index entry", e))?;
+            st.time_index
+                .maybe_append(ts, off)
+                .map_err(|e| self.io_err("final time index entry", e))?;
         }
-        st.offset_index.trim().map_err(|e| self.io_err("trim .index", e))?;
-        st.time_index.trim().map_err(|e| self.io_err("trim .timeindex", e))?;
+        st.offset_index
+            .trim()
+            .map_err(|e| self.io_err("trim .index", e))?;
+        st.time_index
+            .trim()
+            .map_err(|e| self.io_err("trim .timeindex", e))?;
         Ok(())
     }
 
     /// Re-expands the indexes of a segment that becomes (again) the active one.
     pub fn make_active(&self) -> Result<()> {
         let mut st = self.state.lock();
-        st.offset_index.preallocate().map_err(|e| self.io_err("preallocate .index", e))?;
-        st.time_index.preallocate().map_err(|e| self.io_err("preallocate .timeindex", e))?;
+        st.offset_index
+            .preallocate()
+            .map_err(|e| self.io_err("preallocate .index", e))?;
+        st.time_index
+            .preallocate()
+            .map_err(|e| self.io_err("preallocate .timeindex", e))?;
         Ok(())
     }
 
@@ -447,7 +539,12 @@ impl Segment {
             match fs::rename(&from, &to) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound && kind != LOG_SUFFIX => {}
-                Err(e) => return Err(EngineError::io(format!("rename {} to {}", from.display(), to.display()), e)),
+                Err(e) => {
+                    return Err(EngineError::io(
+                        format!("rename {} to {}", from.display(), to.display()),
+                        e,
+                    ))
+                }
             }
         }
         st.suffix = suffix.to_string();
@@ -475,14 +572,22 @@ impl Segment {
     pub fn flush(&self) -> Result<()> {
         self.log.sync_data().map_err(|e| self.io_err("fsync", e))?;
         let st = self.state.lock();
-        st.offset_index.flush().map_err(|e| self.io_err("fsync .index", e))?;
-        st.time_index.flush().map_err(|e| self.io_err("fsync .timeindex", e))?;
+        st.offset_index
+            .flush()
+            .map_err(|e| self.io_err("fsync .index", e))?;
+        st.time_index
+            .flush()
+            .map_err(|e| self.io_err("fsync .timeindex", e))?;
         Ok(())
     }
 
     /// fsync of the data only (the indexes are rebuildable).
     pub fn sync_data(&self) -> Result<()> {
         self.log.sync_data().map_err(|e| self.io_err("fsync", e))
+    }
+
+    pub fn needs_recovery(&self) -> bool {
+        self.needs_recovery.load(Ordering::Relaxed)
     }
 
     pub fn id(&self) -> u64 {
@@ -547,12 +652,16 @@ impl Segment {
     /// Offset-index entries as (offset, position), for searches by other keys.
     pub fn index_entries(&self) -> Vec<(u64, u32)> {
         let st = self.state.lock();
-        (0..st.offset_index.entries()).map(|i| st.offset_index.entry(i)).collect()
+        (0..st.offset_index.entries())
+            .map(|i| st.offset_index.entry(i))
+            .collect()
     }
 
     pub fn time_index_entries(&self) -> Vec<(i64, u64)> {
         let st = self.state.lock();
-        (0..st.time_index.entries()).map(|i| st.time_index.entry(i)).collect()
+        (0..st.time_index.entries())
+            .map(|i| st.time_index.entry(i))
+            .collect()
     }
 
     /// Reads raw bytes of the `.log` (never past the committed size).
@@ -601,7 +710,10 @@ impl Segment {
                 if buf.len() < h.size {
                     return Err(self.corrupt(
                         pos,
-                        DecodeError::Truncated { needed: h.size, available: buf.len() },
+                        DecodeError::Truncated {
+                            needed: h.size,
+                            available: buf.len(),
+                        },
                     ));
                 }
             }
@@ -614,7 +726,9 @@ impl Segment {
 
     /// Cuts the segment back to `position` (used by recovery and truncation).
     pub fn truncate_to(&self, position: u64, index_interval_bytes: u64) -> Result<()> {
-        self.log.set_len(position).map_err(|e| self.io_err("truncate", e))?;
+        self.log
+            .set_len(position)
+            .map_err(|e| self.io_err("truncate", e))?;
         {
             let mut st = self.state.lock();
             st.size = position;
@@ -635,7 +749,10 @@ impl Segment {
 
     fn io_err(&self, what: &str, e: io::Error) -> EngineError {
         EngineError::io(
-            format!("{what} {}", file_path(&self.dir, self.base_offset, LOG_SUFFIX, "").display()),
+            format!(
+                "{what} {}",
+                file_path(&self.dir, self.base_offset, LOG_SUFFIX, "").display()
+            ),
             e,
         )
     }

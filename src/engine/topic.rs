@@ -18,7 +18,9 @@ use super::clock::Clock;
 use super::config::{BrokerConfig, TopicConfig, TopicOverrides};
 use super::error::{EngineError, Result};
 use super::format::{decode_header, parse_segment_file_name, RecordIter, RecordRef, LOG_SUFFIX};
-use super::log::{sync_dir, AppendInfo, DeletedSegment, Log, LogSnapshot, OpenReport, PendingRecord};
+use super::log::{
+    sync_dir, AppendInfo, DeletedSegment, Log, LogSnapshot, OpenReport, PendingRecord,
+};
 use super::retention::{self, DeletionCause, SegmentFacts};
 
 /// File in the partition directory holding the topic's config overrides.
@@ -96,10 +98,21 @@ impl Topic {
         let overrides = match std::fs::read_to_string(&config_path) {
             Ok(text) => TopicOverrides::from_properties(&text)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => TopicOverrides::default(),
-            Err(e) => return Err(EngineError::io(format!("read {}", config_path.display()), e)),
+            Err(e) => {
+                return Err(EngineError::io(
+                    format!("read {}", config_path.display()),
+                    e,
+                ))
+            }
         };
         let config = broker.read().resolve_topic(&overrides);
-        let (log, report) = Log::open(dir, &format!("{name}-0"), &config, clock.clone(), clean_shutdown)?;
+        let (log, report) = Log::open(
+            dir,
+            &format!("{name}-0"),
+            &config,
+            clock.clone(),
+            clean_shutdown,
+        )?;
         let modified = log
             .snapshot()
             .active()
@@ -160,9 +173,14 @@ impl Topic {
             return Ok(AppendInfo::default());
         }
         let info = self.log.append(&records, &config)?;
-        self.stats.appended_records.fetch_add(info.records, Ordering::Relaxed);
-        self.stats.appended_bytes.fetch_add(info.bytes, Ordering::Relaxed);
-        self.modified_ms.store(self.clock.now_ms(), Ordering::Relaxed);
+        self.stats
+            .appended_records
+            .fetch_add(info.records, Ordering::Relaxed);
+        self.stats
+            .appended_bytes
+            .fetch_add(info.bytes, Ordering::Relaxed);
+        self.modified_ms
+            .store(self.clock.now_ms(), Ordering::Relaxed);
         for (offset, reason) in &info.rolls {
             tracing::info!(topic = %self.name, base_offset = offset, %reason, "rolled segment");
         }
@@ -212,7 +230,7 @@ impl Topic {
             }
             let mut file_pos = seg.lookup_position(cursor.next_offset);
             loop {
-                let want = (len - out.len()).clamp(64 << 10, 4 << 20);
+                let want = (len - out.len()).clamp(8 << 10, 4 << 20);
                 let bytes = seg.read_batches(file_pos, want)?;
                 if bytes.is_empty() {
                     seg_idx += 1;
@@ -220,11 +238,13 @@ impl Topic {
                 }
                 let mut at = 0;
                 while at < bytes.len() {
-                    let h = decode_header(&bytes[at..]).map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                    let h = decode_header(&bytes[at..])
+                        .map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
                     let batch = &bytes[at..at + h.size];
                     if h.last_offset() >= cursor.next_offset {
                         for rec in RecordIter::new(&h, batch) {
-                            let rec = rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                            let rec =
+                                rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
                             if rec.offset < cursor.next_offset {
                                 continue;
                             }
@@ -264,7 +284,13 @@ impl Topic {
     }
 
     /// Points the cursor at the record whose rendering covers stream position `pos`.
-    fn reposition(&self, cursor: &mut LogCursor, snap: &LogSnapshot, render: &Render, pos: u64) -> Result<()> {
+    fn reposition(
+        &self,
+        cursor: &mut LogCursor,
+        snap: &LogSnapshot,
+        render: &Render,
+        pos: u64,
+    ) -> Result<()> {
         cursor.positioned = true;
         cursor.next_pos = pos;
         cursor.skip = 0;
@@ -291,15 +317,21 @@ impl Topic {
         let (mut lo, mut hi) = (0usize, entries.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            let header_bytes = seg.read_at(u64::from(entries[mid].1), super::format::BATCH_HEADER_BYTES)?;
-            let h = decode_header(&header_bytes).map_err(|e| corrupt(seg.log_path(), u64::from(entries[mid].1), e))?;
+            let header_bytes =
+                seg.read_at(u64::from(entries[mid].1), super::format::BATCH_HEADER_BYTES)?;
+            let h = decode_header(&header_bytes)
+                .map_err(|e| corrupt(seg.log_path(), u64::from(entries[mid].1), e))?;
             if h.base_stream_pos <= pos {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        let mut file_pos = if lo == 0 { 0 } else { u64::from(entries[lo - 1].1) };
+        let mut file_pos = if lo == 0 {
+            0
+        } else {
+            u64::from(entries[lo - 1].1)
+        };
         cursor.next_offset = seg.base_offset();
         loop {
             let bytes = seg.read_batches(file_pos, 256 << 10)?;
@@ -309,10 +341,12 @@ impl Topic {
             }
             let mut at = 0;
             while at < bytes.len() {
-                let h = decode_header(&bytes[at..]).map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                let h = decode_header(&bytes[at..])
+                    .map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
                 if h.stream_end() > pos {
                     for rec in RecordIter::new(&h, &bytes[at..at + h.size]) {
-                        let rec = rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                        let rec =
+                            rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
                         if rec.stream_pos > pos {
                             cursor.next_offset = rec.offset;
                             return Ok(());
@@ -345,7 +379,10 @@ impl Topic {
         let mut overrides = self.overrides.write();
         let broker = self.broker.read();
         let updated = overrides.apply_command(text, &broker)?;
-        write_atomically(&self.dir().join(TOPIC_CONFIG_FILE), updated.to_properties().as_bytes())?;
+        write_atomically(
+            &self.dir().join(TOPIC_CONFIG_FILE),
+            updated.to_properties().as_bytes(),
+        )?;
         let resolved = broker.resolve_topic(&updated);
         *overrides = updated;
         *self.config.write() = Arc::new(resolved);
@@ -376,19 +413,34 @@ impl Topic {
         let now = self.clock.now_ms();
         let lso = self.log.log_start_offset();
         let n = retention::log_start_breach(&self.segment_facts(), lso);
-        self.apply_deletion(n, DeletionCause::LogStartOffset { log_start_offset: lso }, &config, &mut done)?;
+        self.apply_deletion(
+            n,
+            DeletionCause::LogStartOffset {
+                log_start_offset: lso,
+            },
+            &config,
+            &mut done,
+        )?;
         if config.cleanup_policy.delete {
             let facts = self.segment_facts();
             let total: u64 = facts.iter().map(|s| s.size).sum();
             let n = retention::size_breach(&facts, config.retention_bytes);
-            let cause = DeletionCause::Size { total_bytes: total, retention_bytes: config.retention_bytes };
+            let cause = DeletionCause::Size {
+                total_bytes: total,
+                retention_bytes: config.retention_bytes,
+            };
             self.apply_deletion(n, cause, &config, &mut done)?;
             let facts = self.segment_facts();
             let n = retention::time_breach(&facts, config.retention_ms, now);
-            let cause = DeletionCause::Time { retention_ms: config.retention_ms, now_ms: now };
+            let cause = DeletionCause::Time {
+                retention_ms: config.retention_ms,
+                now_ms: now,
+            };
             self.apply_deletion(n, cause, &config, &mut done)?;
             let future = retention::future_timestamp_segment(&self.segment_facts(), now);
-            let previous = self.future_timestamp_segment.swap(future.map_or(-1, |b| b as i64), Ordering::Relaxed);
+            let previous = self
+                .future_timestamp_segment
+                .swap(future.map_or(-1, |b| b as i64), Ordering::Relaxed);
             if let Some(base) = future {
                 if previous != base as i64 && config.retention_ms >= 0 {
                     tracing::warn!(topic = %self.name, base_offset = base,
@@ -456,13 +508,37 @@ impl Topic {
         line("active_segment_base_offset", active.base_offset.to_string());
         line("cleanup_policy", policy.to_string());
         line("stream_bytes", active.stream_end.to_string());
-        line("appended_records", self.stats.appended_records.load(Ordering::Relaxed).to_string());
-        line("reader_skips", self.stats.reader_skips.load(Ordering::Relaxed).to_string());
-        line("segments_deleted_time", self.stats.segments_deleted_time.load(Ordering::Relaxed).to_string());
-        line("segments_deleted_size", self.stats.segments_deleted_size.load(Ordering::Relaxed).to_string());
+        line(
+            "appended_records",
+            self.stats
+                .appended_records
+                .load(Ordering::Relaxed)
+                .to_string(),
+        );
+        line(
+            "reader_skips",
+            self.stats.reader_skips.load(Ordering::Relaxed).to_string(),
+        );
+        line(
+            "segments_deleted_time",
+            self.stats
+                .segments_deleted_time
+                .load(Ordering::Relaxed)
+                .to_string(),
+        );
+        line(
+            "segments_deleted_size",
+            self.stats
+                .segments_deleted_size
+                .load(Ordering::Relaxed)
+                .to_string(),
+        );
         line(
             "segments_deleted_log_start",
-            self.stats.segments_deleted_log_start.load(Ordering::Relaxed).to_string(),
+            self.stats
+                .segments_deleted_log_start
+                .load(Ordering::Relaxed)
+                .to_string(),
         );
         let future = self.future_timestamp_segment.load(Ordering::Relaxed);
         if future >= 0 {
@@ -472,7 +548,10 @@ impl Topic {
             );
         }
         if let Some(reason) = self.log.poison_reason() {
-            line("write_state", format!("refusing writes until remount: {reason}"));
+            line(
+                "write_state",
+                format!("refusing writes until remount: {reason}"),
+            );
         } else {
             line("write_state", "ok".into());
         }
@@ -483,10 +562,13 @@ impl Topic {
     pub fn backing_files(&self) -> Result<Vec<BackingFile>> {
         let dir = self.dir();
         let mut files = Vec::new();
-        let entries = std::fs::read_dir(dir).map_err(|e| EngineError::io(format!("list {}", dir.display()), e))?;
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| EngineError::io(format!("list {}", dir.display()), e))?;
         for entry in entries {
             let Ok(entry) = entry else { continue };
-            let Ok(name) = entry.file_name().into_string() else { continue };
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
             // A file may vanish between listing and stat (delayed deletion): skip it.
             let Ok(meta) = entry.metadata() else { continue };
             if !meta.is_file() {
@@ -497,7 +579,11 @@ impl Topic {
                 .ok()
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_millis() as i64);
-            files.push(BackingFile { name, size: meta.len(), mtime_ms });
+            files.push(BackingFile {
+                name,
+                size: meta.len(),
+                mtime_ms,
+            });
         }
         files.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(files)
@@ -507,7 +593,9 @@ impl Topic {
     /// that exist there are accepted, so no name reaches outside the directory.
     pub fn open_backing_file(&self, name: &str) -> Result<File> {
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-            return Err(EngineError::InvalidRecord { message: format!("not a file of the partition directory: {name}") });
+            return Err(EngineError::InvalidRecord {
+                message: format!("not a file of the partition directory: {name}"),
+            });
         }
         let path = self.dir().join(name);
         File::open(&path).map_err(|e| EngineError::io(format!("open {}", path.display()), e))
@@ -540,7 +628,11 @@ impl Topic {
 }
 
 fn corrupt(path: PathBuf, position: u64, e: super::format::DecodeError) -> EngineError {
-    EngineError::Corrupt { path, position, reason: e.to_string() }
+    EngineError::Corrupt {
+        path,
+        position,
+        reason: e.to_string(),
+    }
 }
 
 /// Writes a small file so that a crash leaves either the old or the new content.
@@ -576,7 +668,11 @@ impl<'a> Render<'a> {
 
     fn size(&self, rec: &RecordRef<'_>) -> u64 {
         let value = rec.value.map_or(self.null_marker.len(), <[u8]>::len);
-        let key = if self.parse_key { rec.key.map_or(self.null_marker.len(), <[u8]>::len) + self.separator.len() } else { 0 };
+        let key = if self.parse_key {
+            rec.key.map_or(self.null_marker.len(), <[u8]>::len) + self.separator.len()
+        } else {
+            0
+        };
         (key + value + 1) as u64
     }
 
@@ -591,7 +687,11 @@ impl<'a> Render<'a> {
 }
 
 /// Kafka's console-producer line protocol (`LineMessageReader`) over one write.
-fn parse_lines<'a>(data: &'a [u8], config: &TopicConfig, topic: &str) -> Result<Vec<PendingRecord<'a>>> {
+fn parse_lines<'a>(
+    data: &'a [u8],
+    config: &TopicConfig,
+    topic: &str,
+) -> Result<Vec<PendingRecord<'a>>> {
     let mut records = Vec::new();
     let null_marker = config.null_marker.as_deref();
     let max = config.max_message_bytes.max(0) as usize;
@@ -643,7 +743,11 @@ fn parse_lines<'a>(data: &'a [u8], config: &TopicConfig, topic: &str) -> Result<
                 message: format!("Compacted topic cannot accept message without key in topic partition {topic}-0"),
             });
         }
-        records.push(PendingRecord { key, value, stream_bytes });
+        records.push(PendingRecord {
+            key,
+            value,
+            stream_bytes,
+        });
     }
     Ok(records)
 }

@@ -20,7 +20,11 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(T0));
         let engine = open(dir.path(), &clock);
-        Fixture { dir, clock, engine: Some(engine) }
+        Fixture {
+            dir,
+            clock,
+            engine: Some(engine),
+        }
     }
 
     pub fn engine(&self) -> &Engine {
@@ -55,7 +59,13 @@ impl Fixture {
 }
 
 pub fn open(dir: &Path, clock: &Arc<ManualClock>) -> Engine {
-    Engine::open(dir, BrokerConfig::defaults(), clock.clone(), EngineOptions::default()).unwrap()
+    Engine::open(
+        dir,
+        BrokerConfig::defaults(),
+        clock.clone(),
+        EngineOptions::default(),
+    )
+    .unwrap()
 }
 
 /// Reads the whole `log` stream with `chunk`-byte reads, as `cat` would.
@@ -63,7 +73,9 @@ pub fn cat(topic: &Topic, chunk: usize) -> Vec<u8> {
     let mut cursor = LogCursor::default();
     let mut out = Vec::new();
     loop {
-        let got = topic.read_log(&mut cursor, out.len() as u64, chunk).unwrap();
+        let got = topic
+            .read_log(&mut cursor, out.len() as u64, chunk)
+            .unwrap();
         if got.is_empty() {
             return out;
         }
