@@ -3,4 +3,6 @@
 //! Layers, with one direction of dependency: `cli` -> `fs` -> `engine`. The engine knows
 //! nothing of FUSE and is fully testable without a mount.
 
+pub mod cli;
 pub mod engine;
+pub mod fs;

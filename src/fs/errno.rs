@@ -1,0 +1,65 @@
+//! The one place that decides which errno a user sees for an engine error. The match is
+//! exhaustive on purpose: a new `EngineError` variant fails to compile here until someone
+//! decides what `write(2)` or `mkdir(2)` should report for it.
+
+use crate::engine::EngineError;
+
+/// The errno for an engine error, as a libc constant.
+pub fn errno_of(error: &EngineError) -> i32 {
+    match error {
+        EngineError::InvalidTopicName { .. } => libc::EINVAL,
+        EngineError::TopicExists { .. } => libc::EEXIST,
+        EngineError::UnknownTopic { .. } => libc::ENOENT,
+        EngineError::Config(_) => libc::EINVAL,
+        // EFBIG is what write(2) reports for "larger than the file may grow", the closest
+        // POSIX has to Kafka's RecordTooLargeException, and shells print it legibly.
+        EngineError::RecordTooLarge { .. } => libc::EFBIG,
+        EngineError::InvalidRecord { .. } => libc::EINVAL,
+        // Cannot happen once mounted (the lock is taken before the mount); EBUSY is what a
+        // second user of a held resource would expect if it ever did.
+        EngineError::DataDirLocked { .. } => libc::EBUSY,
+        // A poisoned topic is an earlier I/O failure replayed; EIO tells the writer the
+        // data did not land, which is the truth.
+        EngineError::Poisoned { .. } => libc::EIO,
+        // Corruption is not the caller's fault and not fixable by retrying: plain EIO, as
+        // block filesystems report unreadable sectors.
+        EngineError::Corrupt { .. } => libc::EIO,
+        // Internal to the cleaner thread and never returned by a call the adapter makes;
+        // EAGAIN says the truth if it ever is: nothing changed, try again.
+        EngineError::CleanAborted { .. } => libc::EAGAIN,
+        // ENOSPC, EDQUOT, EROFS ... from the data directory are passed through so the
+        // user sees the real cause; errors without an OS code become EIO.
+        EngineError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    #[test]
+    fn io_errors_keep_their_os_code_and_others_become_eio() {
+        let full = EngineError::io("append", io::Error::from_raw_os_error(libc::ENOSPC));
+        assert_eq!(errno_of(&full), libc::ENOSPC);
+        let synthetic = EngineError::io("append", io::Error::other("no code"));
+        assert_eq!(errno_of(&synthetic), libc::EIO);
+    }
+
+    #[test]
+    fn user_errors_map_to_their_posix_counterparts() {
+        let too_large = EngineError::RecordTooLarge {
+            message: "too large".into(),
+        };
+        assert_eq!(errno_of(&too_large), libc::EFBIG);
+        let exists = EngineError::TopicExists { name: "t".into() };
+        assert_eq!(errno_of(&exists), libc::EEXIST);
+        let unknown = EngineError::UnknownTopic { name: "t".into() };
+        assert_eq!(errno_of(&unknown), libc::ENOENT);
+        let poisoned = EngineError::Poisoned {
+            topic: "t".into(),
+            reason: "fsync".into(),
+        };
+        assert_eq!(errno_of(&poisoned), libc::EIO);
+    }
+}

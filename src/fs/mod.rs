@@ -1,0 +1,817 @@
+//! The FUSE adapter's logic: maps mount paths and open handles onto the engine. Every
+//! method takes plain arguments and returns plain structs, so the whole adapter can be
+//! driven without a kernel; `fuser_glue` is the only module that knows about fuser.
+//!
+//! Refusals are part of the interface: every refused operation (except "no such entry"
+//! on a lookup) is reported to the engine with a reason, which the user reads in
+//! `.kpfs/errors`, since an errno alone cannot say *why*.
+
+pub mod errno;
+pub mod fuser_glue;
+pub mod handle;
+pub mod inode;
+
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::engine::{Clock, Engine, EngineError, LogCursor, SystemClock, Topic};
+use errno::errno_of;
+use handle::{ConfigTarget, Handle, HandleKind, HandleTable, LogState};
+use inode::{InodeTable, Node, CONTROL_DIR};
+
+/// Attributes of files are never cached: `tail -f` polls fstat once a second and must
+/// see every append, and config/status renderings change behind the kernel's back.
+const FILE_ATTR_TTL: Duration = Duration::ZERO;
+/// Directories only change through this daemon (mkdir/rmdir) or by segments rolling,
+/// and a zero TTL makes the kernel re-look-up every entry a readdir returned.
+const DIR_ATTR_TTL: Duration = Duration::from_secs(1);
+/// `log`, `config`, `status`, `segments` exist as long as their topic does.
+const FIXED_ENTRY_TTL: Duration = Duration::from_secs(1);
+/// Segment files come and go with rolls and retention; never cache their names.
+const SEGMENT_ENTRY_TTL: Duration = Duration::ZERO;
+/// `st_blksize`: large enough that stdio and cp pick big buffers, matching the 1 MiB
+/// ceiling the kernel puts on one FUSE request.
+const BLOCK_SIZE: u32 = 1 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    Directory,
+    RegularFile,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: u64,
+    pub kind: FileKind,
+    pub size: u64,
+    pub perm: u16,
+    pub nlink: u32,
+    pub mtime_ms: i64,
+    pub uid: u32,
+    pub gid: u32,
+    pub blksize: u32,
+    /// How long the kernel may cache these attributes.
+    pub ttl: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub attr: Attr,
+    /// How long the kernel may cache the name -> inode binding.
+    pub entry_ttl: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opened {
+    pub fh: u64,
+    /// Bypass the page cache: reads must return what the engine renders now.
+    pub direct_io: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub ino: u64,
+    pub kind: FileKind,
+    pub name: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub bsize: u32,
+    pub namelen: u32,
+    pub frsize: u32,
+}
+
+/// A SETATTR, reduced to what kpfs decides on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    pub size: Option<u64>,
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// atime or mtime set explicitly (touch, utimensat).
+    pub times: bool,
+}
+
+/// A refused or failed operation: the errno for the kernel and a text for the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FsError {
+    pub errno: i32,
+    pub message: String,
+}
+
+pub type FsResult<T> = Result<T, FsError>;
+
+/// The namespace operations kpfs refuses outright.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NamespaceOp {
+    Create,
+    Mknod,
+    Unlink,
+    Rename,
+    Link,
+    Symlink,
+}
+
+pub struct KpfsFs {
+    engine: Arc<Engine>,
+    data_dir: PathBuf,
+    inodes: InodeTable,
+    handles: HandleTable,
+    uid: u32,
+    gid: u32,
+    /// mtime of directories and of files without a modification time of their own.
+    mounted_ms: i64,
+}
+
+impl KpfsFs {
+    pub fn new(engine: Arc<Engine>, data_dir: &Path) -> KpfsFs {
+        // SAFETY: geteuid and getegid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        KpfsFs {
+            engine,
+            data_dir: data_dir.to_path_buf(),
+            inodes: InodeTable::new(),
+            handles: HandleTable::new(),
+            uid,
+            gid,
+            mounted_ms: SystemClock.now_ms(),
+        }
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// Records the reason for `.kpfs/errors` and builds the error for the kernel.
+    fn refuse(&self, path: &str, errno: i32, reason: impl Into<String>) -> FsError {
+        let reason = reason.into();
+        self.engine.record_rejection(path, &reason);
+        FsError {
+            errno,
+            message: format!("{path}: {reason}"),
+        }
+    }
+
+    fn engine_error(&self, path: &str, error: &EngineError) -> FsError {
+        self.refuse(path, errno_of(error), error.to_string())
+    }
+
+    /// "No such entry" without a record: shells and tools probe for names all the time.
+    fn not_found(path: &str) -> FsError {
+        FsError {
+            errno: libc::ENOENT,
+            message: format!("{path}: no such file or directory"),
+        }
+    }
+
+    fn node(&self, ino: u64) -> FsResult<Node> {
+        self.inodes
+            .node(ino)
+            .ok_or_else(|| Self::not_found(&format!("inode {ino}")))
+    }
+
+    fn topic(&self, node: &Node) -> FsResult<Arc<Topic>> {
+        let name = node.topic().unwrap_or_default();
+        self.engine
+            .topic(name)
+            .ok_or_else(|| Self::not_found(&node.path()))
+    }
+
+    fn dir_attr(&self, ino: u64) -> Attr {
+        Attr {
+            ino,
+            kind: FileKind::Directory,
+            size: 0,
+            perm: 0o755,
+            nlink: 2,
+            mtime_ms: self.mounted_ms,
+            uid: self.uid,
+            gid: self.gid,
+            blksize: BLOCK_SIZE,
+            ttl: DIR_ATTR_TTL,
+        }
+    }
+
+    fn file_attr(&self, ino: u64, size: u64, perm: u16, mtime_ms: i64) -> Attr {
+        Attr {
+            ino,
+            kind: FileKind::RegularFile,
+            size,
+            perm,
+            nlink: 1,
+            mtime_ms,
+            uid: self.uid,
+            gid: self.gid,
+            blksize: BLOCK_SIZE,
+            ttl: FILE_ATTR_TTL,
+        }
+    }
+
+    fn attr_of(&self, ino: u64, node: &Node) -> FsResult<Attr> {
+        let attr = match node {
+            Node::Root | Node::ControlDir => self.dir_attr(ino),
+            Node::TopicDir(_) | Node::SegmentsDir(_) => {
+                self.topic(node)?;
+                self.dir_attr(ino)
+            }
+            Node::BrokerConfig => {
+                let len = self.engine.broker_config_text().len() as u64;
+                self.file_attr(ino, len, 0o644, self.mounted_ms)
+            }
+            Node::Errors => {
+                let len = self.engine.rejections_text().len() as u64;
+                self.file_attr(ino, len, 0o444, self.mounted_ms)
+            }
+            Node::Log(_) => {
+                let topic = self.topic(node)?;
+                self.file_attr(ino, topic.stream_len(), 0o644, topic.modified_ms())
+            }
+            Node::TopicConfig(_) => {
+                let len = self.topic(node)?.config_text().len() as u64;
+                self.file_attr(ino, len, 0o644, self.mounted_ms)
+            }
+            Node::Status(_) => {
+                let topic = self.topic(node)?;
+                let len = topic.status_text().len() as u64;
+                self.file_attr(ino, len, 0o444, topic.modified_ms())
+            }
+            Node::Segment { name, .. } => {
+                let topic = self.topic(node)?;
+                let files = topic
+                    .backing_files()
+                    .map_err(|e| self.engine_error(&node.path(), &e))?;
+                let file = files
+                    .into_iter()
+                    .find(|f| &f.name == name)
+                    .ok_or_else(|| Self::not_found(&node.path()))?;
+                self.file_attr(ino, file.size, 0o444, file.mtime_ms)
+            }
+        };
+        Ok(attr)
+    }
+
+    /// The node `name` names inside `parent`, if it exists.
+    fn child(&self, parent: &Node, name: &str) -> FsResult<Node> {
+        let missing = || Self::not_found(&parent.child_path(name));
+        let child = match parent {
+            Node::Root if name == CONTROL_DIR => Node::ControlDir,
+            Node::Root => {
+                self.engine.topic(name).ok_or_else(missing)?;
+                Node::TopicDir(name.to_string())
+            }
+            Node::ControlDir => match name {
+                "config" => Node::BrokerConfig,
+                "errors" => Node::Errors,
+                _ => return Err(missing()),
+            },
+            Node::TopicDir(t) => {
+                self.topic(parent)?;
+                match name {
+                    "log" => Node::Log(t.clone()),
+                    "config" => Node::TopicConfig(t.clone()),
+                    "status" => Node::Status(t.clone()),
+                    "segments" => Node::SegmentsDir(t.clone()),
+                    _ => return Err(missing()),
+                }
+            }
+            Node::SegmentsDir(t) => {
+                let topic = self.topic(parent)?;
+                let files = topic
+                    .backing_files()
+                    .map_err(|e| self.engine_error(&parent.child_path(name), &e))?;
+                if !files.iter().any(|f| f.name == name) {
+                    return Err(missing());
+                }
+                Node::Segment {
+                    topic: t.clone(),
+                    name: name.to_string(),
+                }
+            }
+            Node::BrokerConfig
+            | Node::Errors
+            | Node::Log(_)
+            | Node::TopicConfig(_)
+            | Node::Status(_)
+            | Node::Segment { .. } => {
+                return Err(FsError {
+                    errno: libc::ENOTDIR,
+                    message: format!("{}: not a directory", parent.path()),
+                })
+            }
+        };
+        Ok(child)
+    }
+
+    fn entry(&self, node: &Node) -> FsResult<Entry> {
+        let ino = self.inodes.ino(node);
+        let attr = self.attr_of(ino, node)?;
+        let entry_ttl = match node {
+            Node::Segment { .. } => SEGMENT_ENTRY_TTL,
+            _ => FIXED_ENTRY_TTL,
+        };
+        Ok(Entry { attr, entry_ttl })
+    }
+
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
+        let parent = self.node(parent)?;
+        let Some(name) = name.to_str() else {
+            return Err(Self::not_found(&parent.child_path(&name.to_string_lossy())));
+        };
+        let child = self.child(&parent, name)?;
+        self.entry(&child)
+    }
+
+    pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
+        let node = self.node(ino)?;
+        self.attr_of(ino, &node)
+    }
+
+    pub fn setattr(&self, ino: u64, change: SetAttr) -> FsResult<Attr> {
+        let node = self.node(ino)?;
+        let path = node.path();
+        if change.mode.is_some() || change.uid.is_some() || change.gid.is_some() {
+            return Err(self.refuse(
+                &path,
+                libc::EPERM,
+                "permissions and owners are fixed by kpfs (chmod/chown are not supported)",
+            ));
+        }
+        match change.size {
+            // `>` sends the truncate together with mtime=now; the size decides.
+            Some(size) => match node {
+                Node::Log(_) => {
+                    return Err(self.refuse(
+                        &path,
+                        libc::EPERM,
+                        "log is append-only: use >> to append; records leave only \
+                         through retention (retention.ms, retention.bytes)",
+                    ))
+                }
+                // `cat saved > config` truncates first; each write is one command anyway.
+                Node::TopicConfig(_) | Node::BrokerConfig if size == 0 => {}
+                Node::TopicConfig(_) | Node::BrokerConfig => {
+                    return Err(self.refuse(
+                        &path,
+                        libc::EPERM,
+                        format!(
+                            "cannot resize a config file to {size} bytes; write key=value lines"
+                        ),
+                    ))
+                }
+                Node::Root
+                | Node::ControlDir
+                | Node::TopicDir(_)
+                | Node::SegmentsDir(_)
+                | Node::Errors
+                | Node::Status(_)
+                | Node::Segment { .. } => {
+                    return Err(self.refuse(&path, libc::EPERM, "read-only: cannot be truncated"))
+                }
+            },
+            None if change.times => {
+                return Err(self.refuse(
+                    &path,
+                    libc::EPERM,
+                    "timestamps are kept by kpfs (touch/utimensat are not supported)",
+                ))
+            }
+            None => {}
+        }
+        self.attr_of(ino, &node)
+    }
+
+    pub fn mkdir(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
+        let parent = self.node(parent)?;
+        let path = parent.child_path(&name.to_string_lossy());
+        if parent != Node::Root {
+            return Err(self.refuse(
+                &path,
+                libc::EPERM,
+                "directories can only be created in the mount root (mkdir TOPIC creates a topic)",
+            ));
+        }
+        let Some(name) = name.to_str() else {
+            return Err(self.refuse(&path, libc::EINVAL, "topic names must be UTF-8"));
+        };
+        if name == CONTROL_DIR {
+            return Err(self.refuse(&path, libc::EPERM, "the name .kpfs is reserved by kpfs"));
+        }
+        self.engine
+            .create_topic(name)
+            .map_err(|e| self.engine_error(&path, &e))?;
+        self.entry(&Node::TopicDir(name.to_string()))
+    }
+
+    pub fn rmdir(&self, parent: u64, name: &OsStr) -> FsResult<()> {
+        let parent = self.node(parent)?;
+        let path = parent.child_path(&name.to_string_lossy());
+        let Some(name) = name.to_str() else {
+            return Err(Self::not_found(&path));
+        };
+        if parent != Node::Root || name == CONTROL_DIR {
+            self.child(&parent, name)?;
+            return Err(self.refuse(
+                &path,
+                libc::EPERM,
+                "only topic directories can be removed (rmdir TOPIC deletes a topic)",
+            ));
+        }
+        match self.engine.delete_topic(name) {
+            Ok(()) => {
+                self.inodes.forget_topic(name);
+                Ok(())
+            }
+            Err(EngineError::UnknownTopic { .. }) => Err(Self::not_found(&path)),
+            Err(e) => Err(self.engine_error(&path, &e)),
+        }
+    }
+
+    /// Refuses an operation that would add, remove or move a name: the layout of a kpfs
+    /// mount is fixed by its topics.
+    pub fn refuse_namespace(&self, op: NamespaceOp, parent: u64, name: &OsStr) -> FsError {
+        let path = match self.inodes.node(parent) {
+            Some(parent) => parent.child_path(&name.to_string_lossy()),
+            None => name.to_string_lossy().into_owned(),
+        };
+        let reason = match op {
+            NamespaceOp::Create | NamespaceOp::Mknod => {
+                "cannot create files: mkdir TOPIC creates a topic; append records with >> TOPIC/log"
+            }
+            NamespaceOp::Unlink => {
+                "cannot remove files: records leave only through retention \
+                 (retention.ms, retention.bytes); rmdir TOPIC deletes a topic"
+            }
+            NamespaceOp::Rename => "cannot rename: topic and file names are fixed",
+            NamespaceOp::Link => "hard links are not supported",
+            NamespaceOp::Symlink => "symbolic links are not supported",
+        };
+        self.refuse(&path, libc::EPERM, reason)
+    }
+
+    pub fn refuse_xattr_change(&self, ino: u64) -> FsError {
+        let path = self
+            .inodes
+            .node(ino)
+            .map_or_else(|| format!("inode {ino}"), |n| n.path());
+        self.refuse(&path, libc::EPERM, "extended attributes are not supported")
+    }
+
+    pub fn open(&self, ino: u64, flags: i32) -> FsResult<Opened> {
+        let node = self.node(ino)?;
+        let path = node.path();
+        let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let read_only =
+            |what: &str| Err(self.refuse(&path, libc::EACCES, format!("{what} is read-only")));
+        let kind = match &node {
+            Node::Root | Node::ControlDir | Node::TopicDir(_) | Node::SegmentsDir(_) => {
+                return Err(self.refuse(&path, libc::EISDIR, "is a directory"))
+            }
+            Node::Log(_) => HandleKind::Log {
+                topic: self.topic(&node)?,
+                state: Mutex::new(LogState {
+                    cursor: LogCursor::default(),
+                    pending: Vec::new(),
+                }),
+            },
+            Node::TopicConfig(_) => {
+                let topic = self.topic(&node)?;
+                HandleKind::Text {
+                    text: topic.config_text().into_bytes(),
+                    target: Some(ConfigTarget::Topic(topic)),
+                }
+            }
+            Node::BrokerConfig => HandleKind::Text {
+                text: self.engine.broker_config_text().into_bytes(),
+                target: Some(ConfigTarget::Broker),
+            },
+            Node::Errors if writable => return read_only(".kpfs/errors"),
+            Node::Errors => HandleKind::Text {
+                text: self.engine.rejections_text().into_bytes(),
+                target: None,
+            },
+            Node::Status(_) if writable => return read_only("status"),
+            Node::Status(_) => HandleKind::Text {
+                text: self.topic(&node)?.status_text().into_bytes(),
+                target: None,
+            },
+            Node::Segment { .. } if writable => {
+                return read_only("segments/ is a view of the partition directory; it")
+            }
+            Node::Segment { name, .. } => {
+                let file = self
+                    .topic(&node)?
+                    .open_backing_file(name)
+                    .map_err(|e| self.engine_error(&path, &e))?;
+                HandleKind::Backing { file }
+            }
+        };
+        let fh = self.handles.insert(Handle {
+            node,
+            writable,
+            kind,
+        });
+        Ok(Opened {
+            fh,
+            direct_io: true,
+        })
+    }
+
+    pub fn opendir(&self, ino: u64) -> FsResult<Opened> {
+        let node = self.node(ino)?;
+        let parent_ino = self.inodes.ino(&node.parent());
+        let mut entries = vec![
+            DirEntry {
+                ino,
+                kind: FileKind::Directory,
+                name: ".".into(),
+            },
+            DirEntry {
+                ino: parent_ino,
+                kind: FileKind::Directory,
+                name: "..".into(),
+            },
+        ];
+        let children: Vec<Node> = match &node {
+            Node::Root => std::iter::once(Node::ControlDir)
+                .chain(self.engine.topic_names().into_iter().map(Node::TopicDir))
+                .collect(),
+            Node::ControlDir => vec![Node::BrokerConfig, Node::Errors],
+            Node::TopicDir(t) => {
+                self.topic(&node)?;
+                vec![
+                    Node::Log(t.clone()),
+                    Node::TopicConfig(t.clone()),
+                    Node::SegmentsDir(t.clone()),
+                    Node::Status(t.clone()),
+                ]
+            }
+            Node::SegmentsDir(t) => {
+                let files = self
+                    .topic(&node)?
+                    .backing_files()
+                    .map_err(|e| self.engine_error(&node.path(), &e))?;
+                let names: Vec<String> = files.into_iter().map(|f| f.name).collect();
+                self.inodes.retain_segments(t, &names);
+                names
+                    .into_iter()
+                    .map(|name| Node::Segment {
+                        topic: t.clone(),
+                        name,
+                    })
+                    .collect()
+            }
+            Node::BrokerConfig
+            | Node::Errors
+            | Node::Log(_)
+            | Node::TopicConfig(_)
+            | Node::Status(_)
+            | Node::Segment { .. } => {
+                return Err(self.refuse(&node.path(), libc::ENOTDIR, "not a directory"))
+            }
+        };
+        entries.extend(children.into_iter().map(|child| DirEntry {
+            ino: self.inodes.ino(&child),
+            kind: if child.is_dir() {
+                FileKind::Directory
+            } else {
+                FileKind::RegularFile
+            },
+            name: leaf_name(&child),
+        }));
+        let fh = self.handles.insert(Handle {
+            node,
+            writable: false,
+            kind: HandleKind::Dir { entries },
+        });
+        Ok(Opened {
+            fh,
+            direct_io: false,
+        })
+    }
+
+    /// Entries from position `offset` of the listing taken at opendir.
+    pub fn readdir(&self, fh: u64, offset: u64) -> FsResult<Vec<DirEntry>> {
+        let handle = self.handle(fh)?;
+        match &handle.kind {
+            HandleKind::Dir { entries } => Ok(entries
+                .iter()
+                .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+                .cloned()
+                .collect()),
+            HandleKind::Log { .. } | HandleKind::Text { .. } | HandleKind::Backing { .. } => {
+                Err(bad_handle(fh))
+            }
+        }
+    }
+
+    fn handle(&self, fh: u64) -> FsResult<Arc<Handle>> {
+        self.handles.get(fh).ok_or_else(|| bad_handle(fh))
+    }
+
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        let handle = self.handle(fh)?;
+        let path = handle.node.path();
+        match &handle.kind {
+            HandleKind::Log { topic, state } => {
+                let mut state = state.lock();
+                topic
+                    .read_log(&mut state.cursor, offset, size as usize)
+                    .map_err(|e| self.engine_error(&path, &e))
+            }
+            HandleKind::Text { text, .. } => {
+                let start = usize::try_from(offset)
+                    .unwrap_or(usize::MAX)
+                    .min(text.len());
+                let end = start.saturating_add(size as usize).min(text.len());
+                Ok(text[start..end].to_vec())
+            }
+            HandleKind::Backing { file } => {
+                let mut buf = vec![0; size as usize];
+                let mut filled = 0;
+                // pread may return short before EOF (signals); only 0 means the end.
+                while filled < buf.len() {
+                    match file.read_at(&mut buf[filled..], offset + filled as u64) {
+                        Ok(0) => break,
+                        Ok(n) => filled += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                            return Err(self.refuse(&path, errno, format!("read failed: {e}")));
+                        }
+                    }
+                }
+                buf.truncate(filled);
+                Ok(buf)
+            }
+            HandleKind::Dir { .. } => Err(bad_handle(fh)),
+        }
+    }
+
+    /// Handles one WRITE. The kernel's offset is ignored: `log` only ever grows at the
+    /// engine's end, whatever `i_size` the kernel had cached.
+    pub fn write(&self, fh: u64, data: &[u8]) -> FsResult<u32> {
+        let handle = self.handle(fh)?;
+        let path = handle.node.path();
+        if !handle.writable {
+            return Err(bad_handle(fh));
+        }
+        match &handle.kind {
+            HandleKind::Log { topic, state } => {
+                let mut state = state.lock();
+                self.append(topic, &mut state.pending, data, &path)?;
+            }
+            HandleKind::Text {
+                target: Some(target),
+                ..
+            } => {
+                let result = match target {
+                    ConfigTarget::Broker => self.engine.update_broker_config(data),
+                    ConfigTarget::Topic(topic) => topic.update_config(data),
+                };
+                result.map_err(|e| self.engine_error(&path, &e))?;
+            }
+            HandleKind::Text { target: None, .. }
+            | HandleKind::Backing { .. }
+            | HandleKind::Dir { .. } => return Err(bad_handle(fh)),
+        }
+        // One FUSE write is at most max_write (1 MiB here), far below u32::MAX.
+        Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
+    }
+
+    /// Commits the complete lines of `pending + data` and keeps the unterminated rest in
+    /// `pending`. On error `pending` is left as it was, so a refused write changes nothing.
+    fn append(
+        &self,
+        topic: &Topic,
+        pending: &mut Vec<u8>,
+        data: &[u8],
+        path: &str,
+    ) -> FsResult<()> {
+        let kept = pending.len();
+        pending.extend_from_slice(data);
+        let complete = pending.iter().rposition(|&b| b == b'\n').map(|i| i + 1);
+        let rest_len = pending.len() - complete.unwrap_or(0);
+        if rest_len > 0 {
+            // The engine would refuse this line at its end anyway; refusing now keeps a
+            // newline-less stream from growing the buffer without bound.
+            let limit = max_message_bytes(topic);
+            if rest_len > limit.saturating_add(1) {
+                pending.truncate(kept);
+                return Err(self.refuse(
+                    path,
+                    libc::EFBIG,
+                    format!(
+                        "unterminated line of more than {rest_len} bytes exceeds \
+                         max.message.bytes ({limit})"
+                    ),
+                ));
+            }
+        }
+        if let Some(end) = complete {
+            if let Err(e) = topic.append_lines(&pending[..end]) {
+                pending.truncate(kept);
+                return Err(self.engine_error(path, &e));
+            }
+            pending.drain(..end);
+        }
+        Ok(())
+    }
+
+    /// The last close of a descriptor: a final line without `\n` is still a record.
+    pub fn release(&self, fh: u64) {
+        let Some(handle) = self.handles.remove(fh) else {
+            return;
+        };
+        if let HandleKind::Log { topic, state } = &handle.kind {
+            let pending = std::mem::take(&mut state.lock().pending);
+            if !pending.is_empty() {
+                if let Err(e) = topic.append_lines(&pending) {
+                    // Nobody waits for RELEASE's answer; the record is all the user gets.
+                    let error = self.engine_error(&handle.node.path(), &e);
+                    tracing::warn!(errno = error.errno, "{}", error.message);
+                }
+            }
+        }
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        self.handles.remove(fh);
+    }
+
+    pub fn fsync(&self, fh: u64) -> FsResult<()> {
+        let handle = self.handle(fh)?;
+        match &handle.kind {
+            HandleKind::Log { topic, .. } => topic
+                .sync()
+                .map_err(|e| self.engine_error(&handle.node.path(), &e)),
+            // Config changes are durable when the write returns; the rest is read-only.
+            HandleKind::Text { .. } | HandleKind::Backing { .. } | HandleKind::Dir { .. } => Ok(()),
+        }
+    }
+
+    /// Space of the filesystem holding the data directory: that is where records go.
+    pub fn statfs(&self) -> FsResult<StatFs> {
+        let path = CString::new(self.data_dir.as_os_str().as_bytes()).map_err(|_| FsError {
+            errno: libc::EINVAL,
+            message: "data directory path contains NUL".into(),
+        })?;
+        let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+        // SAFETY: `path` is a valid NUL-terminated string and `st` points to writable
+        // memory of the right type for the duration of the call.
+        let rc = unsafe { libc::statvfs(path.as_ptr(), st.as_mut_ptr()) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(FsError {
+                errno: e.raw_os_error().unwrap_or(libc::EIO),
+                message: format!("statvfs {}: {e}", self.data_dir.display()),
+            });
+        }
+        // SAFETY: statvfs returned 0, so it filled the whole struct (which was zeroed).
+        let st = unsafe { st.assume_init() };
+        Ok(StatFs {
+            blocks: st.f_blocks,
+            bfree: st.f_bfree,
+            bavail: st.f_bavail,
+            files: st.f_files,
+            ffree: st.f_ffree,
+            bsize: u32::try_from(st.f_bsize).unwrap_or(u32::MAX),
+            namelen: u32::try_from(st.f_namemax).unwrap_or(255),
+            frsize: u32::try_from(st.f_frsize).unwrap_or(u32::MAX),
+        })
+    }
+}
+
+fn bad_handle(fh: u64) -> FsError {
+    FsError {
+        errno: libc::EBADF,
+        message: format!("file handle {fh} is not open for this operation"),
+    }
+}
+
+fn leaf_name(node: &Node) -> String {
+    let path = node.path();
+    match path.rsplit_once('/') {
+        Some((_, leaf)) => leaf.to_string(),
+        None => path,
+    }
+}
+
+/// The topic's `max.message.bytes`; a negative value (never valid) counts as zero.
+fn max_message_bytes(topic: &Topic) -> usize {
+    usize::try_from(topic.config().max_message_bytes).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests;

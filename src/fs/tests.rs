@@ -1,0 +1,165 @@
+//! `KpfsFs` driven directly, without a kernel: the line assembly of `log` writes, the
+//! all-or-nothing rule for refused writes, and the refusals that must leave a reason.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock};
+use crate::fs::inode::ROOT_INO;
+use crate::fs::{KpfsFs, SetAttr};
+
+struct Fixture {
+    fs: KpfsFs,
+    _dir: tempfile::TempDir,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerConfig::load(None, &[]).unwrap();
+    let engine = Engine::open(
+        dir.path(),
+        broker,
+        Arc::new(SystemClock),
+        EngineOptions::default(),
+    )
+    .unwrap();
+    let fs = KpfsFs::new(Arc::new(engine), dir.path());
+    Fixture { fs, _dir: dir }
+}
+
+impl Fixture {
+    fn ino(&self, parent: u64, name: &str) -> u64 {
+        self.fs.lookup(parent, OsStr::new(name)).unwrap().attr.ino
+    }
+
+    fn topic(&self, name: &str) -> u64 {
+        self.fs.mkdir(ROOT_INO, OsStr::new(name)).unwrap().attr.ino
+    }
+
+    fn read_all(&self, ino: u64) -> String {
+        let fh = self.fs.open(ino, libc::O_RDONLY).unwrap().fh;
+        let mut out = Vec::new();
+        loop {
+            let chunk = self.fs.read(fh, out.len() as u64, 4096).unwrap();
+            if chunk.is_empty() {
+                break;
+            }
+            out.extend_from_slice(&chunk);
+        }
+        self.fs.release(fh);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn errors(&self) -> String {
+        self.fs.engine().rejections_text()
+    }
+}
+
+#[test]
+fn lines_split_across_writes_become_whole_records() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let log = f.ino(dir, "log");
+    let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
+    for piece in ["k1:v", "1\nk2:", "v2\nk3:v3"] {
+        assert_eq!(
+            f.fs.write(fh, piece.as_bytes()).unwrap() as usize,
+            piece.len()
+        );
+    }
+    assert_eq!(f.read_all(log), "k1:v1\nk2:v2\n");
+    // The unterminated last line is a record once the writer closes.
+    f.fs.release(fh);
+    assert_eq!(f.read_all(log), "k1:v1\nk2:v2\nk3:v3\n");
+    assert_eq!(f.fs.getattr(log).unwrap().size, 18);
+}
+
+#[test]
+fn a_refused_write_leaves_the_pending_line_unchanged() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let config = f.ino(dir, "config");
+    let cfh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
+    f.fs.write(cfh, b"max.message.bytes=200").unwrap();
+    f.fs.release(cfh);
+
+    let log = f.ino(dir, "log");
+    let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
+    f.fs.write(fh, b"k:v").unwrap();
+    let huge = vec![b'x'; 400];
+    assert_eq!(f.fs.write(fh, &huge).unwrap_err().errno, libc::EFBIG);
+    assert!(f.errors().contains("t/log: "), "{}", f.errors());
+    f.fs.write(fh, b"w\n").unwrap();
+    f.fs.release(fh);
+    assert_eq!(f.read_all(log), "k:vw\n");
+}
+
+#[test]
+fn truncating_log_is_refused_but_emptying_config_is_a_no_op() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let log = f.ino(dir, "log");
+    let truncate = SetAttr {
+        size: Some(0),
+        times: true,
+        ..SetAttr::default()
+    };
+    assert_eq!(f.fs.setattr(log, truncate).unwrap_err().errno, libc::EPERM);
+    assert!(f.errors().contains("t/log: "), "{}", f.errors());
+    assert!(f.errors().contains(">>"), "{}", f.errors());
+    let config = f.ino(dir, "config");
+    f.fs.setattr(config, truncate).unwrap();
+    let touch = SetAttr {
+        times: true,
+        ..SetAttr::default()
+    };
+    assert_eq!(f.fs.setattr(config, touch).unwrap_err().errno, libc::EPERM);
+}
+
+#[test]
+fn directories_are_topics_in_the_root_only() {
+    let f = fixture();
+    let reserved = f.fs.mkdir(ROOT_INO, OsStr::new(".kpfs")).unwrap_err();
+    assert_eq!(reserved.errno, libc::EPERM);
+    let invalid = f.fs.mkdir(ROOT_INO, OsStr::new("bad name")).unwrap_err();
+    assert_eq!(invalid.errno, libc::EINVAL);
+    let dir = f.topic("t");
+    let nested = f.fs.mkdir(dir, OsStr::new("sub")).unwrap_err();
+    assert_eq!(nested.errno, libc::EPERM);
+    assert!(f.errors().contains("t/sub: "), "{}", f.errors());
+    let duplicate = f.fs.mkdir(ROOT_INO, OsStr::new("t")).unwrap_err();
+    assert_eq!(duplicate.errno, libc::EEXIST);
+}
+
+#[test]
+fn a_deleted_topic_is_gone_from_listing_and_inode_table() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let log = f.ino(dir, "log");
+    f.fs.rmdir(ROOT_INO, OsStr::new("t")).unwrap();
+    assert_eq!(f.fs.getattr(log).unwrap_err().errno, libc::ENOENT);
+    let root = f.fs.opendir(ROOT_INO).unwrap().fh;
+    let names: Vec<String> =
+        f.fs.readdir(root, 0)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+    assert_eq!(names, [".", "..", ".kpfs"]);
+    assert_eq!(
+        f.fs.rmdir(ROOT_INO, OsStr::new("t")).unwrap_err().errno,
+        libc::ENOENT
+    );
+}
+
+#[test]
+fn read_only_files_refuse_write_opens_with_a_reason() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let status = f.ino(dir, "status");
+    assert_eq!(
+        f.fs.open(status, libc::O_WRONLY).unwrap_err().errno,
+        libc::EACCES
+    );
+    assert!(f.errors().contains("t/status: "), "{}", f.errors());
+}

@@ -1,0 +1,128 @@
+# Helpers for kpfs shell tests; source this file first. Tests behave like a user at a
+# shell and never sleep for luck: every wait is a poll with a deadline.
+#
+#   KPFS   the binary under test (default: target/debug/kpfs of this checkout)
+#
+# After mount_kpfs: $MNT is the mount point, $DATA the data directory.
+
+set -euo pipefail
+
+KPFS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+KPFS=${KPFS:-$KPFS_ROOT/target/debug/kpfs}
+case $KPFS in /*) ;; *) KPFS=$PWD/$KPFS ;; esac
+[ -x "$KPFS" ] || { echo "FAIL: no kpfs binary at $KPFS (cargo build first)" >&2; exit 1; }
+
+KPFS_MOUNTS=()
+KPFS_DATA_DIRS=()
+MNT=
+DATA=
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+# wait_until SECONDS CMD...: polls CMD until it succeeds; returns 1 at the deadline.
+wait_until() {
+    local deadline=$(($(date +%s%N) + $1 * 1000000000))
+    shift
+    until "$@" >/dev/null 2>&1; do
+        [ "$(date +%s%N)" -lt "$deadline" ] || return 1
+        sleep 0.05
+    done
+}
+
+# expect_eq EXPECTED GOT [WHAT]
+expect_eq() {
+    [ "$1" == "$2" ] && return 0
+    printf 'FAIL: %s differs\n--- expected\n%s\n--- got\n%s\n---\n' "${3:-value}" "$1" "$2" >&2
+    exit 1
+}
+
+# expect_contains HAYSTACK NEEDLE [WHAT]
+expect_contains() {
+    case $1 in *"$2"*) return 0 ;; esac
+    printf 'FAIL: %s lacks "%s"\n--- got\n%s\n---\n' "${3:-text}" "$2" "$1" >&2
+    exit 1
+}
+
+# expect_errno STRERROR 'SHELL COMMAND': the command must fail and say STRERROR
+# (e.g. "Operation not permitted") on stderr.
+expect_errno() {
+    local want=$1 cmd=$2 err status=0
+    err=$(bash -c "$cmd" 2>&1 >/dev/null) || status=$?
+    [ "$status" -ne 0 ] || fail "'$cmd' succeeded; expected \"$want\""
+    expect_contains "$err" "$want" "stderr of '$cmd'"
+}
+
+# expect_rejection PATH: .kpfs/errors of $MNT names PATH.
+expect_rejection() {
+    expect_contains "$(cat "$MNT/.kpfs/errors")" " $1: " ".kpfs/errors"
+}
+
+# _kpfs_daemon_pid DATA_DIR: prints the pid of the daemon holding DATA_DIR, if it runs.
+# A zombie counts as gone: the daemon's parent exited, and whoever inherited it may be
+# slow to reap.
+_kpfs_daemon_pid() {
+    local pid state
+    pid=$(head -n1 "$1/kpfs.lock" 2>/dev/null) || return 1
+    [ -n "$pid" ] || return 1
+    state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1) || return 1
+    case $state in "" | Z | X) return 1 ;; esac
+    echo "$pid"
+}
+
+_kpfs_cleanup() {
+    local m d pid
+    for m in "${KPFS_MOUNTS[@]}"; do
+        if mountpoint -q "$m" 2>/dev/null; then
+            timeout 35 "$KPFS" umount "$m" >/dev/null 2>&1 || umount -l "$m" 2>/dev/null || true
+        fi
+        # A dead mount (ENOTCONN) is not a mountpoint to `mountpoint -q`; detach anyway.
+        umount -l "$m" 2>/dev/null || true
+    done
+    for d in "${KPFS_DATA_DIRS[@]}"; do
+        if pid=$(_kpfs_daemon_pid "$d"); then kill -9 "$pid" 2>/dev/null || true; fi
+    done
+    # rmdir, never rm -rf: a mount point that is somehow still mounted must not be emptied.
+    for m in "${KPFS_MOUNTS[@]}"; do rmdir "$m" 2>/dev/null || true; done
+    for d in "${KPFS_DATA_DIRS[@]}"; do rm -rf "$d"; done
+}
+trap _kpfs_cleanup EXIT
+
+# new_mountpoint VAR: sets VAR to a fresh empty directory that cleanup will unmount and
+# remove. (A variable, not stdout: registration must not happen in a subshell.)
+new_mountpoint() {
+    local m
+    m=$(mktemp -d /tmp/kpfs-mnt.XXXXXX)
+    KPFS_MOUNTS+=("$m")
+    printf -v "$1" '%s' "$m"
+}
+
+# new_data_dir VAR: sets VAR to a fresh data directory that cleanup will remove.
+new_data_dir() {
+    local d
+    d=$(mktemp -d /tmp/kpfs-data.XXXXXX)
+    KPFS_DATA_DIRS+=("$d")
+    printf -v "$1" '%s' "$d"
+}
+
+# mount_kpfs [ARGS...]: mounts a fresh data dir at a fresh mount point ($DATA, $MNT).
+mount_kpfs() {
+    new_data_dir DATA
+    new_mountpoint MNT
+    remount_kpfs "$@"
+}
+
+# remount_kpfs [ARGS...]: mounts $DATA at $MNT again (after umount_kpfs).
+remount_kpfs() {
+    "$KPFS" mount "$MNT" --data-dir "$DATA" "$@" || fail "kpfs mount $MNT failed"
+    wait_until 10 mountpoint -q "$MNT" || fail "$MNT is not a mount point after 10 s"
+}
+
+# umount_kpfs: unmounts $MNT and checks the daemon is gone.
+umount_kpfs() {
+    "$KPFS" umount "$MNT" || fail "kpfs umount $MNT failed"
+    ! mountpoint -q "$MNT" || fail "$MNT is still mounted after kpfs umount"
+    ! _kpfs_daemon_pid "$DATA" >/dev/null || fail "the daemon of $DATA still runs"
+}
