@@ -13,8 +13,11 @@ fn small_map() -> OffsetMap {
     OffsetMap::new(1 << 20, 0.9)
 }
 
-/// (offset, key, value) of every record in every live segment, by segment base.
-fn dump(t: &Topic) -> Vec<(u64, Vec<(u64, String, Option<String>)>)> {
+/// (offset, key, value) of one record.
+type Row = (u64, String, Option<String>);
+
+/// Every record in every live segment, by segment base.
+fn dump(t: &Topic) -> Vec<(u64, Vec<Row>)> {
     let snap = t.log().snapshot();
     snap.segments
         .iter()

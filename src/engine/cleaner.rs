@@ -14,7 +14,7 @@
 //!    `.deleted`, then `.swap` renamed to the final name (`Log::replace_segments`).
 
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;

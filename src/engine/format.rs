@@ -187,7 +187,7 @@ pub fn decode_header(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
     }
     let length = u64::from(be_u32(bytes, BATCH_LENGTH_AT));
     let size = length as usize + LENGTH_FIELD_END;
-    if size < BATCH_HEADER_BYTES || size > MAX_BATCH_BYTES {
+    if !(BATCH_HEADER_BYTES..=MAX_BATCH_BYTES).contains(&size) {
         return Err(DecodeError::BadLength(length));
     }
     let magic = bytes[MAGIC_AT];

@@ -215,10 +215,7 @@ impl Topic {
         }
         let mut out = Vec::with_capacity(len.min(4 << 20));
         let mut scratch = Vec::new();
-        let mut seg_idx = match snap.segment_for(cursor.next_offset) {
-            Some(i) => i,
-            None => 0,
-        };
+        let mut seg_idx = snap.segment_for(cursor.next_offset).unwrap_or_default();
         'segments: while out.len() < len && seg_idx < snap.segments.len() {
             let seg = &snap.segments[seg_idx];
             if cursor.next_offset >= seg.next_offset() {
