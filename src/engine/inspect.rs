@@ -305,6 +305,8 @@ struct BatchCursor<'f> {
     current: Step,
     /// Next offset after the last batch passed or current (the segment base before any).
     next_offset: u64,
+    /// An earlier walk found an invalid batch right at this walk's end.
+    ends_at_invalid: bool,
 }
 
 impl<'f> BatchCursor<'f> {
@@ -313,6 +315,7 @@ impl<'f> BatchCursor<'f> {
             walker,
             current: Step::End,
             next_offset: base_offset,
+            ends_at_invalid: false,
         };
         cursor.advance()?;
         Ok(cursor)
@@ -480,7 +483,7 @@ impl IndexWalk<'_, '_> {
                 sink(IndexLine::Problem(text))?;
             }
         }
-        if self.check && len % width as u64 != 0 {
+        if self.check && !len.is_multiple_of(width as u64) {
             let text = format!(
                 "byte {}: file length {len} is not a whole number of {width}-byte entries; \
                  the engine ignores the last {} bytes",
@@ -551,6 +554,11 @@ impl IndexWalk<'_, '_> {
                 "byte {at}: Index offset {offset} points to position {position}, at or past \
                  the first invalid batch at position {pos} of the log"
             )),
+            Step::End if log.ends_at_invalid => findings.push(format!(
+                "byte {at}: Index offset {offset} points to position {position}, at or past \
+                 the first invalid batch at position {} of the log",
+                log.walker.end
+            )),
             Step::End => findings.push(format!(
                 "byte {at}: Index offset {offset} points to position {position}, past the \
                  end of the log data ({} bytes)",
@@ -609,6 +617,11 @@ impl IndexWalk<'_, '_> {
             Step::Invalid { pos, .. } => findings.push(format!(
                 "byte {at}: Time index offset {offset} is past the valid data of the log, \
                  which ends at the invalid batch at position {pos}"
+            )),
+            Step::End if log.ends_at_invalid => findings.push(format!(
+                "byte {at}: Time index offset {offset} is past the valid data of the log, \
+                 which ends at the invalid batch at position {}",
+                log.walker.end
             )),
             Step::End => findings.push(format!(
                 "byte {at}: Time index offset {offset} is past the end of the log, whose \
@@ -1244,7 +1257,10 @@ fn check_index(
     // The log was verified already: walking its valid prefix needs only the headers.
     let walker = BatchWalker::new(&log, facts.valid_bytes, base, false);
     let mut cursor = match BatchCursor::new(walker, base) {
-        Ok(c) => c,
+        Ok(mut c) => {
+            c.ends_at_invalid = facts.invalid_at.is_some();
+            c
+        }
         Err(e) => {
             report.problem(log_path, format_args!("cannot read: {e}"));
             return;
@@ -1359,5 +1375,607 @@ fn check_cleaner_checkpoint(
             path,
             format_args!("line 2: announces {count} entries, the file has {entries}"),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::format::BatchBuilder;
+    use crate::engine::{Engine, EngineOptions, ManualClock};
+    use std::sync::Arc;
+
+    const T0: i64 = 1_764_430_000_000;
+
+    fn open(dir: &Path, clock: &Arc<ManualClock>) -> Engine {
+        Engine::open(
+            dir,
+            BrokerConfig::defaults(),
+            clock.clone(),
+            EngineOptions::default(),
+        )
+        .unwrap()
+    }
+
+    /// Topic `orders` over several 300-byte segments, every batch but a segment's first
+    /// indexed, one second between appends.
+    fn fill(engine: &Engine, clock: &ManualClock) {
+        let t = engine.create_topic("orders").unwrap();
+        t.update_config(b"internal.segment.bytes=300\nindex.interval.bytes=0")
+            .unwrap();
+        for i in 0..12 {
+            clock.advance(1000);
+            t.append_lines(format!("order-{i}-a\norder-{i}-b\n").as_bytes())
+                .unwrap();
+        }
+    }
+
+    fn build() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine = open(dir.path(), &clock);
+        fill(&engine, &clock);
+        engine.shutdown().unwrap();
+        dir
+    }
+
+    /// Live files of `orders` with `suffix`, oldest first.
+    fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+        let part = dir.join("orders-0");
+        let mut out: Vec<PathBuf> = fs::read_dir(&part)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_str().unwrap();
+                parse_segment_file_name(name).is_some_and(|(_, s)| s == suffix)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn healthy(report: &CheckReport) {
+        assert!(report.is_healthy(), "{:#?}", report.problems);
+    }
+
+    /// The problems mentioning `file`, which must exist.
+    fn problems_about(report: &CheckReport, file: &Path) -> Vec<String> {
+        let name = file.file_name().unwrap().to_str().unwrap();
+        let found: Vec<String> = report
+            .problems
+            .iter()
+            .filter(|p| p.contains(name))
+            .cloned()
+            .collect();
+        assert!(
+            !found.is_empty(),
+            "no problem names {name}: {:#?}",
+            report.problems
+        );
+        found
+    }
+
+    fn dump(path: &Path, opts: &DumpOptions) -> (String, Result<(), DumpError>) {
+        let mut out = Vec::new();
+        let result = dump_file(path, opts, &mut out);
+        (String::from_utf8(out).unwrap(), result)
+    }
+
+    /// Every file under `dir` with its bytes and length.
+    fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    todo.push(p);
+                } else {
+                    out.insert(p.clone(), fs::read(&p).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    fn set_u32(path: &Path, at: usize, value: u32) {
+        let mut bytes = fs::read(path).unwrap();
+        bytes[at..at + 4].copy_from_slice(&value.to_be_bytes());
+        fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn a_cleanly_closed_directory_is_healthy() {
+        let dir = build();
+        let report = check_data_dir(dir.path());
+        healthy(&report);
+        assert!(report.notes.is_empty(), "{:#?}", report.notes);
+        assert_eq!(report.topics, 1);
+        assert!(report.segments >= 3, "{report:?}");
+        assert_eq!(report.segments, files(dir.path(), LOG_SUFFIX).len());
+        assert_eq!(report.records, 24);
+        let index = &files(dir.path(), INDEX_SUFFIX)[0];
+        assert!(
+            fs::metadata(index).unwrap().len() > 0,
+            "the test indexes batches"
+        );
+    }
+
+    #[test]
+    fn a_crashed_directory_is_healthy_with_notes_and_check_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine = open(dir.path(), &clock);
+        fill(&engine, &clock);
+        // Mounted: the lock is held, the active indexes are preallocated, no marker.
+        let before = snapshot(dir.path());
+        let report = check_data_dir(dir.path());
+        assert_eq!(before, snapshot(dir.path()));
+        healthy(&report);
+        assert!(report.notes.iter().any(|n| n.contains(CLEAN_SHUTDOWN_FILE)));
+        if fs::read_to_string("/proc/locks").is_ok() {
+            let pid = std::process::id().to_string();
+            assert!(
+                report
+                    .notes
+                    .iter()
+                    .any(|n| n.contains(LOCK_FILE) && n.contains(&pid)),
+                "{:#?}",
+                report.notes
+            );
+        }
+        drop(engine);
+        healthy(&check_data_dir(dir.path()));
+    }
+
+    #[test]
+    fn a_flipped_byte_is_reported_with_file_and_position() {
+        let dir = build();
+        let log = &files(dir.path(), LOG_SUFFIX)[1];
+        let mut bytes = fs::read(log).unwrap();
+        bytes[BATCH_HEADER_BYTES + 3] ^= 0x10;
+        fs::write(log, &bytes).unwrap();
+        let before = snapshot(dir.path());
+        let report = check_data_dir(dir.path());
+        assert_eq!(before, snapshot(dir.path()), "check never writes");
+        let found = problems_about(&report, log);
+        assert!(
+            found.iter().any(|p| p.contains("position 0: CRC mismatch")),
+            "{found:#?}"
+        );
+        // Dumping the same file stops at the same place, with an error.
+        let (out, result) = dump(log, &DumpOptions::default());
+        assert!(
+            out.contains("invalid bytes at position 0: CRC mismatch"),
+            "{out}"
+        );
+        assert!(matches!(
+            result,
+            Err(DumpError::InvalidBatch { position: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn a_truncated_log_is_reported() {
+        let dir = build();
+        let log = files(dir.path(), LOG_SUFFIX)[0].clone();
+        let len = fs::metadata(&log).unwrap().len();
+        File::options()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_len(len - 5)
+            .unwrap();
+        let report = check_data_dir(dir.path());
+        let found = problems_about(&report, &log);
+        assert!(
+            found.iter().any(|p| p.contains("truncated batch")),
+            "{found:#?}"
+        );
+        // The index entry of the torn batch now points into bytes that do not decode.
+        let index = &files(dir.path(), INDEX_SUFFIX)[0];
+        let index_problems = problems_about(&report, index);
+        assert!(
+            index_problems
+                .iter()
+                .any(|p| p.contains("first invalid batch")),
+            "{index_problems:#?}"
+        );
+    }
+
+    #[test]
+    fn bad_names_missing_and_orphaned_indexes_are_reported() {
+        let dir = build();
+        let time_index = files(dir.path(), TIME_INDEX_SUFFIX)[1].clone();
+        let renamed = time_index.with_file_name("00000000000000000000.timeidx");
+        fs::rename(&time_index, &renamed).unwrap();
+        let index = files(dir.path(), INDEX_SUFFIX)[0].clone();
+        fs::remove_file(&index).unwrap();
+        let log = files(dir.path(), LOG_SUFFIX)[2].clone();
+        let orphan = log.with_file_name(segment_file_name(999_999, INDEX_SUFFIX));
+        fs::write(&orphan, b"").unwrap();
+        let report = check_data_dir(dir.path());
+        assert!(problems_about(&report, &renamed)[0].contains("unknown file"));
+        assert!(problems_about(&report, &time_index)[0].contains("missing"));
+        assert!(problems_about(&report, &index)[0].contains("missing"));
+        assert!(problems_about(&report, &orphan)[0].contains("orphaned"));
+        assert_eq!(report.problems.len(), 4, "{:#?}", report.problems);
+    }
+
+    #[test]
+    fn index_entries_that_do_not_match_the_log_are_reported() {
+        let dir = build();
+        let index = files(dir.path(), INDEX_SUFFIX)[0].clone();
+        let log = files(dir.path(), LOG_SUFFIX)[0].clone();
+        let entries = fs::read(&index).unwrap();
+        assert!(entries.len() >= 16, "needs two entries");
+        let first_pos = be_u32(&entries[4..]);
+        // Entry 1 claims the offset of entry 0's batch + 7 at entry 0's position + 1.
+        set_u32(&index, 4, first_pos + 1);
+        let report = check_data_dir(dir.path());
+        let found = problems_about(&report, &index);
+        assert!(
+            found.iter().any(|p| p.contains("byte 0: Index offset")
+                && p.contains(&format!(
+                    "position {}, which is not the start of a batch",
+                    first_pos + 1
+                ))),
+            "{found:#?}"
+        );
+        set_u32(&index, 4, first_pos);
+        set_u32(&index, 0, be_u32(&entries) + 1);
+        let found = problems_about(&check_data_dir(dir.path()), &index);
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains("batch there has last offset")),
+            "{found:#?}"
+        );
+        // The same through dump-log's sanity check, which names the problem and fails.
+        let opts = DumpOptions {
+            verify_index_only: true,
+            ..Default::default()
+        };
+        let (out, result) = dump(&index, &opts);
+        assert!(out.contains("batch there has last offset"), "{out}");
+        assert!(!out.contains("offset: "), "entries are not printed: {out}");
+        assert!(matches!(
+            result,
+            Err(DumpError::IndexCheckFailed { problems: 1, .. })
+        ));
+        assert!(log.exists());
+    }
+
+    #[test]
+    fn a_time_index_that_goes_back_in_time_is_reported() {
+        let dir = build();
+        let time_index = files(dir.path(), TIME_INDEX_SUFFIX)[0].clone();
+        let mut bytes = fs::read(&time_index).unwrap();
+        assert!(bytes.len() >= 24, "needs two entries");
+        // Entry 1 gets entry 0's timestamp minus one.
+        let ts = be_i64(&bytes) - 1;
+        bytes[12..20].copy_from_slice(&ts.to_be_bytes());
+        fs::write(&time_index, &bytes).unwrap();
+        let found = problems_about(&check_data_dir(dir.path()), &time_index);
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains("byte 12: Time index timestamp")
+                    && p.contains("does not increase")),
+            "{found:#?}"
+        );
+        assert!(
+            found.iter().any(|p| p.contains("has max timestamp")),
+            "{found:#?}"
+        );
+    }
+
+    #[test]
+    fn configs_and_the_cleaner_checkpoint_are_checked() {
+        let dir = build();
+        let ckpt = dir.path().join(CLEANER_CHECKPOINT_FILE);
+        fs::write(&ckpt, "0\n3\norders 0 5\nghost 0 1\norders 0 999\n").unwrap();
+        let props = dir.path().join("orders-0").join(TOPIC_CONFIG_FILE);
+        fs::write(&props, "segment.bytes=lots\n").unwrap();
+        let report = check_data_dir(dir.path());
+        let found = problems_about(&report, &ckpt);
+        assert!(found
+            .iter()
+            .any(|p| p.contains("line 4: topic ghost does not exist")));
+        assert!(found.iter().any(|p| p.contains(
+            "line 5: cleaner offset 999 of topic orders is beyond its log end offset 24"
+        )));
+        assert!(found
+            .iter()
+            .any(|p| p.contains("line 5: topic orders listed twice")));
+        assert_eq!(found.len(), 3, "{found:#?}");
+        assert_eq!(problems_about(&report, &props).len(), 1);
+        fs::write(&ckpt, "0\n1\norders 0 24\n").unwrap();
+        fs::write(&props, "").unwrap();
+        healthy(&check_data_dir(dir.path()));
+    }
+
+    #[test]
+    fn leftover_temporary_files_are_notes() {
+        let dir = build();
+        for (file, temp) in [
+            (&files(dir.path(), LOG_SUFFIX)[0], DELETED_SUFFIX),
+            (&files(dir.path(), INDEX_SUFFIX)[0], CLEANED_SUFFIX),
+            (&files(dir.path(), TIME_INDEX_SUFFIX)[0], SWAP_SUFFIX),
+        ] {
+            let mut name = file.as_os_str().to_owned();
+            name.push(temp);
+            fs::copy(file, PathBuf::from(name)).unwrap();
+        }
+        fs::write(dir.path().join("orders-0").join("kpfs-topic.tmp"), b"x").unwrap();
+        let report = check_data_dir(dir.path());
+        healthy(&report);
+        assert_eq!(report.notes.len(), 4, "{:#?}", report.notes);
+    }
+
+    /// `kv`: keys before `:`, `NULL` for a null key or a tombstone.
+    fn keyed_log() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine = open(dir.path(), &clock);
+        let t = engine.create_topic("kv").unwrap();
+        t.update_config(b"parse.key=true\nkey.separator=:\nnull.marker=NULL")
+            .unwrap();
+        t.append_lines(b"a:apple\nNULL:keyless\nb:NULL\n").unwrap();
+        clock.advance(5);
+        t.append_lines("c:\u{e9}t\u{e9}\n".as_bytes()).unwrap();
+        engine.shutdown().unwrap();
+        let log = dir
+            .path()
+            .join("kv-0")
+            .join(segment_file_name(0, LOG_SUFFIX));
+        (dir, log)
+    }
+
+    #[test]
+    fn dump_prints_batches_and_records_as_kafka() {
+        let (_dir, log) = keyed_log();
+        let bytes = fs::read(&log).unwrap();
+        let first = decode_header(&bytes).unwrap();
+        let second = decode_header(&bytes[first.size..]).unwrap();
+        let opts = DumpOptions {
+            print_data_log: true,
+            ..Default::default()
+        };
+        let (out, result) = dump(&log, &opts);
+        result.unwrap();
+        let expected = format!(
+            "Dumping {}\n\
+             Log starting offset: 0\n\
+             baseOffset: 0 lastOffset: 2 count: 3 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: {T0} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
+             | offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5 sequence: -1 headerKeys: [] key: a payload: apple\n\
+             | offset: 1 CreateTime: {T0} keySize: -1 valueSize: 7 sequence: -1 headerKeys: [] payload: keyless\n\
+             | offset: 2 CreateTime: {T0} keySize: 1 valueSize: -1 sequence: -1 headerKeys: [] key: b\n\
+             baseOffset: 3 lastOffset: 3 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: {} CreateTime: {} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
+             | offset: 3 CreateTime: {} keySize: 1 valueSize: 5 sequence: -1 headerKeys: [] key: c payload: \u{e9}t\u{e9}\n",
+            log.display(),
+            first.size,
+            first.crc,
+            first.size,
+            T0 + 5,
+            second.size,
+            second.crc,
+            T0 + 5,
+        );
+        assert_eq!(out, expected);
+
+        // Without flags only batch lines; --deep-iteration alone omits keys and values.
+        let (plain, _) = dump(&log, &DumpOptions::default());
+        assert_eq!(plain.lines().count(), 4);
+        assert!(!plain.contains("| offset"));
+        let deep = DumpOptions {
+            deep_iteration: true,
+            ..Default::default()
+        };
+        let (deep_out, _) = dump(&log, &deep);
+        assert!(deep_out.contains(&format!(
+            "| offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5 sequence: -1 headerKeys: []\n"
+        )));
+        assert!(!deep_out.contains("payload:"));
+    }
+
+    #[test]
+    fn dump_prints_indexes_and_checks_them() {
+        let dir = build();
+        let index = files(dir.path(), INDEX_SUFFIX)[0].clone();
+        let time_index = files(dir.path(), TIME_INDEX_SUFFIX)[0].clone();
+        let log = files(dir.path(), LOG_SUFFIX)[0].clone();
+        let bytes = fs::read(&log).unwrap();
+        let first = decode_header(&bytes).unwrap();
+        let second = decode_header(&bytes[first.size..]).unwrap();
+
+        let (out, result) = dump(&index, &DumpOptions::default());
+        result.unwrap();
+        let mut lines = out.lines();
+        assert_eq!(
+            lines.next().unwrap(),
+            format!("Dumping {}", index.display())
+        );
+        assert_eq!(
+            lines.next().unwrap(),
+            format!("offset: {} position: {}", second.last_offset(), first.size)
+        );
+        let (out, _) = dump(&time_index, &DumpOptions::default());
+        assert_eq!(
+            out.lines().nth(1).unwrap(),
+            format!(
+                "timestamp: {} offset: {}",
+                second.max_timestamp,
+                second.last_offset()
+            )
+        );
+
+        for path in [&index, &time_index] {
+            let opts = DumpOptions {
+                index_sanity_check: true,
+                ..Default::default()
+            };
+            let (out, result) = dump(path, &opts);
+            result.unwrap();
+            assert!(out.ends_with("passed sanity check (2 entries).\n"), "{out}");
+            let quiet = DumpOptions {
+                verify_index_only: true,
+                ..Default::default()
+            };
+            let (out, result) = dump(path, &quiet);
+            result.unwrap();
+            assert_eq!(out.lines().count(), 2, "{out}");
+        }
+    }
+
+    #[test]
+    fn dump_looks_through_temporary_suffixes() {
+        let dir = build();
+        let part = dir.path().join("orders-0");
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let from = part.join(segment_file_name(0, suffix));
+            let to = part.join(format!("{}{DELETED_SUFFIX}", segment_file_name(0, suffix)));
+            fs::rename(from, to).unwrap();
+        }
+        let opts = DumpOptions {
+            index_sanity_check: true,
+            print_data_log: true,
+            ..Default::default()
+        };
+        let (out, result) = dump(&part.join("00000000000000000000.log.deleted"), &opts);
+        result.unwrap();
+        assert!(out.contains("| offset: 0 CreateTime:"), "{out}");
+        for name in [
+            "00000000000000000000.index.deleted",
+            "00000000000000000000.timeindex.deleted",
+        ] {
+            let (out, result) = dump(&part.join(name), &opts);
+            result.unwrap();
+            assert!(out.contains("passed sanity check"), "{out}");
+        }
+        let (out, result) = dump(&part.join(TOPIC_CONFIG_FILE), &opts);
+        result.unwrap();
+        assert!(out.ends_with(&format!(
+            "Ignoring unknown file {}\n",
+            part.join(TOPIC_CONFIG_FILE).display()
+        )));
+        let stray = part.join("copy.log");
+        fs::write(&stray, b"").unwrap();
+        assert!(matches!(
+            dump(&stray, &opts).1,
+            Err(DumpError::BadFileName { .. })
+        ));
+    }
+
+    #[test]
+    fn dump_shows_delete_horizons_and_refuses_impossible_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join(segment_file_name(7, LOG_SUFFIX));
+        let mut b = BatchBuilder::new(7, T0, 0);
+        b.push(8, T0, 0, Some(b"k"), None);
+        let mut bytes = b.finish(Some(9), 3, Some(T0 + 86_400_000));
+        // Offsets past i64::MAX would overflow the header's offset arithmetic.
+        let mut huge = BatchBuilder::new(u64::MAX - 2, T0, 3);
+        huge.push(u64::MAX - 1, T0, 3, None, Some(b"x"));
+        bytes.extend(huge.finish(Some(u64::MAX), 5, None));
+        fs::write(&log, &bytes).unwrap();
+        let opts = DumpOptions {
+            print_data_log: true,
+            ..Default::default()
+        };
+        let (out, result) = dump(&log, &opts);
+        assert!(
+            out.contains("baseOffset: 7 lastOffset: 9 count: 1 ")
+                && out.contains(&format!(
+                    "deleteHorizonMs: OptionalLong[{}]",
+                    T0 + 86_400_000
+                )),
+            "{out}"
+        );
+        assert!(out.contains(&format!("| offset: 8 CreateTime: {T0} keySize: 1 valueSize: -1 sequence: -1 headerKeys: [] key: k\n")));
+        assert!(out.contains("exceed the largest offset"), "{out}");
+        assert!(matches!(result, Err(DumpError::InvalidBatch { .. })));
+    }
+
+    /// A small xorshift generator: deterministic "random" files without a dependency.
+    fn noise(seed: u64, len: usize) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dump_survives_random_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let all = DumpOptions {
+            print_data_log: true,
+            deep_iteration: true,
+            index_sanity_check: true,
+            verify_index_only: false,
+        };
+        for seed in 0..40u64 {
+            let len = (seed as usize * 397) % 5000;
+            let mut bytes = noise(seed + 1, len);
+            if seed % 2 == 0 && len >= BATCH_HEADER_BYTES {
+                // A plausible header start, so decoding goes past the magic check.
+                bytes[..8].copy_from_slice(&0u64.to_be_bytes());
+                bytes[8..12].copy_from_slice(&((len - 12) as u32).to_be_bytes());
+                bytes[12] = BATCH_MAGIC;
+            }
+            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                fs::write(dir.path().join(segment_file_name(0, suffix)), &bytes).unwrap();
+            }
+            let log = dir.path().join(segment_file_name(0, LOG_SUFFIX));
+            let (_, result) = dump(&log, &all);
+            assert_eq!(result.is_ok(), len == 0, "seed {seed}");
+            for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                let _ = dump(&dir.path().join(segment_file_name(0, suffix)), &all);
+            }
+        }
+        // And the checker over a partition full of noise.
+        let part = dir.path().join("noise-0");
+        fs::create_dir(&part).unwrap();
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            fs::write(part.join(segment_file_name(0, suffix)), noise(99, 4096)).unwrap();
+        }
+        let report = check_data_dir(dir.path());
+        assert!(!report.is_healthy());
+    }
+
+    #[test]
+    fn dump_of_a_truncated_segment_fails_except_at_batch_boundaries() {
+        let dir = build();
+        let log = files(dir.path(), LOG_SUFFIX)[0].clone();
+        let bytes = fs::read(&log).unwrap();
+        let mut boundaries = vec![0];
+        let mut at = 0;
+        while at < bytes.len() {
+            at += decode_header(&bytes[at..]).unwrap().size;
+            boundaries.push(at);
+        }
+        let copy = dir.path().join(segment_file_name(0, LOG_SUFFIX));
+        for len in 0..=bytes.len() {
+            fs::write(&copy, &bytes[..len]).unwrap();
+            let (out, result) = dump(&copy, &DumpOptions::default());
+            if boundaries.contains(&len) {
+                result.unwrap();
+            } else {
+                let last = *boundaries.iter().filter(|&&b| b < len).max().unwrap();
+                assert!(
+                    out.contains(&format!(
+                        "Found {} invalid bytes at position {last}: truncated batch",
+                        len - last
+                    )),
+                    "{len}: {out}"
+                );
+                assert!(result.is_err());
+            }
+        }
     }
 }
