@@ -19,8 +19,8 @@ use super::config::{BrokerConfig, TopicOverrides};
 use super::format::{
     decode_header, parse_segment_file_name, segment_file_name, verify_batch, BatchHeader,
     DecodeError, RecordIter, BATCH_HEADER_BYTES, BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX,
-    INDEX_SUFFIX, LOG_SUFFIX, OFFSET_INDEX_ENTRY_BYTES, SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES,
-    TIME_INDEX_SUFFIX,
+    INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, OFFSET_INDEX_ENTRY_BYTES, SWAP_SUFFIX,
+    TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX,
 };
 use super::segment::MAX_SEGMENT_FILE_BYTES;
 use super::topic::TOPIC_CONFIG_FILE;
@@ -83,7 +83,7 @@ impl fmt::Display for DumpError {
             DumpError::BadFileName { path } => write!(
                 f,
                 "{}: cannot tell the base offset: segment file names start with a \
-                 {OFFSET_DIGITS_TEXT}-digit offset, e.g. 00000000000000000000.log",
+                 {OFFSET_DIGITS}-digit offset, e.g. 00000000000000000000.log",
                 path.display()
             ),
             DumpError::InvalidBatch {
@@ -105,8 +105,6 @@ impl fmt::Display for DumpError {
     }
 }
 
-const OFFSET_DIGITS_TEXT: usize = super::format::OFFSET_DIGITS;
-
 impl std::error::Error for DumpError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -116,12 +114,12 @@ impl std::error::Error for DumpError {
     }
 }
 
-/// The three kinds of segment file.
+/// The three kinds of segment file. The values index `[log, index, timeindex]` arrays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
-    Log,
-    OffsetIndex,
-    TimeIndex,
+    Log = 0,
+    OffsetIndex = 1,
+    TimeIndex = 2,
 }
 
 impl Kind {
@@ -1711,6 +1709,59 @@ mod tests {
         let report = check_data_dir(dir.path());
         healthy(&report);
         assert_eq!(report.notes.len(), 4, "{:#?}", report.notes);
+    }
+
+    #[test]
+    fn a_compacted_topic_is_healthy_and_dumps_its_delete_horizons() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine = open(dir.path(), &clock);
+        let t = engine.create_topic("cmp").unwrap();
+        t.update_config(
+            b"cleanup.policy=compact\nsegment.ms=3000\nmin.cleanable.dirty.ratio=0.01\n\
+              delete.retention.ms=60000\nparse.key=true\nkey.separator=:\nnull.marker=NULL\n\
+              index.interval.bytes=0",
+        )
+        .unwrap();
+        let mut passes = 0;
+        for round in 0..4 {
+            for k in ["a", "b", "c"] {
+                t.append_lines(format!("{k}:round{round}-{k}\n").as_bytes())
+                    .unwrap();
+            }
+            if round == 1 {
+                t.append_lines(b"a:NULL\n").unwrap();
+            }
+            clock.advance(4000);
+            passes += usize::from(engine.run_cleaner_once().is_some());
+        }
+        assert!(passes >= 2, "the cleaner ran");
+        // Mounted, with replaced segments awaiting `file.delete.delay.ms`.
+        let report = check_data_dir(dir.path());
+        healthy(&report);
+        assert!(
+            report.notes.iter().any(|n| n.contains(".log.deleted")),
+            "{:#?}",
+            report.notes
+        );
+        engine.shutdown().unwrap();
+        drop(engine);
+        assert!(dir.path().join(CLEANER_CHECKPOINT_FILE).exists());
+        healthy(&check_data_dir(dir.path()));
+        let part = dir.path().join("cmp-0");
+        let opts = DumpOptions {
+            print_data_log: true,
+            index_sanity_check: true,
+            ..Default::default()
+        };
+        let mut horizons = 0;
+        for entry in fs::read_dir(&part).unwrap() {
+            let path = entry.unwrap().path();
+            let (out, result) = dump(&path, &opts);
+            result.unwrap();
+            horizons += out.matches("deleteHorizonMs: OptionalLong[").count();
+        }
+        assert!(horizons > 0, "the retained tombstone's batch has a horizon");
     }
 
     /// `kv`: keys before `:`, `NULL` for a null key or a tombstone.
