@@ -1214,7 +1214,7 @@ fn check_log(path: &Path, base: u64, report: &mut CheckReport) -> Option<LogFact
                     path,
                     format_args!(
                         "position {pos}: {reason}; the {} bytes from here on do not decode \
-                         (the next open truncates the segment here and deletes every later segment)",
+                         (recovery truncates the segment here and deletes every later segment)",
                         len - pos
                     ),
                 );
