@@ -7,6 +7,7 @@ pub mod config;
 pub mod error;
 pub mod format;
 pub mod index;
+pub mod inspect;
 pub mod log;
 pub mod retention;
 pub mod segment;
