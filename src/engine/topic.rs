@@ -100,6 +100,7 @@ impl Topic {
         clean_shutdown: bool,
     ) -> Result<(Topic, OpenReport)> {
         let config_path = dir.join(TOPIC_CONFIG_FILE);
+        remove_stale_temporary(&config_path);
         let overrides = match std::fs::read_to_string(&config_path) {
             Ok(text) => TopicOverrides::from_properties(&text)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => TopicOverrides::default(),
@@ -273,7 +274,8 @@ impl Topic {
         let mut scratch = Vec::new();
         let mut at = 0;
         while at < bytes.len() && cursor.pending.is_empty() {
-            let h = decode_header(&bytes[at..]).map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+            let h = decode_header(&bytes[at..])
+                .map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
             if h.last_offset() >= cursor.next_offset {
                 for rec in RecordIter::new(&h, &bytes[at..at + h.size]) {
                     let rec = rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
@@ -657,10 +659,25 @@ fn corrupt(path: PathBuf, position: u64, e: super::format::DecodeError) -> Engin
     }
 }
 
+fn temporary_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+/// Removes what a crash in the middle of [`write_atomically`] left behind.
+pub fn remove_stale_temporary(path: &Path) {
+    let tmp = temporary_path(path);
+    if tmp.exists() {
+        tracing::info!(file = %tmp.display(), "removing a half-written temporary file");
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
 /// Writes a small file so that a crash leaves either the old or the new content.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    let tmp = path.with_extension("tmp");
+    let tmp = temporary_path(path);
     let io = |what: &str, e| EngineError::io(format!("{what} {}", tmp.display()), e);
     let mut f = File::create(&tmp).map_err(|e| io("create", e))?;
     f.write_all(bytes).map_err(|e| io("write", e))?;
