@@ -24,13 +24,13 @@ use super::format::{
 };
 use super::segment::{RollReason, Segment, MAX_SEGMENT_FILE_BYTES};
 
-/// One record to append: the line protocol already split key and value and measured how
-/// many bytes the record takes in the rendered stream.
+/// One record to append: the line protocol already split the line into key and value.
 #[derive(Clone, Copy, Debug)]
 pub struct PendingRecord<'a> {
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
-    pub stream_bytes: u64,
+    /// The line without its newline; the record takes `line.len() + 1` stream bytes.
+    pub line: &'a [u8],
 }
 
 /// What an append did.
@@ -432,7 +432,7 @@ impl Log {
         };
         // Whole-append checks first, so a refused write changes nothing.
         for r in records {
-            let single = (BATCH_HEADER_BYTES + BatchBuilder::record_size(r.key, r.value)) as u64;
+            let single = (BATCH_HEADER_BYTES + BatchBuilder::record_size(r.line.len())) as u64;
             if single > segment_size {
                 return Err(EngineError::RecordTooLarge {
                     message: format!(
@@ -445,23 +445,25 @@ impl Log {
         // Batches are at most this big, so the read path can hold one in memory and a
         // batch never needs a segment of its own beyond the configured size.
         let batch_limit = segment_size.min(1 << 20) as usize;
+        let render_id = config.render_id();
         let mut i = 0;
         while i < records.len() {
             let mut builder = BatchBuilder::with_capacity(
                 next_offset,
                 now,
                 stream_pos,
-                batch_limit.min(64 << 10),
+                render_id,
+                batch_limit.min(1 << 20),
             );
             let mut stream_end = stream_pos;
             while i < records.len() {
                 let r = &records[i];
-                let add = BatchBuilder::record_size(r.key, r.value);
+                let add = BatchBuilder::record_size(r.line.len());
                 if builder.record_count() > 0 && builder.encoded_len() + add > batch_limit {
                     break;
                 }
-                builder.push(next_offset, now, stream_end, r.key, r.value);
-                stream_end += r.stream_bytes;
+                builder.push(next_offset, now, stream_end, r.key, r.value, r.line);
+                stream_end += r.line.len() as u64 + 1;
                 next_offset += 1;
                 i += 1;
             }

@@ -22,6 +22,7 @@ use super::log::{
     sync_dir, AppendInfo, DeletedSegment, Log, LogSnapshot, OpenReport, PendingRecord,
 };
 use super::retention::{self, DeletionCause, SegmentFacts};
+use super::segment::Segment;
 
 /// File in the partition directory holding the topic's config overrides.
 pub const TOPIC_CONFIG_FILE: &str = "kpfs-topic.properties";
@@ -50,6 +51,8 @@ pub struct LogCursor {
     pending_at: usize,
     /// (segment id, file position) of the batch after the last one rendered.
     hint: Option<(u64, u64)>,
+    /// Reused for the raw batches of every read.
+    read_buf: Vec<u8>,
 }
 
 /// Segments deleted by one retention step.
@@ -267,16 +270,63 @@ impl Topic {
             Some((id, at)) if id == seg.id() => at,
             _ => seg.lookup_position(cursor.next_offset),
         };
-        let bytes = seg.read_batches(file_pos, (len - out.len()).clamp(8 << 10, 4 << 20))?;
+        let mut bytes = std::mem::take(&mut cursor.read_buf);
+        let read = seg.read_batches_into(
+            file_pos,
+            (len - out.len()).clamp(8 << 10, 4 << 20),
+            &mut bytes,
+        );
+        let rendered = read
+            .and_then(|()| self.render_batches(cursor, seg, file_pos, &bytes, render, out, len));
+        cursor.read_buf = bytes;
+        rendered
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn render_batches(
+        &self,
+        cursor: &mut LogCursor,
+        seg: &Segment,
+        file_pos: u64,
+        bytes: &[u8],
+        render: &Render,
+        out: &mut Vec<u8>,
+        len: usize,
+    ) -> Result<bool> {
         if bytes.is_empty() {
             return Ok(false);
         }
+        out.reserve(bytes.len().min(len - out.len()));
         let mut scratch = Vec::new();
         let mut at = 0;
         while at < bytes.len() && cursor.pending.is_empty() {
             let h = decode_header(&bytes[at..])
                 .map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
-            if h.last_offset() >= cursor.next_offset {
+            if h.last_offset() >= cursor.next_offset && h.render_id == render.id && cursor.skip == 0
+            {
+                // The stored lines are the rendering: copy them from the first wanted record.
+                let batch = &bytes[at..at + h.size];
+                let lines = &batch[h.lines_at()..];
+                let start = if h.base_offset >= cursor.next_offset {
+                    0
+                } else {
+                    let mut first = lines.len();
+                    for rec in RecordIter::new(&h, batch) {
+                        let rec =
+                            rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                        if rec.offset >= cursor.next_offset {
+                            first = rec.line_at;
+                            break;
+                        }
+                    }
+                    first
+                };
+                let wanted = &lines[start..];
+                let take = wanted.len().min(len - out.len());
+                out.extend_from_slice(&wanted[..take]);
+                cursor.pending.extend_from_slice(&wanted[take..]);
+                cursor.next_offset = h.next_offset();
+            } else if h.last_offset() >= cursor.next_offset {
                 for rec in RecordIter::new(&h, &bytes[at..at + h.size]) {
                     let rec = rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
                     if rec.offset < cursor.next_offset {
@@ -691,6 +741,8 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// How records are rendered into the `log` stream under a topic config.
 struct Render<'a> {
+    /// [`TopicConfig::render_id`]: batches written with the same id need no re-rendering.
+    id: u32,
     parse_key: bool,
     separator: &'a [u8],
     null_marker: &'a [u8],
@@ -699,6 +751,7 @@ struct Render<'a> {
 impl<'a> Render<'a> {
     fn new(config: &'a TopicConfig) -> Self {
         Render {
+            id: config.render_id(),
             parse_key: config.parse_key,
             separator: &config.key_separator,
             null_marker: config.null_marker.as_deref().unwrap_or(&[]),
@@ -738,17 +791,13 @@ fn parse_lines<'a>(
     let mut line_number = 0u64;
     while !rest.is_empty() {
         line_number += 1;
-        let (line, stream_bytes) = match memchr(b'\n', rest) {
+        let line = match memchr::memchr(b'\n', rest) {
             Some(i) => {
                 let line = &rest[..i];
                 rest = &rest[i + 1..];
-                (line, i as u64 + 1)
+                line
             }
-            None => {
-                let line = rest;
-                rest = &[];
-                (line, line.len() as u64 + 1)
-            }
+            None => std::mem::take(&mut rest),
         };
         if line.len() > max {
             return Err(EngineError::RecordTooLarge {
@@ -782,22 +831,15 @@ fn parse_lines<'a>(
                 message: format!("Compacted topic cannot accept message without key in topic partition {topic}-0"),
             });
         }
-        records.push(PendingRecord {
-            key,
-            value,
-            stream_bytes,
-        });
+        records.push(PendingRecord { key, value, line });
     }
     Ok(records)
 }
 
-fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == needle)
-}
-
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || needle.len() > haystack.len() {
-        return None;
+    match needle {
+        [] => None,
+        [byte] => memchr::memchr(*byte, haystack),
+        _ => memchr::memmem::find(haystack, needle),
     }
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
