@@ -217,7 +217,10 @@ fn check(t: &Topic, m: &mut TopicModel) -> Result<(), TestCaseError> {
             n
         );
         let w = &m.records[r.offset as usize];
-        let key = r.key.as_deref().map(|k| String::from_utf8_lossy(k).into_owned());
+        let key = r
+            .key
+            .as_deref()
+            .map(|k| String::from_utf8_lossy(k).into_owned());
         let val = r
             .value
             .as_deref()
