@@ -564,3 +564,59 @@ fn r11_hand_edited_sealed_segment_never_reads_as_wrong_bytes() {
     assert_eq!(t.log().log_end_offset(), bad_offset);
     assert_eq!(cat_string(&t), good);
 }
+
+#[test]
+fn r05b_swap_interrupted_in_its_last_rename_leaves_no_swap_files() {
+    let s = swap_images();
+    // Crash while renaming `.swap -> final`: the `.log` made it, its indexes did not, and
+    // the originals are already gone.
+    let img = s.image();
+    let dir = topic_dir(img.path());
+    for &b in &s.before_bases {
+        if b < *s.cleaned.last().unwrap() + 1 && !s.after_bases.contains(&b) {
+            for kind in [LOG, INDEX, TIME_INDEX] {
+                fs::remove_file(seg(&dir, b, kind)).unwrap();
+            }
+        }
+    }
+    for &b in &s.cleaned {
+        for kind in [LOG, INDEX, TIME_INDEX] {
+            fs::remove_file(seg(&dir, b, kind)).unwrap();
+        }
+        s.plant(img.path(), b, ["", ".swap", ".swap"]);
+    }
+    let (_e, t) = s.open(img.path());
+    assert_eq!(cat_string(&t), s.after_text);
+    assert_eq!(log_bases(&dir), s.after_bases);
+    let left: Vec<String> = names(&dir)
+        .into_iter()
+        .filter(|n| n.ends_with(".swap"))
+        .collect();
+    assert!(left.is_empty(), "stale swap files left behind: {left:?}");
+}
+
+#[test]
+fn r09b_random_bytes_in_an_index_after_a_clean_stop_never_hide_records() {
+    let mut f = Fixture::new();
+    let (t, text) = plain_topic(&f, 60);
+    let dir = t.dir().to_path_buf();
+    let bases: Vec<u64> = t
+        .log()
+        .snapshot()
+        .segments
+        .iter()
+        .map(|s| s.base_offset())
+        .collect();
+    drop(t);
+    stop_cleanly(&mut f);
+    // One plausible-looking entry (increasing, non-zero position) that points past the
+    // end of the `.log`: what a hand edit or a stray write could leave.
+    let mut junk = Vec::new();
+    junk.extend_from_slice(&3u32.to_be_bytes());
+    junk.extend_from_slice(&0x00F0_0000u32.to_be_bytes());
+    fs::write(seg(&dir, bases[1], INDEX), &junk).unwrap();
+    start(&mut f);
+    let t = f.topic("r");
+    assert_eq!(cat_string(&t), text);
+    assert_random_reads(&t, &text);
+}
