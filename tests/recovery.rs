@@ -620,3 +620,31 @@ fn r09b_random_bytes_in_an_index_after_a_clean_stop_never_hide_records() {
     assert_eq!(cat_string(&t), text);
     assert_random_reads(&t, &text);
 }
+
+#[test]
+fn r12_stream_size_survives_reopen_after_retention_emptied_the_log() {
+    for clean in [true, false] {
+        let mut f = Fixture::new();
+        let (t, text) = plain_topic(&f, 20);
+        set(&t, "retention.ms=1000");
+        f.advance(1001);
+        assert!(f.engine().run_retention_once() > 0);
+        assert_eq!(t.log().log_start_offset(), 20);
+        assert_eq!(t.stream_len(), text.len() as u64);
+        drop(t);
+        if clean {
+            stop_cleanly(&mut f);
+        } else {
+            crash(&mut f);
+        }
+        start(&mut f);
+        let t = f.topic("r");
+        assert_eq!(t.log().log_start_offset(), 20);
+        // The size of `log` never decreases: readers hold kernel offsets into it.
+        assert_eq!(t.stream_len(), text.len() as u64, "clean={clean}");
+        t.append_lines(b"after\n").unwrap();
+        let mut cursor = LogCursor::default();
+        let got = t.read_log(&mut cursor, text.len() as u64, 100).unwrap();
+        assert_eq!(got, b"after\n", "clean={clean}");
+    }
+}
