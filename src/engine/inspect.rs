@@ -23,6 +23,7 @@ use super::format::{
     TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX,
 };
 use super::segment::MAX_SEGMENT_FILE_BYTES;
+use super::log::STREAM_START_FILE;
 use super::topic::TOPIC_CONFIG_FILE;
 use super::{
     validate_topic_name, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DYNAMIC_BROKER_CONFIG_FILE,
@@ -1067,6 +1068,9 @@ fn check_partition(dir: &Path, report: &mut CheckReport) -> u64 {
         }
         if entry.name == TOPIC_CONFIG_FILE {
             check_topic_config(&path, report);
+            continue;
+        }
+        if entry.name == STREAM_START_FILE {
             continue;
         }
         if entry.name.ends_with(TMP_SUFFIX) {

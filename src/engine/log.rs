@@ -169,7 +169,8 @@ impl Log {
             }
         }
         let mut segments: Vec<Arc<Segment>> = Vec::new();
-        let mut stream_pos = 0u64;
+        // An empty first segment has no batch to tell where the stream stands.
+        let mut stream_pos = read_stream_start(dir, bases.first().copied());
         let total = bases.len();
         let mut cut_from: Option<usize> = None;
         for (i, &base) in bases.iter().enumerate() {
@@ -277,7 +278,8 @@ impl Log {
                 let Some((base, suffix)) = parse_segment_file_name(stripped) else {
                     continue;
                 };
-                if min_cleaned.is_some_and(|m| base >= m) {
+                let log_swap = super::format::segment_file_name(base, LOG_SUFFIX) + SWAP_SUFFIX;
+                if min_cleaned.is_some_and(|m| base >= m) || !names.contains(&log_swap) {
                     // Part of a clean that never finished writing: roll it back.
                     remove_file(&self.dir.join(name))?;
                     report.removed_files.push(name.clone());
@@ -582,6 +584,12 @@ impl Log {
                 "the active segment always survives deletion"
             );
             sh.log_start_offset = sh.log_start_offset.max(kept[0].base_offset());
+            let first = kept[0].info();
+            write_stream_start(
+                &self.dir,
+                first.base_offset,
+                first.stream_start.unwrap_or(first.stream_end),
+            )?;
             sh.segments = Arc::new(kept);
             victims = gone;
         }
@@ -737,6 +745,28 @@ impl Log {
             }
         }
         assert!(snap.log_start_offset >= snap.segments[0].base_offset());
+    }
+}
+
+/// `<base offset> <stream position>` of the first segment, so an empty first segment
+/// keeps its stream position across a reopen.
+pub const STREAM_START_FILE: &str = "kpfs-stream-start";
+
+fn write_stream_start(dir: &Path, base: u64, stream_pos: u64) -> Result<()> {
+    super::topic::write_atomically(
+        &dir.join(STREAM_START_FILE),
+        format!("{base} {stream_pos}\n").as_bytes(),
+    )
+}
+
+fn read_stream_start(dir: &Path, first_base: Option<u64>) -> u64 {
+    let Ok(text) = fs::read_to_string(dir.join(STREAM_START_FILE)) else {
+        return 0;
+    };
+    let mut parts = text.split_whitespace().map(|p| p.parse::<u64>());
+    match (parts.next(), parts.next()) {
+        (Some(Ok(base)), Some(Ok(pos))) if Some(base) == first_base => pos,
+        _ => 0,
     }
 }
 

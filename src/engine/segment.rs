@@ -260,6 +260,20 @@ impl Segment {
         let (mut max_ts, mut offset_of_max) =
             st.time_index.last().unwrap_or((-1, self.base_offset));
         let mut pos = u64::from(st.offset_index.last().map_or(0, |(_, p)| p));
+        // Indexes are not checksummed: the last entry must name a batch that ends at
+        // its offset, or the tail facts would come from nowhere.
+        if let Some((offset, at)) = st.offset_index.last() {
+            let h = self.read_header_at(u64::from(at), st.size.max(u64::from(at)))?;
+            if h.last_offset() != offset {
+                return Err(self.corrupt(
+                    u64::from(at),
+                    DecodeError::BadRecord(format!(
+                        "index entry for offset {offset} points at a batch ending at {}",
+                        h.last_offset()
+                    )),
+                ));
+            }
+        }
         let mut last: Option<BatchHeader> = None;
         while pos < st.size {
             let h = self.read_header_at(pos, st.size)?;
