@@ -85,6 +85,7 @@ pub struct Topic {
     future_timestamp_segment: AtomicI64,
     pub stats: TopicStats,
     pub cleaner: super::cleaner::TopicCleaner,
+    pub events: super::events::EventLog,
 }
 
 impl std::fmt::Debug for Topic {
@@ -140,6 +141,7 @@ impl Topic {
                 future_timestamp_segment: AtomicI64::new(-1),
                 stats: TopicStats::default(),
                 cleaner: Default::default(),
+                events: Default::default(),
             },
             report,
         ))
@@ -176,6 +178,15 @@ impl Topic {
     }
 
     pub fn append_lines_info(&self, data: &[u8]) -> Result<AppendInfo> {
+        let result = self.append_parsed(data);
+        if let Err(e) = &result {
+            self.events
+                .record(self.clock.now_ms(), "refused-append", &e.to_string());
+        }
+        result
+    }
+
+    fn append_parsed(&self, data: &[u8]) -> Result<AppendInfo> {
         let config = self.config();
         let records = parse_lines(data, &config, &self.name)?;
         if records.is_empty() {
@@ -192,6 +203,27 @@ impl Topic {
             .store(self.clock.now_ms(), Ordering::Relaxed);
         for (offset, reason) in &info.rolls {
             tracing::info!(topic = %self.name, base_offset = offset, %reason, "rolled segment");
+            let why = match reason {
+                super::segment::RollReason::Size => format!(
+                    "the active segment plus the incoming batch would exceed the segment size {}",
+                    config.segment_size()
+                ),
+                super::segment::RollReason::Time => format!(
+                    "the segment's first record is older than segment.ms {} minus its jitter",
+                    config.max_segment_ms()
+                ),
+                super::segment::RollReason::IndexFull => {
+                    "an index of the active segment is full".to_string()
+                }
+                super::segment::RollReason::Retention => {
+                    "retention expired every segment".to_string()
+                }
+            };
+            self.events.record(
+                self.clock.now_ms(),
+                "roll",
+                &format!("new segment at offset {offset}: reason={reason}: {why}"),
+            );
         }
         Ok(info)
     }
@@ -537,7 +569,28 @@ impl Topic {
         }
         let facts = self.segment_facts();
         let last = facts[count - 1].base_offset;
+        let reasons = explain_deletion(&facts, count, &cause);
+        let rolls_first = count == facts.len();
+        let log_end = self.log.log_end_offset();
         let segments = self.log.delete_segments_through(last, config)?;
+        let now = self.clock.now_ms();
+        if rolls_first {
+            self.events.record(
+                now,
+                "roll",
+                &format!("new segment at offset {log_end}: reason=retention: every segment, the active one included, is deletable, so an empty active segment is rolled first"),
+            );
+        }
+        for reason in &reasons {
+            self.events.record(
+                now,
+                "delete",
+                &format!(
+                    "{reason}; renamed .deleted, removed after file.delete.delay.ms {}",
+                    config.file_delete_delay_ms
+                ),
+            );
+        }
         let counter = match cause {
             DeletionCause::LogStartOffset { .. } => &self.stats.segments_deleted_log_start,
             DeletionCause::Size { .. } => &self.stats.segments_deleted_size,
@@ -553,6 +606,11 @@ impl Topic {
         );
         done.push(RetentionDeletion { cause, segments });
         Ok(())
+    }
+
+    /// The `events` file: recent actions, newest last.
+    pub fn events_text(&self) -> String {
+        self.events.text()
     }
 
     /// The `status` file: `name: value` lines.
@@ -628,6 +686,161 @@ impl Topic {
             );
         } else {
             line("write_state", "ok".into());
+        }
+        let now = self.clock.now_ms();
+        for (k, v) in self.retention_diagnostics(&snap, &config, now) {
+            line(k, v);
+        }
+        if config.cleanup_policy.compact {
+            for (k, v) in self.cleaner_diagnostics(&snap, &config, now) {
+                line(k, v);
+            }
+        }
+        out
+    }
+
+    /// Why the oldest segment is (not yet) deletable, answering "why is my data not
+    /// deleted" from the numbers retention uses.
+    fn retention_diagnostics(
+        &self,
+        snap: &LogSnapshot,
+        config: &TopicConfig,
+        now: i64,
+    ) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if !config.cleanup_policy.delete {
+            out.push((
+                "retention",
+                "cleanup.policy has no delete: retention.ms and retention.bytes have no effect (only log-start-offset deletion applies)".to_string(),
+            ));
+            return out;
+        }
+        let oldest = &snap.segments[0];
+        let only_active = snap.segments.len() == 1;
+        if oldest.is_empty() {
+            out.push((
+                "retention_oldest_segment",
+                "the log is empty: nothing to delete".to_string(),
+            ));
+            return out;
+        }
+        let time = if config.retention_ms < 0 {
+            "never by time (retention.ms=-1)".to_string()
+        } else {
+            let ts = oldest.largest_timestamp();
+            if ts > now {
+                format!(
+                    "never by time while its largest timestamp {ts} ({}) is in the future",
+                    super::format_time_ms(ts)
+                )
+            } else {
+                let at = ts.saturating_add(config.retention_ms).saturating_add(1);
+                format!(
+                    "by time once its largest timestamp {} ({}) is older than retention.ms {}: at {} or the first retention check after",
+                    ts,
+                    super::format_time_ms(ts),
+                    config.retention_ms,
+                    super::format_time_ms(at)
+                )
+            }
+        };
+        out.push((
+            "retention_oldest_segment",
+            format!("segment {}: {time}", oldest.base_offset()),
+        ));
+        let size: u64 = snap.segments.iter().map(|s| s.size()).sum();
+        let by_size = if config.retention_bytes < 0 {
+            "off (retention.bytes=-1)".to_string()
+        } else {
+            format!(
+                "partition {size} bytes vs retention.bytes {}: the oldest segment ({} bytes) goes when the excess {} reaches its size",
+                config.retention_bytes,
+                oldest.size(),
+                size as i128 - i128::from(config.retention_bytes)
+            )
+        };
+        out.push(("retention_size", by_size));
+        if only_active {
+            out.push((
+                "retention_note",
+                "all records are in the active segment: it is deleted only when it expires as a whole (then a new empty one is rolled first); it rolls on the next append after segment.ms or at segment.bytes".to_string(),
+            ));
+        }
+        out
+    }
+
+    /// Why compaction is (not) due, the cleaner's state and its last pass.
+    fn cleaner_diagnostics(
+        &self,
+        snap: &LogSnapshot,
+        config: &TopicConfig,
+        now: i64,
+    ) -> Vec<(&'static str, String)> {
+        let view = super::cleaner::cleaner_view(snap, *self.cleaner.checkpoint.lock(), config, now);
+        let mut out = vec![
+            ("dirty_ratio", format!("{:.4}", view.ratio())),
+            (
+                "min_cleanable_dirty_ratio",
+                config.min_cleanable_dirty_ratio.to_string(),
+            ),
+            ("first_dirty_offset", view.first_dirty_offset.to_string()),
+            (
+                "first_uncleanable_offset",
+                view.first_uncleanable_offset.to_string(),
+            ),
+            ("clean_bytes", view.clean_bytes.to_string()),
+            ("cleanable_bytes", view.cleanable_bytes.to_string()),
+        ];
+        let state = match &*self.cleaner.state.lock() {
+            super::cleaner::CleanerState::Idle => "idle".to_string(),
+            super::cleaner::CleanerState::Cleaning => "cleaning".to_string(),
+            super::cleaner::CleanerState::Uncleanable(why) => format!("uncleanable: {why}"),
+        };
+        out.push(("cleaner_state", state));
+        out.push((
+            "compaction_due",
+            match view.why_not_due(config) {
+                None if view.max_compaction_delay_ms > 0 => format!(
+                    "yes: max.compaction.lag.ms {} passed {} ms ago",
+                    config.max_compaction_lag_ms, view.max_compaction_delay_ms
+                ),
+                None => format!(
+                    "yes: dirty ratio {:.4} > {}",
+                    view.ratio(),
+                    config.min_cleanable_dirty_ratio
+                ),
+                Some(why) => format!("no: {why}"),
+            },
+        ));
+        if !config.parse_key {
+            out.push((
+                "compaction_warning",
+                "parse.key=false: appends have no key and are refused on a compacted topic"
+                    .to_string(),
+            ));
+        }
+        out.push((
+            "cleaner_passes",
+            self.cleaner.passes.load(Ordering::Relaxed).to_string(),
+        ));
+        if let Some(p) = &*self.cleaner.last_pass.lock() {
+            out.push((
+                "last_clean",
+                format!(
+                    "at {} offsets [{}, {}){} took {} ms: read {} bytes, wrote {} bytes, removed {} records ({} tombstones), kept {} tombstones, map utilization {:.1}%",
+                    super::format_time_ms(p.started_ms),
+                    p.first_dirty_offset,
+                    p.end_offset,
+                    if p.partial { " partial" } else { "" },
+                    p.elapsed_ms,
+                    p.bytes_read,
+                    p.bytes_written,
+                    p.records_removed,
+                    p.tombstones_removed,
+                    p.tombstones_retained,
+                    p.buffer_utilization * 100.0
+                ),
+            ));
         }
         out
     }
@@ -722,6 +935,50 @@ pub fn remove_stale_temporary(path: &Path) {
         tracing::info!(file = %tmp.display(), "removing a half-written temporary file");
         let _ = std::fs::remove_file(&tmp);
     }
+}
+
+/// One line per deleted segment saying which rule took it, with the numbers.
+fn explain_deletion(facts: &[SegmentFacts], count: usize, cause: &DeletionCause) -> Vec<String> {
+    let mut out = Vec::with_capacity(count);
+    match cause {
+        DeletionCause::Time {
+            retention_ms,
+            now_ms,
+        } => {
+            for f in &facts[..count] {
+                out.push(format!(
+                    "segment {} cause=time: largest timestamp {} ({}) is {} ms old, more than retention.ms {retention_ms}",
+                    f.base_offset,
+                    f.largest_timestamp,
+                    super::format_time_ms(f.largest_timestamp),
+                    now_ms - f.largest_timestamp
+                ));
+            }
+        }
+        DeletionCause::Size {
+            total_bytes,
+            retention_bytes,
+        } => {
+            let mut diff = *total_bytes as i128 - i128::from(*retention_bytes);
+            for f in &facts[..count] {
+                out.push(format!(
+                    "segment {} cause=size: partition is {diff} bytes over retention.bytes {retention_bytes} (total {total_bytes}) and {diff} - {} segment bytes >= 0",
+                    f.base_offset, f.size
+                ));
+                diff -= f.size as i128;
+            }
+        }
+        DeletionCause::LogStartOffset { log_start_offset } => {
+            for (i, f) in facts[..count].iter().enumerate() {
+                out.push(format!(
+                    "segment {} cause=log_start_offset: the next segment starts at {} <= log start offset {log_start_offset}",
+                    f.base_offset,
+                    facts.get(i + 1).map_or(0, |n| n.base_offset)
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Writes a small file so that a crash leaves either the old or the new content.
