@@ -262,6 +262,9 @@ pub struct TopicCleaner {
     pub state: Mutex<CleanerState>,
     pub last_pass: Mutex<Option<PassStats>>,
     pub passes: AtomicU64,
+    /// Totals over every pass since the mount, for the metrics counters.
+    pub tombstones_removed: AtomicU64,
+    pub records_removed: AtomicU64,
 }
 
 /// Kafka's `cleanableOffsets` + `LogToClean` over a snapshot.

@@ -71,6 +71,59 @@ pub struct TopicStats {
     pub segments_deleted_time: AtomicU64,
     pub segments_deleted_size: AtomicU64,
     pub segments_deleted_log_start: AtomicU64,
+    /// Records of refused appends, by reason (a refused write refuses all its records).
+    pub refused_keyless_compacted: AtomicU64,
+    pub refused_too_large: AtomicU64,
+    pub refused_invalid: AtomicU64,
+}
+
+/// Why an append was refused, as the metrics label it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefusalReason {
+    KeylessCompacted,
+    TooLarge,
+    Invalid,
+}
+
+impl RefusalReason {
+    pub const ALL: [RefusalReason; 3] = [
+        RefusalReason::KeylessCompacted,
+        RefusalReason::TooLarge,
+        RefusalReason::Invalid,
+    ];
+
+    /// The refusal an append error counts as; `None` for errors that are not the
+    /// records' fault (I/O, a poisoned log).
+    pub fn of(error: &EngineError) -> Option<RefusalReason> {
+        match error {
+            EngineError::RecordTooLarge { .. } => Some(RefusalReason::TooLarge),
+            EngineError::InvalidRecord { message }
+                if message.starts_with("Compacted topic cannot accept message without key") =>
+            {
+                Some(RefusalReason::KeylessCompacted)
+            }
+            EngineError::InvalidRecord { .. } => Some(RefusalReason::Invalid),
+            _ => None,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            RefusalReason::KeylessCompacted => "keyless_compacted",
+            RefusalReason::TooLarge => "too_large",
+            RefusalReason::Invalid => "invalid",
+        }
+    }
+}
+
+impl TopicStats {
+    pub fn refused(&self, reason: RefusalReason) -> &AtomicU64 {
+        match reason {
+            RefusalReason::KeylessCompacted => &self.refused_keyless_compacted,
+            RefusalReason::TooLarge => &self.refused_too_large,
+            RefusalReason::Invalid => &self.refused_invalid,
+        }
+    }
 }
 
 pub struct Topic {
@@ -180,10 +233,22 @@ impl Topic {
     pub fn append_lines_info(&self, data: &[u8]) -> Result<AppendInfo> {
         let result = self.append_parsed(data);
         if let Err(e) = &result {
-            self.events
-                .record(self.clock.now_ms(), "refused-append", &e.to_string());
+            self.note_refused_append(e, count_lines(data));
         }
         result
+    }
+
+    /// Records a refused append of `records` records in `events` and the refusal
+    /// counters. Public for refusals decided before the engine sees the bytes (the FUSE
+    /// adapter's unterminated-line limit).
+    pub fn note_refused_append(&self, error: &EngineError, records: u64) {
+        self.events
+            .record(self.clock.now_ms(), "refused-append", &error.to_string());
+        if let Some(reason) = RefusalReason::of(error) {
+            self.stats
+                .refused(reason)
+                .fetch_add(records, Ordering::Relaxed);
+        }
     }
 
     fn append_parsed(&self, data: &[u8]) -> Result<AppendInfo> {
@@ -1091,6 +1156,12 @@ fn parse_lines<'a>(
         records.push(PendingRecord { key, value, line });
     }
     Ok(records)
+}
+
+/// Records in `data` under the line protocol of [`parse_lines`].
+fn count_lines(data: &[u8]) -> u64 {
+    let newlines = memchr::memchr_iter(b'\n', data).count() as u64;
+    newlines + u64::from(data.last().is_some_and(|&b| b != b'\n'))
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
