@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Parser, Subcommand};
 use crossbeam_channel::{Receiver, Sender};
 
+use crate::engine::inspect::{check_data_dir, dump_file, DumpOptions};
 use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock, LOCK_FILE};
 use crate::fs::fuser_glue::{self, MountConfig, Mounted};
 use crate::fs::KpfsFs;
@@ -44,6 +45,35 @@ pub enum CliCommand {
     Mount(MountArgs),
     /// Unmount a kpfs mount point and wait for its daemon to shut down cleanly.
     Umount(UmountArgs),
+    /// Print segment, index and time-index files like Kafka's kafka-dump-log.sh.
+    DumpLog(DumpLogArgs),
+    /// Verify a data directory offline (CRCs, offsets, indexes, names, checkpoints).
+    /// Never modifies anything; exits non-zero when it finds a problem.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DumpLogArgs {
+    /// `.log`, `.index` or `.timeindex` files (also with `.deleted`, `.cleaned`, `.swap`).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Print each record's key and payload.
+    #[arg(long)]
+    pub print_data_log: bool,
+    /// Print each record (without key and payload unless --print-data-log).
+    #[arg(long)]
+    pub deep_iteration: bool,
+    /// Check index entries against the log and print them.
+    #[arg(long)]
+    pub index_sanity_check: bool,
+    /// Check index entries against the log and print only problems.
+    #[arg(long)]
+    pub verify_index_only: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    pub data_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -114,6 +144,56 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         CliCommand::Mount(args) => mount(args),
         CliCommand::Umount(args) => umount(&args.mountpoint),
+        CliCommand::DumpLog(args) => dump_log(&args),
+        CliCommand::Check(args) => check(&args.data_dir),
+    }
+}
+
+fn dump_log(args: &DumpLogArgs) -> Result<(), CliError> {
+    let opts = DumpOptions {
+        print_data_log: args.print_data_log,
+        deep_iteration: args.deep_iteration,
+        index_sanity_check: args.index_sanity_check,
+        verify_index_only: args.verify_index_only,
+    };
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let mut failures = Vec::new();
+    for file in &args.files {
+        if let Err(e) = dump_file(file, &opts, &mut out) {
+            failures.push(e.to_string());
+        }
+    }
+    out.flush().map_err(|e| io_error("stdout", e))?;
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::new(failures.join("; ")))
+    }
+}
+
+fn check(data_dir: &Path) -> Result<(), CliError> {
+    let report = check_data_dir(data_dir);
+    for note in &report.notes {
+        println!("note: {note}");
+    }
+    for problem in &report.problems {
+        println!("problem: {problem}");
+    }
+    println!(
+        "checked {} topics, {} segments, {} records: {} problems",
+        report.topics,
+        report.segments,
+        report.records,
+        report.problems.len()
+    );
+    if report.is_healthy() {
+        Ok(())
+    } else {
+        Err(CliError::new(format!(
+            "{} is not healthy",
+            data_dir.display()
+        )))
     }
 }
 

@@ -194,6 +194,24 @@ pub fn decode_header(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
     if magic != BATCH_MAGIC {
         return Err(DecodeError::BadMagic(magic));
     }
+    // Offsets are Kafka longs: anything past i64::MAX (or a range that would overflow)
+    // is corruption, and refusing it here keeps every later offset sum in range.
+    let base_offset = be_u64(bytes, BASE_OFFSET_AT);
+    let last_offset = base_offset.checked_add(u64::from(be_u32(bytes, LAST_OFFSET_DELTA_AT)));
+    if last_offset.is_none_or(|l| l >= i64::MAX as u64) {
+        return Err(DecodeError::BadRecord(format!(
+            "batch offset {base_offset} out of range"
+        )));
+    }
+    let stream_pos = be_u64(bytes, BASE_STREAM_POS_AT);
+    if stream_pos
+        .checked_add(u64::from(be_u32(bytes, STREAM_BYTES_AT)))
+        .is_none_or(|e| e > i64::MAX as u64)
+    {
+        return Err(DecodeError::BadRecord(format!(
+            "batch stream position {stream_pos} out of range"
+        )));
+    }
     let attributes = be_u16(bytes, ATTRIBUTES_AT);
     let horizon = be_i64(bytes, DELETE_HORIZON_AT);
     Ok(BatchHeader {

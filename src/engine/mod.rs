@@ -7,6 +7,7 @@ pub mod config;
 pub mod error;
 pub mod format;
 pub mod index;
+pub mod inspect;
 pub mod log;
 pub mod retention;
 pub mod segment;
@@ -178,6 +179,8 @@ impl Engine {
             log::sync_dir(data_dir)?;
         }
         let dynamic_path = data_dir.join(DYNAMIC_BROKER_CONFIG_FILE);
+        topic::remove_stale_temporary(&dynamic_path);
+        topic::remove_stale_temporary(&data_dir.join(CLEANER_CHECKPOINT_FILE));
         let broker = match fs::read_to_string(&dynamic_path) {
             Ok(text) => broker.with_dynamic_properties(&text)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => broker,

@@ -43,8 +43,13 @@ pub struct LogCursor {
     next_pos: u64,
     /// Offset of the next record to render.
     next_offset: u64,
-    /// Bytes of that record's rendering already returned.
+    /// Bytes of that record's rendering to drop (set when repositioning mid-record).
     skip: u64,
+    /// Rendered bytes not yet returned (the tail of the last batch rendered).
+    pending: Vec<u8>,
+    pending_at: usize,
+    /// (segment id, file position) of the batch after the last one rendered.
+    hint: Option<(u64, u64)>,
 }
 
 /// Segments deleted by one retention step.
@@ -95,6 +100,7 @@ impl Topic {
         clean_shutdown: bool,
     ) -> Result<(Topic, OpenReport)> {
         let config_path = dir.join(TOPIC_CONFIG_FILE);
+        remove_stale_temporary(&config_path);
         let overrides = match std::fs::read_to_string(&config_path) {
             Ok(text) => TopicOverrides::from_properties(&text)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => TopicOverrides::default(),
@@ -206,78 +212,96 @@ impl Topic {
         if !cursor.positioned || pos != cursor.next_pos {
             self.reposition(cursor, &snap, &render, pos)?;
         }
+        let mut out = Vec::with_capacity(len.min(4 << 20));
+        let buffered = (cursor.pending.len() - cursor.pending_at).min(len);
+        out.extend_from_slice(&cursor.pending[cursor.pending_at..cursor.pending_at + buffered]);
+        cursor.pending_at += buffered;
+        if cursor.pending_at == cursor.pending.len() {
+            cursor.pending.clear();
+            cursor.pending_at = 0;
+        }
+        while out.len() < len && cursor.pending.is_empty() {
+            if !self.render_next_batches(cursor, &snap, &render, &mut out, len)? {
+                break;
+            }
+        }
+        cursor.next_pos = pos + out.len() as u64;
+        Ok(out)
+    }
+
+    /// Renders whole batches from the cursor's offset into `out` until it holds `len`
+    /// bytes; the rest of the last batch goes to the cursor's pending buffer, so every
+    /// batch is read and decoded once however small the reads are. False at the end.
+    fn render_next_batches(
+        &self,
+        cursor: &mut LogCursor,
+        snap: &LogSnapshot,
+        render: &Render,
+        out: &mut Vec<u8>,
+        len: usize,
+    ) -> Result<bool> {
         if cursor.next_offset < snap.log_start_offset {
             // The records this reader was about to see were deleted: continue at the
             // log start (Kafka's OffsetOutOfRange, resolved as auto.offset.reset=earliest).
             cursor.next_offset = snap.log_start_offset;
             cursor.skip = 0;
+            cursor.hint = None;
             self.stats.reader_skips.fetch_add(1, Ordering::Relaxed);
         }
-        let mut out = Vec::with_capacity(len.min(4 << 20));
-        let mut scratch = Vec::new();
-        let mut seg_idx = snap.segment_for(cursor.next_offset).unwrap_or_default();
-        'segments: while out.len() < len && seg_idx < snap.segments.len() {
+        let Some(mut seg_idx) = snap.segment_for(cursor.next_offset) else {
+            return Ok(false);
+        };
+        loop {
             let seg = &snap.segments[seg_idx];
-            if cursor.next_offset >= seg.next_offset() {
-                seg_idx += 1;
-                if let Some(next) = snap.segments.get(seg_idx) {
-                    cursor.next_offset = cursor.next_offset.max(next.base_offset());
-                }
-                continue;
+            if cursor.next_offset < seg.next_offset() {
+                break;
             }
-            let mut file_pos = seg.lookup_position(cursor.next_offset);
-            loop {
-                let want = (len - out.len()).clamp(8 << 10, 4 << 20);
-                let bytes = seg.read_batches(file_pos, want)?;
-                if bytes.is_empty() {
-                    seg_idx += 1;
-                    continue 'segments;
-                }
-                let mut at = 0;
-                while at < bytes.len() {
-                    let h = decode_header(&bytes[at..])
-                        .map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
-                    let batch = &bytes[at..at + h.size];
-                    if h.last_offset() >= cursor.next_offset {
-                        for rec in RecordIter::new(&h, batch) {
-                            let rec =
-                                rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
-                            if rec.offset < cursor.next_offset {
-                                continue;
-                            }
-                            let size = render.size(&rec);
-                            let room = (len - out.len()) as u64;
-                            if cursor.skip == 0 && size <= room {
-                                render.write(&rec, &mut out);
-                                cursor.next_offset = rec.offset + 1;
-                                continue;
-                            }
-                            scratch.clear();
-                            render.write(&rec, &mut scratch);
-                            let from = cursor.skip.min(scratch.len() as u64) as usize;
-                            let take = (scratch.len() - from).min(room as usize);
-                            out.extend_from_slice(&scratch[from..from + take]);
-                            if from + take == scratch.len() {
-                                cursor.next_offset = rec.offset + 1;
-                                cursor.skip = 0;
-                            } else {
-                                cursor.skip = (from + take) as u64;
-                                break 'segments;
-                            }
-                        }
-                        cursor.next_offset = cursor.next_offset.max(h.next_offset());
-                    }
-                    at += h.size;
-                    if out.len() >= len {
-                        break 'segments;
-                    }
-                }
-                file_pos += bytes.len() as u64;
-            }
+            seg_idx += 1;
+            let Some(next) = snap.segments.get(seg_idx) else {
+                return Ok(false);
+            };
+            cursor.next_offset = cursor.next_offset.max(next.base_offset());
         }
-        cursor.positioned = true;
-        cursor.next_pos = pos + out.len() as u64;
-        Ok(out)
+        let seg = &snap.segments[seg_idx];
+        let file_pos = match cursor.hint {
+            Some((id, at)) if id == seg.id() => at,
+            _ => seg.lookup_position(cursor.next_offset),
+        };
+        let bytes = seg.read_batches(file_pos, (len - out.len()).clamp(8 << 10, 4 << 20))?;
+        if bytes.is_empty() {
+            return Ok(false);
+        }
+        let mut scratch = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() && cursor.pending.is_empty() {
+            let h = decode_header(&bytes[at..])
+                .map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+            if h.last_offset() >= cursor.next_offset {
+                for rec in RecordIter::new(&h, &bytes[at..at + h.size]) {
+                    let rec = rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                    if rec.offset < cursor.next_offset {
+                        continue;
+                    }
+                    let size = render.size(&rec) as usize;
+                    if cursor.skip == 0 && cursor.pending.is_empty() && out.len() + size <= len {
+                        render.write(&rec, out);
+                        continue;
+                    }
+                    scratch.clear();
+                    render.write(&rec, &mut scratch);
+                    let from = (cursor.skip as usize).min(scratch.len());
+                    cursor.skip = 0;
+                    let room = len - out.len();
+                    let take = (scratch.len() - from).min(room);
+                    out.extend_from_slice(&scratch[from..from + take]);
+                    cursor.pending.extend_from_slice(&scratch[from + take..]);
+                }
+                cursor.next_offset = cursor.next_offset.max(h.next_offset());
+            }
+            at += h.size;
+        }
+        cursor.hint = Some((seg.id(), file_pos + at as u64));
+        Ok(true)
     }
 
     /// Points the cursor at the record whose rendering covers stream position `pos`.
@@ -291,6 +315,9 @@ impl Topic {
         cursor.positioned = true;
         cursor.next_pos = pos;
         cursor.skip = 0;
+        cursor.pending.clear();
+        cursor.pending_at = 0;
+        cursor.hint = None;
         cursor.next_offset = snap.log_start_offset;
         if pos == 0 {
             return Ok(());
@@ -632,10 +659,25 @@ fn corrupt(path: PathBuf, position: u64, e: super::format::DecodeError) -> Engin
     }
 }
 
+fn temporary_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+/// Removes what a crash in the middle of [`write_atomically`] left behind.
+pub fn remove_stale_temporary(path: &Path) {
+    let tmp = temporary_path(path);
+    if tmp.exists() {
+        tracing::info!(file = %tmp.display(), "removing a half-written temporary file");
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
 /// Writes a small file so that a crash leaves either the old or the new content.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    let tmp = path.with_extension("tmp");
+    let tmp = temporary_path(path);
     let io = |what: &str, e| EngineError::io(format!("{what} {}", tmp.display()), e);
     let mut f = File::create(&tmp).map_err(|e| io("create", e))?;
     f.write_all(bytes).map_err(|e| io("write", e))?;

@@ -1,0 +1,2032 @@
+//! Offline inspection of a data directory: `kpfs dump-log` (modelled on Kafka's
+//! `kafka-dump-log.sh`, i.e. `DumpLogSegments`) and `kpfs check`.
+//!
+//! Nothing here goes through [`Engine`](super::Engine) or [`Segment`](super::segment::Segment):
+//! those take the directory lock, map and preallocate indexes, and repair what they find,
+//! while inspection must show the bytes exactly as they are and must be safe to run next to
+//! a mounted kpfs. Files are opened read-only and read with `pread`; every length read
+//! from a file is checked against the bytes that remain before anything is allocated, so
+//! arbitrary input can neither panic this code nor make it allocate more than the file holds.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::fs::{self, File};
+use std::io::{self, BufReader, Read, Write};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use super::config::{BrokerConfig, TopicOverrides};
+use super::format::{
+    decode_header, parse_segment_file_name, segment_file_name, verify_batch, BatchHeader,
+    DecodeError, RecordIter, BATCH_HEADER_BYTES, BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX,
+    INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, OFFSET_INDEX_ENTRY_BYTES, SWAP_SUFFIX,
+    TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX,
+};
+use super::segment::MAX_SEGMENT_FILE_BYTES;
+use super::topic::TOPIC_CONFIG_FILE;
+use super::{
+    validate_topic_name, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DYNAMIC_BROKER_CONFIG_FILE,
+    LOCK_FILE, PARTITION_SUFFIX,
+};
+
+/// Suffix of a topic directory whose deletion was interrupted (private in the engine).
+const DELETING_SUFFIX: &str = "-delete";
+/// Suffix of `write_atomically`'s temporary files.
+const TMP_SUFFIX: &str = ".tmp";
+/// Kafka offsets are signed 64-bit; anything above cannot have been written by kpfs.
+const MAX_OFFSET: u64 = i64::MAX as u64;
+
+/// What `dump_file` prints, after `kafka-dump-log.sh`'s flags of the same names.
+#[derive(Clone, Debug, Default)]
+pub struct DumpOptions {
+    /// `--print-data-log`: one line per record, with its key and value.
+    pub print_data_log: bool,
+    /// `--deep-iteration`: one line per record, without key and value unless
+    /// `print_data_log` is set too (as in Kafka).
+    pub deep_iteration: bool,
+    /// `--index-sanity-check`: check index entries against the segment's `.log`.
+    pub index_sanity_check: bool,
+    /// `--verify-index-only`: like `index_sanity_check`, but print only problems and a summary.
+    pub verify_index_only: bool,
+}
+
+/// Why `dump_file` failed. Every variant names the file.
+#[derive(Debug)]
+pub enum DumpError {
+    /// Reading the file, or writing the output, failed.
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: io::Error,
+    },
+    /// A `.log` or index file whose name does not start with a 20-digit base offset: its
+    /// offsets cannot be told.
+    BadFileName { path: PathBuf },
+    /// A `.log` holds bytes that do not decode as batches from `position` on; recovery
+    /// would truncate the segment there.
+    InvalidBatch {
+        path: PathBuf,
+        position: u64,
+        invalid_bytes: u64,
+        reason: String,
+    },
+    /// The index sanity check found problems (each one was printed).
+    IndexCheckFailed { path: PathBuf, problems: usize },
+}
+
+impl fmt::Display for DumpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DumpError::Io { path, what, source } => {
+                write!(f, "{}: {what}: {source}", path.display())
+            }
+            DumpError::BadFileName { path } => write!(
+                f,
+                "{}: cannot tell the base offset: segment file names start with a \
+                 {OFFSET_DIGITS}-digit offset, e.g. 00000000000000000000.log",
+                path.display()
+            ),
+            DumpError::InvalidBatch {
+                path,
+                position,
+                invalid_bytes,
+                reason,
+            } => write!(
+                f,
+                "{}: {invalid_bytes} invalid bytes at position {position}: {reason}",
+                path.display()
+            ),
+            DumpError::IndexCheckFailed { path, problems } => write!(
+                f,
+                "{}: index sanity check found {problems} problem(s)",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DumpError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DumpError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// The three kinds of segment file. The values index `[log, index, timeindex]` arrays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Log = 0,
+    OffsetIndex = 1,
+    TimeIndex = 2,
+}
+
+impl Kind {
+    fn suffix(self) -> &'static str {
+        match self {
+            Kind::Log => LOG_SUFFIX,
+            Kind::OffsetIndex => INDEX_SUFFIX,
+            Kind::TimeIndex => TIME_INDEX_SUFFIX,
+        }
+    }
+}
+
+/// Splits `.log.deleted` into (`.log`, `.deleted`); a plain suffix has an empty temp part.
+fn split_temp_suffix(suffix: &str) -> (&str, &str) {
+    for temp in [DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX] {
+        if let Some(kind) = suffix.strip_suffix(temp) {
+            return (kind, temp);
+        }
+    }
+    (suffix, "")
+}
+
+fn kind_of_suffix(suffix: &str) -> Option<Kind> {
+    [Kind::Log, Kind::OffsetIndex, Kind::TimeIndex]
+        .into_iter()
+        .find(|k| k.suffix() == suffix)
+}
+
+/// A segment file name taken apart: `<base><kind suffix><temp suffix>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SegmentName<'a> {
+    base: u64,
+    kind: Kind,
+    temp: &'a str,
+}
+
+fn parse_name(name: &str) -> Option<SegmentName<'_>> {
+    let (base, suffix) = parse_segment_file_name(name)?;
+    let (kind, temp) = split_temp_suffix(suffix);
+    Some(SegmentName {
+        base,
+        kind: kind_of_suffix(kind)?,
+        temp,
+    })
+}
+
+/// Where a batch walk is.
+#[derive(Clone, Debug)]
+enum Step {
+    Batch {
+        pos: u64,
+        header: BatchHeader,
+    },
+    /// Every byte up to the walk's end decoded.
+    End,
+    /// The bytes at `pos` do not decode; the walk stays here.
+    Invalid {
+        pos: u64,
+        reason: String,
+    },
+}
+
+/// Walks the batches of a `.log` front to back with the rules of recovery
+/// (`Segment::scan`): a batch must fit in the file, have a CRC that matches and records
+/// that decode, and its base offset must not be below the segment's base offset or the
+/// previous batch's next offset.
+struct BatchWalker<'f> {
+    file: &'f File,
+    /// Bytes to walk: the file length, or the valid prefix an earlier walk found.
+    end: u64,
+    pos: u64,
+    /// Lowest base offset the next batch may have.
+    floor: u64,
+    after_batch: bool,
+    /// Check CRCs and records; walks over a prefix already verified only read headers.
+    verify: bool,
+    buf: Vec<u8>,
+    failed: Option<(u64, String)>,
+}
+
+impl<'f> BatchWalker<'f> {
+    fn new(file: &'f File, end: u64, base_offset: u64, verify: bool) -> Self {
+        BatchWalker {
+            file,
+            end,
+            pos: 0,
+            floor: base_offset,
+            after_batch: false,
+            verify,
+            buf: Vec::new(),
+            failed: None,
+        }
+    }
+
+    fn next_step(&mut self) -> io::Result<Step> {
+        if let Some((pos, reason)) = &self.failed {
+            return Ok(Step::Invalid {
+                pos: *pos,
+                reason: reason.clone(),
+            });
+        }
+        if self.pos >= self.end {
+            return Ok(Step::End);
+        }
+        let pos = self.pos;
+        match self.read_batch_at(pos)? {
+            Ok(header) => {
+                self.floor = header.next_offset();
+                self.after_batch = true;
+                self.pos += header.size as u64;
+                Ok(Step::Batch { pos, header })
+            }
+            Err(reason) => {
+                self.failed = Some((pos, reason.clone()));
+                Ok(Step::Invalid { pos, reason })
+            }
+        }
+    }
+
+    /// The bytes of the batch last returned (only when verifying).
+    fn batch_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    fn read_batch_at(&mut self, pos: u64) -> io::Result<Result<BatchHeader, String>> {
+        let left = self.end - pos;
+        let mut head = [0u8; BATCH_HEADER_BYTES];
+        let n = left.min(BATCH_HEADER_BYTES as u64) as usize;
+        self.file.read_exact_at(&mut head[..n], pos)?;
+        let header = match decode_header(&head[..n]) {
+            Ok(h) => h,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        if header.size as u64 > left {
+            let e = DecodeError::Truncated {
+                needed: header.size,
+                available: usize::try_from(left).unwrap_or(usize::MAX),
+            };
+            return Ok(Err(e.to_string()));
+        }
+        // Checked before anything adds the delta: BatchHeader's offset helpers assume it fits.
+        let last = header
+            .base_offset
+            .checked_add(u64::from(header.last_offset_delta));
+        if last.is_none_or(|l| l > MAX_OFFSET) {
+            return Ok(Err(format!(
+                "batch offsets {} + {} exceed the largest offset {MAX_OFFSET}",
+                header.base_offset, header.last_offset_delta
+            )));
+        }
+        if header.base_offset < self.floor {
+            let below = if self.after_batch {
+                "the previous batch's next offset"
+            } else {
+                "the segment's base offset"
+            };
+            return Ok(Err(format!(
+                "batch base offset {} is below {below} {}",
+                header.base_offset, self.floor
+            )));
+        }
+        if self.verify {
+            self.buf.clear();
+            self.buf.resize(header.size, 0);
+            self.file.read_exact_at(&mut self.buf, pos)?;
+            if let Err(e) = verify_batch(&self.buf) {
+                return Ok(Err(e.to_string()));
+            }
+            if let Some(Err(e)) = RecordIter::new(&header, &self.buf).find(Result::is_err) {
+                return Ok(Err(e.to_string()));
+            }
+        }
+        Ok(Ok(header))
+    }
+}
+
+/// A batch walk that remembers where it is, for matching index entries (which come in
+/// file order) against the batches.
+struct BatchCursor<'f> {
+    walker: BatchWalker<'f>,
+    current: Step,
+    /// Next offset after the last batch passed or current (the segment base before any).
+    next_offset: u64,
+    /// An earlier walk found an invalid batch right at this walk's end.
+    ends_at_invalid: bool,
+}
+
+impl<'f> BatchCursor<'f> {
+    fn new(walker: BatchWalker<'f>, base_offset: u64) -> io::Result<Self> {
+        let mut cursor = BatchCursor {
+            walker,
+            current: Step::End,
+            next_offset: base_offset,
+            ends_at_invalid: false,
+        };
+        cursor.advance()?;
+        Ok(cursor)
+    }
+
+    fn advance(&mut self) -> io::Result<()> {
+        self.current = self.walker.next_step()?;
+        if let Step::Batch { header, .. } = &self.current {
+            self.next_offset = header.next_offset();
+        }
+        Ok(())
+    }
+
+    /// Moves to the first batch starting at or after `pos`.
+    fn seek_position(&mut self, pos: u64) -> io::Result<()> {
+        while let Step::Batch { pos: at, .. } = self.current {
+            if at >= pos {
+                break;
+            }
+            self.advance()?;
+        }
+        Ok(())
+    }
+
+    /// Moves to the first batch whose last offset is at or above `offset`.
+    fn seek_offset(&mut self, offset: u64) -> io::Result<()> {
+        while let Step::Batch { header, .. } = &self.current {
+            if header.last_offset() >= offset {
+                break;
+            }
+            self.advance()?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads the fixed-size entries of an index file in order without loading the file.
+struct EntryReader {
+    reader: BufReader<File>,
+    width: usize,
+    entries: u64,
+    read: u64,
+}
+
+impl EntryReader {
+    fn new(file: File, len: u64, width: usize) -> Self {
+        EntryReader {
+            reader: BufReader::with_capacity(64 * 1024, file),
+            width,
+            entries: len / width as u64,
+            read: 0,
+        }
+    }
+
+    /// The next entry and the byte position it starts at.
+    fn next_entry(&mut self) -> io::Result<Option<(u64, [u8; TIME_INDEX_ENTRY_BYTES])>> {
+        if self.read == self.entries {
+            return Ok(None);
+        }
+        let mut e = [0u8; TIME_INDEX_ENTRY_BYTES];
+        self.reader.read_exact(&mut e[..self.width])?;
+        let at = self.read * self.width as u64;
+        self.read += 1;
+        Ok(Some((at, e)))
+    }
+}
+
+fn be_u32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+fn be_i64(b: &[u8]) -> i64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[..8]);
+    i64::from_be_bytes(x)
+}
+
+/// One output of an index walk.
+enum IndexLine {
+    /// The entry as `DumpLogSegments` prints it.
+    Entry(String),
+    /// A problem, worded with the byte position of the entry.
+    Problem(String),
+}
+
+#[derive(Debug, Default)]
+struct IndexSummary {
+    entries: usize,
+    problems: usize,
+}
+
+/// Walks an index file entry by entry up to its zero tail. With `check`, also checks the
+/// entries among themselves and, when `log` is given, against the segment's batches.
+struct IndexWalk<'a, 'f> {
+    kind: Kind,
+    base: u64,
+    check: bool,
+    log: Option<&'a mut BatchCursor<'f>>,
+}
+
+impl IndexWalk<'_, '_> {
+    fn run(
+        mut self,
+        file: File,
+        len: u64,
+        sink: &mut dyn FnMut(IndexLine) -> io::Result<()>,
+    ) -> io::Result<IndexSummary> {
+        let width = match self.kind {
+            Kind::TimeIndex => TIME_INDEX_ENTRY_BYTES,
+            _ => OFFSET_INDEX_ENTRY_BYTES,
+        };
+        let mut summary = IndexSummary::default();
+        let mut reader = EntryReader::new(file, len, width);
+        // Previous entry: (key, offset); the key is the position or the timestamp.
+        let mut previous: Option<(i64, u64)> = None;
+        let mut tail_at: Option<u64> = None;
+        while let Some((at, e)) = reader.next_entry()? {
+            let e = &e[..width];
+            if let Some(tail) = tail_at {
+                if self.check && e.iter().any(|&b| b != 0) {
+                    let text = format!(
+                        "byte {at}: non-zero entry after the zero tail that starts at byte {tail}; \
+                         the engine never reads it"
+                    );
+                    summary.problems += 1;
+                    sink(IndexLine::Problem(text))?;
+                    break;
+                }
+                continue;
+            }
+            // kpfs never indexes position 0 and never writes a zero timestamp entry, so
+            // an all-zero entry is the unused, preallocated rest of the file.
+            if e.iter().all(|&b| b == 0) {
+                tail_at = Some(at);
+                if !self.check {
+                    break;
+                }
+                continue;
+            }
+            summary.entries += 1;
+            let findings = match self.kind {
+                Kind::TimeIndex => {
+                    let (ts, rel) = (be_i64(e), be_u32(&e[8..]));
+                    let offset = self.base.saturating_add(u64::from(rel));
+                    sink(IndexLine::Entry(format!(
+                        "timestamp: {ts} offset: {offset}"
+                    )))?;
+                    let findings = self.check_time_entry(at, ts, offset, previous)?;
+                    previous = Some((ts, offset));
+                    findings
+                }
+                _ => {
+                    let (rel, position) = (be_u32(e), be_u32(&e[4..]));
+                    let offset = self.base.saturating_add(u64::from(rel));
+                    sink(IndexLine::Entry(format!(
+                        "offset: {offset} position: {position}"
+                    )))?;
+                    let findings = self.check_offset_entry(at, offset, position, previous)?;
+                    previous = Some((i64::from(position), offset));
+                    findings
+                }
+            };
+            summary.problems += findings.len();
+            for text in findings {
+                sink(IndexLine::Problem(text))?;
+            }
+        }
+        if self.check && !len.is_multiple_of(width as u64) {
+            let text = format!(
+                "byte {}: file length {len} is not a whole number of {width}-byte entries; \
+                 the engine ignores the last {} bytes",
+                len / width as u64 * width as u64,
+                len % width as u64
+            );
+            summary.problems += 1;
+            sink(IndexLine::Problem(text))?;
+        }
+        Ok(summary)
+    }
+
+    fn check_offset_entry(
+        &mut self,
+        at: u64,
+        offset: u64,
+        position: u32,
+        previous: Option<(i64, u64)>,
+    ) -> io::Result<Vec<String>> {
+        let mut findings = Vec::new();
+        if !self.check {
+            return Ok(findings);
+        }
+        if position == 0 {
+            findings.push(format!(
+                "byte {at}: Index offset {offset} points to position 0, which is never indexed \
+                 (the segment's first batch); the engine stops reading the index here"
+            ));
+        }
+        if let Some((_, prev_offset)) = previous.filter(|&(_, o)| offset <= o) {
+            findings.push(format!(
+                "byte {at}: Index offset {offset} does not increase (previous entry: {prev_offset}); \
+                 the engine ignores the index from here on"
+            ));
+        }
+        if let Some((prev_pos, _)) = previous.filter(|&(p, _)| i64::from(position) <= p) {
+            findings.push(format!(
+                "byte {at}: Index offset {offset} points to position {position}, not after \
+                 the previous entry's position {prev_pos}"
+            ));
+            // The batch cursor only moves forward; this entry cannot be matched.
+            return Ok(findings);
+        }
+        let Some(log) = self.log.as_deref_mut() else {
+            return Ok(findings);
+        };
+        let position = u64::from(position);
+        log.seek_position(position)?;
+        match &log.current {
+            Step::Batch { pos, header } if *pos == position => {
+                if header.last_offset() != offset {
+                    findings.push(format!(
+                        "byte {at}: Index offset {offset} points to position {position}, \
+                         batch there has last offset {}",
+                        header.last_offset()
+                    ));
+                }
+            }
+            Step::Batch { .. } => findings.push(format!(
+                "byte {at}: Index offset {offset} points to position {position}, \
+                 which is not the start of a batch"
+            )),
+            Step::Invalid { pos, .. } if position < *pos => findings.push(format!(
+                "byte {at}: Index offset {offset} points to position {position}, \
+                 which is not the start of a batch"
+            )),
+            Step::Invalid { pos, .. } => findings.push(format!(
+                "byte {at}: Index offset {offset} points to position {position}, at or past \
+                 the first invalid batch at position {pos} of the log"
+            )),
+            Step::End if log.ends_at_invalid => findings.push(format!(
+                "byte {at}: Index offset {offset} points to position {position}, at or past \
+                 the first invalid batch at position {} of the log",
+                log.walker.end
+            )),
+            Step::End => findings.push(format!(
+                "byte {at}: Index offset {offset} points to position {position}, past the \
+                 end of the log data ({} bytes)",
+                log.walker.end
+            )),
+        }
+        Ok(findings)
+    }
+
+    fn check_time_entry(
+        &mut self,
+        at: u64,
+        timestamp: i64,
+        offset: u64,
+        previous: Option<(i64, u64)>,
+    ) -> io::Result<Vec<String>> {
+        let mut findings = Vec::new();
+        if !self.check {
+            return Ok(findings);
+        }
+        if let Some((prev_ts, _)) = previous.filter(|&(t, _)| timestamp <= t) {
+            findings.push(format!(
+                "byte {at}: Time index timestamp {timestamp} does not increase (previous entry: \
+                 {prev_ts}); the engine ignores the index from here on"
+            ));
+        }
+        if let Some((_, prev_offset)) = previous.filter(|&(_, o)| offset < o) {
+            findings.push(format!(
+                "byte {at}: Time index offset {offset} is below the previous entry's offset \
+                 {prev_offset}; the engine ignores the index from here on"
+            ));
+            // The batch cursor only moves forward; this entry cannot be matched.
+            return Ok(findings);
+        }
+        let Some(log) = self.log.as_deref_mut() else {
+            return Ok(findings);
+        };
+        log.seek_offset(offset)?;
+        match &log.current {
+            Step::Batch { pos, header } if header.base_offset <= offset => {
+                // The entry records the segment's largest timestamp so far and the batch
+                // that holds it (Kafka's dump checks the same).
+                if header.max_timestamp != timestamp {
+                    findings.push(format!(
+                        "byte {at}: Time index timestamp {timestamp} for offset {offset}, but the \
+                         batch holding that offset (position {pos}) has max timestamp {}",
+                        header.max_timestamp
+                    ));
+                }
+            }
+            Step::Batch { pos, header } => findings.push(format!(
+                "byte {at}: Time index offset {offset} is in no batch (the next batch, at \
+                 position {pos}, starts at offset {})",
+                header.base_offset
+            )),
+            Step::Invalid { pos, .. } => findings.push(format!(
+                "byte {at}: Time index offset {offset} is past the valid data of the log, \
+                 which ends at the invalid batch at position {pos}"
+            )),
+            Step::End if log.ends_at_invalid => findings.push(format!(
+                "byte {at}: Time index offset {offset} is past the valid data of the log, \
+                 which ends at the invalid batch at position {}",
+                log.walker.end
+            )),
+            Step::End => findings.push(format!(
+                "byte {at}: Time index offset {offset} is past the end of the log, whose \
+                 next offset is {}",
+                log.next_offset
+            )),
+        }
+        Ok(findings)
+    }
+}
+
+/// Prints one `.log`, `.index` or `.timeindex` file as `kafka-dump-log.sh --files` does.
+/// Temporary suffixes (`.deleted`, `.cleaned`, `.swap`) are looked through. Any other file
+/// is reported as ignored. Returns an error, after printing what it found, when a `.log`
+/// has bytes that do not decode or a requested index check finds problems.
+pub fn dump_file(path: &Path, opts: &DumpOptions, out: &mut impl Write) -> Result<(), DumpError> {
+    let io_err = |what: &'static str| {
+        let path = path.to_path_buf();
+        move |source| DumpError::Io { path, what, source }
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (_, temp) = split_temp_suffix(&name);
+    let stem = &name[..name.len() - temp.len()];
+    let kind = [Kind::Log, Kind::OffsetIndex, Kind::TimeIndex]
+        .into_iter()
+        .find(|k| stem.ends_with(k.suffix()));
+    let file = File::open(path).map_err(io_err("open"))?;
+    let meta = file.metadata().map_err(io_err("stat"))?;
+    if !meta.is_file() {
+        return Err(DumpError::Io {
+            path: path.to_path_buf(),
+            what: "open",
+            source: io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
+        });
+    }
+    writeln!(out, "Dumping {}", path.display()).map_err(io_err("write output"))?;
+    let Some(kind) = kind else {
+        writeln!(out, "Ignoring unknown file {}", path.display())
+            .map_err(io_err("write output"))?;
+        return Ok(());
+    };
+    let Some(seg) = parse_name(&name).filter(|s| s.kind == kind) else {
+        return Err(DumpError::BadFileName {
+            path: path.to_path_buf(),
+        });
+    };
+    let len = meta.len();
+    match kind {
+        Kind::Log => dump_log(path, &file, len, seg.base, opts, out),
+        Kind::OffsetIndex | Kind::TimeIndex => dump_index(path, file, len, seg, opts, out),
+    }
+}
+
+fn dump_log(
+    path: &Path,
+    file: &File,
+    len: u64,
+    base: u64,
+    opts: &DumpOptions,
+    out: &mut impl Write,
+) -> Result<(), DumpError> {
+    let read_err = |source| DumpError::Io {
+        path: path.to_path_buf(),
+        what: "read",
+        source,
+    };
+    let write_err = |source| DumpError::Io {
+        path: path.to_path_buf(),
+        what: "write output",
+        source,
+    };
+    writeln!(out, "Log starting offset: {base}").map_err(write_err)?;
+    let deep = opts.deep_iteration || opts.print_data_log;
+    let mut walker = BatchWalker::new(file, len, base, true);
+    loop {
+        match walker.next_step().map_err(read_err)? {
+            Step::End => return Ok(()),
+            Step::Invalid { pos, reason } => {
+                let invalid_bytes = len - pos;
+                writeln!(
+                    out,
+                    "Found {invalid_bytes} invalid bytes at position {pos}: {reason}"
+                )
+                .map_err(write_err)?;
+                return Err(DumpError::InvalidBatch {
+                    path: path.to_path_buf(),
+                    position: pos,
+                    invalid_bytes,
+                    reason,
+                });
+            }
+            Step::Batch { pos, header } => {
+                writeln!(out, "{}", batch_line(pos, &header)).map_err(write_err)?;
+                if deep {
+                    // The walker verified every record of the batch already.
+                    let records = RecordIter::new(&header, walker.batch_bytes());
+                    for record in records.filter_map(Result::ok) {
+                        let mut line = format!(
+                            "| offset: {} CreateTime: {} keySize: {} valueSize: {} sequence: -1 headerKeys: []",
+                            record.offset,
+                            record.timestamp,
+                            record.key.map_or(-1, |k| k.len() as i64),
+                            record.value.map_or(-1, |v| v.len() as i64),
+                        );
+                        if opts.print_data_log {
+                            if let Some(key) = record.key {
+                                line.push_str(" key: ");
+                                line.push_str(&String::from_utf8_lossy(key));
+                            }
+                            if let Some(value) = record.value {
+                                line.push_str(" payload: ");
+                                line.push_str(&String::from_utf8_lossy(value));
+                            }
+                        }
+                        writeln!(out, "{line}").map_err(write_err)?;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Kafka's batch line. kpfs has no producer state, transactions, leader epochs or
+/// compression; those fields print the values Kafka prints for a plain producer's batch
+/// on a single broker.
+fn batch_line(pos: u64, h: &BatchHeader) -> String {
+    let horizon = match h.delete_horizon_ms {
+        Some(ms) => format!("OptionalLong[{ms}]"),
+        None => "OptionalLong.empty".to_string(),
+    };
+    format!(
+        "baseOffset: {} lastOffset: {} count: {} baseSequence: -1 lastSequence: -1 \
+         producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false \
+         isControl: false deleteHorizonMs: {horizon} position: {pos} CreateTime: {} size: {} \
+         magic: {BATCH_MAGIC} compresscodec: none crc: {} isvalid: true",
+        h.base_offset,
+        h.last_offset(),
+        h.record_count,
+        h.max_timestamp,
+        h.size,
+        h.crc,
+    )
+}
+
+/// The `.log` an index belongs to: same directory and base offset, with the index's
+/// temporary suffix if that file exists, else the plain name.
+fn matching_log(index_path: &Path, seg: SegmentName<'_>) -> Option<PathBuf> {
+    let dir = index_path.parent().unwrap_or(Path::new("."));
+    let plain = segment_file_name(seg.base, LOG_SUFFIX);
+    [format!("{plain}{}", seg.temp), plain]
+        .into_iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
+}
+
+fn dump_index(
+    path: &Path,
+    file: File,
+    len: u64,
+    seg: SegmentName<'_>,
+    opts: &DumpOptions,
+    out: &mut impl Write,
+) -> Result<(), DumpError> {
+    let check = opts.index_sanity_check || opts.verify_index_only;
+    let io_err = |what: &'static str| {
+        let path = path.to_path_buf();
+        move |source| DumpError::Io { path, what, source }
+    };
+    let mut problems_before = 0;
+    let log_file = if check {
+        match matching_log(path, seg) {
+            Some(p) => Some(File::open(&p).map_err(io_err("open the matching .log"))?),
+            None => {
+                writeln!(
+                    out,
+                    "{}: no matching {} file in the same directory; checking the entries among themselves only",
+                    path.display(),
+                    segment_file_name(seg.base, LOG_SUFFIX)
+                )
+                .map_err(io_err("write output"))?;
+                problems_before = 1;
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut cursor = match &log_file {
+        Some(f) => {
+            let log_len = f
+                .metadata()
+                .map_err(io_err("stat the matching .log"))?
+                .len();
+            let walker = BatchWalker::new(f, log_len, seg.base, true);
+            Some(BatchCursor::new(walker, seg.base).map_err(io_err("read the matching .log"))?)
+        }
+        None => None,
+    };
+    let walk = IndexWalk {
+        kind: seg.kind,
+        base: seg.base,
+        check,
+        log: cursor.as_mut(),
+    };
+    let mut write_failed: Option<io::Error> = None;
+    let quiet = opts.verify_index_only;
+    let mut sink = |line: IndexLine| -> io::Result<()> {
+        let text = match line {
+            IndexLine::Entry(_) if quiet => return Ok(()),
+            IndexLine::Entry(t) => t,
+            IndexLine::Problem(t) => format!("{}: {t}", path.display()),
+        };
+        writeln!(out, "{text}").inspect_err(|e| {
+            write_failed = Some(io::Error::new(e.kind(), e.to_string()));
+        })
+    };
+    let result = walk.run(file, len, &mut sink);
+    if let Some(e) = write_failed {
+        return Err(io_err("write output")(e));
+    }
+    let summary = result.map_err(io_err("read"))?;
+    if !check {
+        return Ok(());
+    }
+    let problems = summary.problems + problems_before;
+    if problems == 0 {
+        writeln!(
+            out,
+            "{} passed sanity check ({} entries).",
+            path.display(),
+            summary.entries
+        )
+        .map_err(io_err("write output"))?;
+        Ok(())
+    } else {
+        writeln!(
+            out,
+            "{} failed sanity check: {problems} problem(s) in {} entries.",
+            path.display(),
+            summary.entries
+        )
+        .map_err(io_err("write output"))?;
+        Err(DumpError::IndexCheckFailed {
+            path: path.to_path_buf(),
+            problems,
+        })
+    }
+}
+
+/// What `check_data_dir` found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Damage or inconsistencies: data the next open would cut, or files it would refuse.
+    /// Each names the file and, where there is one, the byte position (or line).
+    pub problems: Vec<String>,
+    /// States that are normal while a kpfs runs, or that the next open repairs by design
+    /// (leftover temporary files, a missing clean-shutdown marker, a held lock).
+    pub notes: Vec<String>,
+    pub topics: usize,
+    /// Live `.log` files (temporary ones not counted).
+    pub segments: usize,
+    /// Records in the batches that decode.
+    pub records: u64,
+}
+
+impl CheckReport {
+    pub fn is_healthy(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    fn problem(&mut self, path: &Path, text: impl fmt::Display) {
+        self.problems.push(format!("{}: {text}", path.display()));
+    }
+
+    fn note(&mut self, path: &Path, text: impl fmt::Display) {
+        self.notes.push(format!("{}: {text}", path.display()));
+    }
+}
+
+/// Verifies a data directory offline without changing anything: every file is opened
+/// read-only and no lock is taken, so it may run next to a mounted kpfs (whose active
+/// segments may then change under it; a note says when the lock is held).
+pub fn check_data_dir(dir: &Path) -> CheckReport {
+    let mut report = CheckReport::default();
+    let names = match sorted_entries(dir) {
+        Ok(names) => names,
+        Err(e) => {
+            report.problem(dir, format_args!("cannot list the data directory: {e}"));
+            return report;
+        }
+    };
+    // Log end offset of each topic, for the cleaner checkpoint.
+    let mut log_ends: BTreeMap<String, u64> = BTreeMap::new();
+    let mut clean_marker = false;
+    let mut checkpoint = false;
+    for entry in names {
+        let path = dir.join(&entry.name);
+        if entry.is_dir {
+            if entry.name.ends_with(DELETING_SUFFIX) {
+                report.note(
+                    &path,
+                    "topic deletion was interrupted; the next open removes this directory",
+                );
+            } else if let Some(topic) = entry
+                .name
+                .strip_suffix(PARTITION_SUFFIX)
+                .filter(|t| validate_topic_name(t).is_ok())
+            {
+                report.topics += 1;
+                let end = check_partition(&path, &mut report);
+                log_ends.insert(topic.to_string(), end);
+            } else {
+                report.note(&path, "not a partition directory; kpfs ignores it");
+            }
+            continue;
+        }
+        match entry.name.as_str() {
+            LOCK_FILE => {
+                if let Some(pid) = lock_holder(&path) {
+                    report.note(
+                        &path,
+                        format_args!(
+                            "held by process {pid}: the data directory is mounted, so active \
+                             segments may change while they are checked"
+                        ),
+                    );
+                }
+            }
+            CLEAN_SHUTDOWN_FILE => clean_marker = true,
+            DYNAMIC_BROKER_CONFIG_FILE => check_broker_config(&path, &mut report),
+            CLEANER_CHECKPOINT_FILE => checkpoint = true,
+            name if name.ends_with(TMP_SUFFIX) => report.note(
+                &path,
+                "left by an interrupted config or checkpoint write; kpfs never reads it",
+            ),
+            _ => report.note(&path, "unknown file; kpfs ignores it"),
+        }
+    }
+    if !clean_marker {
+        report.note(
+            &dir.join(CLEAN_SHUTDOWN_FILE),
+            "absent: kpfs is mounted or did not shut down cleanly; the next open \
+             recovers every segment (revalidates the logs and rebuilds the indexes)",
+        );
+    }
+    if checkpoint {
+        check_cleaner_checkpoint(&dir.join(CLEANER_CHECKPOINT_FILE), &log_ends, &mut report);
+    }
+    report
+}
+
+struct DirEntry {
+    name: String,
+    is_dir: bool,
+}
+
+/// Directory entries sorted by name. Non-UTF-8 names are kept lossily: kpfs never
+/// creates them, so they are reported as unknown.
+fn sorted_entries(dir: &Path) -> io::Result<Vec<DirEntry>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        // `file_type` does not follow symlinks, as the engine's own listing.
+        let is_dir = entry.file_type()?.is_dir();
+        out.push(DirEntry {
+            name: entry.file_name().to_string_lossy().into_owned(),
+            is_dir,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// The pid holding an `flock` on `path`, from `/proc/locks`, without touching the lock
+/// (taking it, even briefly, could make a concurrent mount fail).
+fn lock_holder(path: &Path) -> Option<u32> {
+    let meta = fs::metadata(path).ok()?;
+    let dev = meta.dev();
+    // glibc's gnu_dev_major/minor: /proc/locks prints the device as major:minor in hex.
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let locks = fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        // `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`; waiters have `->` and hold nothing.
+        if line.contains("->") {
+            return None;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let at = fields.iter().position(|f| *f == "FLOCK")?;
+        let pid = fields.get(at + 3)?.parse::<u32>().ok()?;
+        let mut id = fields.get(at + 4)?.split(':');
+        let maj = u64::from_str_radix(id.next()?, 16).ok()?;
+        let min = u64::from_str_radix(id.next()?, 16).ok()?;
+        let ino = id.next()?.parse::<u64>().ok()?;
+        (maj == major && min == minor && ino == meta.ino()).then_some(pid)
+    })
+}
+
+fn check_broker_config(path: &Path, report: &mut CheckReport) {
+    match fs::read_to_string(path) {
+        Ok(text) => {
+            if let Err(e) = BrokerConfig::defaults().with_dynamic_properties(&text) {
+                report.problem(
+                    path,
+                    format_args!("{e} (opening the data directory fails on this)"),
+                );
+            }
+        }
+        Err(e) => report.problem(path, format_args!("cannot read: {e}")),
+    }
+}
+
+fn check_topic_config(path: &Path, report: &mut CheckReport) {
+    match fs::read_to_string(path) {
+        Ok(text) => {
+            if let Err(e) = TopicOverrides::from_properties(&text) {
+                report.problem(
+                    path,
+                    format_args!("{e} (opening the data directory fails on this)"),
+                );
+            }
+        }
+        Err(e) => report.problem(path, format_args!("cannot read: {e}")),
+    }
+}
+
+/// Checks one `TOPIC-0` directory; returns the log end offset the next open would find.
+fn check_partition(dir: &Path, report: &mut CheckReport) -> u64 {
+    let names = match sorted_entries(dir) {
+        Ok(names) => names,
+        Err(e) => {
+            report.problem(dir, format_args!("cannot list: {e}"));
+            return 0;
+        }
+    };
+    let mut files: BTreeMap<u64, [bool; 3]> = BTreeMap::new();
+    for entry in &names {
+        let path = dir.join(&entry.name);
+        if entry.is_dir {
+            report.problem(&path, "unexpected directory in a partition directory");
+            continue;
+        }
+        if entry.name == TOPIC_CONFIG_FILE {
+            check_topic_config(&path, report);
+            continue;
+        }
+        if entry.name.ends_with(TMP_SUFFIX) {
+            report.note(
+                &path,
+                "left by an interrupted config write; kpfs never reads it",
+            );
+            continue;
+        }
+        let Some(seg) = parse_name(&entry.name) else {
+            report.problem(
+                &path,
+                "unknown file: not a topic config nor a segment file \
+                 (<20-digit base offset>.log, .index or .timeindex)",
+            );
+            continue;
+        };
+        match seg.temp {
+            "" => {
+                let kinds = files.entry(seg.base).or_default();
+                kinds[seg.kind as usize] = true;
+            }
+            DELETED_SUFFIX => report.note(
+                &path,
+                "segment file awaiting deletion (normal while mounted; the next open removes it)",
+            ),
+            CLEANED_SUFFIX => report.note(
+                &path,
+                "output of an unfinished clean (a crash); the next open removes it",
+            ),
+            _ => report.note(
+                &path,
+                "segment swap interrupted by a crash; the next open completes or rolls it back",
+            ),
+        }
+    }
+    let mut log_end = 0u64;
+    // (path, next offset) of the previous segment, for overlaps.
+    let mut previous: Option<(PathBuf, u64)> = None;
+    // Set once a segment has bytes that do not decode: recovery truncates there and
+    // deletes every later segment, so the log would end there.
+    let mut cut = false;
+    for (&base, &[has_log, has_index, has_time_index]) in &files {
+        let file = |kind: Kind| dir.join(segment_file_name(base, kind.suffix()));
+        if !has_log {
+            for (present, kind) in [
+                (has_index, Kind::OffsetIndex),
+                (has_time_index, Kind::TimeIndex),
+            ] {
+                if present {
+                    report.problem(
+                        &file(kind),
+                        "orphaned index with no .log of the same base offset; the next open deletes it",
+                    );
+                }
+            }
+            continue;
+        }
+        report.segments += 1;
+        let log_path = file(Kind::Log);
+        let Some(facts) = check_log(&log_path, base, report) else {
+            continue;
+        };
+        if !cut {
+            log_end = facts.next_offset;
+        }
+        if let Some((prev_path, prev_next)) = &previous {
+            if *prev_next > base {
+                report.problem(
+                    &log_path,
+                    format_args!(
+                        "position 0: base offset {base} overlaps {}, which ends at offset \
+                         {prev_next} (opening the data directory fails on this)",
+                        prev_path.display()
+                    ),
+                );
+            }
+        }
+        previous = Some((log_path.clone(), facts.next_offset));
+        cut |= facts.invalid_at.is_some();
+        for (present, kind) in [
+            (has_index, Kind::OffsetIndex),
+            (has_time_index, Kind::TimeIndex),
+        ] {
+            let path = file(kind);
+            if !present {
+                let consequence = match kind {
+                    Kind::OffsetIndex => "the next open rebuilds it from the log",
+                    _ => "the next open creates it empty, so time lookups in this segment lose precision",
+                };
+                report.problem(&path, format_args!("missing ({consequence})"));
+                continue;
+            }
+            check_index(&path, kind, base, &log_path, &facts, report);
+        }
+    }
+    log_end
+}
+
+/// What the walk of one `.log` found.
+struct LogFacts {
+    /// Bytes of batches that decode, from the start.
+    valid_bytes: u64,
+    invalid_at: Option<u64>,
+    /// Next offset after the last batch that decodes (the base offset if none does).
+    next_offset: u64,
+}
+
+fn check_log(path: &Path, base: u64, report: &mut CheckReport) -> Option<LogFacts> {
+    let opened = File::open(path).and_then(|f| {
+        let len = f.metadata()?.len();
+        Ok((f, len))
+    });
+    let (file, len) = match opened {
+        Ok(x) => x,
+        Err(e) => {
+            report.problem(path, format_args!("cannot read: {e}"));
+            return None;
+        }
+    };
+    if len > MAX_SEGMENT_FILE_BYTES {
+        report.problem(
+            path,
+            format_args!(
+                "{len} bytes: larger than {MAX_SEGMENT_FILE_BYTES}, so index positions cannot address it"
+            ),
+        );
+    }
+    let mut walker = BatchWalker::new(&file, len, base, true);
+    let mut facts = LogFacts {
+        valid_bytes: 0,
+        invalid_at: None,
+        next_offset: base,
+    };
+    loop {
+        match walker.next_step() {
+            Ok(Step::Batch { pos, header }) => {
+                report.records += u64::from(header.record_count);
+                facts.next_offset = header.next_offset();
+                facts.valid_bytes = pos + header.size as u64;
+            }
+            Ok(Step::End) => break,
+            Ok(Step::Invalid { pos, reason }) => {
+                report.problem(
+                    path,
+                    format_args!(
+                        "position {pos}: {reason}; the {} bytes from here on do not decode \
+                         (recovery truncates the segment here and deletes every later segment)",
+                        len - pos
+                    ),
+                );
+                facts.invalid_at = Some(pos);
+                break;
+            }
+            Err(e) => {
+                report.problem(
+                    path,
+                    format_args!("position {}: cannot read: {e}", walker.pos),
+                );
+                facts.invalid_at = Some(walker.pos);
+                break;
+            }
+        }
+    }
+    Some(facts)
+}
+
+fn check_index(
+    path: &Path,
+    kind: Kind,
+    base: u64,
+    log_path: &Path,
+    facts: &LogFacts,
+    report: &mut CheckReport,
+) {
+    let opened = File::open(path)
+        .and_then(|f| Ok((f.metadata()?.len(), f)))
+        .and_then(|(len, index)| Ok((len, index, File::open(log_path)?)));
+    let (len, index, log) = match opened {
+        Ok(x) => x,
+        Err(e) => {
+            report.problem(path, format_args!("cannot read: {e}"));
+            return;
+        }
+    };
+    // The log was verified already: walking its valid prefix needs only the headers.
+    let walker = BatchWalker::new(&log, facts.valid_bytes, base, false);
+    let mut cursor = match BatchCursor::new(walker, base) {
+        Ok(mut c) => {
+            c.ends_at_invalid = facts.invalid_at.is_some();
+            c
+        }
+        Err(e) => {
+            report.problem(log_path, format_args!("cannot read: {e}"));
+            return;
+        }
+    };
+    let walk = IndexWalk {
+        kind,
+        base,
+        check: true,
+        log: Some(&mut cursor),
+    };
+    let mut problems = Vec::new();
+    let result = walk.run(index, len, &mut |line| {
+        if let IndexLine::Problem(text) = line {
+            problems.push(text);
+        }
+        Ok(())
+    });
+    for text in problems {
+        report.problem(path, text);
+    }
+    if let Err(e) = result {
+        report.problem(path, format_args!("cannot read: {e}"));
+    }
+}
+
+/// `0\n<count>\n<topic> 0 <offset>` lines, as Kafka's `OffsetCheckpointFile`.
+fn check_cleaner_checkpoint(
+    path: &Path,
+    log_ends: &BTreeMap<String, u64>,
+    report: &mut CheckReport,
+) {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            report.problem(path, format_args!("cannot read: {e}"));
+            return;
+        }
+    };
+    let mut lines = text.lines();
+    match lines.next() {
+        Some("0") => {}
+        other => {
+            report.problem(
+                path,
+                format_args!(
+                    "line 1: version {:?}, expected \"0\"; kpfs ignores the file's entries",
+                    other.unwrap_or("")
+                ),
+            );
+            return;
+        }
+    }
+    let count = match lines.next().map(|c| c.parse::<usize>()) {
+        Some(Ok(n)) => Some(n),
+        other => {
+            report.problem(
+                path,
+                format_args!("line 2: entry count {other:?} is not a number"),
+            );
+            None
+        }
+    };
+    let mut seen = BTreeSet::new();
+    let mut entries = 0usize;
+    for (i, line) in lines.enumerate() {
+        let n = i + 3;
+        entries += 1;
+        let parts: Vec<&str> = line.split(' ').collect();
+        let [topic, partition, offset] = parts[..] else {
+            report.problem(
+                path,
+                format_args!("line {n}: {line:?} is not `<topic> 0 <offset>`; kpfs ignores it"),
+            );
+            continue;
+        };
+        if partition != "0" {
+            report.problem(
+                path,
+                format_args!(
+                    "line {n}: partition {partition:?} of topic {topic}; kpfs has only partition 0"
+                ),
+            );
+            continue;
+        }
+        let Ok(offset) = offset.parse::<u64>() else {
+            report.problem(
+                path,
+                format_args!("line {n}: offset {offset:?} is not a number; kpfs ignores the entry"),
+            );
+            continue;
+        };
+        if !seen.insert(topic) {
+            report.problem(path, format_args!("line {n}: topic {topic} listed twice"));
+        }
+        match log_ends.get(topic) {
+            None => report.problem(
+                path,
+                format_args!("line {n}: topic {topic} does not exist"),
+            ),
+            Some(&end) if offset > end => report.problem(
+                path,
+                format_args!(
+                    "line {n}: cleaner offset {offset} of topic {topic} is beyond its log end offset {end}"
+                ),
+            ),
+            Some(_) => {}
+        }
+    }
+    if let Some(count) = count.filter(|&c| c != entries) {
+        report.problem(
+            path,
+            format_args!("line 2: announces {count} entries, the file has {entries}"),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::format::BatchBuilder;
+    use crate::engine::{Engine, EngineOptions, ManualClock};
+    use std::sync::Arc;
+
+    const T0: i64 = 1_764_430_000_000;
+
+    fn open(dir: &Path, clock: &Arc<ManualClock>) -> Engine {
+        Engine::open(
+            dir,
+            BrokerConfig::defaults(),
+            clock.clone(),
+            EngineOptions::default(),
+        )
+        .unwrap()
+    }
+
+    /// Topic `orders` over several 300-byte segments, every batch but a segment's first
+    /// indexed, one second between appends.
+    fn fill(engine: &Engine, clock: &ManualClock) {
+        let t = engine.create_topic("orders").unwrap();
+        t.update_config(b"internal.segment.bytes=300\nindex.interval.bytes=0")
+            .unwrap();
+        for i in 0..12 {
+            clock.advance(1000);
+            t.append_lines(format!("order-{i}-a\norder-{i}-b\n").as_bytes())
+                .unwrap();
+        }
+    }
+
+    fn build() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine = open(dir.path(), &clock);
+        fill(&engine, &clock);
+        engine.shutdown().unwrap();
+        dir
+    }
+
+    /// Live files of `orders` with `suffix`, oldest first.
+    fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+        let part = dir.join("orders-0");
+        let mut out: Vec<PathBuf> = fs::read_dir(&part)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_str().unwrap();
+                parse_segment_file_name(name).is_some_and(|(_, s)| s == suffix)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn healthy(report: &CheckReport) {
+        assert!(report.is_healthy(), "{:#?}", report.problems);
+    }
+
+    /// The problems mentioning `file`, which must exist.
+    fn problems_about(report: &CheckReport, file: &Path) -> Vec<String> {
+        let name = file.file_name().unwrap().to_str().unwrap();
+        let found: Vec<String> = report
+            .problems
+            .iter()
+            .filter(|p| p.contains(name))
+            .cloned()
+            .collect();
+        assert!(
+            !found.is_empty(),
+            "no problem names {name}: {:#?}",
+            report.problems
+        );
+        found
+    }
+
+    fn dump(path: &Path, opts: &DumpOptions) -> (String, Result<(), DumpError>) {
+        let mut out = Vec::new();
+        let result = dump_file(path, opts, &mut out);
+        (String::from_utf8(out).unwrap(), result)
+    }
+
+    /// Every file under `dir` with its bytes and length.
+    fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    todo.push(p);
+                } else {
+                    out.insert(p.clone(), fs::read(&p).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    fn set_u32(path: &Path, at: usize, value: u32) {
+        let mut bytes = fs::read(path).unwrap();
+        bytes[at..at + 4].copy_from_slice(&value.to_be_bytes());
+        fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn a_cleanly_closed_directory_is_healthy() {
+        let dir = build();
+        let report = check_data_dir(dir.path());
+        healthy(&report);
+        assert!(report.notes.is_empty(), "{:#?}", report.notes);
+        assert_eq!(report.topics, 1);
+        assert!(report.segments >= 3, "{report:?}");
+        assert_eq!(report.segments, files(dir.path(), LOG_SUFFIX).len());
+        assert_eq!(report.records, 24);
+        let index = &files(dir.path(), INDEX_SUFFIX)[0];
+        assert!(
+            fs::metadata(index).unwrap().len() > 0,
+            "the test indexes batches"
+        );
+    }
+
+    #[test]
+    fn a_crashed_directory_is_healthy_with_notes_and_check_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine = open(dir.path(), &clock);
+        fill(&engine, &clock);
+        // Mounted: the lock is held, the active indexes are preallocated, no marker.
+        let before = snapshot(dir.path());
+        let report = check_data_dir(dir.path());
+        assert_eq!(before, snapshot(dir.path()));
+        healthy(&report);
+        assert!(report.notes.iter().any(|n| n.contains(CLEAN_SHUTDOWN_FILE)));
+        if fs::read_to_string("/proc/locks").is_ok() {
+            let pid = std::process::id().to_string();
+            assert!(
+                report
+                    .notes
+                    .iter()
+                    .any(|n| n.contains(LOCK_FILE) && n.contains(&pid)),
+                "{:#?}",
+                report.notes
+            );
+        }
+        drop(engine);
+        healthy(&check_data_dir(dir.path()));
+    }
+
+    #[test]
+    fn a_flipped_byte_is_reported_with_file_and_position() {
+        let dir = build();
+        let log = &files(dir.path(), LOG_SUFFIX)[1];
+        let mut bytes = fs::read(log).unwrap();
+        bytes[BATCH_HEADER_BYTES + 3] ^= 0x10;
+        fs::write(log, &bytes).unwrap();
+        let before = snapshot(dir.path());
+        let report = check_data_dir(dir.path());
+        assert_eq!(before, snapshot(dir.path()), "check never writes");
+        let found = problems_about(&report, log);
+        assert!(
+            found.iter().any(|p| p.contains("position 0: CRC mismatch")),
+            "{found:#?}"
+        );
+        // Dumping the same file stops at the same place, with an error.
+        let (out, result) = dump(log, &DumpOptions::default());
+        assert!(
+            out.contains("invalid bytes at position 0: CRC mismatch"),
+            "{out}"
+        );
+        assert!(matches!(
+            result,
+            Err(DumpError::InvalidBatch { position: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn a_truncated_log_is_reported() {
+        let dir = build();
+        let log = files(dir.path(), LOG_SUFFIX)[0].clone();
+        let len = fs::metadata(&log).unwrap().len();
+        File::options()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_len(len - 5)
+            .unwrap();
+        let report = check_data_dir(dir.path());
+        let found = problems_about(&report, &log);
+        assert!(
+            found.iter().any(|p| p.contains("truncated batch")),
+            "{found:#?}"
+        );
+        // The index entry of the torn batch now points into bytes that do not decode.
+        let index = &files(dir.path(), INDEX_SUFFIX)[0];
+        let index_problems = problems_about(&report, index);
+        assert!(
+            index_problems
+                .iter()
+                .any(|p| p.contains("first invalid batch")),
+            "{index_problems:#?}"
+        );
+    }
+
+    #[test]
+    fn bad_names_missing_and_orphaned_indexes_are_reported() {
+        let dir = build();
+        let time_index = files(dir.path(), TIME_INDEX_SUFFIX)[1].clone();
+        let renamed = time_index.with_file_name("00000000000000000000.timeidx");
+        fs::rename(&time_index, &renamed).unwrap();
+        let index = files(dir.path(), INDEX_SUFFIX)[0].clone();
+        fs::remove_file(&index).unwrap();
+        let log = files(dir.path(), LOG_SUFFIX)[2].clone();
+        let orphan = log.with_file_name(segment_file_name(999_999, INDEX_SUFFIX));
+        fs::write(&orphan, b"").unwrap();
+        let report = check_data_dir(dir.path());
+        assert!(problems_about(&report, &renamed)[0].contains("unknown file"));
+        assert!(problems_about(&report, &time_index)[0].contains("missing"));
+        assert!(problems_about(&report, &index)[0].contains("missing"));
+        assert!(problems_about(&report, &orphan)[0].contains("orphaned"));
+        assert_eq!(report.problems.len(), 4, "{:#?}", report.problems);
+    }
+
+    #[test]
+    fn index_entries_that_do_not_match_the_log_are_reported() {
+        let dir = build();
+        let index = files(dir.path(), INDEX_SUFFIX)[0].clone();
+        let log = files(dir.path(), LOG_SUFFIX)[0].clone();
+        let entries = fs::read(&index).unwrap();
+        assert!(entries.len() >= 16, "needs two entries");
+        let first_pos = be_u32(&entries[4..]);
+        // Entry 1 claims the offset of entry 0's batch + 7 at entry 0's position + 1.
+        set_u32(&index, 4, first_pos + 1);
+        let report = check_data_dir(dir.path());
+        let found = problems_about(&report, &index);
+        assert!(
+            found.iter().any(|p| p.contains("byte 0: Index offset")
+                && p.contains(&format!(
+                    "position {}, which is not the start of a batch",
+                    first_pos + 1
+                ))),
+            "{found:#?}"
+        );
+        set_u32(&index, 4, first_pos);
+        set_u32(&index, 0, be_u32(&entries) + 1);
+        let found = problems_about(&check_data_dir(dir.path()), &index);
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains("batch there has last offset")),
+            "{found:#?}"
+        );
+        // The same through dump-log's sanity check, which names the problem and fails.
+        let opts = DumpOptions {
+            verify_index_only: true,
+            ..Default::default()
+        };
+        let (out, result) = dump(&index, &opts);
+        assert!(out.contains("batch there has last offset"), "{out}");
+        assert!(!out.contains("offset: "), "entries are not printed: {out}");
+        assert!(matches!(
+            result,
+            Err(DumpError::IndexCheckFailed { problems: 1, .. })
+        ));
+        assert!(log.exists());
+    }
+
+    #[test]
+    fn a_time_index_that_goes_back_in_time_is_reported() {
+        let dir = build();
+        let time_index = files(dir.path(), TIME_INDEX_SUFFIX)[0].clone();
+        let mut bytes = fs::read(&time_index).unwrap();
+        assert!(bytes.len() >= 24, "needs two entries");
+        // Entry 1 gets entry 0's timestamp minus one.
+        let ts = be_i64(&bytes) - 1;
+        bytes[12..20].copy_from_slice(&ts.to_be_bytes());
+        fs::write(&time_index, &bytes).unwrap();
+        let found = problems_about(&check_data_dir(dir.path()), &time_index);
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains("byte 12: Time index timestamp")
+                    && p.contains("does not increase")),
+            "{found:#?}"
+        );
+        assert!(
+            found.iter().any(|p| p.contains("has max timestamp")),
+            "{found:#?}"
+        );
+    }
+
+    #[test]
+    fn configs_and_the_cleaner_checkpoint_are_checked() {
+        let dir = build();
+        let ckpt = dir.path().join(CLEANER_CHECKPOINT_FILE);
+        fs::write(&ckpt, "0\n3\norders 0 5\nghost 0 1\norders 0 999\n").unwrap();
+        let props = dir.path().join("orders-0").join(TOPIC_CONFIG_FILE);
+        fs::write(&props, "segment.bytes=lots\n").unwrap();
+        let report = check_data_dir(dir.path());
+        let found = problems_about(&report, &ckpt);
+        assert!(found
+            .iter()
+            .any(|p| p.contains("line 4: topic ghost does not exist")));
+        assert!(found.iter().any(|p| p.contains(
+            "line 5: cleaner offset 999 of topic orders is beyond its log end offset 24"
+        )));
+        assert!(found
+            .iter()
+            .any(|p| p.contains("line 5: topic orders listed twice")));
+        assert_eq!(found.len(), 3, "{found:#?}");
+        assert_eq!(problems_about(&report, &props).len(), 1);
+        fs::write(&ckpt, "0\n1\norders 0 24\n").unwrap();
+        fs::write(&props, "").unwrap();
+        healthy(&check_data_dir(dir.path()));
+    }
+
+    #[test]
+    fn leftover_temporary_files_are_notes() {
+        let dir = build();
+        for (file, temp) in [
+            (&files(dir.path(), LOG_SUFFIX)[0], DELETED_SUFFIX),
+            (&files(dir.path(), INDEX_SUFFIX)[0], CLEANED_SUFFIX),
+            (&files(dir.path(), TIME_INDEX_SUFFIX)[0], SWAP_SUFFIX),
+        ] {
+            let mut name = file.as_os_str().to_owned();
+            name.push(temp);
+            fs::copy(file, PathBuf::from(name)).unwrap();
+        }
+        fs::write(dir.path().join("orders-0").join("kpfs-topic.tmp"), b"x").unwrap();
+        let report = check_data_dir(dir.path());
+        healthy(&report);
+        assert_eq!(report.notes.len(), 4, "{:#?}", report.notes);
+    }
+
+    #[test]
+    fn a_compacted_topic_is_healthy_and_dumps_its_delete_horizons() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine = open(dir.path(), &clock);
+        let t = engine.create_topic("cmp").unwrap();
+        t.update_config(
+            b"cleanup.policy=compact\nsegment.ms=3000\nmin.cleanable.dirty.ratio=0.01\n\
+              delete.retention.ms=60000\nparse.key=true\nkey.separator=:\nnull.marker=NULL\n\
+              index.interval.bytes=0",
+        )
+        .unwrap();
+        let mut passes = 0;
+        for round in 0..4 {
+            for k in ["a", "b", "c"] {
+                t.append_lines(format!("{k}:round{round}-{k}\n").as_bytes())
+                    .unwrap();
+            }
+            if round == 1 {
+                t.append_lines(b"a:NULL\n").unwrap();
+            }
+            clock.advance(4000);
+            passes += usize::from(engine.run_cleaner_once().is_some());
+        }
+        assert!(passes >= 2, "the cleaner ran");
+        // Mounted, with replaced segments awaiting `file.delete.delay.ms`.
+        let report = check_data_dir(dir.path());
+        healthy(&report);
+        assert!(
+            report.notes.iter().any(|n| n.contains(".log.deleted")),
+            "{:#?}",
+            report.notes
+        );
+        engine.shutdown().unwrap();
+        drop(engine);
+        assert!(dir.path().join(CLEANER_CHECKPOINT_FILE).exists());
+        healthy(&check_data_dir(dir.path()));
+        let part = dir.path().join("cmp-0");
+        let opts = DumpOptions {
+            print_data_log: true,
+            index_sanity_check: true,
+            ..Default::default()
+        };
+        let mut horizons = 0;
+        for entry in fs::read_dir(&part).unwrap() {
+            let path = entry.unwrap().path();
+            let (out, result) = dump(&path, &opts);
+            result.unwrap();
+            horizons += out.matches("deleteHorizonMs: OptionalLong[").count();
+        }
+        assert!(horizons > 0, "the retained tombstone's batch has a horizon");
+    }
+
+    /// `kv`: keys before `:`, `NULL` for a null key or a tombstone.
+    fn keyed_log() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine = open(dir.path(), &clock);
+        let t = engine.create_topic("kv").unwrap();
+        t.update_config(b"parse.key=true\nkey.separator=:\nnull.marker=NULL")
+            .unwrap();
+        t.append_lines(b"a:apple\nNULL:keyless\nb:NULL\n").unwrap();
+        clock.advance(5);
+        t.append_lines("c:\u{e9}t\u{e9}\n".as_bytes()).unwrap();
+        engine.shutdown().unwrap();
+        let log = dir
+            .path()
+            .join("kv-0")
+            .join(segment_file_name(0, LOG_SUFFIX));
+        (dir, log)
+    }
+
+    #[test]
+    fn dump_prints_batches_and_records_as_kafka() {
+        let (_dir, log) = keyed_log();
+        let bytes = fs::read(&log).unwrap();
+        let first = decode_header(&bytes).unwrap();
+        let second = decode_header(&bytes[first.size..]).unwrap();
+        let opts = DumpOptions {
+            print_data_log: true,
+            ..Default::default()
+        };
+        let (out, result) = dump(&log, &opts);
+        result.unwrap();
+        let expected = format!(
+            "Dumping {}\n\
+             Log starting offset: 0\n\
+             baseOffset: 0 lastOffset: 2 count: 3 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: {T0} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
+             | offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5 sequence: -1 headerKeys: [] key: a payload: apple\n\
+             | offset: 1 CreateTime: {T0} keySize: -1 valueSize: 7 sequence: -1 headerKeys: [] payload: keyless\n\
+             | offset: 2 CreateTime: {T0} keySize: 1 valueSize: -1 sequence: -1 headerKeys: [] key: b\n\
+             baseOffset: 3 lastOffset: 3 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: {} CreateTime: {} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
+             | offset: 3 CreateTime: {} keySize: 1 valueSize: 5 sequence: -1 headerKeys: [] key: c payload: \u{e9}t\u{e9}\n",
+            log.display(),
+            first.size,
+            first.crc,
+            first.size,
+            T0 + 5,
+            second.size,
+            second.crc,
+            T0 + 5,
+        );
+        assert_eq!(out, expected);
+
+        // Without flags only batch lines; --deep-iteration alone omits keys and values.
+        let (plain, _) = dump(&log, &DumpOptions::default());
+        assert_eq!(plain.lines().count(), 4);
+        assert!(!plain.contains("| offset"));
+        let deep = DumpOptions {
+            deep_iteration: true,
+            ..Default::default()
+        };
+        let (deep_out, _) = dump(&log, &deep);
+        assert!(deep_out.contains(&format!(
+            "| offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5 sequence: -1 headerKeys: []\n"
+        )));
+        assert!(!deep_out.contains("payload:"));
+    }
+
+    #[test]
+    fn dump_prints_indexes_and_checks_them() {
+        let dir = build();
+        let index = files(dir.path(), INDEX_SUFFIX)[0].clone();
+        let time_index = files(dir.path(), TIME_INDEX_SUFFIX)[0].clone();
+        let log = files(dir.path(), LOG_SUFFIX)[0].clone();
+        let bytes = fs::read(&log).unwrap();
+        let first = decode_header(&bytes).unwrap();
+        let second = decode_header(&bytes[first.size..]).unwrap();
+
+        let (out, result) = dump(&index, &DumpOptions::default());
+        result.unwrap();
+        let mut lines = out.lines();
+        assert_eq!(
+            lines.next().unwrap(),
+            format!("Dumping {}", index.display())
+        );
+        assert_eq!(
+            lines.next().unwrap(),
+            format!("offset: {} position: {}", second.last_offset(), first.size)
+        );
+        let (out, _) = dump(&time_index, &DumpOptions::default());
+        assert_eq!(
+            out.lines().nth(1).unwrap(),
+            format!(
+                "timestamp: {} offset: {}",
+                second.max_timestamp,
+                second.last_offset()
+            )
+        );
+
+        for path in [&index, &time_index] {
+            let opts = DumpOptions {
+                index_sanity_check: true,
+                ..Default::default()
+            };
+            let (out, result) = dump(path, &opts);
+            result.unwrap();
+            assert!(out.ends_with("passed sanity check (2 entries).\n"), "{out}");
+            let quiet = DumpOptions {
+                verify_index_only: true,
+                ..Default::default()
+            };
+            let (out, result) = dump(path, &quiet);
+            result.unwrap();
+            assert_eq!(out.lines().count(), 2, "{out}");
+        }
+    }
+
+    #[test]
+    fn dump_looks_through_temporary_suffixes() {
+        let dir = build();
+        let part = dir.path().join("orders-0");
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            let from = part.join(segment_file_name(0, suffix));
+            let to = part.join(format!("{}{DELETED_SUFFIX}", segment_file_name(0, suffix)));
+            fs::rename(from, to).unwrap();
+        }
+        let opts = DumpOptions {
+            index_sanity_check: true,
+            print_data_log: true,
+            ..Default::default()
+        };
+        let (out, result) = dump(&part.join("00000000000000000000.log.deleted"), &opts);
+        result.unwrap();
+        assert!(out.contains("| offset: 0 CreateTime:"), "{out}");
+        for name in [
+            "00000000000000000000.index.deleted",
+            "00000000000000000000.timeindex.deleted",
+        ] {
+            let (out, result) = dump(&part.join(name), &opts);
+            result.unwrap();
+            assert!(out.contains("passed sanity check"), "{out}");
+        }
+        let (out, result) = dump(&part.join(TOPIC_CONFIG_FILE), &opts);
+        result.unwrap();
+        assert!(out.ends_with(&format!(
+            "Ignoring unknown file {}\n",
+            part.join(TOPIC_CONFIG_FILE).display()
+        )));
+        let stray = part.join("copy.log");
+        fs::write(&stray, b"").unwrap();
+        assert!(matches!(
+            dump(&stray, &opts).1,
+            Err(DumpError::BadFileName { .. })
+        ));
+    }
+
+    #[test]
+    fn dump_shows_delete_horizons_and_refuses_impossible_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join(segment_file_name(7, LOG_SUFFIX));
+        let mut b = BatchBuilder::new(7, T0, 0);
+        b.push(8, T0, 0, Some(b"k"), None);
+        let mut bytes = b.finish(Some(9), 3, Some(T0 + 86_400_000));
+        // Offsets past i64::MAX would overflow the header's offset arithmetic.
+        let mut huge = BatchBuilder::new(u64::MAX - 2, T0, 3);
+        huge.push(u64::MAX - 1, T0, 3, None, Some(b"x"));
+        bytes.extend(huge.finish(Some(u64::MAX), 5, None));
+        fs::write(&log, &bytes).unwrap();
+        let opts = DumpOptions {
+            print_data_log: true,
+            ..Default::default()
+        };
+        let (out, result) = dump(&log, &opts);
+        assert!(
+            out.contains("baseOffset: 7 lastOffset: 9 count: 1 ")
+                && out.contains(&format!(
+                    "deleteHorizonMs: OptionalLong[{}]",
+                    T0 + 86_400_000
+                )),
+            "{out}"
+        );
+        assert!(out.contains(&format!("| offset: 8 CreateTime: {T0} keySize: 1 valueSize: -1 sequence: -1 headerKeys: [] key: k\n")));
+        assert!(out.contains("out of range"), "{out}");
+        assert!(matches!(result, Err(DumpError::InvalidBatch { .. })));
+    }
+
+    /// A small xorshift generator: deterministic "random" files without a dependency.
+    fn noise(seed: u64, len: usize) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn dump_survives_random_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let all = DumpOptions {
+            print_data_log: true,
+            deep_iteration: true,
+            index_sanity_check: true,
+            verify_index_only: false,
+        };
+        for seed in 0..40u64 {
+            let len = (seed as usize * 397) % 5000;
+            let mut bytes = noise(seed + 1, len);
+            if seed % 2 == 0 && len >= BATCH_HEADER_BYTES {
+                // A plausible header start, so decoding goes past the magic check.
+                bytes[..8].copy_from_slice(&0u64.to_be_bytes());
+                bytes[8..12].copy_from_slice(&((len - 12) as u32).to_be_bytes());
+                bytes[12] = BATCH_MAGIC;
+            }
+            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                fs::write(dir.path().join(segment_file_name(0, suffix)), &bytes).unwrap();
+            }
+            let log = dir.path().join(segment_file_name(0, LOG_SUFFIX));
+            let (_, result) = dump(&log, &all);
+            assert_eq!(result.is_ok(), len == 0, "seed {seed}");
+            for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+                let _ = dump(&dir.path().join(segment_file_name(0, suffix)), &all);
+            }
+        }
+        // And the checker over a partition full of noise.
+        let part = dir.path().join("noise-0");
+        fs::create_dir(&part).unwrap();
+        for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+            fs::write(part.join(segment_file_name(0, suffix)), noise(99, 4096)).unwrap();
+        }
+        let report = check_data_dir(dir.path());
+        assert!(!report.is_healthy());
+    }
+
+    #[test]
+    fn dump_of_a_truncated_segment_fails_except_at_batch_boundaries() {
+        let dir = build();
+        let log = files(dir.path(), LOG_SUFFIX)[0].clone();
+        let bytes = fs::read(&log).unwrap();
+        let mut boundaries = vec![0];
+        let mut at = 0;
+        while at < bytes.len() {
+            at += decode_header(&bytes[at..]).unwrap().size;
+            boundaries.push(at);
+        }
+        let copy = dir.path().join(segment_file_name(0, LOG_SUFFIX));
+        for len in 0..=bytes.len() {
+            fs::write(&copy, &bytes[..len]).unwrap();
+            let (out, result) = dump(&copy, &DumpOptions::default());
+            if boundaries.contains(&len) {
+                result.unwrap();
+            } else {
+                let last = *boundaries.iter().filter(|&&b| b < len).max().unwrap();
+                assert!(
+                    out.contains(&format!(
+                        "Found {} invalid bytes at position {last}: truncated batch",
+                        len - last
+                    )),
+                    "{len}: {out}"
+                );
+                assert!(result.is_err());
+            }
+        }
+    }
+}
