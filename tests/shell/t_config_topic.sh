@@ -3,7 +3,7 @@
 # copy written back take effect, persist across remount, and defaults follow the broker.
 source "$(dirname "$0")/lib.sh"
 
-mount_kpfs
+mount_kpfs --override log.cleaner.backoff.ms=500
 new_data_dir scratch # a temp dir that cleanup removes
 mkdir "$MNT/t"
 CONFIG=$MNT/t/config
