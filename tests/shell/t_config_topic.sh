@@ -55,7 +55,7 @@ mkdir "$MNT/p"
 printf 'retention.ms=4321\nmax.message.bytes=2000\n' > "$MNT/p/config"
 before=$(cat "$MNT/p/config")
 umount_kpfs
-remount_kpfs
+remount_kpfs --override log.cleaner.backoff.ms=500
 expect_eq "$before" "$(cat "$MNT/p/config")" "p/config after remount"
 expect_eq $'max.message.bytes=2000\nretention.ms=4321' \
     "$(sed -n '/^# overrides$/,/^# defaults$/p' "$MNT/p/config" | grep -v '^#')" "p overrides after remount"
