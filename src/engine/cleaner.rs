@@ -549,8 +549,12 @@ fn copy_group(
                     decode_header(&bytes[at..]).map_err(|e| corrupt(seg, pos + at as u64, e))?;
                 let batch = &bytes[at..at + h.size];
                 let is_last_batch = si == last_segment && pos + (at + h.size) as u64 == seg_size;
-                let mut builder =
-                    BatchBuilder::new(h.base_offset, h.base_timestamp, h.base_stream_pos);
+                let mut builder = BatchBuilder::new(
+                    h.base_offset,
+                    h.base_timestamp,
+                    h.base_stream_pos,
+                    h.render_id,
+                );
                 let mut has_tombstone = false;
                 for rec in RecordIter::new(&h, batch) {
                     let rec = rec.map_err(|e| corrupt(seg, pos + at as u64, e))?;
@@ -573,13 +577,7 @@ fn copy_group(
                     }
                     if keep {
                         has_tombstone |= rec.value.is_none();
-                        builder.push(
-                            rec.offset,
-                            rec.timestamp,
-                            rec.stream_pos,
-                            rec.key,
-                            rec.value,
-                        );
+                        builder.push_record(&rec);
                         stats.records_retained += 1;
                     }
                 }

@@ -48,6 +48,15 @@ impl TopicConfig {
         self.internal_segment_bytes.unwrap_or(self.segment_bytes)
     }
 
+    /// Which rendering of records into `log` lines this config produces.
+    pub fn render_id(&self) -> u32 {
+        super::format::render_id(
+            self.parse_key,
+            &self.key_separator,
+            self.null_marker.as_deref().unwrap_or(&[]),
+        )
+    }
+
     /// Kafka's `maxSegmentMs()`: compacted topics roll no later than `max.compaction.lag.ms`.
     pub fn max_segment_ms(&self) -> i64 {
         if self.cleanup_policy.compact && self.max_compaction_lag_ms > 0 {

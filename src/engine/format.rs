@@ -4,6 +4,11 @@
 //!
 //! All integers are big-endian, as in Kafka. Batches are checksummed with CRC32 (IEEE,
 //! `crc32fast`) so recovery can tell a torn or corrupt tail from valid data.
+//!
+//! A batch keeps each record's line exactly as it is rendered in the `log` file (key,
+//! separator, value, newline) in one contiguous section after the record metadata. As
+//! long as the topic renders records the way they were written (the batch's render id
+//! matches), reading is a copy of that section, not a per-record rebuild.
 
 use std::fmt;
 
@@ -42,8 +47,10 @@ const DELETE_HORIZON_AT: usize = 39;
 const BASE_STREAM_POS_AT: usize = 47;
 const STREAM_BYTES_AT: usize = 55;
 const RECORD_COUNT_AT: usize = 59;
-/// Size of the fixed batch header; records follow.
-pub const BATCH_HEADER_BYTES: usize = 63;
+const RENDER_ID_AT: usize = 63;
+const META_BYTES_AT: usize = 67;
+/// Size of the fixed batch header; the record metadata section follows, then the lines.
+pub const BATCH_HEADER_BYTES: usize = 71;
 /// `batch_length` counts the bytes after the length field itself.
 const LENGTH_FIELD_END: usize = 12;
 
@@ -53,6 +60,9 @@ const ATTR_DELETE_HORIZON: u16 = 1;
 /// The largest batch kpfs will decode. Guards allocations against corrupt length fields;
 /// larger than any batch kpfs writes (one write is at most one segment).
 pub const MAX_BATCH_BYTES: usize = i32::MAX as usize;
+
+/// Upper bound of one record's metadata (six varints of at most 10 bytes).
+const MAX_RECORD_META_BYTES: usize = 60;
 
 pub fn segment_file_name(base_offset: u64, suffix: &str) -> String {
     format!("{base_offset:0width$}{suffix}", width = OFFSET_DIGITS)
@@ -82,6 +92,8 @@ pub struct Record {
     pub key: Option<Vec<u8>>,
     /// `None` is a tombstone.
     pub value: Option<Vec<u8>>,
+    /// The line as written, newline included.
+    pub line: Vec<u8>,
 }
 
 /// The fixed part of a batch.
@@ -100,6 +112,10 @@ pub struct BatchHeader {
     pub base_stream_pos: u64,
     pub stream_bytes: u32,
     pub record_count: u32,
+    /// Which rendering (parse.key, key.separator, null.marker) the lines were written in.
+    pub render_id: u32,
+    /// Bytes of record metadata after the header; the lines section follows.
+    pub meta_bytes: u32,
 }
 
 impl BatchHeader {
@@ -113,6 +129,11 @@ impl BatchHeader {
 
     pub fn stream_end(&self) -> u64 {
         self.base_stream_pos + u64::from(self.stream_bytes)
+    }
+
+    /// Where the lines section starts, from the start of the batch.
+    pub fn lines_at(&self) -> usize {
+        BATCH_HEADER_BYTES + self.meta_bytes as usize
     }
 }
 
@@ -212,19 +233,27 @@ pub fn decode_header(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
             "batch stream position {stream_pos} out of range"
         )));
     }
+    let meta_bytes = be_u32(bytes, META_BYTES_AT);
+    if BATCH_HEADER_BYTES as u64 + u64::from(meta_bytes) > size as u64 {
+        return Err(DecodeError::BadRecord(format!(
+            "metadata length {meta_bytes} exceeds the batch"
+        )));
+    }
     let attributes = be_u16(bytes, ATTRIBUTES_AT);
     let horizon = be_i64(bytes, DELETE_HORIZON_AT);
     Ok(BatchHeader {
-        base_offset: be_u64(bytes, BASE_OFFSET_AT),
+        base_offset,
         size,
         crc: be_u32(bytes, CRC_AT),
         last_offset_delta: be_u32(bytes, LAST_OFFSET_DELTA_AT),
         base_timestamp: be_i64(bytes, BASE_TIMESTAMP_AT),
         max_timestamp: be_i64(bytes, MAX_TIMESTAMP_AT),
         delete_horizon_ms: (attributes & ATTR_DELETE_HORIZON != 0).then_some(horizon),
-        base_stream_pos: be_u64(bytes, BASE_STREAM_POS_AT),
+        base_stream_pos: stream_pos,
         stream_bytes: be_u32(bytes, STREAM_BYTES_AT),
         record_count: be_u32(bytes, RECORD_COUNT_AT),
+        render_id: be_u32(bytes, RENDER_ID_AT),
+        meta_bytes,
     })
 }
 
@@ -264,6 +293,10 @@ pub struct RecordRef<'a> {
     pub stream_pos: u64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
+    /// The line as written, newline included.
+    pub line: &'a [u8],
+    /// Where `line` starts in the batch's lines section.
+    pub line_at: usize,
 }
 
 impl RecordRef<'_> {
@@ -274,16 +307,25 @@ impl RecordRef<'_> {
             stream_pos: self.stream_pos,
             key: self.key.map(<[u8]>::to_vec),
             value: self.value.map(<[u8]>::to_vec),
+            line: self.line.to_vec(),
         }
+    }
+
+    /// The line without its newline (what a builder takes).
+    pub fn line_body(&self) -> &[u8] {
+        &self.line[..self.line.len() - 1]
     }
 }
 
 /// Iterates the records of one verified batch (`bytes` = the whole batch). Checks every
-/// length, that offsets increase and stay within the batch, and that nothing trails.
+/// length, that offsets increase and stay within the batch, that keys and values lie in
+/// their lines, and that nothing trails.
 #[derive(Debug)]
 pub struct RecordIter<'a> {
     header: BatchHeader,
-    body: &'a [u8],
+    meta: &'a [u8],
+    lines: &'a [u8],
+    line_at: usize,
     remaining: u32,
     previous: Option<u64>,
     failed: bool,
@@ -291,9 +333,12 @@ pub struct RecordIter<'a> {
 
 impl<'a> RecordIter<'a> {
     pub fn new(header: &BatchHeader, batch: &'a [u8]) -> Self {
+        let lines_at = header.lines_at();
         RecordIter {
             header: *header,
-            body: &batch[BATCH_HEADER_BYTES..header.size],
+            meta: &batch[BATCH_HEADER_BYTES..lines_at],
+            lines: &batch[lines_at..header.size],
+            line_at: 0,
             remaining: header.record_count,
             previous: None,
             failed: false,
@@ -301,16 +346,7 @@ impl<'a> RecordIter<'a> {
     }
 
     fn next_record(&mut self) -> Result<RecordRef<'a>, DecodeError> {
-        let length = read_varint(&mut self.body)? as usize;
-        if length > self.body.len() {
-            return Err(DecodeError::BadRecord(format!(
-                "record length {length} exceeds the {} bytes left",
-                self.body.len()
-            )));
-        }
-        let (mut rec, rest) = self.body.split_at(length);
-        self.body = rest;
-        let offset_delta = read_varint(&mut rec)?;
+        let offset_delta = read_varint(&mut self.meta)?;
         if offset_delta > u64::from(self.header.last_offset_delta) {
             return Err(DecodeError::BadRecord(format!(
                 "offset delta {offset_delta} beyond the batch's last delta {}",
@@ -327,26 +363,55 @@ impl<'a> RecordIter<'a> {
         let timestamp = self
             .header
             .base_timestamp
-            .wrapping_add(unzigzag(read_varint(&mut rec)?));
-        let stream_pos = self
-            .header
-            .base_stream_pos
-            .wrapping_add(read_varint(&mut rec)?);
-        let key = read_bytes(&mut rec)?;
-        let value = read_bytes(&mut rec)?;
-        if !rec.is_empty() {
+            .wrapping_add(unzigzag(read_varint(&mut self.meta)?));
+        let stream_delta = read_varint(&mut self.meta)?;
+        if stream_delta > u64::from(self.header.stream_bytes) {
             return Err(DecodeError::BadRecord(format!(
-                "{} trailing bytes in record",
-                rec.len()
+                "stream delta {stream_delta} beyond the batch"
             )));
         }
-        Ok(RecordRef {
+        let key_len = unzigzag(read_varint(&mut self.meta)?);
+        let value_len = unzigzag(read_varint(&mut self.meta)?);
+        let line_len = read_varint(&mut self.meta)?;
+        let left = (self.lines.len() - self.line_at) as u64;
+        if line_len == 0 || line_len > left {
+            return Err(DecodeError::BadRecord(format!(
+                "line length {line_len} with {left} bytes left"
+            )));
+        }
+        let line = &self.lines[self.line_at..self.line_at + line_len as usize];
+        let body = line.len() - 1;
+        if line[body] != b'\n' {
+            return Err(DecodeError::BadRecord(
+                "line does not end in a newline".into(),
+            ));
+        }
+        let field = |len: i64| -> Result<Option<usize>, DecodeError> {
+            match len {
+                -1 => Ok(None),
+                n if n >= 0 && n as u64 <= body as u64 => Ok(Some(n as usize)),
+                n => Err(DecodeError::BadRecord(format!(
+                    "field length {n} in a {body}-byte line"
+                ))),
+            }
+        };
+        let (key_len, value_len) = (field(key_len)?, field(value_len)?);
+        if key_len.unwrap_or(0) + value_len.unwrap_or(0) > body {
+            return Err(DecodeError::BadRecord(
+                "key and value overlap in their line".into(),
+            ));
+        }
+        let record = RecordRef {
             offset,
             timestamp,
-            stream_pos,
-            key,
-            value,
-        })
+            stream_pos: self.header.base_stream_pos + stream_delta,
+            key: key_len.map(|k| &line[..k]),
+            value: value_len.map(|v| &line[body - v..body]),
+            line,
+            line_at: self.line_at,
+        };
+        self.line_at += line.len();
+        Ok(record)
     }
 }
 
@@ -358,12 +423,11 @@ impl<'a> Iterator for RecordIter<'a> {
             return None;
         }
         if self.remaining == 0 {
-            if !self.body.is_empty() {
+            if !self.meta.is_empty() || self.line_at != self.lines.len() {
                 self.failed = true;
-                return Some(Err(DecodeError::BadRecord(format!(
-                    "{} bytes after the last record",
-                    self.body.len()
-                ))));
+                return Some(Err(DecodeError::BadRecord(
+                    "bytes after the last record".into(),
+                )));
             }
             return None;
         }
@@ -374,20 +438,14 @@ impl<'a> Iterator for RecordIter<'a> {
     }
 }
 
-fn read_bytes<'a>(buf: &mut &'a [u8]) -> Result<Option<&'a [u8]>, DecodeError> {
-    let len = unzigzag(read_varint(buf)?);
-    if len == -1 {
-        return Ok(None);
-    }
-    if len < -1 || len as u64 > buf.len() as u64 {
-        return Err(DecodeError::BadRecord(format!("field length {len}")));
-    }
-    let (field, rest) = buf.split_at(len as usize);
-    *buf = rest;
-    Ok(Some(field))
-}
-
 fn read_varint(buf: &mut &[u8]) -> Result<u64, DecodeError> {
+    // Most fields are small: one byte, no loop.
+    if let Some(&first) = buf.first() {
+        if first < 0x80 {
+            *buf = &buf[1..];
+            return Ok(u64::from(first));
+        }
+    }
     let mut value = 0u64;
     for (i, &byte) in buf.iter().enumerate().take(10) {
         value |= u64::from(byte & 0x7f) << (7 * i);
@@ -407,15 +465,6 @@ fn write_varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-fn varint_len(mut value: u64) -> usize {
-    let mut n = 1;
-    while value >= 0x80 {
-        value >>= 7;
-        n += 1;
-    }
-    n
-}
-
 fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
@@ -424,52 +473,70 @@ fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
+/// Identifies a rendering of records into lines (parse.key, key.separator, null.marker),
+/// so a reader can tell whether a batch's stored lines are already what it must return.
+pub fn render_id(parse_key: bool, separator: &[u8], null_marker: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&[u8::from(parse_key)]);
+    if parse_key {
+        h.update(&(separator.len() as u32).to_be_bytes());
+        h.update(separator);
+    }
+    h.update(null_marker);
+    h.finalize()
+}
+
 /// Builds one batch in memory. Records must be added in increasing offset order.
 #[derive(Debug)]
 pub struct BatchBuilder {
-    buf: Vec<u8>,
+    meta: Vec<u8>,
+    lines: Vec<u8>,
     base_offset: u64,
     base_timestamp: i64,
     base_stream_pos: u64,
+    render_id: u32,
     max_timestamp: i64,
     last_offset: Option<u64>,
     record_count: u32,
-    scratch: Vec<u8>,
 }
 
 impl BatchBuilder {
-    pub fn new(base_offset: u64, base_timestamp: i64, base_stream_pos: u64) -> Self {
-        Self::with_capacity(base_offset, base_timestamp, base_stream_pos, 0)
+    pub fn new(
+        base_offset: u64,
+        base_timestamp: i64,
+        base_stream_pos: u64,
+        render_id: u32,
+    ) -> Self {
+        Self::with_capacity(base_offset, base_timestamp, base_stream_pos, render_id, 0)
     }
 
     pub fn with_capacity(
         base_offset: u64,
         base_timestamp: i64,
         base_stream_pos: u64,
-        bytes: usize,
+        render_id: u32,
+        line_bytes: usize,
     ) -> Self {
-        let mut buf = Vec::with_capacity(BATCH_HEADER_BYTES + bytes);
-        buf.resize(BATCH_HEADER_BYTES, 0);
         BatchBuilder {
-            buf,
+            meta: Vec::with_capacity(line_bytes / 16),
+            lines: Vec::with_capacity(line_bytes),
             base_offset,
             base_timestamp,
             base_stream_pos,
+            render_id,
             max_timestamp: i64::MIN,
             last_offset: None,
             record_count: 0,
-            scratch: Vec::with_capacity(32),
         }
     }
 
-    /// Encoded size a record would add (for size checks before building).
-    pub fn record_size(key: Option<&[u8]>, value: Option<&[u8]>) -> usize {
-        // Generous bound for the varint fields; exact sizes don't matter for limits.
-        let body =
-            10 + 10 + 10 + 10 + key.map_or(0, <[u8]>::len) + 10 + value.map_or(0, <[u8]>::len);
-        body + varint_len(body as u64)
+    /// Upper bound of the bytes a record with a `line_body`-byte line adds.
+    pub fn record_size(line_body: usize) -> usize {
+        line_body + 1 + MAX_RECORD_META_BYTES
     }
 
+    /// Adds a record. `line_body` is the rendered line without its newline; `key` must be
+    /// its prefix and `value` its suffix (as the line protocol produces them).
     pub fn push(
         &mut self,
         offset: u64,
@@ -477,6 +544,7 @@ impl BatchBuilder {
         stream_pos: u64,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
+        line_body: &[u8],
     ) {
         assert!(offset >= self.base_offset, "record offset below batch base");
         assert!(
@@ -487,25 +555,38 @@ impl BatchBuilder {
             stream_pos >= self.base_stream_pos,
             "stream position below batch base"
         );
-        let s = &mut self.scratch;
-        s.clear();
-        write_varint(s, offset - self.base_offset);
-        write_varint(s, zigzag(timestamp.wrapping_sub(self.base_timestamp)));
-        write_varint(s, stream_pos - self.base_stream_pos);
-        for field in [key, value] {
-            match field {
-                None => write_varint(s, zigzag(-1)),
-                Some(bytes) => {
-                    write_varint(s, zigzag(bytes.len() as i64));
-                    s.extend_from_slice(bytes);
-                }
-            }
-        }
-        write_varint(&mut self.buf, s.len() as u64);
-        self.buf.extend_from_slice(s);
+        debug_assert!(
+            key.is_none_or(|k| line_body.starts_with(k)),
+            "key is the line's prefix"
+        );
+        debug_assert!(
+            value.is_none_or(|v| line_body.ends_with(v)),
+            "value is the line's suffix"
+        );
+        let m = &mut self.meta;
+        write_varint(m, offset - self.base_offset);
+        write_varint(m, zigzag(timestamp.wrapping_sub(self.base_timestamp)));
+        write_varint(m, stream_pos - self.base_stream_pos);
+        write_varint(m, zigzag(key.map_or(-1, |k| k.len() as i64)));
+        write_varint(m, zigzag(value.map_or(-1, |v| v.len() as i64)));
+        write_varint(m, line_body.len() as u64 + 1);
+        self.lines.extend_from_slice(line_body);
+        self.lines.push(b'\n');
         self.last_offset = Some(offset);
         self.max_timestamp = self.max_timestamp.max(timestamp);
         self.record_count += 1;
+    }
+
+    /// Adds a decoded record unchanged (the cleaner's copy).
+    pub fn push_record(&mut self, rec: &RecordRef<'_>) {
+        self.push(
+            rec.offset,
+            rec.timestamp,
+            rec.stream_pos,
+            rec.key,
+            rec.value,
+            rec.line_body(),
+        );
     }
 
     pub fn record_count(&self) -> u32 {
@@ -513,14 +594,14 @@ impl BatchBuilder {
     }
 
     pub fn encoded_len(&self) -> usize {
-        self.buf.len()
+        BATCH_HEADER_BYTES + self.meta.len() + self.lines.len()
     }
 
     /// Finishes the batch. `last_offset` may exceed the last record's offset (a cleaned
     /// batch keeps its original last offset); `stream_end` is the end of the stream range
     /// the batch covers.
     pub fn finish(
-        mut self,
+        self,
         last_offset: Option<u64>,
         stream_end: u64,
         delete_horizon_ms: Option<i64>,
@@ -539,31 +620,35 @@ impl BatchBuilder {
         } else {
             self.max_timestamp
         };
-        let length = u32::try_from(self.buf.len() - LENGTH_FIELD_END).expect("batch fits u32");
-        let b = &mut self.buf;
-        b[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&self.base_offset.to_be_bytes());
-        b[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
-        b[MAGIC_AT] = BATCH_MAGIC;
+        let total = self.encoded_len();
+        let length = u32::try_from(total - LENGTH_FIELD_END).expect("batch fits u32");
+        let meta_bytes = u32::try_from(self.meta.len()).expect("metadata fits u32");
+        let mut b = Vec::with_capacity(total);
+        b.extend_from_slice(&self.base_offset.to_be_bytes());
+        b.extend_from_slice(&length.to_be_bytes());
+        b.push(BATCH_MAGIC);
+        b.extend_from_slice(&[0; 4]); // CRC, filled in below
         let attributes = if delete_horizon_ms.is_some() {
             ATTR_DELETE_HORIZON
         } else {
             0
         };
-        b[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
-        b[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]
-            .copy_from_slice(&last_delta.to_be_bytes());
-        b[BASE_TIMESTAMP_AT..BASE_TIMESTAMP_AT + 8]
-            .copy_from_slice(&self.base_timestamp.to_be_bytes());
-        b[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
-        b[DELETE_HORIZON_AT..DELETE_HORIZON_AT + 8]
-            .copy_from_slice(&delete_horizon_ms.unwrap_or(-1).to_be_bytes());
-        b[BASE_STREAM_POS_AT..BASE_STREAM_POS_AT + 8]
-            .copy_from_slice(&self.base_stream_pos.to_be_bytes());
-        b[STREAM_BYTES_AT..STREAM_BYTES_AT + 4].copy_from_slice(&stream_bytes.to_be_bytes());
-        b[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&self.record_count.to_be_bytes());
-        let crc = batch_crc(b);
+        b.extend_from_slice(&attributes.to_be_bytes());
+        b.extend_from_slice(&last_delta.to_be_bytes());
+        b.extend_from_slice(&self.base_timestamp.to_be_bytes());
+        b.extend_from_slice(&max_timestamp.to_be_bytes());
+        b.extend_from_slice(&delete_horizon_ms.unwrap_or(-1).to_be_bytes());
+        b.extend_from_slice(&self.base_stream_pos.to_be_bytes());
+        b.extend_from_slice(&stream_bytes.to_be_bytes());
+        b.extend_from_slice(&self.record_count.to_be_bytes());
+        b.extend_from_slice(&self.render_id.to_be_bytes());
+        b.extend_from_slice(&meta_bytes.to_be_bytes());
+        debug_assert_eq!(b.len(), BATCH_HEADER_BYTES);
+        b.extend_from_slice(&self.meta);
+        b.extend_from_slice(&self.lines);
+        let crc = batch_crc(&b);
         b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-        self.buf
+        b
     }
 }
 
@@ -572,11 +657,11 @@ mod tests {
     use super::*;
 
     fn sample_batch() -> Vec<u8> {
-        let mut b = BatchBuilder::new(10, 1_000, 500);
-        b.push(10, 1_000, 500, Some(b"a"), Some(b"1"));
-        b.push(11, 990, 504, None, Some(b"no key"));
-        b.push(13, 1_005, 511, Some(b"k"), None);
-        b.finish(None, 515, None)
+        let mut b = BatchBuilder::new(10, 1_000, 500, 7);
+        b.push(10, 1_000, 500, Some(b"a"), Some(b"1"), b"a:1");
+        b.push(11, 990, 504, None, Some(b"no key"), b"no key");
+        b.push(13, 1_005, 511, Some(b"k"), None, b"k:NULL");
+        b.finish(None, 518, None)
     }
 
     #[test]
@@ -587,14 +672,19 @@ mod tests {
         assert_eq!(h.last_offset(), 13);
         assert_eq!(h.size, bytes.len());
         assert_eq!(h.max_timestamp, 1_005);
-        assert_eq!(h.stream_end(), 515);
+        assert_eq!(h.stream_end(), 518);
+        assert_eq!(h.render_id, 7);
         assert_eq!(h.delete_horizon_ms, None);
         assert_eq!(recs.len(), 3);
+        assert_eq!(recs[0].key.as_deref(), Some(&b"a"[..]));
+        assert_eq!(recs[0].value.as_deref(), Some(&b"1"[..]));
         assert_eq!(recs[1].key, None);
         assert_eq!(recs[1].timestamp, 990);
         assert_eq!(recs[1].stream_pos, 504);
         assert_eq!(recs[2].value, None);
         assert_eq!(recs[2].offset, 13);
+        assert_eq!(recs[2].line, b"k:NULL\n");
+        assert_eq!(&bytes[h.lines_at()..], b"a:1\nno key\nk:NULL\n");
     }
 
     #[test]
@@ -620,7 +710,7 @@ mod tests {
 
     #[test]
     fn empty_batch_keeps_its_offsets() {
-        let b = BatchBuilder::new(7, 5, 100);
+        let b = BatchBuilder::new(7, 5, 100, 0);
         let bytes = b.finish(Some(9), 130, Some(42));
         let (h, recs) = decode_batch(&bytes).unwrap();
         assert!(recs.is_empty());
@@ -643,12 +733,24 @@ mod tests {
         for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
             let mut out = Vec::new();
             write_varint(&mut out, v);
-            assert_eq!(out.len(), varint_len(v));
             let mut s = out.as_slice();
             assert_eq!(read_varint(&mut s).unwrap(), v);
+            assert!(s.is_empty());
         }
         for v in [0i64, -1, 1, i64::MIN, i64::MAX] {
             assert_eq!(unzigzag(zigzag(v)), v);
         }
+    }
+
+    #[test]
+    fn render_ids_tell_renderings_apart() {
+        let plain = render_id(false, b"\t", b"");
+        assert_eq!(
+            plain,
+            render_id(false, b":", b""),
+            "the separator is unused without keys"
+        );
+        assert_ne!(render_id(true, b":", b""), render_id(true, b"::", b""));
+        assert_ne!(render_id(true, b":", b""), render_id(true, b":", b"NULL"));
     }
 }

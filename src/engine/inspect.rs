@@ -22,6 +22,7 @@ use super::format::{
     INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, OFFSET_INDEX_ENTRY_BYTES, SWAP_SUFFIX,
     TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX,
 };
+use super::log::STREAM_START_FILE;
 use super::segment::MAX_SEGMENT_FILE_BYTES;
 use super::topic::TOPIC_CONFIG_FILE;
 use super::{
@@ -1069,6 +1070,9 @@ fn check_partition(dir: &Path, report: &mut CheckReport) -> u64 {
             check_topic_config(&path, report);
             continue;
         }
+        if entry.name == STREAM_START_FILE {
+            continue;
+        }
         if entry.name.ends_with(TMP_SUFFIX) {
             report.note(
                 &path,
@@ -1399,7 +1403,7 @@ mod tests {
     /// indexed, one second between appends.
     fn fill(engine: &Engine, clock: &ManualClock) {
         let t = engine.create_topic("orders").unwrap();
-        t.update_config(b"internal.segment.bytes=300\nindex.interval.bytes=0")
+        t.update_config(b"internal.segment.bytes=330\nindex.interval.bytes=0")
             .unwrap();
         for i in 0..12 {
             clock.advance(1000);
@@ -1922,12 +1926,12 @@ mod tests {
     fn dump_shows_delete_horizons_and_refuses_impossible_offsets() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join(segment_file_name(7, LOG_SUFFIX));
-        let mut b = BatchBuilder::new(7, T0, 0);
-        b.push(8, T0, 0, Some(b"k"), None);
+        let mut b = BatchBuilder::new(7, T0, 0, 0);
+        b.push(8, T0, 0, Some(b"k"), None, b"k:NULL");
         let mut bytes = b.finish(Some(9), 3, Some(T0 + 86_400_000));
         // Offsets past i64::MAX would overflow the header's offset arithmetic.
-        let mut huge = BatchBuilder::new(u64::MAX - 2, T0, 3);
-        huge.push(u64::MAX - 1, T0, 3, None, Some(b"x"));
+        let mut huge = BatchBuilder::new(u64::MAX - 2, T0, 3, 0);
+        huge.push(u64::MAX - 1, T0, 3, None, Some(b"x"), b"x");
         bytes.extend(huge.finish(Some(u64::MAX), 5, None));
         fs::write(&log, &bytes).unwrap();
         let opts = DumpOptions {

@@ -24,13 +24,13 @@ use super::format::{
 };
 use super::segment::{RollReason, Segment, MAX_SEGMENT_FILE_BYTES};
 
-/// One record to append: the line protocol already split key and value and measured how
-/// many bytes the record takes in the rendered stream.
+/// One record to append: the line protocol already split the line into key and value.
 #[derive(Clone, Copy, Debug)]
 pub struct PendingRecord<'a> {
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
-    pub stream_bytes: u64,
+    /// The line without its newline; the record takes `line.len() + 1` stream bytes.
+    pub line: &'a [u8],
 }
 
 /// What an append did.
@@ -169,7 +169,8 @@ impl Log {
             }
         }
         let mut segments: Vec<Arc<Segment>> = Vec::new();
-        let mut stream_pos = 0u64;
+        // An empty first segment has no batch to tell where the stream stands.
+        let mut stream_pos = read_stream_start(dir, bases.first().copied());
         let total = bases.len();
         let mut cut_from: Option<usize> = None;
         for (i, &base) in bases.iter().enumerate() {
@@ -277,7 +278,8 @@ impl Log {
                 let Some((base, suffix)) = parse_segment_file_name(stripped) else {
                     continue;
                 };
-                if min_cleaned.is_some_and(|m| base >= m) {
+                let log_swap = super::format::segment_file_name(base, LOG_SUFFIX) + SWAP_SUFFIX;
+                if min_cleaned.is_some_and(|m| base >= m) || !names.contains(&log_swap) {
                     // Part of a clean that never finished writing: roll it back.
                     remove_file(&self.dir.join(name))?;
                     report.removed_files.push(name.clone());
@@ -432,7 +434,7 @@ impl Log {
         };
         // Whole-append checks first, so a refused write changes nothing.
         for r in records {
-            let single = (BATCH_HEADER_BYTES + BatchBuilder::record_size(r.key, r.value)) as u64;
+            let single = (BATCH_HEADER_BYTES + BatchBuilder::record_size(r.line.len())) as u64;
             if single > segment_size {
                 return Err(EngineError::RecordTooLarge {
                     message: format!(
@@ -445,23 +447,25 @@ impl Log {
         // Batches are at most this big, so the read path can hold one in memory and a
         // batch never needs a segment of its own beyond the configured size.
         let batch_limit = segment_size.min(1 << 20) as usize;
+        let render_id = config.render_id();
         let mut i = 0;
         while i < records.len() {
             let mut builder = BatchBuilder::with_capacity(
                 next_offset,
                 now,
                 stream_pos,
-                batch_limit.min(64 << 10),
+                render_id,
+                batch_limit.min(1 << 20),
             );
             let mut stream_end = stream_pos;
             while i < records.len() {
                 let r = &records[i];
-                let add = BatchBuilder::record_size(r.key, r.value);
+                let add = BatchBuilder::record_size(r.line.len());
                 if builder.record_count() > 0 && builder.encoded_len() + add > batch_limit {
                     break;
                 }
-                builder.push(next_offset, now, stream_end, r.key, r.value);
-                stream_end += r.stream_bytes;
+                builder.push(next_offset, now, stream_end, r.key, r.value, r.line);
+                stream_end += r.line.len() as u64 + 1;
                 next_offset += 1;
                 i += 1;
             }
@@ -580,6 +584,12 @@ impl Log {
                 "the active segment always survives deletion"
             );
             sh.log_start_offset = sh.log_start_offset.max(kept[0].base_offset());
+            let first = kept[0].info();
+            write_stream_start(
+                &self.dir,
+                first.base_offset,
+                first.stream_start.unwrap_or(first.stream_end),
+            )?;
             sh.segments = Arc::new(kept);
             victims = gone;
         }
@@ -735,6 +745,28 @@ impl Log {
             }
         }
         assert!(snap.log_start_offset >= snap.segments[0].base_offset());
+    }
+}
+
+/// `<base offset> <stream position>` of the first segment, so an empty first segment
+/// keeps its stream position across a reopen.
+pub const STREAM_START_FILE: &str = "kpfs-stream-start";
+
+fn write_stream_start(dir: &Path, base: u64, stream_pos: u64) -> Result<()> {
+    super::topic::write_atomically(
+        &dir.join(STREAM_START_FILE),
+        format!("{base} {stream_pos}\n").as_bytes(),
+    )
+}
+
+fn read_stream_start(dir: &Path, first_base: Option<u64>) -> u64 {
+    let Ok(text) = fs::read_to_string(dir.join(STREAM_START_FILE)) else {
+        return 0;
+    };
+    let mut parts = text.split_whitespace().map(|p| p.parse::<u64>());
+    match (parts.next(), parts.next()) {
+        (Some(Ok(base)), Some(Ok(pos))) if Some(base) == first_base => pos,
+        _ => 0,
     }
 }
 

@@ -5,6 +5,7 @@ pub mod cleaner;
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod events;
 pub mod format;
 pub mod index;
 pub mod inspect;
@@ -540,6 +541,25 @@ fn clean_filthiest(
                     files: d.files,
                 }));
             tracing::info!(topic = %name, ?stats, "cleaned");
+            topic.events.record(
+                now,
+                "clean",
+                &format!(
+                    "offsets [{}, {}){}: records kept {} removed {}, tombstones kept {} removed {} (delete horizon for newly kept tombstones {}), segments replaced {}, bytes read {} written {}, map utilization {:.1}%",
+                    stats.first_dirty_offset,
+                    stats.end_offset,
+                    if stats.partial { " (partial: the offset map filled up)" } else { "" },
+                    stats.records_retained,
+                    stats.records_read - stats.records_retained,
+                    stats.tombstones_retained,
+                    stats.tombstones_removed,
+                    format_time_ms(now.saturating_add(topic.config().delete_retention_ms)),
+                    stats.segments_replaced,
+                    stats.bytes_read,
+                    stats.bytes_written,
+                    stats.buffer_utilization * 100.0
+                ),
+            );
             topic
                 .cleaner
                 .passes
@@ -558,6 +578,7 @@ fn clean_filthiest(
         }
         Err(e) => {
             tracing::error!(topic = %name, error = %e, "cleaning failed; marking the topic uncleanable");
+            topic.events.record(now, "uncleanable", &e.to_string());
             *topic.cleaner.state.lock() = cleaner::CleanerState::Uncleanable(e.to_string());
             None
         }
@@ -687,6 +708,18 @@ fn run_deletions(inner: &Inner) -> usize {
             tracing::error!(topic = %d.topic, error = %e, "removing deleted segment files failed");
         } else {
             tracing::info!(topic = %d.topic, files = ?d.files, "removed deleted segment files");
+            if let Some(t) = inner.topics.read().get(&d.topic) {
+                let names: Vec<String> = d
+                    .files
+                    .iter()
+                    .filter_map(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()))
+                    .collect();
+                t.events.record(
+                    now,
+                    "remove",
+                    &format!("file.delete.delay.ms passed: removed {}", names.join(" ")),
+                );
+            }
         }
     }
     due.len()

@@ -260,6 +260,20 @@ impl Segment {
         let (mut max_ts, mut offset_of_max) =
             st.time_index.last().unwrap_or((-1, self.base_offset));
         let mut pos = u64::from(st.offset_index.last().map_or(0, |(_, p)| p));
+        // Indexes are not checksummed: the last entry must name a batch that ends at
+        // its offset, or the tail facts would come from nowhere.
+        if let Some((offset, at)) = st.offset_index.last() {
+            let h = self.read_header_at(u64::from(at), st.size.max(u64::from(at)))?;
+            if h.last_offset() != offset {
+                return Err(self.corrupt(
+                    u64::from(at),
+                    DecodeError::BadRecord(format!(
+                        "index entry for offset {offset} points at a batch ending at {}",
+                        h.last_offset()
+                    )),
+                ));
+            }
+        }
         let mut last: Option<BatchHeader> = None;
         while pos < st.size {
             let h = self.read_header_at(pos, st.size)?;
@@ -682,31 +696,36 @@ impl Segment {
     /// batch if any). Returns the bytes, which start with a batch and end at a batch
     /// boundary, each verified.
     pub fn read_batches(&self, pos: u64, want: usize) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        self.read_batches_into(pos, want, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// [`Segment::read_batches`] into a caller's buffer, so a reader reuses one
+    /// allocation for every read.
+    pub fn read_batches_into(&self, pos: u64, want: usize, buf: &mut Vec<u8>) -> Result<()> {
+        buf.clear();
         let size = self.size();
         if pos >= size {
-            return Ok(Vec::new());
+            return Ok(());
         }
-        let mut buf = self.read_at(pos, want.max(BATCH_HEADER_BYTES))?;
+        self.read_at_into(pos, want.max(BATCH_HEADER_BYTES), size, buf)?;
         let mut end = 0usize;
-        loop {
-            if end >= buf.len() {
-                break;
-            }
+        while end < buf.len() {
             let h = match decode_header(&buf[end..]) {
                 Ok(h) => h,
                 Err(DecodeError::Truncated { .. }) if end > 0 => break,
-                Err(DecodeError::Truncated { .. }) => {
-                    buf = self.read_at(pos, BATCH_HEADER_BYTES)?;
-                    decode_header(&buf).map_err(|e| self.corrupt(pos, e))?
-                }
                 Err(e) => return Err(self.corrupt(pos + end as u64, e)),
             };
             if end + h.size > buf.len() {
                 if end > 0 {
                     break;
                 }
-                // The first batch is larger than asked for: read all of it.
-                buf = self.read_at(pos, h.size)?;
+                // The first batch is larger than asked for: read the rest of it.
+                let have = buf.len();
+                let mut rest = Vec::new();
+                self.read_at_into(pos + have as u64, h.size - have, size, &mut rest)?;
+                buf.extend_from_slice(&rest);
                 if buf.len() < h.size {
                     return Err(self.corrupt(
                         pos,
@@ -721,7 +740,20 @@ impl Segment {
             end += h.size;
         }
         buf.truncate(end);
-        Ok(buf)
+        Ok(())
+    }
+
+    fn read_at_into(&self, pos: u64, len: usize, size: u64, buf: &mut Vec<u8>) -> Result<()> {
+        let end = size.min(pos.saturating_add(len as u64));
+        if pos >= end {
+            buf.clear();
+            return Ok(());
+        }
+        // Only growth is zeroed, so a reused buffer costs no memset.
+        buf.resize((end - pos) as usize, 0);
+        self.log
+            .read_exact_at(buf, pos)
+            .map_err(|e| self.io_err("read", e))
     }
 
     /// Cuts the segment back to `position` (used by recovery and truncation).

@@ -22,6 +22,7 @@ use super::log::{
     sync_dir, AppendInfo, DeletedSegment, Log, LogSnapshot, OpenReport, PendingRecord,
 };
 use super::retention::{self, DeletionCause, SegmentFacts};
+use super::segment::Segment;
 
 /// File in the partition directory holding the topic's config overrides.
 pub const TOPIC_CONFIG_FILE: &str = "kpfs-topic.properties";
@@ -50,6 +51,8 @@ pub struct LogCursor {
     pending_at: usize,
     /// (segment id, file position) of the batch after the last one rendered.
     hint: Option<(u64, u64)>,
+    /// Reused for the raw batches of every read.
+    read_buf: Vec<u8>,
 }
 
 /// Segments deleted by one retention step.
@@ -82,6 +85,7 @@ pub struct Topic {
     future_timestamp_segment: AtomicI64,
     pub stats: TopicStats,
     pub cleaner: super::cleaner::TopicCleaner,
+    pub events: super::events::EventLog,
 }
 
 impl std::fmt::Debug for Topic {
@@ -137,6 +141,7 @@ impl Topic {
                 future_timestamp_segment: AtomicI64::new(-1),
                 stats: TopicStats::default(),
                 cleaner: Default::default(),
+                events: Default::default(),
             },
             report,
         ))
@@ -173,6 +178,15 @@ impl Topic {
     }
 
     pub fn append_lines_info(&self, data: &[u8]) -> Result<AppendInfo> {
+        let result = self.append_parsed(data);
+        if let Err(e) = &result {
+            self.events
+                .record(self.clock.now_ms(), "refused-append", &e.to_string());
+        }
+        result
+    }
+
+    fn append_parsed(&self, data: &[u8]) -> Result<AppendInfo> {
         let config = self.config();
         let records = parse_lines(data, &config, &self.name)?;
         if records.is_empty() {
@@ -189,6 +203,27 @@ impl Topic {
             .store(self.clock.now_ms(), Ordering::Relaxed);
         for (offset, reason) in &info.rolls {
             tracing::info!(topic = %self.name, base_offset = offset, %reason, "rolled segment");
+            let why = match reason {
+                super::segment::RollReason::Size => format!(
+                    "the active segment plus the incoming batch would exceed the segment size {}",
+                    config.segment_size()
+                ),
+                super::segment::RollReason::Time => format!(
+                    "the segment's first record is older than segment.ms {} minus its jitter",
+                    config.max_segment_ms()
+                ),
+                super::segment::RollReason::IndexFull => {
+                    "an index of the active segment is full".to_string()
+                }
+                super::segment::RollReason::Retention => {
+                    "retention expired every segment".to_string()
+                }
+            };
+            self.events.record(
+                self.clock.now_ms(),
+                "roll",
+                &format!("new segment at offset {offset}: reason={reason}: {why}"),
+            );
         }
         Ok(info)
     }
@@ -267,16 +302,63 @@ impl Topic {
             Some((id, at)) if id == seg.id() => at,
             _ => seg.lookup_position(cursor.next_offset),
         };
-        let bytes = seg.read_batches(file_pos, (len - out.len()).clamp(8 << 10, 4 << 20))?;
+        let mut bytes = std::mem::take(&mut cursor.read_buf);
+        let read = seg.read_batches_into(
+            file_pos,
+            (len - out.len()).clamp(8 << 10, 4 << 20),
+            &mut bytes,
+        );
+        let rendered = read
+            .and_then(|()| self.render_batches(cursor, seg, file_pos, &bytes, render, out, len));
+        cursor.read_buf = bytes;
+        rendered
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn render_batches(
+        &self,
+        cursor: &mut LogCursor,
+        seg: &Segment,
+        file_pos: u64,
+        bytes: &[u8],
+        render: &Render,
+        out: &mut Vec<u8>,
+        len: usize,
+    ) -> Result<bool> {
         if bytes.is_empty() {
             return Ok(false);
         }
+        out.reserve(bytes.len().min(len - out.len()));
         let mut scratch = Vec::new();
         let mut at = 0;
         while at < bytes.len() && cursor.pending.is_empty() {
             let h = decode_header(&bytes[at..])
                 .map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
-            if h.last_offset() >= cursor.next_offset {
+            if h.last_offset() >= cursor.next_offset && h.render_id == render.id && cursor.skip == 0
+            {
+                // The stored lines are the rendering: copy them from the first wanted record.
+                let batch = &bytes[at..at + h.size];
+                let lines = &batch[h.lines_at()..];
+                let start = if h.base_offset >= cursor.next_offset {
+                    0
+                } else {
+                    let mut first = lines.len();
+                    for rec in RecordIter::new(&h, batch) {
+                        let rec =
+                            rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                        if rec.offset >= cursor.next_offset {
+                            first = rec.line_at;
+                            break;
+                        }
+                    }
+                    first
+                };
+                let wanted = &lines[start..];
+                let take = wanted.len().min(len - out.len());
+                out.extend_from_slice(&wanted[..take]);
+                cursor.pending.extend_from_slice(&wanted[take..]);
+                cursor.next_offset = h.next_offset();
+            } else if h.last_offset() >= cursor.next_offset {
                 for rec in RecordIter::new(&h, &bytes[at..at + h.size]) {
                     let rec = rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
                     if rec.offset < cursor.next_offset {
@@ -487,7 +569,28 @@ impl Topic {
         }
         let facts = self.segment_facts();
         let last = facts[count - 1].base_offset;
+        let reasons = explain_deletion(&facts, count, &cause);
+        let rolls_first = count == facts.len();
+        let log_end = self.log.log_end_offset();
         let segments = self.log.delete_segments_through(last, config)?;
+        let now = self.clock.now_ms();
+        if rolls_first {
+            self.events.record(
+                now,
+                "roll",
+                &format!("new segment at offset {log_end}: reason=retention: every segment, the active one included, is deletable, so an empty active segment is rolled first"),
+            );
+        }
+        for reason in &reasons {
+            self.events.record(
+                now,
+                "delete",
+                &format!(
+                    "{reason}; renamed .deleted, removed after file.delete.delay.ms {}",
+                    config.file_delete_delay_ms
+                ),
+            );
+        }
         let counter = match cause {
             DeletionCause::LogStartOffset { .. } => &self.stats.segments_deleted_log_start,
             DeletionCause::Size { .. } => &self.stats.segments_deleted_size,
@@ -503,6 +606,11 @@ impl Topic {
         );
         done.push(RetentionDeletion { cause, segments });
         Ok(())
+    }
+
+    /// The `events` file: recent actions, newest last.
+    pub fn events_text(&self) -> String {
+        self.events.text()
     }
 
     /// The `status` file: `name: value` lines.
@@ -578,6 +686,161 @@ impl Topic {
             );
         } else {
             line("write_state", "ok".into());
+        }
+        let now = self.clock.now_ms();
+        for (k, v) in self.retention_diagnostics(&snap, &config, now) {
+            line(k, v);
+        }
+        if config.cleanup_policy.compact {
+            for (k, v) in self.cleaner_diagnostics(&snap, &config, now) {
+                line(k, v);
+            }
+        }
+        out
+    }
+
+    /// Why the oldest segment is (not yet) deletable, answering "why is my data not
+    /// deleted" from the numbers retention uses.
+    fn retention_diagnostics(
+        &self,
+        snap: &LogSnapshot,
+        config: &TopicConfig,
+        now: i64,
+    ) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if !config.cleanup_policy.delete {
+            out.push((
+                "retention",
+                "cleanup.policy has no delete: retention.ms and retention.bytes have no effect (only log-start-offset deletion applies)".to_string(),
+            ));
+            return out;
+        }
+        let oldest = &snap.segments[0];
+        let only_active = snap.segments.len() == 1;
+        if oldest.is_empty() {
+            out.push((
+                "retention_oldest_segment",
+                "the log is empty: nothing to delete".to_string(),
+            ));
+            return out;
+        }
+        let time = if config.retention_ms < 0 {
+            "never by time (retention.ms=-1)".to_string()
+        } else {
+            let ts = oldest.largest_timestamp();
+            if ts > now {
+                format!(
+                    "never by time while its largest timestamp {ts} ({}) is in the future",
+                    super::format_time_ms(ts)
+                )
+            } else {
+                let at = ts.saturating_add(config.retention_ms).saturating_add(1);
+                format!(
+                    "by time once its largest timestamp {} ({}) is older than retention.ms {}: at {} or the first retention check after",
+                    ts,
+                    super::format_time_ms(ts),
+                    config.retention_ms,
+                    super::format_time_ms(at)
+                )
+            }
+        };
+        out.push((
+            "retention_oldest_segment",
+            format!("segment {}: {time}", oldest.base_offset()),
+        ));
+        let size: u64 = snap.segments.iter().map(|s| s.size()).sum();
+        let by_size = if config.retention_bytes < 0 {
+            "off (retention.bytes=-1)".to_string()
+        } else {
+            format!(
+                "partition {size} bytes vs retention.bytes {}: the oldest segment ({} bytes) goes when the excess {} reaches its size",
+                config.retention_bytes,
+                oldest.size(),
+                size as i128 - i128::from(config.retention_bytes)
+            )
+        };
+        out.push(("retention_size", by_size));
+        if only_active {
+            out.push((
+                "retention_note",
+                "all records are in the active segment: it is deleted only when it expires as a whole (then a new empty one is rolled first); it rolls on the next append after segment.ms or at segment.bytes".to_string(),
+            ));
+        }
+        out
+    }
+
+    /// Why compaction is (not) due, the cleaner's state and its last pass.
+    fn cleaner_diagnostics(
+        &self,
+        snap: &LogSnapshot,
+        config: &TopicConfig,
+        now: i64,
+    ) -> Vec<(&'static str, String)> {
+        let view = super::cleaner::cleaner_view(snap, *self.cleaner.checkpoint.lock(), config, now);
+        let mut out = vec![
+            ("dirty_ratio", format!("{:.4}", view.ratio())),
+            (
+                "min_cleanable_dirty_ratio",
+                config.min_cleanable_dirty_ratio.to_string(),
+            ),
+            ("first_dirty_offset", view.first_dirty_offset.to_string()),
+            (
+                "first_uncleanable_offset",
+                view.first_uncleanable_offset.to_string(),
+            ),
+            ("clean_bytes", view.clean_bytes.to_string()),
+            ("cleanable_bytes", view.cleanable_bytes.to_string()),
+        ];
+        let state = match &*self.cleaner.state.lock() {
+            super::cleaner::CleanerState::Idle => "idle".to_string(),
+            super::cleaner::CleanerState::Cleaning => "cleaning".to_string(),
+            super::cleaner::CleanerState::Uncleanable(why) => format!("uncleanable: {why}"),
+        };
+        out.push(("cleaner_state", state));
+        out.push((
+            "compaction_due",
+            match view.why_not_due(config) {
+                None if view.max_compaction_delay_ms > 0 => format!(
+                    "yes: max.compaction.lag.ms {} passed {} ms ago",
+                    config.max_compaction_lag_ms, view.max_compaction_delay_ms
+                ),
+                None => format!(
+                    "yes: dirty ratio {:.4} > {}",
+                    view.ratio(),
+                    config.min_cleanable_dirty_ratio
+                ),
+                Some(why) => format!("no: {why}"),
+            },
+        ));
+        if !config.parse_key {
+            out.push((
+                "compaction_warning",
+                "parse.key=false: appends have no key and are refused on a compacted topic"
+                    .to_string(),
+            ));
+        }
+        out.push((
+            "cleaner_passes",
+            self.cleaner.passes.load(Ordering::Relaxed).to_string(),
+        ));
+        if let Some(p) = &*self.cleaner.last_pass.lock() {
+            out.push((
+                "last_clean",
+                format!(
+                    "at {} offsets [{}, {}){} took {} ms: read {} bytes, wrote {} bytes, removed {} records ({} tombstones), kept {} tombstones, map utilization {:.1}%",
+                    super::format_time_ms(p.started_ms),
+                    p.first_dirty_offset,
+                    p.end_offset,
+                    if p.partial { " partial" } else { "" },
+                    p.elapsed_ms,
+                    p.bytes_read,
+                    p.bytes_written,
+                    p.records_removed,
+                    p.tombstones_removed,
+                    p.tombstones_retained,
+                    p.buffer_utilization * 100.0
+                ),
+            ));
         }
         out
     }
@@ -674,6 +937,50 @@ pub fn remove_stale_temporary(path: &Path) {
     }
 }
 
+/// One line per deleted segment saying which rule took it, with the numbers.
+fn explain_deletion(facts: &[SegmentFacts], count: usize, cause: &DeletionCause) -> Vec<String> {
+    let mut out = Vec::with_capacity(count);
+    match cause {
+        DeletionCause::Time {
+            retention_ms,
+            now_ms,
+        } => {
+            for f in &facts[..count] {
+                out.push(format!(
+                    "segment {} cause=time: largest timestamp {} ({}) is {} ms old, more than retention.ms {retention_ms}",
+                    f.base_offset,
+                    f.largest_timestamp,
+                    super::format_time_ms(f.largest_timestamp),
+                    now_ms - f.largest_timestamp
+                ));
+            }
+        }
+        DeletionCause::Size {
+            total_bytes,
+            retention_bytes,
+        } => {
+            let mut diff = *total_bytes as i128 - i128::from(*retention_bytes);
+            for f in &facts[..count] {
+                out.push(format!(
+                    "segment {} cause=size: partition is {diff} bytes over retention.bytes {retention_bytes} (total {total_bytes}) and {diff} - {} segment bytes >= 0",
+                    f.base_offset, f.size
+                ));
+                diff -= f.size as i128;
+            }
+        }
+        DeletionCause::LogStartOffset { log_start_offset } => {
+            for (i, f) in facts[..count].iter().enumerate() {
+                out.push(format!(
+                    "segment {} cause=log_start_offset: the next segment starts at {} <= log start offset {log_start_offset}",
+                    f.base_offset,
+                    facts.get(i + 1).map_or(0, |n| n.base_offset)
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// Writes a small file so that a crash leaves either the old or the new content.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
@@ -691,6 +998,8 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// How records are rendered into the `log` stream under a topic config.
 struct Render<'a> {
+    /// [`TopicConfig::render_id`]: batches written with the same id need no re-rendering.
+    id: u32,
     parse_key: bool,
     separator: &'a [u8],
     null_marker: &'a [u8],
@@ -699,6 +1008,7 @@ struct Render<'a> {
 impl<'a> Render<'a> {
     fn new(config: &'a TopicConfig) -> Self {
         Render {
+            id: config.render_id(),
             parse_key: config.parse_key,
             separator: &config.key_separator,
             null_marker: config.null_marker.as_deref().unwrap_or(&[]),
@@ -738,17 +1048,13 @@ fn parse_lines<'a>(
     let mut line_number = 0u64;
     while !rest.is_empty() {
         line_number += 1;
-        let (line, stream_bytes) = match memchr(b'\n', rest) {
+        let line = match memchr::memchr(b'\n', rest) {
             Some(i) => {
                 let line = &rest[..i];
                 rest = &rest[i + 1..];
-                (line, i as u64 + 1)
+                line
             }
-            None => {
-                let line = rest;
-                rest = &[];
-                (line, line.len() as u64 + 1)
-            }
+            None => std::mem::take(&mut rest),
         };
         if line.len() > max {
             return Err(EngineError::RecordTooLarge {
@@ -782,22 +1088,15 @@ fn parse_lines<'a>(
                 message: format!("Compacted topic cannot accept message without key in topic partition {topic}-0"),
             });
         }
-        records.push(PendingRecord {
-            key,
-            value,
-            stream_bytes,
-        });
+        records.push(PendingRecord { key, value, line });
     }
     Ok(records)
 }
 
-fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == needle)
-}
-
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || needle.len() > haystack.len() {
-        return None;
+    match needle {
+        [] => None,
+        [byte] => memchr::memchr(*byte, haystack),
+        _ => memchr::memmem::find(haystack, needle),
     }
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
