@@ -29,7 +29,8 @@ printf 'a:NULL\n' >> "$T/log"
 sleep 4 # scenario time: past segment.ms
 produce_round 3
 
-live() { ls "$T/segments" | grep -v '\.deleted$' | grep -v '^kpfs-topic.properties$'; }
+# Segment files still live: not .deleted, not kpfs's own (kpfs-topic.properties, kpfs-stream-start).
+live() { ls "$T/segments" | grep -v '\.deleted$' | grep -v '^kpfs-'; }
 want_log=$'b:round2-value-for-b\nc:round2-value-for-c\na:NULL\na:round3-value-for-a\nb:round3-value-for-b\nc:round3-value-for-c'
 want_segs=$'00000000000000000000.index\n00000000000000000000.log\n00000000000000000000.timeindex\n00000000000000000007.index\n00000000000000000007.log\n00000000000000000007.timeindex'
 compacted() { [ "$(cat "$T/log")" == "$want_log" ] && [ "$(live)" == "$want_segs" ]; }

@@ -33,7 +33,8 @@ for b in 1 2 3; do
 done
 expect_eq "active_segment_base_offset: 15" "$(grep '^active_segment_base_offset:' "$T/status")" "status after 4 batches"
 
-live() { ls "$T/segments" | grep -v '\.deleted$' | grep -v '^kpfs-topic.properties$'; }
+# Segment files still live: not .deleted, not kpfs's own (kpfs-topic.properties, kpfs-stream-start).
+live() { ls "$T/segments" | grep -v '\.deleted$' | grep -v '^kpfs-'; }
 only15() {
     [ "$(live)" == $'00000000000000000015.index\n00000000000000000015.log\n00000000000000000015.timeindex' ]
 }
