@@ -653,7 +653,10 @@ fn cleaner_loop(inner: &Inner, stop: &Receiver<()>) {
                 return;
             }
         };
-        if !cleaned && wait_or_stop(stop, inner.broker.read().cleaner_backoff_ms()) {
+        // Read first: holding the broker config lock through the wait would stall every
+        // `.kpfs/config` write for up to log.cleaner.backoff.ms.
+        let backoff_ms = inner.broker.read().cleaner_backoff_ms();
+        if !cleaned && wait_or_stop(stop, backoff_ms) {
             return;
         }
         if cleaned && stop.try_recv() != Err(crossbeam_channel::TryRecvError::Empty) {

@@ -550,6 +550,11 @@ impl Segment {
         for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
             let from = file_path(&self.dir, self.base_offset, kind, &st.suffix);
             let to = file_path(&self.dir, self.base_offset, kind, suffix);
+            if kind == INDEX_SUFFIX {
+                st.offset_index.renamed(&to);
+            } else if kind == TIME_INDEX_SUFFIX {
+                st.time_index.renamed(&to);
+            }
             match fs::rename(&from, &to) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound && kind != LOG_SUFFIX => {}

@@ -53,7 +53,17 @@ pub struct LogCursor {
     hint: Option<(u64, u64)>,
     /// Reused for the raw batches of every read.
     read_buf: Vec<u8>,
+    /// The bytes the last read returned, when it was small, and the kernel offset they
+    /// started at. Tools such as bash's `read` and `head` read a block, then seek back to
+    /// just after what they used; once retention or compaction has left gaps, kernel
+    /// offsets no longer equal stream positions, so such a re-read is served from what
+    /// this handle was given rather than mapped again (which could repeat records).
+    replay: Vec<u8>,
+    replay_at: u64,
 }
+
+/// Reads up to this size are kept for re-reads after a short seek back.
+const REPLAY_LIMIT: usize = 64 << 10;
 
 /// Segments deleted by one retention step.
 #[derive(Debug)]
@@ -309,6 +319,14 @@ impl Topic {
         let config = self.config();
         let render = Render::new(&config);
         let snap = self.log.snapshot();
+        if cursor.positioned && pos != cursor.next_pos {
+            let replay_end = cursor.replay_at + cursor.replay.len() as u64;
+            if pos >= cursor.replay_at && pos < replay_end && replay_end == cursor.next_pos {
+                let from = (pos - cursor.replay_at) as usize;
+                let to = (from + len).min(cursor.replay.len());
+                return Ok(cursor.replay[from..to].to_vec());
+            }
+        }
         if !cursor.positioned || pos != cursor.next_pos {
             self.reposition(cursor, &snap, &render, pos)?;
         }
@@ -326,6 +344,11 @@ impl Topic {
             }
         }
         cursor.next_pos = pos + out.len() as u64;
+        cursor.replay.clear();
+        if out.len() <= REPLAY_LIMIT {
+            cursor.replay.extend_from_slice(&out);
+            cursor.replay_at = pos;
+        }
         Ok(out)
     }
 
