@@ -72,7 +72,7 @@ pub struct RetentionDeletion {
     pub segments: Vec<DeletedSegment>,
 }
 
-/// Counters shown in `status` (and later metrics).
+/// Counters shown in `status` and `.kpfs/metrics`.
 #[derive(Debug, Default)]
 pub struct TopicStats {
     pub appended_records: AtomicU64,
