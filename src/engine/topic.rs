@@ -51,8 +51,6 @@ pub struct LogCursor {
     pending_at: usize,
     /// (segment id, file position) of the batch after the last one rendered.
     hint: Option<(u64, u64)>,
-    /// Reused for the raw batches of every read.
-    read_buf: Vec<u8>,
     /// The bytes the last read returned, when it was small, and the kernel offset they
     /// started at. Tools such as bash's `read` and `head` read a block, then seek back to
     /// just after what they used; once retention or compaction has left gaps, kernel
@@ -390,16 +388,8 @@ impl Topic {
             Some((id, at)) if id == seg.id() => at,
             _ => seg.lookup_position(cursor.next_offset),
         };
-        let mut bytes = std::mem::take(&mut cursor.read_buf);
-        let read = seg.read_batches_into(
-            file_pos,
-            (len - out.len()).clamp(8 << 10, 4 << 20),
-            &mut bytes,
-        );
-        let rendered = read
-            .and_then(|()| self.render_batches(cursor, seg, file_pos, &bytes, render, out, len));
-        cursor.read_buf = bytes;
-        rendered
+        let bytes = seg.mapped_batches(file_pos, (len - out.len()).clamp(8 << 10, 4 << 20))?;
+        self.render_batches(cursor, seg, file_pos, &bytes, render, out, len)
     }
 
     #[allow(clippy::too_many_arguments)]
