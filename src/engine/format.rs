@@ -516,19 +516,9 @@ impl BatchBuilder {
         base_stream_pos: u64,
         render_id: u32,
     ) -> Self {
-        Self::with_capacity(base_offset, base_timestamp, base_stream_pos, render_id, 0)
-    }
-
-    pub fn with_capacity(
-        base_offset: u64,
-        base_timestamp: i64,
-        base_stream_pos: u64,
-        render_id: u32,
-        line_bytes: usize,
-    ) -> Self {
         BatchBuilder {
-            meta: Vec::with_capacity(line_bytes / 16),
-            lines: Vec::with_capacity(line_bytes),
+            meta: Vec::new(),
+            lines: Vec::new(),
             base_offset,
             base_timestamp,
             base_stream_pos,
@@ -633,6 +623,39 @@ impl BatchBuilder {
         stream_end: u64,
         delete_horizon_ms: Option<i64>,
     ) -> Vec<u8> {
+        self.finish_parts(last_offset, stream_end, delete_horizon_ms)
+            .to_vec()
+    }
+
+    /// Empties the builder for a new batch, keeping its buffers' capacity (the append path
+    /// reuses one builder, so its buffers are never allocated or faulted in again).
+    pub fn reset(
+        &mut self,
+        base_offset: u64,
+        base_timestamp: i64,
+        base_stream_pos: u64,
+        render_id: u32,
+    ) {
+        self.meta.clear();
+        self.lines.clear();
+        self.base_offset = base_offset;
+        self.base_timestamp = base_timestamp;
+        self.base_stream_pos = base_stream_pos;
+        self.render_id = render_id;
+        self.max_timestamp = i64::MIN;
+        self.last_offset = None;
+        self.record_count = 0;
+    }
+
+    /// Finishes the batch as its three parts, without copying the records into one
+    /// buffer. `last_offset` may exceed the last record's offset (a cleaned batch keeps
+    /// its original last offset); `stream_end` is the end of the stream range it covers.
+    pub fn finish_parts(
+        &self,
+        last_offset: Option<u64>,
+        stream_end: u64,
+        delete_horizon_ms: Option<i64>,
+    ) -> BatchParts<'_> {
         let last = last_offset.or(self.last_offset).unwrap_or(self.base_offset);
         assert!(
             self.last_offset.is_none_or(|l| last >= l),
@@ -650,31 +673,71 @@ impl BatchBuilder {
         let total = self.encoded_len();
         let length = u32::try_from(total - LENGTH_FIELD_END).expect("batch fits u32");
         let meta_bytes = u32::try_from(self.meta.len()).expect("metadata fits u32");
-        let mut b = Vec::with_capacity(total);
-        b.extend_from_slice(&self.base_offset.to_be_bytes());
-        b.extend_from_slice(&length.to_be_bytes());
-        b.push(BATCH_MAGIC);
-        b.extend_from_slice(&[0; 4]); // CRC, filled in below
         let attributes = if delete_horizon_ms.is_some() {
             ATTR_DELETE_HORIZON
         } else {
             0
         };
-        b.extend_from_slice(&attributes.to_be_bytes());
-        b.extend_from_slice(&last_delta.to_be_bytes());
-        b.extend_from_slice(&self.base_timestamp.to_be_bytes());
-        b.extend_from_slice(&max_timestamp.to_be_bytes());
-        b.extend_from_slice(&delete_horizon_ms.unwrap_or(-1).to_be_bytes());
-        b.extend_from_slice(&self.base_stream_pos.to_be_bytes());
-        b.extend_from_slice(&stream_bytes.to_be_bytes());
-        b.extend_from_slice(&self.record_count.to_be_bytes());
-        b.extend_from_slice(&self.render_id.to_be_bytes());
-        b.extend_from_slice(&meta_bytes.to_be_bytes());
-        debug_assert_eq!(b.len(), BATCH_HEADER_BYTES);
-        b.extend_from_slice(&self.meta);
-        b.extend_from_slice(&self.lines);
-        let crc = batch_crc(&b);
-        b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        let mut h = [0u8; BATCH_HEADER_BYTES];
+        h[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&self.base_offset.to_be_bytes());
+        h[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
+        h[MAGIC_AT] = BATCH_MAGIC;
+        h[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+        h[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]
+            .copy_from_slice(&last_delta.to_be_bytes());
+        h[BASE_TIMESTAMP_AT..BASE_TIMESTAMP_AT + 8]
+            .copy_from_slice(&self.base_timestamp.to_be_bytes());
+        h[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+        h[DELETE_HORIZON_AT..DELETE_HORIZON_AT + 8]
+            .copy_from_slice(&delete_horizon_ms.unwrap_or(-1).to_be_bytes());
+        h[BASE_STREAM_POS_AT..BASE_STREAM_POS_AT + 8]
+            .copy_from_slice(&self.base_stream_pos.to_be_bytes());
+        h[STREAM_BYTES_AT..STREAM_BYTES_AT + 4].copy_from_slice(&stream_bytes.to_be_bytes());
+        h[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&self.record_count.to_be_bytes());
+        h[RENDER_ID_AT..RENDER_ID_AT + 4].copy_from_slice(&self.render_id.to_be_bytes());
+        h[META_BYTES_AT..META_BYTES_AT + 4].copy_from_slice(&meta_bytes.to_be_bytes());
+        // Same bytes as `batch_crc` over the assembled batch.
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&h[BASE_OFFSET_AT..BASE_OFFSET_AT + 8]);
+        crc.update(&h[CRC_COVERS_FROM..]);
+        crc.update(&self.meta);
+        crc.update(&self.lines);
+        h[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.finalize().to_be_bytes());
+        BatchParts {
+            header: h,
+            meta: &self.meta,
+            lines: &self.lines,
+        }
+    }
+}
+
+/// A finished batch as header, record metadata and lines; written with one vectored
+/// write, so the lines are never copied into a batch buffer.
+#[derive(Debug)]
+pub struct BatchParts<'a> {
+    pub header: [u8; BATCH_HEADER_BYTES],
+    pub meta: &'a [u8],
+    pub lines: &'a [u8],
+}
+
+impl BatchParts<'_> {
+    pub fn len(&self) -> usize {
+        BATCH_HEADER_BYTES + self.meta.len() + self.lines.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    pub fn slices(&self) -> [&[u8]; 3] {
+        [&self.header, self.meta, self.lines]
+    }
+
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(self.len());
+        for part in self.slices() {
+            b.extend_from_slice(part);
+        }
         b
     }
 }

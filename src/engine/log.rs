@@ -6,7 +6,6 @@
 //! segment map sits in a `RwLock` that writers hold only to swap entries; readers clone
 //! an `Arc` snapshot of it and read files without holding any lock.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -90,10 +89,12 @@ pub struct Log {
     jitter_seed: AtomicU64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct WriterState {
     unflushed_records: u64,
     last_flush_ms: i64,
+    /// Reused for every batch, so appends do not allocate.
+    builder: BatchBuilder,
 }
 
 /// What `Log::open` found and did, for logging and tests.
@@ -139,6 +140,7 @@ impl Log {
             writer: Mutex::new(WriterState {
                 unflushed_records: 0,
                 last_flush_ms: now,
+                builder: BatchBuilder::new(0, 0, 0, 0),
             }),
             shared: RwLock::new(Shared {
                 segments: Arc::new(Vec::new()),
@@ -449,15 +451,10 @@ impl Log {
         // batch never needs a segment of its own beyond the configured size.
         let batch_limit = segment_size.min(1 << 20) as usize;
         let render_id = config.render_id();
+        let builder = &mut writer.builder;
         let mut i = 0;
         while i < records.len() {
-            let mut builder = BatchBuilder::with_capacity(
-                next_offset,
-                now,
-                stream_pos,
-                render_id,
-                batch_limit.min(1 << 20),
-            );
+            builder.reset(next_offset, now, stream_pos, render_id);
             let mut stream_end = stream_pos;
             while i < records.len() {
                 let r = &records[i];
@@ -470,10 +467,10 @@ impl Log {
                 next_offset += 1;
                 i += 1;
             }
-            let batch = builder.finish(None, stream_end, None);
+            let batch = builder.finish_parts(None, stream_end, None);
             self.maybe_roll(batch.len() as u64, now, segment_size, config, &mut info)?;
             let active = self.snapshot().active().clone();
-            active.append(&batch, config.index_interval_bytes.max(0) as u64)?;
+            active.append_parts(&batch.slices(), config.index_interval_bytes.max(0) as u64)?;
             info.bytes += batch.len() as u64;
             stream_pos = stream_end;
         }
@@ -800,13 +797,4 @@ pub fn remove_files(files: &[PathBuf]) -> Result<()> {
         remove_file(f)?;
     }
     Ok(())
-}
-
-/// Map of base offset to segment, for callers that need lookups by base.
-pub fn by_base(snapshot: &LogSnapshot) -> BTreeMap<u64, Arc<Segment>> {
-    snapshot
-        .segments
-        .iter()
-        .map(|s| (s.base_offset(), s.clone()))
-        .collect()
 }

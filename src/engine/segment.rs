@@ -489,7 +489,15 @@ impl Segment {
     /// Appends one encoded batch at the end. The caller (the log, under its append lock)
     /// guarantees offsets continue from `next_offset` and checked the size limits.
     pub fn append(&self, batch: &[u8], index_interval_bytes: u64) -> Result<()> {
-        let h = decode_header(batch).map_err(|e| self.corrupt(0, e))?;
+        self.append_parts(&[batch], index_interval_bytes)
+    }
+
+    /// Appends one batch given as consecutive parts (the first holds at least the header),
+    /// with one vectored write.
+    pub fn append_parts(&self, parts: &[&[u8]], index_interval_bytes: u64) -> Result<()> {
+        let h = decode_header(parts[0]).map_err(|e| self.corrupt(0, e))?;
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        assert_eq!(len, h.size, "batch parts add up to the batch size");
         let mut st = self.state.lock();
         assert!(
             h.base_offset >= st.next_offset,
@@ -499,16 +507,14 @@ impl Segment {
         );
         let pos = st.size;
         assert!(
-            pos + batch.len() as u64 <= MAX_SEGMENT_FILE_BYTES,
+            pos + len as u64 <= MAX_SEGMENT_FILE_BYTES,
             "segment would exceed 4 GiB"
         );
         // Written before the size moves, so readers never see a partial batch.
-        self.log
-            .write_all_at(batch, pos)
-            .map_err(|e| self.io_err("append", e))?;
+        write_all_vectored_at(&self.log, parts, pos).map_err(|e| self.io_err("append", e))?;
         Self::note_batch(&mut st, &h, pos, index_interval_bytes)
             .map_err(|e| self.io_err("index append", e))?;
-        st.size = pos + batch.len() as u64;
+        st.size = pos + len as u64;
         Ok(())
     }
 
@@ -729,7 +735,41 @@ impl Segment {
     /// boundary, each verified.
     pub fn read_batches(&self, pos: u64, want: usize) -> Result<Vec<u8>> {
         let mut buf = Vec::new();
-        self.read_batches_into(pos, want, &mut buf)?;
+        let size = self.size();
+        if pos >= size {
+            return Ok(buf);
+        }
+        self.read_at_into(pos, want.max(BATCH_HEADER_BYTES), size, &mut buf)?;
+        let mut end = 0usize;
+        while end < buf.len() {
+            let h = match decode_header(&buf[end..]) {
+                Ok(h) => h,
+                Err(DecodeError::Truncated { .. }) if end > 0 => break,
+                Err(e) => return Err(self.corrupt(pos + end as u64, e)),
+            };
+            if end + h.size > buf.len() {
+                if end > 0 {
+                    break;
+                }
+                // The first batch is larger than asked for: read the rest of it.
+                let have = buf.len();
+                let mut rest = Vec::new();
+                self.read_at_into(pos + have as u64, h.size - have, size, &mut rest)?;
+                buf.extend_from_slice(&rest);
+                if buf.len() < h.size {
+                    return Err(self.corrupt(
+                        pos,
+                        DecodeError::Truncated {
+                            needed: h.size,
+                            available: buf.len(),
+                        },
+                    ));
+                }
+            }
+            verify_batch(&buf[end..end + h.size]).map_err(|e| self.corrupt(pos + end as u64, e))?;
+            end += h.size;
+        }
+        buf.truncate(end);
         Ok(buf)
     }
 
@@ -787,48 +827,6 @@ impl Segment {
         Ok(map)
     }
 
-    /// [`Segment::read_batches`] into a caller's buffer, so a reader reuses one
-    /// allocation for every read.
-    pub fn read_batches_into(&self, pos: u64, want: usize, buf: &mut Vec<u8>) -> Result<()> {
-        buf.clear();
-        let size = self.size();
-        if pos >= size {
-            return Ok(());
-        }
-        self.read_at_into(pos, want.max(BATCH_HEADER_BYTES), size, buf)?;
-        let mut end = 0usize;
-        while end < buf.len() {
-            let h = match decode_header(&buf[end..]) {
-                Ok(h) => h,
-                Err(DecodeError::Truncated { .. }) if end > 0 => break,
-                Err(e) => return Err(self.corrupt(pos + end as u64, e)),
-            };
-            if end + h.size > buf.len() {
-                if end > 0 {
-                    break;
-                }
-                // The first batch is larger than asked for: read the rest of it.
-                let have = buf.len();
-                let mut rest = Vec::new();
-                self.read_at_into(pos + have as u64, h.size - have, size, &mut rest)?;
-                buf.extend_from_slice(&rest);
-                if buf.len() < h.size {
-                    return Err(self.corrupt(
-                        pos,
-                        DecodeError::Truncated {
-                            needed: h.size,
-                            available: buf.len(),
-                        },
-                    ));
-                }
-            }
-            verify_batch(&buf[end..end + h.size]).map_err(|e| self.corrupt(pos + end as u64, e))?;
-            end += h.size;
-        }
-        buf.truncate(end);
-        Ok(())
-    }
-
     fn read_at_into(&self, pos: u64, len: usize, size: u64, buf: &mut Vec<u8>) -> Result<()> {
         let end = size.min(pos.saturating_add(len as u64));
         if pos >= end {
@@ -883,6 +881,56 @@ impl Segment {
             reason: e.to_string(),
         }
     }
+}
+
+/// `pwritev` until every part is written (a short write continues where it stopped).
+fn write_all_vectored_at(file: &File, parts: &[&[u8]], mut pos: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut parts: Vec<&[u8]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
+    while !parts.is_empty() {
+        let iov: Vec<libc::iovec> = parts
+            .iter()
+            .map(|p| libc::iovec {
+                iov_base: p.as_ptr() as *mut libc::c_void,
+                iov_len: p.len(),
+            })
+            .collect();
+        // SAFETY: every iovec points into a live borrowed slice of its stated length, and
+        // pwritev only reads from them.
+        let n = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                iov.as_ptr(),
+                iov.len() as libc::c_int,
+                pos as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "pwritev wrote nothing",
+            ));
+        }
+        pos += n as u64;
+        let mut done = n as usize;
+        while done > 0 {
+            if done >= parts[0].len() {
+                done -= parts[0].len();
+                parts.remove(0);
+            } else {
+                parts[0] = &parts[0][done..];
+                done = 0;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Why a segment rolled (for the event log and status).
