@@ -507,6 +507,8 @@ pub struct BatchBuilder {
     max_timestamp: i64,
     last_offset: Option<u64>,
     record_count: u32,
+    /// Bytes of lines pushed so far (with or without copying them).
+    lines_len: usize,
 }
 
 impl BatchBuilder {
@@ -526,6 +528,7 @@ impl BatchBuilder {
             max_timestamp: i64::MIN,
             last_offset: None,
             record_count: 0,
+            lines_len: 0,
         }
     }
 
@@ -580,18 +583,49 @@ impl BatchBuilder {
             value.is_none_or(|v| line_body.ends_with(v)),
             "value is the line's suffix"
         );
+        self.push_meta(offset, timestamp, stream_pos, key, value, line_body.len());
+        self.lines.extend_from_slice(line_body);
+        self.lines.push(b'\n');
+    }
+
+    /// Adds a record's metadata only: the caller supplies the lines section when it
+    /// finishes the batch ([`BatchBuilder::finish_parts_with`]), so an append whose lines
+    /// already sit contiguously in the written buffer is never copied.
+    pub fn push_meta(
+        &mut self,
+        offset: u64,
+        timestamp: i64,
+        stream_pos: u64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        line_body_len: usize,
+    ) {
+        assert!(offset >= self.base_offset, "record offset below batch base");
+        assert!(
+            self.last_offset.is_none_or(|last| offset > last),
+            "offsets must strictly increase within a batch"
+        );
+        assert!(
+            stream_pos >= self.base_stream_pos,
+            "stream position below batch base"
+        );
         let m = &mut self.meta;
         write_varint(m, offset - self.base_offset);
         write_varint(m, zigzag(timestamp.wrapping_sub(self.base_timestamp)));
         write_varint(m, stream_pos - self.base_stream_pos);
         write_varint(m, zigzag(key.map_or(-1, |k| k.len() as i64)));
         write_varint(m, zigzag(value.map_or(-1, |v| v.len() as i64)));
-        write_varint(m, line_body.len() as u64 + 1);
-        self.lines.extend_from_slice(line_body);
-        self.lines.push(b'\n');
+        write_varint(m, line_body_len as u64 + 1);
+        self.lines_len += line_body_len + 1;
         self.last_offset = Some(offset);
         self.max_timestamp = self.max_timestamp.max(timestamp);
         self.record_count += 1;
+    }
+
+    /// The builder's own lines buffer, for a caller of [`BatchBuilder::push_meta`] that
+    /// must assemble the lines after all.
+    pub fn lines_buffer(&mut self) -> &mut Vec<u8> {
+        &mut self.lines
     }
 
     /// Adds a decoded record unchanged (the cleaner's copy).
@@ -611,7 +645,7 @@ impl BatchBuilder {
     }
 
     pub fn encoded_len(&self) -> usize {
-        BATCH_HEADER_BYTES + self.meta.len() + self.lines.len()
+        BATCH_HEADER_BYTES + self.meta.len() + self.lines_len
     }
 
     /// Finishes the batch. `last_offset` may exceed the last record's offset (a cleaned
@@ -645,6 +679,7 @@ impl BatchBuilder {
         self.max_timestamp = i64::MIN;
         self.last_offset = None;
         self.record_count = 0;
+        self.lines_len = 0;
     }
 
     /// Finishes the batch as its three parts, without copying the records into one
@@ -656,6 +691,23 @@ impl BatchBuilder {
         stream_end: u64,
         delete_horizon_ms: Option<i64>,
     ) -> BatchParts<'_> {
+        self.finish_parts_with(&self.lines, last_offset, stream_end, delete_horizon_ms)
+    }
+
+    /// [`BatchBuilder::finish_parts`] with the lines section supplied by the caller: every
+    /// pushed record's line, newline included, in order.
+    pub fn finish_parts_with<'a>(
+        &'a self,
+        lines: &'a [u8],
+        last_offset: Option<u64>,
+        stream_end: u64,
+        delete_horizon_ms: Option<i64>,
+    ) -> BatchParts<'a> {
+        assert_eq!(
+            lines.len(),
+            self.lines_len,
+            "lines section matches the pushed records"
+        );
         let last = last_offset.or(self.last_offset).unwrap_or(self.base_offset);
         assert!(
             self.last_offset.is_none_or(|l| last >= l),
@@ -701,12 +753,12 @@ impl BatchBuilder {
         crc.update(&h[BASE_OFFSET_AT..BASE_OFFSET_AT + 8]);
         crc.update(&h[CRC_COVERS_FROM..]);
         crc.update(&self.meta);
-        crc.update(&self.lines);
+        crc.update(lines);
         h[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.finalize().to_be_bytes());
         BatchParts {
             header: h,
             meta: &self.meta,
-            lines: &self.lines,
+            lines,
         }
     }
 }

@@ -403,14 +403,17 @@ impl Log {
 
     /// Appends records as one or more batches (split so each fits a segment), rolling
     /// first when Kafka would. All records get the same timestamp (CreateTime = now).
+    /// `records` borrow their lines from `data`, the written bytes, so lines that sit there
+    /// back to back with their newlines are written from `data` without a copy.
     pub fn append(
         &self,
+        data: &[u8],
         records: &[PendingRecord<'_>],
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
         self.check_not_poisoned()?;
         let mut writer = self.writer.lock();
-        let result = self.append_locked(&mut writer, records, config);
+        let result = self.append_locked(&mut writer, data, records, config);
         if let Err(e @ EngineError::Io { .. }) = &result {
             self.poison(e);
         }
@@ -420,6 +423,7 @@ impl Log {
     fn append_locked(
         &self,
         writer: &mut WriterState,
+        data: &[u8],
         records: &[PendingRecord<'_>],
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
@@ -456,18 +460,49 @@ impl Log {
         while i < records.len() {
             builder.reset(next_offset, now, stream_pos, render_id);
             let mut stream_end = stream_pos;
+            let first = i;
+            // Where the batch's lines sit in `data`, while they are one contiguous run.
+            let mut run: Option<(usize, usize)> = None;
+            let mut contiguous = true;
             while i < records.len() {
                 let r = &records[i];
                 let add = BatchBuilder::record_size(r.line.len());
                 if builder.record_count() > 0 && builder.encoded_len() + add > batch_limit {
                     break;
                 }
-                builder.push(next_offset, now, stream_end, r.key, r.value, r.line);
+                builder.push_meta(next_offset, now, stream_end, r.key, r.value, r.line.len());
+                let at = (r.line.as_ptr() as usize).checked_sub(data.as_ptr() as usize);
+                match (run, at) {
+                    (None, Some(at)) => run = Some((at, at + r.line.len() + 1)),
+                    (Some((start, end)), Some(at)) if at == end => {
+                        run = Some((start, at + r.line.len() + 1))
+                    }
+                    _ => contiguous = false,
+                }
                 stream_end += r.line.len() as u64 + 1;
                 next_offset += 1;
                 i += 1;
             }
-            let batch = builder.finish_parts(None, stream_end, None);
+            // The written lines are the lines section when each is followed by its
+            // newline in the buffer; otherwise (an unterminated last line) copy them.
+            let in_place = match run {
+                Some((start, end)) if contiguous && end <= data.len() && data[end - 1] == b'\n' => {
+                    Some(&data[start..end])
+                }
+                _ => None,
+            };
+            if in_place.is_none() {
+                let buf = builder.lines_buffer();
+                buf.clear();
+                for r in &records[first..i] {
+                    buf.extend_from_slice(r.line);
+                    buf.push(b'\n');
+                }
+            }
+            let batch = match in_place {
+                Some(lines) => builder.finish_parts_with(lines, None, stream_end, None),
+                None => builder.finish_parts(None, stream_end, None),
+            };
             self.maybe_roll(batch.len() as u64, now, segment_size, config, &mut info)?;
             let active = self.snapshot().active().clone();
             active.append_parts(&batch.slices(), config.index_interval_bytes.max(0) as u64)?;

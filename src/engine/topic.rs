@@ -265,7 +265,7 @@ impl Topic {
         if records.is_empty() {
             return Ok(AppendInfo::default());
         }
-        let info = self.log.append(&records, &config)?;
+        let info = self.log.append(data, &records, &config)?;
         self.stats
             .appended_records
             .fetch_add(info.records, Ordering::Relaxed);
