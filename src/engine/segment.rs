@@ -40,6 +40,11 @@ struct State {
     /// Stream range of the segment's batches; `stream_start` is set by the first batch.
     stream_start: Option<u64>,
     stream_end: u64,
+    /// Where the stream stands before this segment's first record, from a source that was
+    /// verified: the caller at create/open (the previous segment's end), then the first
+    /// batch that passed its CRC. Recovery falls back to it when no batch survives; a
+    /// header read before recovery is not trusted for that, its CRC was never checked.
+    stream_floor: u64,
     bytes_since_index_entry: u64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
@@ -60,6 +65,10 @@ pub struct Segment {
     roll_jitter_ms: i64,
     /// Set when loading found bytes that do not decode.
     needs_recovery: std::sync::atomic::AtomicBool,
+    /// Bytes of `.log` known to be on stable storage: `size` as of the last successful
+    /// fsync. A segment loaded from disk starts at 0, since a crashed predecessor may
+    /// have left page-cache-only data in it.
+    synced_size: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -150,6 +159,7 @@ impl Segment {
         {
             let mut st = segment.state.lock();
             st.stream_end = stream_pos;
+            st.stream_floor = stream_pos;
             st.offset_index
                 .preallocate()
                 .map_err(|e| segment.io_err("preallocate .index", e))?;
@@ -183,6 +193,7 @@ impl Segment {
             created_ms: now_ms,
             roll_jitter_ms,
             needs_recovery: Default::default(),
+            synced_size: AtomicU64::new(0),
             state: Mutex::new(State {
                 size: 0,
                 next_offset: base_offset,
@@ -191,6 +202,7 @@ impl Segment {
                 first_batch_timestamp: None,
                 stream_start: None,
                 stream_end: 0,
+                stream_floor: 0,
                 bytes_since_index_entry: 0,
                 offset_index,
                 time_index,
@@ -232,6 +244,7 @@ impl Segment {
             let mut st = seg.state.lock();
             st.size = len;
             st.stream_end = stream_pos;
+            st.stream_floor = stream_pos;
         }
         if let Err(e) = seg.load_tail_facts() {
             match e {
@@ -330,9 +343,8 @@ impl Segment {
         st.max_timestamp = -1;
         st.offset_of_max_timestamp = self.base_offset;
         st.first_batch_timestamp = None;
-        let stream_before = st.stream_start.unwrap_or(st.stream_end);
         st.stream_start = None;
-        st.stream_end = stream_before;
+        st.stream_end = st.stream_floor;
         st.bytes_since_index_entry = 0;
         let mut pos = 0u64;
         while pos < scan.valid_bytes {
@@ -342,6 +354,9 @@ impl Segment {
             pos += h.size as u64;
         }
         st.size = scan.valid_bytes;
+        // Appends will reuse the cut positions; they are not covered by any fsync.
+        self.synced_size
+            .fetch_min(scan.valid_bytes, Ordering::Relaxed);
         self.needs_recovery.store(false, Ordering::Relaxed);
         if let Some(why) = &scan.invalid {
             tracing::warn!(
@@ -445,6 +460,7 @@ impl Segment {
         if st.first_batch_timestamp.is_none() {
             st.first_batch_timestamp = Some(h.base_timestamp);
             st.stream_start = Some(h.base_stream_pos);
+            st.stream_floor = h.base_stream_pos;
         }
         if st.bytes_since_index_entry > index_interval_bytes {
             let position = u32::try_from(pos).expect("segment positions fit u32");
@@ -584,7 +600,7 @@ impl Segment {
 
     /// fsync of the data and the indexes.
     pub fn flush(&self) -> Result<()> {
-        self.log.sync_data().map_err(|e| self.io_err("fsync", e))?;
+        self.sync_data()?;
         let st = self.state.lock();
         st.offset_index
             .flush()
@@ -597,7 +613,22 @@ impl Segment {
 
     /// fsync of the data only (the indexes are rebuildable).
     pub fn sync_data(&self) -> Result<()> {
-        self.log.sync_data().map_err(|e| self.io_err("fsync", e))
+        // Read before the fsync: only what was written before it is covered.
+        let size = self.size();
+        self.log.sync_data().map_err(|e| self.io_err("fsync", e))?;
+        self.synced_size.fetch_max(size, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Bytes of `.log` that an fsync has covered (see the field).
+    pub fn synced_size(&self) -> u64 {
+        self.synced_size.load(Ordering::Relaxed)
+    }
+
+    /// Records that the whole file is on stable storage (loaded after a clean shutdown,
+    /// which flushed every segment).
+    pub fn mark_synced(&self) {
+        self.synced_size.fetch_max(self.size(), Ordering::Relaxed);
     }
 
     pub fn needs_recovery(&self) -> bool {
