@@ -67,11 +67,7 @@ fn line(id: u32, seq: u64, keys: Option<u32>) -> String {
 /// Parses (id, seq) out of a line; the caller compares with [`line`] to reject anything
 /// that merely looks similar.
 fn parse(text: &str, keyed: bool) -> Option<(u32, u64)> {
-    let body = if keyed {
-        text.split_once(':')?.1
-    } else {
-        text
-    };
+    let body = if keyed { text.split_once(':')?.1 } else { text };
     let rest = body.strip_prefix('a')?;
     let (id, rest) = rest.split_once('-')?;
     let (seq, _) = rest.split_once('-')?;
@@ -186,13 +182,21 @@ struct Appender {
 
 fn verify(kind: &str, cat: &Path, state: &Path, ids: &[u32], f: &Flags) -> ExitCode {
     let keyed = kind == "compact";
-    let keys = if keyed { Some(f.keys.unwrap_or(1)) } else { None };
+    let keys = if keyed {
+        Some(f.keys.unwrap_or(1))
+    } else {
+        None
+    };
     let mut apps: BTreeMap<u32, Appender> = ids
         .iter()
         .map(|&id| {
             let app = Appender {
-                acked: read_seqs(&state_file(state, id, "acked")).into_iter().collect(),
-                maybe: read_seqs(&state_file(state, id, "maybe")).into_iter().collect(),
+                acked: read_seqs(&state_file(state, id, "acked"))
+                    .into_iter()
+                    .collect(),
+                maybe: read_seqs(&state_file(state, id, "maybe"))
+                    .into_iter()
+                    .collect(),
                 visible: Vec::new(),
             };
             (id, app)
@@ -218,7 +222,10 @@ fn verify(kind: &str, cat: &Path, state: &Path, ids: &[u32], f: &Flags) -> ExitC
         let text = String::from_utf8_lossy(raw);
         let parsed = parse(&text, keyed).filter(|&(id, seq)| line(id, seq, keys) == text);
         let Some((id, seq)) = parsed else {
-            violate(format!("line {}: not a line any appender wrote: {text:?}", n + 1));
+            violate(format!(
+                "line {}: not a line any appender wrote: {text:?}",
+                n + 1
+            ));
             continue;
         };
         let Some(app) = apps.get_mut(&id) else {
