@@ -207,9 +207,8 @@ fn cat_until_error(t: &Topic) -> (Vec<u8>, Option<String>) {
     }
 }
 
-/// What a damaged data directory may show: whole original lines in their original order,
-/// and with `prefix`, exactly the first N of them.
-fn assert_lines_subsequence(shown: &[u8], original: &str, prefix: bool) {
+/// What a damaged data directory may show: whole original lines in their original order.
+fn assert_lines_subsequence(shown: &[u8], original: &str) {
     let shown = std::str::from_utf8(shown).expect("only written bytes are shown");
     assert!(
         shown.is_empty() || shown.ends_with('\n'),
@@ -219,10 +218,6 @@ fn assert_lines_subsequence(shown: &[u8], original: &str, prefix: bool) {
     let orig: Vec<&str> = original.split_terminator('\n').collect();
     let mut at = 0;
     for (i, line) in shown.split_terminator('\n').enumerate() {
-        if prefix {
-            assert_eq!(Some(&line), orig.get(i), "line {i} of a recovered log");
-            continue;
-        }
         match orig[at..].iter().position(|o| *o == line) {
             Some(p) => at += p + 1,
             None => panic!("line {i} {line:?} is not an original line in order"),
@@ -354,11 +349,13 @@ proptest! {
             shown.truncate(shown.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1));
         }
         if !clean_marker {
-            // A full recovery scan leaves only valid batches: nothing to trip over, and
-            // everything from the first damaged byte on is gone.
+            // A full recovery scan leaves only valid batches: nothing to trip over.
             prop_assert_eq!(err.clone(), None, "read error after recovery");
         }
-        assert_lines_subsequence(&shown, text, !clean_marker);
+        // Not a prefix even after a full scan: a sealed segment cut exactly at a batch
+        // boundary is valid as it stands, so the segments after it stay (a gap in the
+        // offsets, as compaction leaves). Only order and wholeness are guaranteed.
+        assert_lines_subsequence(&shown, text);
         // Writing after the damage either works or is refused; it never panics.
         let _ = t.append_lines(b"k9:after\n");
         let _ = cat_until_error(&t);

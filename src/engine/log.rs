@@ -530,6 +530,9 @@ impl Log {
         let snap = self.snapshot();
         let old = snap.active().clone();
         let info = old.info();
+        // Synced before anything is written to its successor: a power cut may then lose
+        // only the newest bytes, never a sealed segment's tail under later records.
+        old.sync_data()?;
         old.seal()?;
         let new = Arc::new(Segment::create(
             &self.dir,

@@ -492,11 +492,22 @@ impl Segment {
             "segment would exceed 4 GiB"
         );
         // Written before the size moves, so readers never see a partial batch.
-        self.log
+        let written = self
+            .log
             .write_all_at(batch, pos)
-            .map_err(|e| self.io_err("append", e))?;
-        Self::note_batch(&mut st, &h, pos, index_interval_bytes)
-            .map_err(|e| self.io_err("index append", e))?;
+            .map_err(|e| self.io_err("append", e))
+            .and_then(|()| {
+                Self::note_batch(&mut st, &h, pos, index_interval_bytes)
+                    .map_err(|e| self.io_err("index append", e))
+            });
+        if let Err(e) = written {
+            // The writer is told this batch failed, so it must not come back: a complete
+            // batch left past the committed size would be loaded by the next open.
+            if let Err(cut) = self.log.set_len(pos) {
+                tracing::error!(error = %cut, "cannot cut a failed append from {}", self.log_path_locked(&st).display());
+            }
+            return Err(e);
+        }
         st.size = pos + batch.len() as u64;
         Ok(())
     }
