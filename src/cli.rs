@@ -136,6 +136,26 @@ impl fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
+/// Every segment keeps its `.log` open (as Kafka does), so a data directory with many
+/// segments needs more descriptors than the usual soft limit: raise it to the hard one.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed by pointer.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                tracing::warn!("could not raise the open-file limit");
+            }
+        }
+    }
+    tracing::info!(open_files = limit.rlim_cur, "open-file limit");
+}
+
 fn io_error(context: impl fmt::Display, e: io::Error) -> CliError {
     CliError::new(format!("{context}: {e}"))
 }
@@ -412,6 +432,7 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
     init_logging(&data_dir, to_stderr)?;
     prepare_mountpoint(&plan.mountpoint)?;
     let broker = load_broker_config(plan)?;
+    raise_open_file_limit();
     let engine = Engine::open(
         &data_dir,
         broker,

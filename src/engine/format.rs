@@ -465,6 +465,15 @@ fn write_varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
+fn varint_len(mut value: u64) -> usize {
+    let mut n = 1;
+    while value >= 0x80 {
+        value >>= 7;
+        n += 1;
+    }
+    n
+}
+
 fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
@@ -528,6 +537,24 @@ impl BatchBuilder {
             last_offset: None,
             record_count: 0,
         }
+    }
+
+    /// Exact size of a batch holding just this record (Kafka checks a batch against the
+    /// segment size; a record that cannot fit alone can never be appended).
+    pub fn single_record_batch_size(
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        line_body: usize,
+    ) -> usize {
+        let len = |f: Option<&[u8]>| varint_len(zigzag(f.map_or(-1, |b| b.len() as i64)));
+        // The three deltas of a batch's first record are 0: one byte each.
+        BATCH_HEADER_BYTES
+            + 3
+            + len(key)
+            + len(value)
+            + varint_len(line_body as u64 + 1)
+            + line_body
+            + 1
     }
 
     /// Upper bound of the bytes a record with a `line_body`-byte line adds.
@@ -709,6 +736,23 @@ mod tests {
     }
 
     #[test]
+    fn single_record_batch_size_is_exact() {
+        for (key, value, line) in [
+            (Some(&b"k"[..]), Some(&b"v"[..]), &b"k:v"[..]),
+            (None, Some(&b"plain"[..]), &b"plain"[..]),
+            (Some(&b"k"[..]), None, &b"k:NULL"[..]),
+        ] {
+            let mut b = BatchBuilder::new(5, 7, 9, 0);
+            b.push(5, 7, 9, key, value, line);
+            let real = b.finish(None, 9 + line.len() as u64 + 1, None).len();
+            assert_eq!(
+                BatchBuilder::single_record_batch_size(key, value, line.len()),
+                real
+            );
+        }
+    }
+
+    #[test]
     fn empty_batch_keeps_its_offsets() {
         let b = BatchBuilder::new(7, 5, 100, 0);
         let bytes = b.finish(Some(9), 130, Some(42));
@@ -733,6 +777,7 @@ mod tests {
         for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
             let mut out = Vec::new();
             write_varint(&mut out, v);
+            assert_eq!(out.len(), varint_len(v));
             let mut s = out.as_slice();
             assert_eq!(read_varint(&mut s).unwrap(), v);
             assert!(s.is_empty());

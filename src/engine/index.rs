@@ -23,7 +23,10 @@ use super::format::{OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
 #[derive(Debug)]
 struct IndexFile {
     path: PathBuf,
-    file: File,
+    /// Dropped once the segment is sealed (the map stays valid without it), so a partition
+    /// of many segments holds one descriptor per segment, not three; reopened by path when
+    /// the file must change size again.
+    file: Option<File>,
     /// `None` while the file is empty (a zero-length map is not allowed).
     map: Option<MmapMut>,
     entry_bytes: usize,
@@ -44,22 +47,17 @@ impl IndexFile {
         max_index_bytes: usize,
         valid_entries: impl Fn(&[u8]) -> usize,
     ) -> io::Result<IndexFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
+        let file = Self::open_file(path)?;
         let mut index = IndexFile {
             path: path.to_path_buf(),
-            file,
+            file: Some(file),
             map: None,
             entry_bytes,
             entries: 0,
             max_entries: max_index_bytes / entry_bytes,
             backed: 0,
         };
-        let len = index.file.metadata()?.len() as usize;
+        let len = index.file()?.metadata()?.len() as usize;
         let whole = len / entry_bytes * entry_bytes;
         if whole > 0 {
             index.map_file()?;
@@ -69,15 +67,33 @@ impl IndexFile {
         Ok(index)
     }
 
+    fn open_file(path: &Path) -> io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+    }
+
+    fn file(&mut self) -> io::Result<&File> {
+        if self.file.is_none() {
+            self.file = Some(Self::open_file(&self.path)?);
+        }
+        Ok(self.file.as_ref().expect("just opened"))
+    }
+
     fn map_file(&mut self) -> io::Result<()> {
         self.map = None;
-        let len = self.file.metadata()?.len();
+        let file = self.file()?;
+        let len = file.metadata()?.len();
         if len > 0 {
             // SAFETY: kpfs holds the data directory lock, so no other process maps or
             // resizes this file; within kpfs the file is only resized through this struct,
             // which drops the map first (see `set_len`), so the map never outlives bytes
             // of the file and no access can fault.
-            self.map = Some(unsafe { MmapMut::map_mut(&self.file)? });
+            let map = unsafe { MmapMut::map_mut(file)? };
+            self.map = Some(map);
         }
         Ok(())
     }
@@ -89,8 +105,12 @@ impl IndexFile {
     fn set_len(&mut self, bytes: usize) -> io::Result<()> {
         self.map = None;
         self.backed = self.backed.min(bytes);
-        self.file.set_len(bytes as u64)?;
+        self.file()?.set_len(bytes as u64)?;
         self.map_file()
+    }
+
+    fn release_handle(&mut self) {
+        self.file = None;
     }
 
     /// Grows the file to its preallocated size so appends need no resize.
@@ -152,9 +172,10 @@ impl IndexFile {
         ) else {
             return Err(io::Error::other("index file offset out of range"));
         };
-        // SAFETY: posix_fallocate only reads its integer arguments and acts on the open
-        // descriptor owned by `self.file`.
-        let rc = unsafe { libc::posix_fallocate(self.file.as_raw_fd(), offset, len) };
+        let fd = self.file()?.as_raw_fd();
+        // SAFETY: posix_fallocate only reads its integer arguments and acts on `fd`, which
+        // `self.file` owns and keeps open for the duration of the call.
+        let rc = unsafe { libc::posix_fallocate(fd, offset, len) };
         if rc != 0 {
             return Err(io::Error::from_raw_os_error(rc));
         }
@@ -177,7 +198,11 @@ impl IndexFile {
         if let Some(map) = &self.map {
             map.flush()?;
         }
-        self.file.sync_all()
+        match &self.file {
+            Some(file) => file.sync_all(),
+            // Released after sealing; the map flush covers the entries.
+            None => Ok(()),
+        }
     }
 }
 
@@ -285,8 +310,17 @@ impl OffsetIndex {
         self.inner.preallocate()
     }
 
+    /// Shrinks the file to its entries and lets go of its descriptor (on roll).
     pub fn trim(&mut self) -> io::Result<()> {
-        self.inner.trim()
+        // No fsync: an index is rebuilt from its log whenever it cannot be trusted.
+        self.inner.trim()?;
+        self.inner.release_handle();
+        Ok(())
+    }
+
+    /// The file was renamed (suffix change); later reopens use the new name.
+    pub fn renamed(&mut self, path: &Path) {
+        self.inner.path = path.to_path_buf();
     }
 
     pub fn flush(&self) -> io::Result<()> {
@@ -379,8 +413,17 @@ impl TimeIndex {
         self.inner.preallocate()
     }
 
+    /// Shrinks the file to its entries and lets go of its descriptor (on roll).
     pub fn trim(&mut self) -> io::Result<()> {
-        self.inner.trim()
+        // No fsync: an index is rebuilt from its log whenever it cannot be trusted.
+        self.inner.trim()?;
+        self.inner.release_handle();
+        Ok(())
+    }
+
+    /// The file was renamed (suffix change); later reopens use the new name.
+    pub fn renamed(&mut self, path: &Path) {
+        self.inner.path = path.to_path_buf();
     }
 
     pub fn flush(&self) -> io::Result<()> {

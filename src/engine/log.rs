@@ -19,8 +19,8 @@ use super::clock::Clock;
 use super::config::TopicConfig;
 use super::error::{EngineError, Result};
 use super::format::{
-    parse_segment_file_name, BatchBuilder, BATCH_HEADER_BYTES, CLEANED_SUFFIX, DELETED_SUFFIX,
-    INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+    parse_segment_file_name, BatchBuilder, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX,
+    LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use super::segment::{RollReason, Segment, MAX_SEGMENT_FILE_BYTES};
 
@@ -438,7 +438,8 @@ impl Log {
         };
         // Whole-append checks first, so a refused write changes nothing.
         for r in records {
-            let single = (BATCH_HEADER_BYTES + BatchBuilder::record_size(r.line.len())) as u64;
+            let single =
+                BatchBuilder::single_record_batch_size(r.key, r.value, r.line.len()) as u64;
             if single > segment_size {
                 return Err(EngineError::RecordTooLarge {
                     message: format!(

@@ -10,6 +10,7 @@ pub mod format;
 pub mod index;
 pub mod inspect;
 pub mod log;
+pub mod metrics;
 pub mod retention;
 pub mod segment;
 pub mod topic;
@@ -31,7 +32,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{BrokerConfig, ConfigError, TopicConfig};
 pub use config::{BrokerRule, CleanupPolicy, TopicOverrides};
 pub use error::{EngineError, Result};
-pub use topic::{BackingFile, LogCursor, Topic};
+pub use topic::{BackingFile, LogCursor, RefusalReason, Topic};
 
 /// Marker left by a clean shutdown (Kafka's `.kafka_cleanshutdown`).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kpfs_cleanshutdown";
@@ -560,10 +561,16 @@ fn clean_filthiest(
                     stats.buffer_utilization * 100.0
                 ),
             );
+            let relaxed = std::sync::atomic::Ordering::Relaxed;
+            topic.cleaner.passes.fetch_add(1, relaxed);
             topic
                 .cleaner
-                .passes
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                .tombstones_removed
+                .fetch_add(stats.tombstones_removed, relaxed);
+            topic
+                .cleaner
+                .records_removed
+                .fetch_add(stats.records_removed, relaxed);
             *topic.cleaner.last_pass.lock() = Some(stats.clone());
             *topic.cleaner.state.lock() = cleaner::CleanerState::Idle;
             if let Err(e) = save_cleaner_checkpoints(inner) {
@@ -646,7 +653,10 @@ fn cleaner_loop(inner: &Inner, stop: &Receiver<()>) {
                 return;
             }
         };
-        if !cleaned && wait_or_stop(stop, inner.broker.read().cleaner_backoff_ms()) {
+        // Read first: holding the broker config lock through the wait would stall every
+        // `.kpfs/config` write for up to log.cleaner.backoff.ms.
+        let backoff_ms = inner.broker.read().cleaner_backoff_ms();
+        if !cleaned && wait_or_stop(stop, backoff_ms) {
             return;
         }
         if cleaned && stop.try_recv() != Err(crossbeam_channel::TryRecvError::Empty) {

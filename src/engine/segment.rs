@@ -12,6 +12,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::sync::Arc;
+
+use memmap2::{Mmap, MmapOptions};
 use parking_lot::Mutex;
 
 use super::error::{EngineError, Result};
@@ -69,7 +72,29 @@ pub struct Segment {
     /// fsync. A segment loaded from disk starts at 0, since a crashed predecessor may
     /// have left page-cache-only data in it.
     synced_size: AtomicU64,
+    /// Read-only mapping of `.log` for the read path, grown in [`MAP_STEP`]s as the
+    /// segment grows; readers hold an `Arc` of the one they use.
+    read_map: Mutex<Option<Arc<Mmap>>>,
     state: Mutex<State>,
+}
+
+/// Growth step of a segment's read mapping: one `mmap` per 64 MiB appended.
+const MAP_STEP: u64 = 64 << 20;
+
+/// Whole, verified batches borrowed from a segment's read mapping.
+#[derive(Debug)]
+pub struct MappedBatches {
+    map: Option<Arc<Mmap>>,
+    start: usize,
+    end: usize,
+}
+
+impl std::ops::Deref for MappedBatches {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.map.as_ref().map_or(&[], |m| &m[self.start..self.end])
+    }
 }
 
 /// Facts about a segment at one moment.
@@ -194,6 +219,7 @@ impl Segment {
             roll_jitter_ms,
             needs_recovery: Default::default(),
             synced_size: AtomicU64::new(0),
+            read_map: Mutex::new(None),
             state: Mutex::new(State {
                 size: 0,
                 next_offset: base_offset,
@@ -366,6 +392,7 @@ impl Segment {
                 reason = %why,
                 "truncating segment at the first invalid batch"
             );
+            *self.read_map.lock() = None;
             self.log
                 .set_len(scan.valid_bytes)
                 .map_err(|e| self.io_err("truncate", e))?;
@@ -577,6 +604,11 @@ impl Segment {
         for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
             let from = file_path(&self.dir, self.base_offset, kind, &st.suffix);
             let to = file_path(&self.dir, self.base_offset, kind, suffix);
+            if kind == INDEX_SUFFIX {
+                st.offset_index.renamed(&to);
+            } else if kind == TIME_INDEX_SUFFIX {
+                st.time_index.renamed(&to);
+            }
             match fs::rename(&from, &to) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound && kind != LOG_SUFFIX => {}
@@ -743,6 +775,60 @@ impl Segment {
         Ok(buf)
     }
 
+    /// Whole batches starting at `pos`, about `want` bytes of them (at least one batch if
+    /// any), each verified, without copying them out of the page cache.
+    pub fn mapped_batches(&self, pos: u64, want: usize) -> Result<MappedBatches> {
+        let size = self.size();
+        if pos >= size {
+            return Ok(MappedBatches {
+                map: None,
+                start: 0,
+                end: 0,
+            });
+        }
+        let map = self.read_mapping(size)?;
+        let (start, limit) = (pos as usize, size as usize);
+        let mut end = start;
+        while end < limit && end - start < want.max(1) {
+            let h = decode_header(&map[end..limit]).map_err(|e| self.corrupt(end as u64, e))?;
+            if end + h.size > limit {
+                return Err(self.corrupt(
+                    end as u64,
+                    DecodeError::Truncated {
+                        needed: h.size,
+                        available: limit - end,
+                    },
+                ));
+            }
+            verify_batch(&map[end..end + h.size]).map_err(|e| self.corrupt(end as u64, e))?;
+            end += h.size;
+        }
+        Ok(MappedBatches {
+            map: Some(map),
+            start,
+            end,
+        })
+    }
+
+    /// A read-only mapping covering at least `size` committed bytes.
+    fn read_mapping(&self, size: u64) -> Result<Arc<Mmap>> {
+        let mut slot = self.read_map.lock();
+        if let Some(map) = slot.as_ref().filter(|m| m.len() as u64 >= size) {
+            return Ok(map.clone());
+        }
+        let len = size.div_ceil(MAP_STEP) * MAP_STEP;
+        // SAFETY: the mapping may extend past the end of the file, but readers only touch
+        // bytes below the committed size, which the file always holds: kpfs holds the
+        // data directory lock, appends only grow the file, and the only truncations
+        // (recovery at open, `truncate_to`) happen before a segment is shared or drop this
+        // mapping first. A renamed or unlinked file stays mapped.
+        let map = unsafe { MmapOptions::new().len(len as usize).map(&self.log) }
+            .map_err(|e| self.io_err("map", e))?;
+        let map = Arc::new(map);
+        *slot = Some(map.clone());
+        Ok(map)
+    }
+
     /// [`Segment::read_batches`] into a caller's buffer, so a reader reuses one
     /// allocation for every read.
     pub fn read_batches_into(&self, pos: u64, want: usize, buf: &mut Vec<u8>) -> Result<()> {
@@ -800,6 +886,7 @@ impl Segment {
 
     /// Cuts the segment back to `position` (used by recovery and truncation).
     pub fn truncate_to(&self, position: u64, index_interval_bytes: u64) -> Result<()> {
+        *self.read_map.lock() = None;
         self.log
             .set_len(position)
             .map_err(|e| self.io_err("truncate", e))?;

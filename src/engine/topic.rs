@@ -51,9 +51,17 @@ pub struct LogCursor {
     pending_at: usize,
     /// (segment id, file position) of the batch after the last one rendered.
     hint: Option<(u64, u64)>,
-    /// Reused for the raw batches of every read.
-    read_buf: Vec<u8>,
+    /// The bytes the last read returned, when it was small, and the kernel offset they
+    /// started at. Tools such as bash's `read` and `head` read a block, then seek back to
+    /// just after what they used; once retention or compaction has left gaps, kernel
+    /// offsets no longer equal stream positions, so such a re-read is served from what
+    /// this handle was given rather than mapped again (which could repeat records).
+    replay: Vec<u8>,
+    replay_at: u64,
 }
+
+/// Reads up to this size are kept for re-reads after a short seek back.
+const REPLAY_LIMIT: usize = 64 << 10;
 
 /// Segments deleted by one retention step.
 #[derive(Debug)]
@@ -62,7 +70,7 @@ pub struct RetentionDeletion {
     pub segments: Vec<DeletedSegment>,
 }
 
-/// Counters shown in `status` (and later metrics).
+/// Counters shown in `status` and `.kpfs/metrics`.
 #[derive(Debug, Default)]
 pub struct TopicStats {
     pub appended_records: AtomicU64,
@@ -71,6 +79,59 @@ pub struct TopicStats {
     pub segments_deleted_time: AtomicU64,
     pub segments_deleted_size: AtomicU64,
     pub segments_deleted_log_start: AtomicU64,
+    /// Records of refused appends, by reason (a refused write refuses all its records).
+    pub refused_keyless_compacted: AtomicU64,
+    pub refused_too_large: AtomicU64,
+    pub refused_invalid: AtomicU64,
+}
+
+/// Why an append was refused, as the metrics label it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefusalReason {
+    KeylessCompacted,
+    TooLarge,
+    Invalid,
+}
+
+impl RefusalReason {
+    pub const ALL: [RefusalReason; 3] = [
+        RefusalReason::KeylessCompacted,
+        RefusalReason::TooLarge,
+        RefusalReason::Invalid,
+    ];
+
+    /// The refusal an append error counts as; `None` for errors that are not the
+    /// records' fault (I/O, a poisoned log).
+    pub fn of(error: &EngineError) -> Option<RefusalReason> {
+        match error {
+            EngineError::RecordTooLarge { .. } => Some(RefusalReason::TooLarge),
+            EngineError::InvalidRecord { message }
+                if message.starts_with("Compacted topic cannot accept message without key") =>
+            {
+                Some(RefusalReason::KeylessCompacted)
+            }
+            EngineError::InvalidRecord { .. } => Some(RefusalReason::Invalid),
+            _ => None,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            RefusalReason::KeylessCompacted => "keyless_compacted",
+            RefusalReason::TooLarge => "too_large",
+            RefusalReason::Invalid => "invalid",
+        }
+    }
+}
+
+impl TopicStats {
+    pub fn refused(&self, reason: RefusalReason) -> &AtomicU64 {
+        match reason {
+            RefusalReason::KeylessCompacted => &self.refused_keyless_compacted,
+            RefusalReason::TooLarge => &self.refused_too_large,
+            RefusalReason::Invalid => &self.refused_invalid,
+        }
+    }
 }
 
 pub struct Topic {
@@ -180,10 +241,22 @@ impl Topic {
     pub fn append_lines_info(&self, data: &[u8]) -> Result<AppendInfo> {
         let result = self.append_parsed(data);
         if let Err(e) = &result {
-            self.events
-                .record(self.clock.now_ms(), "refused-append", &e.to_string());
+            self.note_refused_append(e, count_lines(data));
         }
         result
+    }
+
+    /// Records a refused append of `records` records in `events` and the refusal
+    /// counters. Public for refusals decided before the engine sees the bytes (the FUSE
+    /// adapter's unterminated-line limit).
+    pub fn note_refused_append(&self, error: &EngineError, records: u64) {
+        self.events
+            .record(self.clock.now_ms(), "refused-append", &error.to_string());
+        if let Some(reason) = RefusalReason::of(error) {
+            self.stats
+                .refused(reason)
+                .fetch_add(records, Ordering::Relaxed);
+        }
     }
 
     fn append_parsed(&self, data: &[u8]) -> Result<AppendInfo> {
@@ -244,6 +317,14 @@ impl Topic {
         let config = self.config();
         let render = Render::new(&config);
         let snap = self.log.snapshot();
+        if cursor.positioned && pos != cursor.next_pos {
+            let replay_end = cursor.replay_at + cursor.replay.len() as u64;
+            if pos >= cursor.replay_at && pos < replay_end && replay_end == cursor.next_pos {
+                let from = (pos - cursor.replay_at) as usize;
+                let to = (from + len).min(cursor.replay.len());
+                return Ok(cursor.replay[from..to].to_vec());
+            }
+        }
         if !cursor.positioned || pos != cursor.next_pos {
             self.reposition(cursor, &snap, &render, pos)?;
         }
@@ -261,6 +342,11 @@ impl Topic {
             }
         }
         cursor.next_pos = pos + out.len() as u64;
+        cursor.replay.clear();
+        if out.len() <= REPLAY_LIMIT {
+            cursor.replay.extend_from_slice(&out);
+            cursor.replay_at = pos;
+        }
         Ok(out)
     }
 
@@ -302,16 +388,8 @@ impl Topic {
             Some((id, at)) if id == seg.id() => at,
             _ => seg.lookup_position(cursor.next_offset),
         };
-        let mut bytes = std::mem::take(&mut cursor.read_buf);
-        let read = seg.read_batches_into(
-            file_pos,
-            (len - out.len()).clamp(8 << 10, 4 << 20),
-            &mut bytes,
-        );
-        let rendered = read
-            .and_then(|()| self.render_batches(cursor, seg, file_pos, &bytes, render, out, len));
-        cursor.read_buf = bytes;
-        rendered
+        let bytes = seg.mapped_batches(file_pos, (len - out.len()).clamp(8 << 10, 4 << 20))?;
+        self.render_batches(cursor, seg, file_pos, &bytes, render, out, len)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1091,6 +1169,12 @@ fn parse_lines<'a>(
         records.push(PendingRecord { key, value, line });
     }
     Ok(records)
+}
+
+/// Records in `data` under the line protocol of [`parse_lines`].
+fn count_lines(data: &[u8]) -> u64 {
+    let newlines = memchr::memchr_iter(b'\n', data).count() as u64;
+    newlines + u64::from(data.last().is_some_and(|&b| b != b'\n'))
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

@@ -24,10 +24,12 @@ pub enum Node {
     ControlDir,
     BrokerConfig,
     Errors,
+    Metrics,
     TopicDir(String),
     Log(String),
     TopicConfig(String),
     Status(String),
+    Events(String),
     SegmentsDir(String),
     Segment { topic: String, name: String },
 }
@@ -40,10 +42,12 @@ impl Node {
             Node::ControlDir => CONTROL_DIR.to_string(),
             Node::BrokerConfig => format!("{CONTROL_DIR}/config"),
             Node::Errors => format!("{CONTROL_DIR}/errors"),
+            Node::Metrics => format!("{CONTROL_DIR}/metrics"),
             Node::TopicDir(t) => t.clone(),
             Node::Log(t) => format!("{t}/log"),
             Node::TopicConfig(t) => format!("{t}/config"),
             Node::Status(t) => format!("{t}/status"),
+            Node::Events(t) => format!("{t}/events"),
             Node::SegmentsDir(t) => format!("{t}/segments"),
             Node::Segment { topic, name } => format!("{topic}/segments/{name}"),
         }
@@ -66,11 +70,14 @@ impl Node {
 
     pub fn topic(&self) -> Option<&str> {
         match self {
-            Node::Root | Node::ControlDir | Node::BrokerConfig | Node::Errors => None,
+            Node::Root | Node::ControlDir | Node::BrokerConfig | Node::Errors | Node::Metrics => {
+                None
+            }
             Node::TopicDir(t)
             | Node::Log(t)
             | Node::TopicConfig(t)
             | Node::Status(t)
+            | Node::Events(t)
             | Node::SegmentsDir(t) => Some(t),
             Node::Segment { topic, .. } => Some(topic),
         }
@@ -79,10 +86,12 @@ impl Node {
     pub fn parent(&self) -> Node {
         match self {
             Node::Root | Node::ControlDir | Node::TopicDir(_) => Node::Root,
-            Node::BrokerConfig | Node::Errors => Node::ControlDir,
-            Node::Log(t) | Node::TopicConfig(t) | Node::Status(t) | Node::SegmentsDir(t) => {
-                Node::TopicDir(t.clone())
-            }
+            Node::BrokerConfig | Node::Errors | Node::Metrics => Node::ControlDir,
+            Node::Log(t)
+            | Node::TopicConfig(t)
+            | Node::Status(t)
+            | Node::Events(t)
+            | Node::SegmentsDir(t) => Node::TopicDir(t.clone()),
             Node::Segment { topic, .. } => Node::SegmentsDir(topic.clone()),
         }
     }
@@ -201,5 +210,11 @@ mod tests {
         assert_eq!(Node::Root.child_path("t"), "t");
         assert_eq!(Node::Log("t".into()).path(), "t/log");
         assert_eq!(Node::ControlDir.child_path("x"), ".kpfs/x");
+        assert_eq!(Node::Metrics.path(), ".kpfs/metrics");
+        assert_eq!(Node::Events("t".into()).path(), "t/events");
+        assert_eq!(
+            Node::Events("t".into()).parent(),
+            Node::TopicDir("t".into())
+        );
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::engine::{Clock, Engine, EngineError, LogCursor, SystemClock, Topic};
+use crate::engine::{metrics, Clock, Engine, EngineError, LogCursor, SystemClock, Topic};
 use errno::errno_of;
 use handle::{ConfigTarget, Handle, HandleKind, HandleTable, LogState};
 use inode::{InodeTable, Node, CONTROL_DIR};
@@ -234,6 +234,10 @@ impl KpfsFs {
                 let len = self.engine.rejections_text().len() as u64;
                 self.file_attr(ino, len, 0o444, self.mounted_ms)
             }
+            Node::Metrics => {
+                let len = metrics::render(&self.engine).len() as u64;
+                self.file_attr(ino, len, 0o444, self.mounted_ms)
+            }
             Node::Log(_) => {
                 let topic = self.topic(node)?;
                 self.file_attr(ino, topic.stream_len(), 0o644, topic.modified_ms())
@@ -245,6 +249,11 @@ impl KpfsFs {
             Node::Status(_) => {
                 let topic = self.topic(node)?;
                 let len = topic.status_text().len() as u64;
+                self.file_attr(ino, len, 0o444, topic.modified_ms())
+            }
+            Node::Events(_) => {
+                let topic = self.topic(node)?;
+                let len = topic.events_text().len() as u64;
                 self.file_attr(ino, len, 0o444, topic.modified_ms())
             }
             Node::Segment { name, .. } => {
@@ -274,6 +283,7 @@ impl KpfsFs {
             Node::ControlDir => match name {
                 "config" => Node::BrokerConfig,
                 "errors" => Node::Errors,
+                "metrics" => Node::Metrics,
                 _ => return Err(missing()),
             },
             Node::TopicDir(t) => {
@@ -282,6 +292,7 @@ impl KpfsFs {
                     "log" => Node::Log(t.clone()),
                     "config" => Node::TopicConfig(t.clone()),
                     "status" => Node::Status(t.clone()),
+                    "events" => Node::Events(t.clone()),
                     "segments" => Node::SegmentsDir(t.clone()),
                     _ => return Err(missing()),
                 }
@@ -301,9 +312,11 @@ impl KpfsFs {
             }
             Node::BrokerConfig
             | Node::Errors
+            | Node::Metrics
             | Node::Log(_)
             | Node::TopicConfig(_)
             | Node::Status(_)
+            | Node::Events(_)
             | Node::Segment { .. } => {
                 return Err(FsError {
                     errno: libc::ENOTDIR,
@@ -375,7 +388,9 @@ impl KpfsFs {
                 | Node::TopicDir(_)
                 | Node::SegmentsDir(_)
                 | Node::Errors
+                | Node::Metrics
                 | Node::Status(_)
+                | Node::Events(_)
                 | Node::Segment { .. } => {
                     return Err(self.refuse(&path, libc::EPERM, "read-only: cannot be truncated"))
                 }
@@ -506,6 +521,16 @@ impl KpfsFs {
                 text: self.topic(&node)?.status_text().into_bytes(),
                 target: None,
             },
+            Node::Metrics if writable => return read_only(".kpfs/metrics"),
+            Node::Metrics => HandleKind::Text {
+                text: metrics::render(&self.engine).into_bytes(),
+                target: None,
+            },
+            Node::Events(_) if writable => return read_only("events"),
+            Node::Events(_) => HandleKind::Text {
+                text: self.topic(&node)?.events_text().into_bytes(),
+                target: None,
+            },
             Node::Segment { .. } if writable => {
                 return read_only("segments/ is a view of the partition directory; it")
             }
@@ -547,7 +572,7 @@ impl KpfsFs {
             Node::Root => std::iter::once(Node::ControlDir)
                 .chain(self.engine.topic_names().into_iter().map(Node::TopicDir))
                 .collect(),
-            Node::ControlDir => vec![Node::BrokerConfig, Node::Errors],
+            Node::ControlDir => vec![Node::BrokerConfig, Node::Errors, Node::Metrics],
             Node::TopicDir(t) => {
                 self.topic(&node)?;
                 vec![
@@ -555,6 +580,7 @@ impl KpfsFs {
                     Node::TopicConfig(t.clone()),
                     Node::SegmentsDir(t.clone()),
                     Node::Status(t.clone()),
+                    Node::Events(t.clone()),
                 ]
             }
             Node::SegmentsDir(t) => {
@@ -574,9 +600,11 @@ impl KpfsFs {
             }
             Node::BrokerConfig
             | Node::Errors
+            | Node::Metrics
             | Node::Log(_)
             | Node::TopicConfig(_)
             | Node::Status(_)
+            | Node::Events(_)
             | Node::Segment { .. } => {
                 return Err(self.refuse(&node.path(), libc::ENOTDIR, "not a directory"))
             }
@@ -709,14 +737,18 @@ impl KpfsFs {
             let limit = max_message_bytes(topic);
             if rest_len > limit.saturating_add(1) {
                 pending.truncate(kept);
-                return Err(self.refuse(
-                    path,
-                    libc::EFBIG,
-                    format!(
-                        "unterminated line of more than {rest_len} bytes exceeds \
-                         max.message.bytes ({limit})"
-                    ),
-                ));
+                let reason = format!(
+                    "unterminated line of more than {rest_len} bytes exceeds \
+                     max.message.bytes ({limit})"
+                );
+                // The engine never sees this line, so its refusal is counted here.
+                topic.note_refused_append(
+                    &EngineError::RecordTooLarge {
+                        message: reason.clone(),
+                    },
+                    1,
+                );
+                return Err(self.refuse(path, libc::EFBIG, reason));
             }
         }
         if let Some(end) = complete {

@@ -163,3 +163,87 @@ fn read_only_files_refuse_write_opens_with_a_reason() {
     );
     assert!(f.errors().contains("t/status: "), "{}", f.errors());
 }
+
+fn listing(f: &Fixture, dir: u64) -> Vec<String> {
+    let fh = f.fs.opendir(dir).unwrap().fh;
+    let names =
+        f.fs.readdir(fh, 0)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+    f.fs.releasedir(fh);
+    names
+}
+
+#[test]
+fn events_and_metrics_are_listed_read_only_snapshots() {
+    let f = fixture();
+    let dir = f.topic("t");
+    assert_eq!(
+        listing(&f, dir),
+        [".", "..", "log", "config", "segments", "status", "events"]
+    );
+    let control = f.ino(ROOT_INO, ".kpfs");
+    assert_eq!(
+        listing(&f, control),
+        [".", "..", "config", "errors", "metrics"]
+    );
+
+    let config = f.ino(dir, "config");
+    let cfh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
+    f.fs.write(cfh, b"parse.key=true").unwrap();
+    f.fs.release(cfh);
+    let log = f.ino(dir, "log");
+    let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
+    f.fs.write(fh, b"no separator here\n").unwrap_err();
+    f.fs.release(fh);
+    let events = f.ino(dir, "events");
+    let text = f.read_all(events);
+    assert!(
+        text.contains(" refused-append No key separator found"),
+        "{text}"
+    );
+    assert_eq!(f.fs.getattr(events).unwrap().size, text.len() as u64);
+    assert_eq!(f.fs.getattr(events).unwrap().perm, 0o444);
+
+    let metrics = f.ino(control, "metrics");
+    let text = f.read_all(metrics);
+    assert!(
+        text.contains("kpfs_refused_records_total{topic=\"t\",reason=\"invalid\"} 1\n"),
+        "{text}"
+    );
+    assert_eq!(f.fs.getattr(metrics).unwrap().size, text.len() as u64);
+
+    for (ino, path) in [(events, "t/events"), (metrics, ".kpfs/metrics")] {
+        assert_eq!(
+            f.fs.open(ino, libc::O_RDWR).unwrap_err().errno,
+            libc::EACCES
+        );
+        assert!(f.errors().contains(&format!("{path}: ")), "{}", f.errors());
+        let truncate = SetAttr {
+            size: Some(0),
+            ..SetAttr::default()
+        };
+        assert_eq!(f.fs.setattr(ino, truncate).unwrap_err().errno, libc::EPERM);
+    }
+}
+
+#[test]
+fn an_overlong_unterminated_line_counts_as_a_too_large_refusal() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let config = f.ino(dir, "config");
+    let cfh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
+    f.fs.write(cfh, b"max.message.bytes=100").unwrap();
+    f.fs.release(cfh);
+    let log = f.ino(dir, "log");
+    let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
+    assert_eq!(f.fs.write(fh, &[b'x'; 300]).unwrap_err().errno, libc::EFBIG);
+    f.fs.release(fh);
+    let metrics = crate::engine::metrics::render(f.fs.engine());
+    assert!(
+        metrics.contains("kpfs_refused_records_total{topic=\"t\",reason=\"too_large\"} 1\n"),
+        "{metrics}"
+    );
+}

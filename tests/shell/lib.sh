@@ -60,6 +60,22 @@ expect_rejection() {
     expect_contains "$(cat "$MNT/.kpfs/errors")" " $1: " ".kpfs/errors"
 }
 
+# metric SERIES: the value of one sample of $MNT/.kpfs/metrics, SERIES written exactly as
+# the file has it (name and labels), e.g. metric 'kpfs_log_end_offset{topic="t"}'.
+metric() {
+    awk -v s="$1" '$1 == s { print $2; found = 1 } END { exit !found }' "$MNT/.kpfs/metrics"
+}
+
+# metric_is SERIES VALUE: succeeds when the sample has that value (for wait_until).
+metric_is() {
+    [ "$(metric "$1")" == "$2" ]
+}
+
+# status_field TOPIC FIELD: the value of "FIELD: value" in $MNT/TOPIC/status.
+status_field() {
+    sed -n "s/^$2: //p" "$MNT/$1/status"
+}
+
 # _kpfs_daemon_pid DATA_DIR: prints the pid of the daemon holding DATA_DIR, if it runs.
 # A zombie counts as gone: the daemon's parent exited, and whoever inherited it may be
 # slow to reap.

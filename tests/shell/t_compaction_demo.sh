@@ -1,0 +1,62 @@
+# The seed's compaction demo: three rounds of keys a,b,c with segment rolls between them
+# and a tombstone for a compact to b,c of round 2, the tombstone and round 3 in segments
+# 0 and 7; a 4th round then drops the superseded values and the expired tombstone.
+source "$(dirname "$0")/lib.sh"
+
+mount_kpfs --override log.retention.check.interval.ms=500 \
+    --override log.segment.delete.delay.ms=2000 --override log.cleaner.backoff.ms=500
+new_data_dir scratch # a temp dir that cleanup removes
+
+T=$MNT/compact-demo
+mkdir "$T"
+printf '%s\n' cleanup.policy=compact segment.bytes=1048576 segment.ms=3000 \
+    min.cleanable.dirty.ratio=0.01 delete.retention.ms=3000 parse.key=true key.separator=: \
+    > "$scratch/cmd"
+cat "$scratch/cmd" > "$T/config"
+while read -r kv; do grep -qx "$kv" "$T/config" || fail "$kv not in config"; done < "$scratch/cmd"
+expect_eq "cleanup_policy: compact" "$(grep '^cleanup_policy:' "$T/status")" "status"
+
+produce_round() {
+    for k in a b c; do printf '%s:round%s-value-for-%s\n' "$k" "$1" "$k"; done >> "$T/log"
+}
+
+produce_round 1
+sleep 4 # scenario time: past segment.ms, so the next append rolls
+produce_round 2
+sleep 4 # scenario time: past segment.ms
+echo "null.marker=NULL" > "$T/config"
+printf 'a:NULL\n' >> "$T/log"
+sleep 4 # scenario time: past segment.ms
+produce_round 3
+
+# Segment files still live: not .deleted, not kpfs's own (kpfs-topic.properties, kpfs-stream-start).
+live() { ls "$T/segments" | grep -v '\.deleted$' | grep -v '^kpfs-'; }
+want_log=$'b:round2-value-for-b\nc:round2-value-for-c\na:NULL\na:round3-value-for-a\nb:round3-value-for-b\nc:round3-value-for-c'
+want_segs=$'00000000000000000000.index\n00000000000000000000.log\n00000000000000000000.timeindex\n00000000000000000007.index\n00000000000000000007.log\n00000000000000000007.timeindex'
+compacted() { [ "$(cat "$T/log")" == "$want_log" ] && [ "$(live)" == "$want_segs" ]; }
+if ! wait_until 20 compacted; then
+    expect_eq "$want_log" "$(cat "$T/log")" "cat log after the cleaner"
+    expect_eq "$want_segs" "$(live)" "segments/ after the cleaner"
+fi
+expect_eq "log_start_offset: 0" "$(grep '^log_start_offset:' "$T/status")" "status"
+expect_eq "log_end_offset: 10" "$(grep '^log_end_offset:' "$T/status")" "status"
+expect_eq "active_segment_base_offset: 7" "$(grep '^active_segment_base_offset:' "$T/status")" "status"
+
+# Round 4 rolls segment 7; the next pass drops b,c of round 2 and, its delete horizon
+# (delete.retention.ms=3000 after the pass that first saw it) being past, the tombstone.
+sleep 4 # scenario time: past segment.ms and the tombstone's delete.retention.ms
+produce_round 4
+want_log=$'a:round3-value-for-a\nb:round3-value-for-b\nc:round3-value-for-c\na:round4-value-for-a\nb:round4-value-for-b\nc:round4-value-for-c'
+log_is() { [ "$(cat "$T/log")" == "$1" ]; }
+wait_until 20 log_is "$want_log" || expect_eq "$want_log" "$(cat "$T/log")" "cat log after round 4"
+
+# A record without a key is refused on a compacted topic, in Kafka's words.
+echo "parse.key=false" > "$T/config"
+expect_errno "Invalid argument" "echo x >> '$T/log'"
+expect_eq "compact-demo/log: Compacted topic cannot accept message without key in topic partition compact-demo-0" \
+    "$(tail -n 1 "$MNT/.kpfs/errors" | cut -d' ' -f2-)" "error for a keyless record"
+# (parse.key also decides whether cat prints keys.)
+expect_eq "$(echo "$want_log" | cut -d: -f2)" "$(cat "$T/log")" "cat log without keys after the keyless refusal"
+echo "parse.key=true" > "$T/config"
+expect_eq "$want_log" "$(cat "$T/log")" "cat log after the keyless refusal"
+umount_kpfs

@@ -1,0 +1,72 @@
+# What goes into log with >> comes back out of cat byte for byte: keyed records with a
+# custom separator, tombstones via null.marker, binary bytes, empty lines, a 1 MiB line;
+# bad lines (no separator, too large) are refused whole and append nothing.
+source "$(dirname "$0")/lib.sh"
+
+mount_kpfs
+
+# Keys: parse.key=true with key.separator=: round-trips key:value.
+mkdir "$MNT/keyed"
+printf 'parse.key=true\nkey.separator=:\n' > "$MNT/keyed/config"
+echo "a:1" >> "$MNT/keyed/log"
+expect_eq "a:1" "$(cat "$MNT/keyed/log")" "keyed log after a:1"
+
+# Tombstones: a value equal to null.marker is a null value and reads back as the marker.
+echo "null.marker=NULL" > "$MNT/keyed/config"
+echo "a:NULL" >> "$MNT/keyed/log"
+expect_eq $'a:1\na:NULL' "$(cat "$MNT/keyed/log")" "keyed log after a tombstone"
+
+# A line without the separator is refused with Kafka's console-producer text.
+expect_errno "Invalid argument" "echo nosep >> '$MNT/keyed/log'"
+expect_contains "$(cat "$MNT/.kpfs/errors")" "No key separator found on line number 1" ".kpfs/errors"
+expect_eq $'a:1\na:NULL' "$(cat "$MNT/keyed/log")" "keyed log after a refused line"
+expect_eq 2 "$(grep '^log_end_offset:' "$MNT/keyed/status" | cut -d' ' -f2)" "log_end_offset"
+
+# Non-UTF-8 bytes and a NUL round-trip byte-exact.
+mkdir "$MNT/bin"
+new_data_dir scratch # a temp dir that cleanup removes
+in=$scratch/in
+out=$scratch/out
+printf '\xff\xfe\x00x\n' > "$in"
+cat "$in" >> "$MNT/bin/log"
+cat "$MNT/bin/log" > "$out"
+cmp "$in" "$out" || fail "binary line did not round-trip"
+
+# Empty lines are records too.
+mkdir "$MNT/empty"
+printf 'a\n\n\nb\n' >> "$MNT/empty/log"
+expect_eq 4 "$(wc -l < "$MNT/empty/log")" "wc -l with empty lines"
+expect_eq $'a\n\n\nb' "$(cat "$MNT/empty/log")" "log with empty lines"
+expect_eq 4 "$(grep '^log_end_offset:' "$MNT/empty/status" | cut -d' ' -f2)" "log_end_offset with empty lines"
+
+# A 1 MiB line (spanning several write(2)s / FUSE writes) round-trips.
+mkdir "$MNT/big"
+{ head -c 1048576 /dev/zero | tr '\0' 'x'; echo; } > "$in"
+cat "$in" >> "$MNT/big/log"
+cat "$MNT/big/log" > "$out"
+cmp "$in" "$out" || fail "1 MiB line did not round-trip"
+expect_eq 1048577 "$(stat -c %s "$MNT/big/log")" "st_size of the 1 MiB line"
+
+# A line of max.message.bytes+1 is refused with EFBIG, and a good line in the same
+# write(2) is not appended either (cat writes the small file in one write(2); bash's
+# printf would flush per line).
+mkdir "$MNT/small"
+echo "max.message.bytes=100" > "$MNT/small/config"
+echo "before" >> "$MNT/small/log"
+long=$(head -c 101 /dev/zero | tr '\0' 'y')
+expect_errno "File too large" "printf '%s\n' '$long' >> '$MNT/small/log'"
+printf 'ok\n%s\n' "$long" > "$in"
+expect_errno "File too large" "cat '$in' >> '$MNT/small/log'"
+expect_eq "before" "$(cat "$MNT/small/log")" "log after refused large lines"
+expect_eq 1 "$(grep '^log_end_offset:' "$MNT/small/status" | cut -d' ' -f2)" "log_end_offset after refused large lines"
+expect_contains "$(cat "$MNT/.kpfs/errors")" "small/log: " ".kpfs/errors after EFBIG"
+
+# Ordinary text tools work on log.
+mkdir "$MNT/tools"
+seq 1 100 | sed 's/^/line-/' >> "$MNT/tools/log"
+expect_eq $'line-1\nline-2\nline-3' "$(head -n 3 "$MNT/tools/log")" "head -n 3"
+expect_eq $'line-98\nline-99\nline-100' "$(tail -n 3 "$MNT/tools/log")" "tail -n 3"
+expect_eq $'line-50\nline-100' "$(grep -E '^line-(50|100)$' "$MNT/tools/log")" "grep"
+expect_eq 100 "$(wc -l < "$MNT/tools/log")" "wc -l"
+
+umount_kpfs

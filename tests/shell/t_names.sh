@@ -1,0 +1,58 @@
+# Topic names follow Kafka's rules: up to 249 legal characters, ASCII alphanumerics,
+# '.', '_' and '-'; others are refused with Kafka's reason. mkdir of an existing topic is
+# EEXIST; rmdir deletes the topic and its data, and a new topic of that name starts empty.
+source "$(dirname "$0")/lib.sh"
+
+mount_kpfs
+
+long249=$(head -c 249 /dev/zero | tr '\0' 'a')
+long250=$(head -c 250 /dev/zero | tr '\0' 'b')
+
+mkdir "$MNT/$long249" || fail "a 249-character topic name was refused"
+echo x >> "$MNT/$long249/log"
+expect_eq x "$(cat "$MNT/$long249/log")" "log of the 249-character topic"
+[ -d "$DATA/$long249-0" ] || fail "no $DATA/<249 chars>-0"
+
+expect_errno "Invalid argument" "mkdir '$MNT/$long250'"
+expect_contains "$(tail -n 1 "$MNT/.kpfs/errors")" "can't be longer than 249 characters" "error for 250 characters"
+
+for name in 'a b' 'ü' 'x,y'; do
+    expect_errno "Invalid argument" "mkdir '$MNT/$name'"
+    expect_contains "$(tail -n 1 "$MNT/.kpfs/errors")" \
+        "Topic name \"$name\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'" \
+        "error for '$name'"
+done
+[ ! -e "$MNT/a b" ] && [ ! -e "$MNT/ü" ] || fail "a refused topic exists anyway"
+
+# .kpfs is the control directory: the kernel sees it exists and answers EEXIST; in no
+# case does it become a topic.
+status=0
+err=$(mkdir "$MNT/.kpfs" 2>&1) || status=$?
+[ "$status" -ne 0 ] || fail "mkdir .kpfs succeeded"
+case $err in *"File exists"* | *"Invalid argument"* | *"Operation not permitted"*) ;; *) fail "mkdir .kpfs: $err" ;; esac
+[ ! -e "$DATA/.kpfs-0" ] || fail "mkdir .kpfs made a partition directory"
+
+# mkdir of an existing topic: EEXIST, the topic is untouched.
+mkdir "$MNT/orders"
+echo "o1" >> "$MNT/orders/log"
+expect_errno "File exists" "mkdir '$MNT/orders'"
+expect_eq o1 "$(cat "$MNT/orders/log")" "orders/log after a second mkdir"
+
+# rmdir deletes the topic and its data; a new topic of the same name is empty.
+echo "o2" >> "$MNT/orders/log"
+rmdir "$MNT/orders" || fail "rmdir of a topic failed"
+[ ! -e "$MNT/orders" ] || fail "orders still listed after rmdir"
+gone() { ! ls -a "$DATA" | grep -q '^orders-0'; }
+wait_until 10 gone || fail "data dir still has $(ls -a "$DATA" | grep '^orders-0')"
+mkdir "$MNT/orders"
+expect_eq "" "$(cat "$MNT/orders/log")" "log of the recreated topic"
+expect_eq 0 "$(stat -c %s "$MNT/orders/log")" "st_size of the recreated log"
+expect_eq "log_end_offset: 0" "$(grep '^log_end_offset:' "$MNT/orders/status")" "status of the recreated topic"
+echo "n1" >> "$MNT/orders/log"
+expect_eq n1 "$(cat "$MNT/orders/log")" "recreated topic after an append"
+
+# The deletion holds across a remount.
+umount_kpfs
+remount_kpfs
+expect_eq n1 "$(cat "$MNT/orders/log")" "recreated topic after remount"
+umount_kpfs
