@@ -518,6 +518,17 @@ impl Segment {
             pos + batch.len() as u64 <= MAX_SEGMENT_FILE_BYTES,
             "segment would exceed 4 GiB"
         );
+        // What note_batch may change before it fails, to undo a failed append whole.
+        let before = (
+            st.max_timestamp,
+            st.offset_of_max_timestamp,
+            st.first_batch_timestamp,
+            st.stream_start,
+            st.stream_floor,
+            st.stream_end,
+            st.next_offset,
+            st.bytes_since_index_entry,
+        );
         // Written before the size moves, so readers never see a partial batch.
         let written = self
             .log
@@ -528,6 +539,21 @@ impl Segment {
                     .map_err(|e| self.io_err("index append", e))
             });
         if let Err(e) = written {
+            // Otherwise the final time-index entry written at close would name an offset
+            // that does not exist.
+            (
+                st.max_timestamp,
+                st.offset_of_max_timestamp,
+                st.first_batch_timestamp,
+                st.stream_start,
+                st.stream_floor,
+                st.stream_end,
+                st.next_offset,
+                st.bytes_since_index_entry,
+            ) = before;
+            st.offset_index
+                .truncate_to_position(u32::try_from(pos).expect("segment positions fit u32"));
+            st.time_index.truncate_to_offset(h.base_offset);
             // The writer is told this batch failed, so it must not come back: a complete
             // batch left past the committed size would be loaded by the next open.
             if let Err(cut) = self.log.set_len(pos) {
