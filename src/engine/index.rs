@@ -12,6 +12,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use memmap2::MmapMut;
@@ -31,6 +32,10 @@ struct IndexFile {
     entry_bytes: usize,
     entries: usize,
     max_entries: usize,
+    /// Bytes from the start known to have disk blocks behind them. The preallocated
+    /// file is sparse; storing into a hole of the map when the disk is full raises
+    /// SIGBUS and kills the daemon, so blocks are reserved before an entry lands there.
+    backed: usize,
 }
 
 impl IndexFile {
@@ -50,6 +55,7 @@ impl IndexFile {
             entry_bytes,
             entries: 0,
             max_entries: max_index_bytes / entry_bytes,
+            backed: 0,
         };
         let len = index.file()?.metadata()?.len() as usize;
         let whole = len / entry_bytes * entry_bytes;
@@ -98,6 +104,7 @@ impl IndexFile {
 
     fn set_len(&mut self, bytes: usize) -> io::Result<()> {
         self.map = None;
+        self.backed = self.backed.min(bytes);
         self.file()?.set_len(bytes as u64)?;
         self.map_file()
     }
@@ -140,9 +147,39 @@ impl IndexFile {
             // Not preallocated (a sealed segment being rebuilt): grow one entry at a time.
             self.set_len(at + self.entry_bytes)?;
         }
+        self.reserve_blocks(at + self.entry_bytes)?;
         let map = self.map.as_mut().expect("mapped after growing");
         map[at..at + self.entry_bytes].copy_from_slice(entry);
         self.entries += 1;
+        Ok(())
+    }
+
+    /// Makes sure bytes up to `end` have disk blocks, a page at a time, so a full disk
+    /// shows up as ENOSPC here instead of SIGBUS on the store into the map.
+    fn reserve_blocks(&mut self, end: usize) -> io::Result<()> {
+        const PAGE: usize = 4096;
+        if end <= self.backed {
+            return Ok(());
+        }
+        let from = self.backed / PAGE * PAGE;
+        let to = end
+            .div_ceil(PAGE)
+            .saturating_mul(PAGE)
+            .min(self.bytes().len());
+        let (Ok(offset), Ok(len)) = (
+            libc::off_t::try_from(from),
+            libc::off_t::try_from(to.saturating_sub(from)),
+        ) else {
+            return Err(io::Error::other("index file offset out of range"));
+        };
+        let fd = self.file()?.as_raw_fd();
+        // SAFETY: posix_fallocate only reads its integer arguments and acts on `fd`, which
+        // `self.file` owns and keeps open for the duration of the call.
+        let rc = unsafe { libc::posix_fallocate(fd, offset, len) };
+        if rc != 0 {
+            return Err(io::Error::from_raw_os_error(rc));
+        }
+        self.backed = to;
         Ok(())
     }
 

@@ -216,6 +216,10 @@ impl Log {
                     tracing::info!(partition, done = i + 1, total, "recovering segments");
                 }
             }
+            if clean_shutdown && cut_from.is_none() {
+                // The clean shutdown flushed every segment before writing its marker.
+                seg.mark_synced();
+            }
             stream_pos = seg.info().stream_end;
             segments.push(Arc::new(seg));
         }
@@ -515,7 +519,7 @@ impl Log {
         let due_by_count = writer.unflushed_records >= config.flush_messages.max(1) as u64;
         let due_by_time = now - writer.last_flush_ms >= config.flush_ms;
         if due_by_count || due_by_time {
-            self.snapshot().active().sync_data()?;
+            self.sync_unsynced(false)?;
             writer.unflushed_records = 0;
             writer.last_flush_ms = now;
         }
@@ -559,6 +563,9 @@ impl Log {
         let snap = self.snapshot();
         let old = snap.active().clone();
         let info = old.info();
+        // Synced before anything is written to its successor: a power cut may then lose
+        // only the newest bytes, never a sealed segment's tail under later records.
+        old.sync_data()?;
         old.seal()?;
         let new = Arc::new(Segment::create(
             &self.dir,
@@ -703,7 +710,7 @@ impl Log {
     /// fsync of everything appended so far.
     pub fn flush(&self) -> Result<()> {
         let mut writer = self.writer.lock();
-        let result = self.snapshot().active().flush();
+        let result = self.sync_unsynced(true);
         if let Err(e) = &result {
             self.poison(e);
         } else {
@@ -711,6 +718,25 @@ impl Log {
             writer.last_flush_ms = self.clock.now_ms();
         }
         result
+    }
+
+    /// fsync of every segment holding bytes no fsync has covered yet: segments that
+    /// rolled since the last flush and segments recovered after a crash, not only the
+    /// active one, or an fsync after a roll would return with records still in the page
+    /// cache. `indexes` adds the active segment's indexes. Caller holds the writer lock.
+    fn sync_unsynced(&self, indexes: bool) -> Result<()> {
+        let snap = self.snapshot();
+        let (active, sealed) = snap.segments.split_last().expect("a log has a segment");
+        for s in sealed {
+            if s.synced_size() < s.size() {
+                s.sync_data()?;
+            }
+        }
+        if indexes {
+            active.flush()
+        } else {
+            active.sync_data()
+        }
     }
 
     /// Flushes when `flush.ms` has passed since the last flush with records pending.

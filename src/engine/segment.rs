@@ -43,6 +43,11 @@ struct State {
     /// Stream range of the segment's batches; `stream_start` is set by the first batch.
     stream_start: Option<u64>,
     stream_end: u64,
+    /// Where the stream stands before this segment's first record, from a source that was
+    /// verified: the caller at create/open (the previous segment's end), then the first
+    /// batch that passed its CRC. Recovery falls back to it when no batch survives; a
+    /// header read before recovery is not trusted for that, its CRC was never checked.
+    stream_floor: u64,
     bytes_since_index_entry: u64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
@@ -63,6 +68,10 @@ pub struct Segment {
     roll_jitter_ms: i64,
     /// Set when loading found bytes that do not decode.
     needs_recovery: std::sync::atomic::AtomicBool,
+    /// Bytes of `.log` known to be on stable storage: `size` as of the last successful
+    /// fsync. A segment loaded from disk starts at 0, since a crashed predecessor may
+    /// have left page-cache-only data in it.
+    synced_size: AtomicU64,
     /// Read-only mapping of `.log` for the read path, grown in [`MAP_STEP`]s as the
     /// segment grows; readers hold an `Arc` of the one they use.
     read_map: Mutex<Option<Arc<Mmap>>>,
@@ -175,6 +184,7 @@ impl Segment {
         {
             let mut st = segment.state.lock();
             st.stream_end = stream_pos;
+            st.stream_floor = stream_pos;
             st.offset_index
                 .preallocate()
                 .map_err(|e| segment.io_err("preallocate .index", e))?;
@@ -208,6 +218,7 @@ impl Segment {
             created_ms: now_ms,
             roll_jitter_ms,
             needs_recovery: Default::default(),
+            synced_size: AtomicU64::new(0),
             read_map: Mutex::new(None),
             state: Mutex::new(State {
                 size: 0,
@@ -217,6 +228,7 @@ impl Segment {
                 first_batch_timestamp: None,
                 stream_start: None,
                 stream_end: 0,
+                stream_floor: 0,
                 bytes_since_index_entry: 0,
                 offset_index,
                 time_index,
@@ -258,6 +270,7 @@ impl Segment {
             let mut st = seg.state.lock();
             st.size = len;
             st.stream_end = stream_pos;
+            st.stream_floor = stream_pos;
         }
         if let Err(e) = seg.load_tail_facts() {
             match e {
@@ -356,9 +369,8 @@ impl Segment {
         st.max_timestamp = -1;
         st.offset_of_max_timestamp = self.base_offset;
         st.first_batch_timestamp = None;
-        let stream_before = st.stream_start.unwrap_or(st.stream_end);
         st.stream_start = None;
-        st.stream_end = stream_before;
+        st.stream_end = st.stream_floor;
         st.bytes_since_index_entry = 0;
         let mut pos = 0u64;
         while pos < scan.valid_bytes {
@@ -368,6 +380,9 @@ impl Segment {
             pos += h.size as u64;
         }
         st.size = scan.valid_bytes;
+        // Appends will reuse the cut positions; they are not covered by any fsync.
+        self.synced_size
+            .fetch_min(scan.valid_bytes, Ordering::Relaxed);
         self.needs_recovery.store(false, Ordering::Relaxed);
         if let Some(why) = &scan.invalid {
             tracing::warn!(
@@ -472,6 +487,7 @@ impl Segment {
         if st.first_batch_timestamp.is_none() {
             st.first_batch_timestamp = Some(h.base_timestamp);
             st.stream_start = Some(h.base_stream_pos);
+            st.stream_floor = h.base_stream_pos;
         }
         if st.bytes_since_index_entry > index_interval_bytes {
             let position = u32::try_from(pos).expect("segment positions fit u32");
@@ -510,10 +526,47 @@ impl Segment {
             pos + len as u64 <= MAX_SEGMENT_FILE_BYTES,
             "segment would exceed 4 GiB"
         );
+        // What note_batch may change before it fails, to undo a failed append whole.
+        let before = (
+            st.max_timestamp,
+            st.offset_of_max_timestamp,
+            st.first_batch_timestamp,
+            st.stream_start,
+            st.stream_floor,
+            st.stream_end,
+            st.next_offset,
+            st.bytes_since_index_entry,
+        );
         // Written before the size moves, so readers never see a partial batch.
-        write_all_vectored_at(&self.log, parts, pos).map_err(|e| self.io_err("append", e))?;
-        Self::note_batch(&mut st, &h, pos, index_interval_bytes)
-            .map_err(|e| self.io_err("index append", e))?;
+        let written = write_all_vectored_at(&self.log, parts, pos)
+            .map_err(|e| self.io_err("append", e))
+            .and_then(|()| {
+                Self::note_batch(&mut st, &h, pos, index_interval_bytes)
+                    .map_err(|e| self.io_err("index append", e))
+            });
+        if let Err(e) = written {
+            // Otherwise the final time-index entry written at close would name an offset
+            // that does not exist.
+            (
+                st.max_timestamp,
+                st.offset_of_max_timestamp,
+                st.first_batch_timestamp,
+                st.stream_start,
+                st.stream_floor,
+                st.stream_end,
+                st.next_offset,
+                st.bytes_since_index_entry,
+            ) = before;
+            st.offset_index
+                .truncate_to_position(u32::try_from(pos).expect("segment positions fit u32"));
+            st.time_index.truncate_to_offset(h.base_offset);
+            // The writer is told this batch failed, so it must not come back: a complete
+            // batch left past the committed size would be loaded by the next open.
+            if let Err(cut) = self.log.set_len(pos) {
+                tracing::error!(error = %cut, "cannot cut a failed append from {}", self.log_path_locked(&st).display());
+            }
+            return Err(e);
+        }
         st.size = pos + len as u64;
         Ok(())
     }
@@ -622,7 +675,7 @@ impl Segment {
 
     /// fsync of the data and the indexes.
     pub fn flush(&self) -> Result<()> {
-        self.log.sync_data().map_err(|e| self.io_err("fsync", e))?;
+        self.sync_data()?;
         let st = self.state.lock();
         st.offset_index
             .flush()
@@ -635,7 +688,22 @@ impl Segment {
 
     /// fsync of the data only (the indexes are rebuildable).
     pub fn sync_data(&self) -> Result<()> {
-        self.log.sync_data().map_err(|e| self.io_err("fsync", e))
+        // Read before the fsync: only what was written before it is covered.
+        let size = self.size();
+        self.log.sync_data().map_err(|e| self.io_err("fsync", e))?;
+        self.synced_size.fetch_max(size, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Bytes of `.log` that an fsync has covered (see the field).
+    pub fn synced_size(&self) -> u64 {
+        self.synced_size.load(Ordering::Relaxed)
+    }
+
+    /// Records that the whole file is on stable storage (loaded after a clean shutdown,
+    /// which flushed every segment).
+    pub fn mark_synced(&self) {
+        self.synced_size.fetch_max(self.size(), Ordering::Relaxed);
     }
 
     pub fn needs_recovery(&self) -> bool {
