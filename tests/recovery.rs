@@ -648,3 +648,37 @@ fn r12_stream_size_survives_reopen_after_retention_emptied_the_log() {
         assert_eq!(got, b"after\n", "clean={clean}");
     }
 }
+
+#[test]
+fn r13_sealed_segment_that_lost_its_tail_cuts_the_log_there() {
+    // A power cut can lose the unsynced tail of a segment that rolled, while the next
+    // segment's bytes reached the disk. The cut sits exactly on a batch boundary, so no
+    // CRC notices; the offset gap to the next segment does.
+    let mut f = Fixture::new();
+    let (t, text) = plain_topic(&f, 60);
+    let dir = t.dir().to_path_buf();
+    drop(t);
+    crash(&mut f);
+    let bases = log_bases(&dir);
+    let path = seg(&dir, bases[1], LOG);
+    let bs = batches(&path);
+    let (pos, _, lost_from) = bs[bs.len() - 1];
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(pos)
+        .unwrap();
+    start(&mut f);
+    let t = f.topic("r");
+    assert_eq!(log_bases(&dir), bases[..2].to_vec(), "{:?}", names(&dir));
+    assert_eq!(t.log().log_end_offset(), lost_from);
+    let kept: String = text
+        .lines()
+        .take(lost_from as usize)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(cat_string(&t), kept);
+    t.append_lines(b"after\n").unwrap();
+    assert_eq!(cat_string(&t), format!("{kept}after\n"));
+}

@@ -216,6 +216,25 @@ impl Log {
                     tracing::info!(partition, done = i + 1, total, "recovering segments");
                 }
             }
+            let next_base = bases.get(i + 1).copied();
+            if !clean_shutdown
+                && cut_from.is_none()
+                && next_base.is_some_and(|b| seg.next_offset() < b)
+            {
+                // Segments always end where the next one starts (rolls start at the log
+                // end; the cleaner keeps each group's last batch). A shorter one lost an
+                // unsynced tail in a power cut: what follows it cannot be trusted in order.
+                tracing::warn!(
+                    file = %seg.log_path().display(),
+                    ends_at = seg.next_offset(),
+                    next_segment = next_base.unwrap_or_default(),
+                    "segment lost its tail; deleting the segments after it"
+                );
+                report
+                    .truncated
+                    .push((seg.log_path().display().to_string(), seg.size(), 0));
+                cut_from = Some(i + 1);
+            }
             if clean_shutdown && cut_from.is_none() {
                 // The clean shutdown flushed every segment before writing its marker.
                 seg.mark_synced();
@@ -563,9 +582,9 @@ impl Log {
         let snap = self.snapshot();
         let old = snap.active().clone();
         let info = old.info();
-        // Synced before anything is written to its successor: a power cut may then lose
-        // only the newest bytes, never a sealed segment's tail under later records.
-        old.sync_data()?;
+        // Not synced here (Kafka flushes rolled segments in the background too): an fsync
+        // of `log` syncs every segment no fsync has covered, and recovery cuts the log at
+        // a segment that lost its tail, so a power cut never leaves a hole.
         old.seal()?;
         let new = Arc::new(Segment::create(
             &self.dir,
