@@ -488,7 +488,7 @@ fn build_offset_map(
     for (i, seg) in dirty.iter().enumerate() {
         let mut pos = seg.lookup_position(view.first_dirty_offset);
         loop {
-            let bytes = seg.read_batches(pos, 1 << 20)?;
+            let bytes = seg.mapped_batches(pos, 1 << 20)?;
             if bytes.is_empty() {
                 break;
             }
@@ -635,7 +635,7 @@ fn copy_group(
         let mut pos = 0u64;
         let seg_size = seg.size();
         loop {
-            let bytes = seg.read_batches(pos, 1 << 20)?;
+            let bytes = seg.mapped_batches(pos, 1 << 20)?;
             if bytes.is_empty() {
                 break;
             }

@@ -89,6 +89,25 @@ pub struct MappedBatches {
     end: usize,
 }
 
+impl Drop for MappedBatches {
+    /// Unmaps the pages just read from this process (they stay in the page cache), so a
+    /// daemon that streams gigabytes does not report them all as its own memory.
+    fn drop(&mut self) {
+        let Some(map) = &self.map else { return };
+        const PAGE: usize = 4096;
+        let from = self.start / PAGE * PAGE;
+        let to = self.end / PAGE * PAGE;
+        if to > from {
+            // SAFETY: MADV_DONTNEED on a read-only shared file mapping only drops this
+            // process's page-table entries; a later access to the range faults the same
+            // file bytes back in, so concurrent readers of the mapping see no change.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+            };
+        }
+    }
+}
+
 impl std::ops::Deref for MappedBatches {
     type Target = [u8];
 
