@@ -68,6 +68,9 @@ pub struct Segment {
     roll_jitter_ms: i64,
     /// Set when loading found bytes that do not decode.
     needs_recovery: std::sync::atomic::AtomicBool,
+    /// Bytes from the start whose batches passed a CRC check in this process (or were
+    /// written by it): reads verify each batch once, not on every read.
+    verified_to: AtomicU64,
     /// Bytes of `.log` known to be on stable storage: `size` as of the last successful
     /// fsync. A segment loaded from disk starts at 0, since a crashed predecessor may
     /// have left page-cache-only data in it.
@@ -238,6 +241,7 @@ impl Segment {
             roll_jitter_ms,
             needs_recovery: Default::default(),
             synced_size: AtomicU64::new(0),
+            verified_to: AtomicU64::new(0),
             read_map: Mutex::new(None),
             state: Mutex::new(State {
                 size: 0,
@@ -399,6 +403,7 @@ impl Segment {
             pos += h.size as u64;
         }
         st.size = scan.valid_bytes;
+        self.verified_to.store(scan.valid_bytes, Ordering::Release);
         // Appends will reuse the cut positions; they are not covered by any fsync.
         self.synced_size
             .fetch_min(scan.valid_bytes, Ordering::Relaxed);
@@ -587,6 +592,10 @@ impl Segment {
             return Err(e);
         }
         st.size = pos + len as u64;
+        // This process built the batch and its CRC: no read needs to check it again.
+        let _ =
+            self.verified_to
+                .compare_exchange(pos, st.size, Ordering::AcqRel, Ordering::Acquire);
         Ok(())
     }
 
@@ -885,7 +894,14 @@ impl Segment {
                     },
                 ));
             }
-            verify_batch(&map[end..end + h.size]).map_err(|e| self.corrupt(end as u64, e))?;
+            let verified = self.verified_to.load(Ordering::Acquire);
+            if (end + h.size) as u64 > verified {
+                verify_batch(&map[end..end + h.size]).map_err(|e| self.corrupt(end as u64, e))?;
+                if end as u64 == verified {
+                    self.verified_to
+                        .fetch_max((end + h.size) as u64, Ordering::AcqRel);
+                }
+            }
             end += h.size;
         }
         Ok(MappedBatches {
