@@ -21,7 +21,7 @@ use super::format::{OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
 
 /// One preallocated, mapped index file. Not thread-safe: owned by its segment's lock.
 #[derive(Debug)]
-struct IndexFile {
+pub struct IndexFile {
     path: PathBuf,
     /// Dropped once the segment is sealed (the map stays valid without it), so a partition
     /// of many segments holds one descriptor per segment, not three; reopened by path when
@@ -206,6 +206,61 @@ impl IndexFile {
     }
 }
 
+/// The file lifecycle both indexes share: preallocate while active, trim on roll,
+/// follow renames, flush.
+pub trait IndexLifecycle {
+    fn file(&self) -> &IndexFile;
+    fn file_mut(&mut self) -> &mut IndexFile;
+
+    fn clear(&mut self) {
+        self.file_mut().truncate_entries(0);
+    }
+
+    fn preallocate(&mut self) -> io::Result<()> {
+        self.file_mut().preallocate()
+    }
+
+    /// Shrinks the file to its entries and lets go of its descriptor (on roll).
+    fn trim(&mut self) -> io::Result<()> {
+        // No fsync: an index is rebuilt from its log whenever it cannot be trusted.
+        let f = self.file_mut();
+        f.trim()?;
+        f.release_handle();
+        Ok(())
+    }
+
+    /// The file was renamed (suffix change); later reopens use the new name.
+    fn renamed(&mut self, path: &Path) {
+        self.file_mut().path = path.to_path_buf();
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        self.file().flush()
+    }
+
+    fn file_len(&self) -> usize {
+        self.file().bytes().len()
+    }
+}
+
+impl IndexLifecycle for OffsetIndex {
+    fn file(&self) -> &IndexFile {
+        &self.inner
+    }
+    fn file_mut(&mut self) -> &mut IndexFile {
+        &mut self.inner
+    }
+}
+
+impl IndexLifecycle for TimeIndex {
+    fn file(&self) -> &IndexFile {
+        &self.inner
+    }
+    fn file_mut(&mut self) -> &mut IndexFile {
+        &mut self.inner
+    }
+}
+
 fn be_u32(b: &[u8]) -> u32 {
     u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
 }
@@ -302,38 +357,8 @@ impl OffsetIndex {
         self.inner.truncate_entries(keep);
     }
 
-    pub fn clear(&mut self) {
-        self.inner.truncate_entries(0);
-    }
 
-    pub fn preallocate(&mut self) -> io::Result<()> {
-        self.inner.preallocate()
-    }
 
-    /// Shrinks the file to its entries and lets go of its descriptor (on roll).
-    pub fn trim(&mut self) -> io::Result<()> {
-        // No fsync: an index is rebuilt from its log whenever it cannot be trusted.
-        self.inner.trim()?;
-        self.inner.release_handle();
-        Ok(())
-    }
-
-    /// The file was renamed (suffix change); later reopens use the new name.
-    pub fn renamed(&mut self, path: &Path) {
-        self.inner.path = path.to_path_buf();
-    }
-
-    pub fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.inner.path
-    }
-
-    pub fn file_len(&self) -> usize {
-        self.inner.bytes().len()
-    }
 }
 
 /// `.timeindex`: timestamp -> relative offset. Entries only for increasing timestamps.
@@ -405,34 +430,7 @@ impl TimeIndex {
         self.inner.truncate_entries(keep);
     }
 
-    pub fn clear(&mut self) {
-        self.inner.truncate_entries(0);
-    }
 
-    pub fn preallocate(&mut self) -> io::Result<()> {
-        self.inner.preallocate()
-    }
-
-    /// Shrinks the file to its entries and lets go of its descriptor (on roll).
-    pub fn trim(&mut self) -> io::Result<()> {
-        // No fsync: an index is rebuilt from its log whenever it cannot be trusted.
-        self.inner.trim()?;
-        self.inner.release_handle();
-        Ok(())
-    }
-
-    /// The file was renamed (suffix change); later reopens use the new name.
-    pub fn renamed(&mut self, path: &Path) {
-        self.inner.path = path.to_path_buf();
-    }
-
-    pub fn flush(&self) -> io::Result<()> {
-        self.inner.flush()
-    }
-
-    pub fn file_len(&self) -> usize {
-        self.inner.bytes().len()
-    }
 }
 
 #[cfg(test)]
