@@ -566,15 +566,6 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         line_body: &[u8],
     ) {
-        assert!(offset >= self.base_offset, "record offset below batch base");
-        assert!(
-            self.last_offset.is_none_or(|last| offset > last),
-            "offsets must strictly increase within a batch"
-        );
-        assert!(
-            stream_pos >= self.base_stream_pos,
-            "stream position below batch base"
-        );
         debug_assert!(
             key.is_none_or(|k| line_body.starts_with(k)),
             "key is the line's prefix"

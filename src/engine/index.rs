@@ -356,9 +356,6 @@ impl OffsetIndex {
             .count();
         self.inner.truncate_entries(keep);
     }
-
-
-
 }
 
 /// `.timeindex`: timestamp -> relative offset. Entries only for increasing timestamps.
@@ -429,8 +426,6 @@ impl TimeIndex {
             .count();
         self.inner.truncate_entries(keep);
     }
-
-
 }
 
 #[cfg(test)]
