@@ -765,6 +765,9 @@ impl Topic {
         } else {
             line("write_state", "ok".into());
         }
+        for warning in self.config_warnings() {
+            line("config_warning", warning);
+        }
         let now = self.clock.now_ms();
         for (k, v) in self.retention_diagnostics(&snap, &config, now) {
             line(k, v);
@@ -773,6 +776,46 @@ impl Topic {
             for (k, v) in self.cleaner_diagnostics(&snap, &config, now) {
                 line(k, v);
             }
+        }
+        out
+    }
+
+    /// Configs that do not do what they seem, each with why: shown in `status` and
+    /// reported in `.kpfs/errors` when a config write sets them.
+    pub fn config_warnings(&self) -> Vec<String> {
+        let overrides = self.overrides.read();
+        let config = self.config();
+        let set = |key: &str| overrides.get(key).is_some();
+        let mut out = Vec::new();
+        let policy = &config.cleanup_policy;
+        if policy.compact && !policy.delete {
+            for key in ["retention.ms", "retention.bytes"] {
+                if set(key) {
+                    out.push(format!(
+                        "{key} has no effect: cleanup.policy=compact deletes nothing by time or size (use compact,delete)"
+                    ));
+                }
+            }
+        }
+        if policy.delete && config.retention_bytes >= 0 && config.retention_bytes < i64::from(config.segment_size()) {
+            out.push(format!(
+                "retention.bytes {} is below the segment size {}: retention deletes whole segments only, so the partition keeps up to one segment more than retention.bytes",
+                config.retention_bytes,
+                config.segment_size()
+            ));
+        }
+        if policy.delete && config.retention_ms >= 0 && config.max_segment_ms() > config.retention_ms {
+            out.push(format!(
+                "segment.ms {} is above retention.ms {}: segments roll only on an append after segment.ms, so on a quiet topic records outlive retention.ms until the next append rolls the segment",
+                config.max_segment_ms(),
+                config.retention_ms
+            ));
+        }
+        if policy.compact && !config.parse_key {
+            out.push("cleanup.policy has compact but parse.key=false: lines have no key, so every append is refused (set parse.key=true)".to_string());
+        }
+        if policy.compact && config.delete_retention_ms == 0 {
+            out.push("delete.retention.ms=0: tombstones can be removed by the next cleaning pass, before slow readers see the delete".to_string());
         }
         out
     }
@@ -890,13 +933,6 @@ impl Topic {
                 Some(why) => format!("no: {why}"),
             },
         ));
-        if !config.parse_key {
-            out.push((
-                "compaction_warning",
-                "parse.key=false: appends have no key and are refused on a compacted topic"
-                    .to_string(),
-            ));
-        }
         out.push((
             "cleaner_passes",
             self.cleaner.passes.load(Ordering::Relaxed).to_string(),

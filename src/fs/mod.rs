@@ -706,7 +706,19 @@ impl KpfsFs {
             } => {
                 let result = match target {
                     ConfigTarget::Broker => self.engine.update_broker_config(data),
-                    ConfigTarget::Topic(topic) => topic.update_config(data),
+                    ConfigTarget::Topic(topic) => {
+                        let before = topic.config_warnings();
+                        topic.update_config(data).inspect(|()| {
+                            // Accepted, but perhaps not doing what it seems: say so where
+                            // refusals go, once, when the write brings the warning in.
+                            for warning in topic.config_warnings() {
+                                if !before.contains(&warning) {
+                                    self.engine
+                                        .record_rejection(&path, &format!("warning: {warning}"));
+                                }
+                            }
+                        })
+                    }
                 };
                 result.map_err(|e| self.engine_error(&path, &e))?;
             }
