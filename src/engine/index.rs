@@ -23,9 +23,9 @@ use super::format::{OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
 #[derive(Debug)]
 pub struct IndexFile {
     path: PathBuf,
-    /// Dropped once the segment is sealed (the map stays valid without it), so a partition
-    /// of many segments holds one descriptor per segment, not three; reopened by path when
-    /// the file must change size again.
+    /// Open only while the file changes size or gets blocks reserved (the map stays valid
+    /// without it), so a segment holds one descriptor (its `.log`), not three, and a mount
+    /// of thousands of topics fits the descriptor limit; reopened by path when needed.
     file: Option<File>,
     /// `None` while the file is empty (a zero-length map is not allowed).
     map: Option<MmapMut>,
@@ -64,6 +64,7 @@ impl IndexFile {
             let entries = valid_entries(&index.bytes()[..whole]);
             index.entries = entries;
         }
+        index.release_handle();
         Ok(index)
     }
 
@@ -106,7 +107,9 @@ impl IndexFile {
         self.map = None;
         self.backed = self.backed.min(bytes);
         self.file()?.set_len(bytes as u64)?;
-        self.map_file()
+        self.map_file()?;
+        self.release_handle();
+        Ok(())
     }
 
     fn release_handle(&mut self) {
@@ -176,6 +179,7 @@ impl IndexFile {
         // SAFETY: posix_fallocate only reads its integer arguments and acts on `fd`, which
         // `self.file` owns and keeps open for the duration of the call.
         let rc = unsafe { libc::posix_fallocate(fd, offset, len) };
+        self.release_handle();
         if rc != 0 {
             return Err(io::Error::from_raw_os_error(rc));
         }

@@ -797,14 +797,20 @@ impl Topic {
                 }
             }
         }
-        if policy.delete && config.retention_bytes >= 0 && config.retention_bytes < i64::from(config.segment_size()) {
+        if policy.delete
+            && config.retention_bytes >= 0
+            && config.retention_bytes < i64::from(config.segment_size())
+        {
             out.push(format!(
                 "retention.bytes {} is below the segment size {}: retention deletes whole segments only, so the partition keeps up to one segment more than retention.bytes",
                 config.retention_bytes,
                 config.segment_size()
             ));
         }
-        if policy.delete && config.retention_ms >= 0 && config.max_segment_ms() > config.retention_ms {
+        if policy.delete
+            && config.retention_ms >= 0
+            && config.max_segment_ms() > config.retention_ms
+        {
             out.push(format!(
                 "segment.ms {} is above retention.ms {}: segments roll only on an append after segment.ms, so on a quiet topic records outlive retention.ms until the next append rolls the segment",
                 config.max_segment_ms(),
