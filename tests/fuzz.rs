@@ -25,6 +25,7 @@ fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {
         cases,
         failure_persistence: None,
+        rng_seed: common::proptest_seed(),
         ..ProptestConfig::default()
     }
 }

@@ -429,7 +429,11 @@ fn run(topics: Vec<(usize, u32)>, ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        rng_seed: common::proptest_seed(),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn engine_matches_the_reference_model((topics, ops) in setup()) {

@@ -314,6 +314,13 @@ impl Segment {
     fn load_tail_facts(&self) -> Result<()> {
         let mut st = self.state.lock();
         if st.size == 0 {
+            if st.offset_index.entries() > 0 || st.time_index.entries() > 0 {
+                // An empty log with index entries: the log lost its bytes.
+                return Err(self.corrupt(
+                    0,
+                    DecodeError::BadRecord("index entries for an empty log".into()),
+                ));
+            }
             return Ok(());
         }
         let first = self.read_header_at(0, st.size)?;

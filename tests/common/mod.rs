@@ -91,3 +91,14 @@ pub fn cat_string(topic: &Topic) -> String {
 pub fn set(topic: &Topic, text: &str) {
     topic.update_config(text.as_bytes()).unwrap();
 }
+
+/// Property tests explore new random cases on every developer run, but CI runs a fixed
+/// seed so a landing never depends on luck (new cases are found locally, then kept as
+/// named regression tests).
+pub fn proptest_seed() -> proptest::test_runner::RngSeed {
+    if std::env::var_os("CI").is_some() {
+        proptest::test_runner::RngSeed::Fixed(0x6b70_6673)
+    } else {
+        proptest::test_runner::RngSeed::Random
+    }
+}
