@@ -95,6 +95,9 @@ struct WriterState {
     last_flush_ms: i64,
     /// Reused for every batch, so appends do not allocate.
     builder: BatchBuilder,
+    /// The topic was deleted: a writer that still holds it open must be refused, not
+    /// acknowledged into files that are about to be removed.
+    deleted: bool,
 }
 
 /// What `Log::open` found and did, for logging and tests.
@@ -141,6 +144,7 @@ impl Log {
                 unflushed_records: 0,
                 last_flush_ms: now,
                 builder: BatchBuilder::new(0, 0, 0, 0),
+                deleted: false,
             }),
             shared: RwLock::new(Shared {
                 segments: Arc::new(Vec::new()),
@@ -436,6 +440,11 @@ impl Log {
     ) -> Result<AppendInfo> {
         self.check_not_poisoned()?;
         let mut writer = self.writer.lock();
+        if writer.deleted {
+            return Err(EngineError::UnknownTopic {
+                name: self.partition.trim_end_matches("-0").to_string(),
+            });
+        }
         let result = self.append_locked(&mut writer, data, records, config);
         if let Err(e @ EngineError::Io { .. }) = &result {
             self.poison(e);
@@ -724,6 +733,12 @@ impl Log {
         }
         self.check_invariants();
         Ok(deleted)
+    }
+
+    /// Refuses every later append (the topic is being deleted). Waits for an append in
+    /// progress, so none is acknowledged after this returns.
+    pub fn mark_deleted(&self) {
+        self.writer.lock().deleted = true;
     }
 
     /// fsync of everything appended so far.

@@ -363,6 +363,7 @@ impl Engine {
                 name: name.to_string(),
             });
         };
+        topic.log().mark_deleted();
         let dir = topic.dir().to_path_buf();
         let doomed = self.inner.data_dir.join(format!(
             "{name}{PARTITION_SUFFIX}.{}{DELETING_SUFFIX}",

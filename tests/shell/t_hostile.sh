@@ -36,7 +36,8 @@ fi
 expect_contains "$(cat "$MNT/.kpfs/errors")" "extended attributes are not supported" ".kpfs/errors after setxattr"
 
 # rmdir of a topic with an open reader and an open writer: the removal succeeds; the
-# open descriptors then fail cleanly (never garbage, never a hang).
+# open descriptors then fail cleanly (never garbage, never a hang, never a write
+# acknowledged into the deleted topic).
 mkdir "$MNT/busy"
 echo "one" >>"$MNT/busy/log"
 exec 3<"$MNT/busy/log" 4>>"$MNT/busy/log"
@@ -50,7 +51,9 @@ echo "read after rmdir: status $status, output '$got'"
 status=0
 err=$(timeout 10 bash -c 'echo two >&4' 2>&1) || status=$?
 [ "$status" -ne 124 ] || fail "write to a deleted topic's open log hung"
-echo "write after rmdir: status $status, '$err'"
+# Never acknowledged into files that are gone: the write is refused.
+[ "$status" -ne 0 ] || fail "a write to a deleted topic was acknowledged"
+expect_contains "$err" "No such file or directory" "error of a write after rmdir"
 mkdir "$MNT/busy"
 expect_eq "" "$(cat "$MNT/busy/log")" "a new topic of the same name is empty"
 exec 3<&- 4>&-
