@@ -12,7 +12,7 @@ printf 'a\0b\nc\377\376d\n\200\n' >>"$MNT/t/log"
 expect_eq "$(printf 'a\0b\nc\377\376d\n\200\n' | od -An -c)" "$(od -An -c <"$MNT/t/log")" "bytes read back"
 
 # Many topics.
-n=${KPFS_HOSTILE_TOPICS:-2000}
+n=${KPFS_HOSTILE_TOPICS:-10000}
 started=$(date +%s)
 for i in $(seq 1 "$n"); do mkdir "$MNT/topic-$i"; done
 expect_eq $((n + 1)) "$(ls "$MNT" | wc -l)" "ls | wc -l after $n mkdirs"
