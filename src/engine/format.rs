@@ -457,12 +457,16 @@ fn read_varint(buf: &mut &[u8]) -> Result<u64, DecodeError> {
     Err(DecodeError::BadRecord("unterminated varint".into()))
 }
 
-fn write_varint(out: &mut Vec<u8>, mut value: u64) {
+/// Writes `value` as a varint at the start of `out` (at least 10 bytes); returns its length.
+fn put_varint(out: &mut [u8], mut value: u64) -> usize {
+    let mut n = 0;
     while value >= 0x80 {
-        out.push((value as u8) | 0x80);
+        out[n] = (value as u8) | 0x80;
         value >>= 7;
+        n += 1;
     }
-    out.push(value as u8);
+    out[n] = value as u8;
+    n + 1
 }
 
 fn varint_len(mut value: u64) -> usize {
@@ -600,13 +604,20 @@ impl BatchBuilder {
             stream_pos >= self.base_stream_pos,
             "stream position below batch base"
         );
-        let m = &mut self.meta;
-        write_varint(m, offset - self.base_offset);
-        write_varint(m, zigzag(timestamp.wrapping_sub(self.base_timestamp)));
-        write_varint(m, stream_pos - self.base_stream_pos);
-        write_varint(m, zigzag(key.map_or(-1, |k| k.len() as i64)));
-        write_varint(m, zigzag(value.map_or(-1, |v| v.len() as i64)));
-        write_varint(m, line_body_len as u64 + 1);
+        // Encoded on the stack and added with one copy: this runs once per record.
+        let mut entry = [0u8; MAX_RECORD_META_BYTES];
+        let mut n = 0;
+        for v in [
+            offset - self.base_offset,
+            zigzag(timestamp.wrapping_sub(self.base_timestamp)),
+            stream_pos - self.base_stream_pos,
+            zigzag(key.map_or(-1, |k| k.len() as i64)),
+            zigzag(value.map_or(-1, |v| v.len() as i64)),
+            line_body_len as u64 + 1,
+        ] {
+            n += put_varint(&mut entry[n..], v);
+        }
+        self.meta.extend_from_slice(&entry[..n]);
         self.lines_len += line_body_len + 1;
         self.last_offset = Some(offset);
         self.max_timestamp = self.max_timestamp.max(timestamp);
@@ -881,8 +892,9 @@ mod tests {
     #[test]
     fn varints_round_trip() {
         for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
-            let mut out = Vec::new();
-            write_varint(&mut out, v);
+            let mut out = vec![0u8; 10];
+            let len = put_varint(&mut out, v);
+            out.truncate(len);
             assert_eq!(out.len(), varint_len(v));
             let mut s = out.as_slice();
             assert_eq!(read_varint(&mut s).unwrap(), v);

@@ -739,10 +739,16 @@ impl KpfsFs {
         data: &[u8],
         path: &str,
     ) -> FsResult<()> {
+        // The common case, no fragment waiting: the complete lines go to the engine
+        // straight from the request buffer, without a copy.
+        let direct = pending.is_empty();
         let kept = pending.len();
-        pending.extend_from_slice(data);
-        let complete = pending.iter().rposition(|&b| b == b'\n').map(|i| i + 1);
-        let rest_len = pending.len() - complete.unwrap_or(0);
+        if !direct {
+            pending.extend_from_slice(data);
+        }
+        let buf: &[u8] = if direct { data } else { pending };
+        let complete = memchr::memrchr(b'\n', buf).map(|i| i + 1);
+        let rest_len = buf.len() - complete.unwrap_or(0);
         if rest_len > 0 {
             // The engine would refuse this line at its end anyway; refusing now keeps a
             // newline-less stream from growing the buffer without bound.
@@ -762,6 +768,15 @@ impl KpfsFs {
                 );
                 return Err(self.refuse(path, libc::EFBIG, reason));
             }
+        }
+        if direct {
+            if let Some(end) = complete {
+                topic
+                    .append_lines(&data[..end])
+                    .map_err(|e| self.engine_error(path, &e))?;
+            }
+            pending.extend_from_slice(&data[complete.unwrap_or(0)..]);
+            return Ok(());
         }
         if let Some(end) = complete {
             if let Err(e) = topic.append_lines(&pending[..end]) {
