@@ -18,7 +18,7 @@ pub mod topic;
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -793,12 +793,6 @@ pub fn format_time_ms(ms: i64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
-}
-
-/// Makes the data directory private (0700) if it is not.
-pub fn make_private(dir: &Path) -> Result<()> {
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
-        .map_err(|e| EngineError::io(format!("chmod {}", dir.display()), e))
 }
 
 #[cfg(test)]

@@ -833,49 +833,6 @@ impl Segment {
         Ok(buf)
     }
 
-    /// Reads whole batches starting at `pos`, about `want` bytes of them (at least one
-    /// batch if any). Returns the bytes, which start with a batch and end at a batch
-    /// boundary, each verified.
-    pub fn read_batches(&self, pos: u64, want: usize) -> Result<Vec<u8>> {
-        let mut buf = Vec::new();
-        let size = self.size();
-        if pos >= size {
-            return Ok(buf);
-        }
-        self.read_at_into(pos, want.max(BATCH_HEADER_BYTES), size, &mut buf)?;
-        let mut end = 0usize;
-        while end < buf.len() {
-            let h = match decode_header(&buf[end..]) {
-                Ok(h) => h,
-                Err(DecodeError::Truncated { .. }) if end > 0 => break,
-                Err(e) => return Err(self.corrupt(pos + end as u64, e)),
-            };
-            if end + h.size > buf.len() {
-                if end > 0 {
-                    break;
-                }
-                // The first batch is larger than asked for: read the rest of it.
-                let have = buf.len();
-                let mut rest = Vec::new();
-                self.read_at_into(pos + have as u64, h.size - have, size, &mut rest)?;
-                buf.extend_from_slice(&rest);
-                if buf.len() < h.size {
-                    return Err(self.corrupt(
-                        pos,
-                        DecodeError::Truncated {
-                            needed: h.size,
-                            available: buf.len(),
-                        },
-                    ));
-                }
-            }
-            verify_batch(&buf[end..end + h.size]).map_err(|e| self.corrupt(pos + end as u64, e))?;
-            end += h.size;
-        }
-        buf.truncate(end);
-        Ok(buf)
-    }
-
     /// Whole batches starting at `pos`, about `want` bytes of them (at least one batch if
     /// any), each verified, without copying them out of the page cache.
     pub fn mapped_batches(&self, pos: u64, want: usize) -> Result<MappedBatches> {
@@ -928,39 +885,13 @@ impl Segment {
         // SAFETY: the mapping may extend past the end of the file, but readers only touch
         // bytes below the committed size, which the file always holds: kpfs holds the
         // data directory lock, appends only grow the file, and the only truncations
-        // (recovery at open, `truncate_to`) happen before a segment is shared or drop this
+        // (recovery at open) happen before a segment is shared or drop this
         // mapping first. A renamed or unlinked file stays mapped.
         let map = unsafe { MmapOptions::new().len(len as usize).map(&self.log) }
             .map_err(|e| self.io_err("map", e))?;
         let map = Arc::new(map);
         *slot = Some(map.clone());
         Ok(map)
-    }
-
-    fn read_at_into(&self, pos: u64, len: usize, size: u64, buf: &mut Vec<u8>) -> Result<()> {
-        let end = size.min(pos.saturating_add(len as u64));
-        if pos >= end {
-            buf.clear();
-            return Ok(());
-        }
-        // Only growth is zeroed, so a reused buffer costs no memset.
-        buf.resize((end - pos) as usize, 0);
-        self.log
-            .read_exact_at(buf, pos)
-            .map_err(|e| self.io_err("read", e))
-    }
-
-    /// Cuts the segment back to `position` (used by recovery and truncation).
-    pub fn truncate_to(&self, position: u64, index_interval_bytes: u64) -> Result<()> {
-        *self.read_map.lock() = None;
-        self.log
-            .set_len(position)
-            .map_err(|e| self.io_err("truncate", e))?;
-        {
-            let mut st = self.state.lock();
-            st.size = position;
-        }
-        self.recover(index_interval_bytes).map(|_| ())
     }
 
     /// Sets the mtime of the `.log` (the cleaner keeps the source segment's time).

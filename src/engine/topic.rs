@@ -518,7 +518,7 @@ impl Topic {
         };
         cursor.next_offset = seg.base_offset();
         loop {
-            let bytes = seg.read_batches(file_pos, 256 << 10)?;
+            let bytes = seg.mapped_batches(file_pos, 256 << 10)?;
             if bytes.is_empty() {
                 cursor.next_offset = seg.next_offset();
                 return Ok(());
