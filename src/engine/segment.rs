@@ -179,7 +179,6 @@ impl Segment {
         now_ms: i64,
         roll_jitter_ms: i64,
     ) -> Result<Segment> {
-        let log_path = file_path(dir, base_offset, LOG_SUFFIX, suffix);
         for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
             let p = file_path(dir, base_offset, kind, suffix);
             if p.exists() {
@@ -188,25 +187,16 @@ impl Segment {
                     .map_err(|e| EngineError::io(format!("remove {}", p.display()), e))?;
             }
         }
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&log_path)
-            .map_err(|e| EngineError::io(format!("create {}", log_path.display()), e))?;
         let segment = Self::from_parts(
             dir,
-            base_offset,
-            log,
+            (base_offset, suffix),
+            true,
+            stream_pos,
             max_index_bytes,
-            now_ms,
-            roll_jitter_ms,
-            suffix,
+            (now_ms, roll_jitter_ms),
         )?;
         {
             let mut st = segment.state.lock();
-            st.stream_end = stream_pos;
-            st.stream_floor = stream_pos;
             st.offset_index
                 .preallocate()
                 .map_err(|e| segment.io_err("preallocate .index", e))?;
@@ -217,15 +207,26 @@ impl Segment {
         Ok(segment)
     }
 
+    /// Opens (or with `create`, creates) the three files of a segment and builds it with
+    /// `stream_pos` as the stream end of an empty segment.
     fn from_parts(
         dir: &Path,
-        base_offset: u64,
-        log: File,
+        (base_offset, suffix): (u64, &str),
+        create: bool,
+        stream_pos: u64,
         max_index_bytes: usize,
-        now_ms: i64,
-        roll_jitter_ms: i64,
-        suffix: &str,
+        (now_ms, roll_jitter_ms): (i64, i64),
     ) -> Result<Segment> {
+        let log_path = file_path(dir, base_offset, LOG_SUFFIX, suffix);
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(create)
+            .open(&log_path)
+            .map_err(|e| {
+                let what = if create { "create" } else { "open" };
+                EngineError::io(format!("{what} {}", log_path.display()), e)
+            })?;
         let idx_path = file_path(dir, base_offset, INDEX_SUFFIX, suffix);
         let tidx_path = file_path(dir, base_offset, TIME_INDEX_SUFFIX, suffix);
         let offset_index = OffsetIndex::open(&idx_path, base_offset, max_index_bytes)
@@ -250,8 +251,8 @@ impl Segment {
                 offset_of_max_timestamp: base_offset,
                 first_batch_timestamp: None,
                 stream_start: None,
-                stream_end: 0,
-                stream_floor: 0,
+                stream_end: stream_pos,
+                stream_floor: stream_pos,
                 bytes_since_index_entry: 0,
                 offset_index,
                 time_index,
@@ -273,28 +274,16 @@ impl Segment {
         now_ms: i64,
         roll_jitter_ms: i64,
     ) -> Result<Segment> {
-        let log_path = file_path(dir, base_offset, LOG_SUFFIX, suffix);
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&log_path)
-            .map_err(|e| EngineError::io(format!("open {}", log_path.display()), e))?;
         let seg = Self::from_parts(
             dir,
-            base_offset,
-            log,
+            (base_offset, suffix),
+            false,
+            stream_pos,
             max_index_bytes,
-            now_ms,
-            roll_jitter_ms,
-            suffix,
+            (now_ms, roll_jitter_ms),
         )?;
         let len = seg.log.metadata().map_err(|e| seg.io_err("stat", e))?.len();
-        {
-            let mut st = seg.state.lock();
-            st.size = len;
-            st.stream_end = stream_pos;
-            st.stream_floor = stream_pos;
-        }
+        seg.state.lock().size = len;
         if let Err(e) = seg.load_tail_facts() {
             match e {
                 // A torn or corrupt tail: the caller recovers the segment.
