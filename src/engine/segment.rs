@@ -195,15 +195,7 @@ impl Segment {
             max_index_bytes,
             (now_ms, roll_jitter_ms),
         )?;
-        {
-            let mut st = segment.state.lock();
-            st.offset_index
-                .preallocate()
-                .map_err(|e| segment.io_err("preallocate .index", e))?;
-            st.time_index
-                .preallocate()
-                .map_err(|e| segment.io_err("preallocate .timeindex", e))?;
-        }
+        segment.make_active()?;
         Ok(segment)
     }
 
@@ -632,25 +624,29 @@ impl Segment {
                 .maybe_append(ts, off)
                 .map_err(|e| self.io_err("final time index entry", e))?;
         }
-        st.offset_index
-            .trim()
-            .map_err(|e| self.io_err("trim .index", e))?;
-        st.time_index
-            .trim()
-            .map_err(|e| self.io_err("trim .timeindex", e))?;
-        Ok(())
+        drop(st);
+        self.each_index("trim", |i| i.trim())
     }
 
     /// Re-expands the indexes of a segment that becomes (again) the active one.
     pub fn make_active(&self) -> Result<()> {
+        self.each_index("preallocate", |i| i.preallocate())
+    }
+
+    /// Applies one lifecycle step to both indexes, naming the file that failed.
+    fn each_index(
+        &self,
+        what: &str,
+        step: impl Fn(&mut dyn IndexLifecycle) -> io::Result<()>,
+    ) -> Result<()> {
         let mut st = self.state.lock();
-        st.offset_index
-            .preallocate()
-            .map_err(|e| self.io_err("preallocate .index", e))?;
-        st.time_index
-            .preallocate()
-            .map_err(|e| self.io_err("preallocate .timeindex", e))?;
-        Ok(())
+        let State {
+            offset_index,
+            time_index,
+            ..
+        } = &mut *st;
+        step(offset_index).map_err(|e| self.io_err(&format!("{what} .index"), e))?;
+        step(time_index).map_err(|e| self.io_err(&format!("{what} .timeindex"), e))
     }
 
     /// Renames every file of the segment from its current suffix to `suffix`
@@ -700,14 +696,7 @@ impl Segment {
     /// fsync of the data and the indexes.
     pub fn flush(&self) -> Result<()> {
         self.sync_data()?;
-        let st = self.state.lock();
-        st.offset_index
-            .flush()
-            .map_err(|e| self.io_err("fsync .index", e))?;
-        st.time_index
-            .flush()
-            .map_err(|e| self.io_err("fsync .timeindex", e))?;
-        Ok(())
+        self.each_index("fsync", |i| i.flush())
     }
 
     /// fsync of the data only (the indexes are rebuildable).

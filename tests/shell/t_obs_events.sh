@@ -22,7 +22,7 @@ expect_contains "$(events rolls)" \
     " roll new segment at offset 2: reason=size: the active segment plus the incoming batch would exceed the segment size 200" \
     "events after filling a segment"
 # Let segment.ms pass over the active segment; the next append rolls it.
-sleep 1.2
+sleep 1.2 # scenario time: segment.ms is 1000
 echo "r4" >> "$MNT/rolls/log"
 expect_contains "$(events rolls)" " roll new segment at offset 3: reason=time: the segment's first record is older than segment.ms 1000" \
     "events after segment.ms"
@@ -93,7 +93,7 @@ expect_contains "$(status_field comp last_clean)" "removed 1 records (0 tombston
 expect_eq 1 "$(status_field comp cleaner_passes)" "cleaner passes after"
 expect_eq "a:NULL" "$(head -n1 "$MNT/comp/log")" "the tombstone is still readable"
 # Let delete.retention.ms pass over the tombstone, then make the next pass due.
-sleep 1.1
+sleep 1.1 # scenario time: delete.retention.ms is 1000
 echo "b:2" >> "$MNT/comp/log"
 echo "b:3" >> "$MNT/comp/log"
 wait_until 10 has_event comp "tombstones kept 0 removed 1" || fail "tombstone not removed: $(events comp)"
