@@ -14,8 +14,12 @@ use std::sync::Arc;
 use common::*;
 use kpfs::engine::cleaner::OffsetMap;
 use kpfs::engine::format::{decode_header, segment_file_name};
-use kpfs::engine::log::Log;
-use kpfs::engine::{BrokerConfig, Clock, LogCursor, Topic, TopicOverrides, CLEAN_SHUTDOWN_FILE};
+use kpfs::engine::log::{Durability, Log};
+use kpfs::engine::topic::TOPIC_CONFIG_FILE;
+use kpfs::engine::{
+    BrokerConfig, Clock, LogCursor, Topic, TopicOverrides, CLEAN_SHUTDOWN_FILE,
+    RECOVERY_CHECKPOINT_FILE,
+};
 
 const LOG: &str = ".log";
 const INDEX: &str = ".index";
@@ -493,11 +497,20 @@ fn r10_clean_shutdown_marker_skips_the_scan_and_keeps_the_data() {
     let config = BrokerConfig::defaults().resolve_topic(&TopicOverrides::default());
     let clock: Arc<dyn Clock> = f.clock.clone();
     // The log layer tells whether it scanned: with the marker it does not...
-    let (log, report) = Log::open(&dir, "r-0", &config, clock.clone(), true).unwrap();
+    let (log, report) = Log::open(
+        &dir,
+        "r-0",
+        &config,
+        clock.clone(),
+        Durability::CleanShutdown,
+    )
+    .unwrap();
     assert_eq!(report, Default::default());
     drop(log);
-    // ...without it every segment is recovered, and nothing is cut from intact data.
-    let (log, report) = Log::open(&dir, "r-0", &config, clock, false).unwrap();
+    // ...without it (and without a recovery point) every segment is recovered, and
+    // nothing is cut from intact data.
+    let (log, report) =
+        Log::open(&dir, "r-0", &config, clock, Durability::RecoveryPoint(0)).unwrap();
     assert_eq!(report.recovered_segments, segments);
     assert!(report.truncated.is_empty() && report.removed_files.is_empty());
     drop(log);
@@ -556,9 +569,15 @@ fn r11_hand_edited_sealed_segment_never_reads_as_wrong_bytes() {
     let mut cursor = LogCursor::default();
     let tail = t.read_log(&mut cursor, tail_from as u64, 30).unwrap();
     assert_eq!(tail, &text.as_bytes()[tail_from..]);
-    // An unclean restart scans and cuts the log at the damage instead.
+    // An unclean restart trusts what lies below the recovery point (the clean shutdown
+    // checkpointed the log end), as Kafka does: the damage stays a read error.
     drop(t);
     crash(&mut f);
+    start(&mut f);
+    assert_eq!(fs::metadata(&path).unwrap().len(), len, "not scanned");
+    // Without a recovery point it scans and cuts the log at the damage instead.
+    crash(&mut f);
+    fs::remove_file(f.dir.path().join(RECOVERY_CHECKPOINT_FILE)).unwrap();
     start(&mut f);
     let t = f.topic("r");
     assert_eq!(t.log().log_end_offset(), bad_offset);
@@ -710,4 +729,133 @@ fn r14_sealed_log_emptied_behind_a_clean_marker_is_recovered() {
     assert!(text.is_empty() || text.ends_with('\n'));
     t.append_lines(b"after\n").unwrap();
     assert!(cat_string(&t).ends_with("after\n"));
+}
+
+/// Recovery after a crash starts at the recovery point: segments below it are trusted,
+/// the one holding it is validated from its last index entry below it, so the work
+/// follows the unsynced tail. The result is what a full scan of the same image gives.
+#[test]
+fn r15_crash_recovery_validates_only_what_follows_the_recovery_point() {
+    let mut f = Fixture::new();
+    let t = f.topic("r");
+    set(
+        &t,
+        "internal.segment.bytes=8192\nindex.interval.bytes=256\nsegment.index.bytes=4096",
+    );
+    let mut text = String::new();
+    let mut append = |t: &Topic, from: usize, to: usize| {
+        for i in from..to {
+            let line = format!("record-{i:05}-{}\n", "y".repeat(i % 23));
+            t.append_lines(line.as_bytes()).unwrap();
+            text.push_str(&line);
+            f.advance(3);
+        }
+    };
+    append(&t, 0, 600);
+    t.sync().unwrap();
+    f.engine().run_flush_once().unwrap();
+    let durable_end = t.log().log_end_offset();
+    let durable_bytes = t.log().size_bytes();
+    assert!(t.log().snapshot().segments.len() > 3, "several segments");
+    // The unsynced tail: appended after the checkpoint, then a torn write after it.
+    append(&t, 600, 640);
+    let tail_bytes = t.log().size_bytes() - durable_bytes;
+    let snap = t.log().snapshot();
+    let tail_segments = snap
+        .segments
+        .iter()
+        .filter(|s| s.next_offset() > durable_end)
+        .count();
+    assert!(
+        tail_segments < snap.segments.len(),
+        "some segments below the point"
+    );
+    drop(snap);
+    let active = t.log().snapshot().active().log_path();
+    drop(t);
+    crash(&mut f);
+    let mut torn = fs::OpenOptions::new().append(true).open(&active).unwrap();
+    std::io::Write::write_all(&mut torn, &[0x42; 37]).unwrap();
+    drop(torn);
+    let checkpoint = fs::read_to_string(f.dir.path().join(RECOVERY_CHECKPOINT_FILE)).unwrap();
+    assert_eq!(
+        checkpoint,
+        format!("0\n1\nr 0 {durable_end}\n"),
+        "Kafka's format"
+    );
+    let full = tempfile::tempdir().unwrap();
+    copy_dir(f.dir.path(), full.path());
+
+    let properties = fs::read_to_string(topic_dir(f.dir.path()).join(TOPIC_CONFIG_FILE)).unwrap();
+    let overrides = TopicOverrides::from_properties(&properties).unwrap();
+    let config = BrokerConfig::defaults().resolve_topic(&overrides);
+    let clock: Arc<dyn Clock> = f.clock.clone();
+    let (log, report) = Log::open(
+        &topic_dir(f.dir.path()),
+        "r-0",
+        &config,
+        clock.clone(),
+        Durability::RecoveryPoint(durable_end),
+    )
+    .unwrap();
+    let (full_log, full_report) = Log::open(
+        &topic_dir(full.path()),
+        "r-0",
+        &config,
+        clock,
+        Durability::RecoveryPoint(0),
+    )
+    .unwrap();
+    assert_eq!(
+        report.recovered_segments, tail_segments,
+        "only the segments holding the point and after it"
+    );
+    assert!(
+        report.recovered_bytes >= tail_bytes && report.recovered_bytes <= tail_bytes + 256 + 512,
+        "validated {} bytes for a tail of {tail_bytes}",
+        report.recovered_bytes
+    );
+    assert_eq!(full_report.recovered_bytes, durable_bytes + tail_bytes);
+    assert_eq!(report.truncated.len(), 1, "the torn write is cut");
+    assert_eq!(log.recovery_point(), durable_end);
+    let shape = |l: &Log| -> Vec<_> {
+        l.snapshot()
+            .segments
+            .iter()
+            .map(|s| {
+                let i = s.info();
+                (
+                    (i.base_offset, i.size, i.next_offset, i.max_timestamp),
+                    (i.stream_start, i.stream_end, i.first_batch_timestamp),
+                    (s.index_entries(), s.time_index_entries()),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(shape(&log), shape(&full_log), "same state as a full scan");
+    drop((log, full_log));
+    start(&mut f);
+    let t = f.topic("r");
+    assert_eq!(cat_string(&t), text);
+    assert_random_reads(&t, &text);
+}
+
+/// A topic deleted and created again under the same name must not inherit the old
+/// topic's recovery point: it would vouch for records nobody synced.
+#[test]
+fn r16_a_recreated_topic_does_not_inherit_a_recovery_point() {
+    let f = Fixture::new();
+    let t = f.topic("r");
+    for i in 0..50 {
+        t.append_lines(format!("old-{i}\n").as_bytes()).unwrap();
+    }
+    t.sync().unwrap();
+    drop(t);
+    f.engine().run_flush_once().unwrap();
+    let path = f.dir.path().join(RECOVERY_CHECKPOINT_FILE);
+    assert_eq!(fs::read_to_string(&path).unwrap(), "0\n1\nr 0 50\n");
+    f.engine().delete_topic("r").unwrap();
+    let t = f.engine().create_topic("r").unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), "0\n1\nr 0 0\n");
+    assert_eq!(t.recovery_point(), 0);
 }

@@ -571,6 +571,12 @@ const BROKER_DEFS: &[BrokerDef] = &[
         Check::None,
     )),
     fixed(def(
+        "log.flush.offset.checkpoint.interval.ms",
+        Kind::Int,
+        Some("60000"),
+        Check::AtLeast(0),
+    )),
+    fixed(def(
         "log.retention.check.interval.ms",
         Kind::Long,
         Some("300000"),
@@ -1352,6 +1358,11 @@ impl BrokerConfig {
         self.long("log.flush.scheduler.interval.ms")
     }
 
+    /// `log.flush.offset.checkpoint.interval.ms` (static). Default 60000.
+    pub fn flush_offset_checkpoint_interval_ms(&self) -> i64 {
+        self.long("log.flush.offset.checkpoint.interval.ms")
+    }
+
     fn setting(&self, name: &str) -> Option<&Setting> {
         self.dynamic_values
             .get(name)
@@ -1533,6 +1544,7 @@ mod tests {
         assert_eq!(b.cleaner_io_buffer_load_factor(), 0.9);
         assert_eq!(b.cleaner_io_max_bytes_per_second(), f64::MAX);
         assert_eq!(b.flush_scheduler_interval_ms(), i64::MAX);
+        assert_eq!(b.flush_offset_checkpoint_interval_ms(), 60_000);
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub struct IndexFile {
     /// file is sparse; storing into a hole of the map when the disk is full raises
     /// SIGBUS and kills the daemon, so blocks are reserved before an entry lands there.
     backed: usize,
+    /// Entries or length changed since the last flush. Every fsync of a log flushes its
+    /// indexes too (the recovery point trusts them), and most fsyncs add no entry, so a
+    /// clean index costs nothing.
+    dirty: bool,
 }
 
 impl IndexFile {
@@ -56,6 +60,7 @@ impl IndexFile {
             entries: 0,
             max_entries: max_index_bytes / entry_bytes,
             backed: 0,
+            dirty: false,
         };
         let len = index.file()?.metadata()?.len() as usize;
         let whole = len / entry_bytes * entry_bytes;
@@ -104,6 +109,7 @@ impl IndexFile {
     }
 
     fn set_len(&mut self, bytes: usize) -> io::Result<()> {
+        self.dirty = true;
         self.map = None;
         self.backed = self.backed.min(bytes);
         self.file()?.set_len(bytes as u64)?;
@@ -154,6 +160,7 @@ impl IndexFile {
         let map = self.map.as_mut().expect("mapped after growing");
         map[at..at + self.entry_bytes].copy_from_slice(entry);
         self.entries += 1;
+        self.dirty = true;
         Ok(())
     }
 
@@ -195,18 +202,22 @@ impl IndexFile {
                 map[from..to].fill(0);
             }
             self.entries = entries;
+            self.dirty = true;
         }
     }
 
-    fn flush(&self) -> io::Result<()> {
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.dirty {
+            return Ok(());
+        }
         if let Some(map) = &self.map {
             map.flush()?;
         }
-        match &self.file {
-            Some(file) => file.sync_all(),
-            // Released after sealing; the map flush covers the entries.
-            None => Ok(()),
-        }
+        // The length may have changed (preallocated or trimmed): fsync the file itself.
+        self.file()?.sync_all()?;
+        self.release_handle();
+        self.dirty = false;
+        Ok(())
     }
 }
 
@@ -226,7 +237,8 @@ pub trait IndexLifecycle {
 
     /// Shrinks the file to its entries and lets go of its descriptor (on roll).
     fn trim(&mut self) -> io::Result<()> {
-        // No fsync: an index is rebuilt from its log whenever it cannot be trusted.
+        // No fsync here: the flush that moves the recovery point past this segment syncs
+        // it; until then recovery rebuilds it from the log.
         let f = self.file_mut();
         f.trim()?;
         f.release_handle();
@@ -238,8 +250,8 @@ pub trait IndexLifecycle {
         self.file_mut().path = path.to_path_buf();
     }
 
-    fn flush(&self) -> io::Result<()> {
-        self.file().flush()
+    fn flush(&mut self) -> io::Result<()> {
+        self.file_mut().flush()
     }
 
     fn file_len(&self) -> usize {

@@ -27,7 +27,7 @@ use super::segment::MAX_SEGMENT_FILE_BYTES;
 use super::topic::TOPIC_CONFIG_FILE;
 use super::{
     validate_topic_name, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DYNAMIC_BROKER_CONFIG_FILE,
-    LOCK_FILE, PARTITION_SUFFIX,
+    LOCK_FILE, PARTITION_SUFFIX, RECOVERY_CHECKPOINT_FILE,
 };
 
 /// Suffix of a topic directory whose deletion was interrupted (private in the engine).
@@ -918,7 +918,7 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
     // Log end offset of each topic, for the cleaner checkpoint.
     let mut log_ends: BTreeMap<String, u64> = BTreeMap::new();
     let mut clean_marker = false;
-    let mut checkpoint = false;
+    let mut checkpoints: Vec<(&str, &str)> = Vec::new();
     for entry in names {
         let path = dir.join(&entry.name);
         if entry.is_dir {
@@ -954,7 +954,12 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
             }
             CLEAN_SHUTDOWN_FILE => clean_marker = true,
             DYNAMIC_BROKER_CONFIG_FILE => check_broker_config(&path, &mut report),
-            CLEANER_CHECKPOINT_FILE => checkpoint = true,
+            CLEANER_CHECKPOINT_FILE => {
+                checkpoints.push((CLEANER_CHECKPOINT_FILE, "cleaner offset"))
+            }
+            RECOVERY_CHECKPOINT_FILE => {
+                checkpoints.push((RECOVERY_CHECKPOINT_FILE, "recovery point"))
+            }
             name if name.ends_with(TMP_SUFFIX) => report.note(
                 &path,
                 "left by an interrupted config or checkpoint write; kpfs never reads it",
@@ -966,11 +971,12 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
         report.note(
             &dir.join(CLEAN_SHUTDOWN_FILE),
             "absent: kpfs is mounted or did not shut down cleanly; the next open \
-             recovers every segment (revalidates the logs and rebuilds the indexes)",
+             recovers every segment from the topic's recovery point on (revalidates the \
+             logs and rebuilds the indexes)",
         );
     }
-    if checkpoint {
-        check_cleaner_checkpoint(&dir.join(CLEANER_CHECKPOINT_FILE), &log_ends, &mut report);
+    for (name, what) in checkpoints {
+        check_offset_checkpoint(&dir.join(name), what, &log_ends, &mut report);
     }
     report
 }
@@ -1290,8 +1296,10 @@ fn check_index(
 }
 
 /// `0\n<count>\n<topic> 0 <offset>` lines, as Kafka's `OffsetCheckpointFile`.
-fn check_cleaner_checkpoint(
+/// One of Kafka's offset checkpoint files; `what` names its offsets in reports.
+fn check_offset_checkpoint(
     path: &Path,
+    what: &str,
     log_ends: &BTreeMap<String, u64>,
     report: &mut CheckReport,
 ) {
@@ -1359,14 +1367,11 @@ fn check_cleaner_checkpoint(
             report.problem(path, format_args!("line {n}: topic {topic} listed twice"));
         }
         match log_ends.get(topic) {
-            None => report.problem(
-                path,
-                format_args!("line {n}: topic {topic} does not exist"),
-            ),
+            None => report.problem(path, format_args!("line {n}: topic {topic} does not exist")),
             Some(&end) if offset > end => report.problem(
                 path,
                 format_args!(
-                    "line {n}: cleaner offset {offset} of topic {topic} is beyond its log end offset {end}"
+                    "line {n}: {what} {offset} of topic {topic} is beyond its log end offset {end}"
                 ),
             ),
             Some(_) => {}

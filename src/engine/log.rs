@@ -87,6 +87,10 @@ pub struct Log {
     /// Set after an I/O failure on the write path: every later write is refused.
     poisoned: Mutex<Option<String>>,
     jitter_seed: AtomicU64,
+    /// Kafka's recovery point: every record below it is on stable storage with its index
+    /// entries. Advanced only after an fsync; checkpointed by the engine, so recovery
+    /// after a crash validates what follows it and trusts what precedes it.
+    recovery_point: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -100,6 +104,16 @@ struct WriterState {
     deleted: bool,
 }
 
+/// How far a log's files can be trusted when it is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// The data directory was closed cleanly: every segment was flushed.
+    CleanShutdown,
+    /// After a crash: records below this offset (the checkpointed recovery point) were
+    /// fsynced with their indexes, so only what follows is validated.
+    RecoveryPoint(u64),
+}
+
 /// What `Log::open` found and did, for logging and tests.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct OpenReport {
@@ -107,6 +121,8 @@ pub struct OpenReport {
     pub completed_swaps: Vec<String>,
     pub truncated: Vec<(String, u64, u64)>,
     pub recovered_segments: usize,
+    /// Bytes validated batch by batch: the unsynced tail after a crash.
+    pub recovered_bytes: u64,
 }
 
 fn io_at(path: &Path, what: &str) -> impl FnOnce(io::Error) -> EngineError {
@@ -129,8 +145,9 @@ impl Log {
         partition: &str,
         config: &TopicConfig,
         clock: Arc<dyn Clock>,
-        clean_shutdown: bool,
+        durability: Durability,
     ) -> Result<(Log, OpenReport)> {
+        let clean_shutdown = durability == Durability::CleanShutdown;
         fs::create_dir_all(dir).map_err(io_at(dir, "create"))?;
         let mut report = OpenReport::default();
         let now = clock.now_ms();
@@ -152,6 +169,7 @@ impl Log {
             }),
             poisoned: Mutex::new(None),
             jitter_seed: AtomicU64::new((now as u64) ^ 0x9E37_79B9_7F4A_7C15),
+            recovery_point: AtomicU64::new(0),
         };
         log.remove_temporary_files(&mut report)?;
         let names = list_names(dir)?;
@@ -207,18 +225,33 @@ impl Log {
                     });
                 }
             }
-            if !clean_shutdown || index_missing || seg.needs_recovery() {
-                let cut = seg.recover(interval)?;
-                report.recovered_segments += 1;
-                if cut > 0 {
-                    report
-                        .truncated
-                        .push((seg.log_path().display().to_string(), seg.size(), cut));
-                    cut_from = Some(i + 1);
+            // From where the segment's batches must be validated, if at all.
+            let validate_after = match durability {
+                _ if index_missing => Some(0),
+                Durability::CleanShutdown => seg.needs_recovery().then_some(0),
+                Durability::RecoveryPoint(point) => {
+                    (seg.needs_recovery() || seg.next_offset() > point).then_some(point)
                 }
-                if total > 16 && (i + 1) % 16 == 0 {
-                    tracing::info!(partition, done = i + 1, total, "recovering segments");
+            };
+            match validate_after {
+                Some(point) => {
+                    let outcome = seg.recover_after(point, interval)?;
+                    report.recovered_segments += 1;
+                    report.recovered_bytes += outcome.bytes_checked;
+                    if outcome.bytes_cut > 0 {
+                        report.truncated.push((
+                            seg.log_path().display().to_string(),
+                            seg.size(),
+                            outcome.bytes_cut,
+                        ));
+                        cut_from = Some(i + 1);
+                    }
+                    if total > 16 && (i + 1) % 16 == 0 {
+                        tracing::info!(partition, done = i + 1, total, "recovering segments");
+                    }
                 }
+                // Flushed before the clean shutdown or before the recovery point passed it.
+                None => seg.mark_synced(),
             }
             let next_base = bases.get(i + 1).copied();
             if !clean_shutdown
@@ -238,10 +271,6 @@ impl Log {
                     .truncated
                     .push((seg.log_path().display().to_string(), seg.size(), 0));
                 cut_from = Some(i + 1);
-            }
-            if clean_shutdown && cut_from.is_none() {
-                // The clean shutdown flushed every segment before writing its marker.
-                seg.mark_synced();
             }
             stream_pos = seg.info().stream_end;
             segments.push(Arc::new(seg));
@@ -274,6 +303,21 @@ impl Log {
             s.seal()?;
         }
         segments.last().expect("non-empty").make_active()?;
+        let log_end = segments.last().expect("non-empty").next_offset();
+        let recovery_point = match durability {
+            Durability::CleanShutdown => log_end,
+            Durability::RecoveryPoint(point) if point > log_end => {
+                tracing::warn!(
+                    partition,
+                    recovery_point = point,
+                    log_end_offset = log_end,
+                    "the checkpointed recovery point is past the log end; using the log end"
+                );
+                log_end
+            }
+            Durability::RecoveryPoint(point) => point,
+        };
+        log.recovery_point.store(recovery_point, Ordering::Relaxed);
         {
             let mut sh = log.shared.write();
             sh.log_start_offset = segments[0].base_offset();
@@ -547,7 +591,7 @@ impl Log {
         let due_by_count = writer.unflushed_records >= config.flush_messages.max(1) as u64;
         let due_by_time = now - writer.last_flush_ms >= config.flush_ms;
         if due_by_count || due_by_time {
-            self.sync_unsynced(false)?;
+            self.sync_unsynced()?;
             writer.unflushed_records = 0;
             writer.last_flush_ms = now;
         }
@@ -744,7 +788,7 @@ impl Log {
     /// fsync of everything appended so far.
     pub fn flush(&self) -> Result<()> {
         let mut writer = self.writer.lock();
-        let result = self.sync_unsynced(true);
+        let result = self.sync_unsynced();
         if let Err(e) = &result {
             self.poison(e);
         } else {
@@ -757,20 +801,53 @@ impl Log {
     /// fsync of every segment holding bytes no fsync has covered yet: segments that
     /// rolled since the last flush and segments recovered after a crash, not only the
     /// active one, or an fsync after a roll would return with records still in the page
-    /// cache. `indexes` adds the active segment's indexes. Caller holds the writer lock.
-    fn sync_unsynced(&self, indexes: bool) -> Result<()> {
+    /// cache. Indexes are synced too, then the recovery point moves to the log end.
+    /// Caller holds the writer lock.
+    fn sync_unsynced(&self) -> Result<()> {
         let snap = self.snapshot();
-        let (active, sealed) = snap.segments.split_last().expect("a log has a segment");
+        let active = snap.active();
+        let log_end = active.next_offset();
+        self.flush_sealed(&snap)?;
+        active.flush()?;
+        self.recovery_point.fetch_max(log_end, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Flushes sealed segments no fsync has covered yet.
+    fn flush_sealed(&self, snap: &LogSnapshot) -> Result<()> {
+        let (_, sealed) = snap.segments.split_last().expect("a log has a segment");
         for s in sealed {
             if s.synced_size() < s.size() {
-                s.sync_data()?;
+                s.flush()?;
             }
         }
-        if indexes {
-            active.flush()
-        } else {
-            active.sync_data()
+        Ok(())
+    }
+
+    /// Kafka's `flush-log` task after a roll: flushes the segments below the active one
+    /// and moves the recovery point to the active segment's base. Runs without the
+    /// writer lock, so appends go on meanwhile: sealed segments no longer change, and the
+    /// cleaner's replacements are flushed before they are swapped in.
+    pub fn flush_rolled_segments(&self) -> Result<()> {
+        let snap = self.snapshot();
+        let active_base = snap.active().base_offset();
+        if self.recovery_point.load(Ordering::Relaxed) >= active_base {
+            return Ok(());
         }
+        let result = self.flush_sealed(&snap);
+        match &result {
+            Ok(()) => {
+                self.recovery_point
+                    .fetch_max(active_base, Ordering::Relaxed);
+            }
+            Err(e) => self.poison(e),
+        }
+        result
+    }
+
+    /// See the `recovery_point` field.
+    pub fn recovery_point(&self) -> u64 {
+        self.recovery_point.load(Ordering::Relaxed)
     }
 
     /// Flushes when `flush.ms` has passed since the last flush with records pending.
@@ -789,10 +866,14 @@ impl Log {
     pub fn close(&self) -> Result<()> {
         let _w = self.writer.lock();
         let snap = self.snapshot();
+        // Sealed first: its final time-index entry and trimmed files are flushed too.
+        snap.active().seal()?;
         for s in snap.segments.iter() {
             s.flush()?;
         }
-        snap.active().seal()
+        self.recovery_point
+            .fetch_max(snap.active().next_offset(), Ordering::Relaxed);
+        Ok(())
     }
 
     /// Invariants 1-4 of docs/ARCHITECTURE.md, asserted after every change in debug builds.

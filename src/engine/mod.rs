@@ -26,6 +26,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
+use log::Durability;
 use parking_lot::{Mutex, RwLock};
 
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -42,6 +43,9 @@ pub const LOCK_FILE: &str = "kpfs.lock";
 pub const DYNAMIC_BROKER_CONFIG_FILE: &str = "kpfs-dynamic-broker.properties";
 /// Kafka's cleaner checkpoint file: first dirty offset per partition.
 pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
+/// Kafka's recovery-point checkpoint file: per partition, the offset below which every
+/// record was fsynced, so recovery after a crash validates only what follows.
+pub const RECOVERY_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
 /// Partition directory suffix: one partition per topic.
 pub const PARTITION_SUFFIX: &str = "-0";
 /// Suffix of a topic directory being deleted (Kafka's `-delete`).
@@ -80,6 +84,8 @@ struct Inner {
     /// Held for the engine's lifetime: the data directory lock.
     _lock_file: fs::File,
     closed: Mutex<bool>,
+    /// Recovery points as last written to [`RECOVERY_CHECKPOINT_FILE`], and when.
+    recovery_checkpoint: Mutex<(BTreeMap<String, u64>, i64)>,
 }
 
 /// An open data directory.
@@ -183,6 +189,9 @@ impl Engine {
         let dynamic_path = data_dir.join(DYNAMIC_BROKER_CONFIG_FILE);
         topic::remove_stale_temporary(&dynamic_path);
         topic::remove_stale_temporary(&data_dir.join(CLEANER_CHECKPOINT_FILE));
+        let recovery_path = data_dir.join(RECOVERY_CHECKPOINT_FILE);
+        topic::remove_stale_temporary(&recovery_path);
+        let recovery_points = read_offset_checkpoint(&recovery_path);
         let broker = match fs::read_to_string(&dynamic_path) {
             Ok(text) => broker.with_dynamic_properties(&text)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => broker,
@@ -218,12 +227,17 @@ impl Engine {
                 tracing::warn!(dir = %name, "ignoring a directory that is not a valid partition directory");
                 continue;
             }
+            let durability = if clean_shutdown {
+                Durability::CleanShutdown
+            } else {
+                Durability::RecoveryPoint(recovery_points.get(topic_name).copied().unwrap_or(0))
+            };
             let (topic, report) = Topic::open(
                 topic_name,
                 &entry.path(),
                 broker.clone(),
                 clock.clone(),
-                clean_shutdown,
+                durability,
             )?;
             if report != Default::default() {
                 tracing::info!(topic = topic_name, ?report, "recovered topic");
@@ -231,6 +245,7 @@ impl Engine {
             topics.insert(topic_name.to_string(), Arc::new(topic));
         }
         load_cleaner_checkpoints(data_dir, &topics);
+        let now_ms = clock.now_ms();
         tracing::info!(data_dir = %data_dir.display(), topics = topics.len(), clean_shutdown, "opened data directory");
         let engine = Engine {
             inner: Arc::new(Inner {
@@ -244,6 +259,7 @@ impl Engine {
                 deletions: Mutex::new(Vec::new()),
                 _lock_file: lock_file,
                 closed: Mutex::new(false),
+                recovery_checkpoint: Mutex::new((recovery_points, now_ms)),
             }),
             stop: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
@@ -303,6 +319,7 @@ impl Engine {
         for topic in self.inner.topics.read().values() {
             topic.close()?;
         }
+        save_recovery_checkpoint(&self.inner, &self.inner.topics.read())?;
         let marker = self.inner.data_dir.join(CLEAN_SHUTDOWN_FILE);
         fs::write(&marker, b"{\"version\":0}\n")
             .map_err(|e| EngineError::io(format!("write {}", marker.display()), e))?;
@@ -346,11 +363,17 @@ impl Engine {
             &dir,
             self.inner.broker.clone(),
             self.inner.clock.clone(),
-            true,
+            Durability::CleanShutdown,
         )?;
         log::sync_dir(&self.inner.data_dir)?;
         let topic = Arc::new(topic);
         topics.insert(name.to_string(), topic.clone());
+        // A topic of the same name deleted earlier may still have a recovery point in
+        // the file: it must not vouch for this topic's unsynced records. (Only then: a
+        // rewrite per mkdir would make creating n topics cost n^2.)
+        if self.inner.recovery_checkpoint.lock().0.contains_key(name) {
+            save_recovery_checkpoint(&self.inner, &topics)?;
+        }
         tracing::info!(topic = name, "created topic");
         Ok(topic)
     }
@@ -466,6 +489,16 @@ impl Engine {
     }
 
     /// Cleaner threads that died (they are not restarted; see the log for why).
+    /// The scheduler's flush duties at once (tests drive them this way): Kafka's
+    /// `flush-log` for every topic that rolled, then the recovery-point checkpoint.
+    pub fn run_flush_once(&self) -> Result<()> {
+        let topics: Vec<Arc<Topic>> = self.inner.topics.read().values().cloned().collect();
+        for t in &topics {
+            t.flush_rolled_segments()?;
+        }
+        save_recovery_checkpoint(&self.inner, &self.inner.topics.read())
+    }
+
     pub fn dead_cleaner_threads(&self) -> u64 {
         self.inner
             .dead_cleaner_threads
@@ -593,45 +626,69 @@ fn clean_filthiest(
     }
 }
 
-fn load_cleaner_checkpoints(data_dir: &Path, topics: &BTreeMap<String, Arc<Topic>>) {
-    let path = data_dir.join(CLEANER_CHECKPOINT_FILE);
-    let Ok(text) = fs::read_to_string(&path) else {
-        return;
+/// Reads one of Kafka's offset checkpoint files (`0\n<count>\n<topic> <partition>
+/// <offset>` lines). Anything unreadable is skipped, which only makes kpfs start from
+/// the log start (a cleaner checkpoint) or validate more (a recovery point), as Kafka.
+fn read_offset_checkpoint(path: &Path) -> BTreeMap<String, u64> {
+    let Ok(text) = fs::read_to_string(path) else {
+        return BTreeMap::new();
     };
-    // `0\n<count>\n<topic> <partition> <offset>` lines; anything unreadable is ignored,
-    // which only makes the next pass start at the log start (as Kafka treats it).
-    for line in text.lines().skip(2) {
-        let mut parts = line.split(' ');
-        let (Some(name), Some("0"), Some(offset)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        if let (Some(t), Ok(offset)) = (topics.get(name), offset.parse::<u64>()) {
+    text.lines()
+        .skip(2)
+        .filter_map(|line| {
+            let mut parts = line.split(' ');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some(name), Some("0"), Some(offset)) => {
+                    Some((name.to_string(), offset.parse::<u64>().ok()?))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+fn write_offset_checkpoint(path: &Path, entries: &BTreeMap<String, u64>) -> Result<()> {
+    let mut text = format!("0\n{}\n", entries.len());
+    for (name, offset) in entries {
+        text.push_str(&format!("{name} 0 {offset}\n"));
+    }
+    topic::write_atomically(path, text.as_bytes())
+}
+
+fn load_cleaner_checkpoints(data_dir: &Path, topics: &BTreeMap<String, Arc<Topic>>) {
+    for (name, offset) in read_offset_checkpoint(&data_dir.join(CLEANER_CHECKPOINT_FILE)) {
+        if let Some(t) = topics.get(&name) {
             *t.cleaner.checkpoint.lock() = Some(offset);
         }
     }
 }
 
 fn save_cleaner_checkpoints(inner: &Inner) -> Result<()> {
-    let topics = inner.topics.read();
-    let entries: Vec<String> = topics
+    let entries: BTreeMap<String, u64> = inner
+        .topics
+        .read()
         .values()
-        .filter_map(|t| {
-            t.cleaner
-                .checkpoint
-                .lock()
-                .map(|o| format!("{} 0 {o}", t.name()))
-        })
+        .filter_map(|t| Some((t.name().to_string(), (*t.cleaner.checkpoint.lock())?)))
         .collect();
-    let mut text = format!("0\n{}\n", entries.len());
-    for e in entries {
-        text.push_str(&e);
-        text.push('\n');
+    write_offset_checkpoint(&inner.data_dir.join(CLEANER_CHECKPOINT_FILE), &entries)
+}
+
+/// Writes every topic's recovery point, unless the file already says exactly that.
+/// Deleted topics drop out of the file here; until then their entries are harmless,
+/// since `create_topic` rewrites the file before a new topic of the same name could use
+/// one.
+fn save_recovery_checkpoint(inner: &Inner, topics: &BTreeMap<String, Arc<Topic>>) -> Result<()> {
+    let points: BTreeMap<String, u64> = topics
+        .values()
+        .map(|t| (t.name().to_string(), t.recovery_point()))
+        .collect();
+    let mut written = inner.recovery_checkpoint.lock();
+    if written.0 != points {
+        write_offset_checkpoint(&inner.data_dir.join(RECOVERY_CHECKPOINT_FILE), &points)?;
+        written.0 = points;
     }
-    topic::write_atomically(
-        &inner.data_dir.join(CLEANER_CHECKPOINT_FILE),
-        text.as_bytes(),
-    )
+    written.1 = inner.clock.now_ms();
+    Ok(())
 }
 
 /// Kafka's `CleanerThread.doWork`: clean the filthiest log, then retention for compacted
@@ -755,7 +812,9 @@ fn retention_loop(inner: &Inner, stop: &Receiver<()>) {
     }
 }
 
-/// Removes due `.deleted` files and applies `flush.ms`.
+/// Removes due `.deleted` files, applies `flush.ms`, flushes rolled segments (Kafka's
+/// `flush-log` task) and checkpoints recovery points every
+/// `log.flush.offset.checkpoint.interval.ms`.
 fn scheduler_loop(inner: &Inner, stop: &Receiver<()>) {
     loop {
         if wait_or_stop(stop, 100) {
@@ -767,7 +826,23 @@ fn scheduler_loop(inner: &Inner, stop: &Receiver<()>) {
             if let Err(e) = t.maybe_flush_by_time() {
                 tracing::error!(topic = t.name(), error = %e, "flush failed");
             }
+            if let Err(e) = t.flush_rolled_segments() {
+                tracing::error!(topic = t.name(), error = %e, "flushing rolled segments failed");
+            }
         }
+        run_recovery_checkpoint_if_due(inner);
+    }
+}
+
+fn run_recovery_checkpoint_if_due(inner: &Inner) {
+    let interval = inner.broker.read().flush_offset_checkpoint_interval_ms();
+    let last = inner.recovery_checkpoint.lock().1;
+    if inner.clock.now_ms().saturating_sub(last) < interval {
+        return;
+    }
+    let topics = inner.topics.read();
+    if let Err(e) = save_recovery_checkpoint(inner, &topics) {
+        tracing::error!(error = %e, "writing the recovery point checkpoint failed");
     }
 }
 

@@ -134,6 +134,24 @@ pub struct SegmentInfo {
     pub time_index_entries: usize,
 }
 
+/// What recovering a segment did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryOutcome {
+    /// Bytes whose batches were validated (the whole file, or the tail after the
+    /// recovery point).
+    pub bytes_checked: u64,
+    /// Bytes cut after the last valid batch.
+    pub bytes_cut: u64,
+}
+
+/// Where a recovery may resume: a batch with an index entry below the recovery point.
+#[derive(Debug)]
+struct Resume {
+    position: u64,
+    at: BatchHeader,
+    first: BatchHeader,
+}
+
 /// What a full scan of a `.log` found.
 #[derive(Debug)]
 pub struct ScanOutcome {
@@ -370,20 +388,102 @@ impl Segment {
     /// above the base offset), rebuilds both indexes, and truncates the file after the
     /// last valid batch. Returns the number of bytes cut.
     pub fn recover(&self, index_interval_bytes: u64) -> Result<u64> {
-        let scan = self.scan()?;
+        self.recover_from(None, index_interval_bytes)
+            .map(|outcome| outcome.bytes_cut)
+    }
+
+    /// Recovery of a segment whose records below `durable_offset` were fsynced (with
+    /// their index entries) before that offset was checkpointed as the recovery point:
+    /// validation resumes at the last offset-index entry below it, so the cost follows
+    /// the unsynced tail instead of the segment's size. Without a usable entry it is
+    /// [`Segment::recover`].
+    pub fn recover_after(
+        &self,
+        durable_offset: u64,
+        index_interval_bytes: u64,
+    ) -> Result<RecoveryOutcome> {
+        let resume = self.resume_point(durable_offset);
+        self.recover_from(resume, index_interval_bytes)
+    }
+
+    /// The batch at the last offset-index entry wholly below `durable_offset`, if the
+    /// entry names a batch that really ends at its offset, with the segment's first batch.
+    fn resume_point(&self, durable_offset: u64) -> Option<Resume> {
+        if durable_offset <= self.base_offset {
+            return None;
+        }
+        let st = self.state.lock();
+        let (offset, position) = st.offset_index.lookup(durable_offset - 1);
+        if position == 0 {
+            return None;
+        }
+        let position = u64::from(position);
+        let size = st.size;
+        drop(st);
+        if position >= size {
+            return None;
+        }
+        let at = self.read_header_at(position, size).ok()?;
+        let first = self.read_header_at(0, position).ok()?;
+        (at.last_offset() == offset && at.next_offset() <= durable_offset).then_some(Resume {
+            position,
+            at,
+            first,
+        })
+    }
+
+    /// Recovery from `resume` (a trusted prefix ending at a batch that has an index
+    /// entry) or from the start.
+    fn recover_from(
+        &self,
+        resume: Option<Resume>,
+        index_interval_bytes: u64,
+    ) -> Result<RecoveryOutcome> {
+        let (start, floor) = resume
+            .as_ref()
+            .map_or((0, self.base_offset), |r| (r.position, r.at.base_offset));
+        let scan = self.scan_from(start, floor)?;
         let mut st = self.state.lock();
         let file_len = st.size;
-        st.offset_index.clear();
-        st.time_index.clear();
-        st.size = 0;
-        st.next_offset = self.base_offset;
-        st.max_timestamp = -1;
-        st.offset_of_max_timestamp = self.base_offset;
-        st.first_batch_timestamp = None;
-        st.stream_start = None;
-        st.stream_end = st.stream_floor;
-        st.bytes_since_index_entry = 0;
-        let mut pos = 0u64;
+        match &resume {
+            Some(Resume {
+                position,
+                at: h,
+                first,
+            }) => {
+                // The prefix keeps its index entries up to and including the resume
+                // batch's. A time entry is considered with every offset entry, after the
+                // batch's own timestamp counted, so the last kept one is the maximum up
+                // to and including the resume batch.
+                let position = u32::try_from(*position).expect("segment positions fit u32");
+                st.offset_index.truncate_to_position(position + 1);
+                st.time_index.truncate_to_offset(h.next_offset());
+                let (max_ts, offset_of_max) =
+                    st.time_index.last().unwrap_or((-1, self.base_offset));
+                st.max_timestamp = max_ts;
+                st.offset_of_max_timestamp = offset_of_max;
+                st.first_batch_timestamp = Some(first.base_timestamp);
+                st.stream_start = Some(first.base_stream_pos);
+                st.stream_floor = first.base_stream_pos;
+                st.next_offset = h.base_offset;
+                st.stream_end = h.base_stream_pos;
+                // The resume batch already has its entry: none again for it.
+                st.bytes_since_index_entry = 0;
+            }
+            None => {
+                st.offset_index.clear();
+                st.time_index.clear();
+                st.next_offset = self.base_offset;
+                st.max_timestamp = -1;
+                st.offset_of_max_timestamp = self.base_offset;
+                st.first_batch_timestamp = None;
+                st.stream_start = None;
+                st.stream_end = st.stream_floor;
+                st.bytes_since_index_entry = 0;
+            }
+        }
+        st.size = start;
+        let mut pos = start;
         while pos < scan.valid_bytes {
             let h = self.read_header_at(pos, scan.valid_bytes)?;
             Self::note_batch(&mut st, &h, pos, index_interval_bytes)
@@ -391,7 +491,14 @@ impl Segment {
             pos += h.size as u64;
         }
         st.size = scan.valid_bytes;
-        self.verified_to.store(scan.valid_bytes, Ordering::Release);
+        if start == 0 {
+            self.verified_to.store(scan.valid_bytes, Ordering::Release);
+        } else {
+            // The checked batches do not start at 0: reads check the prefix themselves.
+            self.verified_to.store(0, Ordering::Release);
+            // The prefix was fsynced before the checkpoint; the rest is page cache only.
+            self.synced_size.fetch_max(start, Ordering::Relaxed);
+        }
         // Appends will reuse the cut positions; they are not covered by any fsync.
         self.synced_size
             .fetch_min(scan.valid_bytes, Ordering::Relaxed);
@@ -409,17 +516,26 @@ impl Segment {
                 .set_len(scan.valid_bytes)
                 .map_err(|e| self.io_err("truncate", e))?;
         }
-        Ok(file_len - scan.valid_bytes)
+        Ok(RecoveryOutcome {
+            bytes_checked: scan.valid_bytes - start,
+            bytes_cut: file_len - scan.valid_bytes,
+        })
     }
 
     /// Reads the whole `.log` and finds the prefix of valid batches.
     pub fn scan(&self) -> Result<ScanOutcome> {
+        self.scan_from(0, self.base_offset)
+    }
+
+    /// Finds the valid batches from `start` on, the first of them at or above offset
+    /// `floor`.
+    fn scan_from(&self, start: u64, floor: u64) -> Result<ScanOutcome> {
         let size = self
             .log
             .metadata()
             .map_err(|e| self.io_err("stat", e))?
             .len();
-        let mut pos = 0u64;
+        let mut pos = start;
         let mut previous_next: Option<u64> = None;
         let mut buf = Vec::new();
         while pos < size {
@@ -463,7 +579,7 @@ impl Segment {
                     invalid: Some(e),
                 });
             }
-            let floor = previous_next.unwrap_or(self.base_offset);
+            let floor = previous_next.unwrap_or(floor);
             if h.base_offset < floor {
                 let e = DecodeError::BadRecord(format!(
                     "batch base offset {} below expected {floor}",

@@ -19,7 +19,7 @@ use super::config::{BrokerConfig, TopicConfig, TopicOverrides};
 use super::error::{EngineError, Result};
 use super::format::{decode_header, parse_segment_file_name, RecordIter, RecordRef, LOG_SUFFIX};
 use super::log::{
-    sync_dir, AppendInfo, DeletedSegment, Log, LogSnapshot, OpenReport, PendingRecord,
+    sync_dir, AppendInfo, DeletedSegment, Durability, Log, LogSnapshot, OpenReport, PendingRecord,
 };
 use super::retention::{self, DeletionCause, SegmentFacts};
 use super::segment::Segment;
@@ -162,7 +162,7 @@ impl Topic {
         dir: &Path,
         broker: Arc<RwLock<BrokerConfig>>,
         clock: Arc<dyn Clock>,
-        clean_shutdown: bool,
+        durability: Durability,
     ) -> Result<(Topic, OpenReport)> {
         let config_path = dir.join(TOPIC_CONFIG_FILE);
         remove_stale_temporary(&config_path);
@@ -182,7 +182,7 @@ impl Topic {
             &format!("{name}-0"),
             &config,
             clock.clone(),
-            clean_shutdown,
+            durability,
         )?;
         let modified = log
             .snapshot()
@@ -1020,6 +1020,15 @@ impl Topic {
 
     pub fn close(&self) -> Result<()> {
         self.log.close()
+    }
+
+    /// See [`Log::flush_rolled_segments`].
+    pub fn flush_rolled_segments(&self) -> Result<()> {
+        self.log.flush_rolled_segments()
+    }
+
+    pub fn recovery_point(&self) -> u64 {
+        self.log.recovery_point()
     }
 
     /// Base offsets of segment `.log` files in the directory (for tests and checks).

@@ -64,7 +64,8 @@ timeout 40 "$KPFS" umount "$MNT" || fail "kpfs umount with open files failed"
 exec 5<&- 6>&-
 ! mountpoint -q "$MNT" || fail "still mounted"
 
-# A hand-edited sealed segment: flip a byte, make recovery scan, remount.
+# A hand-edited sealed segment: flip a byte, make recovery scan (no clean marker and no
+# recovery point, which would vouch for the segment as Kafka's does), remount.
 remount_kpfs
 printf 'internal.segment.bytes=300\n' >"$MNT/t/config"
 for i in $(seq 1 40); do echo "edit-$i-xxxxxxxxxx" >>"$MNT/t/log"; done
@@ -73,7 +74,7 @@ first=$(ls "$DATA/t-0/"*.log | head -n1)
 [ "$(ls "$DATA/t-0/"*.log | wc -l)" -gt 3 ] || fail "expected several segments"
 size=$(stat -c %s "$first")
 printf '\x55' | dd of="$first" bs=1 seek=$((size - 5)) conv=notrunc status=none
-rm -f "$DATA/.kpfs_cleanshutdown"
+rm -f "$DATA/.kpfs_cleanshutdown" "$DATA/recovery-point-offset-checkpoint"
 remount_kpfs
 shown=$(cat "$MNT/t/log" | tr -d '\0' | grep -av '^edit-[0-9]*-x*$' | grep -av '^a' | grep -av '^c' | grep -av $'^\x80' || true)
 expect_eq "" "$shown" "lines that are not whole records"
