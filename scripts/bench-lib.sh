@@ -18,6 +18,9 @@ bench_init() {
     : >"$B/pids"
     : >"$B/rows"
     trap bench_cleanup EXIT
+    # Signals end the run through `exit`, so the EXIT trap still unmounts everything.
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
 }
 
 log() { printf '%s\n' "$*" >&2; }
@@ -195,6 +198,7 @@ machine() {
     cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
     mem=$(awk '$1 == "MemTotal:" { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
     fs=$(findmnt -n -o FSTYPE,SOURCE --target "$B" 2>/dev/null || df -T "$B" | awk 'NR == 2 { print $2, $1 }')
+    fs=$(tr -s ' ' <<<"$fs")
     commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
     # The generated section itself does not make a tree dirty.
     if [ -n "$(git status --porcelain -- . ':!docs/PERFORMANCE.md' 2>/dev/null)" ]; then
