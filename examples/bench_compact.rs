@@ -1,6 +1,6 @@
 //! Cleaner throughput and memory: N bytes of 100-byte keyed records over K keys in a
 //! compacted topic, then cleaner passes until nothing is due. Run by
-//! `scripts/bench-compact`; prints one `key: value` line per figure.
+//! `scripts/bench`; prints one `key: value` line per figure.
 //!
 //! ```text
 //! cargo run --release --example bench_compact -- DATA_DIR [BYTES] [KEYS]
@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use kpfs::engine::cleaner::OFFSET_MAP_ENTRY_BYTES;
 use kpfs::engine::{BrokerConfig, Engine, EngineOptions, ManualClock};
 
 fn rss_kib(field: &str) -> u64 {
@@ -96,7 +97,7 @@ fn main() {
     );
     println!("records_removed: {removed}");
     println!("map_bytes: {map_bytes}");
-    println!("map_bytes_per_key: 24");
+    println!("map_bytes_per_key: {OFFSET_MAP_ENTRY_BYTES}");
     println!("map_utilization_percent: {:.1}", utilization * 100.0);
     println!("rss_before_kib: {rss_before}");
     println!("peak_rss_kib: {peak}");

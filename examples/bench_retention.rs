@@ -1,15 +1,40 @@
 //! Cost of a retention pass with nothing to delete: TOPICS topics of SEGMENTS segments
 //! each, then timed `run_retention_once` passes (the engine's own retention step, as the
-//! retention thread runs it). Then a pass that deletes one segment per topic.
+//! retention thread runs it). Then two passes with deletions of different sizes: the
+//! oldest segment of every tenth topic, then of every topic, so the cost per deleted
+//! segment can be compared between them. Run by `scripts/bench`.
 //!
 //! ```text
 //! cargo run --release --example bench_retention -- DATA_DIR [TOPICS] [SEGMENTS]
 //! ```
+//! A setup failure (such as running out of descriptors) prints `setup failed: ...` and
+//! exits with status 3, so the caller can tell it from a wrong result.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use kpfs::engine::{BrokerConfig, Engine, EngineOptions, ManualClock};
+
+fn setup_failed(what: &str, e: impl std::fmt::Display) -> ! {
+    eprintln!("setup failed: {what}: {e}");
+    std::process::exit(3);
+}
+
+/// Makes exactly the oldest segment of each of `topics` deletable by size, then times
+/// one retention pass. Returns (milliseconds, segments deleted).
+fn timed_deletion(engine: &Engine, topics: &[String]) -> (f64, usize) {
+    for name in topics {
+        let topic = engine.topic(name).expect("topic");
+        let total = topic.log().size_bytes();
+        let oldest = topic.log().snapshot().segments[0].size();
+        topic
+            .update_config(format!("retention.bytes={}", total - oldest).as_bytes())
+            .expect("config");
+    }
+    let t0 = Instant::now();
+    let deleted = engine.run_retention_once();
+    (t0.elapsed().as_secs_f64() * 1000.0, deleted)
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -23,12 +48,12 @@ fn main() {
         clock.clone(),
         EngineOptions::default(),
     )
-    .expect("open engine");
+    .unwrap_or_else(|e| setup_failed("open engine", e));
     let started = Instant::now();
     for t in 0..topics {
         let topic = engine
             .create_topic(&format!("t{t:05}"))
-            .expect("create topic");
+            .unwrap_or_else(|e| setup_failed(&format!("create topic {t}"), e));
         // Every append rolls: one record per segment; retention by time keeps them all.
         topic
             .update_config(
@@ -36,9 +61,9 @@ fn main() {
             )
             .expect("config");
         for s in 0..segments {
-            topic
-                .append_lines(format!("{s}\n").as_bytes())
-                .expect("append");
+            if let Err(e) = topic.append_lines(format!("{s}\n").as_bytes()) {
+                setup_failed(&format!("topic {t}, segment {s}"), e);
+            }
         }
     }
     println!("topics: {topics}");
@@ -60,18 +85,18 @@ fn main() {
         "pass_nothing_to_delete_ms_max: {:.2}",
         times[times.len() - 1]
     );
-    // Make exactly the oldest segment of every topic deletable by size.
-    for name in engine.topic_names() {
-        let topic = engine.topic(&name).expect("topic");
-        let total = topic.log().size_bytes();
-        let oldest = topic.log().snapshot().segments[0].size();
-        topic
-            .update_config(format!("retention.bytes={}", total - oldest).as_bytes())
-            .expect("config");
-    }
-    let t0 = Instant::now();
-    let deleted = engine.run_retention_once();
-    let ms = t0.elapsed().as_secs_f64() * 1000.0;
+    let names = engine.topic_names();
+    let tenth: Vec<String> = names.iter().step_by(10).cloned().collect();
+    let (ms, deleted) = timed_deletion(&engine, &tenth);
+    assert_eq!(deleted, tenth.len(), "one segment per chosen topic");
+    println!("pass_deleting_tenth_ms: {ms:.2}");
+    println!("segments_deleted_tenth: {deleted}");
+    println!(
+        "ms_per_deleted_segment_tenth: {:.3}",
+        ms / deleted.max(1) as f64
+    );
+    let (ms, deleted) = timed_deletion(&engine, &names);
+    assert_eq!(deleted, names.len(), "one segment per topic");
     println!("pass_deleting_one_per_topic_ms: {ms:.2}");
     println!("segments_deleted: {deleted}");
     println!("ms_per_deleted_segment: {:.3}", ms / deleted.max(1) as f64);

@@ -3,11 +3,13 @@
 //! engine's and the adapter's; whatever this costs is FUSE's.
 //!
 //! ```text
-//! cargo run --release --example fuse_floor -- MOUNTPOINT [SOURCE_BYTES]
+//! cargo run --release --example fuse_floor -- MOUNTPOINT [SOURCE_BYTES [SINKS]]
 //! ```
 //! The root holds `sink` (accepts and discards appends; its size grows like a log's) and
 //! `source` (SOURCE_BYTES, default 1 GiB or $FLOOR_SOURCE_BYTES, of 100-byte lines made in
-//! memory at startup). Ctrl-C or SIGTERM unmounts.
+//! memory at startup). With SINKS > 1 it also holds `sink1` .. `sink{SINKS-1}`, so
+//! parallel writers each have a file of their own, as they would have a topic each in
+//! kpfs. Ctrl-C or SIGTERM unmounts.
 
 use std::ffi::OsStr;
 use std::io;
@@ -23,27 +25,53 @@ use fuser::{
 
 const SINK: INodeNo = INodeNo(2);
 const SOURCE: INodeNo = INodeNo(3);
+/// `sink1` has this inode, `sink2` the next one, and so on.
+const FIRST_EXTRA_SINK: u64 = 4;
 const LINE_BYTES: usize = 100;
 const DEFAULT_SOURCE_BYTES: u64 = 1 << 30;
 
 struct Floor {
-    sink_len: AtomicU64,
+    /// Bytes appended to each sink: `sink` first, then `sink1`, `sink2`, ...
+    sink_lens: Vec<AtomicU64>,
     source: Vec<u8>,
     started: SystemTime,
 }
 
 impl Floor {
+    fn sink_index(&self, ino: INodeNo) -> Option<usize> {
+        let index = match ino {
+            SINK => 0,
+            INodeNo(n) if n >= FIRST_EXTRA_SINK => {
+                usize::try_from(n - FIRST_EXTRA_SINK + 1).ok()?
+            }
+            _ => return None,
+        };
+        (index < self.sink_lens.len()).then_some(index)
+    }
+
+    fn sink_ino(index: usize) -> INodeNo {
+        match index {
+            0 => SINK,
+            i => INodeNo(FIRST_EXTRA_SINK + i as u64 - 1),
+        }
+    }
+
+    fn sink_name(index: usize) -> String {
+        match index {
+            0 => "sink".to_string(),
+            i => format!("sink{i}"),
+        }
+    }
+
     fn attr(&self, ino: INodeNo) -> Option<FileAttr> {
         let (kind, size, perm, nlink) = match ino {
             INodeNo::ROOT => (FileType::Directory, 0, 0o755, 2),
-            SINK => (
-                FileType::RegularFile,
-                self.sink_len.load(Ordering::Relaxed),
-                0o644,
-                1,
-            ),
             SOURCE => (FileType::RegularFile, self.source.len() as u64, 0o444, 1),
-            _ => return None,
+            _ => {
+                let sink = self.sink_index(ino)?;
+                let len = self.sink_lens[sink].load(Ordering::Relaxed);
+                (FileType::RegularFile, len, 0o644, 1)
+            }
         };
         Some(FileAttr {
             ino,
@@ -74,8 +102,13 @@ impl Filesystem for Floor {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let ino = match (parent, name.to_str()) {
-            (INodeNo::ROOT, Some("sink")) => SINK,
             (INodeNo::ROOT, Some("source")) => SOURCE,
+            (INodeNo::ROOT, Some(name)) => {
+                match (0..self.sink_lens.len()).find(|&i| Self::sink_name(i) == name) {
+                    Some(i) => Self::sink_ino(i),
+                    None => return reply.error(Errno::ENOENT),
+                }
+            }
             _ => return reply.error(Errno::ENOENT),
         };
         match self.attr(ino) {
@@ -132,11 +165,10 @@ impl Filesystem for Floor {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        if ino != SINK {
+        let Some(sink) = self.sink_index(ino) else {
             return reply.error(Errno::EACCES);
-        }
-        self.sink_len
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        };
+        self.sink_lens[sink].fetch_add(data.len() as u64, Ordering::Relaxed);
         reply.written(u32::try_from(data.len()).unwrap_or(u32::MAX));
     }
 
@@ -159,12 +191,16 @@ impl Filesystem for Floor {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let entries = [
-            (INodeNo::ROOT, FileType::Directory, "."),
-            (INodeNo::ROOT, FileType::Directory, ".."),
-            (SINK, FileType::RegularFile, "sink"),
-            (SOURCE, FileType::RegularFile, "source"),
+        let mut entries = vec![
+            (INodeNo::ROOT, FileType::Directory, ".".to_string()),
+            (INodeNo::ROOT, FileType::Directory, "..".to_string()),
+            (SINK, FileType::RegularFile, "sink".to_string()),
+            (SOURCE, FileType::RegularFile, "source".to_string()),
         ];
+        entries.extend(
+            (1..self.sink_lens.len())
+                .map(|i| (Self::sink_ino(i), FileType::RegularFile, Self::sink_name(i))),
+        );
         for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
             if reply.add(*ino, i as u64 + 1, *kind, name) {
                 break;
@@ -215,7 +251,7 @@ fn shutdown_signals() -> libc::sigset_t {
 fn main() -> io::Result<()> {
     let mut args = std::env::args_os().skip(1);
     let Some(mountpoint) = args.next().map(PathBuf::from) else {
-        eprintln!("usage: fuse_floor MOUNTPOINT [SOURCE_BYTES]");
+        eprintln!("usage: fuse_floor MOUNTPOINT [SOURCE_BYTES [SINKS]]");
         std::process::exit(1);
     };
     let source_bytes = args
@@ -223,8 +259,13 @@ fn main() -> io::Result<()> {
         .and_then(|a| a.to_str().and_then(|s| s.parse().ok()))
         .or_else(|| std::env::var("FLOOR_SOURCE_BYTES").ok()?.parse().ok())
         .unwrap_or(DEFAULT_SOURCE_BYTES);
+    let sinks: usize = args
+        .next()
+        .and_then(|a| a.to_str().and_then(|s| s.parse().ok()))
+        .unwrap_or(1)
+        .max(1);
     let floor = Floor {
-        sink_len: AtomicU64::new(0),
+        sink_lens: (0..sinks).map(|_| AtomicU64::new(0)).collect(),
         source: make_source(source_bytes),
         started: SystemTime::now(),
     };
