@@ -19,6 +19,7 @@ use clap::{Args, Parser, Subcommand};
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::engine::inspect::{check_data_dir, dump_file, DumpOptions};
+use crate::engine::limits;
 use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock, LOCK_FILE};
 use crate::fs::fuser_glue::{self, MountConfig, Mounted};
 use crate::fs::KpfsFs;
@@ -139,21 +140,10 @@ impl std::error::Error for CliError {}
 /// Every segment keeps its `.log` open (as Kafka does), so a data directory with many
 /// segments needs more descriptors than the usual soft limit: raise it to the hard one.
 fn raise_open_file_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct passed by pointer.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                tracing::warn!("could not raise the open-file limit");
-            }
-        }
+    match limits::raise_open_file_limit() {
+        Ok(open_files) => tracing::info!(open_files, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
     }
-    tracing::info!(open_files = limit.rlim_cur, "open-file limit");
 }
 
 fn io_error(context: impl fmt::Display, e: io::Error) -> CliError {

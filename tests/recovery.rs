@@ -405,8 +405,8 @@ fn r08_missing_indexes_are_rebuilt_after_clean_and_unclean_stops() {
             .iter()
             .map(|s| {
                 (
-                    s.index_entries(),
-                    s.time_index_entries(),
+                    s.index_entries().unwrap(),
+                    s.time_index_entries().unwrap(),
                     s.info().max_timestamp,
                 )
             })
@@ -430,7 +430,11 @@ fn r08_missing_indexes_are_rebuilt_after_clean_and_unclean_stops() {
         }
         let snap = t.log().snapshot();
         for (i, s) in snap.segments.iter().enumerate() {
-            assert_eq!(s.index_entries(), before[i].0, "clean={clean} segment {i}");
+            assert_eq!(
+                s.index_entries().unwrap(),
+                before[i].0,
+                "clean={clean} segment {i}"
+            );
             assert_eq!(
                 s.info().max_timestamp,
                 before[i].2,
@@ -440,9 +444,16 @@ fn r08_missing_indexes_are_rebuilt_after_clean_and_unclean_stops() {
                 // A clean stop means no scan (as in Kafka), so the lost `.timeindex` is
                 // not rebuilt; sealing it at open leaves just its final entry, the
                 // segment's largest timestamp, which is all time retention needs.
-                assert_eq!(s.time_index_entries(), before[i].1[before[i].1.len() - 1..]);
+                assert_eq!(
+                    s.time_index_entries().unwrap(),
+                    before[i].1[before[i].1.len() - 1..]
+                );
             } else {
-                assert_eq!(s.time_index_entries(), before[i].1, "clean={clean} {i}");
+                assert_eq!(
+                    s.time_index_entries().unwrap(),
+                    before[i].1,
+                    "clean={clean} {i}"
+                );
             }
         }
         t.append_lines(b"after\n").unwrap();
@@ -456,7 +467,11 @@ fn r09_random_bytes_in_an_index_are_replaced_after_an_unclean_stop() {
     let (t, text) = plain_topic(&f, 60);
     let dir = t.dir().to_path_buf();
     let snap = t.log().snapshot();
-    let before: Vec<_> = snap.segments.iter().map(|s| s.index_entries()).collect();
+    let before: Vec<_> = snap
+        .segments
+        .iter()
+        .map(|s| s.index_entries().unwrap())
+        .collect();
     let bases: Vec<u64> = snap.segments.iter().map(|s| s.base_offset()).collect();
     drop((t, snap));
     crash(&mut f);
@@ -480,7 +495,7 @@ fn r09_random_bytes_in_an_index_are_replaced_after_an_unclean_stop() {
         .snapshot()
         .segments
         .iter()
-        .map(|s| s.index_entries())
+        .map(|s| s.index_entries().unwrap())
         .collect();
     assert_eq!(after, before);
 }
@@ -827,7 +842,7 @@ fn r15_crash_recovery_validates_only_what_follows_the_recovery_point() {
                 (
                     (i.base_offset, i.size, i.next_offset, i.max_timestamp),
                     (i.stream_start, i.stream_end, i.first_batch_timestamp),
-                    (s.index_entries(), s.time_index_entries()),
+                    (s.index_entries().unwrap(), s.time_index_entries().unwrap()),
                 )
             })
             .collect()

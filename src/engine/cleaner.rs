@@ -486,7 +486,7 @@ fn build_offset_map(
         })
         .collect();
     for (i, seg) in dirty.iter().enumerate() {
-        let mut pos = seg.lookup_position(view.first_dirty_offset);
+        let mut pos = seg.lookup_position(view.first_dirty_offset)?;
         loop {
             let bytes = seg.mapped_batches(pos, 1 << 20)?;
             if bytes.is_empty() {

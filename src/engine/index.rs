@@ -13,13 +13,18 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use memmap2::MmapMut;
 
 use super::format::{OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
 
-/// One preallocated, mapped index file. Not thread-safe: owned by its segment's lock.
+/// Bytes of the largest entry (`.timeindex`).
+const MAX_ENTRY_BYTES: usize = TIME_INDEX_ENTRY_BYTES;
+
+/// One index file: preallocated and mapped while its segment is active, read with
+/// `pread` once sealed. Not thread-safe: owned by its segment's lock.
 #[derive(Debug)]
 pub struct IndexFile {
     path: PathBuf,
@@ -27,11 +32,18 @@ pub struct IndexFile {
     /// without it), so a segment holds one descriptor (its `.log`), not three, and a mount
     /// of thousands of topics fits the descriptor limit; reopened by path when needed.
     file: Option<File>,
-    /// `None` while the file is empty (a zero-length map is not allowed).
+    /// Only the active segment's indexes stay mapped (appends store into the map). A
+    /// sealed index is read with `pread` on the rare lookup, so 100,000 sealed segments
+    /// need no mappings: Linux allows 65,530 per process by default (vm.max_map_count).
     map: Option<MmapMut>,
+    /// Length of the file.
+    len: usize,
     entry_bytes: usize,
     entries: usize,
     max_entries: usize,
+    /// The last entry, so a sealed index answers `last` (every open and roll asks)
+    /// without reading the file.
+    last: [u8; MAX_ENTRY_BYTES],
     /// Bytes from the start known to have disk blocks behind them. The preallocated
     /// file is sparse; storing into a hole of the map when the disk is full raises
     /// SIGBUS and kills the daemon, so blocks are reserved before an entry lands there.
@@ -42,9 +54,30 @@ pub struct IndexFile {
     dirty: bool,
 }
 
+/// Where a lookup reads entries from: the active index's map, or the sealed file.
+enum EntrySource<'a> {
+    Map(&'a [u8]),
+    File(File),
+}
+
+impl EntrySource<'_> {
+    fn get(&self, i: usize, entry_bytes: usize) -> io::Result<[u8; MAX_ENTRY_BYTES]> {
+        let mut e = [0u8; MAX_ENTRY_BYTES];
+        let at = i * entry_bytes;
+        match self {
+            EntrySource::Map(bytes) => {
+                e[..entry_bytes].copy_from_slice(&bytes[at..at + entry_bytes])
+            }
+            EntrySource::File(file) => file.read_exact_at(&mut e[..entry_bytes], at as u64)?,
+        }
+        Ok(e)
+    }
+}
+
 impl IndexFile {
     /// Opens or creates the file. `valid_entries` decides how many leading entries of an
-    /// existing file are real (the rest is preallocated zeroes).
+    /// existing file are real (the rest is preallocated zeroes). The file is read through
+    /// a map that is dropped again: the index starts out sealed.
     fn open(
         path: &Path,
         entry_bytes: usize,
@@ -52,22 +85,26 @@ impl IndexFile {
         valid_entries: impl Fn(&[u8]) -> usize,
     ) -> io::Result<IndexFile> {
         let file = Self::open_file(path)?;
+        let len = file.metadata()?.len() as usize;
         let mut index = IndexFile {
             path: path.to_path_buf(),
             file: Some(file),
             map: None,
+            len,
             entry_bytes,
             entries: 0,
             max_entries: max_index_bytes / entry_bytes,
+            last: [0; MAX_ENTRY_BYTES],
             backed: 0,
             dirty: false,
         };
-        let len = index.file()?.metadata()?.len() as usize;
         let whole = len / entry_bytes * entry_bytes;
         if whole > 0 {
             index.map_file()?;
-            let entries = valid_entries(&index.bytes()[..whole]);
-            index.entries = entries;
+            let bytes = index.map.as_deref().expect("mapped a non-empty file");
+            index.entries = valid_entries(&bytes[..whole]);
+            index.remember_last()?;
+            index.map = None;
         }
         index.release_handle();
         Ok(index)
@@ -91,29 +128,82 @@ impl IndexFile {
 
     fn map_file(&mut self) -> io::Result<()> {
         self.map = None;
-        let file = self.file()?;
-        let len = file.metadata()?.len();
-        if len > 0 {
+        if self.len > 0 {
+            let file = self.file()?;
             // SAFETY: kpfs holds the data directory lock, so no other process maps or
             // resizes this file; within kpfs the file is only resized through this struct,
             // which drops the map first (see `set_len`), so the map never outlives bytes
             // of the file and no access can fault.
             let map = unsafe { MmapMut::map_mut(file)? };
             self.map = Some(map);
+            // The map stays valid without the descriptor.
+            self.release_handle();
         }
         Ok(())
     }
 
-    fn bytes(&self) -> &[u8] {
-        self.map.as_deref().unwrap_or(&[])
+    fn ensure_mapped(&mut self) -> io::Result<()> {
+        if self.map.is_none() {
+            self.map_file()?;
+        }
+        Ok(())
     }
 
+    fn source(&self) -> io::Result<EntrySource<'_>> {
+        match &self.map {
+            Some(map) => Ok(EntrySource::Map(map)),
+            None => Ok(EntrySource::File(File::open(&self.path)?)),
+        }
+    }
+
+    fn entry(&self, i: usize) -> io::Result<[u8; MAX_ENTRY_BYTES]> {
+        assert!(i < self.entries, "index entry {i} of {}", self.entries);
+        self.source()?.get(i, self.entry_bytes)
+    }
+
+    fn last(&self) -> Option<[u8; MAX_ENTRY_BYTES]> {
+        (self.entries > 0).then_some(self.last)
+    }
+
+    fn remember_last(&mut self) -> io::Result<()> {
+        self.last = match self.entries.checked_sub(1) {
+            Some(i) => self.entry(i)?,
+            None => [0; MAX_ENTRY_BYTES],
+        };
+        Ok(())
+    }
+
+    /// How many leading entries satisfy `pred`, which must hold for a prefix of them:
+    /// a binary search, reading a sealed file once per probe.
+    fn count_prefix(&self, pred: impl Fn(&[u8]) -> bool) -> io::Result<usize> {
+        let source = self.source()?;
+        let (mut lo, mut hi) = (0, self.entries);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if pred(&source.get(mid, self.entry_bytes)?) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// Every entry, in order (inspection and tests).
+    fn all_entries(&self) -> io::Result<Vec<[u8; MAX_ENTRY_BYTES]>> {
+        let source = self.source()?;
+        (0..self.entries)
+            .map(|i| source.get(i, self.entry_bytes))
+            .collect()
+    }
+
+    /// Resizes the file; the map goes with it (callers that append map it again).
     fn set_len(&mut self, bytes: usize) -> io::Result<()> {
         self.dirty = true;
         self.map = None;
         self.backed = self.backed.min(bytes);
         self.file()?.set_len(bytes as u64)?;
-        self.map_file()?;
+        self.len = bytes;
         self.release_handle();
         Ok(())
     }
@@ -122,21 +212,22 @@ impl IndexFile {
         self.file = None;
     }
 
-    /// Grows the file to its preallocated size so appends need no resize.
+    /// Grows the file to its preallocated size and maps it, so appends are stores.
     fn preallocate(&mut self) -> io::Result<()> {
         let want = self.max_entries * self.entry_bytes;
-        if self.bytes().len() != want {
+        if self.len != want {
             self.set_len(want.max(self.entries * self.entry_bytes))?;
         }
-        Ok(())
+        self.ensure_mapped()
     }
 
-    /// Shrinks the file to its entries (on roll and close).
+    /// Shrinks the file to its entries and unmaps it (on roll and close).
     fn trim(&mut self) -> io::Result<()> {
         let want = self.entries * self.entry_bytes;
-        if self.bytes().len() != want {
+        if self.len != want {
             self.set_len(want)?;
         }
+        self.map = None;
         Ok(())
     }
 
@@ -144,22 +235,19 @@ impl IndexFile {
         self.entries >= self.max_entries
     }
 
-    fn entry(&self, i: usize) -> &[u8] {
-        let at = i * self.entry_bytes;
-        &self.bytes()[at..at + self.entry_bytes]
-    }
-
     fn push(&mut self, entry: &[u8]) -> io::Result<()> {
         debug_assert_eq!(entry.len(), self.entry_bytes);
         let at = self.entries * self.entry_bytes;
-        if at + self.entry_bytes > self.bytes().len() {
+        if at + self.entry_bytes > self.len {
             // Not preallocated (a sealed segment being rebuilt): grow one entry at a time.
             self.set_len(at + self.entry_bytes)?;
         }
+        self.ensure_mapped()?;
         self.reserve_blocks(at + self.entry_bytes)?;
         let map = self.map.as_mut().expect("mapped after growing");
         map[at..at + self.entry_bytes].copy_from_slice(entry);
         self.entries += 1;
+        self.last[..self.entry_bytes].copy_from_slice(entry);
         self.dirty = true;
         Ok(())
     }
@@ -172,10 +260,7 @@ impl IndexFile {
             return Ok(());
         }
         let from = self.backed / PAGE * PAGE;
-        let to = end
-            .div_ceil(PAGE)
-            .saturating_mul(PAGE)
-            .min(self.bytes().len());
+        let to = end.div_ceil(PAGE).saturating_mul(PAGE).min(self.len);
         let (Ok(offset), Ok(len)) = (
             libc::off_t::try_from(from),
             libc::off_t::try_from(to.saturating_sub(from)),
@@ -194,16 +279,21 @@ impl IndexFile {
         Ok(())
     }
 
-    fn truncate_entries(&mut self, entries: usize) {
+    /// Keeps the first `entries` entries; the rest become zeroes, which a later open
+    /// does not count.
+    fn truncate_entries(&mut self, entries: usize) -> io::Result<()> {
         if entries < self.entries {
             let from = entries * self.entry_bytes;
             let to = self.entries * self.entry_bytes;
+            self.ensure_mapped()?;
             if let Some(map) = self.map.as_mut() {
                 map[from..to].fill(0);
             }
             self.entries = entries;
             self.dirty = true;
+            self.remember_last()?;
         }
+        Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -227,15 +317,15 @@ pub trait IndexLifecycle {
     fn file(&self) -> &IndexFile;
     fn file_mut(&mut self) -> &mut IndexFile;
 
-    fn clear(&mut self) {
-        self.file_mut().truncate_entries(0);
+    fn clear(&mut self) -> io::Result<()> {
+        self.file_mut().truncate_entries(0)
     }
 
     fn preallocate(&mut self) -> io::Result<()> {
         self.file_mut().preallocate()
     }
 
-    /// Shrinks the file to its entries and lets go of its descriptor (on roll).
+    /// Shrinks the file to its entries and lets go of its map and descriptor (on roll).
     fn trim(&mut self) -> io::Result<()> {
         // No fsync here: the flush that moves the recovery point past this segment syncs
         // it; until then recovery rebuilds it from the log.
@@ -255,7 +345,11 @@ pub trait IndexLifecycle {
     }
 
     fn file_len(&self) -> usize {
-        self.file().bytes().len()
+        self.file().len
+    }
+
+    fn is_mapped(&self) -> bool {
+        self.file().map.is_some()
     }
 }
 
@@ -319,13 +413,25 @@ impl OffsetIndex {
         self.inner.is_full()
     }
 
-    pub fn entry(&self, i: usize) -> (u64, u32) {
-        let e = self.inner.entry(i);
+    fn decode(&self, e: &[u8]) -> (u64, u32) {
         (self.base_offset + u64::from(be_u32(e)), be_u32(&e[4..]))
     }
 
+    pub fn entry(&self, i: usize) -> io::Result<(u64, u32)> {
+        Ok(self.decode(&self.inner.entry(i)?))
+    }
+
     pub fn last(&self) -> Option<(u64, u32)> {
-        self.entries().checked_sub(1).map(|i| self.entry(i))
+        self.inner.last().map(|e| self.decode(&e))
+    }
+
+    pub fn all(&self) -> io::Result<Vec<(u64, u32)>> {
+        Ok(self
+            .inner
+            .all_entries()?
+            .iter()
+            .map(|e| self.decode(e))
+            .collect())
     }
 
     /// Appends (offset, position). Offsets must strictly increase.
@@ -346,31 +452,18 @@ impl OffsetIndex {
     }
 
     /// Greatest entry whose offset is <= `target`, else (base offset, 0).
-    pub fn lookup(&self, target: u64) -> (u64, u32) {
-        let n = self.entries();
-        // Number of entries with offset <= target.
-        let (mut lo, mut hi) = (0, n);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.entry(mid).0 <= target {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        if lo == 0 {
-            (self.base_offset, 0)
-        } else {
-            self.entry(lo - 1)
+    pub fn lookup(&self, target: u64) -> io::Result<(u64, u32)> {
+        let n = self.inner.count_prefix(|e| self.decode(e).0 <= target)?;
+        match n.checked_sub(1) {
+            Some(i) => self.entry(i),
+            None => Ok((self.base_offset, 0)),
         }
     }
 
     /// Drops entries pointing at or past `position` (truncation of the log).
-    pub fn truncate_to_position(&mut self, position: u32) {
-        let keep = (0..self.entries())
-            .take_while(|&i| self.entry(i).1 < position)
-            .count();
-        self.inner.truncate_entries(keep);
+    pub fn truncate_to_position(&mut self, position: u32) -> io::Result<()> {
+        let keep = self.inner.count_prefix(|e| be_u32(&e[4..]) < position)?;
+        self.inner.truncate_entries(keep)
     }
 }
 
@@ -413,14 +506,26 @@ impl TimeIndex {
         self.inner.entries + 1 >= self.inner.max_entries
     }
 
-    pub fn entry(&self, i: usize) -> (i64, u64) {
-        let e = self.inner.entry(i);
+    fn decode(&self, e: &[u8]) -> (i64, u64) {
         let ts = i64::from_be_bytes(e[..8].try_into().expect("8 bytes"));
         (ts, self.base_offset + u64::from(be_u32(&e[8..])))
     }
 
+    pub fn entry(&self, i: usize) -> io::Result<(i64, u64)> {
+        Ok(self.decode(&self.inner.entry(i)?))
+    }
+
     pub fn last(&self) -> Option<(i64, u64)> {
-        self.entries().checked_sub(1).map(|i| self.entry(i))
+        self.inner.last().map(|e| self.decode(&e))
+    }
+
+    pub fn all(&self) -> io::Result<Vec<(i64, u64)>> {
+        Ok(self
+            .inner
+            .all_entries()?
+            .iter()
+            .map(|e| self.decode(e))
+            .collect())
     }
 
     /// Appends unless `timestamp` is not greater than the last entry's (as Kafka).
@@ -436,11 +541,9 @@ impl TimeIndex {
     }
 
     /// Drops entries for offsets at or past `offset`.
-    pub fn truncate_to_offset(&mut self, offset: u64) {
-        let keep = (0..self.entries())
-            .take_while(|&i| self.entry(i).1 < offset)
-            .count();
-        self.inner.truncate_entries(keep);
+    pub fn truncate_to_offset(&mut self, offset: u64) -> io::Result<()> {
+        let keep = self.inner.count_prefix(|e| self.decode(e).1 < offset)?;
+        self.inner.truncate_entries(keep)
     }
 }
 
@@ -453,23 +556,31 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000100.index");
         let mut idx = OffsetIndex::open(&path, 100, 80).unwrap();
-        assert_eq!(idx.lookup(150), (100, 0));
+        assert_eq!(idx.lookup(150).unwrap(), (100, 0));
         idx.preallocate().unwrap();
         assert_eq!(idx.file_len(), 80);
+        assert!(idx.is_mapped(), "an active index appends into its map");
         idx.append(104, 4100).unwrap();
         idx.append(110, 8300).unwrap();
-        assert_eq!(idx.lookup(103), (100, 0));
-        assert_eq!(idx.lookup(104), (104, 4100));
-        assert_eq!(idx.lookup(109), (104, 4100));
-        assert_eq!(idx.lookup(1000), (110, 8300));
+        let lookups =
+            |idx: &OffsetIndex| [103, 104, 109, 1000].map(|target| idx.lookup(target).unwrap());
+        let expected = [(100, 0), (104, 4100), (104, 4100), (110, 8300)];
+        assert_eq!(lookups(&idx), expected);
         drop(idx);
         // Preallocated zeroes after the entries are not mistaken for entries.
         let mut idx = OffsetIndex::open(&path, 100, 80).unwrap();
         assert_eq!(idx.entries(), 2);
+        assert_eq!(idx.last(), Some((110, 8300)));
         idx.trim().unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 16);
-        idx.truncate_to_position(8300);
+        // Sealed: no map, the same answers read from the file.
+        assert!(!idx.is_mapped());
+        assert_eq!(lookups(&idx), expected);
+        assert_eq!(idx.all().unwrap(), vec![(104, 4100), (110, 8300)]);
+        idx.truncate_to_position(8300).unwrap();
         assert_eq!(idx.entries(), 1);
+        assert_eq!(idx.last(), Some((104, 4100)));
+        assert_eq!(idx.lookup(1000).unwrap(), (104, 4100));
     }
 
     #[test]

@@ -911,9 +911,9 @@ impl Log {
                 base, info.base_offset,
                 "segment base offset matches its file name"
             );
-            if let Some((_, pos)) = s.index_entries().last() {
+            if let Some((_, pos)) = s.last_index_entry() {
                 assert!(
-                    u64::from(*pos) < info.size,
+                    u64::from(pos) < info.size,
                     "index entries never point past the data"
                 );
             }

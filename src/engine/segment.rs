@@ -23,6 +23,7 @@ use super::format::{
     BATCH_HEADER_BYTES, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use super::index::{IndexLifecycle, OffsetIndex, TimeIndex};
+use super::retention::SegmentFacts;
 
 static NEXT_SEGMENT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -61,7 +62,7 @@ pub struct Segment {
     id: u64,
     base_offset: u64,
     dir: PathBuf,
-    log: File,
+    log: Mutex<LogFile>,
     /// Wall-clock ms when this object was created or loaded (Kafka's `created`).
     created_ms: i64,
     /// This segment's share of `segment.jitter.ms`.
@@ -76,9 +77,23 @@ pub struct Segment {
     /// have left page-cache-only data in it.
     synced_size: AtomicU64,
     /// Read-only mapping of `.log` for the read path, grown in [`MAP_STEP`]s as the
-    /// segment grows; readers hold an `Arc` of the one they use.
+    /// segment grows; readers hold an `Arc` of the one they use. Kept only while the
+    /// segment is active: a sealed segment is mapped per read, so a mount of 100,000
+    /// segments that were all read once holds no 100,000 mappings (vm.max_map_count).
     read_map: Mutex<Option<Arc<Mmap>>>,
+    /// Between `make_active` and `seal`.
+    active: std::sync::atomic::AtomicBool,
     state: Mutex<State>,
+}
+
+/// A segment's `.log`: its current path and, while the segment is active or being
+/// loaded, an open descriptor. A sealed segment opens the file per use, so descriptors
+/// follow topics, not segments: 1,000 topics of 100 segments would need 100,000, and the
+/// limit here is 20,000 (raising it needs CAP_SYS_RESOURCE).
+#[derive(Debug)]
+struct LogFile {
+    path: PathBuf,
+    file: Option<Arc<File>>,
 }
 
 /// Growth step of a segment's read mapping: one `mmap` per 64 MiB appended.
@@ -228,15 +243,10 @@ impl Segment {
         (now_ms, roll_jitter_ms): (i64, i64),
     ) -> Result<Segment> {
         let log_path = file_path(dir, base_offset, LOG_SUFFIX, suffix);
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(create)
-            .open(&log_path)
-            .map_err(|e| {
-                let what = if create { "create" } else { "open" };
-                EngineError::io(format!("{what} {}", log_path.display()), e)
-            })?;
+        let log = Self::open_log(&log_path, create).map_err(|e| {
+            let what = if create { "create" } else { "open" };
+            EngineError::io(format!("{what} {}", log_path.display()), e)
+        })?;
         let idx_path = file_path(dir, base_offset, INDEX_SUFFIX, suffix);
         let tidx_path = file_path(dir, base_offset, TIME_INDEX_SUFFIX, suffix);
         let offset_index = OffsetIndex::open(&idx_path, base_offset, max_index_bytes)
@@ -247,13 +257,17 @@ impl Segment {
             id: NEXT_SEGMENT_ID.fetch_add(1, Ordering::Relaxed),
             base_offset,
             dir: dir.to_path_buf(),
-            log,
+            log: Mutex::new(LogFile {
+                path: log_path,
+                file: Some(Arc::new(log)),
+            }),
             created_ms: now_ms,
             roll_jitter_ms,
             needs_recovery: Default::default(),
             synced_size: AtomicU64::new(0),
             verified_to: AtomicU64::new(0),
             read_map: Mutex::new(None),
+            active: Default::default(),
             state: Mutex::new(State {
                 size: 0,
                 next_offset: base_offset,
@@ -292,7 +306,11 @@ impl Segment {
             max_index_bytes,
             (now_ms, roll_jitter_ms),
         )?;
-        let len = seg.log.metadata().map_err(|e| seg.io_err("stat", e))?.len();
+        let len = seg
+            .log_file()?
+            .metadata()
+            .map_err(|e| seg.io_err("stat", e))?
+            .len();
         seg.state.lock().size = len;
         if let Err(e) = seg.load_tail_facts() {
             match e {
@@ -368,7 +386,7 @@ impl Segment {
     fn read_header_at(&self, pos: u64, size: u64) -> Result<BatchHeader> {
         let mut buf = [0u8; BATCH_HEADER_BYTES];
         let n = (size - pos).min(BATCH_HEADER_BYTES as u64) as usize;
-        self.log
+        self.log_file()?
             .read_exact_at(&mut buf[..n], pos)
             .map_err(|e| self.io_err("read batch header", e))?;
         let h = decode_header(&buf[..n]).map_err(|e| self.corrupt(pos, e))?;
@@ -413,7 +431,7 @@ impl Segment {
             return None;
         }
         let st = self.state.lock();
-        let (offset, position) = st.offset_index.lookup(durable_offset - 1);
+        let (offset, position) = st.offset_index.lookup(durable_offset - 1).ok()?;
         if position == 0 {
             return None;
         }
@@ -456,8 +474,10 @@ impl Segment {
                 // batch's own timestamp counted, so the last kept one is the maximum up
                 // to and including the resume batch.
                 let position = u32::try_from(*position).expect("segment positions fit u32");
-                st.offset_index.truncate_to_position(position + 1);
-                st.time_index.truncate_to_offset(h.next_offset());
+                st.offset_index
+                    .truncate_to_position(position + 1)
+                    .and_then(|()| st.time_index.truncate_to_offset(h.next_offset()))
+                    .map_err(|e| self.io_err("truncate the indexes of", e))?;
                 let (max_ts, offset_of_max) =
                     st.time_index.last().unwrap_or((-1, self.base_offset));
                 st.max_timestamp = max_ts;
@@ -471,8 +491,10 @@ impl Segment {
                 st.bytes_since_index_entry = 0;
             }
             None => {
-                st.offset_index.clear();
-                st.time_index.clear();
+                st.offset_index
+                    .clear()
+                    .and_then(|()| st.time_index.clear())
+                    .map_err(|e| self.io_err("clear the indexes of", e))?;
                 st.next_offset = self.base_offset;
                 st.max_timestamp = -1;
                 st.offset_of_max_timestamp = self.base_offset;
@@ -512,7 +534,7 @@ impl Segment {
                 "truncating segment at the first invalid batch"
             );
             *self.read_map.lock() = None;
-            self.log
+            self.log_file()?
                 .set_len(scan.valid_bytes)
                 .map_err(|e| self.io_err("truncate", e))?;
         }
@@ -530,19 +552,15 @@ impl Segment {
     /// Finds the valid batches from `start` on, the first of them at or above offset
     /// `floor`.
     fn scan_from(&self, start: u64, floor: u64) -> Result<ScanOutcome> {
-        let size = self
-            .log
-            .metadata()
-            .map_err(|e| self.io_err("stat", e))?
-            .len();
+        let log = self.log_file()?;
+        let size = log.metadata().map_err(|e| self.io_err("stat", e))?.len();
         let mut pos = start;
         let mut previous_next: Option<u64> = None;
         let mut buf = Vec::new();
         while pos < size {
             let mut header = [0u8; BATCH_HEADER_BYTES];
             let n = (size - pos).min(BATCH_HEADER_BYTES as u64) as usize;
-            self.log
-                .read_exact_at(&mut header[..n], pos)
+            log.read_exact_at(&mut header[..n], pos)
                 .map_err(|e| self.io_err("scan", e))?;
             let h = match decode_header(&header[..n]) {
                 Ok(h) => h,
@@ -564,8 +582,7 @@ impl Segment {
                 });
             }
             buf.resize(h.size, 0);
-            self.log
-                .read_exact_at(&mut buf, pos)
+            log.read_exact_at(&mut buf, pos)
                 .map_err(|e| self.io_err("scan", e))?;
             if let Err(e) = verify_batch(&buf) {
                 return Ok(ScanOutcome {
@@ -665,8 +682,14 @@ impl Segment {
             st.next_offset,
             st.bytes_since_index_entry,
         );
+        let log = self
+            .log
+            .lock()
+            .file
+            .clone()
+            .expect("an active segment holds its descriptor");
         // Written before the size moves, so readers never see a partial batch.
-        let written = write_all_vectored_at(&self.log, parts, pos)
+        let written = write_all_vectored_at(&log, parts, pos)
             .map_err(|e| self.io_err("append", e))
             .and_then(|()| {
                 Self::note_batch(&mut st, &h, pos, index_interval_bytes)
@@ -685,12 +708,17 @@ impl Segment {
                 st.next_offset,
                 st.bytes_since_index_entry,
             ) = before;
-            st.offset_index
-                .truncate_to_position(u32::try_from(pos).expect("segment positions fit u32"));
-            st.time_index.truncate_to_offset(h.base_offset);
+            let position = u32::try_from(pos).expect("segment positions fit u32");
+            let undone = st
+                .offset_index
+                .truncate_to_position(position)
+                .and_then(|()| st.time_index.truncate_to_offset(h.base_offset));
+            if let Err(undo) = undone {
+                tracing::error!(error = %undo, "cannot drop the index entries of a failed append from {}", self.log_path_locked(&st).display());
+            }
             // The writer is told this batch failed, so it must not come back: a complete
             // batch left past the committed size would be loaded by the next open.
-            if let Err(cut) = self.log.set_len(pos) {
+            if let Err(cut) = log.set_len(pos) {
                 tracing::error!(error = %cut, "cannot cut a failed append from {}", self.log_path_locked(&st).display());
             }
             return Err(e);
@@ -741,11 +769,17 @@ impl Segment {
                 .map_err(|e| self.io_err("final time index entry", e))?;
         }
         drop(st);
+        self.active.store(false, Ordering::Release);
+        *self.read_map.lock() = None;
+        self.log.lock().file = None;
         self.each_index("trim", |i| i.trim())
     }
 
     /// Re-expands the indexes of a segment that becomes (again) the active one.
     pub fn make_active(&self) -> Result<()> {
+        let file = self.log_file()?;
+        self.log.lock().file = Some(file);
+        self.active.store(true, Ordering::Release);
         self.each_index("preallocate", |i| i.preallocate())
     }
 
@@ -777,8 +811,14 @@ impl Segment {
             } else if kind == TIME_INDEX_SUFFIX {
                 st.time_index.renamed(&to);
             }
+            // The path changes with the file, so a sealed segment's next open finds it.
+            let mut log = (kind == LOG_SUFFIX).then(|| self.log.lock());
             match fs::rename(&from, &to) {
-                Ok(()) => {}
+                Ok(()) => {
+                    if let Some(log) = log.as_mut() {
+                        log.path = to.clone();
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::NotFound && kind != LOG_SUFFIX => {}
                 Err(e) => {
                     return Err(EngineError::io(
@@ -819,7 +859,9 @@ impl Segment {
     pub fn sync_data(&self) -> Result<()> {
         // Read before the fsync: only what was written before it is covered.
         let size = self.size();
-        self.log.sync_data().map_err(|e| self.io_err("fsync", e))?;
+        self.log_file()?
+            .sync_data()
+            .map_err(|e| self.io_err("fsync", e))?;
         self.synced_size.fetch_max(size, Ordering::Relaxed);
         Ok(())
     }
@@ -863,16 +905,30 @@ impl Segment {
         self.state.lock().size == 0
     }
 
+    /// What retention decides on, read under one lock.
+    pub fn retention_facts(&self) -> SegmentFacts {
+        let (size, max_timestamp) = {
+            let st = self.state.lock();
+            (st.size, st.max_timestamp)
+        };
+        SegmentFacts {
+            base_offset: self.base_offset,
+            size,
+            largest_timestamp: self.largest_timestamp_given(max_timestamp),
+            is_empty: size == 0,
+        }
+    }
+
     /// Kafka's `largestTimestamp()`: the largest record timestamp, else the file's mtime.
     pub fn largest_timestamp(&self) -> i64 {
-        let ts = self.state.lock().max_timestamp;
-        if ts >= 0 {
-            return ts;
+        self.largest_timestamp_given(self.state.lock().max_timestamp)
+    }
+
+    fn largest_timestamp_given(&self, max_timestamp: i64) -> i64 {
+        if max_timestamp >= 0 {
+            return max_timestamp;
         }
-        self.log
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
+        self.modified()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_millis() as i64)
     }
@@ -894,23 +950,36 @@ impl Segment {
     }
 
     /// Position of the batch holding `offset`, or earlier (index lookup).
-    pub fn lookup_position(&self, offset: u64) -> u64 {
-        u64::from(self.state.lock().offset_index.lookup(offset).1)
+    pub fn lookup_position(&self, offset: u64) -> Result<u64> {
+        let st = self.state.lock();
+        let (_, position) = st
+            .offset_index
+            .lookup(offset)
+            .map_err(|e| self.index_err(&st, e))?;
+        Ok(u64::from(position))
     }
 
     /// Offset-index entries as (offset, position), for searches by other keys.
-    pub fn index_entries(&self) -> Vec<(u64, u32)> {
+    pub fn index_entries(&self) -> Result<Vec<(u64, u32)>> {
         let st = self.state.lock();
-        (0..st.offset_index.entries())
-            .map(|i| st.offset_index.entry(i))
-            .collect()
+        st.offset_index.all().map_err(|e| self.index_err(&st, e))
     }
 
-    pub fn time_index_entries(&self) -> Vec<(i64, u64)> {
+    /// The last offset-index entry, known without reading the file.
+    pub fn last_index_entry(&self) -> Option<(u64, u32)> {
+        self.state.lock().offset_index.last()
+    }
+
+    pub fn time_index_entries(&self) -> Result<Vec<(i64, u64)>> {
         let st = self.state.lock();
-        (0..st.time_index.entries())
-            .map(|i| st.time_index.entry(i))
-            .collect()
+        st.time_index.all().map_err(|e| self.index_err(&st, e))
+    }
+
+    fn index_err(&self, st: &State, e: io::Error) -> EngineError {
+        EngineError::io(
+            format!("read the index of {}", self.log_path_locked(st).display()),
+            e,
+        )
     }
 
     /// Reads raw bytes of the `.log` (never past the committed size).
@@ -921,7 +990,7 @@ impl Segment {
             return Ok(Vec::new());
         }
         let mut buf = vec![0u8; (end - pos) as usize];
-        self.log
+        self.log_file()?
             .read_exact_at(&mut buf, pos)
             .map_err(|e| self.io_err("read", e))?;
         Ok(buf)
@@ -975,28 +1044,58 @@ impl Segment {
         if let Some(map) = slot.as_ref().filter(|m| m.len() as u64 >= size) {
             return Ok(map.clone());
         }
-        let len = size.div_ceil(MAP_STEP) * MAP_STEP;
+        let active = self.active.load(Ordering::Acquire);
+        // A sealed segment no longer grows: its mapping covers exactly the file.
+        let len = if active {
+            size.div_ceil(MAP_STEP) * MAP_STEP
+        } else {
+            size
+        };
+        let log = self.log_file()?;
         // SAFETY: the mapping may extend past the end of the file, but readers only touch
         // bytes below the committed size, which the file always holds: kpfs holds the
         // data directory lock, appends only grow the file, and the only truncations
         // (recovery at open) happen before a segment is shared or drop this
         // mapping first. A renamed or unlinked file stays mapped.
-        let map = unsafe { MmapOptions::new().len(len as usize).map(&self.log) }
+        let map = unsafe { MmapOptions::new().len(len as usize).map(&*log) }
             .map_err(|e| self.io_err("map", e))?;
         let map = Arc::new(map);
-        *slot = Some(map.clone());
+        if active {
+            *slot = Some(map.clone());
+        }
         Ok(map)
     }
 
     /// Sets the mtime of the `.log` (the cleaner keeps the source segment's time).
     pub fn set_modified(&self, time: std::time::SystemTime) -> Result<()> {
-        self.log
+        self.log_file()?
             .set_modified(time)
             .map_err(|e| self.io_err("set mtime", e))
     }
 
     pub fn modified(&self) -> Option<std::time::SystemTime> {
-        self.log.metadata().and_then(|m| m.modified()).ok()
+        fs::metadata(self.log.lock().path.as_path())
+            .and_then(|m| m.modified())
+            .ok()
+    }
+
+    fn open_log(path: &Path, create: bool) -> io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(create)
+            .open(path)
+    }
+
+    /// The `.log` descriptor: the one held, or the file opened by its current path.
+    fn log_file(&self) -> Result<Arc<File>> {
+        let log = self.log.lock();
+        match &log.file {
+            Some(file) => Ok(file.clone()),
+            None => Self::open_log(&log.path, false)
+                .map(Arc::new)
+                .map_err(|e| EngineError::io(format!("open {}", log.path.display()), e)),
+        }
     }
 
     fn io_err(&self, what: &str, e: io::Error) -> EngineError {

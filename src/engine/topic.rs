@@ -386,7 +386,7 @@ impl Topic {
         let seg = &snap.segments[seg_idx];
         let file_pos = match cursor.hint {
             Some((id, at)) if id == seg.id() => at,
-            _ => seg.lookup_position(cursor.next_offset),
+            _ => seg.lookup_position(cursor.next_offset)?,
         };
         let bytes = seg.mapped_batches(file_pos, (len - out.len()).clamp(8 << 10, 4 << 20))?;
         self.render_batches(cursor, seg, file_pos, &bytes, render, out, len)
@@ -497,7 +497,7 @@ impl Topic {
             return Ok(());
         };
         // Binary search the sparse index by the stream position of each entry's batch.
-        let entries = seg.index_entries();
+        let entries = seg.index_entries()?;
         let (mut lo, mut hi) = (0usize, entries.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -579,12 +579,7 @@ impl Topic {
             .snapshot()
             .segments
             .iter()
-            .map(|s| SegmentFacts {
-                base_offset: s.base_offset(),
-                size: s.size(),
-                largest_timestamp: s.largest_timestamp(),
-                is_empty: s.is_empty(),
-            })
+            .map(|s| s.retention_facts())
             .collect()
     }
 
@@ -596,32 +591,29 @@ impl Topic {
         let mut done = Vec::new();
         let now = self.clock.now_ms();
         let lso = self.log.log_start_offset();
-        let n = retention::log_start_breach(&self.segment_facts(), lso);
-        self.apply_deletion(
-            n,
-            DeletionCause::LogStartOffset {
-                log_start_offset: lso,
-            },
-            &config,
-            &mut done,
-        )?;
+        // Each step sees the segments the previous one left; read again only after a
+        // deletion, since a pass over 100,000 segments usually deletes nothing.
+        let mut facts = self.segment_facts();
+        let n = retention::log_start_breach(&facts, lso);
+        let cause = DeletionCause::LogStartOffset {
+            log_start_offset: lso,
+        };
+        self.apply_deletion(n, cause, &config, &mut facts, &mut done)?;
         if config.cleanup_policy.delete {
-            let facts = self.segment_facts();
             let total: u64 = facts.iter().map(|s| s.size).sum();
             let n = retention::size_breach(&facts, config.retention_bytes);
             let cause = DeletionCause::Size {
                 total_bytes: total,
                 retention_bytes: config.retention_bytes,
             };
-            self.apply_deletion(n, cause, &config, &mut done)?;
-            let facts = self.segment_facts();
+            self.apply_deletion(n, cause, &config, &mut facts, &mut done)?;
             let n = retention::time_breach(&facts, config.retention_ms, now);
             let cause = DeletionCause::Time {
                 retention_ms: config.retention_ms,
                 now_ms: now,
             };
-            self.apply_deletion(n, cause, &config, &mut done)?;
-            let future = retention::future_timestamp_segment(&self.segment_facts(), now);
+            self.apply_deletion(n, cause, &config, &mut facts, &mut done)?;
+            let future = retention::future_timestamp_segment(&facts, now);
             let previous = self
                 .future_timestamp_segment
                 .swap(future.map_or(-1, |b| b as i64), Ordering::Relaxed);
@@ -640,17 +632,18 @@ impl Topic {
         count: usize,
         cause: DeletionCause,
         config: &TopicConfig,
+        facts: &mut Vec<SegmentFacts>,
         done: &mut Vec<RetentionDeletion>,
     ) -> Result<()> {
         if count == 0 {
             return Ok(());
         }
-        let facts = self.segment_facts();
         let last = facts[count - 1].base_offset;
-        let reasons = explain_deletion(&facts, count, &cause);
+        let reasons = explain_deletion(facts, count, &cause);
         let rolls_first = count == facts.len();
         let log_end = self.log.log_end_offset();
         let segments = self.log.delete_segments_through(last, config)?;
+        *facts = self.segment_facts();
         let now = self.clock.now_ms();
         if rolls_first {
             self.events.record(
