@@ -478,6 +478,11 @@ fn varint_len(mut value: u64) -> usize {
     n
 }
 
+/// A key's or value's length as the format stores it: -1 for null.
+pub fn field_len(field: Option<&[u8]>) -> i64 {
+    field.map_or(-1, |f| f.len() as i64)
+}
+
 fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
@@ -538,17 +543,13 @@ impl BatchBuilder {
 
     /// Exact size of a batch holding just this record (Kafka checks a batch against the
     /// segment size; a record that cannot fit alone can never be appended).
-    pub fn single_record_batch_size(
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        line_body: usize,
-    ) -> usize {
-        let len = |f: Option<&[u8]>| varint_len(zigzag(f.map_or(-1, |b| b.len() as i64)));
+    /// Key and value lengths are -1 for null, as [`field_len`] gives.
+    pub fn single_record_batch_size(key_len: i64, value_len: i64, line_body: usize) -> usize {
         // The three deltas of a batch's first record are 0: one byte each.
         BATCH_HEADER_BYTES
             + 3
-            + len(key)
-            + len(value)
+            + varint_len(zigzag(key_len))
+            + varint_len(zigzag(value_len))
             + varint_len(line_body as u64 + 1)
             + line_body
             + 1
@@ -578,7 +579,15 @@ impl BatchBuilder {
             value.is_none_or(|v| line_body.ends_with(v)),
             "value is the line's suffix"
         );
-        self.push_meta(offset, timestamp, stream_pos, key, value, line_body.len());
+        let (key_len, value_len) = (field_len(key), field_len(value));
+        self.push_meta(
+            offset,
+            timestamp,
+            stream_pos,
+            key_len,
+            value_len,
+            line_body.len(),
+        );
         self.lines.extend_from_slice(line_body);
         self.lines.push(b'\n');
     }
@@ -586,13 +595,14 @@ impl BatchBuilder {
     /// Adds a record's metadata only: the caller supplies the lines section when it
     /// finishes the batch ([`BatchBuilder::finish_parts_with`]), so an append whose lines
     /// already sit contiguously in the written buffer is never copied.
+    /// Key and value lengths are -1 for null, as [`field_len`] gives.
     pub fn push_meta(
         &mut self,
         offset: u64,
         timestamp: i64,
         stream_pos: u64,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
+        key_len: i64,
+        value_len: i64,
         line_body_len: usize,
     ) {
         assert!(offset >= self.base_offset, "record offset below batch base");
@@ -611,8 +621,8 @@ impl BatchBuilder {
             offset - self.base_offset,
             zigzag(timestamp.wrapping_sub(self.base_timestamp)),
             stream_pos - self.base_stream_pos,
-            zigzag(key.map_or(-1, |k| k.len() as i64)),
-            zigzag(value.map_or(-1, |v| v.len() as i64)),
+            zigzag(key_len),
+            zigzag(value_len),
             line_body_len as u64 + 1,
         ] {
             n += put_varint(&mut entry[n..], v);
@@ -863,7 +873,11 @@ mod tests {
             b.push(5, 7, 9, key, value, line);
             let real = b.finish(None, 9 + line.len() as u64 + 1, None).len();
             assert_eq!(
-                BatchBuilder::single_record_batch_size(key, value, line.len()),
+                BatchBuilder::single_record_batch_size(
+                    field_len(key),
+                    field_len(value),
+                    line.len()
+                ),
                 real
             );
         }

@@ -23,13 +23,24 @@ use super::format::{
 };
 use super::segment::{RollReason, Segment, MAX_SEGMENT_FILE_BYTES};
 
-/// One record to append: the line protocol already split the line into key and value.
-#[derive(Clone, Copy, Debug)]
-pub struct PendingRecord<'a> {
-    pub key: Option<&'a [u8]>,
-    pub value: Option<&'a [u8]>,
-    /// The line without its newline; the record takes `line.len() + 1` stream bytes.
-    pub line: &'a [u8],
+/// One record to append, located in the written bytes; the line protocol already split
+/// the line into key and value. Positions rather than slices, so a write's records go
+/// into a reused buffer and an append allocates nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingRecord {
+    /// Where the line starts in the written bytes, and its length without the newline;
+    /// the record takes `line_len + 1` stream bytes.
+    pub line_start: usize,
+    pub line_len: usize,
+    /// Key and value lengths, -1 for null (the batch format's convention).
+    pub key_len: i64,
+    pub value_len: i64,
+}
+
+impl PendingRecord {
+    fn line<'a>(&self, data: &'a [u8]) -> &'a [u8] {
+        &data[self.line_start..self.line_start + self.line_len]
+    }
 }
 
 /// What an append did.
@@ -479,7 +490,7 @@ impl Log {
     pub fn append(
         &self,
         data: &[u8],
-        records: &[PendingRecord<'_>],
+        records: &[PendingRecord],
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
         self.check_not_poisoned()?;
@@ -500,7 +511,7 @@ impl Log {
         &self,
         writer: &mut WriterState,
         data: &[u8],
-        records: &[PendingRecord<'_>],
+        records: &[PendingRecord],
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
         let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
@@ -517,7 +528,7 @@ impl Log {
         // Whole-append checks first, so a refused write changes nothing.
         for r in records {
             let single =
-                BatchBuilder::single_record_batch_size(r.key, r.value, r.line.len()) as u64;
+                BatchBuilder::single_record_batch_size(r.key_len, r.value_len, r.line_len) as u64;
             if single > segment_size {
                 return Err(EngineError::RecordTooLarge {
                     message: format!(
@@ -542,20 +553,25 @@ impl Log {
             let mut contiguous = true;
             while i < records.len() {
                 let r = &records[i];
-                let add = BatchBuilder::record_size(r.line.len());
+                let add = BatchBuilder::record_size(r.line_len);
                 if builder.record_count() > 0 && builder.encoded_len() + add > batch_limit {
                     break;
                 }
-                builder.push_meta(next_offset, now, stream_end, r.key, r.value, r.line.len());
-                let at = (r.line.as_ptr() as usize).checked_sub(data.as_ptr() as usize);
-                match (run, at) {
-                    (None, Some(at)) => run = Some((at, at + r.line.len() + 1)),
-                    (Some((start, end)), Some(at)) if at == end => {
-                        run = Some((start, at + r.line.len() + 1))
-                    }
-                    _ => contiguous = false,
+                builder.push_meta(
+                    next_offset,
+                    now,
+                    stream_end,
+                    r.key_len,
+                    r.value_len,
+                    r.line_len,
+                );
+                let (at, next) = (r.line_start, r.line_start + r.line_len + 1);
+                match run {
+                    None => run = Some((at, next)),
+                    Some((start, end)) if at == end => run = Some((start, next)),
+                    Some(_) => contiguous = false,
                 }
-                stream_end += r.line.len() as u64 + 1;
+                stream_end += r.line_len as u64 + 1;
                 next_offset += 1;
                 i += 1;
             }
@@ -571,7 +587,7 @@ impl Log {
                 let buf = builder.lines_buffer();
                 buf.clear();
                 for r in &records[first..i] {
-                    buf.extend_from_slice(r.line);
+                    buf.extend_from_slice(r.line(data));
                     buf.push(b'\n');
                 }
             }
