@@ -219,3 +219,37 @@ fn second_open_of_a_data_dir_is_refused() {
     .unwrap_err();
     assert!(err.to_string().contains("in use by another kpfs"), "{err}");
 }
+
+/// A write that finishes an earlier write's line arrives as that line (`head`) and the
+/// rest (`body`): the log gets the same bytes as from one buffer, all or nothing.
+#[test]
+fn a_write_in_two_pieces_appends_what_one_buffer_would() {
+    let f = Fixture::new();
+    let one = f.topic("one");
+    let two = f.topic("two");
+    for t in [&one, &two] {
+        set(t, "parse.key=true\nkey.separator=:");
+    }
+    let (head, body) = (&b"k1:first\n"[..], &b"k2:second\nk3:third\n"[..]);
+    assert_eq!(one.append_lines(&[head, body].concat()).unwrap(), 3);
+    assert_eq!(two.append_lines_after(head, body).unwrap(), 3);
+    assert_eq!(two.append_lines_after(b"", b"k4:x\n").unwrap(), 1);
+    assert_eq!(one.append_lines(b"k4:x\n").unwrap(), 1);
+    let bytes =
+        |t: &kpfs::engine::Topic| std::fs::read(t.log().snapshot().active().log_path()).unwrap();
+    assert_eq!(bytes(&two), bytes(&one), "same batches, byte for byte");
+    assert_eq!(cat_string(&two), cat_string(&one));
+    // A bad line in the body refuses the head too.
+    let err = two.append_lines_after(b"k5:ok\n", b"k6:ok\nno-separator\n");
+    assert!(err.is_err());
+    assert_eq!(
+        two.log().log_end_offset(),
+        4,
+        "nothing of the write was appended"
+    );
+    // So does a bad head.
+    assert!(two
+        .append_lines_after(b"no-separator\n", b"k7:ok\n")
+        .is_err());
+    assert_eq!(two.log().log_end_offset(), 4);
+}

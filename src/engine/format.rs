@@ -703,20 +703,26 @@ impl BatchBuilder {
         stream_end: u64,
         delete_horizon_ms: Option<i64>,
     ) -> BatchParts<'_> {
-        self.finish_parts_with(&self.lines, last_offset, stream_end, delete_horizon_ms)
+        self.finish_parts_with(
+            [&self.lines, &[]],
+            last_offset,
+            stream_end,
+            delete_horizon_ms,
+        )
     }
 
-    /// [`BatchBuilder::finish_parts`] with the lines section supplied by the caller: every
-    /// pushed record's line, newline included, in order.
+    /// [`BatchBuilder::finish_parts`] with the lines section supplied by the caller, in
+    /// two pieces that follow each other: every pushed record's line, newline included,
+    /// in order.
     pub fn finish_parts_with<'a>(
         &'a self,
-        lines: &'a [u8],
+        lines: [&'a [u8]; 2],
         last_offset: Option<u64>,
         stream_end: u64,
         delete_horizon_ms: Option<i64>,
     ) -> BatchParts<'a> {
         assert_eq!(
-            lines.len(),
+            lines[0].len() + lines[1].len(),
             self.lines_len,
             "lines section matches the pushed records"
         );
@@ -765,7 +771,8 @@ impl BatchBuilder {
         crc.update(&h[BASE_OFFSET_AT..BASE_OFFSET_AT + 8]);
         crc.update(&h[CRC_COVERS_FROM..]);
         crc.update(&self.meta);
-        crc.update(lines);
+        crc.update(lines[0]);
+        crc.update(lines[1]);
         h[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.finalize().to_be_bytes());
         BatchParts {
             header: h,
@@ -775,26 +782,27 @@ impl BatchBuilder {
     }
 }
 
-/// A finished batch as header, record metadata and lines; written with one vectored
-/// write, so the lines are never copied into a batch buffer.
+/// A finished batch as header, record metadata and lines (in two pieces: a line an
+/// earlier write left unterminated, then the rest); written with one vectored write, so
+/// the lines are never copied into a batch buffer.
 #[derive(Debug)]
 pub struct BatchParts<'a> {
     pub header: [u8; BATCH_HEADER_BYTES],
     pub meta: &'a [u8],
-    pub lines: &'a [u8],
+    pub lines: [&'a [u8]; 2],
 }
 
 impl BatchParts<'_> {
     pub fn len(&self) -> usize {
-        BATCH_HEADER_BYTES + self.meta.len() + self.lines.len()
+        BATCH_HEADER_BYTES + self.meta.len() + self.lines[0].len() + self.lines[1].len()
     }
 
     pub fn is_empty(&self) -> bool {
         false
     }
 
-    pub fn slices(&self) -> [&[u8]; 3] {
-        [&self.header, self.meta, self.lines]
+    pub fn slices(&self) -> [&[u8]; 4] {
+        [&self.header, self.meta, self.lines[0], self.lines[1]]
     }
 
     pub fn to_vec(&self) -> Vec<u8> {

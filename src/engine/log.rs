@@ -38,8 +38,56 @@ pub struct PendingRecord {
 }
 
 impl PendingRecord {
-    fn line<'a>(&self, data: &'a [u8]) -> &'a [u8] {
-        &data[self.line_start..self.line_start + self.line_len]
+    fn line<'a>(&self, data: &WriteBytes<'a>) -> &'a [u8] {
+        data.slice(self.line_start, self.line_start + self.line_len)
+    }
+}
+
+/// The bytes of one write as the log appends them: `head`, complete lines that an earlier
+/// write began (its unterminated last line, finished by this write), then `body`.
+/// [`PendingRecord`] positions count from the start of `head`. Two pieces, so finishing a
+/// line does not mean copying the whole write behind it.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteBytes<'a> {
+    pub head: &'a [u8],
+    pub body: &'a [u8],
+}
+
+impl<'a> WriteBytes<'a> {
+    pub fn new(body: &'a [u8]) -> Self {
+        WriteBytes { head: &[], body }
+    }
+
+    pub fn len(&self) -> usize {
+        self.head.len() + self.body.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes `start..end`, which lie in one piece (`head` ends with a newline, and no
+    /// line spans the two).
+    fn slice(&self, start: usize, end: usize) -> &'a [u8] {
+        let h = self.head.len();
+        if end <= h {
+            &self.head[start..end]
+        } else {
+            &self.body[start - h..end - h]
+        }
+    }
+
+    /// Bytes `start..end` as the piece of `head` and the piece of `body` they cover.
+    fn pieces(&self, start: usize, end: usize) -> [&'a [u8]; 2] {
+        let h = self.head.len();
+        [
+            &self.head[start.min(h)..end.min(h)],
+            &self.body[start.max(h) - h..end.max(h) - h],
+        ]
+    }
+
+    fn byte(&self, at: usize) -> u8 {
+        self.slice(at, at + 1)[0]
     }
 }
 
@@ -489,7 +537,7 @@ impl Log {
     /// back to back with their newlines are written from `data` without a copy.
     pub fn append(
         &self,
-        data: &[u8],
+        data: WriteBytes<'_>,
         records: &[PendingRecord],
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
@@ -510,7 +558,7 @@ impl Log {
     fn append_locked(
         &self,
         writer: &mut WriterState,
-        data: &[u8],
+        data: WriteBytes<'_>,
         records: &[PendingRecord],
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
@@ -578,8 +626,10 @@ impl Log {
             // The written lines are the lines section when each is followed by its
             // newline in the buffer; otherwise (an unterminated last line) copy them.
             let in_place = match run {
-                Some((start, end)) if contiguous && end <= data.len() && data[end - 1] == b'\n' => {
-                    Some(&data[start..end])
+                Some((start, end))
+                    if contiguous && end <= data.len() && data.byte(end - 1) == b'\n' =>
+                {
+                    Some(data.pieces(start, end))
                 }
                 _ => None,
             };
@@ -587,7 +637,7 @@ impl Log {
                 let buf = builder.lines_buffer();
                 buf.clear();
                 for r in &records[first..i] {
-                    buf.extend_from_slice(r.line(data));
+                    buf.extend_from_slice(r.line(&data));
                     buf.push(b'\n');
                 }
             }

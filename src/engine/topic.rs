@@ -22,6 +22,7 @@ use super::format::{
 };
 use super::log::{
     sync_dir, AppendInfo, DeletedSegment, Durability, Log, LogSnapshot, OpenReport, PendingRecord,
+    WriteBytes,
 };
 use super::retention::{self, DeletionCause, SegmentFacts};
 use super::segment::Segment;
@@ -241,9 +242,24 @@ impl Topic {
     }
 
     pub fn append_lines_info(&self, data: &[u8]) -> Result<AppendInfo> {
+        self.append_write(WriteBytes::new(data))
+    }
+
+    /// [`Topic::append_lines`] of `head` followed by `body`, as one write: `head` holds
+    /// complete lines (an earlier write's unterminated line, finished by this one), so a
+    /// writer need not copy `body` behind it.
+    pub fn append_lines_after(&self, head: &[u8], body: &[u8]) -> Result<u64> {
+        assert!(
+            head.is_empty() || head.ends_with(b"\n"),
+            "the head of a write holds complete lines"
+        );
+        Ok(self.append_write(WriteBytes { head, body })?.records)
+    }
+
+    fn append_write(&self, data: WriteBytes<'_>) -> Result<AppendInfo> {
         let result = self.append_parsed(data);
         if let Err(e) = &result {
-            self.note_refused_append(e, count_lines(data));
+            self.note_refused_append(e, count_lines(data.head) + count_lines(data.body));
         }
         result
     }
@@ -261,11 +277,14 @@ impl Topic {
         }
     }
 
-    fn append_parsed(&self, data: &[u8]) -> Result<AppendInfo> {
+    fn append_parsed(&self, data: WriteBytes<'_>) -> Result<AppendInfo> {
         let config = self.config();
         let info = PARSED.with_borrow_mut(|records| {
             records.clear();
-            let appended = parse_lines(data, &config, &self.name, records).and_then(|()| {
+            let parsed = parse_lines(data.head, 0, &config, &self.name, records).and_then(|()| {
+                parse_lines(data.body, data.head.len(), &config, &self.name, records)
+            });
+            let appended = parsed.and_then(|()| {
                 if records.is_empty() {
                     return Ok(AppendInfo::default());
                 }
@@ -1179,10 +1198,11 @@ thread_local! {
 /// Parsed records [`PARSED`] keeps room for between writes (2 MiB).
 const PARSED_KEPT: usize = 1 << 16;
 
-/// Kafka's console-producer line protocol (`LineMessageReader`) over one write, into
-/// `records`.
+/// Kafka's console-producer line protocol (`LineMessageReader`) over a piece of one
+/// write that starts at position `base` of it, added to the write's `records`.
 fn parse_lines(
     data: &[u8],
+    base: usize,
     config: &TopicConfig,
     topic: &str,
     records: &mut Vec<PendingRecord>,
@@ -1190,9 +1210,8 @@ fn parse_lines(
     let null_marker = config.null_marker.as_deref();
     let max = config.max_message_bytes.max(0) as usize;
     let mut rest = data;
-    let mut line_number = 0u64;
     while !rest.is_empty() {
-        line_number += 1;
+        let line_number = records.len() + 1;
         let (line, line_end) = match memchr::memchr(b'\n', rest) {
             Some(i) => {
                 let line = &rest[..i];
@@ -1209,7 +1228,7 @@ fn parse_lines(
                 ),
             });
         }
-        let line_start = data.len() - rest.len() - line.len() - usize::from(line_end);
+        let line_start = base + data.len() - rest.len() - line.len() - usize::from(line_end);
         let (key, value) = if config.parse_key {
             let sep = &config.key_separator;
             let Some(at) = find(line, sep) else {

@@ -739,16 +739,28 @@ impl KpfsFs {
         data: &[u8],
         path: &str,
     ) -> FsResult<()> {
-        // The common case, no fragment waiting: the complete lines go to the engine
-        // straight from the request buffer, without a copy.
-        let direct = pending.is_empty();
+        // The complete lines go to the engine straight from the request buffer. A fragment
+        // an earlier write left (cat's 128 KiB or 1 MiB chunks rarely end on a newline)
+        // is finished with this write's first line, and only that line is copied.
         let kept = pending.len();
-        if !direct {
-            pending.extend_from_slice(data);
-        }
-        let buf: &[u8] = if direct { data } else { pending };
-        let complete = memchr::memrchr(b'\n', buf).map(|i| i + 1);
-        let rest_len = buf.len() - complete.unwrap_or(0);
+        let first_newline = if kept > 0 {
+            memchr::memchr(b'\n', data)
+        } else {
+            None
+        };
+        let (head_end, body) = match first_newline {
+            Some(nl) => {
+                pending.extend_from_slice(&data[..=nl]);
+                (pending.len(), &data[nl + 1..])
+            }
+            None => (0, data),
+        };
+        let complete = memchr::memrchr(b'\n', body).map(|i| i + 1);
+        let rest_len = if kept > 0 && first_newline.is_none() {
+            kept + data.len()
+        } else {
+            body.len() - complete.unwrap_or(0)
+        };
         if rest_len > 0 {
             // The engine would refuse this line at its end anyway; refusing now keeps a
             // newline-less stream from growing the buffer without bound.
@@ -769,22 +781,20 @@ impl KpfsFs {
                 return Err(self.refuse(path, libc::EFBIG, reason));
             }
         }
-        if direct {
-            if let Some(end) = complete {
-                topic
-                    .append_lines(&data[..end])
-                    .map_err(|e| self.engine_error(path, &e))?;
-            }
-            pending.extend_from_slice(&data[complete.unwrap_or(0)..]);
+        if kept > 0 && first_newline.is_none() {
+            // Still no newline: the fragment only grows.
+            pending.extend_from_slice(data);
             return Ok(());
         }
-        if let Some(end) = complete {
-            if let Err(e) = topic.append_lines(&pending[..end]) {
+        let complete_end = complete.unwrap_or(0);
+        if head_end > 0 || complete_end > 0 {
+            if let Err(e) = topic.append_lines_after(&pending[..head_end], &body[..complete_end]) {
                 pending.truncate(kept);
                 return Err(self.engine_error(path, &e));
             }
-            pending.drain(..end);
         }
+        pending.clear();
+        pending.extend_from_slice(&body[complete_end..]);
         Ok(())
     }
 
