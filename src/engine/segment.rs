@@ -126,6 +126,20 @@ impl Drop for MappedBatches {
     }
 }
 
+impl MappedBatches {
+    /// Splits off the bytes from `at` on; each part drops only its own pages.
+    pub fn split_off(&mut self, at: usize) -> MappedBatches {
+        assert!(at <= self.end - self.start, "split inside the mapped bytes");
+        let rest = MappedBatches {
+            map: self.map.clone(),
+            start: self.start + at,
+            end: self.end,
+        };
+        self.end = self.start + at;
+        rest
+    }
+}
+
 impl std::ops::Deref for MappedBatches {
     type Target = [u8];
 

@@ -25,7 +25,7 @@ use super::log::{
     WriteBytes,
 };
 use super::retention::{self, DeletionCause, SegmentFacts};
-use super::segment::Segment;
+use super::segment::{MappedBatches, Segment};
 
 /// File in the partition directory holding the topic's config overrides.
 pub const TOPIC_CONFIG_FILE: &str = "kpfs-topic.properties";
@@ -40,7 +40,7 @@ pub struct BackingFile {
 
 /// Where one open `log` handle is in the stream. Sequential reads continue from here;
 /// a read at another position repositions by stream position.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct LogCursor {
     positioned: bool,
     /// Kernel offset the next sequential read will ask for.
@@ -52,6 +52,10 @@ pub struct LogCursor {
     /// Rendered bytes not yet returned (the tail of the last batch rendered).
     pending: Vec<u8>,
     pending_at: usize,
+    /// Or, when the batch's stored lines were its rendering, the rest of them, still in
+    /// the segment's mapping: a batch is as big as a read, so most reads end inside one,
+    /// and copying its rest aside doubled the bytes every read copied.
+    pending_mapped: Option<MappedBatches>,
     /// (segment id, file position) of the batch after the last one rendered.
     hint: Option<(u64, u64)>,
     /// The bytes the last read returned, when it was small, and the kernel offset they
@@ -360,6 +364,14 @@ impl Topic {
             self.reposition(cursor, &snap, &render, pos)?;
         }
         let mut out = Vec::with_capacity(len.min(4 << 20));
+        if let Some(mut rest) = cursor.pending_mapped.take() {
+            let take = rest.len().min(len);
+            let later = rest.split_off(take);
+            out.extend_from_slice(&rest);
+            if !later.is_empty() {
+                cursor.pending_mapped = Some(later);
+            }
+        }
         let buffered = (cursor.pending.len() - cursor.pending_at).min(len);
         out.extend_from_slice(&cursor.pending[cursor.pending_at..cursor.pending_at + buffered]);
         cursor.pending_at += buffered;
@@ -367,7 +379,7 @@ impl Topic {
             cursor.pending.clear();
             cursor.pending_at = 0;
         }
-        while out.len() < len && cursor.pending.is_empty() {
+        while out.len() < len && cursor.pending.is_empty() && cursor.pending_mapped.is_none() {
             if !self.render_next_batches(cursor, &snap, &render, &mut out, len)? {
                 break;
             }
@@ -419,8 +431,8 @@ impl Topic {
             Some((id, at)) if id == seg.id() => at,
             _ => seg.lookup_position(cursor.next_offset)?,
         };
-        let bytes = seg.mapped_batches(file_pos, (len - out.len()).clamp(8 << 10, 4 << 20))?;
-        self.render_batches(cursor, seg, file_pos, &bytes, render, out, len)
+        let mut bytes = seg.mapped_batches(file_pos, (len - out.len()).clamp(8 << 10, 4 << 20))?;
+        self.render_batches(cursor, seg, file_pos, &mut bytes, render, out, len)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -429,18 +441,21 @@ impl Topic {
         cursor: &mut LogCursor,
         seg: &Segment,
         file_pos: u64,
-        bytes: &[u8],
+        mapped: &mut MappedBatches,
         render: &Render,
         out: &mut Vec<u8>,
         len: usize,
     ) -> Result<bool> {
+        let bytes: &[u8] = mapped;
         if bytes.is_empty() {
             return Ok(false);
         }
         out.reserve(bytes.len().min(len - out.len()));
         let mut scratch = Vec::new();
         let mut at = 0;
-        while at < bytes.len() && cursor.pending.is_empty() {
+        // Where the rest of a batch whose stored lines did not fit stays in the mapping.
+        let mut rest_at: Option<(usize, usize)> = None;
+        while at < bytes.len() && cursor.pending.is_empty() && rest_at.is_none() {
             let h = decode_header(&bytes[at..])
                 .map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
             if h.last_offset() >= cursor.next_offset && h.render_id == render.id && cursor.skip == 0
@@ -465,7 +480,9 @@ impl Topic {
                 let wanted = &lines[start..];
                 let take = wanted.len().min(len - out.len());
                 out.extend_from_slice(&wanted[..take]);
-                cursor.pending.extend_from_slice(&wanted[take..]);
+                if take < wanted.len() {
+                    rest_at = Some((at + h.lines_at() + start + take, at + h.size));
+                }
                 cursor.next_offset = h.next_offset();
             } else if h.last_offset() >= cursor.next_offset {
                 for rec in RecordIter::new(&h, &bytes[at..at + h.size]) {
@@ -491,6 +508,11 @@ impl Topic {
             }
             at += h.size;
         }
+        if let Some((from, batch_end)) = rest_at {
+            let mut rest = mapped.split_off(from);
+            drop(rest.split_off(batch_end - from));
+            cursor.pending_mapped = Some(rest);
+        }
         cursor.hint = Some((seg.id(), file_pos + at as u64));
         Ok(true)
     }
@@ -508,6 +530,7 @@ impl Topic {
         cursor.skip = 0;
         cursor.pending.clear();
         cursor.pending_at = 0;
+        cursor.pending_mapped = None;
         cursor.hint = None;
         cursor.next_offset = snap.log_start_offset;
         if pos == 0 {
