@@ -353,6 +353,50 @@ pub trait IndexLifecycle {
     }
 }
 
+/// An index's entries, decoded.
+pub trait IndexEntries: IndexLifecycle {
+    type Entry;
+
+    fn decode(&self, raw: &[u8]) -> Self::Entry;
+
+    fn entry(&self, i: usize) -> io::Result<Self::Entry> {
+        Ok(self.decode(&self.file().entry(i)?))
+    }
+
+    /// Known without reading the file.
+    fn last(&self) -> Option<Self::Entry> {
+        self.file().last().map(|e| self.decode(&e))
+    }
+
+    fn all(&self) -> io::Result<Vec<Self::Entry>> {
+        Ok(self
+            .file()
+            .all_entries()?
+            .iter()
+            .map(|e| self.decode(e))
+            .collect())
+    }
+}
+
+impl IndexEntries for OffsetIndex {
+    /// (offset, position in `.log`)
+    type Entry = (u64, u32);
+
+    fn decode(&self, e: &[u8]) -> (u64, u32) {
+        (self.base_offset + u64::from(be_u32(e)), be_u32(&e[4..]))
+    }
+}
+
+impl IndexEntries for TimeIndex {
+    /// (timestamp, offset)
+    type Entry = (i64, u64);
+
+    fn decode(&self, e: &[u8]) -> (i64, u64) {
+        let ts = i64::from_be_bytes(e[..8].try_into().expect("8 bytes"));
+        (ts, self.base_offset + u64::from(be_u32(&e[8..])))
+    }
+}
+
 impl IndexLifecycle for OffsetIndex {
     fn file(&self) -> &IndexFile {
         &self.inner
@@ -411,27 +455,6 @@ impl OffsetIndex {
 
     pub fn is_full(&self) -> bool {
         self.inner.is_full()
-    }
-
-    fn decode(&self, e: &[u8]) -> (u64, u32) {
-        (self.base_offset + u64::from(be_u32(e)), be_u32(&e[4..]))
-    }
-
-    pub fn entry(&self, i: usize) -> io::Result<(u64, u32)> {
-        Ok(self.decode(&self.inner.entry(i)?))
-    }
-
-    pub fn last(&self) -> Option<(u64, u32)> {
-        self.inner.last().map(|e| self.decode(&e))
-    }
-
-    pub fn all(&self) -> io::Result<Vec<(u64, u32)>> {
-        Ok(self
-            .inner
-            .all_entries()?
-            .iter()
-            .map(|e| self.decode(e))
-            .collect())
     }
 
     /// Appends (offset, position). Offsets must strictly increase.
@@ -504,28 +527,6 @@ impl TimeIndex {
     /// Kafka keeps one slot free for the entry written when the segment becomes inactive.
     pub fn is_full(&self) -> bool {
         self.inner.entries + 1 >= self.inner.max_entries
-    }
-
-    fn decode(&self, e: &[u8]) -> (i64, u64) {
-        let ts = i64::from_be_bytes(e[..8].try_into().expect("8 bytes"));
-        (ts, self.base_offset + u64::from(be_u32(&e[8..])))
-    }
-
-    pub fn entry(&self, i: usize) -> io::Result<(i64, u64)> {
-        Ok(self.decode(&self.inner.entry(i)?))
-    }
-
-    pub fn last(&self) -> Option<(i64, u64)> {
-        self.inner.last().map(|e| self.decode(&e))
-    }
-
-    pub fn all(&self) -> io::Result<Vec<(i64, u64)>> {
-        Ok(self
-            .inner
-            .all_entries()?
-            .iter()
-            .map(|e| self.decode(e))
-            .collect())
     }
 
     /// Appends unless `timestamp` is not greater than the last entry's (as Kafka).

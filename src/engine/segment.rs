@@ -22,7 +22,7 @@ use super::format::{
     self, decode_header, segment_file_name, verify_batch, BatchHeader, DecodeError,
     BATCH_HEADER_BYTES, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
-use super::index::{IndexLifecycle, OffsetIndex, TimeIndex};
+use super::index::{IndexEntries, IndexLifecycle, OffsetIndex, TimeIndex};
 use super::retention::SegmentFacts;
 
 static NEXT_SEGMENT_ID: AtomicU64 = AtomicU64::new(1);
