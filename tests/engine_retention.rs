@@ -227,3 +227,36 @@ fn leftover_deleted_files_are_removed_at_open() {
     assert!(!names(&t).iter().any(|n| n.ends_with(".deleted")));
     assert_eq!(t.log().log_start_offset(), 30);
 }
+
+/// The scheduler flushes rolled segments without the writer lock, from a snapshot;
+/// retention may meanwhile delete some of them and (with `file.delete.delay.ms=0`)
+/// remove their files. Such a segment needs no flush: the log must not be poisoned.
+#[test]
+fn flushing_rolled_segments_survives_their_concurrent_removal() {
+    use kpfs::engine::log::remove_files;
+    use kpfs::engine::segment::RollReason;
+    let f = Fixture::new();
+    let t = f.topic("r");
+    let config = t.config();
+    for i in 0..300 {
+        t.append_lines(format!("line-{i}\n").as_bytes()).unwrap();
+        t.log().roll(&config, RollReason::Size).unwrap();
+    }
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let flusher = {
+        let (t, barrier) = (t.clone(), barrier.clone());
+        std::thread::spawn(move || {
+            barrier.wait();
+            t.flush_rolled_segments().map_err(|e| e.to_string())
+        })
+    };
+    barrier.wait();
+    let last = t.log().snapshot().segments[250].base_offset();
+    for d in t.log().delete_segments_through(last, &config).unwrap() {
+        remove_files(&d.files).unwrap();
+    }
+    let flushed = flusher.join().unwrap();
+    assert_eq!(flushed, Ok(()));
+    assert_eq!(t.log().poison_reason(), None);
+    t.append_lines(b"after\n").unwrap();
+}

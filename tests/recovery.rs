@@ -871,6 +871,85 @@ fn r16_a_recreated_topic_does_not_inherit_a_recovery_point() {
     assert_eq!(fs::read_to_string(&path).unwrap(), "0\n1\nr 0 50\n");
     f.engine().delete_topic("r").unwrap();
     let t = f.engine().create_topic("r").unwrap();
-    assert_eq!(fs::read_to_string(&path).unwrap(), "0\n1\nr 0 0\n");
+    assert_eq!(
+        fs::read_to_string(&path).unwrap(),
+        "0\n0\n",
+        "the old point is gone"
+    );
     assert_eq!(t.recovery_point(), 0);
+}
+
+/// The batch recovery would resume at (the last index entry below the point) no longer
+/// passes its CRC (bit rot below the point): the segment is scanned whole, so the cut
+/// takes the batch's index entry with it and offsets go on from what survived.
+#[test]
+fn r17_a_damaged_batch_at_the_resume_point_is_cut_with_its_index_entry() {
+    let mut f = Fixture::new();
+    let t = f.topic("r");
+    set(
+        &t,
+        "internal.segment.bytes=1000000\nindex.interval.bytes=100",
+    );
+    for i in 0..5 {
+        t.append_lines(format!("first-{i}-{}\n", "p".repeat(40)).as_bytes())
+            .unwrap();
+    }
+    // One batch of 50 records: it gets the last index entry below the point.
+    let mut many = String::new();
+    for i in 0..50 {
+        many.push_str(&format!("many-{i}\n"));
+    }
+    t.append_lines(many.as_bytes()).unwrap();
+    t.sync().unwrap();
+    f.engine().run_flush_once().unwrap();
+    let point = t.log().log_end_offset();
+    assert_eq!(point, 55);
+    let entries = t.log().snapshot().active().index_entries().unwrap();
+    let (off, pos) = *entries.last().unwrap();
+    assert_eq!(
+        off, 54,
+        "the 50-record batch has the last entry: {entries:?}"
+    );
+    // Unsynced tail.
+    t.append_lines(b"tail-1\ntail-2\n").unwrap();
+    drop(t);
+    crash(&mut f);
+    let dir = f.dir.path().join("r-0");
+    let log_path = dir.join(segment_file_name(0, ".log"));
+    let mut bytes = fs::read(&log_path).unwrap();
+    let at = pos as usize + 80; // inside the resume batch's lines
+    bytes[at] ^= 0x5A;
+    fs::write(&log_path, bytes).unwrap();
+
+    let properties = fs::read_to_string(dir.join(TOPIC_CONFIG_FILE)).unwrap();
+    let overrides = TopicOverrides::from_properties(&properties).unwrap();
+    let config = BrokerConfig::defaults().resolve_topic(&overrides);
+    let clock: Arc<dyn Clock> = f.clock.clone();
+    let (log, _report) = Log::open(
+        &dir,
+        "r-0",
+        &config,
+        clock,
+        Durability::RecoveryPoint(point),
+    )
+    .unwrap();
+    let active = log.snapshot().active().clone();
+    let info = active.info();
+    assert!(
+        active
+            .last_index_entry()
+            .is_none_or(|(_, p)| u64::from(p) < info.size),
+        "index entry {:?} at or past the data ({} bytes)",
+        active.last_index_entry(),
+        info.size
+    );
+    assert_eq!(
+        log.log_end_offset(),
+        5,
+        "cut before the damaged 50-record batch"
+    );
+    drop(log);
+    start(&mut f);
+    let t = f.topic("r");
+    assert_eq!(t.append_lines_info(b"next\n").unwrap().first_offset, 5);
 }

@@ -176,6 +176,9 @@ impl IndexFile {
     /// How many leading entries satisfy `pred`, which must hold for a prefix of them:
     /// a binary search, reading a sealed file once per probe.
     fn count_prefix(&self, pred: impl Fn(&[u8]) -> bool) -> io::Result<usize> {
+        if self.entries == 0 {
+            return Ok(0);
+        }
         let source = self.source()?;
         let (mut lo, mut hi) = (0, self.entries);
         while lo < hi {

@@ -541,8 +541,9 @@ impl Log {
         records: &[PendingRecord],
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
-        self.check_not_poisoned()?;
         let mut writer = self.writer.lock();
+        // Under the writer lock: a close or a failure that got it first is seen here.
+        self.check_not_poisoned()?;
         if writer.deleted {
             return Err(EngineError::UnknownTopic {
                 name: self.partition.trim_end_matches("-0").to_string(),
@@ -879,15 +880,28 @@ impl Log {
         Ok(())
     }
 
-    /// Flushes sealed segments no fsync has covered yet.
+    /// Flushes sealed segments no fsync has covered yet. A segment retention or the
+    /// cleaner took out of the log meanwhile (and whose files may be gone) needs none.
     fn flush_sealed(&self, snap: &LogSnapshot) -> Result<()> {
         let (_, sealed) = snap.segments.split_last().expect("a log has a segment");
         for s in sealed {
             if s.synced_size() < s.size() {
-                s.flush()?;
+                if let Err(e) = s.flush() {
+                    if self.holds(s) {
+                        return Err(e);
+                    }
+                }
             }
         }
         Ok(())
+    }
+
+    /// Whether `segment` is still one of the log's segments.
+    fn holds(&self, segment: &Segment) -> bool {
+        self.snapshot()
+            .segments
+            .iter()
+            .any(|s| s.id() == segment.id())
     }
 
     /// Kafka's `flush-log` task after a roll: flushes the segments below the active one
@@ -928,9 +942,13 @@ impl Log {
         Ok(())
     }
 
-    /// Clean close: flush every segment and trim the active segment's indexes.
+    /// Clean close: flush every segment and trim the active segment's indexes. Later
+    /// appends are refused (a FUSE request that outlived the session's drain).
     pub fn close(&self) -> Result<()> {
         let _w = self.writer.lock();
+        self.poisoned
+            .lock()
+            .get_or_insert_with(|| "the data directory was closed".to_string());
         let snap = self.snapshot();
         // Sealed first: its final time-index entry and trimmed files are flushed too.
         snap.active().seal()?;

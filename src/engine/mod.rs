@@ -355,6 +355,13 @@ impl Engine {
                 name: name.to_string(),
             });
         }
+        // A topic of the same name deleted earlier may still have a recovery point in
+        // the file: it must not vouch for this topic's unsynced records, so the file is
+        // rewritten without it before the topic exists. (Only then: a rewrite per mkdir
+        // would make creating n topics cost n^2.)
+        if self.inner.recovery_checkpoint.lock().0.contains_key(name) {
+            save_recovery_checkpoint(&self.inner, &topics)?;
+        }
         let dir = self
             .inner
             .data_dir
@@ -369,12 +376,6 @@ impl Engine {
         log::sync_dir(&self.inner.data_dir)?;
         let topic = Arc::new(topic);
         topics.insert(name.to_string(), topic.clone());
-        // A topic of the same name deleted earlier may still have a recovery point in
-        // the file: it must not vouch for this topic's unsynced records. (Only then: a
-        // rewrite per mkdir would make creating n topics cost n^2.)
-        if self.inner.recovery_checkpoint.lock().0.contains_key(name) {
-            save_recovery_checkpoint(&self.inner, &topics)?;
-        }
         tracing::info!(topic = name, "created topic");
         Ok(topic)
     }

@@ -439,7 +439,9 @@ impl Segment {
     }
 
     /// The batch at the last offset-index entry wholly below `durable_offset`, if the
-    /// entry names a batch that really ends at its offset, with the segment's first batch.
+    /// entry names a batch that really ends at its offset and passes its CRC (bit rot
+    /// below the point must not leave an entry behind the cut), with the segment's first
+    /// batch.
     fn resume_point(&self, durable_offset: u64) -> Option<Resume> {
         if durable_offset <= self.base_offset {
             return None;
@@ -457,6 +459,12 @@ impl Segment {
         }
         let at = self.read_header_at(position, size).ok()?;
         let first = self.read_header_at(0, position).ok()?;
+        let mut batch = vec![0u8; at.size];
+        self.log_file()
+            .ok()?
+            .read_exact_at(&mut batch, position)
+            .ok()?;
+        verify_batch(&batch).ok()?;
         (at.last_offset() == offset && at.next_offset() <= durable_offset).then_some(Resume {
             position,
             at,
@@ -696,12 +704,12 @@ impl Segment {
             st.next_offset,
             st.bytes_since_index_entry,
         );
-        let log = self
-            .log
-            .lock()
-            .file
-            .clone()
-            .expect("an active segment holds its descriptor");
+        let Some(log) = self.log.lock().file.clone() else {
+            return Err(self.io_err(
+                "append",
+                io::Error::other("the segment is sealed and holds no descriptor"),
+            ));
+        };
         // Written before the size moves, so readers never see a partial batch.
         let written = write_all_vectored_at(&log, parts, pos)
             .map_err(|e| self.io_err("append", e))

@@ -67,6 +67,16 @@ pub struct LogCursor {
     replay_at: u64,
 }
 
+/// See [`Topic::retention_view`].
+struct RetentionView {
+    facts: Vec<SegmentFacts>,
+    segments: Arc<Vec<Arc<Segment>>>,
+    log_end: u64,
+}
+
+/// How often one read starts again on a fresh snapshot after a segment vanished under it.
+const STALE_READ_RETRIES: u32 = 3;
+
 /// Reads up to this size are kept for re-reads after a short seek back.
 const REPLAY_LIMIT: usize = 64 << 10;
 
@@ -349,9 +359,19 @@ impl Topic {
     /// Reads up to `len` bytes of the rendered stream at kernel offset `pos`. Never blocks;
     /// returns an empty vector at the end.
     pub fn read_log(&self, cursor: &mut LogCursor, pos: u64, len: usize) -> Result<Vec<u8>> {
+        self.read_log_in(cursor, pos, len, self.log.snapshot())
+    }
+
+    /// [`Topic::read_log`] starting from `snap`, which may already be outdated.
+    fn read_log_in(
+        &self,
+        cursor: &mut LogCursor,
+        pos: u64,
+        len: usize,
+        mut snap: LogSnapshot,
+    ) -> Result<Vec<u8>> {
         let config = self.config();
         let render = Render::new(&config);
-        let snap = self.log.snapshot();
         if cursor.positioned && pos != cursor.next_pos {
             let replay_end = cursor.replay_at + cursor.replay.len() as u64;
             if pos >= cursor.replay_at && pos < replay_end && replay_end == cursor.next_pos {
@@ -361,7 +381,14 @@ impl Topic {
             }
         }
         if !cursor.positioned || pos != cursor.next_pos {
-            self.reposition(cursor, &snap, &render, pos)?;
+            let mut attempts = 0;
+            while let Err(e) = self.reposition(cursor, &snap, &render, pos) {
+                attempts += 1;
+                if attempts > STALE_READ_RETRIES || !self.outdated(&snap) {
+                    return Err(e);
+                }
+                snap = self.log.snapshot();
+            }
         }
         let mut out = Vec::with_capacity(len.min(4 << 20));
         if let Some(mut rest) = cursor.pending_mapped.take() {
@@ -379,9 +406,18 @@ impl Topic {
             cursor.pending.clear();
             cursor.pending_at = 0;
         }
+        let mut attempts = 0;
         while out.len() < len && cursor.pending.is_empty() && cursor.pending_mapped.is_none() {
-            if !self.render_next_batches(cursor, &snap, &render, &mut out, len)? {
-                break;
+            match self.render_next_batches(cursor, &snap, &render, &mut out, len) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    attempts += 1;
+                    if attempts > STALE_READ_RETRIES || !self.outdated(&snap) {
+                        return Err(e);
+                    }
+                    snap = self.log.snapshot();
+                }
             }
         }
         cursor.next_pos = pos + out.len() as u64;
@@ -391,6 +427,19 @@ impl Topic {
             cursor.replay_at = pos;
         }
         Ok(out)
+    }
+
+    /// Whether `snap` lists a segment the log no longer holds. Sealed segments keep no
+    /// descriptor, so once retention or the cleaner removed one its files may be gone and
+    /// reading it through an old snapshot fails; such a read retries on a fresh snapshot,
+    /// where the cursor moves on to the log start or the cleaned segment.
+    fn outdated(&self, snap: &LogSnapshot) -> bool {
+        let fresh = self.log.snapshot();
+        let mut live: Vec<u64> = fresh.segments.iter().map(|s| s.id()).collect();
+        live.sort_unstable();
+        snap.segments
+            .iter()
+            .any(|s| live.binary_search(&s.id()).is_err())
     }
 
     /// Renders whole batches from the cursor's offset into `out` until it holds `len`
@@ -637,6 +686,29 @@ impl Topic {
             .collect()
     }
 
+    /// Retention's view of the segments, taken again (see [`Topic::refresh`]) before each
+    /// step only if the log changed since.
+    fn retention_view(&self) -> RetentionView {
+        let snap = self.log.snapshot();
+        RetentionView {
+            facts: snap.segments.iter().map(|s| s.retention_facts()).collect(),
+            log_end: snap.active().next_offset(),
+            segments: snap.segments,
+        }
+    }
+
+    /// A step decides on facts no append, roll, deletion or cleaner swap has overtaken
+    /// (all of them change the segment list or the log end), and a pass over 100,000
+    /// idle segments reads each segment's facts once, not once per step.
+    fn refresh(&self, view: &mut RetentionView) {
+        let snap = self.log.snapshot();
+        if !Arc::ptr_eq(&snap.segments, &view.segments)
+            || snap.active().next_offset() != view.log_end
+        {
+            *view = self.retention_view();
+        }
+    }
+
     /// Kafka's `deleteOldSegments`: log-start breach, then (with `delete` in the policy)
     /// size, then time, each step re-reading the segment list. `with_time_and_size` is
     /// false for callers that must only apply the log-start rule.
@@ -645,29 +717,30 @@ impl Topic {
         let mut done = Vec::new();
         let now = self.clock.now_ms();
         let lso = self.log.log_start_offset();
-        // Each step sees the segments the previous one left; read again only after a
-        // deletion, since a pass over 100,000 segments usually deletes nothing.
-        let mut facts = self.segment_facts();
-        let n = retention::log_start_breach(&facts, lso);
+        let mut view = self.retention_view();
+        let n = retention::log_start_breach(&view.facts, lso);
         let cause = DeletionCause::LogStartOffset {
             log_start_offset: lso,
         };
-        self.apply_deletion(n, cause, &config, &mut facts, &mut done)?;
+        self.apply_deletion(n, cause, &config, &view.facts, &mut done)?;
         if config.cleanup_policy.delete {
-            let total: u64 = facts.iter().map(|s| s.size).sum();
-            let n = retention::size_breach(&facts, config.retention_bytes);
+            self.refresh(&mut view);
+            let total: u64 = view.facts.iter().map(|s| s.size).sum();
+            let n = retention::size_breach(&view.facts, config.retention_bytes);
             let cause = DeletionCause::Size {
                 total_bytes: total,
                 retention_bytes: config.retention_bytes,
             };
-            self.apply_deletion(n, cause, &config, &mut facts, &mut done)?;
-            let n = retention::time_breach(&facts, config.retention_ms, now);
+            self.apply_deletion(n, cause, &config, &view.facts, &mut done)?;
+            self.refresh(&mut view);
+            let n = retention::time_breach(&view.facts, config.retention_ms, now);
             let cause = DeletionCause::Time {
                 retention_ms: config.retention_ms,
                 now_ms: now,
             };
-            self.apply_deletion(n, cause, &config, &mut facts, &mut done)?;
-            let future = retention::future_timestamp_segment(&facts, now);
+            self.apply_deletion(n, cause, &config, &view.facts, &mut done)?;
+            self.refresh(&mut view);
+            let future = retention::future_timestamp_segment(&view.facts, now);
             let previous = self
                 .future_timestamp_segment
                 .swap(future.map_or(-1, |b| b as i64), Ordering::Relaxed);
@@ -686,7 +759,7 @@ impl Topic {
         count: usize,
         cause: DeletionCause,
         config: &TopicConfig,
-        facts: &mut Vec<SegmentFacts>,
+        facts: &[SegmentFacts],
         done: &mut Vec<RetentionDeletion>,
     ) -> Result<()> {
         if count == 0 {
@@ -697,7 +770,6 @@ impl Topic {
         let rolls_first = count == facts.len();
         let log_end = self.log.log_end_offset();
         let segments = self.log.delete_segments_through(last, config)?;
-        *facts = self.segment_facts();
         let now = self.clock.now_ms();
         if rolls_first {
             self.events.record(
@@ -1297,5 +1369,46 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
         [] => None,
         [byte] => memchr::memchr(*byte, haystack),
         _ => memchr::memmem::find(haystack, needle),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::clock::ManualClock;
+    use crate::engine::log::remove_files;
+    use crate::engine::segment::RollReason;
+
+    /// Sealed segments hold no descriptor, so once retention removed one its files are
+    /// gone: a read through a snapshot taken before starts again on a fresh one, at the
+    /// log start, instead of failing.
+    #[test]
+    fn a_read_through_an_outdated_snapshot_starts_again_at_the_log_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Arc::new(RwLock::new(BrokerConfig::defaults()));
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_764_430_000_000));
+        let (topic, _) = Topic::open(
+            "t",
+            &dir.path().join("t-0"),
+            broker,
+            clock,
+            Durability::CleanShutdown,
+        )
+        .unwrap();
+        let config = topic.config();
+        for i in 0..3 {
+            topic
+                .append_lines(format!("line-{i}\n").as_bytes())
+                .unwrap();
+            topic.log.roll(&config, RollReason::Size).unwrap();
+        }
+        let outdated = topic.log.snapshot();
+        for d in topic.log.delete_segments_through(1, &config).unwrap() {
+            remove_files(&d.files).unwrap();
+        }
+        let mut cursor = LogCursor::default();
+        let bytes = topic.read_log_in(&mut cursor, 0, 100, outdated).unwrap();
+        assert_eq!(bytes, b"line-2\n");
+        assert_eq!(topic.stats.reader_skips.load(Ordering::Relaxed), 1);
     }
 }
