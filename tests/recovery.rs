@@ -869,6 +869,12 @@ fn r16_a_recreated_topic_does_not_inherit_a_recovery_point() {
     f.engine().run_flush_once().unwrap();
     let path = f.dir.path().join(RECOVERY_CHECKPOINT_FILE);
     assert_eq!(fs::read_to_string(&path).unwrap(), "0\n1\nr 0 50\n");
+    assert!(
+        f.topic("r")
+            .status_text()
+            .contains("\nrecovery_point: 50\n"),
+        "status shows the point"
+    );
     f.engine().delete_topic("r").unwrap();
     let t = f.engine().create_topic("r").unwrap();
     assert_eq!(

@@ -832,6 +832,9 @@ impl Topic {
         line("topic", self.name.clone());
         line("log_start_offset", snap.log_start_offset.to_string());
         line("log_end_offset", active.next_offset.to_string());
+        // Kafka's recovery point: everything below it is on stable storage; a crash makes
+        // the next mount validate what lies above it.
+        line("recovery_point", self.log.recovery_point().to_string());
         line("size_bytes", size.to_string());
         line("segment_count", snap.segments.len().to_string());
         line("active_segment_base_offset", active.base_offset.to_string());
