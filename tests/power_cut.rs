@@ -47,18 +47,6 @@ enum Loss {
     Garbage,
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 /// Copies the data directory and loses the unsynced bytes of every segment of the copy.
 /// Returns the copy and how many segment files lost bytes.
 fn power_cut(f: &Fixture, t: &Topic, rng: &mut Rng, loss: Loss) -> (tempfile::TempDir, usize) {

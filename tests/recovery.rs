@@ -86,18 +86,6 @@ fn flip_byte(path: &Path, at: u64) {
     fs::write(path, bytes).unwrap();
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 /// A plain topic of several small segments, one batch per line, with a clock step
 /// between appends so every batch has its own timestamp.
 fn plain_topic(f: &Fixture, lines: usize) -> (Arc<Topic>, String) {

@@ -2,6 +2,7 @@
 //! a reader that drains a topic's `log` stream the way `cat` does.
 #![allow(dead_code)]
 
+use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -100,5 +101,19 @@ pub fn proptest_seed() -> proptest::test_runner::RngSeed {
         proptest::test_runner::RngSeed::Fixed(0x6b70_6673)
     } else {
         proptest::test_runner::RngSeed::Random
+    }
+}
+
+/// A copy of a data directory as std::fs reads it (the page cache: what a crash of kpfs,
+/// not of the machine, leaves).
+pub fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
     }
 }
