@@ -34,6 +34,17 @@ pub const MAX_SEGMENT_FILE_BYTES: u64 = u32::MAX as u64;
 struct State {
     /// Committed bytes of `.log`: readers never look past this.
     size: u64,
+    /// What the batches so far add up to; a failed append puts it back as it was.
+    tally: Tally,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    /// Suffix currently appended to every file name ("" or ".deleted").
+    suffix: String,
+}
+
+/// A segment's running facts, each batch's bookkeeping (`note_batch`) moves them on.
+#[derive(Clone, Copy, Debug)]
+struct Tally {
     /// Offset after the last batch (the base offset while empty).
     next_offset: u64,
     /// Largest record timestamp so far, -1 when none.
@@ -50,10 +61,22 @@ struct State {
     /// header read before recovery is not trusted for that, its CRC was never checked.
     stream_floor: u64,
     bytes_since_index_entry: u64,
-    offset_index: OffsetIndex,
-    time_index: TimeIndex,
-    /// Suffix currently appended to every file name ("" or ".deleted").
-    suffix: String,
+}
+
+impl Tally {
+    /// No batch yet: the stream stands at `stream_pos`.
+    fn empty(base_offset: u64, stream_pos: u64) -> Tally {
+        Tally {
+            next_offset: base_offset,
+            max_timestamp: -1,
+            offset_of_max_timestamp: base_offset,
+            first_batch_timestamp: None,
+            stream_start: None,
+            stream_end: stream_pos,
+            stream_floor: stream_pos,
+            bytes_since_index_entry: 0,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -284,14 +307,7 @@ impl Segment {
             active: Default::default(),
             state: Mutex::new(State {
                 size: 0,
-                next_offset: base_offset,
-                max_timestamp: -1,
-                offset_of_max_timestamp: base_offset,
-                first_batch_timestamp: None,
-                stream_start: None,
-                stream_end: stream_pos,
-                stream_floor: stream_pos,
-                bytes_since_index_entry: 0,
+                tally: Tally::empty(base_offset, stream_pos),
                 offset_index,
                 time_index,
                 suffix: suffix.to_string(),
@@ -355,8 +371,8 @@ impl Segment {
             return Ok(());
         }
         let first = self.read_header_at(0, st.size)?;
-        st.first_batch_timestamp = Some(first.base_timestamp);
-        st.stream_start = Some(first.base_stream_pos);
+        st.tally.first_batch_timestamp = Some(first.base_timestamp);
+        st.tally.stream_start = Some(first.base_stream_pos);
         let (mut max_ts, mut offset_of_max) =
             st.time_index.last().unwrap_or((-1, self.base_offset));
         let mut pos = u64::from(st.offset_index.last().map_or(0, |(_, p)| p));
@@ -389,11 +405,11 @@ impl Segment {
             offset_of_max = first.last_offset();
         }
         if let Some(h) = last {
-            st.next_offset = h.next_offset();
-            st.stream_end = h.stream_end();
+            st.tally.next_offset = h.next_offset();
+            st.tally.stream_end = h.stream_end();
         }
-        st.max_timestamp = max_ts;
-        st.offset_of_max_timestamp = offset_of_max;
+        st.tally.max_timestamp = max_ts;
+        st.tally.offset_of_max_timestamp = offset_of_max;
         Ok(())
     }
 
@@ -500,30 +516,26 @@ impl Segment {
                     .truncate_to_position(position + 1)
                     .and_then(|()| st.time_index.truncate_to_offset(h.next_offset()))
                     .map_err(|e| self.io_err("truncate the indexes of", e))?;
-                let (max_ts, offset_of_max) =
+                let (max_timestamp, offset_of_max_timestamp) =
                     st.time_index.last().unwrap_or((-1, self.base_offset));
-                st.max_timestamp = max_ts;
-                st.offset_of_max_timestamp = offset_of_max;
-                st.first_batch_timestamp = Some(first.base_timestamp);
-                st.stream_start = Some(first.base_stream_pos);
-                st.stream_floor = first.base_stream_pos;
-                st.next_offset = h.base_offset;
-                st.stream_end = h.base_stream_pos;
-                // The resume batch already has its entry: none again for it.
-                st.bytes_since_index_entry = 0;
+                st.tally = Tally {
+                    next_offset: h.base_offset,
+                    max_timestamp,
+                    offset_of_max_timestamp,
+                    first_batch_timestamp: Some(first.base_timestamp),
+                    stream_start: Some(first.base_stream_pos),
+                    stream_end: h.base_stream_pos,
+                    stream_floor: first.base_stream_pos,
+                    // The resume batch already has its entry: none again for it.
+                    bytes_since_index_entry: 0,
+                };
             }
             None => {
                 st.offset_index
                     .clear()
                     .and_then(|()| st.time_index.clear())
                     .map_err(|e| self.io_err("clear the indexes of", e))?;
-                st.next_offset = self.base_offset;
-                st.max_timestamp = -1;
-                st.offset_of_max_timestamp = self.base_offset;
-                st.first_batch_timestamp = None;
-                st.stream_start = None;
-                st.stream_end = st.stream_floor;
-                st.bytes_since_index_entry = 0;
+                st.tally = Tally::empty(self.base_offset, st.tally.stream_floor);
             }
         }
         st.size = start;
@@ -647,25 +659,25 @@ impl Segment {
         pos: u64,
         index_interval_bytes: u64,
     ) -> io::Result<()> {
-        if h.max_timestamp > st.max_timestamp {
-            st.max_timestamp = h.max_timestamp;
-            st.offset_of_max_timestamp = h.last_offset();
+        if h.max_timestamp > st.tally.max_timestamp {
+            st.tally.max_timestamp = h.max_timestamp;
+            st.tally.offset_of_max_timestamp = h.last_offset();
         }
-        if st.first_batch_timestamp.is_none() {
-            st.first_batch_timestamp = Some(h.base_timestamp);
-            st.stream_start = Some(h.base_stream_pos);
-            st.stream_floor = h.base_stream_pos;
+        if st.tally.first_batch_timestamp.is_none() {
+            st.tally.first_batch_timestamp = Some(h.base_timestamp);
+            st.tally.stream_start = Some(h.base_stream_pos);
+            st.tally.stream_floor = h.base_stream_pos;
         }
-        if st.bytes_since_index_entry > index_interval_bytes {
+        if st.tally.bytes_since_index_entry > index_interval_bytes {
             let position = u32::try_from(pos).expect("segment positions fit u32");
             st.offset_index.append(h.last_offset(), position)?;
-            let (ts, off) = (st.max_timestamp, st.offset_of_max_timestamp);
+            let (ts, off) = (st.tally.max_timestamp, st.tally.offset_of_max_timestamp);
             st.time_index.maybe_append(ts, off)?;
-            st.bytes_since_index_entry = 0;
+            st.tally.bytes_since_index_entry = 0;
         }
-        st.bytes_since_index_entry += h.size as u64;
-        st.next_offset = h.next_offset();
-        st.stream_end = h.stream_end();
+        st.tally.bytes_since_index_entry += h.size as u64;
+        st.tally.next_offset = h.next_offset();
+        st.tally.stream_end = h.stream_end();
         Ok(())
     }
 
@@ -683,10 +695,10 @@ impl Segment {
         assert_eq!(len, h.size, "batch parts add up to the batch size");
         let mut st = self.state.lock();
         assert!(
-            h.base_offset >= st.next_offset,
+            h.base_offset >= st.tally.next_offset,
             "offsets must strictly increase: batch base {} below segment next offset {}",
             h.base_offset,
-            st.next_offset
+            st.tally.next_offset
         );
         let pos = st.size;
         assert!(
@@ -694,16 +706,7 @@ impl Segment {
             "segment would exceed 4 GiB"
         );
         // What note_batch may change before it fails, to undo a failed append whole.
-        let before = (
-            st.max_timestamp,
-            st.offset_of_max_timestamp,
-            st.first_batch_timestamp,
-            st.stream_start,
-            st.stream_floor,
-            st.stream_end,
-            st.next_offset,
-            st.bytes_since_index_entry,
-        );
+        let before = st.tally;
         let Some(log) = self.log.lock().file.clone() else {
             return Err(self.io_err(
                 "append",
@@ -720,16 +723,7 @@ impl Segment {
         if let Err(e) = written {
             // Otherwise the final time-index entry written at close would name an offset
             // that does not exist.
-            (
-                st.max_timestamp,
-                st.offset_of_max_timestamp,
-                st.first_batch_timestamp,
-                st.stream_start,
-                st.stream_floor,
-                st.stream_end,
-                st.next_offset,
-                st.bytes_since_index_entry,
-            ) = before;
+            st.tally = before;
             let position = u32::try_from(pos).expect("segment positions fit u32");
             let undone = st
                 .offset_index
@@ -767,7 +761,7 @@ impl Segment {
             return Some(RollReason::Size);
         }
         if st.size > 0 {
-            let waited = match st.first_batch_timestamp {
+            let waited = match st.tally.first_batch_timestamp {
                 Some(first) if first >= 0 => incoming_max_timestamp - first,
                 _ => now_ms - self.created_ms,
             };
@@ -784,7 +778,7 @@ impl Segment {
     /// Kafka's `onBecomeInactiveSegment`: final time-index entry, indexes trimmed.
     pub fn seal(&self) -> Result<()> {
         let mut st = self.state.lock();
-        let (ts, off) = (st.max_timestamp, st.offset_of_max_timestamp);
+        let (ts, off) = (st.tally.max_timestamp, st.tally.offset_of_max_timestamp);
         if ts >= 0 {
             st.time_index
                 .maybe_append(ts, off)
@@ -920,7 +914,7 @@ impl Segment {
     }
 
     pub fn next_offset(&self) -> u64 {
-        self.state.lock().next_offset
+        self.state.lock().tally.next_offset
     }
 
     pub fn is_empty(&self) -> bool {
@@ -931,7 +925,7 @@ impl Segment {
     pub fn retention_facts(&self) -> SegmentFacts {
         let (size, max_timestamp) = {
             let st = self.state.lock();
-            (st.size, st.max_timestamp)
+            (st.size, st.tally.max_timestamp)
         };
         SegmentFacts {
             base_offset: self.base_offset,
@@ -943,7 +937,7 @@ impl Segment {
 
     /// Kafka's `largestTimestamp()`: the largest record timestamp, else the file's mtime.
     pub fn largest_timestamp(&self) -> i64 {
-        self.largest_timestamp_given(self.state.lock().max_timestamp)
+        self.largest_timestamp_given(self.state.lock().tally.max_timestamp)
     }
 
     fn largest_timestamp_given(&self, max_timestamp: i64) -> i64 {
@@ -961,11 +955,11 @@ impl Segment {
             id: self.id,
             base_offset: self.base_offset,
             size: st.size,
-            next_offset: st.next_offset,
-            max_timestamp: st.max_timestamp,
-            stream_start: st.stream_start,
-            stream_end: st.stream_end,
-            first_batch_timestamp: st.first_batch_timestamp,
+            next_offset: st.tally.next_offset,
+            max_timestamp: st.tally.max_timestamp,
+            stream_start: st.tally.stream_start,
+            stream_end: st.tally.stream_end,
+            first_batch_timestamp: st.tally.first_batch_timestamp,
             offset_index_entries: st.offset_index.entries(),
             time_index_entries: st.time_index.entries(),
         }
