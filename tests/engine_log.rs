@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use kpfs::engine::format::{decode_batch, BatchHeader, Record, BATCH_HEADER_BYTES};
 
 #[test]
 fn lines_round_trip_with_and_without_keys() {
@@ -227,29 +228,137 @@ fn a_write_in_two_pieces_appends_what_one_buffer_would() {
     let f = Fixture::new();
     let one = f.topic("one");
     let two = f.topic("two");
+    let plain_one = f.topic("plain-one");
+    let plain_two = f.topic("plain-two");
     for t in [&one, &two] {
         set(t, "parse.key=true\nkey.separator=:");
     }
-    let (head, body) = (&b"k1:first\n"[..], &b"k2:second\nk3:third\n"[..]);
-    assert_eq!(one.append_lines(&[head, body].concat()).unwrap(), 3);
-    assert_eq!(two.append_lines_after(head, body).unwrap(), 3);
-    assert_eq!(two.append_lines_after(b"", b"k4:x\n").unwrap(), 1);
-    assert_eq!(one.append_lines(b"k4:x\n").unwrap(), 1);
     let bytes =
         |t: &kpfs::engine::Topic| std::fs::read(t.log().snapshot().active().log_path()).unwrap();
-    assert_eq!(bytes(&two), bytes(&one), "same batches, byte for byte");
-    assert_eq!(cat_string(&two), cat_string(&one));
+    // Both layouts: batches with record metadata (keys) and plain batches (no keys).
+    for (one, two) in [(&one, &two), (&plain_one, &plain_two)] {
+        let (head, body) = (&b"k1:first\n"[..], &b"k2:second\nk3:third\n"[..]);
+        assert_eq!(one.append_lines(&[head, body].concat()).unwrap(), 3);
+        assert_eq!(two.append_lines_after(head, body).unwrap(), 3);
+        assert_eq!(two.append_lines_after(b"", b"k4:x\n").unwrap(), 1);
+        assert_eq!(one.append_lines(b"k4:x\n").unwrap(), 1);
+        assert_eq!(two.append_lines_after(b"k5:y\n", b"k6:z").unwrap(), 2);
+        assert_eq!(one.append_lines(b"k5:y\nk6:z").unwrap(), 2);
+        assert_eq!(bytes(two), bytes(one), "same batches, byte for byte");
+        assert_eq!(cat_string(two), cat_string(one));
+    }
+    assert_ne!(
+        bytes(&one).len(),
+        bytes(&plain_one).len(),
+        "plain batches carry no record metadata"
+    );
     // A bad line in the body refuses the head too.
     let err = two.append_lines_after(b"k5:ok\n", b"k6:ok\nno-separator\n");
     assert!(err.is_err());
     assert_eq!(
         two.log().log_end_offset(),
-        4,
+        6,
         "nothing of the write was appended"
     );
     // So does a bad head.
     assert!(two
         .append_lines_after(b"no-separator\n", b"k7:ok\n")
         .is_err());
-    assert_eq!(two.log().log_end_offset(), 4);
+    assert_eq!(two.log().log_end_offset(), 6);
+}
+
+/// Every batch on disk of a topic, decoded, in order.
+fn batches(t: &kpfs::engine::Topic) -> Vec<(BatchHeader, Vec<Record>)> {
+    let mut out = Vec::new();
+    for s in t.log().snapshot().segments.iter() {
+        let bytes = s.read_at(0, s.size() as usize).unwrap();
+        let mut at = 0;
+        while at < bytes.len() {
+            let (h, records) = decode_batch(&bytes[at..]).unwrap();
+            at += h.size;
+            out.push((h, records));
+        }
+    }
+    out
+}
+
+/// A keyless write becomes plain batches of whole lines, each at most 1 MiB unless one
+/// line alone is bigger, with offsets and stream positions following on across batches
+/// and writes, and an unterminated last line ending the last batch.
+#[test]
+fn keyless_writes_become_plain_batches_of_whole_lines() {
+    let f = Fixture::new();
+    let t = f.topic("plain");
+    let mut expected = Vec::new();
+    let mut head = b"finished:".to_vec();
+    head.extend_from_slice(b"by this write\n");
+    let mut body = Vec::new();
+    for i in 0..40_000u32 {
+        // Lines of 0 to 150 bytes, so batch limits fall anywhere inside a line.
+        body.extend(std::iter::repeat_n(
+            b'a' + (i % 26) as u8,
+            (i * 7 % 151) as usize,
+        ));
+        body.push(b'\n');
+    }
+    let mut huge = vec![b'h'; (1 << 20) + 5];
+    huge.push(b'\n');
+    body.extend_from_slice(&huge);
+    body.extend_from_slice(b"unterminated");
+    let lines = 1 + 40_000 + 1 + 1;
+    assert_eq!(t.append_lines_after(&head, &body).unwrap(), lines);
+    expected.extend_from_slice(&head);
+    expected.extend_from_slice(&body);
+    expected.push(b'\n');
+    t.append_lines(b"next\n").unwrap();
+    expected.extend_from_slice(b"next\n");
+    assert_eq!(cat(&t, 300 << 10), expected);
+
+    let (mut offset, mut stream_pos) = (0, 0);
+    let all = batches(&t);
+    assert!(all.len() > 3, "{} batches", all.len());
+    for (h, records) in &all {
+        assert!(h.plain, "keyless lines go to plain batches");
+        assert!(
+            h.size <= 1 << 20 || records.len() == 1,
+            "a {}-byte batch of {} records",
+            h.size,
+            records.len()
+        );
+        assert_eq!((h.base_offset, h.base_stream_pos), (offset, stream_pos));
+        for r in records {
+            assert_eq!(
+                (r.offset, r.stream_pos, r.key.as_deref()),
+                (offset, stream_pos, None)
+            );
+            assert_eq!(r.value.as_deref(), Some(&r.line[..r.line.len() - 1]));
+            offset += 1;
+            stream_pos += r.line.len() as u64;
+        }
+    }
+    assert_eq!(offset, lines + 1);
+    assert_eq!(stream_pos, t.stream_len());
+}
+
+/// Kafka refuses a record whose batch alone exceeds the segment size; a plain batch is
+/// the header and the line.
+#[test]
+fn a_keyless_line_too_big_for_any_segment_is_refused_whole() {
+    let f = Fixture::new();
+    let t = f.topic("small");
+    set(&t, "internal.segment.bytes=200");
+    let fits = vec![b'x'; 200 - BATCH_HEADER_BYTES - 1];
+    t.append_lines(&[&fits[..], b"\n"].concat()).unwrap();
+    let err = t
+        .append_lines(&[&b"ok\n"[..], &fits, b"y\n"].concat())
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Message batch size is 201 bytes in append to partition small-0, which exceeds the maximum configured segment size of 200."
+    );
+    assert_eq!(
+        t.log().log_end_offset(),
+        1,
+        "nothing of the write was appended"
+    );
 }

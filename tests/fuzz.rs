@@ -11,7 +11,8 @@ use std::sync::{Arc, OnceLock};
 
 use common::*;
 use kpfs::engine::format::{
-    decode_batch, decode_header, verify_batch, BatchBuilder, RecordIter, BATCH_HEADER_BYTES,
+    decode_batch, decode_header, plain_batch, verify_batch, BatchBuilder, RecordIter,
+    BATCH_HEADER_BYTES,
 };
 use kpfs::engine::{
     BrokerConfig, Engine, EngineOptions, LogCursor, ManualClock, Topic, TopicOverrides,
@@ -30,8 +31,17 @@ fn config(cases: u32) -> ProptestConfig {
     }
 }
 
-/// A real batch of `lines` as the append path builds it (key before the first ':').
-fn real_batch(lines: &[Vec<u8>], base: u64) -> Vec<u8> {
+/// A real batch of `lines` as the append path builds it: plain (keyless lines), or with
+/// record metadata (key before the first ':').
+fn real_batch(lines: &[Vec<u8>], base: u64, plain: bool) -> Vec<u8> {
+    if plain {
+        let joined: Vec<u8> = lines
+            .iter()
+            .flat_map(|l| l.iter().chain(b"\n"))
+            .copied()
+            .collect();
+        return plain_batch(base, T0, 1000, 7, lines.len() as u32, [&joined, &[]]).to_vec();
+    }
     let mut b = BatchBuilder::new(base, T0, 1000, 7);
     let mut pos = 1000;
     for (i, line) in lines.iter().enumerate() {
@@ -67,6 +77,10 @@ fn decode_everything(bytes: &[u8]) {
             let Ok(r) = r else { break };
             assert!(r.offset >= h.base_offset && r.offset <= h.last_offset());
             assert_eq!(r.line.last(), Some(&b'\n'));
+            if h.plain {
+                assert_eq!((r.key, r.value), (None, Some(r.line_body())));
+                assert_eq!(r.stream_pos, h.base_stream_pos + r.line_at as u64);
+            }
         }
     }
     if let Ok((h, records)) = decode_batch(bytes) {
@@ -114,8 +128,9 @@ proptest! {
         base in 0u64..1_000_000,
         flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..4),
         cut in any::<prop::sample::Index>(),
+        plain in any::<bool>(),
     ) {
-        let batch = real_batch(&lines, base);
+        let batch = real_batch(&lines, base, plain);
         let (h, records) = decode_batch(&batch).expect("a real batch decodes");
         prop_assert_eq!(records.len(), lines.len());
         prop_assert_eq!(h.size, batch.len());

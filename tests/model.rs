@@ -1,6 +1,6 @@
 //! Reference-model property tests of the engine without a mount: random sequences of
 //! appends, clock moves, config changes, retention, cleaner passes, deletions, clean and
-//! unclean reopens run against 1-3 keyed topics, and after every step the records on disk
+//! unclean reopens run against 1-3 topics, keyed or plain, and after every step the records on disk
 //! and the rendered `log` stream are compared with a model that remembers every append.
 //! The model cannot predict which records retention or compaction remove, so it checks
 //! the invariants those must keep (suffix, latest-per-key, offsets, stream positions).
@@ -17,6 +17,8 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
 const KEYS: u8 = 6;
+/// Cleanup policies of keyed topics. Plain topics (keyless lines, written as plain
+/// batches) keep `delete`: a compacted topic refuses records without a key.
 const POLICIES: [&str; 3] = ["delete", "compact", "compact,delete"];
 
 #[derive(Clone, Debug)]
@@ -47,20 +49,26 @@ enum Op {
 
 #[derive(Clone, Debug)]
 struct ModelRecord {
-    key: String,
+    /// `None` in a plain topic, whose lines are the values.
+    key: Option<String>,
     value: Option<String>,
     stream_pos: u64,
 }
 
 impl ModelRecord {
     fn line(&self) -> String {
-        format!("{}:{}\n", self.key, self.value.as_deref().unwrap_or("NULL"))
+        let value = self.value.as_deref().unwrap_or("NULL");
+        match &self.key {
+            Some(key) => format!("{key}:{value}\n"),
+            None => format!("{value}\n"),
+        }
     }
 }
 
 #[derive(Debug)]
 struct TopicModel {
     name: String,
+    plain: bool,
     /// Index = offset.
     records: Vec<ModelRecord>,
     stream_end: u64,
@@ -103,30 +111,38 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn setup() -> impl Strategy<Value = (Vec<(usize, u32)>, Vec<Op>)> {
+/// A topic: its policy, segment bytes, and whether it is plain.
+type TopicSetup = (usize, u32, bool);
+
+fn setup() -> impl Strategy<Value = (Vec<TopicSetup>, Vec<Op>)> {
     (
-        prop::collection::vec((0..POLICIES.len(), 200u32..2000), 1..=3),
+        prop::collection::vec((0..POLICIES.len(), 200u32..2000, any::<bool>()), 1..=3),
         prop::collection::vec(op(), 1..40),
     )
 }
 
-fn create(f: &Fixture, name: &str, policy: usize, segment_bytes: u32) {
+fn create(f: &Fixture, name: &str, (policy, segment_bytes, plain): TopicSetup) {
     let t = f.engine().create_topic(name).unwrap();
+    let (parse_key, policy) = if plain {
+        (false, "delete")
+    } else {
+        (true, POLICIES[policy])
+    };
     // A low dirty ratio, short tombstone horizon and deletion delay let a few clock
     // moves reach every cleaner and deletion path within 40 steps.
     set(
         &t,
         &format!(
-            "parse.key=true\nkey.separator=:\nnull.marker=NULL\ncleanup.policy={}\n\
+            "parse.key={parse_key}\nkey.separator=:\nnull.marker=NULL\ncleanup.policy={policy}\n\
              internal.segment.bytes={segment_bytes}\nindex.interval.bytes=100\n\
              min.cleanable.dirty.ratio=0.01\ndelete.retention.ms=2000\nfile.delete.delay.ms=1000",
-            POLICIES[policy]
         ),
     );
 }
 
 fn apply_change(t: &Topic, m: &mut TopicModel, c: &Change) {
     let text = match c {
+        Change::Policy(_) if m.plain => return,
         Change::SegmentBytes(n) => format!("internal.segment.bytes={n}"),
         Change::SegmentMs(n) => format!("segment.ms={n}"),
         Change::RetentionMs(n) => format!("retention.ms={n}"),
@@ -139,8 +155,14 @@ fn apply_change(t: &Topic, m: &mut TopicModel, c: &Change) {
     set(t, &text);
 }
 
-/// Every record in every live segment, read straight from the segment files.
-fn on_disk(t: &Topic) -> Vec<kpfs::engine::format::Record> {
+/// The key of a record of a keyed topic.
+fn keyed(r: &ModelRecord) -> &str {
+    r.key.as_deref().expect("compacted topics are keyed")
+}
+
+/// Every record in every live segment, read straight from the segment files, and
+/// whether its batch is a plain one.
+fn on_disk(t: &Topic) -> Vec<(kpfs::engine::format::Record, bool)> {
     let snap = t.log().snapshot();
     let mut out = Vec::new();
     for s in snap.segments.iter() {
@@ -148,7 +170,7 @@ fn on_disk(t: &Topic) -> Vec<kpfs::engine::format::Record> {
         let mut at = 0;
         while at < bytes.len() {
             let (h, rs) = decode_batch(&bytes[at..]).unwrap();
-            out.extend(rs);
+            out.extend(rs.into_iter().map(|r| (r, h.plain)));
             at += h.size;
         }
     }
@@ -199,7 +221,7 @@ fn check(t: &Topic, m: &mut TopicModel) -> Result<(), TestCaseError> {
     );
 
     let disk = on_disk(t);
-    let offsets: Vec<u64> = disk.iter().map(|r| r.offset).collect();
+    let offsets: Vec<u64> = disk.iter().map(|(r, _)| r.offset).collect();
     // (a) strictly increasing, inside [log start, end), each written as stored.
     prop_assert!(
         offsets.windows(2).all(|w| w[0] < w[1]),
@@ -207,7 +229,7 @@ fn check(t: &Topic, m: &mut TopicModel) -> Result<(), TestCaseError> {
         name,
         offsets
     );
-    for r in &disk {
+    for (r, plain) in &disk {
         prop_assert!(
             r.offset >= lso && r.offset < n,
             "{}: offset {} outside [{}, {})",
@@ -221,13 +243,20 @@ fn check(t: &Topic, m: &mut TopicModel) -> Result<(), TestCaseError> {
             .key
             .as_deref()
             .map(|k| String::from_utf8_lossy(k).into_owned());
+        prop_assert_eq!(
+            *plain,
+            m.plain,
+            "{}: layout of the batch holding offset {}",
+            name,
+            r.offset
+        );
         let val = r
             .value
             .as_deref()
             .map(|v| String::from_utf8_lossy(v).into_owned());
         prop_assert_eq!(
             (key.as_deref(), val.as_deref(), r.stream_pos),
-            (Some(w.key.as_str()), w.value.as_deref(), w.stream_pos),
+            (w.key.as_deref(), w.value.as_deref(), w.stream_pos),
             "{}: record at offset {} differs from what was written",
             name,
             r.offset
@@ -238,7 +267,7 @@ fn check(t: &Topic, m: &mut TopicModel) -> Result<(), TestCaseError> {
         // (c) The latest value of a key is never lost while its offset is retained...
         let mut latest: BTreeMap<&str, u64> = BTreeMap::new();
         for (o, r) in m.records.iter().enumerate() {
-            latest.insert(&r.key, o as u64);
+            latest.insert(keyed(r), o as u64);
         }
         for (&k, &o) in &latest {
             if o >= lso && m.records[o as usize].value.is_some() {
@@ -254,8 +283,8 @@ fn check(t: &Topic, m: &mut TopicModel) -> Result<(), TestCaseError> {
         // ...and an older value never outlives a newer record of its key (no resurrection
         // once a tombstone or newer value has been compacted away).
         let mut last_visible: BTreeMap<&str, u64> = BTreeMap::new();
-        for r in &disk {
-            last_visible.insert(&m.records[r.offset as usize].key, r.offset);
+        for (r, _) in &disk {
+            last_visible.insert(keyed(&m.records[r.offset as usize]), r.offset);
         }
         for (&k, &o) in &last_visible {
             prop_assert_eq!(
@@ -327,7 +356,7 @@ fn check(t: &Topic, m: &mut TopicModel) -> Result<(), TestCaseError> {
 }
 
 fn check_read(t: &Topic, m: &TopicModel, frac: u64, len: usize) -> Result<(), TestCaseError> {
-    let visible: Vec<u64> = on_disk(t).iter().map(|r| r.offset).collect();
+    let visible: Vec<u64> = on_disk(t).iter().map(|(r, _)| r.offset).collect();
     let stream_len = t.stream_len();
     let pos = stream_len * frac / 1000;
     // Two sequential reads through one cursor: a repositioning read, then a continuation.
@@ -350,17 +379,19 @@ fn check_read(t: &Topic, m: &TopicModel, frac: u64, len: usize) -> Result<(), Te
     Ok(())
 }
 
-fn run(topics: Vec<(usize, u32)>, ops: Vec<Op>) -> Result<(), TestCaseError> {
+fn run(topics: Vec<TopicSetup>, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut f = Fixture::new();
     let mut models: Vec<TopicModel> = Vec::new();
-    for (i, &(policy, seg)) in topics.iter().enumerate() {
+    for (i, &setup) in topics.iter().enumerate() {
         let name = format!("t{i}");
-        create(&f, &name, policy, seg);
+        create(&f, &name, setup);
+        let (policy, _, plain) = setup;
         models.push(TopicModel {
             name,
+            plain,
             records: Vec::new(),
             stream_end: 0,
-            ever_compact: POLICIES[policy].contains("compact"),
+            ever_compact: !plain && POLICIES[policy].contains("compact"),
             last_stream_len: 0,
             last_log_start: 0,
         });
@@ -375,10 +406,19 @@ fn run(topics: Vec<(usize, u32)>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let mut new = Vec::new();
                 let mut pos = m.stream_end;
                 for (k, v) in lines {
-                    let r = ModelRecord {
-                        key: format!("k{k}"),
-                        value: v.clone(),
-                        stream_pos: pos,
+                    let r = if m.plain {
+                        // A plain line: a value, no key, never a tombstone.
+                        ModelRecord {
+                            key: None,
+                            value: Some(format!("v{k}{}", v.as_deref().unwrap_or(""))),
+                            stream_pos: pos,
+                        }
+                    } else {
+                        ModelRecord {
+                            key: Some(format!("k{k}")),
+                            value: v.clone(),
+                            stream_pos: pos,
+                        }
                     };
                     let line = r.line();
                     pos += line.len() as u64;

@@ -56,6 +56,12 @@ const LENGTH_FIELD_END: usize = 12;
 
 /// Attribute bit: the batch carries a KIP-534 delete horizon for its tombstones.
 const ATTR_DELETE_HORIZON: u16 = 1;
+/// Attribute bit: a plain batch, with no record metadata. Every line of its lines section
+/// is one keyless record whose value is the line; offsets, timestamps and stream
+/// positions follow from the header. Appends of keyless lines are written this way, so
+/// their per-record cost is finding newlines.
+const ATTR_PLAIN: u16 = 2;
+const KNOWN_ATTRIBUTES: u16 = ATTR_DELETE_HORIZON | ATTR_PLAIN;
 
 /// The largest batch kpfs will decode. Guards allocations against corrupt length fields;
 /// larger than any batch kpfs writes (one write is at most one segment).
@@ -116,6 +122,9 @@ pub struct BatchHeader {
     pub render_id: u32,
     /// Bytes of record metadata after the header; the lines section follows.
     pub meta_bytes: u32,
+    /// A plain batch: no record metadata; record `i` is line `i`, at offset
+    /// `base_offset + i`, with the base timestamp, no key and the line as its value.
+    pub plain: bool,
 }
 
 impl BatchHeader {
@@ -240,8 +249,13 @@ pub fn decode_header(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
         )));
     }
     let attributes = be_u16(bytes, ATTRIBUTES_AT);
+    if attributes & !KNOWN_ATTRIBUTES != 0 {
+        return Err(DecodeError::BadRecord(format!(
+            "unknown batch attributes {attributes:#06x}"
+        )));
+    }
     let horizon = be_i64(bytes, DELETE_HORIZON_AT);
-    Ok(BatchHeader {
+    let header = BatchHeader {
         base_offset,
         size,
         crc: be_u32(bytes, CRC_AT),
@@ -254,7 +268,31 @@ pub fn decode_header(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
         record_count: be_u32(bytes, RECORD_COUNT_AT),
         render_id: be_u32(bytes, RENDER_ID_AT),
         meta_bytes,
-    })
+        plain: attributes & ATTR_PLAIN != 0,
+    };
+    if header.plain {
+        check_plain_header(&header)?;
+    }
+    Ok(header)
+}
+
+/// What the header of a plain batch must say, since its records are derived from it: the
+/// lines are the whole stream range, one offset per record, one timestamp, no tombstones.
+fn check_plain_header(h: &BatchHeader) -> Result<(), DecodeError> {
+    let lines = h.size - BATCH_HEADER_BYTES;
+    let consistent = h.meta_bytes == 0
+        && h.record_count > 0
+        && h.last_offset_delta == h.record_count - 1
+        && h.stream_bytes as usize == lines
+        && h.max_timestamp == h.base_timestamp
+        && h.delete_horizon_ms.is_none();
+    if consistent {
+        Ok(())
+    } else {
+        Err(DecodeError::BadRecord(format!(
+            "plain batch header does not match its {lines}-byte lines section: {h:?}"
+        )))
+    }
 }
 
 /// Decodes and verifies a whole batch at the start of `bytes`, copying its records.
@@ -345,6 +383,30 @@ impl<'a> RecordIter<'a> {
         }
     }
 
+    /// The next record of a plain batch: the next line, read as a keyless value.
+    /// [`check_plain_header`] already tied offsets and stream bytes to the lines.
+    fn next_plain_record(&mut self) -> Result<RecordRef<'a>, DecodeError> {
+        let rest = &self.lines[self.line_at..];
+        let Some(newline) = memchr::memchr(b'\n', rest) else {
+            return Err(DecodeError::BadRecord(
+                "line does not end in a newline".into(),
+            ));
+        };
+        let line = &rest[..=newline];
+        let index = self.header.record_count - self.remaining - 1;
+        let record = RecordRef {
+            offset: self.header.base_offset + u64::from(index),
+            timestamp: self.header.base_timestamp,
+            stream_pos: self.header.base_stream_pos + self.line_at as u64,
+            key: None,
+            value: Some(&line[..newline]),
+            line,
+            line_at: self.line_at,
+        };
+        self.line_at += line.len();
+        Ok(record)
+    }
+
     fn next_record(&mut self) -> Result<RecordRef<'a>, DecodeError> {
         let offset_delta = read_varint(&mut self.meta)?;
         if offset_delta > u64::from(self.header.last_offset_delta) {
@@ -432,7 +494,11 @@ impl<'a> Iterator for RecordIter<'a> {
             return None;
         }
         self.remaining -= 1;
-        let r = self.next_record();
+        let r = if self.header.plain {
+            self.next_plain_record()
+        } else {
+            self.next_record()
+        };
         self.failed = r.is_err();
         Some(r)
     }
@@ -740,46 +806,108 @@ impl BatchBuilder {
         } else {
             self.max_timestamp
         };
-        let total = self.encoded_len();
-        let length = u32::try_from(total - LENGTH_FIELD_END).expect("batch fits u32");
-        let meta_bytes = u32::try_from(self.meta.len()).expect("metadata fits u32");
-        let attributes = if delete_horizon_ms.is_some() {
-            ATTR_DELETE_HORIZON
-        } else {
-            0
+        let header = BatchHeader {
+            base_offset: self.base_offset,
+            size: self.encoded_len(),
+            crc: 0,
+            last_offset_delta: last_delta,
+            base_timestamp: self.base_timestamp,
+            max_timestamp,
+            delete_horizon_ms,
+            base_stream_pos: self.base_stream_pos,
+            stream_bytes,
+            record_count: self.record_count,
+            render_id: self.render_id,
+            meta_bytes: u32::try_from(self.meta.len()).expect("metadata fits u32"),
+            plain: false,
         };
-        let mut h = [0u8; BATCH_HEADER_BYTES];
-        h[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&self.base_offset.to_be_bytes());
-        h[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
-        h[MAGIC_AT] = BATCH_MAGIC;
-        h[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
-        h[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]
-            .copy_from_slice(&last_delta.to_be_bytes());
-        h[BASE_TIMESTAMP_AT..BASE_TIMESTAMP_AT + 8]
-            .copy_from_slice(&self.base_timestamp.to_be_bytes());
-        h[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
-        h[DELETE_HORIZON_AT..DELETE_HORIZON_AT + 8]
-            .copy_from_slice(&delete_horizon_ms.unwrap_or(-1).to_be_bytes());
-        h[BASE_STREAM_POS_AT..BASE_STREAM_POS_AT + 8]
-            .copy_from_slice(&self.base_stream_pos.to_be_bytes());
-        h[STREAM_BYTES_AT..STREAM_BYTES_AT + 4].copy_from_slice(&stream_bytes.to_be_bytes());
-        h[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&self.record_count.to_be_bytes());
-        h[RENDER_ID_AT..RENDER_ID_AT + 4].copy_from_slice(&self.render_id.to_be_bytes());
-        h[META_BYTES_AT..META_BYTES_AT + 4].copy_from_slice(&meta_bytes.to_be_bytes());
-        // Same bytes as `batch_crc` over the assembled batch.
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&h[BASE_OFFSET_AT..BASE_OFFSET_AT + 8]);
-        crc.update(&h[CRC_COVERS_FROM..]);
-        crc.update(&self.meta);
-        crc.update(lines[0]);
-        crc.update(lines[1]);
-        h[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.finalize().to_be_bytes());
         BatchParts {
-            header: h,
+            header: encode_header(&header, &self.meta, lines),
             meta: &self.meta,
             lines,
         }
     }
+}
+
+/// A plain batch of `record_count` keyless records appended at `timestamp`: `lines`, in
+/// two pieces that follow each other, are the records' lines, each ending in a newline.
+pub fn plain_batch<'a>(
+    base_offset: u64,
+    timestamp: i64,
+    base_stream_pos: u64,
+    render_id: u32,
+    record_count: u32,
+    lines: [&'a [u8]; 2],
+) -> BatchParts<'a> {
+    assert!(record_count > 0, "a plain batch holds records");
+    let lines_len = lines[0].len() + lines[1].len();
+    let header = BatchHeader {
+        base_offset,
+        size: BATCH_HEADER_BYTES + lines_len,
+        crc: 0,
+        last_offset_delta: record_count - 1,
+        base_timestamp: timestamp,
+        max_timestamp: timestamp,
+        delete_horizon_ms: None,
+        base_stream_pos,
+        stream_bytes: u32::try_from(lines_len).expect("batch stream span fits u32"),
+        record_count,
+        render_id,
+        meta_bytes: 0,
+        plain: true,
+    };
+    BatchParts {
+        header: encode_header(&header, &[], lines),
+        meta: &[],
+        lines,
+    }
+}
+
+/// Size of a plain batch holding one record with a `line_body`-byte line.
+pub fn plain_batch_size(line_body: usize) -> usize {
+    BATCH_HEADER_BYTES + line_body + 1
+}
+
+/// The header bytes of a batch whose other sections are `meta` and `lines`, with their
+/// CRC (the stored `crc` field of `h` is ignored).
+fn encode_header(h: &BatchHeader, meta: &[u8], lines: [&[u8]; 2]) -> [u8; BATCH_HEADER_BYTES] {
+    debug_assert_eq!(
+        h.size,
+        BATCH_HEADER_BYTES + meta.len() + lines[0].len() + lines[1].len()
+    );
+    let length = u32::try_from(h.size - LENGTH_FIELD_END).expect("batch fits u32");
+    let mut attributes = 0;
+    if h.delete_horizon_ms.is_some() {
+        attributes |= ATTR_DELETE_HORIZON;
+    }
+    if h.plain {
+        attributes |= ATTR_PLAIN;
+    }
+    let mut b = [0u8; BATCH_HEADER_BYTES];
+    b[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&h.base_offset.to_be_bytes());
+    b[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&length.to_be_bytes());
+    b[MAGIC_AT] = BATCH_MAGIC;
+    b[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    b[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]
+        .copy_from_slice(&h.last_offset_delta.to_be_bytes());
+    b[BASE_TIMESTAMP_AT..BASE_TIMESTAMP_AT + 8].copy_from_slice(&h.base_timestamp.to_be_bytes());
+    b[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&h.max_timestamp.to_be_bytes());
+    b[DELETE_HORIZON_AT..DELETE_HORIZON_AT + 8]
+        .copy_from_slice(&h.delete_horizon_ms.unwrap_or(-1).to_be_bytes());
+    b[BASE_STREAM_POS_AT..BASE_STREAM_POS_AT + 8].copy_from_slice(&h.base_stream_pos.to_be_bytes());
+    b[STREAM_BYTES_AT..STREAM_BYTES_AT + 4].copy_from_slice(&h.stream_bytes.to_be_bytes());
+    b[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&h.record_count.to_be_bytes());
+    b[RENDER_ID_AT..RENDER_ID_AT + 4].copy_from_slice(&h.render_id.to_be_bytes());
+    b[META_BYTES_AT..META_BYTES_AT + 4].copy_from_slice(&h.meta_bytes.to_be_bytes());
+    // Same bytes as `batch_crc` over the assembled batch.
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&b[BASE_OFFSET_AT..BASE_OFFSET_AT + 8]);
+    crc.update(&b[CRC_COVERS_FROM..]);
+    crc.update(meta);
+    crc.update(lines[0]);
+    crc.update(lines[1]);
+    b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.finalize().to_be_bytes());
+    b
 }
 
 /// A finished batch as header, record metadata and lines (in two pieces: a line an
@@ -849,24 +977,146 @@ mod tests {
         assert_eq!(&bytes[h.lines_at()..], b"a:1\nno key\nk:NULL\n");
     }
 
+    /// Three keyless lines, the first two in the first piece.
+    fn plain_sample() -> Vec<u8> {
+        plain_batch(10, 1_000, 500, 7, 3, [b"a:1\n\n", b"no key\n"]).to_vec()
+    }
+
+    #[test]
+    fn plain_batch_round_trips() {
+        let bytes = plain_sample();
+        let (h, recs) = decode_batch(&bytes).unwrap();
+        assert!(h.plain);
+        assert_eq!(
+            (h.base_offset, h.last_offset(), h.size),
+            (10, 12, bytes.len())
+        );
+        assert_eq!(
+            (h.max_timestamp, h.stream_end(), h.meta_bytes),
+            (1_000, 512, 0)
+        );
+        let shown: Vec<_> = recs
+            .iter()
+            .map(|r| {
+                (
+                    r.offset,
+                    r.timestamp,
+                    r.stream_pos,
+                    r.key.clone(),
+                    r.value.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (10, 1_000, 500, None, Some(b"a:1".to_vec())),
+                (11, 1_000, 504, None, Some(Vec::new())),
+                (12, 1_000, 505, None, Some(b"no key".to_vec())),
+            ]
+        );
+        assert_eq!(&bytes[h.lines_at()..], b"a:1\n\nno key\n");
+    }
+
+    /// Rewrites the CRC after a deliberate change, as a writer with a bug would.
+    fn reseal(bytes: &mut [u8]) {
+        let crc = batch_crc(bytes);
+        bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+
+    #[test]
+    fn a_plain_header_that_does_not_match_its_lines_is_refused() {
+        let cases: [(usize, &[u8]); 5] = [
+            (RECORD_COUNT_AT, &2u32.to_be_bytes()),
+            (LAST_OFFSET_DELTA_AT, &3u32.to_be_bytes()),
+            (STREAM_BYTES_AT, &11u32.to_be_bytes()),
+            (MAX_TIMESTAMP_AT, &1_001i64.to_be_bytes()),
+            (
+                ATTRIBUTES_AT,
+                &(ATTR_PLAIN | ATTR_DELETE_HORIZON).to_be_bytes(),
+            ),
+        ];
+        for (at, value) in cases {
+            let mut bytes = plain_sample();
+            bytes[at..at + value.len()].copy_from_slice(value);
+            reseal(&mut bytes);
+            assert!(
+                matches!(decode_batch(&bytes), Err(DecodeError::BadRecord(_))),
+                "field at {at} set to {value:?} was accepted"
+            );
+        }
+        // A record count that matches the header but not the lines.
+        let mut bytes = plain_batch(0, 5, 0, 7, 2, [b"one line, two\n!", b"\n"]).to_vec();
+        bytes[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&1u32.to_be_bytes());
+        bytes[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4].copy_from_slice(&0u32.to_be_bytes());
+        reseal(&mut bytes);
+        assert!(
+            decode_batch(&bytes).is_err(),
+            "a trailing line was accepted"
+        );
+        let mut bytes = plain_sample();
+        bytes[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&0x8002u16.to_be_bytes());
+        reseal(&mut bytes);
+        assert!(
+            decode_header(&bytes).is_err(),
+            "an unknown attribute was accepted"
+        );
+    }
+
     #[test]
     fn every_single_byte_flip_is_detected() {
-        let bytes = sample_batch();
-        for i in 0..bytes.len() {
-            let mut copy = bytes.clone();
-            copy[i] ^= 0x40;
-            assert!(
-                decode_batch(&copy).is_err(),
-                "flip at byte {i} went unnoticed"
-            );
+        for bytes in [sample_batch(), plain_sample()] {
+            for i in 0..bytes.len() {
+                let mut copy = bytes.clone();
+                copy[i] ^= 0x40;
+                assert!(
+                    decode_batch(&copy).is_err(),
+                    "flip at byte {i} went unnoticed"
+                );
+            }
         }
     }
 
     #[test]
     fn every_truncation_is_detected() {
-        let bytes = sample_batch();
-        for len in 0..bytes.len() {
-            assert!(decode_batch(&bytes[..len]).is_err(), "truncation to {len}");
+        for bytes in [sample_batch(), plain_sample()] {
+            for len in 0..bytes.len() {
+                assert!(decode_batch(&bytes[..len]).is_err(), "truncation to {len}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// A plain batch is another encoding of keyless records: it decodes to exactly the
+        /// records the metadata layout holds for the same lines.
+        #[test]
+        fn plain_and_metadata_batches_of_the_same_lines_decode_alike(
+            lines in proptest::collection::vec("[^\n]{0,20}", 1..20),
+            base_offset in 0u64..1 << 40,
+            timestamp in proptest::num::i64::ANY,
+            base_stream_pos in 0u64..1 << 40,
+            split in proptest::sample::select(vec![0usize, 1, 7, 100]),
+        ) {
+            let mut builder = BatchBuilder::new(base_offset, timestamp, base_stream_pos, 9);
+            let mut joined = Vec::new();
+            for (i, line) in lines.iter().enumerate() {
+                let stream_pos = base_stream_pos + joined.len() as u64;
+                builder.push(base_offset + i as u64, timestamp, stream_pos, None, Some(line.as_bytes()), line.as_bytes());
+                joined.extend_from_slice(line.as_bytes());
+                joined.push(b'\n');
+            }
+            let stream_end = base_stream_pos + joined.len() as u64;
+            let with_meta = builder.finish(None, stream_end, None);
+            let (first, second) = joined.split_at(split.min(joined.len()));
+            let plain = plain_batch(base_offset, timestamp, base_stream_pos, 9, lines.len() as u32, [first, second]).to_vec();
+            let (hm, rm) = decode_batch(&with_meta).unwrap();
+            let (hp, rp) = decode_batch(&plain).unwrap();
+            proptest::prop_assert_eq!(rm, rp);
+            proptest::prop_assert_eq!(
+                (hm.last_offset(), hm.max_timestamp, hm.stream_end(), hm.record_count, hm.lines_at() + joined.len()),
+                (hp.last_offset(), hp.max_timestamp, hp.stream_end(), hp.record_count, hm.size)
+            );
+            proptest::prop_assert_eq!(hp.size, BATCH_HEADER_BYTES + joined.len());
         }
     }
 

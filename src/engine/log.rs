@@ -18,8 +18,9 @@ use super::clock::Clock;
 use super::config::TopicConfig;
 use super::error::{EngineError, Result};
 use super::format::{
-    parse_segment_file_name, BatchBuilder, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX,
-    LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+    parse_segment_file_name, plain_batch, plain_batch_size, BatchBuilder, BatchParts,
+    BATCH_HEADER_BYTES, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
 };
 use super::segment::{RollReason, Segment, MAX_SEGMENT_FILE_BYTES};
 
@@ -89,6 +90,225 @@ impl<'a> WriteBytes<'a> {
     fn byte(&self, at: usize) -> u8 {
         self.slice(at, at + 1)[0]
     }
+
+    /// The length (newline excluded) of the first line longer than `limit`, if any. A
+    /// write no longer than `limit` has none, which spares most writes the search.
+    pub fn first_line_longer_than(&self, limit: usize) -> Option<usize> {
+        if self.len() <= limit {
+            return None;
+        }
+        // `head` holds whole lines, so no line spans the two pieces.
+        for piece in [self.head, self.body] {
+            let mut start = 0;
+            for end in memchr::memchr_iter(b'\n', piece).chain([piece.len()]) {
+                if end - start > limit {
+                    return Some(end - start);
+                }
+                start = end + 1;
+            }
+        }
+        None
+    }
+
+    /// Newlines in bytes `start..end`.
+    fn count_newlines(&self, start: usize, end: usize) -> usize {
+        self.pieces(start, end)
+            .iter()
+            .map(|piece| memchr::memchr_iter(b'\n', piece).count())
+            .sum()
+    }
+
+    /// Position of the last newline in bytes `start..end`.
+    fn last_newline_in(&self, start: usize, end: usize) -> Option<usize> {
+        let [head, body] = self.pieces(start, end);
+        memchr::memrchr(b'\n', body)
+            .map(|i| end - body.len() + i)
+            .or_else(|| memchr::memrchr(b'\n', head).map(|i| start + i))
+    }
+
+    /// Position of the first newline at or after `start`.
+    fn first_newline_from(&self, start: usize) -> Option<usize> {
+        let [head, body] = self.pieces(start, self.len());
+        memchr::memchr(b'\n', head)
+            .map(|i| start + i)
+            .or_else(|| memchr::memchr(b'\n', body).map(|i| self.len() - body.len() + i))
+    }
+}
+
+/// The records of one write, as the line protocol found them.
+#[derive(Clone, Copy, Debug)]
+pub enum WriteRecords<'a> {
+    /// Records located in the write, with their keys and values.
+    Parsed(&'a [PendingRecord]),
+    /// Every line of the write is one keyless record whose value is the line (a topic
+    /// that does not parse keys): written as plain batches, with no per-record metadata.
+    Plain,
+}
+
+/// The size of the batch the first record that cannot fit a segment alone would need
+/// (Kafka checks a batch against the segment size; such a record can never be appended).
+fn first_oversized_record(
+    data: WriteBytes<'_>,
+    records: WriteRecords<'_>,
+    segment_size: u64,
+) -> Option<u64> {
+    match records {
+        WriteRecords::Parsed(parsed) => parsed
+            .iter()
+            .map(|r| {
+                BatchBuilder::single_record_batch_size(r.key_len, r.value_len, r.line_len) as u64
+            })
+            .find(|&single| single > segment_size),
+        WriteRecords::Plain => {
+            let longest_fitting = segment_size.saturating_sub(plain_batch_size(0) as u64);
+            data.first_line_longer_than(usize::try_from(longest_fitting).unwrap_or(usize::MAX))
+                .map(|line| plain_batch_size(line) as u64)
+        }
+    }
+}
+
+/// One batch of a write, ready to go to the active segment.
+struct NextBatch<'a> {
+    parts: BatchParts<'a>,
+    records: u64,
+    stream_end: u64,
+}
+
+/// Where the next batch of a write starts, and the offset and stream position it gets.
+struct BatchStart {
+    /// A record index for parsed records, a byte position for plain ones.
+    at: usize,
+    offset: u64,
+    stream_pos: u64,
+    timestamp: i64,
+    render_id: u32,
+    /// Batches are at most this big, unless one record alone is bigger.
+    limit: usize,
+}
+
+/// The next batch of a write of parsed records.
+fn next_parsed_batch<'a>(
+    builder: &'a mut BatchBuilder,
+    data: WriteBytes<'a>,
+    records: &[PendingRecord],
+    start: &mut BatchStart,
+) -> Option<NextBatch<'a>> {
+    if start.at == records.len() {
+        return None;
+    }
+    builder.reset(
+        start.offset,
+        start.timestamp,
+        start.stream_pos,
+        start.render_id,
+    );
+    let mut stream_end = start.stream_pos;
+    let mut offset = start.offset;
+    let first = start.at;
+    // Where the batch's lines sit in `data`, while they are one contiguous run.
+    let mut run: Option<(usize, usize)> = None;
+    let mut contiguous = true;
+    let mut i = first;
+    while i < records.len() {
+        let r = &records[i];
+        let add = BatchBuilder::record_size(r.line_len);
+        if builder.record_count() > 0 && builder.encoded_len() + add > start.limit {
+            break;
+        }
+        builder.push_meta(
+            offset,
+            start.timestamp,
+            stream_end,
+            r.key_len,
+            r.value_len,
+            r.line_len,
+        );
+        let (at, next) = (r.line_start, r.line_start + r.line_len + 1);
+        match run {
+            None => run = Some((at, next)),
+            Some((start, end)) if at == end => run = Some((start, next)),
+            Some(_) => contiguous = false,
+        }
+        stream_end += r.line_len as u64 + 1;
+        offset += 1;
+        i += 1;
+    }
+    // The written lines are the lines section when each is followed by its newline in
+    // the buffer; otherwise (an unterminated last line) copy them.
+    let in_place = match run {
+        Some((start, end)) if contiguous && end <= data.len() && data.byte(end - 1) == b'\n' => {
+            Some(data.pieces(start, end))
+        }
+        _ => None,
+    };
+    if in_place.is_none() {
+        let buf = builder.lines_buffer();
+        buf.clear();
+        for r in &records[first..i] {
+            buf.extend_from_slice(r.line(&data));
+            buf.push(b'\n');
+        }
+    }
+    let builder = &*builder;
+    let parts = match in_place {
+        Some(lines) => builder.finish_parts_with(lines, None, stream_end, None),
+        None => builder.finish_parts(None, stream_end, None),
+    };
+    start.at = i;
+    Some(NextBatch {
+        parts,
+        records: (i - first) as u64,
+        stream_end,
+    })
+}
+
+/// The next batch of a write of plain records: as many whole lines as fit the limit.
+fn next_plain_batch<'a>(
+    builder: &'a mut BatchBuilder,
+    data: WriteBytes<'a>,
+    start: &mut BatchStart,
+) -> Option<NextBatch<'a>> {
+    let from = start.at;
+    if from == data.len() {
+        return None;
+    }
+    let room = start.limit.saturating_sub(BATCH_HEADER_BYTES).max(1);
+    let end = if data.len() - from <= room {
+        data.len()
+    } else {
+        data.last_newline_in(from, from + room)
+            .or_else(|| data.first_newline_from(from + room))
+            .map_or(data.len(), |newline| newline + 1)
+    };
+    let terminated = data.byte(end - 1) == b'\n';
+    let records = data.count_newlines(from, end) + usize::from(!terminated);
+    let lines = if terminated {
+        data.pieces(from, end)
+    } else {
+        // Only a write's last line can lack its newline; the lines section needs it.
+        let buf = builder.lines_buffer();
+        buf.clear();
+        for piece in data.pieces(from, end) {
+            buf.extend_from_slice(piece);
+        }
+        buf.push(b'\n');
+        [&buf[..], &[][..]]
+    };
+    let count = u32::try_from(records).expect("a batch's records fit u32");
+    let parts = plain_batch(
+        start.offset,
+        start.timestamp,
+        start.stream_pos,
+        start.render_id,
+        count,
+        lines,
+    );
+    start.at = end;
+    Some(NextBatch {
+        parts,
+        records: records as u64,
+        stream_end: start.stream_pos + (lines[0].len() + lines[1].len()) as u64,
+    })
 }
 
 /// What an append did.
@@ -533,12 +753,12 @@ impl Log {
 
     /// Appends records as one or more batches (split so each fits a segment), rolling
     /// first when Kafka would. All records get the same timestamp (CreateTime = now).
-    /// `records` borrow their lines from `data`, the written bytes, so lines that sit there
-    /// back to back with their newlines are written from `data` without a copy.
+    /// The records' lines are in `data`, the written bytes; lines that sit there back to
+    /// back with their newlines are written from `data` without a copy.
     pub fn append(
         &self,
         data: WriteBytes<'_>,
-        records: &[PendingRecord],
+        records: WriteRecords<'_>,
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
         let mut writer = self.writer.lock();
@@ -560,100 +780,60 @@ impl Log {
         &self,
         writer: &mut WriterState,
         data: WriteBytes<'_>,
-        records: &[PendingRecord],
+        records: WriteRecords<'_>,
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
         let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
+        // Whole-append checks first, so a refused write changes nothing.
+        if let Some(single) = first_oversized_record(data, records, segment_size) {
+            return Err(EngineError::RecordTooLarge {
+                message: format!(
+                    "Message batch size is {single} bytes in append to partition {}, which exceeds the maximum configured segment size of {segment_size}.",
+                    self.partition
+                ),
+            });
+        }
         let now = self.clock.now_ms();
-        let active = self.snapshot().active().clone();
-        let (mut next_offset, mut stream_pos) = {
-            let info = active.info();
+        let (first_offset, first_stream_pos) = {
+            let info = self.snapshot().active().info();
             (info.next_offset, info.stream_end)
         };
         let mut info = AppendInfo {
-            first_offset: next_offset,
+            first_offset,
             ..AppendInfo::default()
         };
-        // Whole-append checks first, so a refused write changes nothing.
-        for r in records {
-            let single =
-                BatchBuilder::single_record_batch_size(r.key_len, r.value_len, r.line_len) as u64;
-            if single > segment_size {
-                return Err(EngineError::RecordTooLarge {
-                    message: format!(
-                        "Message batch size is {single} bytes in append to partition {}, which exceeds the maximum configured segment size of {segment_size}.",
-                        self.partition
-                    ),
-                });
-            }
-        }
-        // Batches are at most this big, so the read path can hold one in memory and a
-        // batch never needs a segment of its own beyond the configured size.
-        let batch_limit = segment_size.min(1 << 20) as usize;
-        let render_id = config.render_id();
-        let builder = &mut writer.builder;
-        let mut i = 0;
-        while i < records.len() {
-            builder.reset(next_offset, now, stream_pos, render_id);
-            let mut stream_end = stream_pos;
-            let first = i;
-            // Where the batch's lines sit in `data`, while they are one contiguous run.
-            let mut run: Option<(usize, usize)> = None;
-            let mut contiguous = true;
-            while i < records.len() {
-                let r = &records[i];
-                let add = BatchBuilder::record_size(r.line_len);
-                if builder.record_count() > 0 && builder.encoded_len() + add > batch_limit {
-                    break;
+        let mut start = BatchStart {
+            at: 0,
+            offset: first_offset,
+            stream_pos: first_stream_pos,
+            timestamp: now,
+            render_id: config.render_id(),
+            // The read path holds one batch in memory, and a batch never needs a segment
+            // of its own beyond the configured size.
+            limit: segment_size.min(1 << 20) as usize,
+        };
+        loop {
+            let builder = &mut writer.builder;
+            let batch = match records {
+                WriteRecords::Parsed(parsed) => {
+                    next_parsed_batch(builder, data, parsed, &mut start)
                 }
-                builder.push_meta(
-                    next_offset,
-                    now,
-                    stream_end,
-                    r.key_len,
-                    r.value_len,
-                    r.line_len,
-                );
-                let (at, next) = (r.line_start, r.line_start + r.line_len + 1);
-                match run {
-                    None => run = Some((at, next)),
-                    Some((start, end)) if at == end => run = Some((start, next)),
-                    Some(_) => contiguous = false,
-                }
-                stream_end += r.line_len as u64 + 1;
-                next_offset += 1;
-                i += 1;
-            }
-            // The written lines are the lines section when each is followed by its
-            // newline in the buffer; otherwise (an unterminated last line) copy them.
-            let in_place = match run {
-                Some((start, end))
-                    if contiguous && end <= data.len() && data.byte(end - 1) == b'\n' =>
-                {
-                    Some(data.pieces(start, end))
-                }
-                _ => None,
+                WriteRecords::Plain => next_plain_batch(builder, data, &mut start),
             };
-            if in_place.is_none() {
-                let buf = builder.lines_buffer();
-                buf.clear();
-                for r in &records[first..i] {
-                    buf.extend_from_slice(r.line(&data));
-                    buf.push(b'\n');
-                }
-            }
-            let batch = match in_place {
-                Some(lines) => builder.finish_parts_with(lines, None, stream_end, None),
-                None => builder.finish_parts(None, stream_end, None),
-            };
-            self.maybe_roll(batch.len() as u64, now, segment_size, config, &mut info)?;
+            let Some(batch) = batch else { break };
+            let size = batch.parts.len() as u64;
+            self.maybe_roll(size, now, segment_size, config, &mut info)?;
             let active = self.snapshot().active().clone();
-            active.append_parts(&batch.slices(), config.index_interval_bytes.max(0) as u64)?;
-            info.bytes += batch.len() as u64;
-            stream_pos = stream_end;
+            active.append_parts(
+                &batch.parts.slices(),
+                config.index_interval_bytes.max(0) as u64,
+            )?;
+            info.bytes += size;
+            info.records += batch.records;
+            start.offset += batch.records;
+            start.stream_pos = batch.stream_end;
         }
-        info.records = records.len() as u64;
-        info.last_offset = next_offset.saturating_sub(1);
+        info.last_offset = start.offset.saturating_sub(1);
         writer.unflushed_records += info.records;
         let due_by_count = writer.unflushed_records >= config.flush_messages.max(1) as u64;
         let due_by_time = now - writer.last_flush_ms >= config.flush_ms;

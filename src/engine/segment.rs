@@ -700,6 +700,12 @@ impl Segment {
             h.base_offset,
             st.tally.next_offset
         );
+        assert!(
+            h.base_stream_pos >= st.tally.stream_end,
+            "stream positions never go back: batch at {} below segment stream end {}",
+            h.base_stream_pos,
+            st.tally.stream_end
+        );
         let pos = st.size;
         assert!(
             pos + len as u64 <= MAX_SEGMENT_FILE_BYTES,

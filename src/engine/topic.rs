@@ -22,7 +22,7 @@ use super::format::{
 };
 use super::log::{
     sync_dir, AppendInfo, DeletedSegment, Durability, Log, LogSnapshot, OpenReport, PendingRecord,
-    WriteBytes,
+    WriteBytes, WriteRecords,
 };
 use super::retention::{self, DeletionCause, SegmentFacts};
 use super::segment::{MappedBatches, Segment};
@@ -293,21 +293,36 @@ impl Topic {
 
     fn append_parsed(&self, data: WriteBytes<'_>) -> Result<AppendInfo> {
         let config = self.config();
-        let info = PARSED.with_borrow_mut(|records| {
-            records.clear();
-            let parsed = parse_lines(data.head, 0, &config, &self.name, records).and_then(|()| {
-                parse_lines(data.body, data.head.len(), &config, &self.name, records)
-            });
-            let appended = parsed.and_then(|()| {
-                if records.is_empty() {
-                    return Ok(AppendInfo::default());
-                }
-                self.log.append(data, records, &config)
-            });
-            // One write of a million empty lines should not pin 32 MiB for good.
-            records.shrink_to(PARSED_KEPT);
-            appended
-        })?;
+        let info = if config.parse_key || config.cleanup_policy.compact {
+            PARSED.with_borrow_mut(|records| {
+                records.clear();
+                let parsed =
+                    parse_lines(data.head, 0, &config, &self.name, records).and_then(|()| {
+                        parse_lines(data.body, data.head.len(), &config, &self.name, records)
+                    });
+                let appended = parsed.and_then(|()| {
+                    if records.is_empty() {
+                        return Ok(AppendInfo::default());
+                    }
+                    self.log
+                        .append(data, WriteRecords::Parsed(records), &config)
+                });
+                // One write of a million empty lines should not pin 32 MiB for good.
+                records.shrink_to(PARSED_KEPT);
+                appended
+            })
+        } else {
+            // Without keys every line is a record whose value is the line: nothing to
+            // parse but the lengths.
+            if data.is_empty() {
+                return Ok(AppendInfo::default());
+            }
+            let max = config.max_message_bytes.max(0) as usize;
+            if let Some(line) = data.first_line_longer_than(max) {
+                return Err(record_too_large(&self.name, line, max));
+            }
+            self.log.append(data, WriteRecords::Plain, &config)
+        }?;
         if info.records == 0 {
             return Ok(info);
         }
@@ -1319,12 +1334,7 @@ fn parse_lines(
             None => (std::mem::take(&mut rest), false),
         };
         if line.len() > max {
-            return Err(EngineError::RecordTooLarge {
-                message: format!(
-                    "The record batch size in the append to {topic}-0 is {} bytes which exceeds the maximum configured value of {max}.",
-                    line.len()
-                ),
-            });
+            return Err(record_too_large(topic, line.len(), max));
         }
         let line_start = base + data.len() - rest.len() - line.len() - usize::from(line_end);
         let (key, value) = if config.parse_key {
@@ -1359,6 +1369,15 @@ fn parse_lines(
         });
     }
     Ok(())
+}
+
+/// Kafka's refusal of a batch above max.message.bytes; kpfs checks each line.
+fn record_too_large(topic: &str, line_len: usize, max: usize) -> EngineError {
+    EngineError::RecordTooLarge {
+        message: format!(
+            "The record batch size in the append to {topic}-0 is {line_len} bytes which exceeds the maximum configured value of {max}."
+        ),
+    }
 }
 
 /// Records in `data` under the line protocol of [`parse_lines`].
