@@ -32,6 +32,14 @@ holds() { awk "BEGIN { exit !($1) }"; }
 # verdict COND: pass or miss.
 verdict() { if holds "$1"; then echo pass; else echo miss; fi; }
 mib() { calc "$1 / 1048576" 1; }
+# least NUMBER..., most NUMBER...: the smallest and the largest.
+least() { printf '%s\n' "$@" | sort -g | head -n 1; }
+most() { printf '%s\n' "$@" | sort -g | tail -n 1; }
+# median NUMBER...: the middle value (the mean of the two middle ones for an even count).
+median() {
+    printf '%s\n' "$@" | sort -g |
+        awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 
 # wait_for SECONDS DESCRIPTION CMD...: polls CMD until it succeeds or time runs out.
 wait_for() {
@@ -52,8 +60,16 @@ is_gone() { ! kill -0 "$1" 2>/dev/null; }
 # seconds CMD...: wall time of CMD in seconds. The previous step's dirty pages are
 # written back first, so no step pays for another's writeback.
 seconds() {
-    local t0 t1
     sync
+    elapsed "$@"
+}
+
+# elapsed CMD...: wall time of CMD in seconds, with no writeback first. For steps that
+# delete what they wrote before the next one runs: on this VM a step that follows the
+# writeback of a GiB runs up to 4x slower for a few seconds (the host is still busy),
+# whatever it is, so the stream scenario never makes the kernel write its data back.
+elapsed() {
+    local t0 t1
     t0=$(date +%s%N)
     "$@" >&2
     t1=$(date +%s%N)

@@ -91,23 +91,12 @@ impl<'a> WriteBytes<'a> {
         self.slice(at, at + 1)[0]
     }
 
-    /// The length (newline excluded) of the first line longer than `limit`, if any. A
-    /// write no longer than `limit` has none, which spares most writes the search.
+    /// The length (newline excluded) of the first line longer than `limit`, if any.
     pub fn first_line_longer_than(&self, limit: usize) -> Option<usize> {
-        if self.len() <= limit {
-            return None;
-        }
         // `head` holds whole lines, so no line spans the two pieces.
-        for piece in [self.head, self.body] {
-            let mut start = 0;
-            for end in memchr::memchr_iter(b'\n', piece).chain([piece.len()]) {
-                if end - start > limit {
-                    return Some(end - start);
-                }
-                start = end + 1;
-            }
-        }
-        None
+        [self.head, self.body]
+            .into_iter()
+            .find_map(|piece| first_line_longer_than(piece, limit))
     }
 
     /// Newlines in bytes `start..end`.
@@ -133,6 +122,24 @@ impl<'a> WriteBytes<'a> {
             .map(|i| start + i)
             .or_else(|| memchr::memchr(b'\n', body).map(|i| self.len() - body.len() + i))
     }
+}
+
+/// [`WriteBytes::first_line_longer_than`] in one piece, in steps of `limit` bytes rather
+/// than one per line: the last newline of a window of `limit + 1` bytes ends every line
+/// that starts in the window and fits the limit, so the search goes on from there; a
+/// window without a newline starts a line that does not fit.
+fn first_line_longer_than(piece: &[u8], limit: usize) -> Option<usize> {
+    let mut start = 0;
+    while piece.len() - start > limit {
+        match memchr::memrchr(b'\n', &piece[start..=start + limit]) {
+            Some(newline) => start += newline + 1,
+            None => {
+                let rest = &piece[start..];
+                return Some(memchr::memchr(b'\n', rest).unwrap_or(rest.len()));
+            }
+        }
+    }
+    None
 }
 
 /// The records of one write, as the line protocol found them.
@@ -1237,4 +1244,33 @@ pub fn remove_files(files: &[PathBuf]) -> Result<()> {
         remove_file(f)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The windowed search finds the line a line-by-line search finds.
+        #[test]
+        fn the_first_overlong_line_is_found_as_a_line_by_line_search_finds_it(
+            line_lens in proptest::collection::vec(0usize..40, 0..30),
+            terminated in proptest::bool::ANY,
+            limit in 0usize..50,
+        ) {
+            let mut piece = Vec::new();
+            for (i, len) in line_lens.iter().enumerate() {
+                piece.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, *len));
+                piece.push(b'\n');
+            }
+            if !terminated {
+                piece.extend_from_slice(b"tail");
+            }
+            let naive = piece
+                .split(|&b| b == b'\n')
+                .map(<[u8]>::len)
+                .find(|&len| len > limit);
+            proptest::prop_assert_eq!(first_line_longer_than(&piece, limit), naive);
+        }
+    }
 }

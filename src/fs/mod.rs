@@ -691,19 +691,19 @@ impl KpfsFs {
     /// engine's end, whatever `i_size` the kernel had cached.
     pub fn write(&self, fh: u64, data: &[u8]) -> FsResult<u32> {
         let handle = self.handle(fh)?;
-        let path = handle.node.path();
         if !handle.writable {
             return Err(bad_handle(fh));
         }
         match &handle.kind {
             HandleKind::Log { topic, state } => {
                 let mut state = state.lock();
-                self.append(topic, &mut state.pending, data, &path)?;
+                self.append(topic, &mut state.pending, data, &handle.node)?;
             }
             HandleKind::Text {
                 target: Some(target),
                 ..
             } => {
+                let path = handle.node.path();
                 let result = match target {
                     ConfigTarget::Broker => self.engine.update_broker_config(data),
                     ConfigTarget::Topic(topic) => {
@@ -732,12 +732,13 @@ impl KpfsFs {
 
     /// Commits the complete lines of `pending + data` and keeps the unterminated rest in
     /// `pending`. On error `pending` is left as it was, so a refused write changes nothing.
+    /// `node` names the file in a refusal (its path is built only then: appends are hot).
     fn append(
         &self,
         topic: &Topic,
         pending: &mut Vec<u8>,
         data: &[u8],
-        path: &str,
+        node: &Node,
     ) -> FsResult<()> {
         // The complete lines go to the engine straight from the request buffer. A fragment
         // an earlier write left (cat's 128 KiB or 1 MiB chunks rarely end on a newline)
@@ -778,7 +779,7 @@ impl KpfsFs {
                     },
                     1,
                 );
-                return Err(self.refuse(path, libc::EFBIG, reason));
+                return Err(self.refuse(&node.path(), libc::EFBIG, reason));
             }
         }
         if kept > 0 && first_newline.is_none() {
@@ -790,7 +791,7 @@ impl KpfsFs {
         if head_end > 0 || complete_end > 0 {
             if let Err(e) = topic.append_lines_after(&pending[..head_end], &body[..complete_end]) {
                 pending.truncate(kept);
-                return Err(self.engine_error(path, &e));
+                return Err(self.engine_error(&node.path(), &e));
             }
         }
         pending.clear();
