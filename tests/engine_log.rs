@@ -361,4 +361,57 @@ fn a_keyless_line_too_big_for_any_segment_is_refused_whole() {
         1,
         "nothing of the write was appended"
     );
+
+    // Below a batch header nothing fits, not even an empty line.
+    let tiny = f.topic("tiny");
+    set(&tiny, "internal.segment.bytes=50");
+    let err = tiny.append_lines(b"\n\n\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Message batch size is 72 bytes in append to partition tiny-0, which exceeds the maximum configured segment size of 50."
+    );
+    assert_eq!(tiny.log().log_end_offset(), 0);
+}
+
+/// The newline an unterminated last line gets counts against the batch limit: no batch
+/// outgrows the segment size or 1 MiB by it.
+#[test]
+fn an_unterminated_last_line_never_pushes_a_batch_past_its_limit() {
+    let f = Fixture::new();
+    let small = f.topic("small");
+    set(&small, "internal.segment.bytes=100");
+    let room = 100 - BATCH_HEADER_BYTES;
+    let write = [&b"a\n"[..], &vec![b'b'; room - 2]].concat();
+    assert_eq!(small.append_lines(&write).unwrap(), 2);
+    let sizes: Vec<usize> = batches(&small).iter().map(|(h, _)| h.size).collect();
+    assert!(sizes.iter().all(|&s| s <= 100), "batch sizes {sizes:?}");
+
+    let big = f.topic("big");
+    let room = (1 << 20) - BATCH_HEADER_BYTES;
+    let mut write = b"0123456789012345678\n".repeat(room / 20);
+    write.extend(std::iter::repeat_n(b'x', room - write.len()));
+    big.append_lines(&write).unwrap();
+    for (h, records) in batches(&big) {
+        assert!(
+            h.size <= 1 << 20,
+            "a {}-byte batch of {} records",
+            h.size,
+            records.len()
+        );
+    }
+    let mut expected = write.clone();
+    expected.push(b'\n');
+    assert_eq!(cat(&big, 1 << 20), expected);
+}
+
+/// Without parse.key a line is the value, even when it reads like the null marker.
+#[test]
+fn a_keyless_line_that_reads_like_the_null_marker_is_a_value() {
+    let f = Fixture::new();
+    let t = f.topic("plain");
+    set(&t, "null.marker=NULL");
+    t.append_lines(b"NULL\nx\n").unwrap();
+    let records: Vec<Record> = batches(&t).into_iter().flat_map(|(_, r)| r).collect();
+    assert_eq!(records[0].value.as_deref(), Some(&b"NULL"[..]));
+    assert_eq!(cat_string(&t), "NULL\nx\n");
 }

@@ -543,7 +543,9 @@ fn hashed_records<'a>(
     batch: &'a [u8],
     map: &OffsetMap,
 ) -> std::result::Result<Vec<HashedRecord<'a>>, DecodeError> {
-    let mut out = Vec::with_capacity(header.record_count as usize);
+    // A record takes at least a byte of the batch: a corrupt count cannot make this
+    // allocate more than the batch holds.
+    let mut out = Vec::with_capacity((header.record_count as usize).min(batch.len()));
     for rec in RecordIter::new(header, batch) {
         let rec = rec?;
         let hash = rec.key.map(OffsetMap::hash);

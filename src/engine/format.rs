@@ -280,8 +280,11 @@ pub fn decode_header(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
 /// lines are the whole stream range, one offset per record, one timestamp, no tombstones.
 fn check_plain_header(h: &BatchHeader) -> Result<(), DecodeError> {
     let lines = h.size - BATCH_HEADER_BYTES;
+    // Every record takes at least its newline, which also bounds what a reader of the
+    // count may allocate.
     let consistent = h.meta_bytes == 0
         && h.record_count > 0
+        && h.record_count as usize <= lines
         && h.last_offset_delta == h.record_count - 1
         && h.stream_bytes as usize == lines
         && h.max_timestamp == h.base_timestamp
@@ -1053,6 +1056,17 @@ mod tests {
         assert!(
             decode_batch(&bytes).is_err(),
             "a trailing line was accepted"
+        );
+        // More records than the lines section has bytes: refused from the header alone,
+        // before anything sized by the count is allocated.
+        let mut bytes = plain_sample();
+        bytes[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&1_000u32.to_be_bytes());
+        bytes[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]
+            .copy_from_slice(&999u32.to_be_bytes());
+        reseal(&mut bytes);
+        assert!(
+            decode_header(&bytes).is_err(),
+            "an impossible count was accepted"
         );
         let mut bytes = plain_sample();
         bytes[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&0x8002u16.to_be_bytes());

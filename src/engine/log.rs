@@ -167,9 +167,13 @@ fn first_oversized_record(
             })
             .find(|&single| single > segment_size),
         WriteRecords::Plain => {
-            let longest_fitting = segment_size.saturating_sub(plain_batch_size(0) as u64);
-            data.first_line_longer_than(usize::try_from(longest_fitting).unwrap_or(usize::MAX))
-                .map(|line| plain_batch_size(line) as u64)
+            let line = match segment_size.checked_sub(plain_batch_size(0) as u64) {
+                Some(longest_fitting) => data
+                    .first_line_longer_than(usize::try_from(longest_fitting).unwrap_or(usize::MAX)),
+                // Not even an empty line fits: the write's first line is refused.
+                None => Some(data.first_newline_from(0).unwrap_or(data.len())),
+            };
+            line.map(|line| plain_batch_size(line) as u64)
         }
     }
 }
@@ -280,7 +284,9 @@ fn next_plain_batch<'a>(
         return None;
     }
     let room = start.limit.saturating_sub(BATCH_HEADER_BYTES).max(1);
-    let end = if data.len() - from <= room {
+    // An unterminated last line takes one byte more in the batch: its newline.
+    let unterminated = usize::from(data.byte(data.len() - 1) != b'\n');
+    let end = if data.len() - from + unterminated <= room {
         data.len()
     } else {
         data.last_newline_in(from, from + room)
