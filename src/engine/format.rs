@@ -1021,56 +1021,58 @@ mod tests {
         assert_eq!(&bytes[h.lines_at()..], b"a:1\n\nno key\n");
     }
 
-    /// Rewrites the CRC after a deliberate change, as a writer with a bug would.
-    fn reseal(bytes: &mut [u8]) {
-        let crc = batch_crc(bytes);
+    /// `bytes` with fields overwritten and the CRC rewritten to match, as a writer with
+    /// a bug would leave them.
+    fn resealed(mut bytes: Vec<u8>, fields: &[(usize, &[u8])]) -> Vec<u8> {
+        for (at, value) in fields {
+            bytes[*at..*at + value.len()].copy_from_slice(value);
+        }
+        let crc = batch_crc(&bytes);
         bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        bytes
     }
 
     #[test]
     fn a_plain_header_that_does_not_match_its_lines_is_refused() {
+        let both = ATTR_PLAIN | ATTR_DELETE_HORIZON;
         let cases: [(usize, &[u8]); 5] = [
             (RECORD_COUNT_AT, &2u32.to_be_bytes()),
             (LAST_OFFSET_DELTA_AT, &3u32.to_be_bytes()),
             (STREAM_BYTES_AT, &11u32.to_be_bytes()),
             (MAX_TIMESTAMP_AT, &1_001i64.to_be_bytes()),
-            (
-                ATTRIBUTES_AT,
-                &(ATTR_PLAIN | ATTR_DELETE_HORIZON).to_be_bytes(),
-            ),
+            (ATTRIBUTES_AT, &both.to_be_bytes()),
         ];
-        for (at, value) in cases {
-            let mut bytes = plain_sample();
-            bytes[at..at + value.len()].copy_from_slice(value);
-            reseal(&mut bytes);
+        for field in cases {
+            let bytes = resealed(plain_sample(), &[field]);
             assert!(
                 matches!(decode_batch(&bytes), Err(DecodeError::BadRecord(_))),
-                "field at {at} set to {value:?} was accepted"
+                "field {field:?} was accepted"
             );
         }
         // A record count that matches the header but not the lines.
-        let mut bytes = plain_batch(0, 5, 0, 7, 2, [b"one line, two\n!", b"\n"]).to_vec();
-        bytes[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&1u32.to_be_bytes());
-        bytes[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4].copy_from_slice(&0u32.to_be_bytes());
-        reseal(&mut bytes);
+        let two_lines = plain_batch(0, 5, 0, 7, 2, [b"one line, two\n!", b"\n"]).to_vec();
+        let one_record = [
+            (RECORD_COUNT_AT, &1u32.to_be_bytes()[..]),
+            (LAST_OFFSET_DELTA_AT, &0u32.to_be_bytes()[..]),
+        ];
+        let bytes = resealed(two_lines, &one_record);
         assert!(
             decode_batch(&bytes).is_err(),
             "a trailing line was accepted"
         );
         // More records than the lines section has bytes: refused from the header alone,
         // before anything sized by the count is allocated.
-        let mut bytes = plain_sample();
-        bytes[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&1_000u32.to_be_bytes());
-        bytes[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]
-            .copy_from_slice(&999u32.to_be_bytes());
-        reseal(&mut bytes);
+        let thousand = [
+            (RECORD_COUNT_AT, &1_000u32.to_be_bytes()[..]),
+            (LAST_OFFSET_DELTA_AT, &999u32.to_be_bytes()[..]),
+        ];
+        let bytes = resealed(plain_sample(), &thousand);
         assert!(
             decode_header(&bytes).is_err(),
             "an impossible count was accepted"
         );
-        let mut bytes = plain_sample();
-        bytes[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&0x8002u16.to_be_bytes());
-        reseal(&mut bytes);
+        let unknown = [(ATTRIBUTES_AT, &0x8002u16.to_be_bytes()[..])];
+        let bytes = resealed(plain_sample(), &unknown);
         assert!(
             decode_header(&bytes).is_err(),
             "an unknown attribute was accepted"
