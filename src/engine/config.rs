@@ -40,6 +40,8 @@ pub struct TopicConfig {
     pub key_separator: Vec<u8>,
     /// `None` when `null.marker` is empty: no value is ever read as a tombstone.
     pub null_marker: Option<Vec<u8>>,
+    /// [`TopicConfig::render_id`], computed once: every append and read asks for it.
+    rendering: u32,
 }
 
 impl TopicConfig {
@@ -50,11 +52,7 @@ impl TopicConfig {
 
     /// Which rendering of records into `log` lines this config produces.
     pub fn render_id(&self) -> u32 {
-        super::format::render_id(
-            self.parse_key,
-            &self.key_separator,
-            self.null_marker.as_deref().unwrap_or(&[]),
-        )
+        self.rendering
     }
 
     /// Kafka's `maxSegmentMs()`: compacted topics roll no later than `max.compaction.lag.ms`.
@@ -1284,6 +1282,8 @@ impl BrokerConfig {
             other => panic!("parse.key is a BOOLEAN config, got {other:?}"),
         };
         let null_marker = text("null.marker");
+        let key_separator = text("key.separator");
+        let rendering = super::format::render_id(parse_key, &key_separator, &null_marker);
         TopicConfig {
             cleanup_policy,
             retention_ms: long(RETENTION_MS),
@@ -1303,8 +1303,9 @@ impl BrokerConfig {
             flush_messages: long("flush.messages"),
             flush_ms: long("flush.ms"),
             parse_key,
-            key_separator: text("key.separator"),
+            key_separator,
             null_marker: (!null_marker.is_empty()).then_some(null_marker),
+            rendering,
         }
     }
 

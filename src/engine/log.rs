@@ -332,6 +332,8 @@ pub struct AppendInfo {
     pub records: u64,
     pub bytes: u64,
     pub rolls: Vec<(u64, RollReason)>,
+    /// The clock when the records were appended: their timestamp.
+    pub appended_at_ms: i64,
 }
 
 /// A segment removed from the log and renamed `.deleted`, waiting for physical removal.
@@ -813,6 +815,7 @@ impl Log {
         };
         let mut info = AppendInfo {
             first_offset,
+            appended_at_ms: now,
             ..AppendInfo::default()
         };
         let mut start = BatchStart {
@@ -835,8 +838,7 @@ impl Log {
             };
             let Some(batch) = batch else { break };
             let size = batch.parts.len() as u64;
-            self.maybe_roll(size, now, segment_size, config, &mut info)?;
-            let active = self.snapshot().active().clone();
+            let active = self.maybe_roll(size, now, segment_size, config, &mut info)?;
             active.append_parts(
                 &batch.parts.slices(),
                 config.index_interval_bytes.max(0) as u64,
@@ -858,14 +860,17 @@ impl Log {
         Ok(info)
     }
 
+    /// Rolls first when Kafka would; returns the active segment the batch goes to. `now`
+    /// is both the clock and the incoming records' timestamp (stamped with the append
+    /// time).
     fn maybe_roll(
         &self,
         incoming_bytes: u64,
-        incoming_max_timestamp: i64,
+        now: i64,
         segment_size: u64,
         config: &TopicConfig,
         info: &mut AppendInfo,
-    ) -> Result<()> {
+    ) -> Result<Arc<Segment>> {
         let active = self.snapshot().active().clone();
         let next = active.next_offset();
         let overflow = next - active.base_offset() > u64::from(u32::MAX >> 1);
@@ -874,19 +879,20 @@ impl Log {
         } else {
             active.roll_reason(
                 incoming_bytes,
-                incoming_max_timestamp,
+                now,
                 segment_size,
                 config.max_segment_ms(),
-                self.clock.now_ms(),
+                now,
             )
         };
-        if let Some(reason) = reason {
-            if !active.is_empty() {
-                self.roll_locked(config, reason)?;
+        match reason {
+            Some(reason) if !active.is_empty() => {
+                let rolled = self.roll_locked(config, reason)?;
                 info.rolls.push((next, reason));
+                Ok(rolled)
             }
+            _ => Ok(active),
         }
-        Ok(())
     }
 
     /// Seals the active segment and starts a new one at the log end offset. Caller holds

@@ -333,7 +333,7 @@ impl Topic {
             .appended_bytes
             .fetch_add(info.bytes, Ordering::Relaxed);
         self.modified_ms
-            .store(self.clock.now_ms(), Ordering::Relaxed);
+            .store(info.appended_at_ms, Ordering::Relaxed);
         for (offset, reason) in &info.rolls {
             tracing::info!(topic = %self.name, base_offset = offset, %reason, "rolled segment");
             let why = match reason {
