@@ -185,10 +185,9 @@ struct NextBatch<'a> {
     stream_end: u64,
 }
 
-/// Where the next batch of a write starts, and the offset and stream position it gets.
+/// What the next batch of a write gets: its first offset and stream position, the
+/// append's time and rendering, and its size limit.
 struct BatchStart {
-    /// A record index for parsed records, a byte position for plain ones.
-    at: usize,
     offset: u64,
     stream_pos: u64,
     timestamp: i64,
@@ -202,9 +201,10 @@ fn next_parsed_batch<'a>(
     builder: &'a mut BatchBuilder,
     data: WriteBytes<'a>,
     records: &[PendingRecord],
-    start: &mut BatchStart,
+    next_record: &mut usize,
+    start: &BatchStart,
 ) -> Option<NextBatch<'a>> {
-    if start.at == records.len() {
+    if *next_record == records.len() {
         return None;
     }
     builder.reset(
@@ -215,7 +215,7 @@ fn next_parsed_batch<'a>(
     );
     let mut stream_end = start.stream_pos;
     let mut offset = start.offset;
-    let first = start.at;
+    let first = *next_record;
     // Where the batch's lines sit in `data`, while they are one contiguous run.
     let mut run: Option<(usize, usize)> = None;
     let mut contiguous = true;
@@ -265,7 +265,7 @@ fn next_parsed_batch<'a>(
         Some(lines) => builder.finish_parts_with(lines, None, stream_end, None),
         None => builder.finish_parts(None, stream_end, None),
     };
-    start.at = i;
+    *next_record = i;
     Some(NextBatch {
         parts,
         records: (i - first) as u64,
@@ -277,9 +277,10 @@ fn next_parsed_batch<'a>(
 fn next_plain_batch<'a>(
     builder: &'a mut BatchBuilder,
     data: WriteBytes<'a>,
-    start: &mut BatchStart,
+    next_byte: &mut usize,
+    start: &BatchStart,
 ) -> Option<NextBatch<'a>> {
-    let from = start.at;
+    let from = *next_byte;
     if from == data.len() {
         return None;
     }
@@ -316,7 +317,7 @@ fn next_plain_batch<'a>(
         count,
         lines,
     );
-    start.at = end;
+    *next_byte = end;
     Some(NextBatch {
         parts,
         records: records as u64,
@@ -819,7 +820,6 @@ impl Log {
             ..AppendInfo::default()
         };
         let mut start = BatchStart {
-            at: 0,
             offset: first_offset,
             stream_pos: first_stream_pos,
             timestamp: now,
@@ -828,13 +828,16 @@ impl Log {
             // of its own beyond the configured size.
             limit: segment_size.min(1 << 20) as usize,
         };
+        // Where the next batch starts in the write: a record index for parsed records, a
+        // byte position for plain ones.
+        let (mut next_record, mut next_byte) = (0, 0);
         loop {
             let builder = &mut writer.builder;
             let batch = match records {
                 WriteRecords::Parsed(parsed) => {
-                    next_parsed_batch(builder, data, parsed, &mut start)
+                    next_parsed_batch(builder, data, parsed, &mut next_record, &start)
                 }
-                WriteRecords::Plain => next_plain_batch(builder, data, &mut start),
+                WriteRecords::Plain => next_plain_batch(builder, data, &mut next_byte, &start),
             };
             let Some(batch) = batch else { break };
             let size = batch.parts.len() as u64;
