@@ -371,6 +371,14 @@ fn a_keyless_line_too_big_for_any_segment_is_refused_whole() {
         "Message batch size is 72 bytes in append to partition tiny-0, which exceeds the maximum configured segment size of 50."
     );
     assert_eq!(tiny.log().log_end_offset(), 0);
+
+    // Kafka prints the configured value, even one no segment can hold.
+    let negative = f.topic("negative");
+    set(&negative, "internal.segment.bytes=-5");
+    assert_eq!(
+        negative.append_lines(b"x\n").unwrap_err().to_string(),
+        "Message batch size is 73 bytes in append to partition negative-0, which exceeds the maximum configured segment size of -5."
+    );
 }
 
 /// The newline an unterminated last line gets counts against the batch limit: no batch

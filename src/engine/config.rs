@@ -36,6 +36,8 @@ pub struct TopicConfig {
     pub max_message_bytes: i32,
     pub flush_messages: i64,
     pub flush_ms: i64,
+    /// Kafka's `preallocate`: a new segment's `.log` is grown to the segment size at once.
+    pub preallocate: bool,
     pub parse_key: bool,
     pub key_separator: Vec<u8>,
     /// `None` when `null.marker` is empty: no value is ever read as a tombstone.
@@ -97,6 +99,11 @@ pub enum ConfigError {
     },
     /// A rule across broker configs (`KafkaConfig.validateValues`, `LogCleaner`) failed.
     Broker(BrokerRule),
+    /// An index size below one entry (`AbstractIndex`: 8 bytes for `.index`, 12 for
+    /// `.timeindex`): Kafka accepts the value and then fails creating the index.
+    InvalidMaxIndexSize {
+        size: i64,
+    },
     /// A command line that is neither `key=value`, `-key`, a comment nor blank.
     CommandSyntax {
         line: String,
@@ -182,6 +189,9 @@ impl fmt::Display for ConfigError {
                 names.join(", ")
             ),
             ConfigError::Broker(rule) => write!(f, "{rule}"),
+            ConfigError::InvalidMaxIndexSize { size } => {
+                write!(f, "Invalid max index size: {size}")
+            }
             ConfigError::CommandSyntax { line } => write!(
                 f,
                 "Invalid config line '{line}': expected key=value to set, -key to remove, or a # comment"
@@ -223,7 +233,13 @@ enum Check {
     CleanupPolicyList,
     /// `ConfigDef.NonEmptyString`.
     NonEmpty,
+    /// `atLeast(4)` as Kafka validates it, then what creating an index requires: room for
+    /// one entry of the larger index (`AbstractIndex`'s "Invalid max index size").
+    IndexSize,
 }
+
+/// The size of a `.timeindex` entry, the larger of the two index entries.
+const MIN_INDEX_BYTES: i64 = 12;
 
 struct Def {
     name: &'static str,
@@ -351,7 +367,7 @@ const TOPIC_DEFS: &[TopicDef] = &[
             "segment.index.bytes",
             Kind::Int,
             Some("10485760"),
-            Check::AtLeast(4),
+            Check::IndexSize,
         ),
         synonyms: &[same("log.index.size.max.bytes")],
     },
@@ -448,6 +464,10 @@ const TOPIC_DEFS: &[TopicDef] = &[
         synonyms: &[],
     },
     TopicDef {
+        def: def("preallocate", Kind::Boolean, Some("false"), Check::None),
+        synonyms: &[same("log.preallocate")],
+    },
+    TopicDef {
         def: def("null.marker", Kind::Text, Some(""), Check::None),
         synonyms: &[],
     },
@@ -511,7 +531,7 @@ const BROKER_DEFS: &[BrokerDef] = &[
         "log.index.size.max.bytes",
         Kind::Int,
         Some("10485760"),
-        Check::AtLeast(4),
+        Check::IndexSize,
     )),
     dynamic(def(
         "log.index.interval.bytes",
@@ -584,6 +604,12 @@ const BROKER_DEFS: &[BrokerDef] = &[
         "log.cleaner.enable",
         Kind::Boolean,
         Some("true"),
+        Check::None,
+    )),
+    dynamic(def(
+        "log.preallocate",
+        Kind::Boolean,
+        Some("false"),
         Check::None,
     )),
     dynamic(def(
@@ -787,6 +813,22 @@ fn check(def: &Def, value: &Value, raw: &str) -> Result<(), ConfigError> {
     let (min, max) = match def.check {
         Check::None => return Ok(()),
         Check::AtLeast(min) => (min, None),
+        Check::IndexSize => {
+            check(
+                &Def {
+                    check: Check::AtLeast(4),
+                    ..*def
+                },
+                value,
+                raw,
+            )?;
+            return match value.as_i64() {
+                Some(size) if size < MIN_INDEX_BYTES => {
+                    Err(ConfigError::InvalidMaxIndexSize { size })
+                }
+                _ => Ok(()),
+            };
+        }
         Check::Between(min, max) => (min, Some(max)),
         Check::NonEmpty => {
             return match value {
@@ -1277,10 +1319,11 @@ impl BrokerConfig {
             Some(Value::Int(n)) => Some(n),
             other => panic!("internal.segment.bytes is an INT config, got {other:?}"),
         };
-        let parse_key = match value("parse.key") {
+        let boolean = |name: &str| match value(name) {
             Some(Value::Boolean(b)) => b,
-            other => panic!("parse.key is a BOOLEAN config, got {other:?}"),
+            other => panic!("{name} is a BOOLEAN config, got {other:?}"),
         };
+        let parse_key = boolean("parse.key");
         let null_marker = text("null.marker");
         let key_separator = text("key.separator");
         let rendering = super::format::render_id(parse_key, &key_separator, &null_marker);
@@ -1302,6 +1345,7 @@ impl BrokerConfig {
             max_message_bytes: int("max.message.bytes"),
             flush_messages: long("flush.messages"),
             flush_ms: long("flush.ms"),
+            preallocate: boolean("preallocate"),
             parse_key,
             key_separator,
             null_marker: (!null_marker.is_empty()).then_some(null_marker),
@@ -1624,7 +1668,7 @@ mod tests {
     #[test]
     fn bounds_themselves_are_accepted() {
         let o = apply(
-            "segment.bytes=1048576\nretention.ms=-1\nsegment.ms=1\nsegment.index.bytes=4\n\
+            "segment.bytes=1048576\nretention.ms=-1\nsegment.ms=1\nsegment.index.bytes=12\n\
              index.interval.bytes=0\nmin.cleanable.dirty.ratio=0\nmax.compaction.lag.ms=1\n\
              flush.messages=1\nflush.ms=0\nretention.bytes=-5\ninternal.segment.bytes=100",
         )
@@ -1985,6 +2029,47 @@ mod tests {
             "Invalid value 5 for configuration log.segment.bytes: Value must be at least 1048576"
         );
         assert_eq!(b.topic_defaults().retention_ms, 1000);
+    }
+
+    #[test]
+    fn index_sizes_below_one_entry_fail_as_kafka_fails_creating_the_index() {
+        // Kafka's validator is atLeast(4); `AbstractIndex` then refuses a size below its
+        // entry size (8 for .index, 12 for .timeindex) when it creates the file.
+        assert_eq!(
+            error("segment.index.bytes=3"),
+            "Invalid value 3 for configuration segment.index.bytes: Value must be at least 4"
+        );
+        for size in 4..12 {
+            assert_eq!(
+                error(&format!("segment.index.bytes={size}")),
+                format!("Invalid max index size: {size}")
+            );
+            assert_eq!(
+                broker_error(&format!("log.index.size.max.bytes={size}")),
+                format!("Invalid max index size: {size}")
+            );
+            assert_eq!(
+                load(&[("log.index.size.max.bytes", &size.to_string())])
+                    .unwrap_err()
+                    .to_string(),
+                format!("Invalid max index size: {size}")
+            );
+        }
+        let smallest = apply("segment.index.bytes=12").unwrap();
+        assert_eq!(broker().resolve_topic(&smallest).segment_index_bytes, 12);
+    }
+
+    #[test]
+    fn preallocate_is_a_topic_config_with_a_dynamic_broker_synonym() {
+        assert!(!broker().topic_defaults().preallocate);
+        let o = apply("preallocate=true").unwrap();
+        assert!(broker().resolve_topic(&o).preallocate);
+        let b = broker().apply_dynamic("log.preallocate=true").unwrap();
+        assert!(b.topic_defaults().preallocate);
+        assert_eq!(
+            error("preallocate=yes"),
+            "Invalid value yes for configuration preallocate: Expected value to be either true or false"
+        );
     }
 
     #[test]

@@ -703,6 +703,15 @@ fn dump_log(
             Step::End => return Ok(()),
             Step::Invalid { pos, reason } => {
                 let invalid_bytes = len - pos;
+                if is_zero_from(file, pos, len).map_err(read_err)? {
+                    writeln!(
+                        out,
+                        "Found {invalid_bytes} zero bytes at position {pos}: preallocated space \
+                         of an active segment (preallocate=true), not data"
+                    )
+                    .map_err(write_err)?;
+                    return Ok(());
+                }
                 writeln!(
                     out,
                     "Found {invalid_bytes} invalid bytes at position {pos}: {reason}"
@@ -744,6 +753,26 @@ fn dump_log(
             }
         }
     }
+}
+
+/// Whether the bytes of `file` from `pos` to `len` are the rest of a `.log` that
+/// `preallocate` grew to the segment size (or blocks a crash left unwritten): zeros, and
+/// at least a batch header of them, which no batch's bytes start with (its size field is
+/// not zero), so a torn batch is never mistaken for them.
+fn is_zero_from(file: &File, mut pos: u64, len: u64) -> io::Result<bool> {
+    if len - pos < BATCH_HEADER_BYTES as u64 {
+        return Ok(false);
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    while pos < len {
+        let n = (len - pos).min(buf.len() as u64) as usize;
+        file.read_exact_at(&mut buf[..n], pos)?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        pos += n as u64;
+    }
+    Ok(true)
 }
 
 /// Kafka's batch line. kpfs has no producer state, transactions, leader epochs or
@@ -1137,7 +1166,8 @@ fn check_partition(dir: &Path, report: &mut CheckReport) -> u64 {
         }
         report.segments += 1;
         let log_path = file(Kind::Log);
-        let Some(facts) = check_log(&log_path, base, report) else {
+        let last = Some(base) == files.iter().rev().find(|(_, k)| k[0]).map(|(&b, _)| b);
+        let Some(facts) = check_log(&log_path, base, last, report) else {
             continue;
         };
         if !cut {
@@ -1185,7 +1215,9 @@ struct LogFacts {
     next_offset: u64,
 }
 
-fn check_log(path: &Path, base: u64, report: &mut CheckReport) -> Option<LogFacts> {
+/// `last`: the partition's last segment, the only one a live or crashed mount leaves
+/// preallocated (zeros after its data).
+fn check_log(path: &Path, base: u64, last: bool, report: &mut CheckReport) -> Option<LogFacts> {
     let opened = File::open(path).and_then(|f| {
         let len = f.metadata()?.len();
         Ok((f, len))
@@ -1219,6 +1251,20 @@ fn check_log(path: &Path, base: u64, report: &mut CheckReport) -> Option<LogFact
                 facts.valid_bytes = pos + header.size as u64;
             }
             Ok(Step::End) => break,
+            Ok(Step::Invalid { pos, .. })
+                if last && is_zero_from(&file, pos, len).unwrap_or(false) =>
+            {
+                report.note(
+                    path,
+                    format_args!(
+                        "position {pos}: {} zero bytes after the last batch: the preallocated \
+                         space of an active segment (preallocate=true); a clean unmount trims \
+                         it, the next open after a crash cuts it",
+                        len - pos
+                    ),
+                );
+                break;
+            }
             Ok(Step::Invalid { pos, reason }) => {
                 report.problem(
                     path,

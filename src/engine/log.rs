@@ -584,11 +584,10 @@ impl Log {
             }
         }
         if segments.is_empty() {
-            segments.push(Arc::new(Segment::create(
+            segments.push(Arc::new(new_active_segment(
                 dir,
-                0,
-                0,
-                index_bytes,
+                (0, 0),
+                config,
                 now,
                 log.next_jitter(config),
             )?));
@@ -804,8 +803,9 @@ impl Log {
         if let Some(single) = first_oversized_record(data, records, segment_size) {
             return Err(EngineError::RecordTooLarge {
                 message: format!(
-                    "Message batch size is {single} bytes in append to partition {}, which exceeds the maximum configured segment size of {segment_size}.",
-                    self.partition
+                    "Message batch size is {single} bytes in append to partition {}, which exceeds the maximum configured segment size of {}.",
+                    self.partition,
+                    config.segment_size()
                 ),
             });
         }
@@ -908,11 +908,10 @@ impl Log {
         // of `log` syncs every segment no fsync has covered, and recovery cuts the log at
         // a segment that lost its tail, so a power cut never leaves a hole.
         old.seal()?;
-        let new = Arc::new(Segment::create(
+        let new = Arc::new(new_active_segment(
             &self.dir,
-            info.next_offset,
-            info.stream_end,
-            config.segment_index_bytes.max(0) as usize,
+            (info.next_offset, info.stream_end),
+            config,
             self.clock.now_ms(),
             self.next_jitter(config),
         )?);
@@ -1206,6 +1205,29 @@ impl Log {
         }
         assert!(snap.log_start_offset >= snap.segments[0].base_offset());
     }
+}
+
+/// A new active segment at `(base offset, stream position)`, its `.log` preallocated to
+/// the segment size when the topic has `preallocate` (Kafka's `initFileSize`).
+fn new_active_segment(
+    dir: &Path,
+    (base_offset, stream_pos): (u64, u64),
+    config: &TopicConfig,
+    now_ms: i64,
+    roll_jitter_ms: i64,
+) -> Result<Segment> {
+    let segment = Segment::create(
+        dir,
+        base_offset,
+        stream_pos,
+        config.segment_index_bytes.max(0) as usize,
+        now_ms,
+        roll_jitter_ms,
+    )?;
+    if config.preallocate && config.segment_size() > 0 {
+        segment.preallocate(config.segment_size() as u64)?;
+    }
+    Ok(segment)
 }
 
 /// `<base offset> <stream position>` of the first segment, so an empty first segment

@@ -106,6 +106,8 @@ pub struct Segment {
     read_map: Mutex<Option<Arc<Mmap>>>,
     /// Between `make_active` and `seal`.
     active: std::sync::atomic::AtomicBool,
+    /// The `.log` was grown past its data by [`Segment::preallocate`]; `seal` trims it.
+    preallocated: std::sync::atomic::AtomicBool,
     state: Mutex<State>,
 }
 
@@ -305,6 +307,7 @@ impl Segment {
             verified_to: AtomicU64::new(0),
             read_map: Mutex::new(None),
             active: Default::default(),
+            preallocated: Default::default(),
             state: Mutex::new(State {
                 size: 0,
                 tally: Tally::empty(base_offset, stream_pos),
@@ -781,7 +784,8 @@ impl Segment {
         None
     }
 
-    /// Kafka's `onBecomeInactiveSegment`: final time-index entry, indexes trimmed.
+    /// Kafka's `onBecomeInactiveSegment`: final time-index entry, indexes trimmed, and a
+    /// preallocated `.log` trimmed to its data.
     pub fn seal(&self) -> Result<()> {
         let mut st = self.state.lock();
         let (ts, off) = (st.tally.max_timestamp, st.tally.offset_of_max_timestamp);
@@ -790,11 +794,42 @@ impl Segment {
                 .maybe_append(ts, off)
                 .map_err(|e| self.io_err("final time index entry", e))?;
         }
+        if self.preallocated.load(Ordering::Relaxed) {
+            self.log_file()?
+                .set_len(st.size)
+                .map_err(|e| self.io_err("trim the preallocated", e))?;
+            self.preallocated.store(false, Ordering::Relaxed);
+        }
         drop(st);
         self.active.store(false, Ordering::Release);
         *self.read_map.lock() = None;
         self.log.lock().file = None;
         self.each_index("trim", |i| i.trim())
+    }
+
+    /// Kafka's `preallocate`: grows the `.log` of a new, empty active segment to `bytes`
+    /// (`RandomAccessFile.setLength`, so sparse where the filesystem allows) for a
+    /// filesystem that lays a file out better when it knows its size. Appends go on at
+    /// the data's end and reads stop there; `seal` (roll, close) trims the file back, and
+    /// after a crash recovery cuts the zeros as an invalid tail.
+    pub fn preallocate(&self, bytes: u64) -> Result<()> {
+        let st = self.state.lock();
+        assert_eq!(st.size, 0, "only a new segment is preallocated");
+        let Some(log) = self.log.lock().file.clone() else {
+            return Err(self.io_err(
+                "preallocate",
+                io::Error::other("the segment is sealed and holds no descriptor"),
+            ));
+        };
+        log.set_len(bytes.min(MAX_SEGMENT_FILE_BYTES))
+            .map_err(|e| self.io_err("preallocate", e))?;
+        self.preallocated.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Between creation (or reactivation) and `seal`: holds its `.log` open for appends.
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
     }
 
     /// Re-expands the indexes of a segment that becomes (again) the active one.
