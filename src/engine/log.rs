@@ -381,6 +381,9 @@ pub struct Log {
     shared: RwLock<Shared>,
     /// Set after an I/O failure on the write path: every later write is refused.
     poisoned: Mutex<Option<String>>,
+    /// Why [`STREAM_START_FILE`] does not hold the first segment's stream start (the
+    /// disk was full when a deletion wrote it).
+    unsaved_stream_start: Mutex<Option<String>>,
     jitter_seed: AtomicU64,
     /// Kafka's recovery point: every record below it is on stable storage with its index
     /// entries. Advanced only after an fsync; checkpointed by the engine, so recovery
@@ -463,6 +466,7 @@ impl Log {
                 log_start_offset: 0,
             }),
             poisoned: Mutex::new(None),
+            unsaved_stream_start: Mutex::new(None),
             jitter_seed: AtomicU64::new((now as u64) ^ 0x9E37_79B9_7F4A_7C15),
             recovery_point: AtomicU64::new(0),
         };
@@ -784,9 +788,22 @@ impl Log {
                 name: self.partition.trim_end_matches("-0").to_string(),
             });
         }
+        let end_before = (self.log_end_offset(), self.stream_end());
         let result = self.append_locked(&mut writer, data, records, config);
         if let Err(e @ EngineError::Io { .. }) = &result {
-            self.poison(e);
+            // A full disk that failed the write's first batch, which was cut back (else
+            // the error is not this one), leaves the log as it was: no hole for a later
+            // write to land after, so the next write may simply try again. Anything
+            // else (a later batch of the write already stored, a failed roll, a failed
+            // fsync) cannot be undone or trusted: the log is poisoned.
+            let undone = e.is_out_of_space()
+                && (self.log_end_offset(), self.stream_end()) == end_before
+                && self.snapshot().active().is_active();
+            if undone {
+                tracing::warn!(partition = %self.partition, error = %e, "append refused for lack of space; nothing of it was stored");
+            } else {
+                self.poison(e);
+            }
         }
         result
     }
@@ -965,8 +982,7 @@ impl Log {
             );
             sh.log_start_offset = sh.log_start_offset.max(kept[0].base_offset());
             let first = kept[0].info();
-            write_stream_start(
-                &self.dir,
+            self.save_stream_start(
                 first.base_offset,
                 first.stream_start.unwrap_or(first.stream_end),
             )?;
@@ -984,6 +1000,42 @@ impl Log {
         sync_dir(&self.dir)?;
         self.check_invariants();
         Ok(deleted)
+    }
+
+    /// Writes [`STREAM_START_FILE`]. On a full disk the deletion that needs it goes on
+    /// (it is how space comes back) and [`Log::save_unsaved_stream_start`] writes it
+    /// later: it matters only after a crash that finds the first segment empty, whose
+    /// stream position would then restart at 0.
+    fn save_stream_start(&self, base: u64, stream_pos: u64) -> Result<()> {
+        super::topic::write_or_defer(
+            &self.dir.join(STREAM_START_FILE),
+            format!("{base} {stream_pos}\n").as_bytes(),
+            &self.unsaved_stream_start,
+        )
+    }
+
+    /// Retries what a full disk kept from [`STREAM_START_FILE`], with the first segment
+    /// as it is now.
+    pub fn save_unsaved_stream_start(&self) {
+        if self.unsaved_stream_start.lock().is_none() {
+            return;
+        }
+        // Under the writer lock, as deletions write it, so it never names an older
+        // first segment.
+        let _w = self.writer.lock();
+        let first = self.snapshot().segments[0].info();
+        let saved = self.save_stream_start(
+            first.base_offset,
+            first.stream_start.unwrap_or(first.stream_end),
+        );
+        if let Err(e) = saved {
+            tracing::error!(partition = %self.partition, error = %e, "writing the stream start failed");
+        }
+    }
+
+    /// Why the stream start is not yet in its file, if it is not.
+    pub fn unsaved_stream_start(&self) -> Option<String> {
+        self.unsaved_stream_start.lock().clone()
     }
 
     /// Replaces the segments with the given base offsets (a contiguous run, never the
@@ -1233,13 +1285,6 @@ fn new_active_segment(
 /// `<base offset> <stream position>` of the first segment, so an empty first segment
 /// keeps its stream position across a reopen.
 pub const STREAM_START_FILE: &str = "kpfs-stream-start";
-
-fn write_stream_start(dir: &Path, base: u64, stream_pos: u64) -> Result<()> {
-    super::topic::write_atomically(
-        &dir.join(STREAM_START_FILE),
-        format!("{base} {stream_pos}\n").as_bytes(),
-    )
-}
 
 fn read_stream_start(dir: &Path, first_base: Option<u64>) -> u64 {
     let Ok(text) = fs::read_to_string(dir.join(STREAM_START_FILE)) else {

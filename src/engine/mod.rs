@@ -31,7 +31,7 @@ use log::Durability;
 use parking_lot::{Mutex, RwLock};
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{BrokerConfig, ConfigError, TopicConfig};
+pub use config::{BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig};
 pub use config::{BrokerRule, CleanupPolicy, TopicOverrides};
 pub use error::{EngineError, Result};
 pub use topic::{BackingFile, LogCursor, RefusalReason, Topic};
@@ -79,6 +79,9 @@ struct Inner {
     dead_cleaner_threads: std::sync::atomic::AtomicU64,
     clock: Arc<dyn Clock>,
     broker: Arc<RwLock<BrokerConfig>>,
+    /// Why the dynamic broker config in force is not yet in its file (the disk was full
+    /// when it changed); saved as soon as there is space.
+    unsaved_broker: Mutex<Option<String>>,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     rejections: Mutex<VecDeque<String>>,
     deletions: Mutex<Vec<PendingDeletion>>,
@@ -255,6 +258,7 @@ impl Engine {
                 dead_cleaner_threads: Default::default(),
                 clock,
                 broker,
+                unsaved_broker: Mutex::new(None),
                 topics: RwLock::new(topics),
                 rejections: Mutex::new(VecDeque::new()),
                 deletions: Mutex::new(Vec::new()),
@@ -316,6 +320,13 @@ impl Engine {
         self.stop.lock().take();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
+        }
+        if self.inner.unsaved_broker.lock().is_some() {
+            let broker = self.inner.broker.read();
+            save_broker_config(&self.inner, &broker)?;
+            if let Some(reason) = self.inner.unsaved_broker.lock().as_ref() {
+                tracing::error!(%reason, "closing with dynamic broker configs that could not be saved; they are lost");
+            }
         }
         for topic in self.inner.topics.read().values() {
             topic.close()?;
@@ -404,33 +415,58 @@ impl Engine {
         Ok(())
     }
 
-    /// `.kpfs/config`: every broker config with its effective value, `key=value` lines.
+    /// `.kpfs/config`: the dynamic overrides as `key=value` lines, every other broker
+    /// config as a comment with its value and source, then any warning as a comment.
     pub fn broker_config_text(&self) -> String {
-        self.inner.broker.read().render()
+        let mut text = self.inner.broker.read().render();
+        for warning in self.broker_config_warnings() {
+            text.push_str(&format!("# warning: {warning}\n"));
+        }
+        text
     }
 
     pub fn broker_config(&self) -> BrokerConfig {
         self.inner.broker.read().clone()
     }
 
-    /// A write to `.kpfs/config`: `key=value` lines of dynamic broker configs.
+    /// A whole command to `.kpfs/config` (`key=value` lines of dynamic broker configs)
+    /// that changes the keys it names; all or nothing.
     pub fn update_broker_config(&self, text: &[u8]) -> Result<()> {
-        let text = std::str::from_utf8(text).map_err(|_| EngineError::InvalidRecord {
-            message: "config writes must be UTF-8 text".into(),
-        })?;
+        let text = std::str::from_utf8(text).map_err(|_| ConfigError::NotText)?;
+        self.apply_broker_change(&ConfigChange::from_text(ConfigScope::Broker, text)?)
+    }
+
+    /// Applies what one open-to-close of `.kpfs/config` wrote: all of it or nothing. On
+    /// a full disk it applies in memory and is saved as soon as there is space
+    /// ([`Engine::broker_config_warnings`] says so meanwhile).
+    pub fn apply_broker_change(&self, change: &ConfigChange) -> Result<()> {
         {
             let mut broker = self.inner.broker.write();
-            let updated = broker.apply_dynamic(text)?;
-            topic::write_atomically(
-                &self.inner.data_dir.join(DYNAMIC_BROKER_CONFIG_FILE),
-                updated.dynamic_properties().as_bytes(),
-            )?;
+            let updated = broker.apply_change(change)?;
+            if updated != *broker || self.inner.unsaved_broker.lock().is_some() {
+                save_broker_config(&self.inner, &updated)?;
+            }
             *broker = updated;
         }
         for t in self.inner.topics.read().values() {
             t.refresh_config();
         }
         Ok(())
+    }
+
+    /// What a `.kpfs/config` write brought that does not do what it seems: shown in
+    /// `.kpfs/config` and reported in `.kpfs/errors`.
+    pub fn broker_config_warnings(&self) -> Vec<String> {
+        self.inner
+            .unsaved_broker
+            .lock()
+            .iter()
+            .map(|reason| {
+                format!(
+                    "the dynamic broker configs in force are not saved yet ({reason}): kpfs saves them as soon as there is space; until then a crash or an unmount loses them"
+                )
+            })
+            .collect()
     }
 
     /// Remembers a refused operation for `.kpfs/errors`.
@@ -693,6 +729,31 @@ fn save_recovery_checkpoint(inner: &Inner, topics: &BTreeMap<String, Arc<Topic>>
     Ok(())
 }
 
+/// Writes the dynamic broker overrides to their file, or, out of space, remembers why
+/// (see [`topic::write_or_defer`]).
+fn save_broker_config(inner: &Inner, broker: &BrokerConfig) -> Result<()> {
+    topic::write_or_defer(
+        &inner.data_dir.join(DYNAMIC_BROKER_CONFIG_FILE),
+        broker.dynamic_properties().as_bytes(),
+        &inner.unsaved_broker,
+    )
+}
+
+/// Saves what a full disk kept in memory only: the dynamic broker config and, per
+/// topic, its overrides and stream start.
+fn save_unsaved(inner: &Inner) {
+    if inner.unsaved_broker.lock().is_some() {
+        let broker = inner.broker.read();
+        if let Err(e) = save_broker_config(inner, &broker) {
+            tracing::error!(error = %e, "writing the dynamic broker config failed");
+        }
+    }
+    let topics: Vec<Arc<Topic>> = inner.topics.read().values().cloned().collect();
+    for t in topics {
+        t.save_unsaved();
+    }
+}
+
 /// Kafka's `CleanerThread.doWork`: clean the filthiest log, then retention for compacted
 /// topics, then back off when there was nothing to clean.
 fn cleaner_loop(inner: &Inner, stop: &Receiver<()>) {
@@ -823,6 +884,7 @@ fn scheduler_loop(inner: &Inner, stop: &Receiver<()>) {
             return;
         }
         run_deletions(inner);
+        save_unsaved(inner);
         let topics: Vec<Arc<Topic>> = inner.topics.read().values().cloned().collect();
         for t in topics {
             if let Err(e) = t.maybe_flush_by_time() {

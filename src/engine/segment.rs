@@ -740,11 +740,15 @@ impl Segment {
                 .and_then(|()| st.time_index.truncate_to_offset(h.base_offset));
             if let Err(undo) = undone {
                 tracing::error!(error = %undo, "cannot drop the index entries of a failed append from {}", self.log_path_locked(&st).display());
+                return Err(self.io_err(&format!("undo a failed append ({e}) in"), undo));
             }
             // The writer is told this batch failed, so it must not come back: a complete
-            // batch left past the committed size would be loaded by the next open.
+            // batch left past the committed size would be loaded by the next open. (This
+            // also ends a preallocation: the file is its data again.)
+            self.preallocated.store(false, Ordering::Relaxed);
             if let Err(cut) = log.set_len(pos) {
                 tracing::error!(error = %cut, "cannot cut a failed append from {}", self.log_path_locked(&st).display());
+                return Err(self.io_err(&format!("cut a failed append ({e}) from"), cut));
             }
             return Err(e);
         }

@@ -132,7 +132,7 @@ impl Filesystem for FuseAdapter {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -145,6 +145,7 @@ impl Filesystem for FuseAdapter {
             uid,
             gid,
             times: atime.is_some() || mtime.is_some(),
+            fh: fh.map(|fh| fh.0),
         };
         match self.fs.setattr(ino.0, change) {
             Ok(attr) => reply.attr(&attr.ttl, &file_attr(&attr)),
@@ -277,10 +278,10 @@ impl Filesystem for FuseAdapter {
         data: &[u8],
         _write_flags: WriteFlags,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.fs.write(fh.0, data) {
+        match self.fs.write_by(fh.0, data, lock_owner.map(|o| o.0)) {
             Ok(written) => reply.written(written),
             Err(e) => fail!(reply, "write", e),
         }
@@ -290,13 +291,17 @@ impl Filesystem for FuseAdapter {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
-        _lock_owner: LockOwner,
+        fh: FileHandle,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // Not a commit point: bash sends FLUSH when it dup2s the descriptor, before the
-        // write it is about to make. Fragments are committed on RELEASE.
-        reply.ok();
+        // Every close(2) sends one, even bash's close of the descriptor it has just
+        // dup2'ed, before it writes: `flush` decides which one ends a config change.
+        // `log` fragments are committed on RELEASE.
+        match self.fs.flush(fh.0, lock_owner.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => fail!(reply, "flush", e),
+        }
     }
 
     fn release(
@@ -382,14 +387,16 @@ impl Filesystem for FuseAdapter {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _name: &OsStr,
-        _value: &[u8],
+        name: &OsStr,
+        value: &[u8],
         _flags: i32,
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let e = self.fs.refuse_xattr_change(ino.0);
-        fail!(reply, "setxattr", e)
+        match self.fs.setxattr(ino.0, name, value) {
+            Ok(()) => reply.ok(),
+            Err(e) => fail!(reply, "setxattr", e),
+        }
     }
 
     fn getxattr(
@@ -421,12 +428,15 @@ impl Filesystem for FuseAdapter {
         name: &OsStr,
         _mode: u32,
         _umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
-        let e = self
-            .fs
-            .refuse_namespace(NamespaceOp::Create, parent.0, name);
+        let op = if flags & libc::O_EXCL != 0 {
+            NamespaceOp::CreateExclusive
+        } else {
+            NamespaceOp::Create
+        };
+        let e = self.fs.refuse_namespace(op, parent.0, name);
         fail!(reply, "create", e)
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::engine::{LogCursor, Topic};
+use crate::engine::{ConfigChange, ConfigScope, LogCursor, Topic};
 use crate::fs::inode::Node;
 use crate::fs::DirEntry;
 
@@ -17,6 +17,76 @@ use crate::fs::DirEntry;
 pub enum ConfigTarget {
     Broker,
     Topic(Arc<Topic>),
+}
+
+impl ConfigTarget {
+    pub fn scope(&self) -> ConfigScope {
+        match self {
+            ConfigTarget::Broker => ConfigScope::Broker,
+            ConfigTarget::Topic(_) => ConfigScope::Topic,
+        }
+    }
+}
+
+/// A config file open for writing: where its change goes and the change so far. One
+/// open-to-close is one change (docs/SEMANTICS.md).
+pub struct ConfigWriter {
+    pub target: ConfigTarget,
+    pub edit: Mutex<ConfigEdit>,
+}
+
+/// The change a config handle carries, and who may commit it.
+pub struct ConfigEdit {
+    pub change: ConfigChange,
+    /// Written or truncated since the last commit.
+    pub pending: bool,
+    /// Lock owners (the kernel's id of a process's file table) that wrote since the
+    /// last commit. A FLUSH commits only for one of them: a child that inherited the
+    /// descriptor and exits (`{ echo a=1; sleep 1; echo b=2; } > config`) closes it
+    /// mid-change, and its FLUSH must not apply half of it.
+    pub writers: Vec<u64>,
+    /// A write came without a lock owner: any FLUSH commits.
+    pub anonymous_writer: bool,
+}
+
+impl ConfigWriter {
+    pub fn new(target: ConfigTarget) -> ConfigWriter {
+        let change = ConfigChange::new(target.scope());
+        ConfigWriter {
+            target,
+            edit: Mutex::new(ConfigEdit {
+                change,
+                pending: false,
+                writers: Vec::new(),
+                anonymous_writer: false,
+            }),
+        }
+    }
+}
+
+impl ConfigEdit {
+    pub fn note_writer(&mut self, owner: Option<u64>) {
+        self.pending = true;
+        match owner {
+            Some(owner) if !self.writers.contains(&owner) => self.writers.push(owner),
+            Some(_) => {}
+            None => self.anonymous_writer = true,
+        }
+    }
+
+    /// Whether a FLUSH from `owner` ends the change: something is pending and `owner`
+    /// wrote it. A truncation alone (`> config`) waits for RELEASE, since the shell's
+    /// first FLUSH comes between the truncation and the writes.
+    pub fn due_at_flush(&self, owner: u64) -> bool {
+        self.pending && (self.anonymous_writer || self.writers.contains(&owner))
+    }
+
+    /// Marks the change committed (or refused): only new writes make it due again.
+    pub fn committed(&mut self) {
+        self.pending = false;
+        self.writers.clear();
+        self.anonymous_writer = false;
+    }
 }
 
 /// The per-handle state of `TOPIC/log`.
@@ -36,8 +106,8 @@ pub enum HandleKind {
     /// when it reads in several pieces.
     Text {
         text: Vec<u8>,
-        /// Where writes go; `None` for read-only files.
-        target: Option<ConfigTarget>,
+        /// A config file opened for writing; `None` for files opened read-only.
+        writer: Option<ConfigWriter>,
     },
     /// A file of the partition directory. Holding the `File` keeps reads working after
     /// the engine renames it to `.deleted` or unlinks it.

@@ -20,9 +20,11 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::engine::{metrics, Clock, Engine, EngineError, LogCursor, SystemClock, Topic};
+use crate::engine::{
+    metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, LogCursor, SystemClock, Topic,
+};
 use errno::errno_of;
-use handle::{ConfigTarget, Handle, HandleKind, HandleTable, LogState};
+use handle::{ConfigTarget, ConfigWriter, Handle, HandleKind, HandleTable, LogState};
 use inode::{InodeTable, Node, CONTROL_DIR};
 
 /// Attributes of files are never cached: `tail -f` polls fstat once a second and must
@@ -102,6 +104,9 @@ pub struct SetAttr {
     pub gid: Option<u32>,
     /// atime or mtime set explicitly (touch, utimensat).
     pub times: bool,
+    /// The open file the change was made through (ftruncate, and the truncation of
+    /// an `O_TRUNC` open), if any.
+    pub fh: Option<u64>,
 }
 
 /// A refused or failed operation: the errno for the kernel and a text for the log.
@@ -117,6 +122,10 @@ pub type FsResult<T> = Result<T, FsError>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NamespaceOp {
     Create,
+    /// An `O_EXCL` create: a probe that expects to fail (editors' swap, backup and
+    /// test files, lock and temporary files), refused without a record in
+    /// `.kpfs/errors`, so saving in vim leaves no noise there.
+    CreateExclusive,
     Mknod,
     Unlink,
     Rename,
@@ -354,7 +363,15 @@ impl KpfsFs {
     pub fn setattr(&self, ino: u64, change: SetAttr) -> FsResult<Attr> {
         let node = self.node(ino)?;
         let path = node.path();
-        if change.mode.is_some() || change.uid.is_some() || change.gid.is_some() {
+        // Setting what is already there is no change: editors restore the mode and owner
+        // of the file they save.
+        let current = self.attr_of(ino, &node)?;
+        let same_mode = change
+            .mode
+            .is_none_or(|m| m & 0o7777 == u32::from(current.perm));
+        let same_owner = change.uid.is_none_or(|u| u == current.uid)
+            && change.gid.is_none_or(|g| g == current.gid);
+        if !same_mode || !same_owner {
             return Err(self.refuse(
                 &path,
                 libc::EPERM,
@@ -372,8 +389,11 @@ impl KpfsFs {
                          through retention (retention.ms, retention.bytes)",
                     ))
                 }
-                // `cat saved > config` truncates first; each write is one command anyway.
-                Node::TopicConfig(_) | Node::BrokerConfig if size == 0 => {}
+                // `>` (O_TRUNC) and ftruncate: what the handle writes next is the whole
+                // set of overrides.
+                Node::TopicConfig(_) | Node::BrokerConfig if size == 0 => {
+                    self.truncate_config(&node, change.fh)?
+                }
                 Node::TopicConfig(_) | Node::BrokerConfig => {
                     return Err(self.refuse(
                         &path,
@@ -461,7 +481,7 @@ impl KpfsFs {
             None => name.to_string_lossy().into_owned(),
         };
         let reason = match op {
-            NamespaceOp::Create | NamespaceOp::Mknod => {
+            NamespaceOp::Create | NamespaceOp::CreateExclusive | NamespaceOp::Mknod => {
                 "cannot create files: mkdir TOPIC creates a topic; append records with >> TOPIC/log"
             }
             NamespaceOp::Unlink => {
@@ -472,7 +492,25 @@ impl KpfsFs {
             NamespaceOp::Link => "hard links are not supported",
             NamespaceOp::Symlink => "symbolic links are not supported",
         };
+        if op == NamespaceOp::CreateExclusive {
+            return FsError {
+                errno: libc::EPERM,
+                message: format!("{path}: {reason}"),
+            };
+        }
         self.refuse(&path, libc::EPERM, reason)
+    }
+
+    /// kpfs keeps no extended attributes. Setting the access ACL a file's mode already
+    /// implies (what vim and `cp -p` copy onto the file they save) changes nothing and
+    /// succeeds; anything else is refused.
+    pub fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8]) -> FsResult<()> {
+        let node = self.node(ino)?;
+        let perm = self.attr_of(ino, &node)?.perm;
+        if name == POSIX_ACL_ACCESS && acl_is_mode(value, perm) {
+            return Ok(());
+        }
+        Err(self.refuse_xattr_change(ino))
     }
 
     pub fn refuse_xattr_change(&self, ino: u64) -> FsError {
@@ -504,32 +542,32 @@ impl KpfsFs {
                 let topic = self.topic(&node)?;
                 HandleKind::Text {
                     text: topic.config_text().into_bytes(),
-                    target: Some(ConfigTarget::Topic(topic)),
+                    writer: writable.then(|| ConfigWriter::new(ConfigTarget::Topic(topic))),
                 }
             }
             Node::BrokerConfig => HandleKind::Text {
                 text: self.engine.broker_config_text().into_bytes(),
-                target: Some(ConfigTarget::Broker),
+                writer: writable.then(|| ConfigWriter::new(ConfigTarget::Broker)),
             },
             Node::Errors if writable => return read_only(".kpfs/errors"),
             Node::Errors => HandleKind::Text {
                 text: self.engine.rejections_text().into_bytes(),
-                target: None,
+                writer: None,
             },
             Node::Status(_) if writable => return read_only("status"),
             Node::Status(_) => HandleKind::Text {
                 text: self.topic(&node)?.status_text().into_bytes(),
-                target: None,
+                writer: None,
             },
             Node::Metrics if writable => return read_only(".kpfs/metrics"),
             Node::Metrics => HandleKind::Text {
                 text: metrics::render(&self.engine).into_bytes(),
-                target: None,
+                writer: None,
             },
             Node::Events(_) if writable => return read_only("events"),
             Node::Events(_) => HandleKind::Text {
                 text: self.topic(&node)?.events_text().into_bytes(),
-                target: None,
+                writer: None,
             },
             Node::Segment { .. } if writable => {
                 return read_only("segments/ is a view of the partition directory; it")
@@ -687,9 +725,15 @@ impl KpfsFs {
         }
     }
 
-    /// Handles one WRITE. The kernel's offset is ignored: `log` only ever grows at the
-    /// engine's end, whatever `i_size` the kernel had cached.
+    /// Handles one WRITE whose writer is not known (see [`KpfsFs::write_by`]).
     pub fn write(&self, fh: u64, data: &[u8]) -> FsResult<u32> {
+        self.write_by(fh, data, None)
+    }
+
+    /// Handles one WRITE from the process whose file table is `owner` (the kernel's lock
+    /// owner). The kernel's offset is ignored: `log` only ever grows at the engine's
+    /// end, whatever `i_size` the kernel had cached.
+    pub fn write_by(&self, fh: u64, data: &[u8], owner: Option<u64>) -> FsResult<u32> {
         let handle = self.handle(fh)?;
         if !handle.writable {
             return Err(bad_handle(fh));
@@ -700,29 +744,23 @@ impl KpfsFs {
                 self.append(topic, &mut state.pending, data, &handle.node)?;
             }
             HandleKind::Text {
-                target: Some(target),
+                writer: Some(writer),
                 ..
             } => {
-                let path = handle.node.path();
-                let result = match target {
-                    ConfigTarget::Broker => self.engine.update_broker_config(data),
-                    ConfigTarget::Topic(topic) => {
-                        let before = topic.config_warnings();
-                        topic.update_config(data).inspect(|()| {
-                            // Accepted, but perhaps not doing what it seems: say so where
-                            // refusals go, once, when the write brings the warning in.
-                            for warning in topic.config_warnings() {
-                                if !before.contains(&warning) {
-                                    self.engine
-                                        .record_rejection(&path, &format!("warning: {warning}"));
-                                }
-                            }
-                        })
+                // Each line is checked as it arrives, so the writer hears of a bad one at
+                // once (bash prints it); the change applies at close.
+                let mut edit = writer.edit.lock();
+                edit.note_writer(owner);
+                let refused = edit.change.write(data);
+                if let Some(first) = refused.first() {
+                    let path = handle.node.path();
+                    for e in &refused[1..] {
+                        self.engine.record_rejection(&path, &e.to_string());
                     }
-                };
-                result.map_err(|e| self.engine_error(&path, &e))?;
+                    return Err(self.refuse(&path, libc::EINVAL, first.to_string()));
+                }
             }
-            HandleKind::Text { target: None, .. }
+            HandleKind::Text { writer: None, .. }
             | HandleKind::Backing { .. }
             | HandleKind::Dir { .. } => return Err(bad_handle(fh)),
         }
@@ -799,11 +837,117 @@ impl KpfsFs {
         Ok(())
     }
 
-    /// The last close of a descriptor: a final line without `\n` is still a record.
+    /// A close(2) of a descriptor of `fh` by the process whose file table is `owner`.
+    /// A config file's change applies here, so close(2) reports why it did not.
+    pub fn flush(&self, fh: u64, owner: u64) -> FsResult<()> {
+        let handle = self.handle(fh)?;
+        match &handle.kind {
+            HandleKind::Text {
+                writer: Some(writer),
+                ..
+            } => self.commit_config(&handle, writer, Some(owner)),
+            HandleKind::Text { writer: None, .. }
+            | HandleKind::Log { .. }
+            | HandleKind::Backing { .. }
+            | HandleKind::Dir { .. } => Ok(()),
+        }
+    }
+
+    /// Applies the change a config handle carries, if it is due: at a FLUSH from a
+    /// process that wrote it (`owner`), or at RELEASE (`None`: the last close, for a
+    /// truncation without writes). A refused line refuses the whole change.
+    fn commit_config(
+        &self,
+        handle: &Handle,
+        writer: &ConfigWriter,
+        owner: Option<u64>,
+    ) -> FsResult<()> {
+        let mut edit = writer.edit.lock();
+        let due = match owner {
+            Some(owner) => edit.due_at_flush(owner),
+            None => edit.pending,
+        };
+        if !due {
+            return Ok(());
+        }
+        edit.committed();
+        let path = handle.node.path();
+        let refused = edit.change.end_lines();
+        for e in &refused {
+            self.engine.record_rejection(&path, &e.to_string());
+        }
+        let (before, applied) = match &writer.target {
+            ConfigTarget::Broker => (
+                self.engine.broker_config_warnings(),
+                self.engine.apply_broker_change(&edit.change),
+            ),
+            ConfigTarget::Topic(topic) => (
+                topic.config_warnings(),
+                topic.apply_config_change(&edit.change),
+            ),
+        };
+        applied.map_err(|e| self.engine_error(&path, &e))?;
+        // Accepted, but perhaps not doing what it seems: say so where refusals go, once,
+        // when the change brings the warning in.
+        let after = match &writer.target {
+            ConfigTarget::Broker => self.engine.broker_config_warnings(),
+            ConfigTarget::Topic(topic) => topic.config_warnings(),
+        };
+        for warning in after.iter().filter(|w| !before.contains(w)) {
+            self.engine
+                .record_rejection(&path, &format!("warning: {warning}"));
+        }
+        Ok(())
+    }
+
+    /// `>` or ftruncate to zero on a config file: through an open handle, its next
+    /// lines replace the overrides; by path (`truncate -s 0`), every override goes now.
+    fn truncate_config(&self, node: &Node, fh: Option<u64>) -> FsResult<()> {
+        if let Some(handle) = fh.and_then(|fh| self.handles.get(fh)) {
+            if let HandleKind::Text {
+                writer: Some(writer),
+                ..
+            } = &handle.kind
+            {
+                let mut edit = writer.edit.lock();
+                edit.change.truncate();
+                edit.pending = true;
+                return Ok(());
+            }
+        }
+        let path = node.path();
+        let applied = match node {
+            Node::BrokerConfig => {
+                let mut change = ConfigChange::new(ConfigScope::Broker);
+                change.truncate();
+                self.engine.apply_broker_change(&change)
+            }
+            _ => {
+                let topic = self.topic(node)?;
+                let mut change = ConfigChange::new(ConfigScope::Topic);
+                change.truncate();
+                topic.apply_config_change(&change)
+            }
+        };
+        applied.map_err(|e| self.engine_error(&path, &e))
+    }
+
+    /// The last close of a descriptor: a final line without `\n` is still a record, and a
+    /// config change no FLUSH committed applies.
     pub fn release(&self, fh: u64) {
         let Some(handle) = self.handles.remove(fh) else {
             return;
         };
+        if let HandleKind::Text {
+            writer: Some(writer),
+            ..
+        } = &handle.kind
+        {
+            if let Err(error) = self.commit_config(&handle, writer, None) {
+                // Nobody waits for RELEASE's answer; the record is all the user gets.
+                tracing::warn!(errno = error.errno, "{}", error.message);
+            }
+        }
         if let HandleKind::Log { topic, state } = &handle.kind {
             let pending = std::mem::take(&mut state.lock().pending);
             if !pending.is_empty() {
@@ -826,7 +970,8 @@ impl KpfsFs {
             HandleKind::Log { topic, .. } => topic
                 .sync()
                 .map_err(|e| self.engine_error(&handle.node.path(), &e)),
-            // Config changes are durable when the write returns; the rest is read-only.
+            // A config change is durable when the close that applies it returns; the rest
+            // is read-only.
             HandleKind::Text { .. } | HandleKind::Backing { .. } | HandleKind::Dir { .. } => Ok(()),
         }
     }
@@ -861,6 +1006,41 @@ impl KpfsFs {
             frsize: u32::try_from(st.f_frsize).unwrap_or(u32::MAX),
         })
     }
+}
+
+/// The xattr that holds a file's access ACL (`acl_set_file`).
+const POSIX_ACL_ACCESS: &str = "system.posix_acl_access";
+
+/// Whether `value`, a `system.posix_acl_access` xattr (Linux's `posix_acl_xattr`: a
+/// little-endian version 2 header, then entries of tag, permissions and id), is the
+/// minimal ACL that says exactly what `perm` says: owner, group and other entries only.
+fn acl_is_mode(value: &[u8], perm: u16) -> bool {
+    const VERSION: u32 = 2;
+    const USER_OBJ: u16 = 0x01;
+    const GROUP_OBJ: u16 = 0x04;
+    const OTHER: u16 = 0x20;
+    let Some((version, entries)) = value.split_first_chunk::<4>() else {
+        return false;
+    };
+    if u32::from_le_bytes(*version) != VERSION || entries.len() != 3 * 8 {
+        return false;
+    }
+    let mut tags = Vec::with_capacity(3);
+    for entry in entries.chunks_exact(8) {
+        let tag = u16::from_le_bytes([entry[0], entry[1]]);
+        let bits = u16::from_le_bytes([entry[2], entry[3]]);
+        let shift = match tag {
+            USER_OBJ => 6,
+            GROUP_OBJ => 3,
+            OTHER => 0,
+            _ => return false,
+        };
+        if bits != (perm >> shift) & 0o7 || tags.contains(&tag) {
+            return false;
+        }
+        tags.push(tag);
+    }
+    true
 }
 
 fn bad_handle(fh: u64) -> FsError {

@@ -95,7 +95,7 @@ fn a_refused_write_leaves_the_pending_line_unchanged() {
 }
 
 #[test]
-fn truncating_log_is_refused_but_emptying_config_is_a_no_op() {
+fn truncating_log_is_refused_but_truncating_config_replaces_the_overrides() {
     let f = fixture();
     let dir = f.topic("t");
     let log = f.ino(dir, "log");
@@ -108,12 +108,206 @@ fn truncating_log_is_refused_but_emptying_config_is_a_no_op() {
     assert!(f.errors().contains("t/log: "), "{}", f.errors());
     assert!(f.errors().contains(">>"), "{}", f.errors());
     let config = f.ino(dir, "config");
+    set_config(&f, config, "retention.ms=1000\nflush.ms=5\n");
+    // `>`: the truncation through the handle makes its lines the whole set of overrides.
+    let fh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
+    f.fs.setattr(
+        config,
+        SetAttr {
+            fh: Some(fh),
+            ..truncate
+        },
+    )
+    .unwrap();
+    f.fs.write_by(fh, b"segment.ms=7\n", Some(WRITER)).unwrap();
+    f.fs.flush(fh, WRITER).unwrap();
+    f.fs.release(fh);
+    assert_eq!(overrides(&f, config), "segment.ms=7\n");
+    // `truncate -s 0 config`: by path, every override goes at once.
     f.fs.setattr(config, truncate).unwrap();
+    assert_eq!(overrides(&f, config), "");
     let touch = SetAttr {
         times: true,
         ..SetAttr::default()
     };
     assert_eq!(f.fs.setattr(config, touch).unwrap_err().errno, libc::EPERM);
+}
+
+/// The lock owner of the process that writes in these tests.
+const WRITER: u64 = 7;
+
+/// Writes `text` to `config` with `>>` and closes it.
+fn set_config(f: &Fixture, config: u64, text: &str) {
+    let fh =
+        f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
+            .unwrap()
+            .fh;
+    f.fs.write_by(fh, text.as_bytes(), Some(WRITER)).unwrap();
+    f.fs.flush(fh, WRITER).unwrap();
+    f.fs.release(fh);
+}
+
+/// The override lines `config` shows.
+fn overrides(f: &Fixture, config: u64) -> String {
+    let text = f.read_all(config);
+    text.lines()
+        .skip(1)
+        .take_while(|l| *l != "# defaults")
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn a_config_change_applies_at_the_writers_close_all_or_nothing() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let config = f.ino(dir, "config");
+    let fh =
+        f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
+            .unwrap()
+            .fh;
+    // bash: one write per line; nothing applies before the close.
+    f.fs.write_by(fh, b"retention.ms=600000\n", Some(WRITER))
+        .unwrap();
+    f.fs.write_by(fh, b"segment.ms=3000\n", Some(WRITER))
+        .unwrap();
+    assert_eq!(overrides(&f, config), "");
+    // A child that inherited the descriptor and exits closes it: not the end.
+    f.fs.flush(fh, WRITER + 1).unwrap();
+    assert_eq!(overrides(&f, config), "");
+    f.fs.flush(fh, WRITER).unwrap();
+    assert_eq!(
+        overrides(&f, config),
+        "retention.ms=600000\nsegment.ms=3000\n"
+    );
+    // One bad line: EINVAL at once with its reason, EINVAL at close, nothing applied.
+    let before = f.errors();
+    f.fs.write_by(fh, b"retention.bytes=300\n", Some(WRITER))
+        .unwrap();
+    let refused = f.fs.write_by(fh, b"segment.bytes=400\n", Some(WRITER));
+    assert_eq!(refused.unwrap_err().errno, libc::EINVAL);
+    let reason = "t/config: Invalid value 400 for configuration segment.bytes: Value must be at least 1048576";
+    assert!(
+        f.errors()[before.len()..].contains(reason),
+        "{}",
+        f.errors()
+    );
+    assert_eq!(f.fs.flush(fh, WRITER).unwrap_err().errno, libc::EINVAL);
+    assert!(
+        f.errors()[before.len()..].contains("t/config: nothing of this change applied"),
+        "{}",
+        f.errors()
+    );
+    f.fs.release(fh);
+    assert_eq!(
+        overrides(&f, config),
+        "retention.ms=600000\nsegment.ms=3000\n"
+    );
+    // A check across keys fails the close.
+    let fh =
+        f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
+            .unwrap()
+            .fh;
+    f.fs.write_by(fh, b"min.compaction.lag.ms=5000\n", Some(WRITER))
+        .unwrap();
+    f.fs.write_by(fh, b"max.compaction.lag.ms=1000\n", Some(WRITER))
+        .unwrap();
+    assert_eq!(f.fs.flush(fh, WRITER).unwrap_err().errno, libc::EINVAL);
+    f.fs.release(fh);
+    assert!(f.errors().ends_with(
+        "t/config: conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms (1000)\n"
+    ));
+    assert_eq!(
+        overrides(&f, config),
+        "retention.ms=600000\nsegment.ms=3000\n"
+    );
+}
+
+#[test]
+fn a_broker_config_change_applies_at_close_too() {
+    let f = fixture();
+    let control = f.ino(ROOT_INO, ".kpfs");
+    let config = f.ino(control, "config");
+    let fh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
+    f.fs.write_by(fh, b"log.segment.delete.delay.ms=5", Some(WRITER))
+        .unwrap();
+    assert_eq!(
+        f.fs.engine()
+            .broker_config()
+            .topic_defaults()
+            .file_delete_delay_ms,
+        60_000
+    );
+    f.fs.flush(fh, WRITER).unwrap();
+    assert_eq!(
+        f.fs.engine()
+            .broker_config()
+            .topic_defaults()
+            .file_delete_delay_ms,
+        5
+    );
+    f.fs.release(fh);
+    let fh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
+    let refused = f.fs.write_by(fh, b"log.roll.hours=1\n", Some(WRITER));
+    assert_eq!(refused.unwrap_err().errno, libc::EINVAL);
+    assert!(f
+        .errors()
+        .contains(".kpfs/config: Cannot update these configs dynamically: [log.roll.hours]"));
+    assert_eq!(f.fs.flush(fh, WRITER).unwrap_err().errno, libc::EINVAL);
+    f.fs.release(fh);
+}
+
+#[test]
+fn saving_in_an_editor_leaves_no_record() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let config = f.ino(dir, "config");
+    let perm = f.fs.getattr(config).unwrap().perm;
+    // vim: O_EXCL creates of its swap and probe files, chmod and the access ACL of the
+    // mode the file has, owner unchanged.
+    let probe = f.fs.refuse_namespace(
+        crate::fs::NamespaceOp::CreateExclusive,
+        dir,
+        OsStr::new(".config.swp"),
+    );
+    assert_eq!(probe.errno, libc::EPERM);
+    let chmod = SetAttr {
+        mode: Some(libc::S_IFREG | u32::from(perm)),
+        uid: Some(f.fs.getattr(config).unwrap().uid),
+        ..SetAttr::default()
+    };
+    f.fs.setattr(config, chmod).unwrap();
+    let acl = minimal_acl(perm);
+    f.fs.setxattr(config, OsStr::new("system.posix_acl_access"), &acl)
+        .unwrap();
+    assert_eq!(f.errors(), "");
+    // A change of any of them is refused, with a reason.
+    let other = SetAttr {
+        mode: Some(libc::S_IFREG | 0o600),
+        ..SetAttr::default()
+    };
+    assert_eq!(f.fs.setattr(config, other).unwrap_err().errno, libc::EPERM);
+    let acl = minimal_acl(0o600);
+    let e =
+        f.fs.setxattr(config, OsStr::new("system.posix_acl_access"), &acl);
+    assert_eq!(e.unwrap_err().errno, libc::EPERM);
+    let e = f.fs.setxattr(config, OsStr::new("user.x"), b"1");
+    assert_eq!(e.unwrap_err().errno, libc::EPERM);
+    let e =
+        f.fs.refuse_namespace(crate::fs::NamespaceOp::Create, dir, OsStr::new("x"));
+    assert_eq!(e.errno, libc::EPERM);
+    assert_eq!(f.errors().lines().count(), 4, "{}", f.errors());
+}
+
+/// The `system.posix_acl_access` value `acl_set_file` writes for a plain mode.
+fn minimal_acl(perm: u16) -> Vec<u8> {
+    let mut acl = 2u32.to_le_bytes().to_vec();
+    for (tag, shift) in [(0x01u16, 6), (0x04, 3), (0x20, 0)] {
+        acl.extend_from_slice(&tag.to_le_bytes());
+        acl.extend_from_slice(&((perm >> shift) & 0o7).to_le_bytes());
+        acl.extend_from_slice(&u32::MAX.to_le_bytes());
+    }
+    acl
 }
 
 #[test]

@@ -24,7 +24,7 @@ produce_round 1
 sleep 4 # scenario time: past segment.ms, so the next append rolls
 produce_round 2
 sleep 4 # scenario time: past segment.ms
-echo "null.marker=NULL" > "$T/config"
+echo "null.marker=NULL" >> "$T/config"
 printf 'a:NULL\n' >> "$T/log"
 sleep 4 # scenario time: past segment.ms
 produce_round 3
@@ -51,12 +51,12 @@ log_is() { [ "$(cat "$T/log")" == "$1" ]; }
 wait_until 20 log_is "$want_log" || expect_eq "$want_log" "$(cat "$T/log")" "cat log after round 4"
 
 # A record without a key is refused on a compacted topic, in Kafka's words.
-echo "parse.key=false" > "$T/config"
+echo "parse.key=false" >> "$T/config"
 expect_errno "Invalid argument" "echo x >> '$T/log'"
 expect_eq "compact-demo/log: Compacted topic cannot accept message without key in topic partition compact-demo-0" \
     "$(tail -n 1 "$MNT/.kpfs/errors" | cut -d' ' -f2-)" "error for a keyless record"
 # (parse.key also decides whether cat prints keys.)
 expect_eq "$(echo "$want_log" | cut -d: -f2)" "$(cat "$T/log")" "cat log without keys after the keyless refusal"
-echo "parse.key=true" > "$T/config"
+echo "parse.key=true" >> "$T/config"
 expect_eq "$want_log" "$(cat "$T/log")" "cat log after the keyless refusal"
 umount_kpfs

@@ -12,7 +12,7 @@ echo "a:1" >> "$MNT/keyed/log"
 expect_eq "a:1" "$(cat "$MNT/keyed/log")" "keyed log after a:1"
 
 # Tombstones: a value equal to null.marker is a null value and reads back as the marker.
-echo "null.marker=NULL" > "$MNT/keyed/config"
+echo "null.marker=NULL" >> "$MNT/keyed/config"
 echo "a:NULL" >> "$MNT/keyed/log"
 expect_eq $'a:1\na:NULL' "$(cat "$MNT/keyed/log")" "keyed log after a tombstone"
 
