@@ -1398,12 +1398,11 @@ const OVERRIDES_HEADER: &str = "# overrides\n";
 /// After this line, every line is a comment showing a value that is not an override.
 const DEFAULTS_HEADER: &str = "# defaults\n";
 
-/// Where a config value comes from, named as `kafka-configs.sh --describe --all` names
-/// the source of a config entry.
+/// Where a config value that is not an override comes from, named as
+/// `kafka-configs.sh --describe --all` names the source of a config entry (a topic's
+/// overrides are its `DYNAMIC_TOPIC_CONFIG`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConfigSource {
-    /// An override in a topic's `config`.
-    DynamicTopic,
+enum ConfigSource {
     /// A value written to `.kpfs/config` (`kafka-configs.sh --alter --entity-default`).
     DynamicDefaultBroker,
     /// Set at mount: `--config FILE` or `--override`.
@@ -1415,7 +1414,6 @@ pub enum ConfigSource {
 impl fmt::Display for ConfigSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            ConfigSource::DynamicTopic => "DYNAMIC_TOPIC_CONFIG",
             ConfigSource::DynamicDefaultBroker => "DYNAMIC_DEFAULT_BROKER_CONFIG",
             ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
             ConfigSource::Default => "DEFAULT_CONFIG",
