@@ -500,20 +500,13 @@ fn r10_clean_shutdown_marker_skips_the_scan_and_keeps_the_data() {
     let config = BrokerConfig::defaults().resolve_topic(&TopicOverrides::default());
     let clock: Arc<dyn Clock> = f.clock.clone();
     // The log layer tells whether it scanned: with the marker it does not...
-    let (log, report) = Log::open(
-        &dir,
-        "r-0",
-        &config,
-        clock.clone(),
-        Durability::CleanShutdown,
-    )
-    .unwrap();
+    let (log, report) =
+        Log::open(&dir, "r", &config, clock.clone(), Durability::CleanShutdown).unwrap();
     assert_eq!(report, Default::default());
     drop(log);
     // ...without it (and without a recovery point) every segment is recovered, and
     // nothing is cut from intact data.
-    let (log, report) =
-        Log::open(&dir, "r-0", &config, clock, Durability::RecoveryPoint(0)).unwrap();
+    let (log, report) = Log::open(&dir, "r", &config, clock, Durability::RecoveryPoint(0)).unwrap();
     assert_eq!(report.recovered_segments, segments);
     assert!(report.truncated.is_empty() && report.removed_files.is_empty());
     drop(log);
@@ -795,7 +788,7 @@ fn r15_crash_recovery_validates_only_what_follows_the_recovery_point() {
     let clock: Arc<dyn Clock> = f.clock.clone();
     let (log, report) = Log::open(
         &topic_dir(f.dir.path()),
-        "r-0",
+        "r",
         &config,
         clock.clone(),
         Durability::RecoveryPoint(durable_end),
@@ -803,7 +796,7 @@ fn r15_crash_recovery_validates_only_what_follows_the_recovery_point() {
     .unwrap();
     let (full_log, full_report) = Log::open(
         &topic_dir(full.path()),
-        "r-0",
+        "r",
         &config,
         clock,
         Durability::RecoveryPoint(0),
@@ -919,14 +912,8 @@ fn r17_a_damaged_batch_at_the_resume_point_is_cut_with_its_index_entry() {
     let overrides = TopicOverrides::from_properties(&properties).unwrap();
     let config = BrokerConfig::defaults().resolve_topic(&overrides);
     let clock: Arc<dyn Clock> = f.clock.clone();
-    let (log, _report) = Log::open(
-        &dir,
-        "r-0",
-        &config,
-        clock,
-        Durability::RecoveryPoint(point),
-    )
-    .unwrap();
+    let (log, _report) =
+        Log::open(&dir, "r", &config, clock, Durability::RecoveryPoint(point)).unwrap();
     let active = log.snapshot().active().clone();
     let info = active.info();
     assert!(

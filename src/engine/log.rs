@@ -23,6 +23,7 @@ use super::format::{
     TIME_INDEX_SUFFIX,
 };
 use super::segment::{RollReason, Segment, MAX_SEGMENT_FILE_BYTES};
+use super::PARTITION_SUFFIX;
 
 /// One record to append, located in the written bytes; the line protocol already split
 /// the line into key and value. Positions rather than slices, so a write's records go
@@ -374,6 +375,9 @@ struct Shared {
 #[derive(Debug)]
 pub struct Log {
     dir: PathBuf,
+    /// The topic's name, as errors name it. Never derived from `partition`: a topic may
+    /// itself be named like a partition (`x-0`).
+    topic: String,
     /// `TOPIC-0`, for Kafka-worded messages.
     partition: String,
     clock: Arc<dyn Clock>,
@@ -433,11 +437,11 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 impl Log {
-    /// Opens the partition directory, creating it if missing, and brings it to a
-    /// consistent state (the recovery case table in docs/ARCHITECTURE.md).
+    /// Opens the partition directory of `topic`, creating it if missing, and brings it to
+    /// a consistent state (the recovery case table in docs/ARCHITECTURE.md).
     pub fn open(
         dir: &Path,
-        partition: &str,
+        topic: &str,
         config: &TopicConfig,
         clock: Arc<dyn Clock>,
         durability: Durability,
@@ -450,7 +454,8 @@ impl Log {
         let interval = config.index_interval_bytes as u64;
         let log = Log {
             dir: dir.to_path_buf(),
-            partition: partition.to_string(),
+            topic: topic.to_string(),
+            partition: format!("{topic}{PARTITION_SUFFIX}"),
             clock: clock.clone(),
             writer: Mutex::new(WriterState {
                 unflushed_records: 0,
@@ -542,7 +547,7 @@ impl Log {
                         cut_from = Some(i + 1);
                     }
                     if total > 16 && (i + 1) % 16 == 0 {
-                        tracing::info!(partition, done = i + 1, total, "recovering segments");
+                        tracing::info!(partition = %log.partition, done = i + 1, total, "recovering segments");
                     }
                 }
                 // Flushed before the clean shutdown or before the recovery point passed it.
@@ -603,7 +608,7 @@ impl Log {
             Durability::CleanShutdown => log_end,
             Durability::RecoveryPoint(point) if point > log_end => {
                 tracing::warn!(
-                    partition,
+                    partition = %log.partition,
                     recovery_point = point,
                     log_end_offset = log_end,
                     "the checkpointed recovery point is past the log end; using the log end"
@@ -750,7 +755,7 @@ impl Log {
     fn check_not_poisoned(&self) -> Result<()> {
         match &*self.poisoned.lock() {
             Some(reason) => Err(EngineError::Poisoned {
-                topic: self.partition.trim_end_matches("-0").to_string(),
+                topic: self.topic.clone(),
                 reason: reason.clone(),
             }),
             None => Ok(()),
@@ -782,7 +787,7 @@ impl Log {
         self.check_not_poisoned()?;
         if writer.deleted {
             return Err(EngineError::UnknownTopic {
-                name: self.partition.trim_end_matches("-0").to_string(),
+                name: self.topic.clone(),
             });
         }
         let result = self.append_locked(&mut writer, data, records, config);
@@ -1048,10 +1053,15 @@ impl Log {
         Ok(deleted)
     }
 
-    /// Refuses every later append (the topic is being deleted). Waits for an append in
-    /// progress, so none is acknowledged after this returns.
-    pub fn mark_deleted(&self) {
-        self.writer.lock().deleted = true;
+    /// Moves the partition directory to `to` (the topic is being deleted) and, once it
+    /// moved, refuses every later append. Under the writer lock, so no append or roll
+    /// runs during the rename and none is acknowledged after this returns; if the rename
+    /// fails, the log is exactly as it was.
+    pub fn retire_dir(&self, to: &Path) -> Result<()> {
+        let mut writer = self.writer.lock();
+        fs::rename(&self.dir, to).map_err(io_at(&self.dir, "rename"))?;
+        writer.deleted = true;
+        Ok(())
     }
 
     /// fsync of everything appended so far.

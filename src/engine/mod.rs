@@ -56,6 +56,20 @@ const MAX_REJECTIONS: usize = 1000;
 /// Kafka's topic name limit.
 pub const MAX_TOPIC_NAME_CHARS: usize = 249;
 
+/// The longest file name (bytes) Linux filesystems take.
+const MAX_FILE_NAME_BYTES: usize = 255;
+
+/// Kafka's `LocalLog.logDeleteDirName`: `TOPIC-0.<unique id>-delete`, with the topic cut
+/// short so the name fits [`MAX_FILE_NAME_BYTES`] (a 249-character topic would not). The
+/// id is the deletion time in ms (Kafka's is a UUID); nothing reads the name back but the
+/// `-delete` suffix.
+fn delete_dir_name(topic: &str, unique_id: i64) -> String {
+    let suffix = format!("{PARTITION_SUFFIX}.{unique_id}{DELETING_SUFFIX}");
+    // Topic names are ASCII (validate_topic_name), so any byte count is a char boundary.
+    let kept = topic.len().min(MAX_FILE_NAME_BYTES - suffix.len());
+    format!("{}{suffix}", &topic[..kept])
+}
+
 /// Options that are not Kafka configs.
 #[derive(Clone, Debug, Default)]
 pub struct EngineOptions {
@@ -380,26 +394,31 @@ impl Engine {
         Ok(topic)
     }
 
-    /// Deletes a topic and its data. Open readers keep their file handles.
+    /// Deletes a topic and its data. Open readers keep their file handles. All or
+    /// nothing: until its directory is renamed `-delete` the topic stays whole and listed,
+    /// so a failed delete leaves it as it was; after the rename it is gone for good (a
+    /// `-delete` directory the removal leaves is removed at the next open).
     pub fn delete_topic(&self, name: &str) -> Result<()> {
         let mut topics = self.inner.topics.write();
-        let Some(topic) = topics.remove(name) else {
+        let Some(topic) = topics.get(name).cloned() else {
             return Err(EngineError::UnknownTopic {
                 name: name.to_string(),
             });
         };
-        topic.log().mark_deleted();
-        let dir = topic.dir().to_path_buf();
-        let doomed = self.inner.data_dir.join(format!(
-            "{name}{PARTITION_SUFFIX}.{}{DELETING_SUFFIX}",
-            self.inner.clock.now_ms()
-        ));
-        fs::rename(&dir, &doomed)
-            .map_err(|e| EngineError::io(format!("rename {}", dir.display()), e))?;
-        log::sync_dir(&self.inner.data_dir)?;
+        let doomed = self
+            .inner
+            .data_dir
+            .join(delete_dir_name(name, self.inner.clock.now_ms()));
+        topic.log().retire_dir(&doomed)?;
+        topics.remove(name);
         self.inner.deletions.lock().retain(|d| d.topic != name);
-        fs::remove_dir_all(&doomed)
-            .map_err(|e| EngineError::io(format!("remove {}", doomed.display()), e))?;
+        let removed = log::sync_dir(&self.inner.data_dir).and_then(|()| {
+            fs::remove_dir_all(&doomed)
+                .map_err(|e| EngineError::io(format!("remove {}", doomed.display()), e))
+        });
+        if let Err(e) = removed {
+            tracing::warn!(topic = name, error = %e, "deleted topic; its files go at the next open");
+        }
         tracing::info!(topic = name, "deleted topic");
         Ok(())
     }
@@ -882,6 +901,23 @@ mod tests {
         assert_eq!(
             format_time_ms(1_764_430_000_123),
             "2025-11-29T15:26:40.123Z"
+        );
+    }
+
+    #[test]
+    fn delete_dir_names_cut_the_topic_to_fit_a_file_name() {
+        let now = 1_764_430_000_123;
+        assert_eq!(delete_dir_name("t", now), "t-0.1764430000123-delete");
+        for len in [1, 232, 233, 240, MAX_TOPIC_NAME_CHARS] {
+            let topic = "a".repeat(len);
+            let name = delete_dir_name(&topic, now);
+            assert!(name.len() <= MAX_FILE_NAME_BYTES, "{len}: {}", name.len());
+            assert!(name.ends_with("-0.1764430000123-delete"));
+            assert!(topic.starts_with(name.split("-0.").next().unwrap()));
+        }
+        assert_eq!(
+            delete_dir_name(&"a".repeat(MAX_TOPIC_NAME_CHARS), now).len(),
+            MAX_FILE_NAME_BYTES
         );
     }
 

@@ -194,13 +194,7 @@ impl Topic {
             }
         };
         let config = broker.read().resolve_topic(&overrides);
-        let (log, report) = Log::open(
-            dir,
-            &format!("{name}-0"),
-            &config,
-            clock.clone(),
-            durability,
-        )?;
+        let (log, report) = Log::open(dir, name, &config, clock.clone(), durability)?;
         let modified = log
             .snapshot()
             .active()

@@ -51,8 +51,29 @@ expect_eq "log_end_offset: 0" "$(grep '^log_end_offset:' "$MNT/orders/status")" 
 echo "n1" >> "$MNT/orders/log"
 expect_eq n1 "$(cat "$MNT/orders/log")" "recreated topic after an append"
 
-# The deletion holds across a remount.
+# The longest names delete too (NAME-0.<ms>-delete would pass 255 bytes; Kafka cuts the
+# topic part), and for good: neither mkdir of the same name nor a remount brings the data
+# back.
+rmdir "$MNT/$long249" || fail "rmdir of the 249-character topic failed"
+[ ! -e "$MNT/$long249" ] || fail "the 249-character topic is still listed after rmdir"
+long_gone() { ! ls -a "$DATA" | grep -q '^aaaa'; }
+wait_until 10 long_gone || fail "data dir still has $(ls -a "$DATA" | grep '^aaaa')"
+mkdir "$MNT/$long249"
+expect_eq "" "$(cat "$MNT/$long249/log")" "log of the recreated 249-character topic"
+rmdir "$MNT/$long249"
+
+# Errors name a topic named like a partition as it is, not cut at its last "-0".
+mkdir "$MNT/x-0"
+exec {writer}>>"$MNT/x-0/log"
+rmdir "$MNT/x-0"
+expect_errno "No such file or directory" "echo late >&$writer"
+exec {writer}>&-
+expect_contains "$(tail -n 1 "$MNT/.kpfs/errors")" \
+    "This server does not host this topic-partition: x-0-0" "error for the deleted topic x-0"
+
+# The deletions hold across a remount.
 umount_kpfs
 remount_kpfs
 expect_eq n1 "$(cat "$MNT/orders/log")" "recreated topic after remount"
+[ ! -e "$MNT/$long249" ] || fail "the deleted 249-character topic is back after remount"
 umount_kpfs
