@@ -86,3 +86,28 @@ fn errors_name_a_topic_named_like_a_partition() {
         );
     }
 }
+
+/// Kafka refuses a name that differs from an existing topic's only in '.' versus '_'
+/// (their metric names would be the same); the existing topic is untouched.
+#[test]
+fn names_that_collide_in_metric_names_are_refused() {
+    let f = Fixture::new();
+    f.topic("my.topic").append_lines(b"a\n").unwrap();
+    let err = f.engine().create_topic("my_topic").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Topic 'my_topic' collides with existing topic: my.topic"
+    );
+    f.topic("woo.bar.foo");
+    let err = f.engine().create_topic("woo.bar_foo").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Topic 'woo.bar_foo' collides with existing topic: woo.bar.foo"
+    );
+    assert_eq!(f.engine().topic_names(), vec!["my.topic", "woo.bar.foo"]);
+    assert!(!f.dir.path().join("my_topic-0").exists());
+    // Other differences, and the name once the other topic is gone, are fine.
+    f.topic("my-topic");
+    f.engine().delete_topic("my.topic").unwrap();
+    f.topic("my_topic");
+}

@@ -17,6 +17,12 @@ pub enum EngineError {
     TopicExists {
         name: String,
     },
+    /// A name equal to an existing topic's once '.' and '_' are treated alike (Kafka's
+    /// metric names cannot tell them apart).
+    TopicCollision {
+        name: String,
+        existing: String,
+    },
     UnknownTopic {
         name: String,
     },
@@ -72,6 +78,9 @@ impl fmt::Display for EngineError {
                 write!(f, "Invalid topic name '{name}': {reason}")
             }
             EngineError::TopicExists { name } => write!(f, "Topic '{name}' already exists."),
+            EngineError::TopicCollision { name, existing } => {
+                write!(f, "Topic '{name}' collides with existing topic: {existing}")
+            }
             EngineError::UnknownTopic { name } => {
                 write!(
                     f,

@@ -151,6 +151,23 @@ pub fn validate_topic_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Kafka's `Topic.hasCollision`: metric names do not tell '.' from '_'.
+fn topic_names_collide(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .all(|(x, y)| x == y || (matches!(x, b'.' | b'_') && matches!(y, b'.' | b'_')))
+}
+
+/// What `kafka-topics.sh --create` prints for a name with '.' or '_' (`TopicCommand`); a
+/// warning, not a refusal.
+pub fn topic_name_warning(name: &str) -> Option<&'static str> {
+    name.contains(['.', '_']).then_some(
+        "Due to limitations in metric names, topics with a period ('.') or underscore ('_') \
+         could collide. To avoid issues it is best to use either, but not both.",
+    )
+}
+
 fn take_lock(data_dir: &Path) -> Result<fs::File> {
     let path = data_dir.join(LOCK_FILE);
     let mut file = fs::OpenOptions::new()
@@ -367,6 +384,14 @@ impl Engine {
         if topics.contains_key(name) {
             return Err(EngineError::TopicExists {
                 name: name.to_string(),
+            });
+        }
+        // Kafka's controller (`validateNewTopicNames`) names one colliding topic; data
+        // directories from before this check may hold several, so the first is named.
+        if let Some(existing) = topics.keys().find(|t| topic_names_collide(t, name)) {
+            return Err(EngineError::TopicCollision {
+                name: name.to_string(),
+                existing: existing.clone(),
             });
         }
         // A topic of the same name deleted earlier may still have a recovery point in
@@ -929,5 +954,20 @@ mod tests {
         }
         assert!(validate_topic_name(&"a".repeat(249)).is_ok());
         assert!(validate_topic_name(&"a".repeat(250)).is_err());
+    }
+
+    #[test]
+    fn names_collide_when_they_differ_only_in_dots_and_underscores() {
+        assert!(topic_names_collide("my.topic", "my_topic"));
+        assert!(topic_names_collide("woo.bar_foo", "woo.bar.foo"));
+        assert!(topic_names_collide("a_b", "a_b"));
+        assert!(!topic_names_collide("my.topic", "my-topic"));
+        assert!(!topic_names_collide("a.b", "a.bc"));
+        assert!(!topic_names_collide("ab", "a_"));
+        assert_eq!(topic_name_warning("orders-v1"), None);
+        for name in ["my.topic", "my_topic"] {
+            assert!(topic_name_warning(name)
+                .is_some_and(|w| w.starts_with("Due to limitations in metric names")));
+        }
     }
 }

@@ -426,6 +426,11 @@ impl KpfsFs {
         self.engine
             .create_topic(name)
             .map_err(|e| self.engine_error(&path, &e))?;
+        // Created, but Kafka warns about such a name: say so where refusals go.
+        if let Some(warning) = crate::engine::topic_name_warning(name) {
+            self.engine
+                .record_rejection(&path, &format!("warning: {warning}"));
+        }
         self.entry(&Node::TopicDir(name.to_string()))
     }
 

@@ -247,3 +247,25 @@ fn an_overlong_unterminated_line_counts_as_a_too_large_refusal() {
         "{metrics}"
     );
 }
+
+#[test]
+fn a_topic_name_with_dots_or_underscores_is_created_with_kafkas_warning() {
+    let f = fixture();
+    f.topic("orders-v1");
+    assert_eq!(f.errors(), "");
+    f.topic("my.topic");
+    let errors = f.errors();
+    assert!(
+        errors.ends_with(
+            " my.topic: warning: Due to limitations in metric names, topics with a period \
+             ('.') or underscore ('_') could collide. To avoid issues it is best to use \
+             either, but not both.\n"
+        ),
+        "{errors}"
+    );
+    let refused = f.fs.mkdir(ROOT_INO, OsStr::new("my_topic")).unwrap_err();
+    assert_eq!(refused.errno, libc::EINVAL);
+    assert!(f
+        .errors()
+        .ends_with(" my_topic: Topic 'my_topic' collides with existing topic: my.topic\n"));
+}

@@ -1,6 +1,7 @@
 # Topic names follow Kafka's rules: up to 249 legal characters, ASCII alphanumerics,
-# '.', '_' and '-'; others are refused with Kafka's reason. mkdir of an existing topic is
-# EEXIST; rmdir deletes the topic and its data, and a new topic of that name starts empty.
+# '.', '_' and '-', not colliding with another topic's in metric names; others are refused
+# with Kafka's reason. mkdir of an existing topic is EEXIST; rmdir deletes the topic and
+# its data, and a new topic of that name starts empty.
 source "$(dirname "$0")/lib.sh"
 
 mount_kpfs
@@ -23,6 +24,17 @@ for name in 'a b' 'ü' 'x,y'; do
         "error for '$name'"
 done
 [ ! -e "$MNT/a b" ] && [ ! -e "$MNT/ü" ] || fail "a refused topic exists anyway"
+
+# Names that differ only in '.' versus '_' collide in Kafka's metric names: Kafka warns
+# about a name with either and refuses the second of such a pair.
+expect_errno "Invalid argument" "mkdir '$MNT/my.topic' '$MNT/my_topic'"
+[ -d "$MNT/my.topic" ] || fail "my.topic was not created"
+[ ! -e "$MNT/my_topic" ] && [ ! -e "$DATA/my_topic-0" ] || fail "my_topic was created"
+errors=$(tail -n 2 "$MNT/.kpfs/errors")
+expect_contains "$errors" "my.topic: warning: Due to limitations in metric names, topics with a period ('.') or underscore ('_') could collide. To avoid issues it is best to use either, but not both." \
+    "warning for my.topic"
+expect_contains "$errors" "my_topic: Topic 'my_topic' collides with existing topic: my.topic" \
+    "refusal of my_topic"
 
 # .kpfs is the control directory: the kernel sees it exists and answers EEXIST; in no
 # case does it become a topic.
