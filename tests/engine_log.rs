@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use kpfs::engine::format::{decode_batch, BatchHeader, Record, BATCH_HEADER_BYTES};
+use proptest::prelude::*;
 
 #[test]
 fn lines_round_trip_with_and_without_keys() {
@@ -89,6 +90,124 @@ fn random_access_reads_land_on_the_right_bytes() {
         let end = (pos + 50).min(expected.len());
         assert_eq!(got, &expected[pos..end], "at {pos}");
     }
+}
+
+/// bash's `read` and `head` read a block and seek back; the bytes of that small read are
+/// replayed. A read that starts inside them and asks for more still gets the full count.
+#[test]
+fn a_read_starting_in_the_replayed_bytes_gets_the_full_count() {
+    let f = Fixture::new();
+    let t = f.topic("replay");
+    let mut expected = Vec::new();
+    for i in 0..5000 {
+        let line = format!("line {i}\n");
+        expected.extend_from_slice(line.as_bytes());
+    }
+    t.append_lines(&expected).unwrap();
+    let mut cursor = kpfs::engine::LogCursor::default();
+    assert_eq!(t.read_log(&mut cursor, 0, 100).unwrap(), &expected[..100]);
+    assert_eq!(t.read_log(&mut cursor, 0, 1000).unwrap(), &expected[..1000]);
+    assert_eq!(t.read_log(&mut cursor, 50, 20).unwrap(), &expected[50..70]);
+    assert_eq!(
+        t.read_log(&mut cursor, 900, 5000).unwrap(),
+        &expected[900..5900]
+    );
+    // A sequential read goes on after the last read, wherever that started.
+    assert_eq!(
+        t.read_log(&mut cursor, 5900, 100).unwrap(),
+        &expected[5900..6000]
+    );
+    let end = expected.len();
+    assert_eq!(
+        t.read_log(&mut cursor, end as u64 - 10, 100).unwrap(),
+        &expected[end - 10..]
+    );
+    assert_eq!(
+        t.read_log(&mut cursor, end as u64 - 40, 100).unwrap(),
+        &expected[end - 40..]
+    );
+}
+
+/// One read on a `log` handle: sequential at the handle's offset (read(2)), or at a
+/// position of its own that leaves the offset alone (pread(2)).
+#[derive(Clone, Debug)]
+enum Read {
+    Next(usize),
+    /// At the last read's start plus a delta, so reads often land in the last one's
+    /// bytes (the replay buffer).
+    Near(i64, usize),
+    At(f64, usize),
+}
+
+fn read_strategy() -> impl Strategy<Value = Read> {
+    let len = prop_oneof![4 => 1usize..400, 2 => 400usize..70_000, 1 => 70_000usize..300_000];
+    prop_oneof![
+        (len.clone()).prop_map(Read::Next),
+        (-500i64..500, len.clone()).prop_map(|(d, l)| Read::Near(d, l)),
+        (0.0f64..=1.0, len).prop_map(|(p, l)| Read::At(p, l)),
+    ]
+}
+
+/// Every read inside the file returns the full count asked for, or up to the end of the
+/// stream, and the right bytes, whatever the handle read before.
+#[test]
+fn random_reads_and_preads_return_the_contents_they_cover() {
+    let f = Fixture::new();
+    let t = f.topic("pread");
+    set(&t, "internal.segment.bytes=60000\nindex.interval.bytes=512");
+    let mut expected = Vec::new();
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    while expected.len() < 600_000 {
+        // Writes of 1-20 lines of 0-3000 bytes: batches of several records, segments
+        // ending at any line.
+        let mut write = Vec::new();
+        for _ in 0..1 + next() % 20 {
+            let n = (next() % 3001) as usize;
+            let c = b'a' + (next() % 26) as u8;
+            write.extend(std::iter::repeat_n(c, n));
+            write.push(b'\n');
+        }
+        t.append_lines(&write).unwrap();
+        expected.extend_from_slice(&write);
+    }
+    assert!(t.log().snapshot().segments.len() > 5);
+    let total = expected.len();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 256,
+        rng_seed: proptest_seed(),
+        ..ProptestConfig::default()
+    });
+    runner
+        .run(&prop::collection::vec(read_strategy(), 1..40), |reads| {
+            let mut cursor = kpfs::engine::LogCursor::default();
+            let mut offset = 0usize;
+            let mut last = 0usize;
+            for read in reads {
+                let (pos, len) = match read {
+                    Read::Next(len) => (offset, len),
+                    Read::Near(delta, len) => {
+                        ((last as i64 + delta).clamp(0, total as i64) as usize, len)
+                    }
+                    Read::At(p, len) => ((p * total as f64) as usize, len),
+                };
+                let got = t.read_log(&mut cursor, pos as u64, len).unwrap();
+                let want = &expected[pos..(pos + len).min(total)];
+                prop_assert_eq!(got.len(), want.len(), "read of {} at {}", len, pos);
+                prop_assert!(got == want, "bytes of a read of {} at {}", len, pos);
+                if matches!(read, Read::Next(_)) {
+                    offset += got.len();
+                }
+                last = pos;
+            }
+            Ok(())
+        })
+        .unwrap();
 }
 
 #[test]

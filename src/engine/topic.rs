@@ -381,17 +381,26 @@ impl Topic {
     ) -> Result<Vec<u8>> {
         let config = self.config();
         let render = Render::new(&config);
+        let mut out = Vec::with_capacity(len.min(4 << 20));
+        // Where in the stream the bytes not served from the replay buffer start.
+        let mut from_pos = pos;
         if cursor.positioned && pos != cursor.next_pos {
             let replay_end = cursor.replay_at + cursor.replay.len() as u64;
             if pos >= cursor.replay_at && pos < replay_end && replay_end == cursor.next_pos {
                 let from = (pos - cursor.replay_at) as usize;
                 let to = (from + len).min(cursor.replay.len());
-                return Ok(cursor.replay[from..to].to_vec());
+                if to - from == len {
+                    return Ok(cursor.replay[from..to].to_vec());
+                }
+                // The replayed bytes alone would be a short read in the middle of the
+                // file: the rest follows from where the handle stopped, as it would have.
+                out.extend_from_slice(&cursor.replay[from..]);
+                from_pos = replay_end;
             }
         }
-        if !cursor.positioned || pos != cursor.next_pos {
+        if !cursor.positioned || from_pos != cursor.next_pos {
             let mut attempts = 0;
-            while let Err(e) = self.reposition(cursor, &snap, &render, pos) {
+            while let Err(e) = self.reposition(cursor, &snap, &render, from_pos) {
                 attempts += 1;
                 if attempts > STALE_READ_RETRIES || !self.outdated(&snap) {
                     return Err(e);
@@ -399,16 +408,15 @@ impl Topic {
                 snap = self.log.snapshot();
             }
         }
-        let mut out = Vec::with_capacity(len.min(4 << 20));
         if let Some(mut rest) = cursor.pending_mapped.take() {
-            let take = rest.len().min(len);
+            let take = rest.len().min(len - out.len());
             let later = rest.split_off(take);
             out.extend_from_slice(&rest);
             if !later.is_empty() {
                 cursor.pending_mapped = Some(later);
             }
         }
-        let buffered = (cursor.pending.len() - cursor.pending_at).min(len);
+        let buffered = (cursor.pending.len() - cursor.pending_at).min(len - out.len());
         out.extend_from_slice(&cursor.pending[cursor.pending_at..cursor.pending_at + buffered]);
         cursor.pending_at += buffered;
         if cursor.pending_at == cursor.pending.len() {
