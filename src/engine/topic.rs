@@ -8,6 +8,7 @@
 //! open handle keeps a [`LogCursor`] that maps its offset back to a record.
 
 use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -35,6 +36,9 @@ pub const TOPIC_CONFIG_FILE: &str = "kpfs-topic.properties";
 pub struct BackingFile {
     pub name: String,
     pub size: u64,
+    /// `st_blocks` of the file: 512-byte units allocated (less than `size` for a sparse,
+    /// preallocated index).
+    pub blocks: u64,
     pub mtime_ms: i64,
 }
 
@@ -1128,6 +1132,7 @@ impl Topic {
             files.push(BackingFile {
                 name,
                 size: meta.len(),
+                blocks: meta.blocks(),
                 mtime_ms,
             });
         }

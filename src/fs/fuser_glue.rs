@@ -65,7 +65,7 @@ fn file_attr(attr: &Attr) -> FileAttr {
     FileAttr {
         ino: INodeNo(attr.ino),
         size: attr.size,
-        blocks: attr.size.div_ceil(512),
+        blocks: attr.blocks,
         atime: mtime,
         mtime,
         ctime: mtime,

@@ -2,6 +2,7 @@
 //! all-or-nothing rule for refused writes, and the refusals that must leave a reason.
 
 use std::ffi::OsStr;
+use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
 use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock};
@@ -268,4 +269,39 @@ fn a_topic_name_with_dots_or_underscores_is_created_with_kafkas_warning() {
     assert!(f
         .errors()
         .ends_with(" my_topic: Topic 'my_topic' collides with existing topic: my.topic\n"));
+}
+
+/// `du` through the mount adds up `st_blocks`: files of `segments/` report their backing
+/// file's real allocation (the active indexes are sparse, preallocated to 10 MiB), while
+/// generated files claim the blocks their bytes would fill.
+#[test]
+fn segment_files_report_their_real_blocks() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let log = f.ino(dir, "log");
+    let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
+    f.fs.write(fh, &[b'x'; 2000]).unwrap();
+    f.fs.write(fh, b"\n").unwrap();
+    f.fs.release(fh);
+    let segments = f.ino(dir, "segments");
+    let backing = f.fs.engine().data_dir().join("t-0");
+    for name in [
+        "00000000000000000000.log",
+        "00000000000000000000.index",
+        "00000000000000000000.timeindex",
+    ] {
+        let attr = f.fs.getattr(f.ino(segments, name)).unwrap();
+        let meta = std::fs::metadata(backing.join(name)).unwrap();
+        assert_eq!(attr.size, meta.len(), "{name}");
+        assert_eq!(attr.blocks, meta.blocks(), "{name}");
+    }
+    let index =
+        f.fs.getattr(f.ino(segments, "00000000000000000000.index"))
+            .unwrap();
+    assert!(
+        index.blocks < index.size / 512,
+        "a preallocated index is sparse: {index:?}"
+    );
+    let attr = f.fs.getattr(log).unwrap();
+    assert_eq!((attr.size, attr.blocks), (2001, 4));
 }
