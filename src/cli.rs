@@ -20,7 +20,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::engine::inspect::{check_data_dir, dump_file, DumpOptions};
 use crate::engine::limits;
-use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock, LOCK_FILE};
+use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock, DAEMON_LOG_FILE, LOCK_FILE};
 use crate::fs::fuser_glue::{self, MountConfig, Mounted};
 use crate::fs::KpfsFs;
 
@@ -30,7 +30,6 @@ const UMOUNT_DEADLINE: Duration = Duration::from_secs(30);
 /// that commit trailing line fragments, before it closes the engine anyway.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
-const LOG_FILE: &str = "kpfs.log";
 
 /// kpfs: a Kafka-faithful log store you use with echo, cat and tail -f.
 #[derive(Debug, Parser)]
@@ -338,7 +337,7 @@ fn spawn_daemon(plan: &MountPlan) -> Result<(), CliError> {
         .map_or_else(|e| e.to_string(), |s| s.to_string());
     Err(CliError::new(format!(
         "the daemon exited before the mount was ready ({status}); see {}",
-        plan.data_dir.join(LOG_FILE).display()
+        plan.data_dir.join(DAEMON_LOG_FILE).display()
     )))
 }
 
@@ -537,7 +536,7 @@ fn init_logging(data_dir: &Path, to_stderr: bool) -> Result<(), CliError> {
     use tracing_subscriber::fmt::writer::MakeWriterExt;
     use tracing_subscriber::EnvFilter;
 
-    let path = data_dir.join(LOG_FILE);
+    let path = data_dir.join(DAEMON_LOG_FILE);
     let file = OpenOptions::new()
         .create(true)
         .append(true)

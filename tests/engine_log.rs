@@ -534,3 +534,20 @@ fn a_keyless_line_that_reads_like_the_null_marker_is_a_value() {
     assert_eq!(records[0].value.as_deref(), Some(&b"NULL"[..]));
     assert_eq!(cat_string(&t), "NULL\nx\n");
 }
+
+/// A record without a key renders its key as `null` when the topic has no null.marker, as
+/// Kafka's console consumer prints it, so it differs from a record with an empty key.
+#[test]
+fn a_keyless_record_reads_as_a_null_key_not_an_empty_one() {
+    let f = Fixture::new();
+    let t = f.topic("k");
+    t.append_lines(b"plain\n").unwrap();
+    set(&t, "parse.key=true\nkey.separator=:");
+    t.append_lines(b":empty key\n").unwrap();
+    assert_eq!(cat_string(&t), "null:plain\n:empty key\n");
+    set(&t, "null.marker=NIL");
+    assert_eq!(cat_string(&t), "NIL:plain\n:empty key\n");
+    t.append_lines(b"k:NIL\n").unwrap();
+    set(&t, "-null.marker");
+    assert_eq!(cat_string(&t), "null:plain\n:empty key\nk:null\n");
+}

@@ -9,6 +9,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use super::error::Excerpt;
+
 /// Which cleanup a topic gets. An empty list (allowed since Kafka 4.2) means neither.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct CleanupPolicy {
@@ -162,7 +164,11 @@ impl fmt::Display for ConfigError {
                 name,
                 value,
                 message,
-            } => write!(f, "Invalid value {value} for configuration {name}: {message}"),
+            } => write!(
+                f,
+                "Invalid value {} for configuration {name}: {message}",
+                Excerpt::plain(value.as_bytes())
+            ),
             ConfigError::DuplicateListValues { name } => {
                 write!(f, "Configuration '{name}' values must not be duplicated.")
             }
@@ -171,9 +177,11 @@ impl fmt::Display for ConfigError {
                 "conflict topic config setting min.compaction.lag.ms ({min_ms}) > max.compaction.lag.ms ({max_ms})"
             ),
             ConfigError::UnknownTopicConfig { name } => {
+                let name = Excerpt::plain(name.as_bytes());
                 write!(f, "Unknown topic config name: {name}")
             }
             ConfigError::UnknownBrokerConfig { name } => {
+                let name = Excerpt::plain(name.as_bytes());
                 write!(f, "Unknown broker config name: {name}")
             }
             ConfigError::NotDynamic { names } => write!(
@@ -184,11 +192,13 @@ impl fmt::Display for ConfigError {
             ConfigError::Broker(rule) => write!(f, "{rule}"),
             ConfigError::CommandSyntax { line } => write!(
                 f,
-                "Invalid config line '{line}': expected key=value to set, -key to remove, or a # comment"
+                "Invalid config line {}: expected key=value to set, -key to remove, or a # comment",
+                Excerpt::quoted(line.as_bytes())
             ),
             ConfigError::PropertiesSyntax { line } => write!(
                 f,
-                "Invalid properties line '{line}': expected key=value or key: value"
+                "Invalid properties line {}: expected key=value or key: value",
+                Excerpt::quoted(line.as_bytes())
             ),
         }
     }

@@ -26,8 +26,8 @@ use super::log::STREAM_START_FILE;
 use super::segment::MAX_SEGMENT_FILE_BYTES;
 use super::topic::TOPIC_CONFIG_FILE;
 use super::{
-    validate_topic_name, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DYNAMIC_BROKER_CONFIG_FILE,
-    LOCK_FILE, PARTITION_SUFFIX, RECOVERY_CHECKPOINT_FILE,
+    validate_topic_name, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE,
+    DYNAMIC_BROKER_CONFIG_FILE, LOCK_FILE, PARTITION_SUFFIX, RECOVERY_CHECKPOINT_FILE,
 };
 
 /// Suffix of a topic directory whose deletion was interrupted (private in the engine).
@@ -953,6 +953,8 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
                 }
             }
             CLEAN_SHUTDOWN_FILE => clean_marker = true,
+            // The daemon's log: plain text, nothing to verify.
+            DAEMON_LOG_FILE => {}
             DYNAMIC_BROKER_CONFIG_FILE => check_broker_config(&path, &mut report),
             CLEANER_CHECKPOINT_FILE => {
                 checkpoints.push((CLEANER_CHECKPOINT_FILE, "cleaner offset"))
@@ -1494,6 +1496,7 @@ mod tests {
     #[test]
     fn a_cleanly_closed_directory_is_healthy() {
         let dir = build();
+        fs::write(dir.path().join(DAEMON_LOG_FILE), b"INFO closed cleanly\n").unwrap();
         let report = check_data_dir(dir.path());
         healthy(&report);
         assert!(report.notes.is_empty(), "{:#?}", report.notes);

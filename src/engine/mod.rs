@@ -40,6 +40,8 @@ pub use topic::{BackingFile, LogCursor, RefusalReason, Topic};
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kpfs_cleanshutdown";
 /// Lock file holding the daemon's pid; `flock`ed while a kpfs owns the data directory.
 pub const LOCK_FILE: &str = "kpfs.lock";
+/// The daemon's own log (written by the CLI, known here so `kpfs check` knows it).
+pub const DAEMON_LOG_FILE: &str = "kpfs.log";
 /// Dynamic broker config overrides written through `.kpfs/config`.
 pub const DYNAMIC_BROKER_CONFIG_FILE: &str = "kpfs-dynamic-broker.properties";
 /// Kafka's cleaner checkpoint file: first dirty offset per partition.

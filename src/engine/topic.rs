@@ -17,7 +17,7 @@ use parking_lot::RwLock;
 
 use super::clock::Clock;
 use super::config::{BrokerConfig, TopicConfig, TopicOverrides};
-use super::error::{EngineError, Result};
+use super::error::{EngineError, Excerpt, Result};
 use super::format::{
     decode_header, field_len, parse_segment_file_name, RecordIter, RecordRef, LOG_SUFFIX,
 };
@@ -1269,12 +1269,18 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// What a null key or value renders as when the topic has no `null.marker`: Kafka's
+/// console consumer's `null.literal` default, so a keyless record (written before
+/// `parse.key` was set) does not read like one with an empty key.
+const NULL_LITERAL: &[u8] = b"null";
+
 /// How records are rendered into the `log` stream under a topic config.
 struct Render<'a> {
     /// [`TopicConfig::render_id`]: batches written with the same id need no re-rendering.
     id: u32,
     parse_key: bool,
     separator: &'a [u8],
+    /// The rendering of a null key or value.
     null_marker: &'a [u8],
 }
 
@@ -1284,7 +1290,7 @@ impl<'a> Render<'a> {
             id: config.render_id(),
             parse_key: config.parse_key,
             separator: &config.key_separator,
-            null_marker: config.null_marker.as_deref().unwrap_or(&[]),
+            null_marker: config.null_marker.as_deref().unwrap_or(NULL_LITERAL),
         }
     }
 
@@ -1349,8 +1355,8 @@ fn parse_lines(
             let Some(at) = find(line, sep) else {
                 return Err(EngineError::InvalidRecord {
                     message: format!(
-                        "No key separator found on line number {line_number}: '{}'",
-                        String::from_utf8_lossy(line)
+                        "No key separator found on line number {line_number}: {}",
+                        Excerpt::quoted(line)
                     ),
                 });
             };

@@ -305,3 +305,44 @@ fn segment_files_report_their_real_blocks() {
     let attr = f.fs.getattr(log).unwrap();
     assert_eq!((attr.size, attr.blocks), (2001, 4));
 }
+
+/// A refused value is kept in `.kpfs/errors` as an excerpt with its length: one bad
+/// 100 KB line, or a config value as long, must not make a 100 KB file.
+#[test]
+fn errors_keep_an_excerpt_of_a_long_refused_value() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let config = f.ino(dir, "config");
+    let fh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
+    let long_value = format!("segment.ms={}\n", "9".repeat(100_000));
+    assert_eq!(
+        f.fs.write(fh, long_value.as_bytes()).unwrap_err().errno,
+        libc::EINVAL
+    );
+    f.fs.release(fh);
+    let topic = f.fs.engine().topic("t").unwrap();
+    topic.update_config(b"parse.key=true\n").unwrap();
+    let log = f.ino(dir, "log");
+    let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
+    let mut line = vec![b'x'; 100_000];
+    line.push(b'\n');
+    assert_eq!(f.fs.write(fh, &line).unwrap_err().errno, libc::EINVAL);
+    f.fs.release(fh);
+    let errors = f.errors();
+    assert!(errors.len() < 2000, "{} bytes: {errors}", errors.len());
+    let nines = "9".repeat(crate::engine::error::EXCERPT_BYTES);
+    assert!(
+        errors.contains(&format!(
+            " t/config: Invalid value {nines}... (100000 bytes) for configuration segment.ms: \
+             Not a number of type LONG\n"
+        )),
+        "{errors}"
+    );
+    let xs = "x".repeat(crate::engine::error::EXCERPT_BYTES);
+    assert!(
+        errors.contains(&format!(
+            " t/log: No key separator found on line number 1: '{xs}...' (100000 bytes)\n"
+        )),
+        "{errors}"
+    );
+}
