@@ -763,23 +763,9 @@ impl KpfsFs {
             body.len() - complete.unwrap_or(0)
         };
         if rest_len > 0 {
-            // The engine would refuse this line at its end anyway; refusing now keeps a
-            // newline-less stream from growing the buffer without bound.
-            let limit = max_message_bytes(topic);
-            if rest_len > limit.saturating_add(1) {
+            if let Err(e) = topic.check_unterminated_line(rest_len) {
                 pending.truncate(kept);
-                let reason = format!(
-                    "unterminated line of more than {rest_len} bytes exceeds \
-                     max.message.bytes ({limit})"
-                );
-                // The engine never sees this line, so its refusal is counted here.
-                topic.note_refused_append(
-                    &EngineError::RecordTooLarge {
-                        message: reason.clone(),
-                    },
-                    1,
-                );
-                return Err(self.refuse(&node.path(), libc::EFBIG, reason));
+                return Err(self.engine_error(&node.path(), &e));
             }
         }
         if kept > 0 && first_newline.is_none() {
@@ -876,11 +862,6 @@ fn leaf_name(node: &Node) -> String {
         Some((_, leaf)) => leaf.to_string(),
         None => path,
     }
-}
-
-/// The topic's `max.message.bytes`; a negative value (never valid) counts as zero.
-fn max_message_bytes(topic: &Topic) -> usize {
-    usize::try_from(topic.config().max_message_bytes).unwrap_or(0)
 }
 
 #[cfg(test)]

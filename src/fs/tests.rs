@@ -240,6 +240,15 @@ fn an_overlong_unterminated_line_counts_as_a_too_large_refusal() {
     let log = f.ino(dir, "log");
     let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
     assert_eq!(f.fs.write(fh, &[b'x'; 300]).unwrap_err().errno, libc::EFBIG);
+    // Its smallest batch: the header, the line so far and a newline.
+    assert!(
+        f.errors().contains(
+            "t/log: The record batch size in the append to t-0 is at least 372 bytes which \
+             exceeds the maximum configured value of 100."
+        ),
+        "{}",
+        f.errors()
+    );
     f.fs.release(fh);
     let metrics = crate::engine::metrics::render(f.fs.engine());
     assert!(
