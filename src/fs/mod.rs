@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::engine::{metrics, Clock, Engine, EngineError, LogCursor, SystemClock, Topic};
+use crate::engine::{metrics, Clock, Engine, EngineError, SystemClock, Topic};
 use errno::errno_of;
 use handle::{ConfigTarget, Handle, HandleKind, HandleTable, LogState};
 use inode::{InodeTable, Node, CONTROL_DIR};
@@ -495,10 +495,7 @@ impl KpfsFs {
             }
             Node::Log(_) => HandleKind::Log {
                 topic: self.topic(&node)?,
-                state: Mutex::new(LogState {
-                    cursor: LogCursor::default(),
-                    pending: Vec::new(),
-                }),
+                state: Mutex::new(LogState::default()),
             },
             Node::TopicConfig(_) => {
                 let topic = self.topic(&node)?;
@@ -697,7 +694,7 @@ impl KpfsFs {
         match &handle.kind {
             HandleKind::Log { topic, state } => {
                 let mut state = state.lock();
-                self.append(topic, &mut state.pending, data, &handle.node)?;
+                self.write_log(topic, &mut state, data, &handle.node)?;
             }
             HandleKind::Text {
                 target: Some(target),
@@ -730,16 +727,49 @@ impl KpfsFs {
         Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
     }
 
-    /// Commits the complete lines of `pending + data` and keeps the unterminated rest in
-    /// `pending`. On error `pending` is left as it was, so a refused write changes nothing.
-    /// `node` names the file in a refusal (its path is built only then: appends are hot).
-    fn append(
+    /// One write to `log`: its complete lines are appended, its unterminated last line
+    /// waits in `state.pending`. Nothing of a line of which any piece was refused is ever
+    /// stored (see [`LogState::refuse_write`]); `node` names the file in a refusal (its
+    /// path is built only then: appends are hot).
+    fn write_log(
+        &self,
+        topic: &Topic,
+        state: &mut LogState,
+        data: &[u8],
+        node: &Node,
+    ) -> FsResult<()> {
+        if let Some(line) = state.refused.take() {
+            if line.carried_by(data) {
+                let error = self.refuse(
+                    &node.path(),
+                    line.errno,
+                    format!(
+                        "this write carries more of a refused line, and nothing of that \
+                         line is stored: {}",
+                        line.reason
+                    ),
+                );
+                state.refuse_write(data, true, line.errno, line.reason);
+                return Err(error);
+            }
+        }
+        let continued = !state.pending.is_empty();
+        self.append_lines(topic, &mut state.pending, data)
+            .map_err(|e| {
+                let error = self.engine_error(&node.path(), &e);
+                state.refuse_write(data, continued, error.errno, e.to_string());
+                error
+            })
+    }
+
+    /// Appends the complete lines of `pending + data` and keeps the unterminated rest in
+    /// `pending`. On error nothing is appended, and the caller drops the line.
+    fn append_lines(
         &self,
         topic: &Topic,
         pending: &mut Vec<u8>,
         data: &[u8],
-        node: &Node,
-    ) -> FsResult<()> {
+    ) -> Result<(), EngineError> {
         // The complete lines go to the engine straight from the request buffer. A fragment
         // an earlier write left (cat's 128 KiB or 1 MiB chunks rarely end on a newline)
         // is finished with this write's first line, and only that line is copied.
@@ -763,10 +793,8 @@ impl KpfsFs {
             body.len() - complete.unwrap_or(0)
         };
         if rest_len > 0 {
-            if let Err(e) = topic.check_unterminated_line(rest_len) {
-                pending.truncate(kept);
-                return Err(self.engine_error(&node.path(), &e));
-            }
+            // Refused before any of the write's lines is appended: all or nothing.
+            topic.check_unterminated_line(rest_len)?;
         }
         if kept > 0 && first_newline.is_none() {
             // Still no newline: the fragment only grows.
@@ -775,10 +803,7 @@ impl KpfsFs {
         }
         let complete_end = complete.unwrap_or(0);
         if head_end > 0 || complete_end > 0 {
-            if let Err(e) = topic.append_lines_after(&pending[..head_end], &body[..complete_end]) {
-                pending.truncate(kept);
-                return Err(self.engine_error(&node.path(), &e));
-            }
+            topic.append_lines_after(&pending[..head_end], &body[..complete_end])?;
         }
         pending.clear();
         pending.extend_from_slice(&body[complete_end..]);
