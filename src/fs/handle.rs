@@ -26,6 +26,9 @@ pub struct LogState {
     /// Bytes after the last `\n` written through this handle: the start of a line whose
     /// end has not arrived yet (one write(2) may reach us as several WRITEs).
     pub pending: Vec<u8>,
+    /// The FUSE lock owner (one per process's descriptor table) of the last write, when
+    /// the kernel gave one: a close by that process ends the line it left unterminated.
+    pub writer: Option<u64>,
     /// A line of which a piece was refused, while later writes may carry more of it.
     pub refused: Option<Box<RefusedLine>>,
 }
@@ -134,5 +137,10 @@ impl HandleTable {
 
     pub fn remove(&self, fh: u64) -> Option<Arc<Handle>> {
         self.handles.lock().remove(&fh)
+    }
+
+    /// Every open handle, as of now.
+    pub fn all(&self) -> Vec<Arc<Handle>> {
+        self.handles.lock().values().cloned().collect()
     }
 }

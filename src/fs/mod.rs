@@ -684,9 +684,15 @@ impl KpfsFs {
         }
     }
 
-    /// Handles one WRITE. The kernel's offset is ignored: `log` only ever grows at the
-    /// engine's end, whatever `i_size` the kernel had cached.
+    /// [`KpfsFs::write_from`] by a process the kernel did not name.
     pub fn write(&self, fh: u64, data: &[u8]) -> FsResult<u32> {
+        self.write_from(fh, data, None)
+    }
+
+    /// Handles one WRITE. The kernel's offset is ignored: `log` only ever grows at the
+    /// engine's end, whatever `i_size` the kernel had cached. `writer` is the writing
+    /// process's FUSE lock owner, if the kernel gave it (see [`KpfsFs::flush`]).
+    pub fn write_from(&self, fh: u64, data: &[u8], writer: Option<u64>) -> FsResult<u32> {
         let handle = self.handle(fh)?;
         if !handle.writable {
             return Err(bad_handle(fh));
@@ -694,6 +700,7 @@ impl KpfsFs {
         match &handle.kind {
             HandleKind::Log { topic, state } => {
                 let mut state = state.lock();
+                state.writer = writer;
                 self.write_log(topic, &mut state, data, &handle.node)?;
             }
             HandleKind::Text {
@@ -810,19 +817,68 @@ impl KpfsFs {
         Ok(())
     }
 
-    /// The last close of a descriptor: a final line without `\n` is still a record.
+    /// A close(2) of a descriptor of the handle (FLUSH: every close of every duplicate
+    /// sends one, and close(2) returns its error). For `log`, a close by the process that
+    /// wrote the handle's last bytes ends the line it left unterminated: the line becomes
+    /// a record now, or is refused with close(2)'s error. A close by another process that
+    /// shares the descriptor (a child that inherited it) leaves the line open.
+    pub fn flush(&self, fh: u64, closer: u64) -> FsResult<()> {
+        let handle = self.handle(fh)?;
+        match &handle.kind {
+            HandleKind::Log { topic, state } => {
+                self.end_line(topic, &mut state.lock(), Some(closer), &handle.node)
+            }
+            HandleKind::Text { .. } | HandleKind::Backing { .. } | HandleKind::Dir { .. } => Ok(()),
+        }
+    }
+
+    /// Ends the handle's unterminated line, if `closer` wrote it or is `None` (the last
+    /// close, or unmount): a fragment becomes a record, a refused line is over.
+    fn end_line(
+        &self,
+        topic: &Topic,
+        state: &mut LogState,
+        closer: Option<u64>,
+        node: &Node,
+    ) -> FsResult<()> {
+        if closer.is_some() && state.writer.is_some() && closer != state.writer {
+            return Ok(());
+        }
+        state.refused = None;
+        let line = std::mem::take(&mut state.pending);
+        if line.is_empty() {
+            return Ok(());
+        }
+        topic
+            .append_lines(&line)
+            .map(|_| ())
+            .map_err(|e| self.engine_error(&node.path(), &e))
+    }
+
+    /// The last close of a descriptor (RELEASE): a final line without `\n` that no FLUSH
+    /// ended is still a record.
     pub fn release(&self, fh: u64) {
         let Some(handle) = self.handles.remove(fh) else {
             return;
         };
+        self.end_open_line(&handle);
+    }
+
+    /// At unmount: the lines that writers still holding `log` open left unterminated
+    /// become records, as at their close (nothing is appended through those descriptors
+    /// once the engine is closed).
+    pub fn finish_open_writes(&self) {
+        for handle in self.handles.all() {
+            self.end_open_line(&handle);
+        }
+    }
+
+    fn end_open_line(&self, handle: &Handle) {
         if let HandleKind::Log { topic, state } = &handle.kind {
-            let pending = std::mem::take(&mut state.lock().pending);
-            if !pending.is_empty() {
-                if let Err(e) = topic.append_lines(&pending) {
-                    // Nobody waits for RELEASE's answer; the record is all the user gets.
-                    let error = self.engine_error(&handle.node.path(), &e);
-                    tracing::warn!(errno = error.errno, "{}", error.message);
-                }
+            if let Err(error) = self.end_line(topic, &mut state.lock(), None, &handle.node) {
+                // Nobody waits for the answer; the record in .kpfs/errors is all the user
+                // gets.
+                tracing::warn!(errno = error.errno, "{}", error.message);
             }
         }
     }

@@ -331,3 +331,75 @@ fn an_overlong_unterminated_line_counts_as_a_too_large_refusal() {
         "{metrics}"
     );
 }
+
+/// Issue 12, item 16: a line left without its newline becomes a record when the process
+/// that wrote it closes the file (FLUSH, which close(2) waits for), not when another
+/// process closes a copy of the descriptor it inherited, and not again at the last close.
+#[test]
+fn an_unterminated_line_becomes_a_record_at_its_writers_close() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let log = f.ino(dir, "log");
+    let fh = f.open_log(dir);
+    let (writer, child) = (7, 8);
+    f.fs.write_from(fh, b"a\nab", Some(writer)).unwrap();
+    f.fs.flush(fh, child).unwrap();
+    f.fs.write_from(fh, b"c", Some(writer)).unwrap();
+    assert_eq!(f.read_all(log), "a\n");
+    f.fs.flush(fh, writer).unwrap();
+    assert_eq!(f.read_all(log), "a\nabc\n");
+    f.fs.write_from(fh, b"d", Some(writer)).unwrap();
+    f.fs.release(fh);
+    assert_eq!(f.read_all(log), "a\nabc\nd\n");
+}
+
+/// The writer's close(2) gets the refusal of the line it ends, and the line is gone.
+#[test]
+fn a_line_refused_at_its_writers_close_fails_the_close() {
+    let f = fixture();
+    let dir = f.topic("t");
+    f.set_config(dir, "parse.key=true");
+    let fh = f.open_log(dir);
+    f.fs.write_from(fh, b"no separator", Some(1)).unwrap();
+    assert_eq!(f.fs.flush(fh, 1).unwrap_err().errno, libc::EINVAL);
+    assert!(
+        f.errors()
+            .contains("t/log: No key separator found on line number 1: 'no separator'"),
+        "{}",
+        f.errors()
+    );
+    f.fs.release(fh);
+    assert_eq!(f.read_all(f.ino(dir, "log")), "");
+}
+
+/// The writer's close also ends a line refused before its newline came: what it writes
+/// next is a new line. Another process's close does not.
+#[test]
+fn the_writers_close_ends_a_refused_line() {
+    let f = fixture();
+    let dir = f.topic("t");
+    f.set_config(dir, "max.message.bytes=100");
+    let fh = f.open_log(dir);
+    let too_long = f.fs.write_from(fh, &[b'x'; 300], Some(1)).unwrap_err();
+    assert_eq!(too_long.errno, libc::EFBIG);
+    f.fs.flush(fh, 2).unwrap();
+    let more = f.fs.write_from(fh, b"more", Some(1)).unwrap_err();
+    assert_eq!(more.errno, libc::EFBIG);
+    f.fs.flush(fh, 1).unwrap();
+    f.fs.write_from(fh, b"next\n", Some(1)).unwrap();
+    f.fs.release(fh);
+    assert_eq!(f.read_all(f.ino(dir, "log")), "next\n");
+}
+
+/// At unmount the lines of writers that still hold `log` open become records, once.
+#[test]
+fn unmount_makes_the_lines_open_writers_left_records() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let fh = f.open_log(dir);
+    f.fs.write_from(fh, b"done\nfrag", Some(1)).unwrap();
+    f.fs.finish_open_writes();
+    assert_eq!(f.read_all(f.ino(dir, "log")), "done\nfrag\n");
+    f.fs.release(fh);
+    assert_eq!(f.read_all(f.ino(dir, "log")), "done\nfrag\n");
+}
