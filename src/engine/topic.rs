@@ -290,12 +290,7 @@ impl Topic {
         if smallest <= max {
             return Ok(());
         }
-        let error = EngineError::RecordTooLarge {
-            message: format!(
-                "The record batch size in the append to {}-0 is at least {smallest} bytes which exceeds the maximum configured value of {max}.",
-                self.name
-            ),
-        };
+        let error = record_too_large(&self.name, format_args!("at least {smallest}"), max);
         self.note_refused_append(&error, 1);
         Err(error)
     }
@@ -1399,7 +1394,7 @@ fn parse_lines(
 
 /// Kafka's refusal of a batch above max.message.bytes: `batch` is the size of the
 /// batch holding the record alone (a bigger write is split into batches that fit).
-fn record_too_large(topic: &str, batch: u64, max: u64) -> EngineError {
+fn record_too_large(topic: &str, batch: impl std::fmt::Display, max: u64) -> EngineError {
     EngineError::RecordTooLarge {
         message: format!(
             "The record batch size in the append to {topic}-0 is {batch} bytes which exceeds the maximum configured value of {max}."
