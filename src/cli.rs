@@ -26,8 +26,8 @@ use crate::fs::KpfsFs;
 
 /// How long `kpfs umount` waits for the daemon to finish.
 const UMOUNT_DEADLINE: Duration = Duration::from_secs(30);
-/// How long the daemon waits, after unmounting, for in-flight requests and the RELEASEs
-/// that commit trailing line fragments, before it closes the engine anyway.
+/// How long the daemon waits, after unmounting, for in-flight requests and the closes
+/// of open descriptors, before it closes the engine anyway.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
 
@@ -349,6 +349,7 @@ enum Event {
 /// A mounted, serving daemon.
 struct Daemon {
     engine: Arc<Engine>,
+    fs: Arc<KpfsFs>,
     mounted: Mounted,
     events: Receiver<Event>,
 }
@@ -441,8 +442,8 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
         fs_name: data_dir.to_string_lossy().into_owned(),
         allow_other: plan.allow_other,
     };
-    let fs = KpfsFs::new(engine.clone(), &data_dir);
-    let mounted = match fuser_glue::mount(fs, &plan.mountpoint, &config, move |result| {
+    let fs = Arc::new(KpfsFs::new(engine.clone(), &data_dir));
+    let mounted = match fuser_glue::mount(fs.clone(), &plan.mountpoint, &config, move |result| {
         if let Err(e) = result {
             tracing::error!("FUSE session ended with an error: {e}");
         }
@@ -468,6 +469,7 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
     );
     Ok(Daemon {
         engine,
+        fs,
         mounted,
         events,
     })
@@ -475,8 +477,9 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
 
 impl Daemon {
     /// Serves until a shutdown signal or an external unmount, then closes the engine
-    /// cleanly. The unmount comes first so RELEASEs of closing writers still reach a
-    /// live engine and their last line fragments are committed.
+    /// cleanly. The unmount comes first so the closes of writers still reach a live
+    /// engine; the unterminated lines of writers that keep `log` open past the drain
+    /// become records before the engine closes.
     fn serve(mut self) -> Result<(), CliError> {
         let ended = match self.events.recv() {
             Ok(Event::Signal(signal)) => {
@@ -500,6 +503,7 @@ impl Daemon {
                 "descriptors still open after {DRAIN_DEADLINE:?}; closing the engine anyway"
             );
         }
+        self.fs.finish_open_writes();
         self.engine
             .shutdown()
             .map_err(|e| CliError::new(format!("engine shutdown failed: {e}")))?;

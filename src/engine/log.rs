@@ -153,12 +153,13 @@ pub enum WriteRecords<'a> {
     Plain,
 }
 
-/// The size of the batch the first record that cannot fit a segment alone would need
-/// (Kafka checks a batch against the segment size; such a record can never be appended).
-fn first_oversized_record(
+/// The size of the batch the first record whose batch alone is over `limit` would need.
+/// Kafka checks every batch against `max.message.bytes` and the segment size; a record
+/// over either in a batch of its own can never be appended.
+pub fn first_oversized_record(
     data: WriteBytes<'_>,
     records: WriteRecords<'_>,
-    segment_size: u64,
+    limit: u64,
 ) -> Option<u64> {
     match records {
         WriteRecords::Parsed(parsed) => parsed
@@ -166,9 +167,9 @@ fn first_oversized_record(
             .map(|r| {
                 BatchBuilder::single_record_batch_size(r.key_len, r.value_len, r.line_len) as u64
             })
-            .find(|&single| single > segment_size),
+            .find(|&single| single > limit),
         WriteRecords::Plain => {
-            let line = match segment_size.checked_sub(plain_batch_size(0) as u64) {
+            let line = match limit.checked_sub(plain_batch_size(0) as u64) {
                 Some(longest_fitting) => data
                     .first_line_longer_than(usize::try_from(longest_fitting).unwrap_or(usize::MAX)),
                 // Not even an empty line fits: the write's first line is refused.
@@ -829,9 +830,13 @@ impl Log {
             stream_pos: first_stream_pos,
             timestamp: now,
             render_id: config.render_id(),
-            // The read path holds one batch in memory, and a batch never needs a segment
-            // of its own beyond the configured size.
-            limit: segment_size.min(1 << 20) as usize,
+            // The read path holds one batch in memory, a batch never needs a segment of its
+            // own beyond the configured size, and Kafka refuses a batch over
+            // max.message.bytes: the write's records are split into batches that fit it,
+            // as a producer splits them (each record alone fits: the topic checked).
+            limit: segment_size
+                .min(1 << 20)
+                .min(config.max_message_bytes.max(0) as u64) as usize,
         };
         // Where the next batch starts in the write: a record index for parsed records, a
         // byte position for plain ones.

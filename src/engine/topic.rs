@@ -19,11 +19,12 @@ use super::clock::Clock;
 use super::config::{BrokerConfig, TopicConfig, TopicOverrides};
 use super::error::{EngineError, Excerpt, Result};
 use super::format::{
-    decode_header, field_len, parse_segment_file_name, RecordIter, RecordRef, LOG_SUFFIX,
+    decode_header, field_len, parse_segment_file_name, plain_batch_size, BatchBuilder, RecordIter,
+    RecordRef, LOG_SUFFIX,
 };
 use super::log::{
-    sync_dir, AppendInfo, DeletedSegment, Durability, Log, LogSnapshot, OpenReport, PendingRecord,
-    WriteBytes, WriteRecords,
+    first_oversized_record, sync_dir, AppendInfo, DeletedSegment, Durability, Log, LogSnapshot,
+    OpenReport, PendingRecord, WriteBytes, WriteRecords,
 };
 use super::retention::{self, DeletionCause, SegmentFacts};
 use super::segment::{MappedBatches, Segment};
@@ -276,10 +277,25 @@ impl Topic {
         result
     }
 
+    /// Refuses an unterminated line of `len` bytes (its newline has not arrived yet) that
+    /// can no longer become a record: even the smallest batch that could hold it, a plain
+    /// batch of this line alone, is over `max.message.bytes`. Refusing it now keeps a
+    /// stream without newlines from growing a writer's buffer without bound. Counted as
+    /// one refused record.
+    pub fn check_unterminated_line(&self, len: usize) -> Result<()> {
+        let max = self.config().max_message_bytes.max(0) as u64;
+        let smallest = plain_batch_size(len) as u64;
+        if smallest <= max {
+            return Ok(());
+        }
+        let error = record_too_large(&self.name, format_args!("at least {smallest}"), max);
+        self.note_refused_append(&error, 1);
+        Err(error)
+    }
+
     /// Records a refused append of `records` records in `events` and the refusal
-    /// counters. Public for refusals decided before the engine sees the bytes (the FUSE
-    /// adapter's unterminated-line limit).
-    pub fn note_refused_append(&self, error: &EngineError, records: u64) {
+    /// counters.
+    fn note_refused_append(&self, error: &EngineError, records: u64) {
         self.events
             .record(self.clock.now_ms(), "refused-append", &error.to_string());
         if let Some(reason) = RefusalReason::of(error) {
@@ -315,9 +331,9 @@ impl Topic {
             if data.is_empty() {
                 return Ok(AppendInfo::default());
             }
-            let max = config.max_message_bytes.max(0) as usize;
-            if let Some(line) = data.first_line_longer_than(max) {
-                return Err(record_too_large(&self.name, line, max));
+            let max = config.max_message_bytes.max(0) as u64;
+            if let Some(batch) = first_oversized_record(data, WriteRecords::Plain, max) {
+                return Err(record_too_large(&self.name, batch, max));
             }
             self.log.append(data, WriteRecords::Plain, &config)
         }?;
@@ -1334,7 +1350,7 @@ fn parse_lines(
     records: &mut Vec<PendingRecord>,
 ) -> Result<()> {
     let null_marker = config.null_marker.as_deref();
-    let max = config.max_message_bytes.max(0) as usize;
+    let max = config.max_message_bytes.max(0) as u64;
     let mut rest = data;
     while !rest.is_empty() {
         let line_number = records.len() + 1;
@@ -1346,9 +1362,6 @@ fn parse_lines(
             }
             None => (std::mem::take(&mut rest), false),
         };
-        if line.len() > max {
-            return Err(record_too_large(topic, line.len(), max));
-        }
         let line_start = base + data.len() - rest.len() - line.len() - usize::from(line_end);
         let (key, value) = if config.parse_key {
             let sep = &config.key_separator;
@@ -1369,6 +1382,14 @@ fn parse_lines(
         } else {
             (None, Some(line))
         };
+        let (key_len, value_len) = (field_len(key), field_len(value));
+        // Kafka checks a record's batch size before its key (analyzeAndValidateRecords,
+        // then LogValidator); a missing separator is the console producer's error, before
+        // either.
+        let batch = BatchBuilder::single_record_batch_size(key_len, value_len, line.len()) as u64;
+        if batch > max {
+            return Err(record_too_large(topic, batch, max));
+        }
         if key.is_none() && config.cleanup_policy.compact {
             return Err(EngineError::InvalidRecord {
                 message: format!("Compacted topic cannot accept message without key in topic partition {topic}-0"),
@@ -1377,18 +1398,19 @@ fn parse_lines(
         records.push(PendingRecord {
             line_start,
             line_len: line.len(),
-            key_len: field_len(key),
-            value_len: field_len(value),
+            key_len,
+            value_len,
         });
     }
     Ok(())
 }
 
-/// Kafka's refusal of a batch above max.message.bytes; kpfs checks each line.
-fn record_too_large(topic: &str, line_len: usize, max: usize) -> EngineError {
+/// Kafka's refusal of a batch above max.message.bytes: `batch` is the size of the
+/// batch holding the record alone (a bigger write is split into batches that fit).
+fn record_too_large(topic: &str, batch: impl std::fmt::Display, max: u64) -> EngineError {
     EngineError::RecordTooLarge {
         message: format!(
-            "The record batch size in the append to {topic}-0 is {line_len} bytes which exceeds the maximum configured value of {max}."
+            "The record batch size in the append to {topic}-0 is {batch} bytes which exceeds the maximum configured value of {max}."
         ),
     }
 }

@@ -6,6 +6,7 @@ use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -27,7 +28,7 @@ const MAX_WRITE: u32 = 1 << 20;
 const THREADS: usize = 4;
 
 struct FuseAdapter {
-    fs: KpfsFs,
+    fs: Arc<KpfsFs>,
 }
 
 fn errno(error: &FsError) -> Errno {
@@ -277,10 +278,13 @@ impl Filesystem for FuseAdapter {
         data: &[u8],
         _write_flags: WriteFlags,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.fs.write(fh.0, data) {
+        match self
+            .fs
+            .write_from(fh.0, data, lock_owner.map(|owner| owner.0))
+        {
             Ok(written) => reply.written(written),
             Err(e) => fail!(reply, "write", e),
         }
@@ -290,13 +294,17 @@ impl Filesystem for FuseAdapter {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
-        _lock_owner: LockOwner,
+        fh: FileHandle,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // Not a commit point: bash sends FLUSH when it dup2s the descriptor, before the
-        // write it is about to make. Fragments are committed on RELEASE.
-        reply.ok();
+        // Every close(2) sends one, also of a duplicate that leaves the file open (bash's
+        // dup2 before the write it is about to make, a child's exit): KpfsFs decides by
+        // who closes.
+        match self.fs.flush(fh.0, lock_owner.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => fail!(reply, "flush", e),
+        }
     }
 
     fn release(
@@ -451,7 +459,7 @@ pub struct Mounted {
 /// caller that gets `Ok` has a working mount. `on_end` runs on the session thread when
 /// the request loop ends, whether by our unmount or an external `umount`.
 pub fn mount(
-    fs: KpfsFs,
+    fs: Arc<KpfsFs>,
     mountpoint: &Path,
     config: &MountConfig,
     on_end: impl FnOnce(&io::Result<()>) + Send + 'static,

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::engine::{metrics, Clock, Engine, EngineError, LogCursor, SystemClock, Topic};
+use crate::engine::{metrics, Clock, Engine, EngineError, SystemClock, Topic};
 use errno::errno_of;
 use handle::{ConfigTarget, Handle, HandleKind, HandleTable, LogState};
 use inode::{InodeTable, Node, CONTROL_DIR};
@@ -512,10 +512,7 @@ impl KpfsFs {
             }
             Node::Log(_) => HandleKind::Log {
                 topic: self.topic(&node)?,
-                state: Mutex::new(LogState {
-                    cursor: LogCursor::default(),
-                    pending: Vec::new(),
-                }),
+                state: Mutex::new(LogState::default()),
             },
             Node::TopicConfig(_) => {
                 let topic = self.topic(&node)?;
@@ -704,9 +701,15 @@ impl KpfsFs {
         }
     }
 
-    /// Handles one WRITE. The kernel's offset is ignored: `log` only ever grows at the
-    /// engine's end, whatever `i_size` the kernel had cached.
+    /// [`KpfsFs::write_from`] by a process the kernel did not name.
     pub fn write(&self, fh: u64, data: &[u8]) -> FsResult<u32> {
+        self.write_from(fh, data, None)
+    }
+
+    /// Handles one WRITE. The kernel's offset is ignored: `log` only ever grows at the
+    /// engine's end, whatever `i_size` the kernel had cached. `writer` is the writing
+    /// process's FUSE lock owner, if the kernel gave it (see [`KpfsFs::flush`]).
+    pub fn write_from(&self, fh: u64, data: &[u8], writer: Option<u64>) -> FsResult<u32> {
         let handle = self.handle(fh)?;
         if !handle.writable {
             return Err(bad_handle(fh));
@@ -714,7 +717,8 @@ impl KpfsFs {
         match &handle.kind {
             HandleKind::Log { topic, state } => {
                 let mut state = state.lock();
-                self.append(topic, &mut state.pending, data, &handle.node)?;
+                state.writer = writer;
+                self.write_log(topic, &mut state, data, &handle.node)?;
             }
             HandleKind::Text {
                 target: Some(target),
@@ -747,16 +751,49 @@ impl KpfsFs {
         Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
     }
 
-    /// Commits the complete lines of `pending + data` and keeps the unterminated rest in
-    /// `pending`. On error `pending` is left as it was, so a refused write changes nothing.
-    /// `node` names the file in a refusal (its path is built only then: appends are hot).
-    fn append(
+    /// One write to `log`: its complete lines are appended, its unterminated last line
+    /// waits in `state.pending`. Nothing of a line of which any piece was refused is ever
+    /// stored (see [`LogState::refuse_write`]); `node` names the file in a refusal (its
+    /// path is built only then: appends are hot).
+    fn write_log(
+        &self,
+        topic: &Topic,
+        state: &mut LogState,
+        data: &[u8],
+        node: &Node,
+    ) -> FsResult<()> {
+        if let Some(line) = state.refused.take() {
+            if line.carried_by(data) {
+                let error = self.refuse(
+                    &node.path(),
+                    line.errno,
+                    format!(
+                        "this write carries more of a refused line, and nothing of that \
+                         line is stored: {}",
+                        line.reason
+                    ),
+                );
+                state.refuse_write(data, true, line.errno, line.reason);
+                return Err(error);
+            }
+        }
+        let continued = !state.pending.is_empty();
+        self.append_lines(topic, &mut state.pending, data)
+            .map_err(|e| {
+                let error = self.engine_error(&node.path(), &e);
+                state.refuse_write(data, continued, error.errno, e.to_string());
+                error
+            })
+    }
+
+    /// Appends the complete lines of `pending + data` and keeps the unterminated rest in
+    /// `pending`. On error nothing is appended, and the caller drops the line.
+    fn append_lines(
         &self,
         topic: &Topic,
         pending: &mut Vec<u8>,
         data: &[u8],
-        node: &Node,
-    ) -> FsResult<()> {
+    ) -> Result<(), EngineError> {
         // The complete lines go to the engine straight from the request buffer. A fragment
         // an earlier write left (cat's 128 KiB or 1 MiB chunks rarely end on a newline)
         // is finished with this write's first line, and only that line is copied.
@@ -780,24 +817,8 @@ impl KpfsFs {
             body.len() - complete.unwrap_or(0)
         };
         if rest_len > 0 {
-            // The engine would refuse this line at its end anyway; refusing now keeps a
-            // newline-less stream from growing the buffer without bound.
-            let limit = max_message_bytes(topic);
-            if rest_len > limit.saturating_add(1) {
-                pending.truncate(kept);
-                let reason = format!(
-                    "unterminated line of more than {rest_len} bytes exceeds \
-                     max.message.bytes ({limit})"
-                );
-                // The engine never sees this line, so its refusal is counted here.
-                topic.note_refused_append(
-                    &EngineError::RecordTooLarge {
-                        message: reason.clone(),
-                    },
-                    1,
-                );
-                return Err(self.refuse(&node.path(), libc::EFBIG, reason));
-            }
+            // Refused before any of the write's lines is appended: all or nothing.
+            topic.check_unterminated_line(rest_len)?;
         }
         if kept > 0 && first_newline.is_none() {
             // Still no newline: the fragment only grows.
@@ -806,29 +827,75 @@ impl KpfsFs {
         }
         let complete_end = complete.unwrap_or(0);
         if head_end > 0 || complete_end > 0 {
-            if let Err(e) = topic.append_lines_after(&pending[..head_end], &body[..complete_end]) {
-                pending.truncate(kept);
-                return Err(self.engine_error(&node.path(), &e));
-            }
+            topic.append_lines_after(&pending[..head_end], &body[..complete_end])?;
         }
         pending.clear();
         pending.extend_from_slice(&body[complete_end..]);
         Ok(())
     }
 
-    /// The last close of a descriptor: a final line without `\n` is still a record.
+    /// A close(2) of a descriptor of the handle (FLUSH: every close of every duplicate
+    /// sends one, and close(2) returns its error). For `log`, a close by the process that
+    /// wrote the handle's last bytes ends the line it left unterminated: the line becomes
+    /// a record now, or is refused with close(2)'s error. A close by another process that
+    /// shares the descriptor (a child that inherited it) leaves the line open.
+    pub fn flush(&self, fh: u64, closer: u64) -> FsResult<()> {
+        let handle = self.handle(fh)?;
+        match &handle.kind {
+            HandleKind::Log { topic, state } => {
+                self.end_line(topic, &mut state.lock(), Some(closer), &handle.node)
+            }
+            HandleKind::Text { .. } | HandleKind::Backing { .. } | HandleKind::Dir { .. } => Ok(()),
+        }
+    }
+
+    /// Ends the handle's unterminated line, if `closer` wrote it or is `None` (the last
+    /// close, or unmount): a fragment becomes a record, a refused line is over.
+    fn end_line(
+        &self,
+        topic: &Topic,
+        state: &mut LogState,
+        closer: Option<u64>,
+        node: &Node,
+    ) -> FsResult<()> {
+        if closer.is_some() && state.writer.is_some() && closer != state.writer {
+            return Ok(());
+        }
+        state.refused = None;
+        let line = std::mem::take(&mut state.pending);
+        if line.is_empty() {
+            return Ok(());
+        }
+        topic
+            .append_lines(&line)
+            .map(|_| ())
+            .map_err(|e| self.engine_error(&node.path(), &e))
+    }
+
+    /// The last close of a descriptor (RELEASE): a final line without `\n` that no FLUSH
+    /// ended is still a record.
     pub fn release(&self, fh: u64) {
         let Some(handle) = self.handles.remove(fh) else {
             return;
         };
+        self.end_open_line(&handle);
+    }
+
+    /// At unmount: the lines that writers still holding `log` open left unterminated
+    /// become records, as at their close (nothing is appended through those descriptors
+    /// once the engine is closed).
+    pub fn finish_open_writes(&self) {
+        for handle in self.handles.all() {
+            self.end_open_line(&handle);
+        }
+    }
+
+    fn end_open_line(&self, handle: &Handle) {
         if let HandleKind::Log { topic, state } = &handle.kind {
-            let pending = std::mem::take(&mut state.lock().pending);
-            if !pending.is_empty() {
-                if let Err(e) = topic.append_lines(&pending) {
-                    // Nobody waits for RELEASE's answer; the record is all the user gets.
-                    let error = self.engine_error(&handle.node.path(), &e);
-                    tracing::warn!(errno = error.errno, "{}", error.message);
-                }
+            if let Err(error) = self.end_line(topic, &mut state.lock(), None, &handle.node) {
+                // Nobody waits for the answer; the record in .kpfs/errors is all the user
+                // gets.
+                tracing::warn!(errno = error.errno, "{}", error.message);
             }
         }
     }
@@ -893,11 +960,6 @@ fn leaf_name(node: &Node) -> String {
         Some((_, leaf)) => leaf.to_string(),
         None => path,
     }
-}
-
-/// The topic's `max.message.bytes`; a negative value (never valid) counts as zero.
-fn max_message_bytes(topic: &Topic) -> usize {
-    usize::try_from(topic.config().max_message_bytes).unwrap_or(0)
 }
 
 #[cfg(test)]
