@@ -495,6 +495,47 @@ fn a_reconfiguration_stops_a_pass_in_progress() {
     assert!(cat_string(&t).ends_with(&last));
 }
 
+/// Kafka's `forceUpdateCheckpoint`: a checkpointed first dirty offset past the log end
+/// is replaced by the log start, in the file too, at the cleaner's next look at the
+/// topic, even when the topic is not due for cleaning. `kpfs check` is then healthy.
+#[test]
+fn an_invalid_cleaner_checkpoint_is_rewritten_to_the_log_start() {
+    let mut f = Fixture::new();
+    let t = f.topic("c");
+    set(
+        &t,
+        "cleanup.policy=compact\nparse.key=true\nkey.separator=:",
+    );
+    t.append_lines(b"a:1\nb:2\na:3\n").unwrap();
+    drop(t);
+    f.reopen();
+    let path = f.dir.path().join(kpfs::engine::CLEANER_CHECKPOINT_FILE);
+    std::fs::write(&path, "0\n1\nc 0 200\n").unwrap();
+    f.crash_and_reopen();
+    let unhealthy = kpfs::engine::inspect::check_data_dir(f.dir.path());
+    assert!(
+        !unhealthy.is_healthy(),
+        "the planted checkpoint is reported"
+    );
+    let t = f.topic("c");
+    // Nothing is cleanable (everything is in the active segment): no pass, a reset.
+    assert!(f.engine().run_cleaner_once().is_none());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "0\n1\nc 0 0\n");
+    assert_eq!(*t.cleaner.checkpoint.lock(), Some(0));
+    assert!(
+        t.events_text().contains(
+            " checkpoint The last checkpoint dirty offset for partition c-0 is 200, which is \
+             larger than the log end offset 3. Resetting to the log start offset 0.\n"
+        ),
+        "{}",
+        t.events_text()
+    );
+    drop(t);
+    f.reopen();
+    let report = kpfs::engine::inspect::check_data_dir(f.dir.path());
+    assert!(report.is_healthy(), "{:?}", report.problems);
+}
+
 /// `log.cleaner.io.buffer.size` sizes the cleaner's reads and writes; the result is the
 /// same whether a read takes one batch (size 0) or many, written with one append each:
 /// the same records, segments and index entries.

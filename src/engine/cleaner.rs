@@ -351,6 +351,31 @@ pub struct TopicCleaner {
     pub records_removed: AtomicU64,
 }
 
+/// Kafka's warning for a checkpointed first dirty offset outside `[log start, log end]`
+/// (`cleanableOffsets`), which [`cleaner_view`] replaces with the log start. None when
+/// the checkpoint is valid, or below the log start of a `compact,delete` topic, whose
+/// retention moves the log start as a matter of course.
+pub fn invalid_checkpoint_warning(
+    snap: &LogSnapshot,
+    checkpoint: Option<u64>,
+    config: &TopicConfig,
+    partition: &str,
+) -> Option<String> {
+    let checkpoint = checkpoint?;
+    let (lso, leo) = (snap.log_start_offset, snap.active().next_offset());
+    if checkpoint < lso && !config.cleanup_policy.delete {
+        Some(format!(
+            "Resetting first dirty offset of {partition} to log start offset {lso} since the checkpointed offset {checkpoint} is invalid."
+        ))
+    } else if checkpoint > leo {
+        Some(format!(
+            "The last checkpoint dirty offset for partition {partition} is {checkpoint}, which is larger than the log end offset {leo}. Resetting to the log start offset {lso}."
+        ))
+    } else {
+        None
+    }
+}
+
 /// Kafka's `cleanableOffsets` + `LogToClean` over a snapshot.
 pub fn cleaner_view(
     snap: &LogSnapshot,

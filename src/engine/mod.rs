@@ -612,6 +612,7 @@ fn clean_filthiest(
     stop_requested: &dyn Fn() -> bool,
 ) -> Option<(String, cleaner::PassStats)> {
     let now = inner.clock.now_ms();
+    let mut checkpoints_reset = false;
     let best = {
         let topics = inner.topics.read();
         let mut best: Option<(f64, Arc<Topic>)> = None;
@@ -623,18 +624,36 @@ fn clean_filthiest(
             if *t.cleaner.state.lock() != cleaner::CleanerState::Idle {
                 continue;
             }
-            let view = cleaner::cleaner_view(
-                &t.log().snapshot(),
-                *t.cleaner.checkpoint.lock(),
-                &config,
-                now,
-            );
+            let snap = t.log().snapshot();
+            let checkpoint = *t.cleaner.checkpoint.lock();
+            let view = cleaner::cleaner_view(&snap, checkpoint, &config, now);
+            if checkpoint.is_some_and(|c| c != view.first_dirty_offset) {
+                // Kafka's `forceUpdateCheckpoint`: an invalid checkpoint is replaced by
+                // the offset cleaning starts from, in memory and in the file.
+                let mut current = t.cleaner.checkpoint.lock();
+                if *current == checkpoint {
+                    *current = Some(view.first_dirty_offset);
+                    checkpoints_reset = true;
+                    let partition = t.log().partition();
+                    if let Some(warning) =
+                        cleaner::invalid_checkpoint_warning(&snap, checkpoint, &config, partition)
+                    {
+                        tracing::warn!(topic = t.name(), "{warning}");
+                        t.events.record(now, "checkpoint", &warning);
+                    }
+                }
+            }
             if view.eligible(&config) && best.as_ref().is_none_or(|(r, _)| view.ratio() > *r) {
                 best = Some((view.ratio(), t.clone()));
             }
         }
         best
     };
+    if checkpoints_reset {
+        if let Err(e) = save_cleaner_checkpoints(inner) {
+            tracing::error!(error = %e, "writing the cleaner checkpoint failed");
+        }
+    }
     let (_, topic) = best?;
     {
         // Another cleaner thread may have claimed it since it was found idle.

@@ -1,6 +1,7 @@
 # The log cleaner as an operator drives it: cleaner configs written to .kpfs/config apply
 # at once (Kafka's LogCleaner.reconfigure restarts the threads with a new offset map),
-# and emptied batches are kept only where a cleaning round ends.
+# emptied batches are kept only where a cleaning round ends, and an invalid
+# cleaner-offset-checkpoint entry is rewritten within a backoff.
 source "$(dirname "$0")/lib.sh"
 
 mount_kpfs --override log.cleaner.backoff.ms=200
@@ -64,3 +65,17 @@ wait_until 10 bash -c "! kill -0 $(head -n1 "$DATA/kpfs.lock") 2>/dev/null" || f
 remount_kpfs --override log.cleaner.backoff.ms=200
 check_emptied "after kill -9 and a remount"
 umount_kpfs
+
+# --- An invalid cleaner-offset-checkpoint entry is rewritten within a backoff, so kpfs
+# check is healthy afterwards.
+printf '0\n2\nempty 0 16\nkeys 0 200\n' >"$DATA/cleaner-offset-checkpoint"
+out=$("$KPFS" check "$DATA" 2>&1) && fail "kpfs check accepted a checkpoint beyond the log end"
+expect_contains "$out" "cleaner offset 200 of topic keys is beyond its log end offset 6" "kpfs check"
+remount_kpfs --override log.cleaner.backoff.ms=200
+rewritten() { ! grep -q '^keys 0 200$' "$DATA/cleaner-offset-checkpoint"; }
+wait_until 5 rewritten || fail "checkpoint not rewritten: $(cat "$DATA/cleaner-offset-checkpoint")"
+expect_contains "$(cat "$MNT/keys/events")" \
+    "checkpoint The last checkpoint dirty offset for partition keys-0 is 200, which is larger than the log end offset 6. Resetting to the log start offset 0." \
+    "events of keys"
+umount_kpfs
+out=$("$KPFS" check "$DATA" 2>&1) || fail "kpfs check after the rewrite: $out"
