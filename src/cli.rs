@@ -454,10 +454,15 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
             if let Err(shutdown) = engine.shutdown() {
                 tracing::error!("engine shutdown after a failed mount: {shutdown}");
             }
-            return Err(io_error(
-                format!("cannot mount {}", plan.mountpoint.display()),
-                e,
-            ));
+            // One line: the daemon reports it to `kpfs mount` through a line-based pipe,
+            // and fusermount3's own message ends in a newline.
+            let detail = e.to_string().trim_end().replace('\n', "; ");
+            let mut reason = format!("cannot mount {}: {detail}", plan.mountpoint.display());
+            if let Some(hint) = non_root_mount_hint(&e, plan.allow_other) {
+                reason.push_str(": ");
+                reason.push_str(&hint);
+            }
+            return Err(CliError::new(reason));
         }
     };
     spawn_signal_thread(sender)?;
@@ -559,6 +564,51 @@ fn init_logging(data_dir: &Path, to_stderr: bool) -> Result<(), CliError> {
         builder.with_writer(file).try_init()
     };
     Ok(())
+}
+
+/// What a user other than root lacks when a mount fails, and how to get it. Root mounts
+/// with mount(2) itself; any other user needs read and write access to /dev/fuse (it is
+/// opened first) and the setuid helper `fusermount3` (the `fuse3` package), which
+/// mounts for it and allows `allow_other` only with `user_allow_other` in
+/// /etc/fuse.conf.
+fn non_root_mount_hint(error: &io::Error, allow_other: bool) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail and has no memory effects.
+    if unsafe { libc::geteuid() } == 0 {
+        return None;
+    }
+    if let Err(e) = OpenOptions::new().read(true).write(true).open("/dev/fuse") {
+        return Some(format!(
+            "this user cannot open /dev/fuse ({e}): a mount by a user other than root \
+             needs read and write access to it (most systems make it mode 0666; as root: \
+             chmod 0666 /dev/fuse) and fusermount3 from the fuse3 package"
+        ));
+    }
+    let Some(helper) = fuser_glue::find_fusermount() else {
+        return Some(
+            "a mount by a user other than root needs the setuid helper fusermount3, which \
+             is not installed or not on PATH: install the fuse3 package (Debian, Ubuntu: \
+             apt-get install fuse3) or mount as root"
+                .to_string(),
+        );
+    };
+    let setuid_root =
+        std::fs::metadata(&helper).is_ok_and(|m| m.uid() == 0 && m.mode() & libc::S_ISUID != 0);
+    if !setuid_root {
+        return Some(format!(
+            "{} must be setuid root to mount for a user other than root (as root: \
+             chown root {0} && chmod u+s {0})",
+            helper.display()
+        ));
+    }
+    if allow_other && error.to_string().contains("user_allow_other") {
+        return Some(
+            "--allow-other by a user other than root needs the line user_allow_other in \
+             /etc/fuse.conf (added by root), or mount without --allow-other"
+                .to_string(),
+        );
+    }
+    None
 }
 
 /// Makes `path` a usable, empty directory that is not already a mount point, curing a

@@ -232,6 +232,9 @@ struct SwapImages {
     after_bases: Vec<u64>,
     /// Base offsets of the segments the pass wrote.
     cleaned: Vec<u64>,
+    /// The recovery-point checkpoint as the pass left it: the cleaner writes it before
+    /// the swaps that leave offset gaps, so every crash during them finds it.
+    checkpoint_of_the_pass: Vec<u8>,
 }
 
 fn swap_images() -> SwapImages {
@@ -257,6 +260,7 @@ fn swap_images() -> SwapImages {
     start(&mut f);
     let mut map = OffsetMap::new(1 << 20, 0.9);
     f.engine().run_cleaner_once_with(&mut map).unwrap();
+    let checkpoint_of_the_pass = fs::read(f.dir.path().join(RECOVERY_CHECKPOINT_FILE)).unwrap();
     let t = f.topic("r");
     let after_text = cat_string(&t);
     assert_ne!(after_text, before_text);
@@ -278,14 +282,21 @@ fn swap_images() -> SwapImages {
         after_text,
         after_bases,
         cleaned,
+        checkpoint_of_the_pass,
     }
 }
 
 impl SwapImages {
-    /// A fresh copy of the pre-pass directory.
+    /// A fresh copy of the pre-pass directory, with the checkpoint the pass wrote
+    /// before its first swap.
     fn image(&self) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         copy_dir(self.before_dir.path(), d.path());
+        fs::write(
+            d.path().join(RECOVERY_CHECKPOINT_FILE),
+            &self.checkpoint_of_the_pass,
+        )
+        .unwrap();
         d
     }
 

@@ -1364,6 +1364,23 @@ impl BrokerConfig {
         self.double("log.cleaner.io.max.bytes.per.second")
     }
 
+    /// Whether cleaner threads started under `previous` must restart to follow this
+    /// config: one of Kafka's `LogCleaner.RECONFIGURABLE_CONFIGS` changed.
+    pub fn cleaner_reconfigured_since(&self, previous: &BrokerConfig) -> bool {
+        const RECONFIGURABLE: [&str; 7] = [
+            "log.cleaner.threads",
+            "log.cleaner.dedupe.buffer.size",
+            "log.cleaner.io.buffer.load.factor",
+            "log.cleaner.io.buffer.size",
+            "message.max.bytes",
+            "log.cleaner.io.max.bytes.per.second",
+            "log.cleaner.backoff.ms",
+        ];
+        RECONFIGURABLE
+            .iter()
+            .any(|name| self.value(name) != previous.value(name))
+    }
+
     /// `log.flush.scheduler.interval.ms` (static). Default Long.MAX_VALUE.
     pub fn flush_scheduler_interval_ms(&self) -> i64 {
         self.long("log.flush.scheduler.interval.ms")
@@ -1482,6 +1499,30 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         BrokerConfig::load(None, &pairs)
+    }
+
+    #[test]
+    fn only_the_cleaners_reconfigurable_configs_restart_it() {
+        let base = broker();
+        let changed = |text: &str| {
+            base.apply_dynamic(text)
+                .unwrap()
+                .cleaner_reconfigured_since(&base)
+        };
+        for text in [
+            "log.cleaner.threads=2",
+            "log.cleaner.dedupe.buffer.size=1048577",
+            "log.cleaner.io.buffer.load.factor=0.5",
+            "log.cleaner.io.buffer.size=1000",
+            "message.max.bytes=1000",
+            "log.cleaner.io.max.bytes.per.second=1000",
+            "log.cleaner.backoff.ms=1",
+        ] {
+            assert!(changed(text), "{text}");
+        }
+        assert!(!changed("log.cleaner.backoff.ms=15000"), "the same value");
+        assert!(!changed("log.retention.ms=1000"));
+        assert!(!changed("log.cleaner.min.cleanable.ratio=0.1"));
     }
 
     #[test]

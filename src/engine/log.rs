@@ -447,7 +447,6 @@ impl Log {
         clock: Arc<dyn Clock>,
         durability: Durability,
     ) -> Result<(Log, OpenReport)> {
-        let clean_shutdown = durability == Durability::CleanShutdown;
         fs::create_dir_all(dir).map_err(io_at(dir, "create"))?;
         let mut report = OpenReport::default();
         let now = clock.now_ms();
@@ -498,6 +497,11 @@ impl Log {
         let mut stream_pos = read_stream_start(dir, bases.first().copied());
         let total = bases.len();
         let mut cut_from: Option<usize> = None;
+        // Only a segment that ends above the recovery point can have lost its tail.
+        let tail_may_be_lost = |end: u64| match durability {
+            Durability::CleanShutdown => false,
+            Durability::RecoveryPoint(point) => end > point,
+        };
         for (i, &base) in bases.iter().enumerate() {
             if cut_from.is_some() {
                 break;
@@ -555,13 +559,13 @@ impl Log {
                 None => seg.mark_synced(),
             }
             let next_base = bases.get(i + 1).copied();
-            if !clean_shutdown
-                && cut_from.is_none()
-                && next_base.is_some_and(|b| seg.next_offset() < b)
+            if cut_from.is_none()
+                && next_base.is_some_and(|b| tail_may_be_lost(b) && seg.next_offset() < b)
             {
-                // Segments always end where the next one starts (rolls start at the log
-                // end; the cleaner keeps each group's last batch). A shorter one lost an
-                // unsynced tail in a power cut: what follows it cannot be trusted in order.
+                // Above the recovery point, segments end where the next one starts (rolls
+                // start at the log end; the cleaner checkpoints the recovery point past
+                // a group before its swap leaves a gap). A shorter one lost an unsynced
+                // tail in a power cut: what follows it cannot be trusted in order.
                 tracing::warn!(
                     file = %seg.log_path().display(),
                     ends_at = seg.next_offset(),

@@ -515,15 +515,63 @@ impl Mounted {
     }
 }
 
-/// `umount2(MNT_DETACH)`: also the cure for a mount left dead by a killed daemon.
+/// `umount2(MNT_DETACH)`: also the cure for a mount left dead by a killed daemon. A
+/// user other than root may not call it (EPERM) and detaches through the setuid
+/// `fusermount3 -u -z` instead, as fuser itself unmounts for such a user.
 pub fn detach(path: &Path) -> io::Result<()> {
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
     // SAFETY: `c_path` is a valid NUL-terminated string that outlives the call.
     let rc = unsafe { libc::umount2(c_path.as_ptr(), libc::MNT_DETACH) };
     if rc == 0 {
+        return Ok(());
+    }
+    let error = io::Error::last_os_error();
+    if error.raw_os_error() != Some(libc::EPERM) {
+        return Err(error);
+    }
+    let Some(helper) = find_fusermount() else {
+        return Err(io::Error::new(
+            error.kind(),
+            format!("{error}; a non-root user needs fusermount3 (the fuse3 package) for it"),
+        ));
+    };
+    let output = std::process::Command::new(&helper)
+        .args(["-u", "-z", "--"])
+        .arg(path)
+        .output()?;
+    if output.status.success() {
         Ok(())
     } else {
-        Err(io::Error::last_os_error())
+        Err(io::Error::new(
+            error.kind(),
+            format!(
+                "{error}; {} -u -z: {}",
+                helper.display(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            ),
+        ))
     }
+}
+
+/// The setuid mount helper fuser runs for a user other than root, if it is there: the
+/// one `$FUSERMOUNT_PATH` names, else `fusermount3` (or the older `fusermount`) on
+/// `$PATH`, in `/sbin` or in `/bin`, where fuser looks.
+pub fn find_fusermount() -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |path: &Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if let Some(path) = std::env::var_os("FUSERMOUNT_PATH") {
+        return Some(PathBuf::from(path)).filter(|p| executable(p));
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.extend(["/sbin", "/bin"].map(PathBuf::from));
+    ["fusermount3", "fusermount"].iter().find_map(|name| {
+        dirs.iter()
+            .map(|dir| dir.join(name))
+            .find(|candidate| executable(candidate))
+    })
 }
