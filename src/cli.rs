@@ -20,17 +20,16 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::engine::inspect::{check_data_dir, dump_file, DumpOptions};
 use crate::engine::limits;
-use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock, LOCK_FILE};
+use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock, DAEMON_LOG_FILE, LOCK_FILE};
 use crate::fs::fuser_glue::{self, MountConfig, Mounted};
 use crate::fs::KpfsFs;
 
 /// How long `kpfs umount` waits for the daemon to finish.
 const UMOUNT_DEADLINE: Duration = Duration::from_secs(30);
-/// How long the daemon waits, after unmounting, for in-flight requests and the RELEASEs
-/// that commit trailing line fragments, before it closes the engine anyway.
+/// How long the daemon waits, after unmounting, for in-flight requests and the closes
+/// of open descriptors, before it closes the engine anyway.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
-const LOG_FILE: &str = "kpfs.log";
 
 /// kpfs: a Kafka-faithful log store you use with echo, cat and tail -f.
 #[derive(Debug, Parser)]
@@ -338,7 +337,7 @@ fn spawn_daemon(plan: &MountPlan) -> Result<(), CliError> {
         .map_or_else(|e| e.to_string(), |s| s.to_string());
     Err(CliError::new(format!(
         "the daemon exited before the mount was ready ({status}); see {}",
-        plan.data_dir.join(LOG_FILE).display()
+        plan.data_dir.join(DAEMON_LOG_FILE).display()
     )))
 }
 
@@ -350,6 +349,7 @@ enum Event {
 /// A mounted, serving daemon.
 struct Daemon {
     engine: Arc<Engine>,
+    fs: Arc<KpfsFs>,
     mounted: Mounted,
     events: Receiver<Event>,
 }
@@ -442,8 +442,8 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
         fs_name: data_dir.to_string_lossy().into_owned(),
         allow_other: plan.allow_other,
     };
-    let fs = KpfsFs::new(engine.clone(), &data_dir);
-    let mounted = match fuser_glue::mount(fs, &plan.mountpoint, &config, move |result| {
+    let fs = Arc::new(KpfsFs::new(engine.clone(), &data_dir));
+    let mounted = match fuser_glue::mount(fs.clone(), &plan.mountpoint, &config, move |result| {
         if let Err(e) = result {
             tracing::error!("FUSE session ended with an error: {e}");
         }
@@ -454,10 +454,15 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
             if let Err(shutdown) = engine.shutdown() {
                 tracing::error!("engine shutdown after a failed mount: {shutdown}");
             }
-            return Err(io_error(
-                format!("cannot mount {}", plan.mountpoint.display()),
-                e,
-            ));
+            // One line: the daemon reports it to `kpfs mount` through a line-based pipe,
+            // and fusermount3's own message ends in a newline.
+            let detail = e.to_string().trim_end().replace('\n', "; ");
+            let mut reason = format!("cannot mount {}: {detail}", plan.mountpoint.display());
+            if let Some(hint) = non_root_mount_hint(&e, plan.allow_other) {
+                reason.push_str(": ");
+                reason.push_str(&hint);
+            }
+            return Err(CliError::new(reason));
         }
     };
     spawn_signal_thread(sender)?;
@@ -469,6 +474,7 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
     );
     Ok(Daemon {
         engine,
+        fs,
         mounted,
         events,
     })
@@ -476,8 +482,9 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
 
 impl Daemon {
     /// Serves until a shutdown signal or an external unmount, then closes the engine
-    /// cleanly. The unmount comes first so RELEASEs of closing writers still reach a
-    /// live engine and their last line fragments are committed.
+    /// cleanly. The unmount comes first so the closes of writers still reach a live
+    /// engine; the unterminated lines of writers that keep `log` open past the drain
+    /// become records before the engine closes.
     fn serve(mut self) -> Result<(), CliError> {
         let ended = match self.events.recv() {
             Ok(Event::Signal(signal)) => {
@@ -501,6 +508,7 @@ impl Daemon {
                 "descriptors still open after {DRAIN_DEADLINE:?}; closing the engine anyway"
             );
         }
+        self.fs.finish_open_writes();
         self.engine
             .shutdown()
             .map_err(|e| CliError::new(format!("engine shutdown failed: {e}")))?;
@@ -537,7 +545,7 @@ fn init_logging(data_dir: &Path, to_stderr: bool) -> Result<(), CliError> {
     use tracing_subscriber::fmt::writer::MakeWriterExt;
     use tracing_subscriber::EnvFilter;
 
-    let path = data_dir.join(LOG_FILE);
+    let path = data_dir.join(DAEMON_LOG_FILE);
     let file = OpenOptions::new()
         .create(true)
         .append(true)
@@ -556,6 +564,51 @@ fn init_logging(data_dir: &Path, to_stderr: bool) -> Result<(), CliError> {
         builder.with_writer(file).try_init()
     };
     Ok(())
+}
+
+/// What a user other than root lacks when a mount fails, and how to get it. Root mounts
+/// with mount(2) itself; any other user needs read and write access to /dev/fuse (it is
+/// opened first) and the setuid helper `fusermount3` (the `fuse3` package), which
+/// mounts for it and allows `allow_other` only with `user_allow_other` in
+/// /etc/fuse.conf.
+fn non_root_mount_hint(error: &io::Error, allow_other: bool) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail and has no memory effects.
+    if unsafe { libc::geteuid() } == 0 {
+        return None;
+    }
+    if let Err(e) = OpenOptions::new().read(true).write(true).open("/dev/fuse") {
+        return Some(format!(
+            "this user cannot open /dev/fuse ({e}): a mount by a user other than root \
+             needs read and write access to it (most systems make it mode 0666; as root: \
+             chmod 0666 /dev/fuse) and fusermount3 from the fuse3 package"
+        ));
+    }
+    let Some(helper) = fuser_glue::find_fusermount() else {
+        return Some(
+            "a mount by a user other than root needs the setuid helper fusermount3, which \
+             is not installed or not on PATH: install the fuse3 package (Debian, Ubuntu: \
+             apt-get install fuse3) or mount as root"
+                .to_string(),
+        );
+    };
+    let setuid_root =
+        std::fs::metadata(&helper).is_ok_and(|m| m.uid() == 0 && m.mode() & libc::S_ISUID != 0);
+    if !setuid_root {
+        return Some(format!(
+            "{} must be setuid root to mount for a user other than root (as root: \
+             chown root {0} && chmod u+s {0})",
+            helper.display()
+        ));
+    }
+    if allow_other && error.to_string().contains("user_allow_other") {
+        return Some(
+            "--allow-other by a user other than root needs the line user_allow_other in \
+             /etc/fuse.conf (added by root), or mount without --allow-other"
+                .to_string(),
+        );
+    }
+    None
 }
 
 /// Makes `path` a usable, empty directory that is not already a mount point, curing a

@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use kpfs::engine::format::{decode_batch, BatchHeader, Record, BATCH_HEADER_BYTES};
+use proptest::prelude::*;
 
 #[test]
 fn lines_round_trip_with_and_without_keys() {
@@ -91,6 +92,124 @@ fn random_access_reads_land_on_the_right_bytes() {
     }
 }
 
+/// bash's `read` and `head` read a block and seek back; the bytes of that small read are
+/// replayed. A read that starts inside them and asks for more still gets the full count.
+#[test]
+fn a_read_starting_in_the_replayed_bytes_gets_the_full_count() {
+    let f = Fixture::new();
+    let t = f.topic("replay");
+    let mut expected = Vec::new();
+    for i in 0..5000 {
+        let line = format!("line {i}\n");
+        expected.extend_from_slice(line.as_bytes());
+    }
+    t.append_lines(&expected).unwrap();
+    let mut cursor = kpfs::engine::LogCursor::default();
+    assert_eq!(t.read_log(&mut cursor, 0, 100).unwrap(), &expected[..100]);
+    assert_eq!(t.read_log(&mut cursor, 0, 1000).unwrap(), &expected[..1000]);
+    assert_eq!(t.read_log(&mut cursor, 50, 20).unwrap(), &expected[50..70]);
+    assert_eq!(
+        t.read_log(&mut cursor, 900, 5000).unwrap(),
+        &expected[900..5900]
+    );
+    // A sequential read goes on after the last read, wherever that started.
+    assert_eq!(
+        t.read_log(&mut cursor, 5900, 100).unwrap(),
+        &expected[5900..6000]
+    );
+    let end = expected.len();
+    assert_eq!(
+        t.read_log(&mut cursor, end as u64 - 10, 100).unwrap(),
+        &expected[end - 10..]
+    );
+    assert_eq!(
+        t.read_log(&mut cursor, end as u64 - 40, 100).unwrap(),
+        &expected[end - 40..]
+    );
+}
+
+/// One read on a `log` handle: sequential at the handle's offset (read(2)), or at a
+/// position of its own that leaves the offset alone (pread(2)).
+#[derive(Clone, Debug)]
+enum Read {
+    Next(usize),
+    /// At the last read's start plus a delta, so reads often land in the last one's
+    /// bytes (the replay buffer).
+    Near(i64, usize),
+    At(f64, usize),
+}
+
+fn read_strategy() -> impl Strategy<Value = Read> {
+    let len = prop_oneof![4 => 1usize..400, 2 => 400usize..70_000, 1 => 70_000usize..300_000];
+    prop_oneof![
+        (len.clone()).prop_map(Read::Next),
+        (-500i64..500, len.clone()).prop_map(|(d, l)| Read::Near(d, l)),
+        (0.0f64..=1.0, len).prop_map(|(p, l)| Read::At(p, l)),
+    ]
+}
+
+/// Every read inside the file returns the full count asked for, or up to the end of the
+/// stream, and the right bytes, whatever the handle read before.
+#[test]
+fn random_reads_and_preads_return_the_contents_they_cover() {
+    let f = Fixture::new();
+    let t = f.topic("pread");
+    set(&t, "internal.segment.bytes=60000\nindex.interval.bytes=512");
+    let mut expected = Vec::new();
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    while expected.len() < 600_000 {
+        // Writes of 1-20 lines of 0-3000 bytes: batches of several records, segments
+        // ending at any line.
+        let mut write = Vec::new();
+        for _ in 0..1 + next() % 20 {
+            let n = (next() % 3001) as usize;
+            let c = b'a' + (next() % 26) as u8;
+            write.extend(std::iter::repeat_n(c, n));
+            write.push(b'\n');
+        }
+        t.append_lines(&write).unwrap();
+        expected.extend_from_slice(&write);
+    }
+    assert!(t.log().snapshot().segments.len() > 5);
+    let total = expected.len();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 256,
+        rng_seed: proptest_seed(),
+        ..ProptestConfig::default()
+    });
+    runner
+        .run(&prop::collection::vec(read_strategy(), 1..40), |reads| {
+            let mut cursor = kpfs::engine::LogCursor::default();
+            let mut offset = 0usize;
+            let mut last = 0usize;
+            for read in reads {
+                let (pos, len) = match read {
+                    Read::Next(len) => (offset, len),
+                    Read::Near(delta, len) => {
+                        ((last as i64 + delta).clamp(0, total as i64) as usize, len)
+                    }
+                    Read::At(p, len) => ((p * total as f64) as usize, len),
+                };
+                let got = t.read_log(&mut cursor, pos as u64, len).unwrap();
+                let want = &expected[pos..(pos + len).min(total)];
+                prop_assert_eq!(got.len(), want.len(), "read of {} at {}", len, pos);
+                prop_assert!(got == want, "bytes of a read of {} at {}", len, pos);
+                if matches!(read, Read::Next(_)) {
+                    offset += got.len();
+                }
+                last = pos;
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
 #[test]
 fn rolls_by_size_and_keeps_offsets() {
     let f = Fixture::new();
@@ -133,28 +252,145 @@ fn rolls_by_time_measured_from_the_first_record() {
     assert_eq!(bases, vec![0, 5]);
 }
 
+/// Kafka's `max.message.bytes` limits a batch, header included
+/// (`UnifiedLog.analyzeAndValidateRecords`, `testMessageSizeCheck`): a record whose batch
+/// alone is over it is refused with that batch's size, and nothing of its write is
+/// appended.
 #[test]
-fn a_line_over_max_message_bytes_is_refused_whole() {
+fn a_record_whose_batch_alone_is_over_max_message_bytes_is_refused_whole() {
     let f = Fixture::new();
     let t = f.topic("big");
-    set(&t, "max.message.bytes=10");
-    t.append_lines(b"0123456789\n").unwrap();
-    let err = t.append_lines(b"ok\n0123456789A\n").unwrap_err();
+    set(&t, "max.message.bytes=100");
+    // A plain batch of one line is the header, the line and its newline: 100 bytes.
+    let fits = "x".repeat(100 - BATCH_HEADER_BYTES - 1);
+    t.append_lines(format!("{fits}\n").as_bytes()).unwrap();
+    let err = t
+        .append_lines(format!("ok\n{fits}y\n").as_bytes())
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "The record batch size in the append to big-0 is 11 bytes which exceeds the maximum configured value of 10."
+        "The record batch size in the append to big-0 is 101 bytes which exceeds the maximum configured value of 100."
     );
-    assert_eq!(cat_string(&t), "0123456789\n");
+    // A 90-byte line was accepted when kpfs compared line lengths; its batch is 162.
+    let err = t.append_lines(&[b'z'; 90]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "The record batch size in the append to big-0 is 162 bytes which exceeds the maximum configured value of 100."
+    );
+    assert_eq!(cat_string(&t), format!("{fits}\n"));
+
+    // With keys, a batch also holds each record's metadata: header, 3 one-byte deltas,
+    // key length, value length and line length (one byte each here), then the line.
+    let keyed = f.topic("keyed");
+    set(
+        &keyed,
+        "parse.key=true\nkey.separator=:\nmax.message.bytes=100",
+    );
+    let value = "v".repeat(100 - BATCH_HEADER_BYTES - 6 - 3);
+    keyed
+        .append_lines(format!("k:{value}\n").as_bytes())
+        .unwrap();
+    let err = keyed
+        .append_lines(format!("k:{value}w\n").as_bytes())
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "The record batch size in the append to keyed-0 is 101 bytes which exceeds the maximum configured value of 100."
+    );
+    assert_eq!(keyed.log().log_end_offset(), 1);
 }
 
+/// The largest line the default `max.message.bytes` (1 MiB + 12, Kafka's) admits: its
+/// plain batch is exactly the limit. One byte more is refused.
 #[test]
-fn a_megabyte_line_round_trips() {
+fn the_longest_line_the_default_limit_admits_round_trips() {
     let f = Fixture::new();
     let t = f.topic("mib");
-    let mut line = vec![b'z'; 1 << 20];
+    let longest = 1_048_588 - BATCH_HEADER_BYTES - 1;
+    let mut line = vec![b'z'; longest];
     line.push(b'\n');
     t.append_lines(&line).unwrap();
     assert_eq!(cat(&t, 128 << 10), line);
+    let err = t.append_lines(&[&b"z"[..], &line].concat()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "The record batch size in the append to mib-0 is 1048589 bytes which exceeds the maximum configured value of 1048588."
+    );
+}
+
+/// A write's records go into batches that each fit `max.message.bytes`, as a producer
+/// splits them: two lines whose one batch would be 138 bytes become two batches under
+/// a limit of 137 (kpfs wrote one 138-byte batch, over the limit).
+#[test]
+fn a_write_is_split_into_batches_that_fit_max_message_bytes() {
+    let f = Fixture::new();
+    let t = f.topic("split");
+    set(&t, "max.message.bytes=137");
+    let write = format!("{}\n{}\n", "a".repeat(33), "b".repeat(32));
+    assert_eq!(BATCH_HEADER_BYTES + write.len(), 138);
+    assert_eq!(t.append_lines(write.as_bytes()).unwrap(), 2);
+    let sizes: Vec<usize> = batches(&t).iter().map(|(h, _)| h.size).collect();
+    assert_eq!(sizes, [105, 104]);
+    assert_eq!(cat_string(&t), write);
+}
+
+/// Random writes under random limits, keyed or not: a write is refused exactly when one
+/// of its records does not fit a batch of its own (with the first such batch's size in
+/// the text), and an accepted write reads back whole from batches that all fit.
+#[test]
+fn every_batch_fits_max_message_bytes_and_only_records_that_cannot_are_refused() {
+    use kpfs::engine::format::BatchBuilder;
+    use proptest::prelude::*;
+    let config = ProptestConfig {
+        cases: 64,
+        failure_persistence: None,
+        rng_seed: proptest_seed(),
+        ..ProptestConfig::default()
+    };
+    let lines = proptest::collection::vec(0usize..300, 1..40);
+    proptest::proptest!(config, |(lens in lines, keyed in any::<bool>(), max in 60u64..600)| {
+        let f = Fixture::new();
+        let t = f.topic("p");
+        let parse_key = if keyed { "parse.key=true\nkey.separator=:\n" } else { "" };
+        set(&t, &format!("{parse_key}max.message.bytes={max}"));
+        let mut write = Vec::new();
+        let mut first_too_big = None;
+        for (i, len) in lens.iter().enumerate() {
+            // Keyed lines: a 1-byte key, the rest the value.
+            let line: Vec<u8> = if keyed {
+                [&b"k:"[..], &vec![b'a' + (i % 26) as u8; *len]].concat()
+            } else {
+                vec![b'a' + (i % 26) as u8; *len]
+            };
+            let single = if keyed {
+                BatchBuilder::single_record_batch_size(1, *len as i64, line.len())
+            } else {
+                BATCH_HEADER_BYTES + line.len() + 1
+            } as u64;
+            if single > max && first_too_big.is_none() {
+                first_too_big = Some(single);
+            }
+            write.extend_from_slice(&line);
+            write.push(b'\n');
+        }
+        match (t.append_lines(&write), first_too_big) {
+            (Ok(records), None) => {
+                prop_assert_eq!(records, lens.len() as u64);
+                for (h, _) in batches(&t) {
+                    prop_assert!(h.size as u64 <= max, "a {}-byte batch under {}", h.size, max);
+                }
+                prop_assert_eq!(cat(&t, 4096), write);
+            }
+            (Err(e), Some(single)) => {
+                prop_assert_eq!(
+                    e.to_string(),
+                    format!("The record batch size in the append to p-0 is {single} bytes which exceeds the maximum configured value of {max}.")
+                );
+                prop_assert_eq!(t.log().log_end_offset(), 0);
+            }
+            (result, expected) => prop_assert!(false, "{:?} where the first oversized batch is {:?}", result, expected),
+        }
+    });
 }
 
 #[test]
@@ -301,6 +537,8 @@ fn keyless_writes_become_plain_batches_of_whole_lines() {
         ));
         body.push(b'\n');
     }
+    // One line over 1 MiB gets a batch of its own, over 1 MiB.
+    set(&t, "max.message.bytes=2000000");
     let mut huge = vec![b'h'; (1 << 20) + 5];
     huge.push(b'\n');
     body.extend_from_slice(&huge);
@@ -422,4 +660,21 @@ fn a_keyless_line_that_reads_like_the_null_marker_is_a_value() {
     let records: Vec<Record> = batches(&t).into_iter().flat_map(|(_, r)| r).collect();
     assert_eq!(records[0].value.as_deref(), Some(&b"NULL"[..]));
     assert_eq!(cat_string(&t), "NULL\nx\n");
+}
+
+/// A record without a key renders its key as `null` when the topic has no null.marker, as
+/// Kafka's console consumer prints it, so it differs from a record with an empty key.
+#[test]
+fn a_keyless_record_reads_as_a_null_key_not_an_empty_one() {
+    let f = Fixture::new();
+    let t = f.topic("k");
+    t.append_lines(b"plain\n").unwrap();
+    set(&t, "parse.key=true\nkey.separator=:");
+    t.append_lines(b":empty key\n").unwrap();
+    assert_eq!(cat_string(&t), "null:plain\n:empty key\n");
+    set(&t, "null.marker=NIL");
+    assert_eq!(cat_string(&t), "NIL:plain\n:empty key\n");
+    t.append_lines(b"k:NIL\n").unwrap();
+    set(&t, "-null.marker");
+    assert_eq!(cat_string(&t), "null:plain\n:empty key\nk:null\n");
 }

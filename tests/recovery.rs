@@ -233,6 +233,9 @@ struct SwapImages {
     after_bases: Vec<u64>,
     /// Base offsets of the segments the pass wrote.
     cleaned: Vec<u64>,
+    /// The recovery-point checkpoint as the pass left it: the cleaner writes it before
+    /// the swaps that leave offset gaps, so every crash during them finds it.
+    checkpoint_of_the_pass: Vec<u8>,
 }
 
 fn swap_images() -> SwapImages {
@@ -258,6 +261,7 @@ fn swap_images() -> SwapImages {
     start(&mut f);
     let mut map = OffsetMap::new(1 << 20, 0.9);
     f.engine().run_cleaner_once_with(&mut map).unwrap();
+    let checkpoint_of_the_pass = fs::read(f.dir.path().join(RECOVERY_CHECKPOINT_FILE)).unwrap();
     let t = f.topic("r");
     let after_text = cat_string(&t);
     assert_ne!(after_text, before_text);
@@ -279,14 +283,21 @@ fn swap_images() -> SwapImages {
         after_text,
         after_bases,
         cleaned,
+        checkpoint_of_the_pass,
     }
 }
 
 impl SwapImages {
-    /// A fresh copy of the pre-pass directory.
+    /// A fresh copy of the pre-pass directory, with the checkpoint the pass wrote
+    /// before its first swap.
     fn image(&self) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         copy_dir(self.before_dir.path(), d.path());
+        fs::write(
+            d.path().join(RECOVERY_CHECKPOINT_FILE),
+            &self.checkpoint_of_the_pass,
+        )
+        .unwrap();
         d
     }
 
@@ -501,20 +512,13 @@ fn r10_clean_shutdown_marker_skips_the_scan_and_keeps_the_data() {
     let config = BrokerConfig::defaults().resolve_topic(&TopicOverrides::default());
     let clock: Arc<dyn Clock> = f.clock.clone();
     // The log layer tells whether it scanned: with the marker it does not...
-    let (log, report) = Log::open(
-        &dir,
-        "r-0",
-        &config,
-        clock.clone(),
-        Durability::CleanShutdown,
-    )
-    .unwrap();
+    let (log, report) =
+        Log::open(&dir, "r", &config, clock.clone(), Durability::CleanShutdown).unwrap();
     assert_eq!(report, Default::default());
     drop(log);
     // ...without it (and without a recovery point) every segment is recovered, and
     // nothing is cut from intact data.
-    let (log, report) =
-        Log::open(&dir, "r-0", &config, clock, Durability::RecoveryPoint(0)).unwrap();
+    let (log, report) = Log::open(&dir, "r", &config, clock, Durability::RecoveryPoint(0)).unwrap();
     assert_eq!(report.recovered_segments, segments);
     assert!(report.truncated.is_empty() && report.removed_files.is_empty());
     drop(log);
@@ -796,7 +800,7 @@ fn r15_crash_recovery_validates_only_what_follows_the_recovery_point() {
     let clock: Arc<dyn Clock> = f.clock.clone();
     let (log, report) = Log::open(
         &topic_dir(f.dir.path()),
-        "r-0",
+        "r",
         &config,
         clock.clone(),
         Durability::RecoveryPoint(durable_end),
@@ -804,7 +808,7 @@ fn r15_crash_recovery_validates_only_what_follows_the_recovery_point() {
     .unwrap();
     let (full_log, full_report) = Log::open(
         &topic_dir(full.path()),
-        "r-0",
+        "r",
         &config,
         clock,
         Durability::RecoveryPoint(0),
@@ -920,14 +924,8 @@ fn r17_a_damaged_batch_at_the_resume_point_is_cut_with_its_index_entry() {
     let overrides = TopicOverrides::from_properties(&properties).unwrap();
     let config = BrokerConfig::defaults().resolve_topic(&overrides);
     let clock: Arc<dyn Clock> = f.clock.clone();
-    let (log, _report) = Log::open(
-        &dir,
-        "r-0",
-        &config,
-        clock,
-        Durability::RecoveryPoint(point),
-    )
-    .unwrap();
+    let (log, _report) =
+        Log::open(&dir, "r", &config, clock, Durability::RecoveryPoint(point)).unwrap();
     let active = log.snapshot().active().clone();
     let info = active.info();
     assert!(

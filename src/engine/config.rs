@@ -9,6 +9,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use super::error::Excerpt;
+
 /// Which cleanup a topic gets. An empty list (allowed since Kafka 4.2) means neither.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct CleanupPolicy {
@@ -178,7 +180,11 @@ impl fmt::Display for ConfigError {
                 name,
                 value,
                 message,
-            } => write!(f, "Invalid value {value} for configuration {name}: {message}"),
+            } => write!(
+                f,
+                "Invalid value {} for configuration {name}: {message}",
+                Excerpt::plain(value.as_bytes())
+            ),
             ConfigError::DuplicateListValues { name } => {
                 write!(f, "Configuration '{name}' values must not be duplicated.")
             }
@@ -187,9 +193,11 @@ impl fmt::Display for ConfigError {
                 "conflict topic config setting min.compaction.lag.ms ({min_ms}) > max.compaction.lag.ms ({max_ms})"
             ),
             ConfigError::UnknownTopicConfig { name } => {
+                let name = Excerpt::plain(name.as_bytes());
                 write!(f, "Unknown topic config name: {name}")
             }
             ConfigError::UnknownBrokerConfig { name } => {
+                let name = Excerpt::plain(name.as_bytes());
                 write!(f, "Unknown broker config name: {name}")
             }
             ConfigError::NotDynamic { names } => write!(
@@ -203,7 +211,8 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::CommandSyntax { line } => write!(
                 f,
-                "Invalid config line '{line}': expected key=value to set, -key to remove, or a # comment"
+                "Invalid config line {}: expected key=value to set, -key to remove, or a # comment",
+                Excerpt::quoted(line.as_bytes())
             ),
             ConfigError::NotText => f.write_str("config lines must be UTF-8 text"),
             ConfigError::ChangeRefused {
@@ -225,7 +234,8 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::PropertiesSyntax { line } => write!(
                 f,
-                "Invalid properties line '{line}': expected key=value or key: value"
+                "Invalid properties line {}: expected key=value or key: value",
+                Excerpt::quoted(line.as_bytes())
             ),
         }
     }
@@ -1707,6 +1717,23 @@ impl BrokerConfig {
         self.double("log.cleaner.io.max.bytes.per.second")
     }
 
+    /// Whether cleaner threads started under `previous` must restart to follow this
+    /// config: one of Kafka's `LogCleaner.RECONFIGURABLE_CONFIGS` changed.
+    pub fn cleaner_reconfigured_since(&self, previous: &BrokerConfig) -> bool {
+        const RECONFIGURABLE: [&str; 7] = [
+            "log.cleaner.threads",
+            "log.cleaner.dedupe.buffer.size",
+            "log.cleaner.io.buffer.load.factor",
+            "log.cleaner.io.buffer.size",
+            "message.max.bytes",
+            "log.cleaner.io.max.bytes.per.second",
+            "log.cleaner.backoff.ms",
+        ];
+        RECONFIGURABLE
+            .iter()
+            .any(|name| self.value(name) != previous.value(name))
+    }
+
     /// `log.flush.scheduler.interval.ms` (static). Default Long.MAX_VALUE.
     pub fn flush_scheduler_interval_ms(&self) -> i64 {
         self.long("log.flush.scheduler.interval.ms")
@@ -1856,6 +1883,30 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         BrokerConfig::load(None, &pairs)
+    }
+
+    #[test]
+    fn only_the_cleaners_reconfigurable_configs_restart_it() {
+        let base = broker();
+        let changed = |text: &str| {
+            base.apply_dynamic(text)
+                .unwrap()
+                .cleaner_reconfigured_since(&base)
+        };
+        for text in [
+            "log.cleaner.threads=2",
+            "log.cleaner.dedupe.buffer.size=1048577",
+            "log.cleaner.io.buffer.load.factor=0.5",
+            "log.cleaner.io.buffer.size=1000",
+            "message.max.bytes=1000",
+            "log.cleaner.io.max.bytes.per.second=1000",
+            "log.cleaner.backoff.ms=1",
+        ] {
+            assert!(changed(text), "{text}");
+        }
+        assert!(!changed("log.cleaner.backoff.ms=15000"), "the same value");
+        assert!(!changed("log.retention.ms=1000"));
+        assert!(!changed("log.cleaner.min.cleanable.ratio=0.1"));
     }
 
     #[test]

@@ -17,6 +17,12 @@ pub enum EngineError {
     TopicExists {
         name: String,
     },
+    /// A name equal to an existing topic's once '.' and '_' are treated alike (Kafka's
+    /// metric names cannot tell them apart).
+    TopicCollision {
+        name: String,
+        existing: String,
+    },
     UnknownTopic {
         name: String,
     },
@@ -82,6 +88,9 @@ impl fmt::Display for EngineError {
                 write!(f, "Invalid topic name '{name}': {reason}")
             }
             EngineError::TopicExists { name } => write!(f, "Topic '{name}' already exists."),
+            EngineError::TopicCollision { name, existing } => {
+                write!(f, "Topic '{name}' collides with existing topic: {existing}")
+            }
             EngineError::UnknownTopic { name } => {
                 write!(
                     f,
@@ -128,3 +137,84 @@ impl From<ConfigError> for EngineError {
 }
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// Bytes of a user's value an error message shows. Errors are kept (`.kpfs/errors`,
+/// `events`) and printed; one refused 1 MiB line must not make a 1 MiB error.
+pub const EXCERPT_BYTES: usize = 200;
+
+/// A user's value as an error message shows it: whole when short, else its first
+/// [`EXCERPT_BYTES`] bytes, `...` and its full length. Kafka's texts quote some values
+/// (`'...'`) and not others; `quoted` says which.
+#[derive(Clone, Copy, Debug)]
+pub struct Excerpt<'a> {
+    value: &'a [u8],
+    quoted: bool,
+}
+
+impl<'a> Excerpt<'a> {
+    pub fn plain(value: &'a [u8]) -> Self {
+        Excerpt {
+            value,
+            quoted: false,
+        }
+    }
+
+    pub fn quoted(value: &'a [u8]) -> Self {
+        Excerpt {
+            value,
+            quoted: true,
+        }
+    }
+}
+
+impl fmt::Display for Excerpt<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let quote = if self.quoted { "'" } else { "" };
+        if self.value.len() <= EXCERPT_BYTES {
+            let text = String::from_utf8_lossy(self.value);
+            return write!(f, "{quote}{text}{quote}");
+        }
+        let mut head = &self.value[..EXCERPT_BYTES];
+        // Not a character cut in two: that would print as a replacement character.
+        if let Err(e) = std::str::from_utf8(head) {
+            if e.error_len().is_none() {
+                head = &head[..e.valid_up_to()];
+            }
+        }
+        let text = String::from_utf8_lossy(head);
+        write!(f, "{quote}{text}...{quote} ({} bytes)", self.value.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_values_are_cut_to_an_excerpt_with_their_length() {
+        assert_eq!(Excerpt::quoted(b"short").to_string(), "'short'");
+        assert_eq!(Excerpt::plain(b"short").to_string(), "short");
+        let long = vec![b'x'; 100_000];
+        let shown = Excerpt::quoted(&long).to_string();
+        assert_eq!(
+            shown,
+            format!("'{}...' (100000 bytes)", "x".repeat(EXCERPT_BYTES))
+        );
+        let exact = vec![b'y'; EXCERPT_BYTES];
+        assert_eq!(
+            Excerpt::plain(&exact).to_string(),
+            "y".repeat(EXCERPT_BYTES)
+        );
+        // A cut inside a character drops the character rather than mangling it.
+        let mut accented = vec![b'a'; EXCERPT_BYTES - 1];
+        accented.extend_from_slice("éééé".as_bytes());
+        assert_eq!(
+            Excerpt::plain(&accented).to_string(),
+            format!(
+                "{}... ({} bytes)",
+                "a".repeat(EXCERPT_BYTES - 1),
+                EXCERPT_BYTES + 7
+            )
+        );
+    }
+}

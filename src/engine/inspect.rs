@@ -26,8 +26,8 @@ use super::log::STREAM_START_FILE;
 use super::segment::MAX_SEGMENT_FILE_BYTES;
 use super::topic::TOPIC_CONFIG_FILE;
 use super::{
-    validate_topic_name, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DYNAMIC_BROKER_CONFIG_FILE,
-    LOCK_FILE, PARTITION_SUFFIX, RECOVERY_CHECKPOINT_FILE,
+    validate_topic_name, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE,
+    DYNAMIC_BROKER_CONFIG_FILE, LOCK_FILE, PARTITION_SUFFIX, RECOVERY_CHECKPOINT_FILE,
 };
 
 /// Suffix of a topic directory whose deletion was interrupted (private in the engine).
@@ -731,7 +731,7 @@ fn dump_log(
                     let records = RecordIter::new(&header, walker.batch_bytes());
                     for record in records.filter_map(Result::ok) {
                         let mut line = format!(
-                            "| offset: {} CreateTime: {} keySize: {} valueSize: {} sequence: -1 headerKeys: []",
+                            "| offset: {} CreateTime: {} keySize: {} valueSize: {}",
                             record.offset,
                             record.timestamp,
                             record.key.map_or(-1, |k| k.len() as i64),
@@ -775,19 +775,17 @@ fn is_zero_from(file: &File, mut pos: u64, len: u64) -> io::Result<bool> {
     Ok(true)
 }
 
-/// Kafka's batch line. kpfs has no producer state, transactions, leader epochs or
-/// compression; those fields print the values Kafka prints for a plain producer's batch
-/// on a single broker.
+/// Kafka's batch line with the fields kpfs's batch format has (FORMAT.md; `magic` is
+/// its version): Kafka's producer id, epoch and sequences, leader epoch, transaction and
+/// control flags and record headers are not stored, so they are not printed.
 fn batch_line(pos: u64, h: &BatchHeader) -> String {
     let horizon = match h.delete_horizon_ms {
         Some(ms) => format!("OptionalLong[{ms}]"),
         None => "OptionalLong.empty".to_string(),
     };
     format!(
-        "baseOffset: {} lastOffset: {} count: {} baseSequence: -1 lastSequence: -1 \
-         producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false \
-         isControl: false deleteHorizonMs: {horizon} position: {pos} CreateTime: {} size: {} \
-         magic: {BATCH_MAGIC} compresscodec: none crc: {} isvalid: true",
+        "baseOffset: {} lastOffset: {} count: {} deleteHorizonMs: {horizon} position: {pos} \
+         CreateTime: {} size: {} magic: {BATCH_MAGIC} compresscodec: none crc: {} isvalid: true",
         h.base_offset,
         h.last_offset(),
         h.record_count,
@@ -982,6 +980,8 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
                 }
             }
             CLEAN_SHUTDOWN_FILE => clean_marker = true,
+            // The daemon's log: plain text, nothing to verify.
+            DAEMON_LOG_FILE => {}
             DYNAMIC_BROKER_CONFIG_FILE => check_broker_config(&path, &mut report),
             CLEANER_CHECKPOINT_FILE => {
                 checkpoints.push((CLEANER_CHECKPOINT_FILE, "cleaner offset"))
@@ -1540,6 +1540,7 @@ mod tests {
     #[test]
     fn a_cleanly_closed_directory_is_healthy() {
         let dir = build();
+        fs::write(dir.path().join(DAEMON_LOG_FILE), b"INFO closed cleanly\n").unwrap();
         let report = check_data_dir(dir.path());
         healthy(&report);
         assert!(report.notes.is_empty(), "{:#?}", report.notes);
@@ -1853,12 +1854,12 @@ mod tests {
         let expected = format!(
             "Dumping {}\n\
              Log starting offset: 0\n\
-             baseOffset: 0 lastOffset: 2 count: 3 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: {T0} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
-             | offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5 sequence: -1 headerKeys: [] key: a payload: apple\n\
-             | offset: 1 CreateTime: {T0} keySize: -1 valueSize: 7 sequence: -1 headerKeys: [] payload: keyless\n\
-             | offset: 2 CreateTime: {T0} keySize: 1 valueSize: -1 sequence: -1 headerKeys: [] key: b\n\
-             baseOffset: 3 lastOffset: 3 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: {} CreateTime: {} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
-             | offset: 3 CreateTime: {} keySize: 1 valueSize: 5 sequence: -1 headerKeys: [] key: c payload: \u{e9}t\u{e9}\n",
+             baseOffset: 0 lastOffset: 2 count: 3 deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: {T0} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
+             | offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5 key: a payload: apple\n\
+             | offset: 1 CreateTime: {T0} keySize: -1 valueSize: 7 payload: keyless\n\
+             | offset: 2 CreateTime: {T0} keySize: 1 valueSize: -1 key: b\n\
+             baseOffset: 3 lastOffset: 3 count: 1 deleteHorizonMs: OptionalLong.empty position: {} CreateTime: {} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
+             | offset: 3 CreateTime: {} keySize: 1 valueSize: 5 key: c payload: \u{e9}t\u{e9}\n",
             log.display(),
             first.size,
             first.crc,
@@ -1880,7 +1881,7 @@ mod tests {
         };
         let (deep_out, _) = dump(&log, &deep);
         assert!(deep_out.contains(&format!(
-            "| offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5 sequence: -1 headerKeys: []\n"
+            "| offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5\n"
         )));
         assert!(!deep_out.contains("payload:"));
     }
@@ -1998,7 +1999,9 @@ mod tests {
                 )),
             "{out}"
         );
-        assert!(out.contains(&format!("| offset: 8 CreateTime: {T0} keySize: 1 valueSize: -1 sequence: -1 headerKeys: [] key: k\n")));
+        assert!(out.contains(&format!(
+            "| offset: 8 CreateTime: {T0} keySize: 1 valueSize: -1 key: k\n"
+        )));
         assert!(out.contains("out of range"), "{out}");
         assert!(matches!(result, Err(DumpError::InvalidBatch { .. })));
     }

@@ -23,6 +23,7 @@ use super::format::{
     TIME_INDEX_SUFFIX,
 };
 use super::segment::{RollReason, Segment, MAX_SEGMENT_FILE_BYTES};
+use super::PARTITION_SUFFIX;
 
 /// One record to append, located in the written bytes; the line protocol already split
 /// the line into key and value. Positions rather than slices, so a write's records go
@@ -152,12 +153,13 @@ pub enum WriteRecords<'a> {
     Plain,
 }
 
-/// The size of the batch the first record that cannot fit a segment alone would need
-/// (Kafka checks a batch against the segment size; such a record can never be appended).
-fn first_oversized_record(
+/// The size of the batch the first record whose batch alone is over `limit` would need.
+/// Kafka checks every batch against `max.message.bytes` and the segment size; a record
+/// over either in a batch of its own can never be appended.
+pub fn first_oversized_record(
     data: WriteBytes<'_>,
     records: WriteRecords<'_>,
-    segment_size: u64,
+    limit: u64,
 ) -> Option<u64> {
     match records {
         WriteRecords::Parsed(parsed) => parsed
@@ -165,9 +167,9 @@ fn first_oversized_record(
             .map(|r| {
                 BatchBuilder::single_record_batch_size(r.key_len, r.value_len, r.line_len) as u64
             })
-            .find(|&single| single > segment_size),
+            .find(|&single| single > limit),
         WriteRecords::Plain => {
-            let line = match segment_size.checked_sub(plain_batch_size(0) as u64) {
+            let line = match limit.checked_sub(plain_batch_size(0) as u64) {
                 Some(longest_fitting) => data
                     .first_line_longer_than(usize::try_from(longest_fitting).unwrap_or(usize::MAX)),
                 // Not even an empty line fits: the write's first line is refused.
@@ -374,6 +376,9 @@ struct Shared {
 #[derive(Debug)]
 pub struct Log {
     dir: PathBuf,
+    /// The topic's name, as errors name it. Never derived from `partition`: a topic may
+    /// itself be named like a partition (`x-0`).
+    topic: String,
     /// `TOPIC-0`, for Kafka-worded messages.
     partition: String,
     clock: Arc<dyn Clock>,
@@ -436,16 +441,15 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 impl Log {
-    /// Opens the partition directory, creating it if missing, and brings it to a
-    /// consistent state (the recovery case table in docs/ARCHITECTURE.md).
+    /// Opens the partition directory of `topic`, creating it if missing, and brings it to
+    /// a consistent state (the recovery case table in docs/ARCHITECTURE.md).
     pub fn open(
         dir: &Path,
-        partition: &str,
+        topic: &str,
         config: &TopicConfig,
         clock: Arc<dyn Clock>,
         durability: Durability,
     ) -> Result<(Log, OpenReport)> {
-        let clean_shutdown = durability == Durability::CleanShutdown;
         fs::create_dir_all(dir).map_err(io_at(dir, "create"))?;
         let mut report = OpenReport::default();
         let now = clock.now_ms();
@@ -453,7 +457,8 @@ impl Log {
         let interval = config.index_interval_bytes as u64;
         let log = Log {
             dir: dir.to_path_buf(),
-            partition: partition.to_string(),
+            topic: topic.to_string(),
+            partition: format!("{topic}{PARTITION_SUFFIX}"),
             clock: clock.clone(),
             writer: Mutex::new(WriterState {
                 unflushed_records: 0,
@@ -496,6 +501,11 @@ impl Log {
         let mut stream_pos = read_stream_start(dir, bases.first().copied());
         let total = bases.len();
         let mut cut_from: Option<usize> = None;
+        // Only a segment that ends above the recovery point can have lost its tail.
+        let tail_may_be_lost = |end: u64| match durability {
+            Durability::CleanShutdown => false,
+            Durability::RecoveryPoint(point) => end > point,
+        };
         for (i, &base) in bases.iter().enumerate() {
             if cut_from.is_some() {
                 break;
@@ -546,20 +556,20 @@ impl Log {
                         cut_from = Some(i + 1);
                     }
                     if total > 16 && (i + 1) % 16 == 0 {
-                        tracing::info!(partition, done = i + 1, total, "recovering segments");
+                        tracing::info!(partition = %log.partition, done = i + 1, total, "recovering segments");
                     }
                 }
                 // Flushed before the clean shutdown or before the recovery point passed it.
                 None => seg.mark_synced(),
             }
             let next_base = bases.get(i + 1).copied();
-            if !clean_shutdown
-                && cut_from.is_none()
-                && next_base.is_some_and(|b| seg.next_offset() < b)
+            if cut_from.is_none()
+                && next_base.is_some_and(|b| tail_may_be_lost(b) && seg.next_offset() < b)
             {
-                // Segments always end where the next one starts (rolls start at the log
-                // end; the cleaner keeps each group's last batch). A shorter one lost an
-                // unsynced tail in a power cut: what follows it cannot be trusted in order.
+                // Above the recovery point, segments end where the next one starts (rolls
+                // start at the log end; the cleaner checkpoints the recovery point past
+                // a group before its swap leaves a gap). A shorter one lost an unsynced
+                // tail in a power cut: what follows it cannot be trusted in order.
                 tracing::warn!(
                     file = %seg.log_path().display(),
                     ends_at = seg.next_offset(),
@@ -606,7 +616,7 @@ impl Log {
             Durability::CleanShutdown => log_end,
             Durability::RecoveryPoint(point) if point > log_end => {
                 tracing::warn!(
-                    partition,
+                    partition = %log.partition,
                     recovery_point = point,
                     log_end_offset = log_end,
                     "the checkpointed recovery point is past the log end; using the log end"
@@ -753,7 +763,7 @@ impl Log {
     fn check_not_poisoned(&self) -> Result<()> {
         match &*self.poisoned.lock() {
             Some(reason) => Err(EngineError::Poisoned {
-                topic: self.partition.trim_end_matches("-0").to_string(),
+                topic: self.topic.clone(),
                 reason: reason.clone(),
             }),
             None => Ok(()),
@@ -785,7 +795,7 @@ impl Log {
         self.check_not_poisoned()?;
         if writer.deleted {
             return Err(EngineError::UnknownTopic {
-                name: self.partition.trim_end_matches("-0").to_string(),
+                name: self.topic.clone(),
             });
         }
         let end_before = (self.log_end_offset(), self.stream_end());
@@ -841,9 +851,13 @@ impl Log {
             stream_pos: first_stream_pos,
             timestamp: now,
             render_id: config.render_id(),
-            // The read path holds one batch in memory, and a batch never needs a segment
-            // of its own beyond the configured size.
-            limit: segment_size.min(1 << 20) as usize,
+            // The read path holds one batch in memory, a batch never needs a segment of its
+            // own beyond the configured size, and Kafka refuses a batch over
+            // max.message.bytes: the write's records are split into batches that fit it,
+            // as a producer splits them (each record alone fits: the topic checked).
+            limit: segment_size
+                .min(1 << 20)
+                .min(config.max_message_bytes.max(0) as u64) as usize,
         };
         // Where the next batch starts in the write: a record index for parsed records, a
         // byte position for plain ones.
@@ -1099,10 +1113,15 @@ impl Log {
         Ok(deleted)
     }
 
-    /// Refuses every later append (the topic is being deleted). Waits for an append in
-    /// progress, so none is acknowledged after this returns.
-    pub fn mark_deleted(&self) {
-        self.writer.lock().deleted = true;
+    /// Moves the partition directory to `to` (the topic is being deleted) and, once it
+    /// moved, refuses every later append. Under the writer lock, so no append or roll
+    /// runs during the rename and none is acknowledged after this returns; if the rename
+    /// fails, the log is exactly as it was.
+    pub fn retire_dir(&self, to: &Path) -> Result<()> {
+        let mut writer = self.writer.lock();
+        fs::rename(&self.dir, to).map_err(io_at(&self.dir, "rename"))?;
+        writer.deleted = true;
+        Ok(())
     }
 
     /// fsync of everything appended so far.

@@ -40,6 +40,8 @@ pub use topic::{BackingFile, LogCursor, RefusalReason, Topic};
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kpfs_cleanshutdown";
 /// Lock file holding the daemon's pid; `flock`ed while a kpfs owns the data directory.
 pub const LOCK_FILE: &str = "kpfs.lock";
+/// The daemon's own log (written by the CLI, known here so `kpfs check` knows it).
+pub const DAEMON_LOG_FILE: &str = "kpfs.log";
 /// Dynamic broker config overrides written through `.kpfs/config`.
 pub const DYNAMIC_BROKER_CONFIG_FILE: &str = "kpfs-dynamic-broker.properties";
 /// Kafka's cleaner checkpoint file: first dirty offset per partition.
@@ -55,6 +57,20 @@ const DELETING_SUFFIX: &str = "-delete";
 const MAX_REJECTIONS: usize = 1000;
 /// Kafka's topic name limit.
 pub const MAX_TOPIC_NAME_CHARS: usize = 249;
+
+/// The longest file name (bytes) Linux filesystems take.
+const MAX_FILE_NAME_BYTES: usize = 255;
+
+/// Kafka's `LocalLog.logDeleteDirName`: `TOPIC-0.<unique id>-delete`, with the topic cut
+/// short so the name fits [`MAX_FILE_NAME_BYTES`] (a 249-character topic would not). The
+/// id is the deletion time in ms (Kafka's is a UUID); nothing reads the name back but the
+/// `-delete` suffix.
+fn delete_dir_name(topic: &str, unique_id: i64) -> String {
+    let suffix = format!("{PARTITION_SUFFIX}.{unique_id}{DELETING_SUFFIX}");
+    // Topic names are ASCII (validate_topic_name), so any byte count is a char boundary.
+    let kept = topic.len().min(MAX_FILE_NAME_BYTES - suffix.len());
+    format!("{}{suffix}", &topic[..kept])
+}
 
 /// Options that are not Kafka configs.
 #[derive(Clone, Debug, Default)]
@@ -97,6 +113,80 @@ pub struct Engine {
     inner: Arc<Inner>,
     stop: Mutex<Option<Sender<()>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    cleaners: Mutex<CleanerThreads>,
+}
+
+/// The running log cleaner threads (Kafka's `LogCleaner`), stopped and started again
+/// as a whole when their configuration changes.
+#[derive(Default)]
+struct CleanerThreads {
+    /// Dropped to stop them.
+    stop: Option<Sender<()>>,
+    handles: Vec<JoinHandle<()>>,
+    /// The broker configuration they were started with.
+    config: Option<BrokerConfig>,
+}
+
+impl CleanerThreads {
+    fn start(inner: &Arc<Inner>, config: BrokerConfig) -> CleanerThreads {
+        // Kafka counts the dead threads among the running ones: new threads, none dead.
+        inner
+            .dead_cleaner_threads
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = crossbeam_channel::bounded::<()>(0);
+        let settings = CleanerSettings::of(&config);
+        let handles = (0..config.cleaner_threads().max(1))
+            .map(|i| {
+                let inner = inner.clone();
+                let stop = rx.clone();
+                std::thread::Builder::new()
+                    .name(format!("kpfs-log-cleaner-thread-{i}"))
+                    .spawn(move || cleaner_loop(&inner, &stop, settings))
+                    .expect("spawn cleaner thread")
+            })
+            .collect();
+        CleanerThreads {
+            stop: Some(tx),
+            handles,
+            config: Some(config),
+        }
+    }
+
+    /// Stops the threads: each finishes or abandons its pass at its next read.
+    fn stop(&mut self) {
+        self.stop.take();
+        for t in self.handles.drain(..) {
+            let _ = t.join();
+        }
+        self.config = None;
+    }
+}
+
+/// What one cleaner thread is built with, fixed until the threads restart.
+#[derive(Clone, Copy, Debug)]
+struct CleanerSettings {
+    /// `log.cleaner.dedupe.buffer.size / log.cleaner.threads`, at least 1 MiB.
+    map_bytes: usize,
+    map_load_factor: f64,
+    /// `log.cleaner.io.buffer.size / log.cleaner.threads / 2`: each of the read and
+    /// write buffers.
+    io_buffer_bytes: usize,
+}
+
+impl CleanerSettings {
+    fn of(broker: &BrokerConfig) -> CleanerSettings {
+        let threads = i64::from(broker.cleaner_threads().max(1));
+        let per_thread = broker.cleaner_dedupe_buffer_size() / threads;
+        CleanerSettings {
+            map_bytes: per_thread.clamp(1 << 20, i64::from(i32::MAX)) as usize,
+            map_load_factor: broker.cleaner_io_buffer_load_factor(),
+            io_buffer_bytes: (i64::from(broker.cleaner_io_buffer_size()) / threads / 2) as usize,
+        }
+    }
+
+    fn new_offset_map(&self) -> cleaner::OffsetMap {
+        cleaner::OffsetMap::new(self.map_bytes, self.map_load_factor)
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -138,6 +228,23 @@ pub fn validate_topic_name(name: &str) -> Result<()> {
         return invalid("the name .kpfs is reserved for kpfs's own files");
     }
     Ok(())
+}
+
+/// Kafka's `Topic.hasCollision`: metric names do not tell '.' from '_'.
+fn topic_names_collide(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .all(|(x, y)| x == y || (matches!(x, b'.' | b'_') && matches!(y, b'.' | b'_')))
+}
+
+/// What `kafka-topics.sh --create` prints for a name with '.' or '_' (`TopicCommand`); a
+/// warning, not a refusal.
+pub fn topic_name_warning(name: &str) -> Option<&'static str> {
+    name.contains(['.', '_']).then_some(
+        "Due to limitations in metric names, topics with a period ('.') or underscore ('_') \
+         could collide. To avoid issues it is best to use either, but not both.",
+    )
 }
 
 fn take_lock(data_dir: &Path) -> Result<fs::File> {
@@ -268,6 +375,7 @@ impl Engine {
             }),
             stop: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
+            cleaners: Mutex::new(CleanerThreads::default()),
         };
         if options.background_threads {
             engine.start_threads();
@@ -289,16 +397,7 @@ impl Engine {
         );
         let broker = self.inner.broker.read().clone();
         if broker.cleaner_enable() {
-            for i in 0..broker.cleaner_threads().max(1) {
-                let inner = self.inner.clone();
-                let stop = rx.clone();
-                threads.push(
-                    std::thread::Builder::new()
-                        .name(format!("kpfs-log-cleaner-thread-{i}"))
-                        .spawn(move || cleaner_loop(&inner, &stop))
-                        .expect("spawn cleaner thread"),
-                );
-            }
+            *self.cleaners.lock() = CleanerThreads::start(&self.inner, broker);
         }
         let inner = self.inner.clone();
         threads.push(
@@ -318,6 +417,7 @@ impl Engine {
         }
         // Dropping the sender wakes every background thread.
         self.stop.lock().take();
+        self.cleaners.lock().stop();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
@@ -366,6 +466,14 @@ impl Engine {
                 name: name.to_string(),
             });
         }
+        // Kafka's controller (`validateNewTopicNames`) names one colliding topic; data
+        // directories from before this check may hold several, so the first is named.
+        if let Some(existing) = topics.keys().find(|t| topic_names_collide(t, name)) {
+            return Err(EngineError::TopicCollision {
+                name: name.to_string(),
+                existing: existing.clone(),
+            });
+        }
         // A topic of the same name deleted earlier may still have a recovery point in
         // the file: it must not vouch for this topic's unsynced records, so the file is
         // rewritten without it before the topic exists. (Only then: a rewrite per mkdir
@@ -391,26 +499,31 @@ impl Engine {
         Ok(topic)
     }
 
-    /// Deletes a topic and its data. Open readers keep their file handles.
+    /// Deletes a topic and its data. Open readers keep their file handles. All or
+    /// nothing: until its directory is renamed `-delete` the topic stays whole and listed,
+    /// so a failed delete leaves it as it was; after the rename it is gone for good (a
+    /// `-delete` directory the removal leaves is removed at the next open).
     pub fn delete_topic(&self, name: &str) -> Result<()> {
         let mut topics = self.inner.topics.write();
-        let Some(topic) = topics.remove(name) else {
+        let Some(topic) = topics.get(name).cloned() else {
             return Err(EngineError::UnknownTopic {
                 name: name.to_string(),
             });
         };
-        topic.log().mark_deleted();
-        let dir = topic.dir().to_path_buf();
-        let doomed = self.inner.data_dir.join(format!(
-            "{name}{PARTITION_SUFFIX}.{}{DELETING_SUFFIX}",
-            self.inner.clock.now_ms()
-        ));
-        fs::rename(&dir, &doomed)
-            .map_err(|e| EngineError::io(format!("rename {}", dir.display()), e))?;
-        log::sync_dir(&self.inner.data_dir)?;
+        let doomed = self
+            .inner
+            .data_dir
+            .join(delete_dir_name(name, self.inner.clock.now_ms()));
+        topic.log().retire_dir(&doomed)?;
+        topics.remove(name);
         self.inner.deletions.lock().retain(|d| d.topic != name);
-        fs::remove_dir_all(&doomed)
-            .map_err(|e| EngineError::io(format!("remove {}", doomed.display()), e))?;
+        let removed = log::sync_dir(&self.inner.data_dir).and_then(|()| {
+            fs::remove_dir_all(&doomed)
+                .map_err(|e| EngineError::io(format!("remove {}", doomed.display()), e))
+        });
+        if let Err(e) = removed {
+            tracing::warn!(topic = name, error = %e, "deleted topic; its files go at the next open");
+        }
         tracing::info!(topic = name, "deleted topic");
         Ok(())
     }
@@ -451,6 +564,7 @@ impl Engine {
         for t in self.inner.topics.read().values() {
             t.refresh_config();
         }
+        self.reconfigure_cleaner();
         Ok(())
     }
 
@@ -467,6 +581,31 @@ impl Engine {
                 )
             })
             .collect()
+    }
+
+    /// Kafka's `LogCleaner.reconfigure`: when a config the cleaner threads were built
+    /// with changed, they are stopped (a pass in progress ends at its next read) and
+    /// started again, so the thread count, offset map and buffers follow at once.
+    fn reconfigure_cleaner(&self) {
+        let mut cleaners = self.cleaners.lock();
+        let Some(running) = &cleaners.config else {
+            return;
+        };
+        let broker = self.inner.broker.read().clone();
+        if !broker.cleaner_reconfigured_since(running) {
+            return;
+        }
+        tracing::info!(
+            threads = broker.cleaner_threads(),
+            "cleaner configuration changed; restarting the log cleaner threads"
+        );
+        cleaners.stop();
+        *cleaners = CleanerThreads::start(&self.inner, broker);
+    }
+
+    /// How many log cleaner threads run now.
+    pub fn cleaner_thread_count(&self) -> usize {
+        self.cleaners.lock().handles.len()
     }
 
     /// Remembers a refused operation for `.kpfs/errors`.
@@ -514,8 +653,9 @@ impl Engine {
     /// One cleaner iteration with a map sized from the broker config: clean the
     /// filthiest compacted topic, if any is due. Returns the topic and the pass figures.
     pub fn run_cleaner_once(&self) -> Option<(String, cleaner::PassStats)> {
-        let mut map = new_offset_map(&self.inner.broker.read());
-        clean_filthiest(&self.inner, &mut map)
+        let settings = CleanerSettings::of(&self.inner.broker.read());
+        let mut map = settings.new_offset_map();
+        clean_filthiest(&self.inner, &mut map, settings.io_buffer_bytes, &|| false)
     }
 
     /// One cleaner iteration with the caller's map (tests use tiny maps).
@@ -523,10 +663,10 @@ impl Engine {
         &self,
         map: &mut cleaner::OffsetMap,
     ) -> Option<(String, cleaner::PassStats)> {
-        clean_filthiest(&self.inner, map)
+        let settings = CleanerSettings::of(&self.inner.broker.read());
+        clean_filthiest(&self.inner, map, settings.io_buffer_bytes, &|| false)
     }
 
-    /// Cleaner threads that died (they are not restarted; see the log for why).
     /// The scheduler's flush duties at once (tests drive them this way): Kafka's
     /// `flush-log` for every topic that rolled, then the recovery-point checkpoint.
     pub fn run_flush_once(&self) -> Result<()> {
@@ -537,6 +677,8 @@ impl Engine {
         save_recovery_checkpoint(&self.inner, &self.inner.topics.read())
     }
 
+    /// Cleaner threads that died (see the log for why); a reconfiguration of the cleaner
+    /// replaces them.
     pub fn dead_cleaner_threads(&self) -> u64 {
         self.inner
             .dead_cleaner_threads
@@ -544,20 +686,16 @@ impl Engine {
     }
 }
 
-fn new_offset_map(broker: &BrokerConfig) -> cleaner::OffsetMap {
-    let per_thread =
-        broker.cleaner_dedupe_buffer_size() / i64::from(broker.cleaner_threads().max(1));
-    let bytes = per_thread.clamp(1 << 20, i64::from(i32::MAX)) as usize;
-    cleaner::OffsetMap::new(bytes, broker.cleaner_io_buffer_load_factor())
-}
-
 /// Kafka's `grabFilthiestCompactedLog` + `cleanLog` + `doneCleaning`.
 fn clean_filthiest(
     inner: &Inner,
     map: &mut cleaner::OffsetMap,
+    io_buffer_bytes: usize,
+    stop_requested: &dyn Fn() -> bool,
 ) -> Option<(String, cleaner::PassStats)> {
     let now = inner.clock.now_ms();
-    let topic = {
+    let mut checkpoints_reset = false;
+    let best = {
         let topics = inner.topics.read();
         let mut best: Option<(f64, Arc<Topic>)> = None;
         for t in topics.values() {
@@ -568,33 +706,73 @@ fn clean_filthiest(
             if *t.cleaner.state.lock() != cleaner::CleanerState::Idle {
                 continue;
             }
-            let view = cleaner::cleaner_view(
-                &t.log().snapshot(),
-                *t.cleaner.checkpoint.lock(),
-                &config,
-                now,
-            );
+            let snap = t.log().snapshot();
+            let checkpoint = *t.cleaner.checkpoint.lock();
+            let view = cleaner::cleaner_view(&snap, checkpoint, &config, now);
+            if checkpoint.is_some_and(|c| c != view.first_dirty_offset) {
+                // Kafka's `forceUpdateCheckpoint`: an invalid checkpoint is replaced by
+                // the offset cleaning starts from, in memory and in the file.
+                let mut current = t.cleaner.checkpoint.lock();
+                if *current == checkpoint {
+                    *current = Some(view.first_dirty_offset);
+                    checkpoints_reset = true;
+                    let partition = t.log().partition();
+                    if let Some(warning) =
+                        cleaner::invalid_checkpoint_warning(&snap, checkpoint, &config, partition)
+                    {
+                        tracing::warn!(topic = t.name(), "{warning}");
+                        t.events.record(now, "checkpoint", &warning);
+                    }
+                }
+            }
             if view.eligible(&config) && best.as_ref().is_none_or(|(r, _)| view.ratio() > *r) {
                 best = Some((view.ratio(), t.clone()));
             }
         }
-        let (_, topic) = best?;
-        // Claimed under the topics lock so two cleaner threads never take the same topic.
-        *topic.cleaner.state.lock() = cleaner::CleanerState::Cleaning;
-        topic
+        best
     };
+    if checkpoints_reset {
+        if let Err(e) = save_cleaner_checkpoints(inner) {
+            tracing::error!(error = %e, "writing the cleaner checkpoint failed");
+        }
+    }
+    let (_, topic) = best?;
+    {
+        // Another cleaner thread may have claimed it since it was found idle.
+        let mut state = topic.cleaner.state.lock();
+        if *state != cleaner::CleanerState::Idle {
+            return None;
+        }
+        *state = cleaner::CleanerState::Cleaning;
+    }
     let max_io = inner.broker.read().cleaner_io_max_bytes_per_second();
+    let make_durable_below =
+        |topic: &Topic, offset: u64| checkpoint_recovery_point_through(inner, topic, offset);
     let mut res = cleaner::CleanerResources {
         map,
         throttler: &inner.throttler,
         max_io_bytes_per_second: max_io,
+        io_buffer_bytes,
+        stop_requested,
+        make_durable_below: &make_durable_below,
     };
     #[allow(clippy::disallowed_methods)] // pass duration is a real-time measurement
     let started = std::time::Instant::now();
+    let mut deleted = Vec::new();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        cleaner::clean(&topic, &mut res, now)
+        cleaner::clean(&topic, &mut res, now, &mut deleted)
     }));
     let name = topic.name().to_string();
+    // Groups swapped before a failure are replaced all the same.
+    let due = now.saturating_add(topic.config().file_delete_delay_ms);
+    inner
+        .deletions
+        .lock()
+        .extend(deleted.into_iter().map(|d| PendingDeletion {
+            due_ms: due,
+            topic: name.clone(),
+            files: d.files,
+        }));
     let result = match outcome {
         Ok(r) => r,
         Err(_) => Err(EngineError::CleanAborted {
@@ -602,17 +780,8 @@ fn clean_filthiest(
         }),
     };
     match result {
-        Ok((mut stats, deleted)) => {
+        Ok(mut stats) => {
             stats.elapsed_ms = started.elapsed().as_millis() as u64;
-            let due = now.saturating_add(topic.config().file_delete_delay_ms);
-            inner
-                .deletions
-                .lock()
-                .extend(deleted.into_iter().map(|d| PendingDeletion {
-                    due_ms: due,
-                    topic: name.clone(),
-                    files: d.files,
-                }));
             tracing::info!(topic = %name, ?stats, "cleaned");
             topic.events.record(
                 now,
@@ -711,6 +880,26 @@ fn save_cleaner_checkpoints(inner: &Inner) -> Result<()> {
     write_offset_checkpoint(&inner.data_dir.join(CLEANER_CHECKPOINT_FILE), &entries)
 }
 
+/// Makes every record of `topic` below `offset` durable (Kafka's `flush-log` for the
+/// rolled segments, when its recovery point is not there yet) and makes sure the
+/// recovery-point checkpoint file says so.
+fn checkpoint_recovery_point_through(inner: &Inner, topic: &Topic, offset: u64) -> Result<()> {
+    if topic.recovery_point() < offset {
+        topic.flush_rolled_segments()?;
+    }
+    let written = inner
+        .recovery_checkpoint
+        .lock()
+        .0
+        .get(topic.name())
+        .copied();
+    if written.is_none_or(|w| w < offset) {
+        save_recovery_checkpoint(inner, &inner.topics.read())?;
+    }
+    debug_assert!(topic.recovery_point() >= offset);
+    Ok(())
+}
+
 /// Writes every topic's recovery point, unless the file already says exactly that.
 /// Deleted topics drop out of the file here; until then their entries are harmless,
 /// since `create_topic` rewrites the file before a new topic of the same name could use
@@ -756,11 +945,14 @@ fn save_unsaved(inner: &Inner) {
 
 /// Kafka's `CleanerThread.doWork`: clean the filthiest log, then retention for compacted
 /// topics, then back off when there was nothing to clean.
-fn cleaner_loop(inner: &Inner, stop: &Receiver<()>) {
-    let mut map = new_offset_map(&inner.broker.read());
+fn cleaner_loop(inner: &Inner, stop: &Receiver<()>, settings: CleanerSettings) {
+    let mut map = settings.new_offset_map();
+    let stop_requested = || stop.try_recv() != Err(crossbeam_channel::TryRecvError::Empty);
     loop {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let cleaned = clean_filthiest(inner, &mut map).is_some();
+            let cleaned =
+                clean_filthiest(inner, &mut map, settings.io_buffer_bytes, &stop_requested)
+                    .is_some();
             retention_pass(inner, |t| t.config().cleanup_policy.compact);
             cleaned
         }));
@@ -780,7 +972,7 @@ fn cleaner_loop(inner: &Inner, stop: &Receiver<()>) {
         if !cleaned && wait_or_stop(stop, backoff_ms) {
             return;
         }
-        if cleaned && stop.try_recv() != Err(crossbeam_channel::TryRecvError::Empty) {
+        if cleaned && stop_requested() {
             return;
         }
     }
@@ -789,6 +981,7 @@ fn cleaner_loop(inner: &Inner, stop: &Receiver<()>) {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.stop.lock().take();
+        self.cleaners.lock().stop();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
@@ -948,6 +1141,47 @@ mod tests {
     }
 
     #[test]
+    fn delete_dir_names_cut_the_topic_to_fit_a_file_name() {
+        let now = 1_764_430_000_123;
+        assert_eq!(delete_dir_name("t", now), "t-0.1764430000123-delete");
+        for len in [1, 232, 233, 240, MAX_TOPIC_NAME_CHARS] {
+            let topic = "a".repeat(len);
+            let name = delete_dir_name(&topic, now);
+            assert!(name.len() <= MAX_FILE_NAME_BYTES, "{len}: {}", name.len());
+            assert!(name.ends_with("-0.1764430000123-delete"));
+            assert!(topic.starts_with(name.split("-0.").next().unwrap()));
+        }
+        assert_eq!(
+            delete_dir_name(&"a".repeat(MAX_TOPIC_NAME_CHARS), now).len(),
+            MAX_FILE_NAME_BYTES
+        );
+    }
+
+    #[test]
+    fn cleaner_threads_split_the_buffers_as_kafka() {
+        let broker = |pairs: &[(&str, &str)]| {
+            let pairs: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            BrokerConfig::load(None, &pairs).unwrap()
+        };
+        let defaults = CleanerSettings::of(&BrokerConfig::defaults());
+        assert_eq!(defaults.io_buffer_bytes, 262_144);
+        assert_eq!(defaults.map_bytes, 134_217_728);
+        assert_eq!(defaults.map_load_factor, 0.9);
+        let two = CleanerSettings::of(&broker(&[
+            ("log.cleaner.threads", "2"),
+            ("log.cleaner.io.buffer.size", "1000000"),
+            ("log.cleaner.dedupe.buffer.size", "10000000"),
+            ("log.cleaner.io.buffer.load.factor", "0.5"),
+        ]));
+        assert_eq!(two.io_buffer_bytes, 250_000);
+        assert_eq!(two.map_bytes, 5_000_000);
+        assert_eq!(two.map_load_factor, 0.5);
+    }
+
+    #[test]
     fn topic_names_follow_kafka() {
         assert!(validate_topic_name("orders.v1_x-2").is_ok());
         for bad in ["", ".", "..", "a/b", "a b", ".kpfs", "ü"] {
@@ -955,5 +1189,20 @@ mod tests {
         }
         assert!(validate_topic_name(&"a".repeat(249)).is_ok());
         assert!(validate_topic_name(&"a".repeat(250)).is_err());
+    }
+
+    #[test]
+    fn names_collide_when_they_differ_only_in_dots_and_underscores() {
+        assert!(topic_names_collide("my.topic", "my_topic"));
+        assert!(topic_names_collide("woo.bar_foo", "woo.bar.foo"));
+        assert!(topic_names_collide("a_b", "a_b"));
+        assert!(!topic_names_collide("my.topic", "my-topic"));
+        assert!(!topic_names_collide("a.b", "a.bc"));
+        assert!(!topic_names_collide("ab", "a_"));
+        assert_eq!(topic_name_warning("orders-v1"), None);
+        for name in ["my.topic", "my_topic"] {
+            assert!(topic_name_warning(name)
+                .is_some_and(|w| w.starts_with("Due to limitations in metric names")));
+        }
     }
 }

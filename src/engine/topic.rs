@@ -8,6 +8,7 @@
 //! open handle keeps a [`LogCursor`] that maps its offset back to a record.
 
 use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,13 +19,14 @@ use super::clock::Clock;
 use super::config::{
     BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig, TopicOverrides,
 };
-use super::error::{EngineError, Result};
+use super::error::{EngineError, Excerpt, Result};
 use super::format::{
-    decode_header, field_len, parse_segment_file_name, RecordIter, RecordRef, LOG_SUFFIX,
+    decode_header, field_len, parse_segment_file_name, plain_batch_size, BatchBuilder, RecordIter,
+    RecordRef, LOG_SUFFIX,
 };
 use super::log::{
-    sync_dir, AppendInfo, DeletedSegment, Durability, Log, LogSnapshot, OpenReport, PendingRecord,
-    WriteBytes, WriteRecords,
+    first_oversized_record, sync_dir, AppendInfo, DeletedSegment, Durability, Log, LogSnapshot,
+    OpenReport, PendingRecord, WriteBytes, WriteRecords,
 };
 use super::retention::{self, DeletionCause, SegmentFacts};
 use super::segment::{MappedBatches, Segment};
@@ -37,6 +39,9 @@ pub const TOPIC_CONFIG_FILE: &str = "kpfs-topic.properties";
 pub struct BackingFile {
     pub name: String,
     pub size: u64,
+    /// `st_blocks` of the file: 512-byte units allocated (less than `size` for a sparse,
+    /// preallocated index).
+    pub blocks: u64,
     pub mtime_ms: i64,
 }
 
@@ -199,13 +204,7 @@ impl Topic {
             }
         };
         let config = broker.read().resolve_topic(&overrides);
-        let (log, report) = Log::open(
-            dir,
-            &format!("{name}-0"),
-            &config,
-            clock.clone(),
-            durability,
-        )?;
+        let (log, report) = Log::open(dir, name, &config, clock.clone(), durability)?;
         let modified = log
             .snapshot()
             .active()
@@ -284,10 +283,25 @@ impl Topic {
         result
     }
 
+    /// Refuses an unterminated line of `len` bytes (its newline has not arrived yet) that
+    /// can no longer become a record: even the smallest batch that could hold it, a plain
+    /// batch of this line alone, is over `max.message.bytes`. Refusing it now keeps a
+    /// stream without newlines from growing a writer's buffer without bound. Counted as
+    /// one refused record.
+    pub fn check_unterminated_line(&self, len: usize) -> Result<()> {
+        let max = self.config().max_message_bytes.max(0) as u64;
+        let smallest = plain_batch_size(len) as u64;
+        if smallest <= max {
+            return Ok(());
+        }
+        let error = record_too_large(&self.name, format_args!("at least {smallest}"), max);
+        self.note_refused_append(&error, 1);
+        Err(error)
+    }
+
     /// Records a refused append of `records` records in `events` and the refusal
-    /// counters. Public for refusals decided before the engine sees the bytes (the FUSE
-    /// adapter's unterminated-line limit).
-    pub fn note_refused_append(&self, error: &EngineError, records: u64) {
+    /// counters.
+    fn note_refused_append(&self, error: &EngineError, records: u64) {
         self.events
             .record(self.clock.now_ms(), "refused-append", &error.to_string());
         if let Some(reason) = RefusalReason::of(error) {
@@ -323,9 +337,9 @@ impl Topic {
             if data.is_empty() {
                 return Ok(AppendInfo::default());
             }
-            let max = config.max_message_bytes.max(0) as usize;
-            if let Some(line) = data.first_line_longer_than(max) {
-                return Err(record_too_large(&self.name, line, max));
+            let max = config.max_message_bytes.max(0) as u64;
+            if let Some(batch) = first_oversized_record(data, WriteRecords::Plain, max) {
+                return Err(record_too_large(&self.name, batch, max));
             }
             self.log.append(data, WriteRecords::Plain, &config)
         }?;
@@ -393,17 +407,26 @@ impl Topic {
     ) -> Result<Vec<u8>> {
         let config = self.config();
         let render = Render::new(&config);
+        let mut out = Vec::with_capacity(len.min(4 << 20));
+        // Where in the stream the bytes not served from the replay buffer start.
+        let mut from_pos = pos;
         if cursor.positioned && pos != cursor.next_pos {
             let replay_end = cursor.replay_at + cursor.replay.len() as u64;
             if pos >= cursor.replay_at && pos < replay_end && replay_end == cursor.next_pos {
                 let from = (pos - cursor.replay_at) as usize;
                 let to = (from + len).min(cursor.replay.len());
-                return Ok(cursor.replay[from..to].to_vec());
+                if to - from == len {
+                    return Ok(cursor.replay[from..to].to_vec());
+                }
+                // The replayed bytes alone would be a short read in the middle of the
+                // file: the rest follows from where the handle stopped, as it would have.
+                out.extend_from_slice(&cursor.replay[from..]);
+                from_pos = replay_end;
             }
         }
-        if !cursor.positioned || pos != cursor.next_pos {
+        if !cursor.positioned || from_pos != cursor.next_pos {
             let mut attempts = 0;
-            while let Err(e) = self.reposition(cursor, &snap, &render, pos) {
+            while let Err(e) = self.reposition(cursor, &snap, &render, from_pos) {
                 attempts += 1;
                 if attempts > STALE_READ_RETRIES || !self.outdated(&snap) {
                     return Err(e);
@@ -411,16 +434,15 @@ impl Topic {
                 snap = self.log.snapshot();
             }
         }
-        let mut out = Vec::with_capacity(len.min(4 << 20));
         if let Some(mut rest) = cursor.pending_mapped.take() {
-            let take = rest.len().min(len);
+            let take = rest.len().min(len - out.len());
             let later = rest.split_off(take);
             out.extend_from_slice(&rest);
             if !later.is_empty() {
                 cursor.pending_mapped = Some(later);
             }
         }
-        let buffered = (cursor.pending.len() - cursor.pending_at).min(len);
+        let buffered = (cursor.pending.len() - cursor.pending_at).min(len - out.len());
         out.extend_from_slice(&cursor.pending[cursor.pending_at..cursor.pending_at + buffered]);
         cursor.pending_at += buffered;
         if cursor.pending_at == cursor.pending.len() {
@@ -1185,6 +1207,7 @@ impl Topic {
             files.push(BackingFile {
                 name,
                 size: meta.len(),
+                blocks: meta.blocks(),
                 mtime_ms,
             });
         }
@@ -1356,12 +1379,18 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// What a null key or value renders as when the topic has no `null.marker`: Kafka's
+/// console consumer's `null.literal` default, so a keyless record (written before
+/// `parse.key` was set) does not read like one with an empty key.
+const NULL_LITERAL: &[u8] = b"null";
+
 /// How records are rendered into the `log` stream under a topic config.
 struct Render<'a> {
     /// [`TopicConfig::render_id`]: batches written with the same id need no re-rendering.
     id: u32,
     parse_key: bool,
     separator: &'a [u8],
+    /// The rendering of a null key or value.
     null_marker: &'a [u8],
 }
 
@@ -1371,7 +1400,7 @@ impl<'a> Render<'a> {
             id: config.render_id(),
             parse_key: config.parse_key,
             separator: &config.key_separator,
-            null_marker: config.null_marker.as_deref().unwrap_or(&[]),
+            null_marker: config.null_marker.as_deref().unwrap_or(NULL_LITERAL),
         }
     }
 
@@ -1415,7 +1444,7 @@ fn parse_lines(
     records: &mut Vec<PendingRecord>,
 ) -> Result<()> {
     let null_marker = config.null_marker.as_deref();
-    let max = config.max_message_bytes.max(0) as usize;
+    let max = config.max_message_bytes.max(0) as u64;
     let mut rest = data;
     while !rest.is_empty() {
         let line_number = records.len() + 1;
@@ -1427,17 +1456,14 @@ fn parse_lines(
             }
             None => (std::mem::take(&mut rest), false),
         };
-        if line.len() > max {
-            return Err(record_too_large(topic, line.len(), max));
-        }
         let line_start = base + data.len() - rest.len() - line.len() - usize::from(line_end);
         let (key, value) = if config.parse_key {
             let sep = &config.key_separator;
             let Some(at) = find(line, sep) else {
                 return Err(EngineError::InvalidRecord {
                     message: format!(
-                        "No key separator found on line number {line_number}: '{}'",
-                        String::from_utf8_lossy(line)
+                        "No key separator found on line number {line_number}: {}",
+                        Excerpt::quoted(line)
                     ),
                 });
             };
@@ -1450,6 +1476,14 @@ fn parse_lines(
         } else {
             (None, Some(line))
         };
+        let (key_len, value_len) = (field_len(key), field_len(value));
+        // Kafka checks a record's batch size before its key (analyzeAndValidateRecords,
+        // then LogValidator); a missing separator is the console producer's error, before
+        // either.
+        let batch = BatchBuilder::single_record_batch_size(key_len, value_len, line.len()) as u64;
+        if batch > max {
+            return Err(record_too_large(topic, batch, max));
+        }
         if key.is_none() && config.cleanup_policy.compact {
             return Err(EngineError::InvalidRecord {
                 message: format!("Compacted topic cannot accept message without key in topic partition {topic}-0"),
@@ -1458,18 +1492,19 @@ fn parse_lines(
         records.push(PendingRecord {
             line_start,
             line_len: line.len(),
-            key_len: field_len(key),
-            value_len: field_len(value),
+            key_len,
+            value_len,
         });
     }
     Ok(())
 }
 
-/// Kafka's refusal of a batch above max.message.bytes; kpfs checks each line.
-fn record_too_large(topic: &str, line_len: usize, max: usize) -> EngineError {
+/// Kafka's refusal of a batch above max.message.bytes: `batch` is the size of the
+/// batch holding the record alone (a bigger write is split into batches that fit).
+fn record_too_large(topic: &str, batch: impl std::fmt::Display, max: u64) -> EngineError {
     EngineError::RecordTooLarge {
         message: format!(
-            "The record batch size in the append to {topic}-0 is {line_len} bytes which exceeds the maximum configured value of {max}."
+            "The record batch size in the append to {topic}-0 is {batch} bytes which exceeds the maximum configured value of {max}."
         ),
     }
 }

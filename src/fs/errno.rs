@@ -9,6 +9,8 @@ pub fn errno_of(error: &EngineError) -> i32 {
     match error {
         EngineError::InvalidTopicName { .. } => libc::EINVAL,
         EngineError::TopicExists { .. } => libc::EEXIST,
+        // Kafka's InvalidTopicException, as for any other name it refuses.
+        EngineError::TopicCollision { .. } => libc::EINVAL,
         EngineError::UnknownTopic { .. } => libc::ENOENT,
         EngineError::Config(_) => libc::EINVAL,
         // EFBIG is what write(2) reports for "larger than the file may grow", the closest

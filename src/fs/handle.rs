@@ -90,11 +90,62 @@ impl ConfigEdit {
 }
 
 /// The per-handle state of `TOPIC/log`.
+#[derive(Default)]
 pub struct LogState {
     pub cursor: LogCursor,
     /// Bytes after the last `\n` written through this handle: the start of a line whose
     /// end has not arrived yet (one write(2) may reach us as several WRITEs).
     pub pending: Vec<u8>,
+    /// The FUSE lock owner (one per process's descriptor table) of the last write, when
+    /// the kernel gave one: a close by that process ends the line it left unterminated.
+    pub writer: Option<u64>,
+    /// A line of which a piece was refused, while later writes may carry more of it.
+    pub refused: Option<Box<RefusedLine>>,
+}
+
+/// A line of which a piece was refused. Nothing of it is ever stored: what the handle
+/// held of it is dropped, and the writes that carry more of it are refused too.
+pub struct RefusedLine {
+    pub errno: i32,
+    /// The first refusal's reason, repeated for the writes refused with it.
+    pub reason: String,
+    /// Its newline has not come: every write up to the one that brings it is refused.
+    open: bool,
+    /// When the refused write itself held the line's newline and began in the middle of
+    /// the line: that write's bytes up to and including the newline. The kernel answers a
+    /// write(2) whose later piece is refused with the count of its earlier pieces, and
+    /// the program sends the rest again, which starts with them.
+    tail: Vec<u8>,
+}
+
+impl RefusedLine {
+    /// Whether `data` carries more of the line: the bytes before its newline, or the
+    /// refused write's tail sent again.
+    pub fn carried_by(&self, data: &[u8]) -> bool {
+        self.open || (!self.tail.is_empty() && data.starts_with(&self.tail))
+    }
+}
+
+impl LogState {
+    /// Notes that a write of `data` was refused. `continued` says whether it carried the
+    /// rest of a line that earlier writes began: that line is refused whole, and so is the
+    /// line the write leaves unterminated, whose next pieces are still to come.
+    pub fn refuse_write(&mut self, data: &[u8], continued: bool, errno: i32, reason: String) {
+        self.pending.clear();
+        let open = data.last() != Some(&b'\n');
+        let tail = match memchr::memchr(b'\n', data) {
+            Some(newline) if continued && !open => data[..=newline].to_vec(),
+            _ => Vec::new(),
+        };
+        self.refused = (open || !tail.is_empty()).then(|| {
+            Box::new(RefusedLine {
+                errno,
+                reason,
+                open,
+                tail,
+            })
+        });
+    }
 }
 
 pub enum HandleKind {
@@ -156,5 +207,10 @@ impl HandleTable {
 
     pub fn remove(&self, fh: u64) -> Option<Arc<Handle>> {
         self.handles.lock().remove(&fh)
+    }
+
+    /// Every open handle, as of now.
+    pub fn all(&self) -> Vec<Arc<Handle>> {
+        self.handles.lock().values().cloned().collect()
     }
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::engine::{
-    metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, LogCursor, SystemClock, Topic,
+    metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, SystemClock, Topic,
 };
 use errno::errno_of;
 use handle::{ConfigTarget, ConfigWriter, Handle, HandleKind, HandleTable, LogState};
@@ -52,6 +52,8 @@ pub struct Attr {
     pub ino: u64,
     pub kind: FileKind,
     pub size: u64,
+    /// `st_blocks`: 512-byte units allocated, what `du` adds up.
+    pub blocks: u64,
     pub perm: u16,
     pub nlink: u32,
     pub mtime_ms: i64,
@@ -203,6 +205,7 @@ impl KpfsFs {
             ino,
             kind: FileKind::Directory,
             size: 0,
+            blocks: 0,
             perm: 0o755,
             nlink: 2,
             mtime_ms: self.mounted_ms,
@@ -218,6 +221,10 @@ impl KpfsFs {
             ino,
             kind: FileKind::RegularFile,
             size,
+            // Generated files claim the blocks their bytes would fill: fewer would make
+            // `cp` and `tar` take them for sparse files, and `log`'s size can be past its
+            // last readable byte (retention gaps), so a sparse copy would end in zeros.
+            blocks: size.div_ceil(512),
             perm,
             nlink: 1,
             mtime_ms,
@@ -274,7 +281,12 @@ impl KpfsFs {
                     .into_iter()
                     .find(|f| &f.name == name)
                     .ok_or_else(|| Self::not_found(&node.path()))?;
-                self.file_attr(ino, file.size, 0o444, file.mtime_ms)
+                // The real allocation: active indexes are preallocated sparse files of
+                // segment.index.bytes, and `du` must not count what was never written.
+                Attr {
+                    blocks: file.blocks,
+                    ..self.file_attr(ino, file.size, 0o444, file.mtime_ms)
+                }
             }
         };
         Ok(attr)
@@ -446,6 +458,11 @@ impl KpfsFs {
         self.engine
             .create_topic(name)
             .map_err(|e| self.engine_error(&path, &e))?;
+        // Created, but Kafka warns about such a name: say so where refusals go.
+        if let Some(warning) = crate::engine::topic_name_warning(name) {
+            self.engine
+                .record_rejection(&path, &format!("warning: {warning}"));
+        }
         self.entry(&Node::TopicDir(name.to_string()))
     }
 
@@ -533,10 +550,7 @@ impl KpfsFs {
             }
             Node::Log(_) => HandleKind::Log {
                 topic: self.topic(&node)?,
-                state: Mutex::new(LogState {
-                    cursor: LogCursor::default(),
-                    pending: Vec::new(),
-                }),
+                state: Mutex::new(LogState::default()),
             },
             Node::TopicConfig(_) => {
                 let topic = self.topic(&node)?;
@@ -725,15 +739,15 @@ impl KpfsFs {
         }
     }
 
-    /// Handles one WRITE whose writer is not known (see [`KpfsFs::write_by`]).
+    /// [`KpfsFs::write_from`] by a process the kernel did not name.
     pub fn write(&self, fh: u64, data: &[u8]) -> FsResult<u32> {
-        self.write_by(fh, data, None)
+        self.write_from(fh, data, None)
     }
 
-    /// Handles one WRITE from the process whose file table is `owner` (the kernel's lock
-    /// owner). The kernel's offset is ignored: `log` only ever grows at the engine's
-    /// end, whatever `i_size` the kernel had cached.
-    pub fn write_by(&self, fh: u64, data: &[u8], owner: Option<u64>) -> FsResult<u32> {
+    /// Handles one WRITE. The kernel's offset is ignored: `log` only ever grows at the
+    /// engine's end, whatever `i_size` the kernel had cached. `owner` is the writing
+    /// process's FUSE lock owner, if the kernel gave it (see [`KpfsFs::flush`]).
+    pub fn write_from(&self, fh: u64, data: &[u8], owner: Option<u64>) -> FsResult<u32> {
         let handle = self.handle(fh)?;
         if !handle.writable {
             return Err(bad_handle(fh));
@@ -741,7 +755,8 @@ impl KpfsFs {
         match &handle.kind {
             HandleKind::Log { topic, state } => {
                 let mut state = state.lock();
-                self.append(topic, &mut state.pending, data, &handle.node)?;
+                state.writer = owner;
+                self.write_log(topic, &mut state, data, &handle.node)?;
             }
             HandleKind::Text {
                 writer: Some(writer),
@@ -768,16 +783,49 @@ impl KpfsFs {
         Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
     }
 
-    /// Commits the complete lines of `pending + data` and keeps the unterminated rest in
-    /// `pending`. On error `pending` is left as it was, so a refused write changes nothing.
-    /// `node` names the file in a refusal (its path is built only then: appends are hot).
-    fn append(
+    /// One write to `log`: its complete lines are appended, its unterminated last line
+    /// waits in `state.pending`. Nothing of a line of which any piece was refused is ever
+    /// stored (see [`LogState::refuse_write`]); `node` names the file in a refusal (its
+    /// path is built only then: appends are hot).
+    fn write_log(
+        &self,
+        topic: &Topic,
+        state: &mut LogState,
+        data: &[u8],
+        node: &Node,
+    ) -> FsResult<()> {
+        if let Some(line) = state.refused.take() {
+            if line.carried_by(data) {
+                let error = self.refuse(
+                    &node.path(),
+                    line.errno,
+                    format!(
+                        "this write carries more of a refused line, and nothing of that \
+                         line is stored: {}",
+                        line.reason
+                    ),
+                );
+                state.refuse_write(data, true, line.errno, line.reason);
+                return Err(error);
+            }
+        }
+        let continued = !state.pending.is_empty();
+        self.append_lines(topic, &mut state.pending, data)
+            .map_err(|e| {
+                let error = self.engine_error(&node.path(), &e);
+                state.refuse_write(data, continued, error.errno, e.to_string());
+                error
+            })
+    }
+
+    /// Appends the complete lines of `pending + data` and keeps the unterminated rest in
+    /// `pending`. On error nothing is appended, and the caller drops the line.
+    fn append_lines(
         &self,
         topic: &Topic,
         pending: &mut Vec<u8>,
         data: &[u8],
-        node: &Node,
-    ) -> FsResult<()> {
+    ) -> Result<(), EngineError> {
         // The complete lines go to the engine straight from the request buffer. A fragment
         // an earlier write left (cat's 128 KiB or 1 MiB chunks rarely end on a newline)
         // is finished with this write's first line, and only that line is copied.
@@ -801,24 +849,8 @@ impl KpfsFs {
             body.len() - complete.unwrap_or(0)
         };
         if rest_len > 0 {
-            // The engine would refuse this line at its end anyway; refusing now keeps a
-            // newline-less stream from growing the buffer without bound.
-            let limit = max_message_bytes(topic);
-            if rest_len > limit.saturating_add(1) {
-                pending.truncate(kept);
-                let reason = format!(
-                    "unterminated line of more than {rest_len} bytes exceeds \
-                     max.message.bytes ({limit})"
-                );
-                // The engine never sees this line, so its refusal is counted here.
-                topic.note_refused_append(
-                    &EngineError::RecordTooLarge {
-                        message: reason.clone(),
-                    },
-                    1,
-                );
-                return Err(self.refuse(&node.path(), libc::EFBIG, reason));
-            }
+            // Refused before any of the write's lines is appended: all or nothing.
+            topic.check_unterminated_line(rest_len)?;
         }
         if kept > 0 && first_newline.is_none() {
             // Still no newline: the fragment only grows.
@@ -827,30 +859,57 @@ impl KpfsFs {
         }
         let complete_end = complete.unwrap_or(0);
         if head_end > 0 || complete_end > 0 {
-            if let Err(e) = topic.append_lines_after(&pending[..head_end], &body[..complete_end]) {
-                pending.truncate(kept);
-                return Err(self.engine_error(&node.path(), &e));
-            }
+            topic.append_lines_after(&pending[..head_end], &body[..complete_end])?;
         }
         pending.clear();
         pending.extend_from_slice(&body[complete_end..]);
         Ok(())
     }
 
-    /// A close(2) of a descriptor of `fh` by the process whose file table is `owner`.
-    /// A config file's change applies here, so close(2) reports why it did not.
-    pub fn flush(&self, fh: u64, owner: u64) -> FsResult<()> {
+    /// A close(2) of a descriptor of the handle (FLUSH: every close of every duplicate
+    /// sends one, and close(2) returns its error). For `log`, a close by the process that
+    /// wrote the handle's last bytes ends the line it left unterminated: the line becomes
+    /// a record now, or is refused with close(2)'s error. A close by another process that
+    /// shares the descriptor (a child that inherited it) leaves the line open. A config
+    /// file's change applies at a close by a process that wrote it, so close(2) reports
+    /// why it did not.
+    pub fn flush(&self, fh: u64, closer: u64) -> FsResult<()> {
         let handle = self.handle(fh)?;
         match &handle.kind {
+            HandleKind::Log { topic, state } => {
+                self.end_line(topic, &mut state.lock(), Some(closer), &handle.node)
+            }
             HandleKind::Text {
                 writer: Some(writer),
                 ..
-            } => self.commit_config(&handle, writer, Some(owner)),
+            } => self.commit_config(&handle, writer, Some(closer)),
             HandleKind::Text { writer: None, .. }
-            | HandleKind::Log { .. }
             | HandleKind::Backing { .. }
             | HandleKind::Dir { .. } => Ok(()),
         }
+    }
+
+    /// Ends the handle's unterminated line, if `closer` wrote it or is `None` (the last
+    /// close, or unmount): a fragment becomes a record, a refused line is over.
+    fn end_line(
+        &self,
+        topic: &Topic,
+        state: &mut LogState,
+        closer: Option<u64>,
+        node: &Node,
+    ) -> FsResult<()> {
+        if closer.is_some() && state.writer.is_some() && closer != state.writer {
+            return Ok(());
+        }
+        state.refused = None;
+        let line = std::mem::take(&mut state.pending);
+        if line.is_empty() {
+            return Ok(());
+        }
+        topic
+            .append_lines(&line)
+            .map(|_| ())
+            .map_err(|e| self.engine_error(&node.path(), &e))
     }
 
     /// Applies the change a config handle carries, if it is due: at a FLUSH from a
@@ -932,8 +991,8 @@ impl KpfsFs {
         applied.map_err(|e| self.engine_error(&path, &e))
     }
 
-    /// The last close of a descriptor: a final line without `\n` is still a record, and a
-    /// config change no FLUSH committed applies.
+    /// The last close of a descriptor (RELEASE): a final line without `\n` that no FLUSH
+    /// ended is still a record, and a config change no FLUSH committed applies.
     pub fn release(&self, fh: u64) {
         let Some(handle) = self.handles.remove(fh) else {
             return;
@@ -948,14 +1007,24 @@ impl KpfsFs {
                 tracing::warn!(errno = error.errno, "{}", error.message);
             }
         }
+        self.end_open_line(&handle);
+    }
+
+    /// At unmount: the lines that writers still holding `log` open left unterminated
+    /// become records, as at their close (nothing is appended through those descriptors
+    /// once the engine is closed).
+    pub fn finish_open_writes(&self) {
+        for handle in self.handles.all() {
+            self.end_open_line(&handle);
+        }
+    }
+
+    fn end_open_line(&self, handle: &Handle) {
         if let HandleKind::Log { topic, state } = &handle.kind {
-            let pending = std::mem::take(&mut state.lock().pending);
-            if !pending.is_empty() {
-                if let Err(e) = topic.append_lines(&pending) {
-                    // Nobody waits for RELEASE's answer; the record is all the user gets.
-                    let error = self.engine_error(&handle.node.path(), &e);
-                    tracing::warn!(errno = error.errno, "{}", error.message);
-                }
+            if let Err(error) = self.end_line(topic, &mut state.lock(), None, &handle.node) {
+                // Nobody waits for the answer; the record in .kpfs/errors is all the user
+                // gets.
+                tracing::warn!(errno = error.errno, "{}", error.message);
             }
         }
     }
@@ -1056,11 +1125,6 @@ fn leaf_name(node: &Node) -> String {
         Some((_, leaf)) => leaf.to_string(),
         None => path,
     }
-}
-
-/// The topic's `max.message.bytes`; a negative value (never valid) counts as zero.
-fn max_message_bytes(topic: &Topic) -> usize {
-    usize::try_from(topic.config().max_message_bytes).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! all-or-nothing rule for refused writes, and the refusals that must leave a reason.
 
 use std::ffi::OsStr;
+use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
 use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock};
@@ -74,24 +75,99 @@ fn lines_split_across_writes_become_whole_records() {
     assert_eq!(f.fs.getattr(log).unwrap().size, 18);
 }
 
+impl Fixture {
+    fn set_config(&self, dir: u64, text: &str) {
+        let config = self.ino(dir, "config");
+        let fh = self.fs.open(config, libc::O_WRONLY).unwrap().fh;
+        self.fs.write(fh, text.as_bytes()).unwrap();
+        self.fs.release(fh);
+    }
+
+    fn open_log(&self, dir: u64) -> u64 {
+        let log = self.ino(dir, "log");
+        self.fs
+            .open(log, libc::O_WRONLY | libc::O_APPEND)
+            .unwrap()
+            .fh
+    }
+}
+
+/// Issue 12, item 1: a piece of a line refused leaves no truncated copy of the line. The
+/// start the handle held is dropped, the pieces that follow up to the newline are refused
+/// too, and the next line is appended.
 #[test]
-fn a_refused_write_leaves_the_pending_line_unchanged() {
+fn nothing_of_a_line_refused_in_part_is_stored() {
     let f = fixture();
     let dir = f.topic("t");
-    let config = f.ino(dir, "config");
-    let cfh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
-    f.fs.write(cfh, b"max.message.bytes=200").unwrap();
-    f.fs.release(cfh);
-
-    let log = f.ino(dir, "log");
-    let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
+    f.set_config(dir, "max.message.bytes=200");
+    let fh = f.open_log(dir);
     f.fs.write(fh, b"k:v").unwrap();
-    let huge = vec![b'x'; 400];
-    assert_eq!(f.fs.write(fh, &huge).unwrap_err().errno, libc::EFBIG);
-    assert!(f.errors().contains("t/log: "), "{}", f.errors());
-    f.fs.write(fh, b"w\n").unwrap();
+    assert_eq!(f.fs.write(fh, &[b'x'; 400]).unwrap_err().errno, libc::EFBIG);
+    let more = f.fs.write(fh, b"w\nnext\n").unwrap_err();
+    assert_eq!(more.errno, libc::EFBIG);
+    assert!(
+        more.message
+            .contains("this write carries more of a refused line"),
+        "{}",
+        more.message
+    );
+    f.fs.write(fh, b"after\n").unwrap();
     f.fs.release(fh);
-    assert_eq!(f.read_all(log), "k:vw\n");
+    assert_eq!(f.read_all(f.ino(dir, "log")), "after\n");
+    // One record refused, however many writes carried it.
+    let metrics = crate::engine::metrics::render(f.fs.engine());
+    assert!(
+        metrics.contains("kpfs_refused_records_total{topic=\"t\",reason=\"too_large\"} 1\n"),
+        "{metrics}"
+    );
+}
+
+/// A line whose end comes in the write that is refused: that write's newline ends it, so
+/// the next line is appended; but a program told that a write(2) was written only in
+/// part sends the rest again, which starts with the refused line's tail, and that resend
+/// is refused too.
+#[test]
+fn a_line_refused_at_its_end_leaves_nothing_and_a_resend_of_its_tail_is_refused() {
+    let f = fixture();
+    let dir = f.topic("t");
+    f.set_config(dir, "max.message.bytes=1000");
+    let fh = f.open_log(dir);
+    f.fs.write(fh, &[b'y'; 600]).unwrap();
+    let rest = [&[b'y'; 600][..], b"\nz\n"].concat();
+    assert_eq!(f.fs.write(fh, &rest).unwrap_err().errno, libc::EFBIG);
+    assert_eq!(f.fs.write(fh, &rest).unwrap_err().errno, libc::EFBIG);
+    assert_eq!(f.fs.write(fh, &rest).unwrap_err().errno, libc::EFBIG);
+    f.fs.write(fh, b"next\n").unwrap();
+    // Only the write right after the refusal can be its resend.
+    f.fs.write(fh, &rest).unwrap();
+    f.fs.release(fh);
+    let log = f.read_all(f.ino(dir, "log"));
+    assert_eq!(log, format!("next\n{}\nz\n", "y".repeat(600)));
+}
+
+/// Whatever the refusal, the line a refused write leaves unterminated is refused up to
+/// its newline, which the next writes bring; a write refused whole at a line start that
+/// ends with a newline leaves nothing behind.
+#[test]
+fn the_unterminated_line_of_a_refused_write_is_refused_up_to_its_newline() {
+    let f = fixture();
+    let dir = f.topic("t");
+    f.set_config(dir, "parse.key=true\nkey.separator=:");
+    let fh = f.open_log(dir);
+    assert_eq!(
+        f.fs.write(fh, b"a:1\nno separator\nc:").unwrap_err().errno,
+        libc::EINVAL
+    );
+    assert_eq!(f.fs.write(fh, b"3").unwrap_err().errno, libc::EINVAL);
+    assert_eq!(f.fs.write(fh, b"3\n").unwrap_err().errno, libc::EINVAL);
+    f.fs.write(fh, b"d:4\n").unwrap();
+    assert_eq!(
+        f.fs.write(fh, b"no separator\n").unwrap_err().errno,
+        libc::EINVAL
+    );
+    f.fs.write(fh, b"e:5\n").unwrap();
+    f.fs.release(fh);
+    assert_eq!(f.read_all(f.ino(dir, "log")), "d:4\ne:5\n");
 }
 
 #[test]
@@ -119,7 +195,8 @@ fn truncating_log_is_refused_but_truncating_config_replaces_the_overrides() {
         },
     )
     .unwrap();
-    f.fs.write_by(fh, b"segment.ms=7\n", Some(WRITER)).unwrap();
+    f.fs.write_from(fh, b"segment.ms=7\n", Some(WRITER))
+        .unwrap();
     f.fs.flush(fh, WRITER).unwrap();
     f.fs.release(fh);
     assert_eq!(overrides(&f, config), "segment.ms=7\n");
@@ -142,7 +219,7 @@ fn set_config(f: &Fixture, config: u64, text: &str) {
         f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
             .unwrap()
             .fh;
-    f.fs.write_by(fh, text.as_bytes(), Some(WRITER)).unwrap();
+    f.fs.write_from(fh, text.as_bytes(), Some(WRITER)).unwrap();
     f.fs.flush(fh, WRITER).unwrap();
     f.fs.release(fh);
 }
@@ -167,9 +244,9 @@ fn a_config_change_applies_at_the_writers_close_all_or_nothing() {
             .unwrap()
             .fh;
     // bash: one write per line; nothing applies before the close.
-    f.fs.write_by(fh, b"retention.ms=600000\n", Some(WRITER))
+    f.fs.write_from(fh, b"retention.ms=600000\n", Some(WRITER))
         .unwrap();
-    f.fs.write_by(fh, b"segment.ms=3000\n", Some(WRITER))
+    f.fs.write_from(fh, b"segment.ms=3000\n", Some(WRITER))
         .unwrap();
     assert_eq!(overrides(&f, config), "");
     // A child that inherited the descriptor and exits closes it: not the end.
@@ -182,9 +259,9 @@ fn a_config_change_applies_at_the_writers_close_all_or_nothing() {
     );
     // One bad line: EINVAL at once with its reason, EINVAL at close, nothing applied.
     let before = f.errors();
-    f.fs.write_by(fh, b"retention.bytes=300\n", Some(WRITER))
+    f.fs.write_from(fh, b"retention.bytes=300\n", Some(WRITER))
         .unwrap();
-    let refused = f.fs.write_by(fh, b"segment.bytes=400\n", Some(WRITER));
+    let refused = f.fs.write_from(fh, b"segment.bytes=400\n", Some(WRITER));
     assert_eq!(refused.unwrap_err().errno, libc::EINVAL);
     let reason = "t/config: Invalid value 400 for configuration segment.bytes: Value must be at least 1048576";
     assert!(
@@ -208,9 +285,9 @@ fn a_config_change_applies_at_the_writers_close_all_or_nothing() {
         f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
             .unwrap()
             .fh;
-    f.fs.write_by(fh, b"min.compaction.lag.ms=5000\n", Some(WRITER))
+    f.fs.write_from(fh, b"min.compaction.lag.ms=5000\n", Some(WRITER))
         .unwrap();
-    f.fs.write_by(fh, b"max.compaction.lag.ms=1000\n", Some(WRITER))
+    f.fs.write_from(fh, b"max.compaction.lag.ms=1000\n", Some(WRITER))
         .unwrap();
     assert_eq!(f.fs.flush(fh, WRITER).unwrap_err().errno, libc::EINVAL);
     f.fs.release(fh);
@@ -229,7 +306,7 @@ fn a_broker_config_change_applies_at_close_too() {
     let control = f.ino(ROOT_INO, ".kpfs");
     let config = f.ino(control, "config");
     let fh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
-    f.fs.write_by(fh, b"log.segment.delete.delay.ms=5", Some(WRITER))
+    f.fs.write_from(fh, b"log.segment.delete.delay.ms=5", Some(WRITER))
         .unwrap();
     assert_eq!(
         f.fs.engine()
@@ -248,7 +325,7 @@ fn a_broker_config_change_applies_at_close_too() {
     );
     f.fs.release(fh);
     let fh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
-    let refused = f.fs.write_by(fh, b"log.roll.hours=1\n", Some(WRITER));
+    let refused = f.fs.write_from(fh, b"log.roll.hours=1\n", Some(WRITER));
     assert_eq!(refused.unwrap_err().errno, libc::EINVAL);
     assert!(f
         .errors()
@@ -434,10 +511,189 @@ fn an_overlong_unterminated_line_counts_as_a_too_large_refusal() {
     let log = f.ino(dir, "log");
     let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
     assert_eq!(f.fs.write(fh, &[b'x'; 300]).unwrap_err().errno, libc::EFBIG);
+    // Its smallest batch: the header, the line so far and a newline.
+    assert!(
+        f.errors().contains(
+            "t/log: The record batch size in the append to t-0 is at least 372 bytes which \
+             exceeds the maximum configured value of 100."
+        ),
+        "{}",
+        f.errors()
+    );
     f.fs.release(fh);
     let metrics = crate::engine::metrics::render(f.fs.engine());
     assert!(
         metrics.contains("kpfs_refused_records_total{topic=\"t\",reason=\"too_large\"} 1\n"),
         "{metrics}"
     );
+}
+
+#[test]
+fn a_topic_name_with_dots_or_underscores_is_created_with_kafkas_warning() {
+    let f = fixture();
+    f.topic("orders-v1");
+    assert_eq!(f.errors(), "");
+    f.topic("my.topic");
+    let errors = f.errors();
+    assert!(
+        errors.ends_with(
+            " my.topic: warning: Due to limitations in metric names, topics with a period \
+             ('.') or underscore ('_') could collide. To avoid issues it is best to use \
+             either, but not both.\n"
+        ),
+        "{errors}"
+    );
+    let refused = f.fs.mkdir(ROOT_INO, OsStr::new("my_topic")).unwrap_err();
+    assert_eq!(refused.errno, libc::EINVAL);
+    assert!(f
+        .errors()
+        .ends_with(" my_topic: Topic 'my_topic' collides with existing topic: my.topic\n"));
+}
+
+/// `du` through the mount adds up `st_blocks`: files of `segments/` report their backing
+/// file's real allocation (the active indexes are sparse, preallocated to 10 MiB), while
+/// generated files claim the blocks their bytes would fill.
+#[test]
+fn segment_files_report_their_real_blocks() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let log = f.ino(dir, "log");
+    let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
+    f.fs.write(fh, &[b'x'; 2000]).unwrap();
+    f.fs.write(fh, b"\n").unwrap();
+    f.fs.release(fh);
+    let segments = f.ino(dir, "segments");
+    let backing = f.fs.engine().data_dir().join("t-0");
+    for name in [
+        "00000000000000000000.log",
+        "00000000000000000000.index",
+        "00000000000000000000.timeindex",
+    ] {
+        let attr = f.fs.getattr(f.ino(segments, name)).unwrap();
+        let meta = std::fs::metadata(backing.join(name)).unwrap();
+        assert_eq!(attr.size, meta.len(), "{name}");
+        assert_eq!(attr.blocks, meta.blocks(), "{name}");
+    }
+    let index =
+        f.fs.getattr(f.ino(segments, "00000000000000000000.index"))
+            .unwrap();
+    assert!(
+        index.blocks < index.size / 512,
+        "a preallocated index is sparse: {index:?}"
+    );
+    let attr = f.fs.getattr(log).unwrap();
+    assert_eq!((attr.size, attr.blocks), (2001, 4));
+}
+
+/// A refused value is kept in `.kpfs/errors` as an excerpt with its length: one bad
+/// 100 KB line, or a config value as long, must not make a 100 KB file.
+#[test]
+fn errors_keep_an_excerpt_of_a_long_refused_value() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let config = f.ino(dir, "config");
+    let fh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
+    let long_value = format!("segment.ms={}\n", "9".repeat(100_000));
+    assert_eq!(
+        f.fs.write(fh, long_value.as_bytes()).unwrap_err().errno,
+        libc::EINVAL
+    );
+    f.fs.release(fh);
+    let topic = f.fs.engine().topic("t").unwrap();
+    topic.update_config(b"parse.key=true\n").unwrap();
+    let log = f.ino(dir, "log");
+    let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
+    let mut line = vec![b'x'; 100_000];
+    line.push(b'\n');
+    assert_eq!(f.fs.write(fh, &line).unwrap_err().errno, libc::EINVAL);
+    f.fs.release(fh);
+    let errors = f.errors();
+    assert!(errors.len() < 2000, "{} bytes: {errors}", errors.len());
+    let nines = "9".repeat(crate::engine::error::EXCERPT_BYTES);
+    assert!(
+        errors.contains(&format!(
+            " t/config: Invalid value {nines}... (100000 bytes) for configuration segment.ms: \
+             Not a number of type LONG\n"
+        )),
+        "{errors}"
+    );
+    let xs = "x".repeat(crate::engine::error::EXCERPT_BYTES);
+    assert!(
+        errors.contains(&format!(
+            " t/log: No key separator found on line number 1: '{xs}...' (100000 bytes)\n"
+        )),
+        "{errors}"
+    );
+}
+
+/// Issue 12, item 16: a line left without its newline becomes a record when the process
+/// that wrote it closes the file (FLUSH, which close(2) waits for), not when another
+/// process closes a copy of the descriptor it inherited, and not again at the last close.
+#[test]
+fn an_unterminated_line_becomes_a_record_at_its_writers_close() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let log = f.ino(dir, "log");
+    let fh = f.open_log(dir);
+    let (writer, child) = (7, 8);
+    f.fs.write_from(fh, b"a\nab", Some(writer)).unwrap();
+    f.fs.flush(fh, child).unwrap();
+    f.fs.write_from(fh, b"c", Some(writer)).unwrap();
+    assert_eq!(f.read_all(log), "a\n");
+    f.fs.flush(fh, writer).unwrap();
+    assert_eq!(f.read_all(log), "a\nabc\n");
+    f.fs.write_from(fh, b"d", Some(writer)).unwrap();
+    f.fs.release(fh);
+    assert_eq!(f.read_all(log), "a\nabc\nd\n");
+}
+
+/// The writer's close(2) gets the refusal of the line it ends, and the line is gone.
+#[test]
+fn a_line_refused_at_its_writers_close_fails_the_close() {
+    let f = fixture();
+    let dir = f.topic("t");
+    f.set_config(dir, "parse.key=true");
+    let fh = f.open_log(dir);
+    f.fs.write_from(fh, b"no separator", Some(1)).unwrap();
+    assert_eq!(f.fs.flush(fh, 1).unwrap_err().errno, libc::EINVAL);
+    assert!(
+        f.errors()
+            .contains("t/log: No key separator found on line number 1: 'no separator'"),
+        "{}",
+        f.errors()
+    );
+    f.fs.release(fh);
+    assert_eq!(f.read_all(f.ino(dir, "log")), "");
+}
+
+/// The writer's close also ends a line refused before its newline came: what it writes
+/// next is a new line. Another process's close does not.
+#[test]
+fn the_writers_close_ends_a_refused_line() {
+    let f = fixture();
+    let dir = f.topic("t");
+    f.set_config(dir, "max.message.bytes=100");
+    let fh = f.open_log(dir);
+    let too_long = f.fs.write_from(fh, &[b'x'; 300], Some(1)).unwrap_err();
+    assert_eq!(too_long.errno, libc::EFBIG);
+    f.fs.flush(fh, 2).unwrap();
+    let more = f.fs.write_from(fh, b"more", Some(1)).unwrap_err();
+    assert_eq!(more.errno, libc::EFBIG);
+    f.fs.flush(fh, 1).unwrap();
+    f.fs.write_from(fh, b"next\n", Some(1)).unwrap();
+    f.fs.release(fh);
+    assert_eq!(f.read_all(f.ino(dir, "log")), "next\n");
+}
+
+/// At unmount the lines of writers that still hold `log` open become records, once.
+#[test]
+fn unmount_makes_the_lines_open_writers_left_records() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let fh = f.open_log(dir);
+    f.fs.write_from(fh, b"done\nfrag", Some(1)).unwrap();
+    f.fs.finish_open_writes();
+    assert_eq!(f.read_all(f.ino(dir, "log")), "done\nfrag\n");
+    f.fs.release(fh);
+    assert_eq!(f.read_all(f.ino(dir, "log")), "done\nfrag\n");
 }

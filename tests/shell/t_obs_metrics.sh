@@ -85,12 +85,13 @@ expect_eq 0 "$(metric 'kpfs_segments_deleted_total{topic="time",reason="size"}')
 
 # --- refused records ----------------------------------------------------------------
 mkdir "$MNT/refuse"
-printf 'cleanup.policy=compact\nmax.message.bytes=50\n' > "$MNT/refuse/config"
+printf 'cleanup.policy=compact\nmax.message.bytes=150\n' > "$MNT/refuse/config"
 expect_errno "Invalid argument" "echo keyless >> '$MNT/refuse/log'"
 # All records of a refused write are refused.
 expect_errno "Invalid argument" "printf 'x\ny\n' >> '$MNT/refuse/log'"
 expect_eq 3 "$(metric 'kpfs_refused_records_total{topic="refuse",reason="keyless_compacted"}')" "keyless refusals"
-# One write of one 101-byte line: the engine refuses it before looking for a key.
+# One write of one 101-byte line, a 179-byte batch: the engine refuses it before
+# looking for a key.
 long=$(head -c 100 /dev/zero | tr '\0' x)
 expect_errno "File too large" "printf '%s\\n' $long >> '$MNT/refuse/log'"
 expect_eq 1 "$(metric 'kpfs_refused_records_total{topic="refuse",reason="too_large"}')" "too_large refusals"

@@ -1,0 +1,113 @@
+//! The topic registry through the engine API: creating and deleting topics, and what
+//! their names may be.
+
+mod common;
+
+use std::fs;
+
+use common::*;
+
+/// Names in the data directory, sorted.
+fn data_dir_names(f: &Fixture) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(f.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `NAME-0.<ms>-delete` is longer than a file name may be for topics of 233-249
+/// characters; Kafka cuts the topic part of it. A deleted topic never comes back: not in
+/// the mount, not from a new topic of the same name, not after a reopen.
+#[test]
+fn topics_with_the_longest_names_delete_for_good() {
+    let mut f = Fixture::new();
+    let names: Vec<String> = [232, 233, 240, 249]
+        .iter()
+        .map(|&len| "t".repeat(len))
+        .collect();
+    for name in &names {
+        f.topic(name).append_lines(b"old\n").unwrap();
+        f.engine().delete_topic(name).unwrap();
+        assert!(
+            f.engine().topic(name).is_none(),
+            "{} characters",
+            name.len()
+        );
+        let recreated = f.topic(name);
+        assert_eq!(cat_string(&recreated), "", "{} characters", name.len());
+        f.engine().delete_topic(name).unwrap();
+    }
+    let left: Vec<String> = data_dir_names(&f)
+        .into_iter()
+        .filter(|n| n.starts_with('t'))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "directories left behind");
+    f.reopen();
+    assert_eq!(f.engine().topic_names(), Vec::<String>::new());
+}
+
+/// A delete that fails leaves the topic as it was: listed, readable, writable, and still
+/// there after a reopen.
+#[test]
+fn a_failed_delete_leaves_the_topic_as_it_was() {
+    let mut f = Fixture::new();
+    let t = f.topic("orders");
+    t.append_lines(b"a\n").unwrap();
+    // The directory the topic would be renamed to exists and is not empty, so the rename
+    // fails (the clock is manual: the name is known).
+    let blocker = f.dir.path().join(format!("orders-0.{T0}-delete"));
+    fs::create_dir(&blocker).unwrap();
+    fs::write(blocker.join("x"), b"x").unwrap();
+    let err = f.engine().delete_topic("orders").unwrap_err();
+    assert!(err.to_string().contains("rename"), "{err}");
+    assert_eq!(f.engine().topic_names(), vec!["orders".to_string()]);
+    let t = f.topic("orders");
+    assert_eq!(cat_string(&t), "a\n");
+    t.append_lines(b"b\n").unwrap();
+    assert_eq!(cat_string(&t), "a\nb\n");
+    f.reopen();
+    assert_eq!(cat_string(&f.topic("orders")), "a\nb\n");
+    assert!(!blocker.exists(), "an open removes -delete directories");
+}
+
+/// A topic may itself be named like a partition; errors name it, not a shorter one.
+#[test]
+fn errors_name_a_topic_named_like_a_partition() {
+    let f = Fixture::new();
+    for name in ["x-0", "x-0-0"] {
+        let t = f.topic(name);
+        f.engine().delete_topic(name).unwrap();
+        let err = t.append_lines(b"late\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("This server does not host this topic-partition: {name}-0")
+        );
+    }
+}
+
+/// Kafka refuses a name that differs from an existing topic's only in '.' versus '_'
+/// (their metric names would be the same); the existing topic is untouched.
+#[test]
+fn names_that_collide_in_metric_names_are_refused() {
+    let f = Fixture::new();
+    f.topic("my.topic").append_lines(b"a\n").unwrap();
+    let err = f.engine().create_topic("my_topic").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Topic 'my_topic' collides with existing topic: my.topic"
+    );
+    f.topic("woo.bar.foo");
+    let err = f.engine().create_topic("woo.bar_foo").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Topic 'woo.bar_foo' collides with existing topic: woo.bar.foo"
+    );
+    assert_eq!(f.engine().topic_names(), vec!["my.topic", "woo.bar.foo"]);
+    assert!(!f.dir.path().join("my_topic-0").exists());
+    // Other differences, and the name once the other topic is gone, are fine.
+    f.topic("my-topic");
+    f.engine().delete_topic("my.topic").unwrap();
+    f.topic("my_topic");
+}
