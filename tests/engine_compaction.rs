@@ -1,13 +1,16 @@
 //! The cleaner through the engine with an injected clock: the seed's compaction demo
 //! with its exact offsets, tombstone horizons over several passes, partial passes with a
-//! tiny offset map, keyless records, and the swap protocol interrupted at each step.
+//! tiny offset map, keyless records, emptied batches, and the cleaner threads following
+//! their configuration.
 
 mod common;
+
+use std::sync::Arc;
 
 use common::*;
 use kpfs::engine::cleaner::OffsetMap;
 use kpfs::engine::format::decode_batch;
-use kpfs::engine::Topic;
+use kpfs::engine::{BrokerConfig, Engine, EngineOptions, ManualClock, Topic};
 
 fn small_map() -> OffsetMap {
     OffsetMap::new(1 << 20, 0.9)
@@ -292,4 +295,280 @@ fn cleaned_segments_keep_offsets_order_and_stream_size() {
     assert_eq!(cat_string(&t), text);
     assert_eq!(t.stream_len(), size_before);
     assert_eq!(t.log().log_end_offset(), 200);
+}
+
+/// The issue's case: 16 keyless lines in segments 0, 5, 10 and 15, then `compact`. Kafka
+/// keeps an emptied batch only where the cleaning round ends (`RETAIN_EMPTY` when the
+/// batch's next offset is the first uncleanable offset), so segments 0 and 5 are cleaned
+/// down to nothing and segment 10 keeps one empty batch for offset 14. The stream end,
+/// the log end and the data survive a crash and a clean reopen.
+#[test]
+fn emptied_batches_are_kept_only_where_the_cleaning_round_ends() {
+    let mut f = Fixture::new();
+    let t = f.topic("empty");
+    set(&t, "internal.segment.bytes=410");
+    let mut text = String::new();
+    for i in 1..=16 {
+        let line = format!("line-{i:02}\n");
+        t.append_lines(line.as_bytes()).unwrap();
+        text.push_str(&line);
+    }
+    let bases = |t: &Topic| -> Vec<u64> {
+        let snap = t.log().snapshot();
+        snap.segments.iter().map(|s| s.base_offset()).collect()
+    };
+    assert_eq!(bases(&t), [0, 5, 10, 15]);
+    set(&t, "cleanup.policy=compact\nmin.cleanable.dirty.ratio=0.01");
+    let (_, stats) = f.engine().run_cleaner_once_with(&mut small_map()).unwrap();
+    assert_eq!((stats.first_dirty_offset, stats.end_offset), (0, 15));
+    let check = |t: &Topic, when: &str| {
+        assert_eq!(bases(t), [0, 5, 10, 15], "{when}");
+        let snap = t.log().snapshot();
+        let sizes: Vec<u64> = snap.segments.iter().map(|s| s.size()).collect();
+        assert_eq!(&sizes[..2], [0, 0], "{when}: segments 0 and 5 hold nothing");
+        let kept = snap.segments[2].read_at(0, sizes[2] as usize).unwrap();
+        let h = kpfs::engine::format::decode_header(&kept).unwrap();
+        assert_eq!(h.size as u64, sizes[2], "{when}: one batch in segment 10");
+        assert_eq!(
+            (h.base_offset, h.last_offset(), h.record_count),
+            (14, 14, 0),
+            "{when}"
+        );
+        assert_eq!(t.log().log_end_offset(), 16, "{when}");
+        assert_eq!(t.stream_len(), text.len() as u64, "{when}");
+        assert_eq!(cat_string(t), "line-16\n", "{when}");
+    };
+    check(&t, "after the pass");
+    drop(t);
+    // Nothing below the gaps is cut as a lost tail: the pass checkpointed the recovery
+    // point past them before swapping.
+    f.crash_and_reopen();
+    check(&f.topic("empty"), "after a crash");
+    f.reopen();
+    let t = f.topic("empty");
+    check(&t, "after a clean reopen");
+    set(&t, "cleanup.policy=delete");
+    t.append_lines(b"line-17\n").unwrap();
+    assert_eq!(t.log().log_end_offset(), 17);
+    assert_eq!(cat_string(&t), "line-16\nline-17\n");
+    assert_eq!(t.stream_len(), (text.len() + 8) as u64);
+}
+
+/// An engine running its background threads, the cleaner's backoff cut to 20 ms.
+fn engine_with_threads(
+    dir: &std::path::Path,
+    clock: &Arc<ManualClock>,
+    broker: &[(&str, &str)],
+) -> Engine {
+    let mut overrides = vec![("log.cleaner.backoff.ms".to_string(), "20".to_string())];
+    overrides.extend(broker.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Engine::open(
+        dir,
+        BrokerConfig::load(None, &overrides).unwrap(),
+        clock.clone(),
+        EngineOptions {
+            background_threads: true,
+        },
+    )
+    .unwrap()
+}
+
+/// Polls `done` every 10 ms for up to 20 s.
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The `[first, end)` ranges of the passes in a topic's events, oldest first.
+fn pass_ranges(t: &Topic) -> Vec<String> {
+    t.events_text()
+        .lines()
+        .filter_map(|l| l.split(" clean offsets ").nth(1))
+        .map(|rest| rest[..rest.find(')').unwrap() + 1].to_string())
+        .collect()
+}
+
+/// Kafka's `LogCleaner.reconfigure`: cleaner configs written to `.kpfs/config` apply at
+/// once. `log.cleaner.threads` changes the running threads, and a new dedupe buffer
+/// size and load factor give the threads a new offset map: here one that holds a single
+/// key, so keys 0,1,0,1,0 take five one-key passes (before, one pass [0, 5) until a
+/// remount).
+#[test]
+fn cleaner_configs_apply_at_once_with_new_threads_and_map() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let engine = engine_with_threads(dir.path(), &clock, &[]);
+    assert_eq!(engine.cleaner_thread_count(), 1);
+    engine
+        .update_broker_config(b"log.cleaner.threads=2")
+        .unwrap();
+    assert_eq!(engine.cleaner_thread_count(), 2);
+    // 1048577 bytes make 43,690 slots of 24 bytes; at a load factor of 0.00004, 1 key.
+    engine
+        .update_broker_config(
+            b"log.cleaner.threads=1\nlog.cleaner.dedupe.buffer.size=1048577\n\
+              log.cleaner.io.buffer.load.factor=0.00004",
+        )
+        .unwrap();
+    assert_eq!(engine.cleaner_thread_count(), 1);
+    let t = engine.create_topic("keys").unwrap();
+    set(
+        &t,
+        "cleanup.policy=compact\nparse.key=true\nkey.separator=:\n\
+         min.cleanable.dirty.ratio=0.01\nsegment.ms=1000",
+    );
+    t.append_lines(b"0:a\n1:b\n0:c\n1:d\n0:e\n").unwrap();
+    clock.advance(2000);
+    t.append_lines(b"2:f\n").unwrap();
+    wait_for("the cleaner to reach offset 5", || {
+        *t.cleaner.checkpoint.lock() == Some(5)
+    });
+    assert_eq!(
+        pass_ranges(&t),
+        ["[0, 1)", "[1, 2)", "[2, 3)", "[3, 4)", "[4, 5)"]
+    );
+}
+
+/// A restart of the cleaner threads does not wait for a pass in progress: the pass stops
+/// at its next read (Kafka's `checkDone`), even in a throttle sleep, its `.cleaned`
+/// files are removed, and the new threads clean the topic with the new settings.
+#[test]
+fn a_reconfiguration_stops_a_pass_in_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    // 1 KB/s: the first read of a 20 KB segment then sleeps about 20 s.
+    let engine = engine_with_threads(
+        dir.path(),
+        &clock,
+        &[("log.cleaner.io.max.bytes.per.second", "1000")],
+    );
+    let t = engine.create_topic("slow").unwrap();
+    set(
+        &t,
+        "parse.key=true\nkey.separator=:\ninternal.segment.bytes=20000",
+    );
+    let mut lines = String::new();
+    for i in 0..4000 {
+        lines.push_str(&format!("k{}:{i:040}\n", i % 100));
+    }
+    t.append_lines(lines.as_bytes()).unwrap();
+    // The throttler measures windows of at least 300 ms from its creation: past the
+    // first one, the pass's first read is over the rate at once.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    set(&t, "cleanup.policy=compact\nmin.cleanable.dirty.ratio=0.01");
+    wait_for("a pass to start", || {
+        t.cleaner.state.lock().clone() == kpfs::engine::cleaner::CleanerState::Cleaning
+    });
+    let started = std::time::Instant::now();
+    engine
+        .update_broker_config(b"log.cleaner.io.max.bytes.per.second=1.0E9")
+        .unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "the restart waited {:?} for the throttled pass",
+        started.elapsed()
+    );
+    let end = t.log().snapshot().active().base_offset();
+    wait_for("the new threads to clean the topic", || {
+        *t.cleaner.checkpoint.lock() == Some(end)
+    });
+    let leftovers: Vec<String> = std::fs::read_dir(t.dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".cleaned") || n.contains(".swap"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // Below the active segment, only each key's latest value is left.
+    let cleaned = dump(&t)
+        .into_iter()
+        .filter(|(base, _)| *base < end)
+        .flat_map(|(_, rows)| rows)
+        .count();
+    assert!(cleaned <= 100, "{cleaned} records left below offset {end}");
+    let last: String = lines.lines().skip(3900).map(|l| format!("{l}\n")).collect();
+    assert!(cat_string(&t).ends_with(&last));
+}
+
+/// Kafka's `forceUpdateCheckpoint`: a checkpointed first dirty offset past the log end
+/// is replaced by the log start, in the file too, at the cleaner's next look at the
+/// topic, even when the topic is not due for cleaning. `kpfs check` is then healthy.
+#[test]
+fn an_invalid_cleaner_checkpoint_is_rewritten_to_the_log_start() {
+    let mut f = Fixture::new();
+    let t = f.topic("c");
+    set(
+        &t,
+        "cleanup.policy=compact\nparse.key=true\nkey.separator=:",
+    );
+    t.append_lines(b"a:1\nb:2\na:3\n").unwrap();
+    drop(t);
+    f.reopen();
+    let path = f.dir.path().join(kpfs::engine::CLEANER_CHECKPOINT_FILE);
+    std::fs::write(&path, "0\n1\nc 0 200\n").unwrap();
+    f.crash_and_reopen();
+    let unhealthy = kpfs::engine::inspect::check_data_dir(f.dir.path());
+    assert!(
+        !unhealthy.is_healthy(),
+        "the planted checkpoint is reported"
+    );
+    let t = f.topic("c");
+    // Nothing is cleanable (everything is in the active segment): no pass, a reset.
+    assert!(f.engine().run_cleaner_once().is_none());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "0\n1\nc 0 0\n");
+    assert_eq!(*t.cleaner.checkpoint.lock(), Some(0));
+    assert!(
+        t.events_text().contains(
+            " checkpoint The last checkpoint dirty offset for partition c-0 is 200, which is \
+             larger than the log end offset 3. Resetting to the log start offset 0.\n"
+        ),
+        "{}",
+        t.events_text()
+    );
+    drop(t);
+    f.reopen();
+    let report = kpfs::engine::inspect::check_data_dir(f.dir.path());
+    assert!(report.is_healthy(), "{:?}", report.problems);
+}
+
+/// `log.cleaner.io.buffer.size` sizes the cleaner's reads and writes; the result is the
+/// same whether a read takes one batch (size 0) or many, written with one append each:
+/// the same records, segments and index entries.
+#[test]
+fn the_io_buffer_size_changes_how_the_cleaner_reads_not_what_it_writes() {
+    let cleaned = |io_buffer_size: &str| {
+        let f = Fixture::new();
+        f.engine()
+            .update_broker_config(format!("log.cleaner.io.buffer.size={io_buffer_size}").as_bytes())
+            .unwrap();
+        let t = f.topic("io");
+        set(
+            &t,
+            "cleanup.policy=compact\nparse.key=true\nkey.separator=:\n\
+             internal.segment.bytes=2000\nindex.interval.bytes=100\nmin.cleanable.dirty.ratio=0.01",
+        );
+        for i in 0..300 {
+            t.append_lines(format!("k{}:{i}\n", (i * 7) % 40).as_bytes())
+                .unwrap();
+        }
+        f.engine().run_cleaner_once().unwrap();
+        let snap = t.log().snapshot();
+        let indexes: Vec<Vec<(u64, u32)>> = snap
+            .segments
+            .iter()
+            .map(|s| s.index_entries().unwrap())
+            .collect();
+        (dump(&t), indexes, cat_string(&t))
+    };
+    let one_batch_per_read = cleaned("0");
+    assert!(
+        one_batch_per_read.1.iter().any(|entries| entries.len() > 1),
+        "the cleaned segments have index entries"
+    );
+    assert_eq!(cleaned("524288"), one_batch_per_read);
 }

@@ -252,28 +252,145 @@ fn rolls_by_time_measured_from_the_first_record() {
     assert_eq!(bases, vec![0, 5]);
 }
 
+/// Kafka's `max.message.bytes` limits a batch, header included
+/// (`UnifiedLog.analyzeAndValidateRecords`, `testMessageSizeCheck`): a record whose batch
+/// alone is over it is refused with that batch's size, and nothing of its write is
+/// appended.
 #[test]
-fn a_line_over_max_message_bytes_is_refused_whole() {
+fn a_record_whose_batch_alone_is_over_max_message_bytes_is_refused_whole() {
     let f = Fixture::new();
     let t = f.topic("big");
-    set(&t, "max.message.bytes=10");
-    t.append_lines(b"0123456789\n").unwrap();
-    let err = t.append_lines(b"ok\n0123456789A\n").unwrap_err();
+    set(&t, "max.message.bytes=100");
+    // A plain batch of one line is the header, the line and its newline: 100 bytes.
+    let fits = "x".repeat(100 - BATCH_HEADER_BYTES - 1);
+    t.append_lines(format!("{fits}\n").as_bytes()).unwrap();
+    let err = t
+        .append_lines(format!("ok\n{fits}y\n").as_bytes())
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "The record batch size in the append to big-0 is 11 bytes which exceeds the maximum configured value of 10."
+        "The record batch size in the append to big-0 is 101 bytes which exceeds the maximum configured value of 100."
     );
-    assert_eq!(cat_string(&t), "0123456789\n");
+    // A 90-byte line was accepted when kpfs compared line lengths; its batch is 162.
+    let err = t.append_lines(&[b'z'; 90]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "The record batch size in the append to big-0 is 162 bytes which exceeds the maximum configured value of 100."
+    );
+    assert_eq!(cat_string(&t), format!("{fits}\n"));
+
+    // With keys, a batch also holds each record's metadata: header, 3 one-byte deltas,
+    // key length, value length and line length (one byte each here), then the line.
+    let keyed = f.topic("keyed");
+    set(
+        &keyed,
+        "parse.key=true\nkey.separator=:\nmax.message.bytes=100",
+    );
+    let value = "v".repeat(100 - BATCH_HEADER_BYTES - 6 - 3);
+    keyed
+        .append_lines(format!("k:{value}\n").as_bytes())
+        .unwrap();
+    let err = keyed
+        .append_lines(format!("k:{value}w\n").as_bytes())
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "The record batch size in the append to keyed-0 is 101 bytes which exceeds the maximum configured value of 100."
+    );
+    assert_eq!(keyed.log().log_end_offset(), 1);
 }
 
+/// The largest line the default `max.message.bytes` (1 MiB + 12, Kafka's) admits: its
+/// plain batch is exactly the limit. One byte more is refused.
 #[test]
-fn a_megabyte_line_round_trips() {
+fn the_longest_line_the_default_limit_admits_round_trips() {
     let f = Fixture::new();
     let t = f.topic("mib");
-    let mut line = vec![b'z'; 1 << 20];
+    let longest = 1_048_588 - BATCH_HEADER_BYTES - 1;
+    let mut line = vec![b'z'; longest];
     line.push(b'\n');
     t.append_lines(&line).unwrap();
     assert_eq!(cat(&t, 128 << 10), line);
+    let err = t.append_lines(&[&b"z"[..], &line].concat()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "The record batch size in the append to mib-0 is 1048589 bytes which exceeds the maximum configured value of 1048588."
+    );
+}
+
+/// A write's records go into batches that each fit `max.message.bytes`, as a producer
+/// splits them: two lines whose one batch would be 138 bytes become two batches under
+/// a limit of 137 (kpfs wrote one 138-byte batch, over the limit).
+#[test]
+fn a_write_is_split_into_batches_that_fit_max_message_bytes() {
+    let f = Fixture::new();
+    let t = f.topic("split");
+    set(&t, "max.message.bytes=137");
+    let write = format!("{}\n{}\n", "a".repeat(33), "b".repeat(32));
+    assert_eq!(BATCH_HEADER_BYTES + write.len(), 138);
+    assert_eq!(t.append_lines(write.as_bytes()).unwrap(), 2);
+    let sizes: Vec<usize> = batches(&t).iter().map(|(h, _)| h.size).collect();
+    assert_eq!(sizes, [105, 104]);
+    assert_eq!(cat_string(&t), write);
+}
+
+/// Random writes under random limits, keyed or not: a write is refused exactly when one
+/// of its records does not fit a batch of its own (with the first such batch's size in
+/// the text), and an accepted write reads back whole from batches that all fit.
+#[test]
+fn every_batch_fits_max_message_bytes_and_only_records_that_cannot_are_refused() {
+    use kpfs::engine::format::BatchBuilder;
+    use proptest::prelude::*;
+    let config = ProptestConfig {
+        cases: 64,
+        failure_persistence: None,
+        rng_seed: proptest_seed(),
+        ..ProptestConfig::default()
+    };
+    let lines = proptest::collection::vec(0usize..300, 1..40);
+    proptest::proptest!(config, |(lens in lines, keyed in any::<bool>(), max in 60u64..600)| {
+        let f = Fixture::new();
+        let t = f.topic("p");
+        let parse_key = if keyed { "parse.key=true\nkey.separator=:\n" } else { "" };
+        set(&t, &format!("{parse_key}max.message.bytes={max}"));
+        let mut write = Vec::new();
+        let mut first_too_big = None;
+        for (i, len) in lens.iter().enumerate() {
+            // Keyed lines: a 1-byte key, the rest the value.
+            let line: Vec<u8> = if keyed {
+                [&b"k:"[..], &vec![b'a' + (i % 26) as u8; *len]].concat()
+            } else {
+                vec![b'a' + (i % 26) as u8; *len]
+            };
+            let single = if keyed {
+                BatchBuilder::single_record_batch_size(1, *len as i64, line.len())
+            } else {
+                BATCH_HEADER_BYTES + line.len() + 1
+            } as u64;
+            if single > max && first_too_big.is_none() {
+                first_too_big = Some(single);
+            }
+            write.extend_from_slice(&line);
+            write.push(b'\n');
+        }
+        match (t.append_lines(&write), first_too_big) {
+            (Ok(records), None) => {
+                prop_assert_eq!(records, lens.len() as u64);
+                for (h, _) in batches(&t) {
+                    prop_assert!(h.size as u64 <= max, "a {}-byte batch under {}", h.size, max);
+                }
+                prop_assert_eq!(cat(&t, 4096), write);
+            }
+            (Err(e), Some(single)) => {
+                prop_assert_eq!(
+                    e.to_string(),
+                    format!("The record batch size in the append to p-0 is {single} bytes which exceeds the maximum configured value of {max}.")
+                );
+                prop_assert_eq!(t.log().log_end_offset(), 0);
+            }
+            (result, expected) => prop_assert!(false, "{:?} where the first oversized batch is {:?}", result, expected),
+        }
+    });
 }
 
 #[test]
@@ -420,6 +537,8 @@ fn keyless_writes_become_plain_batches_of_whole_lines() {
         ));
         body.push(b'\n');
     }
+    // One line over 1 MiB gets a batch of its own, over 1 MiB.
+    set(&t, "max.message.bytes=2000000");
     let mut huge = vec![b'h'; (1 << 20) + 5];
     huge.push(b'\n');
     body.extend_from_slice(&huge);
@@ -490,6 +609,14 @@ fn a_keyless_line_too_big_for_any_segment_is_refused_whole() {
         "Message batch size is 72 bytes in append to partition tiny-0, which exceeds the maximum configured segment size of 50."
     );
     assert_eq!(tiny.log().log_end_offset(), 0);
+
+    // Kafka prints the configured value, even one no segment can hold.
+    let negative = f.topic("negative");
+    set(&negative, "internal.segment.bytes=-5");
+    assert_eq!(
+        negative.append_lines(b"x\n").unwrap_err().to_string(),
+        "Message batch size is 73 bytes in append to partition negative-0, which exceeds the maximum configured segment size of -5."
+    );
 }
 
 /// The newline an unterminated last line gets counts against the batch limit: no batch

@@ -15,6 +15,7 @@ use common::*;
 use kpfs::engine::cleaner::OffsetMap;
 use kpfs::engine::format::{decode_header, segment_file_name};
 use kpfs::engine::log::{Durability, Log};
+use kpfs::engine::segment::RollReason;
 use kpfs::engine::topic::TOPIC_CONFIG_FILE;
 use kpfs::engine::{
     BrokerConfig, Clock, LogCursor, Topic, TopicOverrides, CLEAN_SHUTDOWN_FILE,
@@ -232,6 +233,9 @@ struct SwapImages {
     after_bases: Vec<u64>,
     /// Base offsets of the segments the pass wrote.
     cleaned: Vec<u64>,
+    /// The recovery-point checkpoint as the pass left it: the cleaner writes it before
+    /// the swaps that leave offset gaps, so every crash during them finds it.
+    checkpoint_of_the_pass: Vec<u8>,
 }
 
 fn swap_images() -> SwapImages {
@@ -257,6 +261,7 @@ fn swap_images() -> SwapImages {
     start(&mut f);
     let mut map = OffsetMap::new(1 << 20, 0.9);
     f.engine().run_cleaner_once_with(&mut map).unwrap();
+    let checkpoint_of_the_pass = fs::read(f.dir.path().join(RECOVERY_CHECKPOINT_FILE)).unwrap();
     let t = f.topic("r");
     let after_text = cat_string(&t);
     assert_ne!(after_text, before_text);
@@ -278,14 +283,21 @@ fn swap_images() -> SwapImages {
         after_text,
         after_bases,
         cleaned,
+        checkpoint_of_the_pass,
     }
 }
 
 impl SwapImages {
-    /// A fresh copy of the pre-pass directory.
+    /// A fresh copy of the pre-pass directory, with the checkpoint the pass wrote
+    /// before its first swap.
     fn image(&self) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         copy_dir(self.before_dir.path(), d.path());
+        fs::write(
+            d.path().join(RECOVERY_CHECKPOINT_FILE),
+            &self.checkpoint_of_the_pass,
+        )
+        .unwrap();
         d
     }
 
@@ -933,4 +945,83 @@ fn r17_a_damaged_batch_at_the_resume_point_is_cut_with_its_index_entry() {
     start(&mut f);
     let t = f.topic("r");
     assert_eq!(t.append_lines_info(b"next\n").unwrap().first_offset, 5);
+}
+
+/// Kafka's `preallocate`: a new active segment's `.log` is grown to the segment size, the
+/// data stays what it is (reads, offsets, sizes), a roll and a clean close trim the file
+/// to its data, and after a crash recovery cuts the zeros and keeps every record.
+#[test]
+fn r18_preallocated_active_segments_are_trimmed_at_roll_and_close_and_recovered_after_a_crash() {
+    let mut f = Fixture::new();
+    let t = f.topic("r");
+    set(&t, "preallocate=true\ninternal.segment.bytes=4000");
+    let dir = topic_dir(f.dir.path());
+    let mut text = String::new();
+    let append = |t: &Topic, text: &mut String, i: usize| {
+        let line = format!("record-{i:04}\n");
+        t.append_lines(line.as_bytes()).unwrap();
+        text.push_str(&line);
+    };
+    // The first segment predates the config; the next one is preallocated.
+    append(&t, &mut text, 0);
+    t.log().roll(&t.config(), RollReason::Size).unwrap();
+    for i in 1..4 {
+        append(&t, &mut text, i);
+    }
+    let active = t.log().snapshot().active().base_offset();
+    let active_path = seg(&dir, active, LOG);
+    assert_eq!(fs::metadata(&active_path).unwrap().len(), 4000);
+    assert_eq!(t.log().snapshot().active().size(), 3 * (71 + 12));
+    assert_eq!(cat(&t, 7), text.as_bytes());
+    assert_eq!(t.stream_len(), text.len() as u64);
+    // Enough to roll by size: the sealed segment is trimmed, the new one preallocated.
+    while t.log().snapshot().segments.len() < 3 {
+        let i = text.lines().count();
+        append(&t, &mut text, i);
+    }
+    let snap = t.log().snapshot();
+    for s in &snap.segments[1..snap.segments.len() - 1] {
+        assert_eq!(fs::metadata(s.log_path()).unwrap().len(), s.size());
+    }
+    let last = snap.active().clone();
+    assert_eq!(fs::metadata(last.log_path()).unwrap().len(), 4000);
+    assert_random_reads(&t, &text);
+    let report = kpfs::engine::inspect::check_data_dir(f.dir.path());
+    assert!(report.is_healthy(), "{:#?}", report.problems);
+
+    // Crash: the zeros stay, `kpfs check` calls them preallocated space, recovery cuts them.
+    crash(&mut f);
+    assert_eq!(fs::metadata(last.log_path()).unwrap().len(), 4000);
+    let report = kpfs::engine::inspect::check_data_dir(f.dir.path());
+    assert!(report.is_healthy(), "{:#?}", report.problems);
+    assert!(
+        report.notes.iter().any(|n| n.contains("preallocated")),
+        "{:#?}",
+        report.notes
+    );
+    let mut dump = Vec::new();
+    kpfs::engine::inspect::dump_file(&last.log_path(), &Default::default(), &mut dump).unwrap();
+    let dump = String::from_utf8(dump).unwrap();
+    assert!(dump.contains(" zero bytes at position "), "{dump}");
+    start(&mut f);
+    let t = f.topic("r");
+    assert_eq!(cat(&t, 7), text.as_bytes());
+    assert_eq!(
+        fs::metadata(last.log_path()).unwrap().len(),
+        t.log().snapshot().active().size()
+    );
+    append(&t, &mut text, 1000);
+    assert_eq!(cat(&t, 4096), text.as_bytes());
+
+    // A clean close trims the active segment: nothing is left to recover.
+    t.log().roll(&t.config(), RollReason::Size).unwrap();
+    append(&t, &mut text, 1001);
+    let active_path = t.log().snapshot().active().log_path();
+    assert_eq!(fs::metadata(&active_path).unwrap().len(), 4000);
+    stop_cleanly(&mut f);
+    assert_eq!(fs::metadata(&active_path).unwrap().len(), 83);
+    let report = kpfs::engine::inspect::check_data_dir(f.dir.path());
+    assert!(report.is_healthy() && !report.notes.iter().any(|n| n.contains("preallocated")));
+    start(&mut f);
+    assert_eq!(cat(&f.topic("r"), 4096), text.as_bytes());
 }

@@ -4,7 +4,7 @@
 //! thread) or an external unmount, and shuts down cleanly. Filesystem semantics stay in
 //! `fs`, storage in `engine`, mount-table reading in `mount_table`.
 
-use std::fs::{DirBuilder, File};
+use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::DirBuilderExt;
@@ -25,8 +25,8 @@ use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock, DAEMON_LOG
 use crate::fs::fuser_glue::{self, MountConfig, Mounted};
 use crate::fs::KpfsFs;
 
-/// How long the daemon waits, after unmounting, for in-flight requests and the RELEASEs
-/// that commit trailing line fragments, before it closes the engine anyway.
+/// How long the daemon waits, after unmounting, for in-flight requests and the closes
+/// of open descriptors, before it closes the engine anyway.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Without `--foreground`, starts the daemon and returns once it reports; with it (the
@@ -141,6 +141,7 @@ enum Event {
 /// A mounted, serving daemon.
 struct Daemon {
     engine: Arc<Engine>,
+    fs: Arc<KpfsFs>,
     mounted: Mounted,
     events: Receiver<Event>,
 }
@@ -236,8 +237,8 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
         fs_name: data_dir.to_string_lossy().into_owned(),
         allow_other: plan.allow_other,
     };
-    let fs = KpfsFs::new(engine.clone(), &data_dir);
-    let mounted = match fuser_glue::mount(fs, &plan.mountpoint, &config, move |result| {
+    let fs = Arc::new(KpfsFs::new(engine.clone(), &data_dir));
+    let mounted = match fuser_glue::mount(fs.clone(), &plan.mountpoint, &config, move |result| {
         if let Err(e) = result {
             tracing::error!("FUSE session ended with an error: {e}");
         }
@@ -248,10 +249,15 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
             if let Err(shutdown) = engine.shutdown() {
                 tracing::error!("engine shutdown after a failed mount: {shutdown}");
             }
-            return Err(io_error(
-                format!("cannot mount {}", plan.mountpoint.display()),
-                e,
-            ));
+            // One line: the daemon reports it to `kpfs mount` through a line-based pipe,
+            // and fusermount3's own message ends in a newline.
+            let detail = e.to_string().trim_end().replace('\n', "; ");
+            let mut reason = format!("cannot mount {}: {detail}", plan.mountpoint.display());
+            if let Some(hint) = non_root_mount_hint(&e, plan.allow_other) {
+                reason.push_str(": ");
+                reason.push_str(&hint);
+            }
+            return Err(CliError::new(reason));
         }
     };
     spawn_signal_thread(sender)?;
@@ -263,6 +269,7 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
     );
     Ok(Daemon {
         engine,
+        fs,
         mounted,
         events,
     })
@@ -270,8 +277,9 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
 
 impl Daemon {
     /// Serves until a shutdown signal or an external unmount, then closes the engine
-    /// cleanly. The unmount comes first so RELEASEs of closing writers still reach a
-    /// live engine and their last line fragments are committed.
+    /// cleanly. The unmount comes first so the closes of writers still reach a live
+    /// engine; the unterminated lines of writers that keep `log` open past the drain
+    /// become records before the engine closes.
     fn serve(mut self) -> Result<(), CliError> {
         let ended = match self.events.recv() {
             Ok(Event::Signal(signal)) => {
@@ -295,6 +303,7 @@ impl Daemon {
                 "descriptors still open after {DRAIN_DEADLINE:?}; closing the engine anyway"
             );
         }
+        self.fs.finish_open_writes();
         self.engine
             .shutdown()
             .map_err(|e| CliError::new(format!("engine shutdown failed: {e}")))?;
@@ -325,4 +334,49 @@ fn load_broker_config(plan: &MountPlan) -> Result<BrokerConfig, CliError> {
         .transpose()?;
     BrokerConfig::load(properties.as_deref(), &plan.overrides)
         .map_err(|e| CliError::new(format!("invalid broker configuration: {e}")))
+}
+
+/// What a user other than root lacks when a mount fails, and how to get it. Root mounts
+/// with mount(2) itself; any other user needs read and write access to /dev/fuse (it is
+/// opened first) and the setuid helper `fusermount3` (the `fuse3` package), which
+/// mounts for it and allows `allow_other` only with `user_allow_other` in
+/// /etc/fuse.conf.
+fn non_root_mount_hint(error: &io::Error, allow_other: bool) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail and has no memory effects.
+    if unsafe { libc::geteuid() } == 0 {
+        return None;
+    }
+    if let Err(e) = OpenOptions::new().read(true).write(true).open("/dev/fuse") {
+        return Some(format!(
+            "this user cannot open /dev/fuse ({e}): a mount by a user other than root \
+             needs read and write access to it (most systems make it mode 0666; as root: \
+             chmod 0666 /dev/fuse) and fusermount3 from the fuse3 package"
+        ));
+    }
+    let Some(helper) = fuser_glue::find_fusermount() else {
+        return Some(
+            "a mount by a user other than root needs the setuid helper fusermount3, which \
+             is not installed or not on PATH: install the fuse3 package (Debian, Ubuntu: \
+             apt-get install fuse3) or mount as root"
+                .to_string(),
+        );
+    };
+    let setuid_root =
+        std::fs::metadata(&helper).is_ok_and(|m| m.uid() == 0 && m.mode() & libc::S_ISUID != 0);
+    if !setuid_root {
+        return Some(format!(
+            "{} must be setuid root to mount for a user other than root (as root: \
+             chown root {0} && chmod u+s {0})",
+            helper.display()
+        ));
+    }
+    if allow_other && error.to_string().contains("user_allow_other") {
+        return Some(
+            "--allow-other by a user other than root needs the line user_allow_other in \
+             /etc/fuse.conf (added by root), or mount without --allow-other"
+                .to_string(),
+        );
+    }
+    None
 }

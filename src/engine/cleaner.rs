@@ -10,8 +10,10 @@
 //! 3. Every segment from the log start to the end of the pass is recopied, in groups no
 //!    larger than the segment and index sizes allow, keeping a record iff it is the latest
 //!    for its key (or lies beyond the pass) and, for a tombstone, its horizon has not passed.
+//!    A batch left without records is dropped unless it ends the cleaning round.
 //! 4. Each group is written as `B.log.cleaned`, renamed `.swap`, the originals renamed
-//!    `.deleted`, then `.swap` renamed to the final name (`Log::replace_segments`).
+//!    `.deleted`, then `.swap` renamed to the final name (`Log::replace_segments`). Before
+//!    a swap that leaves an offset gap, the recovery point is checkpointed past the group.
 
 use std::hash::Hasher;
 use std::sync::atomic::AtomicU64;
@@ -218,11 +220,18 @@ impl Default for Throttler {
 }
 
 impl Throttler {
-    pub fn maybe_throttle(&self, bytes: u64, max_bytes_per_second: f64) {
+    /// Counts `bytes` of I/O and sleeps while over the rate; the sleep ends early once
+    /// `stop_requested` says so.
+    pub fn maybe_throttle(
+        &self,
+        bytes: u64,
+        max_bytes_per_second: f64,
+        stop_requested: &dyn Fn() -> bool,
+    ) {
         if !(max_bytes_per_second.is_finite() && max_bytes_per_second > 0.0) {
             return;
         }
-        let sleep = {
+        let until = {
             let mut st = self.state.lock();
             st.1 += bytes as f64;
             let elapsed = st.0.elapsed();
@@ -238,10 +247,16 @@ impl Throttler {
             #[allow(clippy::disallowed_methods)]
             let now = Instant::now();
             *st = (now, 0.0);
-            sleep
+            now + sleep
         };
-        if !sleep.is_zero() {
-            std::thread::sleep(sleep);
+        // In slices, so a restart of the cleaner threads never waits for a long sleep.
+        loop {
+            #[allow(clippy::disallowed_methods)]
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || stop_requested() {
+                return;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(50)));
         }
     }
 }
@@ -336,6 +351,31 @@ pub struct TopicCleaner {
     pub records_removed: AtomicU64,
 }
 
+/// Kafka's warning for a checkpointed first dirty offset outside `[log start, log end]`
+/// (`cleanableOffsets`), which [`cleaner_view`] replaces with the log start. None when
+/// the checkpoint is valid, or below the log start of a `compact,delete` topic, whose
+/// retention moves the log start as a matter of course.
+pub fn invalid_checkpoint_warning(
+    snap: &LogSnapshot,
+    checkpoint: Option<u64>,
+    config: &TopicConfig,
+    partition: &str,
+) -> Option<String> {
+    let checkpoint = checkpoint?;
+    let (lso, leo) = (snap.log_start_offset, snap.active().next_offset());
+    if checkpoint < lso && !config.cleanup_policy.delete {
+        Some(format!(
+            "Resetting first dirty offset of {partition} to log start offset {lso} since the checkpointed offset {checkpoint} is invalid."
+        ))
+    } else if checkpoint > leo {
+        Some(format!(
+            "The last checkpoint dirty offset for partition {partition} is {checkpoint}, which is larger than the log end offset {leo}. Resetting to the log start offset {lso}."
+        ))
+    } else {
+        None
+    }
+}
+
 /// Kafka's `cleanableOffsets` + `LogToClean` over a snapshot.
 pub fn cleaner_view(
     snap: &LogSnapshot,
@@ -404,15 +444,39 @@ pub struct CleanerResources<'a> {
     pub map: &'a mut OffsetMap,
     pub throttler: &'a Throttler,
     pub max_io_bytes_per_second: f64,
+    /// Bytes of each of the read and write buffers (Kafka's `log.cleaner.io.buffer.size`
+    /// / threads / 2): a read takes at most this much of a segment, but always a whole
+    /// batch, and the batches kept from one read are written with one write.
+    pub io_buffer_bytes: usize,
+    /// True once the thread must stop (shutdown, or a reconfiguration restarting the
+    /// threads): the pass gives up at its next read (Kafka's `checkDone`).
+    pub stop_requested: &'a dyn Fn() -> bool,
+    /// Makes every record of `topic` below `offset` durable and checkpoints that as the
+    /// recovery point. Called before a swap that leaves the log with an offset gap below
+    /// `offset` (a cleaned group ending before the next segment starts), so recovery
+    /// after a crash never takes the gap for a segment tail a power cut lost.
+    pub make_durable_below: &'a dyn Fn(&Topic, u64) -> Result<()>,
 }
 
-/// One pass over `topic` (Kafka's `doClean`). Returns the stats and the segments it
-/// replaced (renamed `.deleted`, for delayed removal).
+/// Kafka's `checkDone`: a pass ends early when its thread must stop.
+fn check_stop(stop_requested: &dyn Fn() -> bool) -> Result<()> {
+    if stop_requested() {
+        return Err(EngineError::CleanAborted {
+            reason: "the cleaner threads are stopping".into(),
+        });
+    }
+    Ok(())
+}
+
+/// One pass over `topic` (Kafka's `doClean`). Returns the stats; the segments it
+/// replaced (renamed `.deleted`, for delayed removal) go to `deleted`, also when the
+/// pass fails after some groups were swapped.
 pub fn clean(
     topic: &Topic,
     res: &mut CleanerResources<'_>,
     now_ms: i64,
-) -> Result<(PassStats, Vec<DeletedSegment>)> {
+    deleted: &mut Vec<DeletedSegment>,
+) -> Result<PassStats> {
     let config = topic.config();
     let snap = topic.log().snapshot();
     let checkpoint = *topic.cleaner.checkpoint.lock();
@@ -428,54 +492,58 @@ pub fn clean(
         .saturating_sub(view.first_dirty_offset);
     res.map
         .prepare(usize::try_from(dirty_records).unwrap_or(usize::MAX));
-    build_offset_map(
-        &snap,
-        &view,
-        res.map,
-        &mut stats,
-        res.throttler,
-        res.max_io_bytes_per_second,
-    )?;
-    let map: &OffsetMap = res.map;
-    let Some(latest) = map.latest_offset else {
+    build_offset_map(&snap, &view, res, &mut stats)?;
+    let Some(latest) = res.map.latest_offset else {
         return Err(EngineError::CleanAborted {
             reason: "the dirty range is empty".into(),
         });
     };
     let end_offset = latest + 1;
     stats.end_offset = end_offset;
-    stats.buffer_utilization = map.utilization();
+    stats.buffer_utilization = res.map.utilization();
     let groups = group_segments(&snap, end_offset, &config);
-    let delete_horizon_ms = now_ms.saturating_add(config.delete_retention_ms);
-    let mut deleted = Vec::new();
+    let pass = PassBounds {
+        // Kafka's `upperBoundOffsetOfCleaningRound`.
+        upper_bound: view.first_uncleanable_offset,
+        now_ms,
+        delete_horizon_ms: now_ms.saturating_add(config.delete_retention_ms),
+    };
     for group in groups {
-        let io = (res.throttler, res.max_io_bytes_per_second);
-        let cleaned = copy_group(
-            topic,
-            &group,
-            map,
-            &config,
-            now_ms,
-            delete_horizon_ms,
-            &mut stats,
-            io,
-        )?;
+        let cleaned = copy_group(topic, &group, res, &config, &pass, &mut stats)?;
+        let last_base = group[group.len() - 1].base_offset();
+        // The group is never the active segment, so a segment follows it.
+        let group_end = snap
+            .segments
+            .iter()
+            .map(|s| s.base_offset())
+            .find(|&b| b > last_base)
+            .expect("a segment follows every cleaned group");
+        if cleaned.next_offset() < group_end {
+            (res.make_durable_below)(topic, group_end)?;
+        }
         let bases: Vec<u64> = group.iter().map(|s| s.base_offset()).collect();
         stats.segments_replaced += bases.len();
         deleted.extend(topic.log().replace_segments(&bases, vec![cleaned])?);
     }
     *topic.cleaner.checkpoint.lock() = Some(end_offset);
     stats.records_removed = stats.records_read - stats.records_retained;
-    Ok((stats, deleted))
+    Ok(stats)
+}
+
+/// What every group of one pass is cleaned against.
+struct PassBounds {
+    /// The first uncleanable offset: the batch ending there is kept even when emptied.
+    upper_bound: u64,
+    now_ms: i64,
+    /// The horizon given to tombstones kept for the first time.
+    delete_horizon_ms: i64,
 }
 
 fn build_offset_map(
     snap: &LogSnapshot,
     view: &CleanerView,
-    map: &mut OffsetMap,
+    res: &mut CleanerResources<'_>,
     stats: &mut PassStats,
-    throttler: &Throttler,
-    max_io: f64,
 ) -> Result<()> {
     let dirty: Vec<&std::sync::Arc<Segment>> = snap
         .segments
@@ -485,14 +553,20 @@ fn build_offset_map(
                 && s.base_offset() < view.first_uncleanable_offset
         })
         .collect();
+    let map = &mut *res.map;
     for (i, seg) in dirty.iter().enumerate() {
         let mut pos = seg.lookup_position(view.first_dirty_offset)?;
         loop {
-            let bytes = seg.mapped_batches(pos, 1 << 20)?;
+            check_stop(res.stop_requested)?;
+            let bytes = seg.mapped_batches(pos, res.io_buffer_bytes)?;
             if bytes.is_empty() {
                 break;
             }
-            throttler.maybe_throttle(bytes.len() as u64, max_io);
+            res.throttler.maybe_throttle(
+                bytes.len() as u64,
+                res.max_io_bytes_per_second,
+                res.stop_requested,
+            );
             let mut at = 0;
             while at < bytes.len() {
                 let h =
@@ -605,16 +679,15 @@ fn group_segments(
     groups
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Writes the kept records of `group` to a new `.cleaned` segment (Kafka's
+/// `cleanSegments`); on failure, including a stop, the `.cleaned` files are removed.
 fn copy_group(
     topic: &Topic,
     group: &[std::sync::Arc<Segment>],
-    map: &OffsetMap,
+    res: &CleanerResources<'_>,
     config: &TopicConfig,
-    now_ms: i64,
-    delete_horizon_ms: i64,
+    pass: &PassBounds,
     stats: &mut PassStats,
-    (throttler, max_io): (&Throttler, f64),
 ) -> Result<Segment> {
     let first = &group[0];
     let stream_start = group
@@ -627,82 +700,118 @@ fn copy_group(
         super::format::CLEANED_SUFFIX,
         stream_start,
         config.segment_index_bytes.max(0) as usize,
-        now_ms,
+        pass.now_ms,
         0,
     )?;
-    let beyond = map.latest_offset.unwrap_or(0);
-    let interval = config.index_interval_bytes.max(0) as u64;
-    let last_segment = group.len() - 1;
-    for (si, seg) in group.iter().enumerate() {
-        let mut pos = 0u64;
-        let seg_size = seg.size();
-        loop {
-            let bytes = seg.mapped_batches(pos, 1 << 20)?;
-            if bytes.is_empty() {
-                break;
+    let copied = group
+        .iter()
+        .try_for_each(|seg| clean_into(seg, &cleaned, res, config, pass, stats))
+        .and_then(|()| {
+            cleaned.seal()?;
+            cleaned.flush()?;
+            match group.last().and_then(|s| s.modified()) {
+                Some(mtime) => cleaned.set_modified(mtime),
+                None => Ok(()),
             }
-            stats.bytes_read += bytes.len() as u64;
-            throttler.maybe_throttle(bytes.len() as u64, max_io);
-            let mut at = 0;
-            while at < bytes.len() {
-                let h =
-                    decode_header(&bytes[at..]).map_err(|e| corrupt(seg, pos + at as u64, e))?;
-                let batch = &bytes[at..at + h.size];
-                let is_last_batch = si == last_segment && pos + (at + h.size) as u64 == seg_size;
-                let mut builder = BatchBuilder::new(
-                    h.base_offset,
-                    h.base_timestamp,
-                    h.base_stream_pos,
-                    h.render_id,
-                );
-                let mut has_tombstone = false;
-                let records =
-                    hashed_records(&h, batch, map).map_err(|e| corrupt(seg, pos + at as u64, e))?;
-                for (rec, hash) in records {
-                    stats.records_read += 1;
-                    let keep = if rec.offset > beyond {
-                        true
-                    } else if let Some(hash) = hash {
-                        let latest = map.get_hashed(hash).is_none_or(|o| rec.offset >= o);
-                        let tombstone_alive = h.delete_horizon_ms.is_none_or(|hz| now_ms < hz);
-                        latest && (rec.value.is_some() || tombstone_alive)
-                    } else {
-                        false
-                    };
-                    if rec.value.is_none() {
-                        if keep {
-                            stats.tombstones_retained += 1;
-                        } else {
-                            stats.tombstones_removed += 1;
-                        }
-                    }
-                    if keep {
-                        has_tombstone |= rec.value.is_none();
-                        builder.push_record(&rec);
-                        stats.records_retained += 1;
-                    }
-                }
-                if builder.record_count() > 0 || is_last_batch {
-                    let horizon = match h.delete_horizon_ms {
-                        Some(hz) => Some(hz),
-                        None if has_tombstone => Some(delete_horizon_ms),
-                        None => None,
-                    };
-                    let out = builder.finish(Some(h.last_offset()), h.stream_end(), horizon);
-                    stats.bytes_written += out.len() as u64;
-                    cleaned.append(&out, interval)?;
-                }
-                at += h.size;
-            }
-            pos += bytes.len() as u64;
+        });
+    if let Err(e) = copied {
+        if let Err(remove) = super::log::remove_files(&cleaned.file_paths()) {
+            tracing::warn!(error = %remove, "cannot remove the files of an unfinished clean");
         }
-    }
-    cleaned.seal()?;
-    cleaned.flush()?;
-    if let Some(mtime) = group.last().and_then(|s| s.modified()) {
-        cleaned.set_modified(mtime)?;
+        return Err(e);
     }
     Ok(cleaned)
+}
+
+/// Kafka's `cleanInto`: copies the records of `source` that the pass keeps, one read
+/// buffer at a time, the kept batches of each read written with one append. A batch
+/// left without records is dropped, unless it ends the cleaning round (Kafka's
+/// `RETAIN_EMPTY`), which keeps the highest cleaned offset visible.
+fn clean_into(
+    source: &Segment,
+    cleaned: &Segment,
+    res: &CleanerResources<'_>,
+    config: &TopicConfig,
+    pass: &PassBounds,
+    stats: &mut PassStats,
+) -> Result<()> {
+    let map: &OffsetMap = res.map;
+    let beyond = map.latest_offset.unwrap_or(0);
+    let interval = config.index_interval_bytes.max(0) as u64;
+    let mut write_buffer = Vec::with_capacity(res.io_buffer_bytes);
+    let mut pos = 0u64;
+    loop {
+        check_stop(res.stop_requested)?;
+        let bytes = source.mapped_batches(pos, res.io_buffer_bytes)?;
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        stats.bytes_read += bytes.len() as u64;
+        res.throttler.maybe_throttle(
+            bytes.len() as u64,
+            res.max_io_bytes_per_second,
+            res.stop_requested,
+        );
+        let mut at = 0;
+        while at < bytes.len() {
+            let h = decode_header(&bytes[at..]).map_err(|e| corrupt(source, pos + at as u64, e))?;
+            let batch = &bytes[at..at + h.size];
+            let mut builder = BatchBuilder::new(
+                h.base_offset,
+                h.base_timestamp,
+                h.base_stream_pos,
+                h.render_id,
+            );
+            let mut has_tombstone = false;
+            let records =
+                hashed_records(&h, batch, map).map_err(|e| corrupt(source, pos + at as u64, e))?;
+            for (rec, hash) in records {
+                stats.records_read += 1;
+                let keep = if rec.offset > beyond {
+                    true
+                } else if let Some(hash) = hash {
+                    let latest = map.get_hashed(hash).is_none_or(|o| rec.offset >= o);
+                    let tombstone_alive = h.delete_horizon_ms.is_none_or(|hz| pass.now_ms < hz);
+                    latest && (rec.value.is_some() || tombstone_alive)
+                } else {
+                    false
+                };
+                if rec.value.is_none() {
+                    if keep {
+                        stats.tombstones_retained += 1;
+                    } else {
+                        stats.tombstones_removed += 1;
+                    }
+                }
+                if keep {
+                    has_tombstone |= rec.value.is_none();
+                    builder.push_record(&rec);
+                    stats.records_retained += 1;
+                }
+            }
+            if builder.record_count() > 0 || h.next_offset() == pass.upper_bound {
+                let horizon = match h.delete_horizon_ms {
+                    Some(hz) => Some(hz),
+                    None if has_tombstone => Some(pass.delete_horizon_ms),
+                    None => None,
+                };
+                let out = builder.finish(Some(h.last_offset()), h.stream_end(), horizon);
+                write_buffer.extend_from_slice(&out);
+            }
+            at += h.size;
+        }
+        pos += bytes.len() as u64;
+        if !write_buffer.is_empty() {
+            stats.bytes_written += write_buffer.len() as u64;
+            cleaned.append_batches(&write_buffer, interval)?;
+            res.throttler.maybe_throttle(
+                write_buffer.len() as u64,
+                res.max_io_bytes_per_second,
+                res.stop_requested,
+            );
+            write_buffer.clear();
+        }
+    }
 }
 
 fn corrupt(seg: &Segment, position: u64, e: super::format::DecodeError) -> EngineError {

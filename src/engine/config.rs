@@ -38,6 +38,8 @@ pub struct TopicConfig {
     pub max_message_bytes: i32,
     pub flush_messages: i64,
     pub flush_ms: i64,
+    /// Kafka's `preallocate`: a new segment's `.log` is grown to the segment size at once.
+    pub preallocate: bool,
     pub parse_key: bool,
     pub key_separator: Vec<u8>,
     /// `None` when `null.marker` is empty: no value is ever read as a tombstone.
@@ -99,9 +101,23 @@ pub enum ConfigError {
     },
     /// A rule across broker configs (`KafkaConfig.validateValues`, `LogCleaner`) failed.
     Broker(BrokerRule),
+    /// An index size below one entry (`AbstractIndex`: 8 bytes for `.index`, 12 for
+    /// `.timeindex`): Kafka accepts the value and then fails creating the index.
+    InvalidMaxIndexSize {
+        size: i64,
+    },
     /// A command line that is neither `key=value`, `-key`, a comment nor blank.
     CommandSyntax {
         line: String,
+    },
+    /// A config line that is not UTF-8.
+    NotText,
+    /// A config change (one open-to-close of a config file) with refused lines: none of
+    /// it applies. Each refused line's reason was reported when it was written.
+    ChangeRefused {
+        refused: usize,
+        lines: usize,
+        first_line: usize,
     },
     /// A broker properties line without a `=` or `:` separator.
     PropertiesSyntax {
@@ -190,10 +206,31 @@ impl fmt::Display for ConfigError {
                 names.join(", ")
             ),
             ConfigError::Broker(rule) => write!(f, "{rule}"),
+            ConfigError::InvalidMaxIndexSize { size } => {
+                write!(f, "Invalid max index size: {size}")
+            }
             ConfigError::CommandSyntax { line } => write!(
                 f,
                 "Invalid config line {}: expected key=value to set, -key to remove, or a # comment",
                 Excerpt::quoted(line.as_bytes())
+            ),
+            ConfigError::NotText => f.write_str("config lines must be UTF-8 text"),
+            ConfigError::ChangeRefused {
+                refused: 1,
+                lines,
+                first_line,
+            } => write!(
+                f,
+                "nothing of this change applied: line {first_line} of {lines} was refused"
+            ),
+            ConfigError::ChangeRefused {
+                refused,
+                lines,
+                first_line,
+            } => write!(
+                f,
+                "nothing of this change applied: {refused} of its {lines} lines were refused, \
+                 the first line {first_line}"
             ),
             ConfigError::PropertiesSyntax { line } => write!(
                 f,
@@ -233,7 +270,13 @@ enum Check {
     CleanupPolicyList,
     /// `ConfigDef.NonEmptyString`.
     NonEmpty,
+    /// `atLeast(4)` as Kafka validates it, then what creating an index requires: room for
+    /// one entry of the larger index (`AbstractIndex`'s "Invalid max index size").
+    IndexSize,
 }
+
+/// The size of a `.timeindex` entry, the larger of the two index entries.
+const MIN_INDEX_BYTES: i64 = 12;
 
 struct Def {
     name: &'static str,
@@ -361,7 +404,7 @@ const TOPIC_DEFS: &[TopicDef] = &[
             "segment.index.bytes",
             Kind::Int,
             Some("10485760"),
-            Check::AtLeast(4),
+            Check::IndexSize,
         ),
         synonyms: &[same("log.index.size.max.bytes")],
     },
@@ -445,6 +488,10 @@ const TOPIC_DEFS: &[TopicDef] = &[
         ],
     },
     TopicDef {
+        def: def("preallocate", Kind::Boolean, Some("false"), Check::None),
+        synonyms: &[same("log.preallocate")],
+    },
+    TopicDef {
         // Kafka's test-only way around the 1 MiB `segment.bytes` floor; deliberately unchecked.
         def: def(INTERNAL_SEGMENT_BYTES, Kind::Int, None, Check::None),
         synonyms: &[],
@@ -521,7 +568,7 @@ const BROKER_DEFS: &[BrokerDef] = &[
         "log.index.size.max.bytes",
         Kind::Int,
         Some("10485760"),
-        Check::AtLeast(4),
+        Check::IndexSize,
     )),
     dynamic(def(
         "log.index.interval.bytes",
@@ -564,6 +611,12 @@ const BROKER_DEFS: &[BrokerDef] = &[
         Kind::Int,
         Some("1048588"),
         Check::AtLeast(0),
+    )),
+    dynamic(def(
+        "log.preallocate",
+        Kind::Boolean,
+        Some("false"),
+        Check::None,
     )),
     dynamic(def(
         "log.flush.interval.messages",
@@ -797,6 +850,22 @@ fn check(def: &Def, value: &Value, raw: &str) -> Result<(), ConfigError> {
     let (min, max) = match def.check {
         Check::None => return Ok(()),
         Check::AtLeast(min) => (min, None),
+        Check::IndexSize => {
+            check(
+                &Def {
+                    check: Check::AtLeast(4),
+                    ..*def
+                },
+                value,
+                raw,
+            )?;
+            return match value.as_i64() {
+                Some(size) if size < MIN_INDEX_BYTES => {
+                    Err(ConfigError::InvalidMaxIndexSize { size })
+                }
+                _ => Ok(()),
+            };
+        }
         Check::Between(min, max) => (min, Some(max)),
         Check::NonEmpty => {
             return match value {
@@ -913,6 +982,232 @@ fn parse_command_line(line: &str) -> Result<Option<Op<'_>>, ConfigError> {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Changes: what one open-to-close of a config file writes
+// ---------------------------------------------------------------------------------------
+
+/// Which config file a change is written to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigScope {
+    /// A topic's `config`: topic config names.
+    Topic,
+    /// `.kpfs/config`: dynamic broker config names.
+    Broker,
+}
+
+/// A config name and its new setting; `None` removes the override.
+type Edit = (&'static str, Option<Setting>);
+
+/// Longer lines are refused rather than buffered: no config value comes near it.
+const MAX_CONFIG_LINE_BYTES: usize = 1 << 20;
+
+/// The lines written to a config file between its open and its close, each checked as
+/// it arrives. The change applies as a whole at close, or nothing of it does when any
+/// line was refused (docs/SEMANTICS.md). Memory is bounded by the number of config
+/// names: a later line for a key replaces the earlier one, as applying them in order
+/// would.
+#[derive(Clone, Debug)]
+pub struct ConfigChange {
+    scope: ConfigScope,
+    /// The file was emptied first (`>`, O_TRUNC): the lines are the whole set of
+    /// overrides. Otherwise (`>>`) they change only the keys they name.
+    replace: bool,
+    /// `Some` sets, `None` removes the override.
+    edits: BTreeMap<&'static str, Option<Setting>>,
+    /// The start of a line whose `\n` has not arrived yet.
+    fragment: Vec<u8>,
+    /// The line being written was refused as too long: its bytes are dropped up to its
+    /// `\n`.
+    overlong: bool,
+    lines: usize,
+    refused: usize,
+    first_refused: Option<usize>,
+}
+
+impl ConfigChange {
+    pub fn new(scope: ConfigScope) -> ConfigChange {
+        ConfigChange {
+            scope,
+            replace: false,
+            edits: BTreeMap::new(),
+            fragment: Vec::new(),
+            overlong: false,
+            lines: 0,
+            refused: 0,
+            first_refused: None,
+        }
+    }
+
+    /// A whole change given as one text that changes the keys it names (`>>`), e.g. the
+    /// engine's one-shot updates; the first refused line's reason is the error.
+    pub fn from_text(scope: ConfigScope, text: &str) -> Result<ConfigChange, ConfigError> {
+        let mut change = ConfigChange::new(scope);
+        let mut errors = change.write(text.as_bytes());
+        errors.extend(change.end_lines());
+        match merge_not_dynamic(errors).into_iter().next() {
+            Some(first) => Err(first),
+            None => Ok(change),
+        }
+    }
+
+    /// The file was truncated to zero bytes: what was written before is gone, and what
+    /// follows is the whole set of overrides.
+    pub fn truncate(&mut self) {
+        *self = ConfigChange {
+            replace: true,
+            ..ConfigChange::new(self.scope)
+        };
+    }
+
+    /// Takes the bytes of one write(2) and checks every line it completes at once.
+    /// Returns the reasons of the refused lines (none: every line was accepted); static
+    /// broker configs named in one write are refused together, as Kafka refuses one
+    /// `AlterConfigs` request.
+    pub fn write(&mut self, bytes: &[u8]) -> Vec<ConfigError> {
+        let mut errors = Vec::new();
+        let mut rest = bytes;
+        while let Some(nl) = memchr::memchr(b'\n', rest) {
+            if self.overlong {
+                self.overlong = false;
+            } else if self.fragment.is_empty() {
+                errors.extend(self.take_line(&rest[..nl]).err());
+            } else {
+                let mut line = std::mem::take(&mut self.fragment);
+                line.extend_from_slice(&rest[..nl]);
+                errors.extend(self.take_line(&line).err());
+            }
+            rest = &rest[nl + 1..];
+        }
+        if self.overlong {
+            // The rest of a refused line: nothing to keep.
+        } else if self.fragment.len() + rest.len() > MAX_CONFIG_LINE_BYTES {
+            self.fragment.clear();
+            self.overlong = true;
+            self.lines += 1;
+            errors.push(self.refuse_line(ConfigError::CommandSyntax {
+                line: format!("({} bytes or more)", MAX_CONFIG_LINE_BYTES + 1),
+            }));
+        } else {
+            self.fragment.extend_from_slice(rest);
+        }
+        merge_not_dynamic(errors)
+    }
+
+    /// The writer closed: an unterminated last line is a line too.
+    pub fn end_lines(&mut self) -> Vec<ConfigError> {
+        if self.fragment.is_empty() {
+            return Vec::new();
+        }
+        let line = std::mem::take(&mut self.fragment);
+        self.take_line(&line).err().into_iter().collect()
+    }
+
+    fn take_line(&mut self, line: &[u8]) -> Result<(), ConfigError> {
+        self.lines += 1;
+        match self.parse_line(line) {
+            Ok(None) => Ok(()),
+            Ok(Some((name, setting))) => {
+                self.edits.insert(name, setting);
+                Ok(())
+            }
+            Err(e) => Err(self.refuse_line(e)),
+        }
+    }
+
+    /// Counts the line just taken as refused, for `e`.
+    fn refuse_line(&mut self, e: ConfigError) -> ConfigError {
+        self.refused += 1;
+        self.first_refused.get_or_insert(self.lines);
+        e
+    }
+
+    /// The edit a line makes: the config name and its new setting (`None` removes the
+    /// override); `None` for a comment or blank line.
+    fn parse_line(&self, line: &[u8]) -> Result<Option<Edit>, ConfigError> {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = std::str::from_utf8(line).map_err(|_| ConfigError::NotText)?;
+        let Some(op) = parse_command_line(line)? else {
+            return Ok(None);
+        };
+        let def = match self.scope {
+            ConfigScope::Topic => &known_topic_def(op.key())?.def,
+            ConfigScope::Broker => {
+                let broker = known_broker_def(op.key())?;
+                // Refused before the value is looked at, as Kafka does.
+                if !broker.dynamic {
+                    return Err(ConfigError::NotDynamic {
+                        names: vec![broker.def.name.to_string()],
+                    });
+                }
+                &broker.def
+            }
+        };
+        let setting = match op {
+            Op::Set { raw, .. } => Some(parse_setting(def, raw)?),
+            Op::Remove { .. } => None,
+        };
+        Ok(Some((def.name, setting)))
+    }
+
+    /// The accepted edits, or why none of them may apply.
+    fn accepted(&self) -> Result<&BTreeMap<&'static str, Option<Setting>>, ConfigError> {
+        match self.first_refused {
+            None => Ok(&self.edits),
+            Some(first_line) => Err(ConfigError::ChangeRefused {
+                refused: self.refused,
+                lines: self.lines,
+                first_line,
+            }),
+        }
+    }
+
+    /// `values` with the accepted edits applied.
+    fn applied_to(
+        &self,
+        values: &BTreeMap<String, Setting>,
+    ) -> Result<BTreeMap<String, Setting>, ConfigError> {
+        let edits = self.accepted()?;
+        let mut next = if self.replace {
+            BTreeMap::new()
+        } else {
+            values.clone()
+        };
+        for (name, setting) in edits {
+            match setting {
+                Some(setting) => next.insert(name.to_string(), setting.clone()),
+                None => next.remove(*name),
+            };
+        }
+        Ok(next)
+    }
+}
+
+/// The static broker configs refused in one write, named in one error in the order
+/// written, at the place of the first.
+fn merge_not_dynamic(errors: Vec<ConfigError>) -> Vec<ConfigError> {
+    let mut merged: Vec<ConfigError> = Vec::with_capacity(errors.len());
+    let mut at = None;
+    for error in errors {
+        match (error, at) {
+            (ConfigError::NotDynamic { names }, Some(i)) => {
+                if let ConfigError::NotDynamic { names: all } = &mut merged[i] {
+                    for name in names {
+                        if !all.contains(&name) {
+                            all.push(name);
+                        }
+                    }
+                }
+            }
+            (error @ ConfigError::NotDynamic { .. }, None) => {
+                at = Some(merged.len());
+                merged.push(error);
+            }
+            (error, _) => merged.push(error),
+        }
+    }
+    merged
+}
+
 /// The persisted form escapes what a line cannot hold literally (a `\r` the reader would
 /// take for a line ending, a TAB an editor might expand), so every value reads back exactly.
 fn escape(value: &str) -> String {
@@ -1013,27 +1308,27 @@ fn known_topic_def(key: &str) -> Result<&'static TopicDef, ConfigError> {
 }
 
 impl TopicOverrides {
-    /// Applies one write to a topic's `config` file. Every line is validated before anything
-    /// changes; the first bad line refuses the whole command. A later line for a key wins.
+    /// Applies a whole command (`key=value`, `-key`, comment and blank lines) that
+    /// changes the keys it names; the first bad line refuses all of it.
     pub fn apply_command(
         &self,
         text: &str,
         broker: &BrokerConfig,
     ) -> Result<TopicOverrides, ConfigError> {
-        let mut next = self.clone();
-        for line in lines(text) {
-            match parse_command_line(line)? {
-                None => {}
-                Some(Op::Set { key, raw }) => {
-                    let topic = known_topic_def(key)?;
-                    let setting = parse_setting(&topic.def, raw)?;
-                    next.values.insert(topic.def.name.to_string(), setting);
-                }
-                Some(Op::Remove { key }) => {
-                    next.values.remove(known_topic_def(key)?.def.name);
-                }
-            }
-        }
+        self.apply_change(&ConfigChange::from_text(ConfigScope::Topic, text)?, broker)
+    }
+
+    /// The overrides after `change` (a topic change): all of it, checked across keys on
+    /// the result, or nothing.
+    pub fn apply_change(
+        &self,
+        change: &ConfigChange,
+        broker: &BrokerConfig,
+    ) -> Result<TopicOverrides, ConfigError> {
+        assert_eq!(change.scope, ConfigScope::Topic, "a topic config change");
+        let next = TopicOverrides {
+            values: change.applied_to(&self.values)?,
+        };
         // `LogConfig.validateValues` runs on the merged config, so a broker default can
         // conflict with a topic override as well as two overrides with each other.
         let effective = broker.resolve_topic(&next);
@@ -1070,29 +1365,78 @@ impl TopicOverrides {
         self.values.is_empty()
     }
 
-    /// The topic's `config` file: every effective topic config as `key=value`, overrides
-    /// first. Written back as a command it succeeds and leaves the effective values as
-    /// they are (the defaults become overrides).
+    /// The topic's `config` file: the overrides as `key=value` lines, then every other
+    /// topic config as a comment with its value and its source. Written back with `>` it
+    /// sets exactly these overrides; the comments change nothing.
     pub fn render_effective(&self, broker: &BrokerConfig) -> String {
-        let mut out = String::from("# overrides\n");
+        let mut out = String::from(OVERRIDES_HEADER);
         for (key, setting) in &self.values {
             out.push_str(&format!("{key}={}\n", setting.text));
         }
-        out.push_str("# defaults\n");
+        out.push_str(DEFAULTS_HEADER);
         let mut inherited: Vec<&TopicDef> = TOPIC_DEFS
             .iter()
             .filter(|t| !self.values.contains_key(t.def.name))
             .collect();
         inherited.sort_by_key(|t| t.def.name);
         for topic in inherited {
-            match broker.inherited_topic_value(topic) {
-                Some(value) => out.push_str(&format!("{}={}\n", topic.def.name, value.render())),
-                // No value is valid text for an unset INT, so it is only mentioned.
+            match broker.inherited_topic_source(topic) {
+                Some(Inherited {
+                    value,
+                    source,
+                    synonym,
+                }) => {
+                    let from = match synonym {
+                        Some((name, value)) => format!("{source}:{name}={value}"),
+                        None => source.to_string(),
+                    };
+                    out.push_str(&format!(
+                        "# {}={} ({from})\n",
+                        topic.def.name,
+                        value.render()
+                    ));
+                }
                 None => out.push_str(&format!("# {} is unset\n", topic.def.name)),
             }
         }
         out
     }
+}
+
+/// The first line of a rendered config file; the values that follow are the overrides.
+const OVERRIDES_HEADER: &str = "# overrides\n";
+/// After this line, every line is a comment showing a value that is not an override.
+const DEFAULTS_HEADER: &str = "# defaults\n";
+
+/// Where a config value that is not an override comes from, named as
+/// `kafka-configs.sh --describe --all` names the source of a config entry (a topic's
+/// overrides are its `DYNAMIC_TOPIC_CONFIG`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ConfigSource {
+    /// A value written to `.kpfs/config` (`kafka-configs.sh --alter --entity-default`).
+    DynamicDefaultBroker,
+    /// Set at mount: `--config FILE` or `--override`.
+    StaticBroker,
+    /// Kafka's built-in default.
+    Default,
+}
+
+impl fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConfigSource::DynamicDefaultBroker => "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
+            ConfigSource::Default => "DEFAULT_CONFIG",
+        })
+    }
+}
+
+/// A topic config's value without an override, where it comes from and, when a broker
+/// config supplies it, that config's name and value.
+struct Inherited {
+    value: Value,
+    source: ConfigSource,
+    synonym: Option<(&'static str, String)>,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1146,37 +1490,20 @@ impl BrokerConfig {
         Ok(config)
     }
 
-    /// A write to `.kpfs/config`: same line syntax as topic commands. A write naming any
-    /// static config is refused whole, as Kafka refuses the whole `AlterConfigs` request.
+    /// A whole command to `.kpfs/config` that changes the keys it names (same line
+    /// syntax as topic commands); the first bad line refuses all of it.
     pub fn apply_dynamic(&self, text: &str) -> Result<BrokerConfig, ConfigError> {
-        let mut ops = Vec::new();
-        let mut not_dynamic: Vec<String> = Vec::new();
-        for line in lines(text) {
-            let Some(op) = parse_command_line(line)? else {
-                continue;
-            };
-            let broker = known_broker_def(op.key())?;
-            if !broker.dynamic && !not_dynamic.iter().any(|n| n == broker.def.name) {
-                not_dynamic.push(broker.def.name.to_string());
-            }
-            ops.push((broker, op));
-        }
-        if !not_dynamic.is_empty() {
-            return Err(ConfigError::NotDynamic { names: not_dynamic });
-        }
-        let mut next = self.clone();
-        for (broker, op) in ops {
-            let name = broker.def.name.to_string();
-            match op {
-                Op::Set { raw, .. } => {
-                    next.dynamic_values
-                        .insert(name, parse_setting(&broker.def, raw)?);
-                }
-                Op::Remove { .. } => {
-                    next.dynamic_values.remove(&name);
-                }
-            }
-        }
+        self.apply_change(&ConfigChange::from_text(ConfigScope::Broker, text)?)
+    }
+
+    /// The broker config after `change` (a broker change): all of it, checked across
+    /// configs on the result, or nothing.
+    pub fn apply_change(&self, change: &ConfigChange) -> Result<BrokerConfig, ConfigError> {
+        assert_eq!(change.scope, ConfigScope::Broker, "a broker config change");
+        let next = BrokerConfig {
+            static_values: self.static_values.clone(),
+            dynamic_values: change.applied_to(&self.dynamic_values)?,
+        };
         next.check_rules()?;
         // `LogCleaner.validateReconfiguration`: threads are restarted, never resized wildly.
         let current = self.cleaner_threads();
@@ -1223,27 +1550,51 @@ impl BrokerConfig {
         Ok(next)
     }
 
-    /// `.kpfs/config`: every known broker config as `key=value`, sorted by name. A config
-    /// whose Kafka default is null shows the value topics inherit through it, or nothing.
+    /// `.kpfs/config`: the dynamic overrides as `key=value` lines, then every other
+    /// broker config as a comment with its value and source (`read-only` for the static
+    /// ones, which only a remount changes), sorted by name. Written back with `>` it sets
+    /// exactly these dynamic overrides. A config whose Kafka default is null shows the
+    /// value topics inherit through it, or that it is unset.
     pub fn render(&self) -> String {
         let mut defs: Vec<&BrokerDef> = BROKER_DEFS.iter().collect();
         defs.sort_by_key(|b| b.def.name);
-        let mut out = String::new();
+        let mut out = String::from(OVERRIDES_HEADER);
+        for (name, setting) in &self.dynamic_values {
+            out.push_str(&format!("{name}={}\n", setting.text));
+        }
+        out.push_str(DEFAULTS_HEADER);
         for broker in defs {
             let name = broker.def.name;
-            let text = match self.setting(name) {
-                Some(setting) => setting.text.clone(),
-                None => match broker.def.default {
-                    Some(default) => default.to_string(),
-                    None => TOPIC_DEFS
-                        .iter()
-                        .find(|t| t.synonyms.first().is_some_and(|s| s.name == name))
-                        .and_then(|t| self.inherited_topic_value(t))
-                        .map(|v| v.render())
-                        .unwrap_or_default(),
+            if self.dynamic_values.contains_key(name) {
+                continue;
+            }
+            let read_only = if broker.dynamic { "" } else { ", read-only" };
+            let (text, from) = match (self.static_values.get(name), broker.def.default) {
+                (Some(setting), _) => {
+                    (setting.text.clone(), ConfigSource::StaticBroker.to_string())
+                }
+                (None, Some(default)) => (default.to_string(), ConfigSource::Default.to_string()),
+                (None, None) => match TOPIC_DEFS
+                    .iter()
+                    .find(|t| t.synonyms.first().is_some_and(|s| s.name == name))
+                    .and_then(|t| self.inherited_topic_source(t))
+                {
+                    Some(Inherited {
+                        value,
+                        source,
+                        synonym: Some((synonym, synonym_value)),
+                    }) => (
+                        value.render(),
+                        format!("{source}:{synonym}={synonym_value}"),
+                    ),
+                    _ => {
+                        let read_only = if broker.dynamic { "" } else { " (read-only)" };
+                        out.push_str(&format!("# {name} is unset{read_only}\n"));
+                        continue;
+                    }
                 },
             };
-            out.push_str(&format!("{name}={text}\n"));
+            out.push_str(&format!("# {name}={text} ({from}{read_only})\n"));
         }
         out
     }
@@ -1287,10 +1638,11 @@ impl BrokerConfig {
             Some(Value::Int(n)) => Some(n),
             other => panic!("internal.segment.bytes is an INT config, got {other:?}"),
         };
-        let parse_key = match value("parse.key") {
+        let boolean = |name: &str| match value(name) {
             Some(Value::Boolean(b)) => b,
-            other => panic!("parse.key is a BOOLEAN config, got {other:?}"),
+            other => panic!("{name} is a BOOLEAN config, got {other:?}"),
         };
+        let parse_key = boolean("parse.key");
         let null_marker = text("null.marker");
         let key_separator = text("key.separator");
         let rendering = super::format::render_id(parse_key, &key_separator, &null_marker);
@@ -1312,6 +1664,7 @@ impl BrokerConfig {
             max_message_bytes: int("max.message.bytes"),
             flush_messages: long("flush.messages"),
             flush_ms: long("flush.ms"),
+            preallocate: boolean("preallocate"),
             parse_key,
             key_separator,
             null_marker: (!null_marker.is_empty()).then_some(null_marker),
@@ -1364,6 +1717,23 @@ impl BrokerConfig {
         self.double("log.cleaner.io.max.bytes.per.second")
     }
 
+    /// Whether cleaner threads started under `previous` must restart to follow this
+    /// config: one of Kafka's `LogCleaner.RECONFIGURABLE_CONFIGS` changed.
+    pub fn cleaner_reconfigured_since(&self, previous: &BrokerConfig) -> bool {
+        const RECONFIGURABLE: [&str; 7] = [
+            "log.cleaner.threads",
+            "log.cleaner.dedupe.buffer.size",
+            "log.cleaner.io.buffer.load.factor",
+            "log.cleaner.io.buffer.size",
+            "message.max.bytes",
+            "log.cleaner.io.max.bytes.per.second",
+            "log.cleaner.backoff.ms",
+        ];
+        RECONFIGURABLE
+            .iter()
+            .any(|name| self.value(name) != previous.value(name))
+    }
+
     /// `log.flush.scheduler.interval.ms` (static). Default Long.MAX_VALUE.
     pub fn flush_scheduler_interval_ms(&self) -> i64 {
         self.long("log.flush.scheduler.interval.ms")
@@ -1402,23 +1772,54 @@ impl BrokerConfig {
     /// What a topic without an override gets: the first synonym that has a value, in the
     /// topic config's unit, else the topic config's own default.
     fn inherited_topic_value(&self, topic: &TopicDef) -> Option<Value> {
+        self.inherited_topic_source(topic).map(|i| i.value)
+    }
+
+    /// [`BrokerConfig::inherited_topic_value`] with where it comes from.
+    fn inherited_topic_source(&self, topic: &TopicDef) -> Option<Inherited> {
         for synonym in topic.synonyms {
-            let Some(value) = self.value(synonym.name) else {
-                continue;
+            let (source, setting_value) = match self
+                .dynamic_values
+                .get(synonym.name)
+                .map(|s| (ConfigSource::DynamicDefaultBroker, s))
+                .or_else(|| {
+                    self.static_values
+                        .get(synonym.name)
+                        .map(|s| (ConfigSource::StaticBroker, s))
+                }) {
+                Some((source, setting)) => (source, setting.value.clone()),
+                None => match broker_def(synonym.name).and_then(|b| builtin(&b.def)) {
+                    Some(value) => (ConfigSource::Default, value),
+                    None => continue,
+                },
             };
+            let shown = Some((synonym.name, setting_value.render()));
             if topic.def.kind != Kind::Long {
-                return Some(value);
+                return Some(Inherited {
+                    value: setting_value,
+                    source,
+                    synonym: shown,
+                });
             }
-            let n = expect_long(synonym.name, Some(value)).saturating_mul(synonym.ms_per_unit);
+            let n =
+                expect_long(synonym.name, Some(setting_value)).saturating_mul(synonym.ms_per_unit);
             // `KafkaConfig.logRetentionTimeMillis`: any negative broker retention is unlimited.
             let n = if topic.def.name == RETENTION_MS && n < 0 {
                 -1
             } else {
                 n
             };
-            return Some(Value::Long(n));
+            return Some(Inherited {
+                value: Value::Long(n),
+                source,
+                synonym: shown,
+            });
         }
-        builtin(&topic.def)
+        builtin(&topic.def).map(|value| Inherited {
+            value,
+            source: ConfigSource::Default,
+            synonym: None,
+        })
     }
 
     fn inherited_long(&self, topic_name: &str) -> i64 {
@@ -1482,6 +1883,30 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         BrokerConfig::load(None, &pairs)
+    }
+
+    #[test]
+    fn only_the_cleaners_reconfigurable_configs_restart_it() {
+        let base = broker();
+        let changed = |text: &str| {
+            base.apply_dynamic(text)
+                .unwrap()
+                .cleaner_reconfigured_since(&base)
+        };
+        for text in [
+            "log.cleaner.threads=2",
+            "log.cleaner.dedupe.buffer.size=1048577",
+            "log.cleaner.io.buffer.load.factor=0.5",
+            "log.cleaner.io.buffer.size=1000",
+            "message.max.bytes=1000",
+            "log.cleaner.io.max.bytes.per.second=1000",
+            "log.cleaner.backoff.ms=1",
+        ] {
+            assert!(changed(text), "{text}");
+        }
+        assert!(!changed("log.cleaner.backoff.ms=15000"), "the same value");
+        assert!(!changed("log.retention.ms=1000"));
+        assert!(!changed("log.cleaner.min.cleanable.ratio=0.1"));
     }
 
     #[test]
@@ -1634,7 +2059,7 @@ mod tests {
     #[test]
     fn bounds_themselves_are_accepted() {
         let o = apply(
-            "segment.bytes=1048576\nretention.ms=-1\nsegment.ms=1\nsegment.index.bytes=4\n\
+            "segment.bytes=1048576\nretention.ms=-1\nsegment.ms=1\nsegment.index.bytes=12\n\
              index.interval.bytes=0\nmin.cleanable.dirty.ratio=0\nmax.compaction.lag.ms=1\n\
              flush.messages=1\nflush.ms=0\nretention.bytes=-5\ninternal.segment.bytes=100",
         )
@@ -1647,6 +2072,47 @@ mod tests {
         assert_eq!(t.min_cleanable_dirty_ratio, 0.0);
         assert!(apply("min.cleanable.dirty.ratio=1").is_ok());
         assert!(apply("retention.ms=0").is_ok(), "topic-level 0 is allowed");
+    }
+
+    #[test]
+    fn index_sizes_below_one_entry_fail_as_kafka_fails_creating_the_index() {
+        // Kafka's validator is atLeast(4); `AbstractIndex` then refuses a size below its
+        // entry size (8 for .index, 12 for .timeindex) when it creates the file.
+        assert_eq!(
+            error("segment.index.bytes=3"),
+            "Invalid value 3 for configuration segment.index.bytes: Value must be at least 4"
+        );
+        for size in 4..12 {
+            assert_eq!(
+                error(&format!("segment.index.bytes={size}")),
+                format!("Invalid max index size: {size}")
+            );
+            assert_eq!(
+                broker_error(&format!("log.index.size.max.bytes={size}")),
+                format!("Invalid max index size: {size}")
+            );
+            assert_eq!(
+                load(&[("log.index.size.max.bytes", &size.to_string())])
+                    .unwrap_err()
+                    .to_string(),
+                format!("Invalid max index size: {size}")
+            );
+        }
+        let smallest = apply("segment.index.bytes=12").unwrap();
+        assert_eq!(broker().resolve_topic(&smallest).segment_index_bytes, 12);
+    }
+
+    #[test]
+    fn preallocate_is_a_topic_config_with_a_dynamic_broker_synonym() {
+        assert!(!broker().topic_defaults().preallocate);
+        let o = apply("preallocate=true").unwrap();
+        assert!(broker().resolve_topic(&o).preallocate);
+        let b = broker().apply_dynamic("log.preallocate=true").unwrap();
+        assert!(b.topic_defaults().preallocate);
+        assert_eq!(
+            error("preallocate=yes"),
+            "Invalid value yes for configuration preallocate: Expected value to be either true or false"
+        );
     }
 
     #[test]
@@ -1853,6 +2319,15 @@ mod tests {
         assert_eq!(tab.to_properties(), "key.separator=\\t\n");
     }
 
+    /// What `config` shows, written back with `>`.
+    fn write_back(shown: &str, scope: ConfigScope) -> ConfigChange {
+        let mut change = ConfigChange::new(scope);
+        change.truncate();
+        assert!(change.write(shown.as_bytes()).is_empty(), "{shown}");
+        assert!(change.end_lines().is_empty());
+        change
+    }
+
     #[test]
     fn rendered_config_round_trips() {
         let b = broker()
@@ -1864,40 +2339,189 @@ mod tests {
             "key.separator=\t\nnull.marker=",
             "key.separator= | \nnull.marker=NULL\nparse.key=true",
             "internal.segment.bytes=512\nmin.cleanable.dirty.ratio=0.01",
+            "null.marker=# not a comment",
         ] {
             let o = TopicOverrides::default()
                 .apply_command(command, &b)
                 .unwrap();
-            let rendered = o.render_effective(&b);
-            let again = TopicOverrides::default()
-                .apply_command(&rendered, &b)
+            let shown = o.render_effective(&b);
+            // Written back over any overrides, it sets exactly the ones shown.
+            let other = TopicOverrides::default()
+                .apply_command("segment.ms=5\nflush.ms=6", &b)
                 .unwrap();
-            assert_eq!(b.resolve_topic(&again), b.resolve_topic(&o), "{rendered}");
-            // Writing it over the same topic changes no effective value either.
-            let over = o.apply_command(&rendered, &b).unwrap();
-            assert_eq!(b.resolve_topic(&over), b.resolve_topic(&o));
+            for base in [TopicOverrides::default(), o.clone(), other] {
+                let again = base
+                    .apply_change(&write_back(&shown, ConfigScope::Topic), &b)
+                    .unwrap();
+                assert_eq!(again, o, "{shown}");
+            }
         }
     }
 
     #[test]
+    fn a_restored_config_keeps_following_the_broker() {
+        let b = broker();
+        let o = TopicOverrides::default()
+            .apply_command("retention.ms=1000", &b)
+            .unwrap();
+        let saved = o.render_effective(&b);
+        let restored = TopicOverrides::default()
+            .apply_change(&write_back(&saved, ConfigScope::Topic), &b)
+            .unwrap();
+        let b = b.apply_dynamic("log.segment.delete.delay.ms=5").unwrap();
+        assert_eq!(b.resolve_topic(&restored).file_delete_delay_ms, 5);
+        assert_eq!(b.resolve_topic(&restored).retention_ms, 1000);
+    }
+
+    #[test]
     fn rendered_config_layout() {
-        let o = apply("retention.ms=1000").unwrap();
-        let text = o.render_effective(&broker());
-        assert!(text.starts_with("# overrides\nretention.ms=1000\n# defaults\n"));
-        assert!(text.contains("\nkey.separator=\t\n"));
-        assert!(text.contains("\nnull.marker=\n"));
-        assert!(text.contains("\n# internal.segment.bytes is unset\n"));
-        assert!(text.contains("\ncleanup.policy=delete\n"));
-        assert!(text.contains("\nmax.compaction.lag.ms=9223372036854775807\n"));
-        assert!(text.contains("\nmin.cleanable.dirty.ratio=0.5\n"));
-        assert_eq!(
-            text.matches("retention.ms=").count(),
-            2,
-            "retention.ms and delete.retention.ms"
+        let b = load(&[("log.retention.hours", "2")])
+            .unwrap()
+            .apply_dynamic("log.segment.bytes=2097152")
+            .unwrap();
+        let o = apply("retention.bytes=1000").unwrap();
+        let text = o.render_effective(&b);
+        assert!(
+            text.starts_with("# overrides\nretention.bytes=1000\n# defaults\n# "),
+            "{text}"
         );
-        for topic in TOPIC_DEFS {
-            assert!(text.contains(topic.def.name), "{}", topic.def.name);
+        for expected in [
+            "\n# key.separator=\t (DEFAULT_CONFIG)\n",
+            "\n# null.marker= (DEFAULT_CONFIG)\n",
+            "\n# internal.segment.bytes is unset\n",
+            "\n# cleanup.policy=delete (DEFAULT_CONFIG:log.cleanup.policy=delete)\n",
+            "\n# retention.ms=7200000 (STATIC_BROKER_CONFIG:log.retention.hours=2)\n",
+            "\n# segment.bytes=2097152 (DYNAMIC_DEFAULT_BROKER_CONFIG:log.segment.bytes=2097152)\n",
+            "\n# segment.ms=604800000 (DEFAULT_CONFIG:log.roll.hours=168)\n",
+            "\n# max.compaction.lag.ms=9223372036854775807 (DEFAULT_CONFIG:log.cleaner.max.compaction.lag.ms=9223372036854775807)\n",
+            "\n# min.cleanable.dirty.ratio=0.5 (DEFAULT_CONFIG:log.cleaner.min.cleanable.ratio=0.5)\n",
+            "\n# preallocate=false (DEFAULT_CONFIG:log.preallocate=false)\n",
+        ] {
+            assert!(text.contains(expected), "{expected:?} in\n{text}");
         }
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), TOPIC_DEFS.len() + 2);
+        for topic in TOPIC_DEFS {
+            assert_eq!(
+                lines
+                    .iter()
+                    .filter(|l| l
+                        .trim_start_matches("# ")
+                        .starts_with(&format!("{} ", topic.def.name))
+                        || l.trim_start_matches("# ")
+                            .starts_with(&format!("{}=", topic.def.name)))
+                    .count(),
+                1,
+                "{}",
+                topic.def.name
+            );
+        }
+    }
+
+    #[test]
+    fn a_change_checks_each_line_as_it_arrives_and_applies_whole() {
+        let b = broker();
+        let before = apply("retention.ms=1000\nflush.ms=5").unwrap();
+        let mut change = ConfigChange::new(ConfigScope::Topic);
+        // bash's printf: one write per line; the bad one is refused at once.
+        assert!(change.write(b"retention.ms=600000\n").is_empty());
+        assert!(change.write(b"retention.bytes=300\n").is_empty());
+        let refused = change.write(b"segment.bytes=400\n");
+        assert_eq!(
+            refused.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+            ["Invalid value 400 for configuration segment.bytes: Value must be at least 1048576"]
+        );
+        assert!(change.write(b"segment.ms=3000\n").is_empty());
+        assert_eq!(
+            before.apply_change(&change, &b).unwrap_err().to_string(),
+            "nothing of this change applied: line 3 of 4 was refused"
+        );
+        change.write(b"bogus\n");
+        assert_eq!(
+            before.apply_change(&change, &b).unwrap_err().to_string(),
+            "nothing of this change applied: 2 of its 5 lines were refused, the first line 3"
+        );
+        // Without the bad line, `>>` changes the keys named and keeps the others.
+        let mut change = ConfigChange::new(ConfigScope::Topic);
+        change.write(b"retention.ms=600000\nretention.bytes=300\n");
+        let after = before.apply_change(&change, &b).unwrap();
+        assert_eq!(after.get("retention.ms"), Some("600000"));
+        assert_eq!(after.get("retention.bytes"), Some("300"));
+        assert_eq!(after.get("flush.ms"), Some("5"));
+        // `>` makes them the whole set of overrides.
+        change.truncate();
+        change.write(b"segment.ms=3000\n-retention.ms\n");
+        let replaced = before.apply_change(&change, &b).unwrap();
+        assert_eq!(replaced.to_properties(), "segment.ms=3000\n");
+        // An empty `>` removes every override.
+        let mut empty = ConfigChange::new(ConfigScope::Topic);
+        empty.truncate();
+        assert!(before.apply_change(&empty, &b).unwrap().is_empty());
+    }
+
+    #[test]
+    fn cross_key_checks_run_on_the_whole_change() {
+        let b = broker();
+        let mut change = ConfigChange::new(ConfigScope::Topic);
+        assert!(change.write(b"min.compaction.lag.ms=5000\n").is_empty());
+        assert!(change.write(b"max.compaction.lag.ms=1000\n").is_empty());
+        assert_eq!(
+            TopicOverrides::default()
+                .apply_change(&change, &b)
+                .unwrap_err()
+                .to_string(),
+            "conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms (1000)"
+        );
+        // A prefix that conflicts is fine when the whole change does not.
+        let current = apply("min.compaction.lag.ms=5000").unwrap();
+        let mut change = ConfigChange::new(ConfigScope::Topic);
+        change.write(b"max.compaction.lag.ms=1000\nmin.compaction.lag.ms=500\n");
+        let after = current.apply_change(&change, &b).unwrap();
+        assert_eq!(b.resolve_topic(&after).min_compaction_lag_ms, 500);
+    }
+
+    #[test]
+    fn a_line_may_arrive_in_pieces() {
+        let value = "x".repeat(20_000);
+        let line = format!("null.marker={value}\nparse.key=true");
+        let mut change = ConfigChange::new(ConfigScope::Topic);
+        for piece in line.as_bytes().chunks(8192) {
+            assert!(change.write(piece).is_empty());
+        }
+        assert!(change.end_lines().is_empty(), "the unterminated last line");
+        let o = TopicOverrides::default()
+            .apply_change(&change, &broker())
+            .unwrap();
+        assert_eq!(o.get("null.marker"), Some(value.as_str()));
+        assert_eq!(o.get("parse.key"), Some("true"));
+        // A multi-byte character split between two writes is still one character.
+        let mut change = ConfigChange::new(ConfigScope::Topic);
+        let text = "null.marker=\u{00e9}\n".as_bytes();
+        assert!(change.write(&text[..13]).is_empty());
+        assert!(change.write(&text[13..]).is_empty());
+        let o = TopicOverrides::default()
+            .apply_change(&change, &broker())
+            .unwrap();
+        assert_eq!(o.get("null.marker"), Some("\u{00e9}"));
+        // A line never ending is refused rather than buffered without bound.
+        let mut change = ConfigChange::new(ConfigScope::Topic);
+        let chunk = vec![b'x'; 1 << 19];
+        assert!(change.write(&chunk).is_empty());
+        assert!(change.write(&chunk).is_empty());
+        assert_eq!(change.write(b"x").len(), 1);
+        assert!(change.fragment.is_empty());
+        // The rest of it is dropped up to its newline; the next line counts again.
+        assert!(change.write(&chunk).is_empty());
+        assert!(change.write(b"xx\nretention.ms=1\n").is_empty());
+        assert!(change.fragment.is_empty());
+        assert_eq!(change.edits.len(), 1);
+    }
+
+    #[test]
+    fn invalid_utf8_is_refused() {
+        let mut change = ConfigChange::new(ConfigScope::Topic);
+        let errors = change.write(b"null.marker=\xff\n");
+        assert_eq!(errors[0].to_string(), "config lines must be UTF-8 text");
     }
 
     #[test]
@@ -2193,31 +2817,68 @@ mod tests {
 
     #[test]
     fn broker_render_lists_every_config_sorted() {
-        let b = load(&[("log.retention.hours", "2")])
-            .unwrap()
-            .apply_dynamic("log.segment.delete.delay.ms=5")
-            .unwrap();
+        let b = load(&[
+            ("log.retention.hours", "2"),
+            ("log.cleaner.enable", "false"),
+        ])
+        .unwrap()
+        .apply_dynamic("log.segment.delete.delay.ms=5\nlog.cleanup.policy=compact")
+        .unwrap();
         let text = b.render();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), BROKER_DEFS.len());
-        let mut sorted = lines.clone();
+        assert_eq!(lines.len(), BROKER_DEFS.len() + 2);
+        assert_eq!(
+            lines[..4],
+            [
+                "# overrides",
+                "log.cleanup.policy=compact",
+                "log.segment.delete.delay.ms=5",
+                "# defaults"
+            ]
+        );
+        let defaults = &lines[4..];
+        let mut sorted = defaults.to_vec();
         sorted.sort();
-        assert_eq!(lines, sorted);
+        assert_eq!(defaults, sorted);
         for expected in [
-            "log.retention.check.interval.ms=300000",
-            "log.segment.delete.delay.ms=5",
-            "log.retention.hours=2",
-            "log.retention.ms=7200000",
-            "log.retention.minutes=",
-            "log.roll.ms=604800000",
-            "log.roll.jitter.ms=0",
-            "log.flush.interval.ms=9223372036854775807",
-            "log.cleaner.io.max.bytes.per.second=1.7976931348623157E308",
-            "log.cleaner.io.buffer.load.factor=0.9",
-            "log.cleanup.policy=delete",
-            "log.cleaner.enable=true",
+            "# log.retention.check.interval.ms=300000 (DEFAULT_CONFIG, read-only)",
+            "# log.retention.hours=2 (STATIC_BROKER_CONFIG, read-only)",
+            "# log.cleaner.enable=false (STATIC_BROKER_CONFIG, read-only)",
+            "# log.retention.ms=7200000 (STATIC_BROKER_CONFIG:log.retention.hours=2)",
+            "# log.retention.minutes is unset (read-only)",
+            "# log.roll.ms=604800000 (DEFAULT_CONFIG:log.roll.hours=168)",
+            "# log.roll.jitter.ms=0 (DEFAULT_CONFIG:log.roll.jitter.hours=0)",
+            "# log.flush.interval.ms=9223372036854775807 (DEFAULT_CONFIG:log.flush.scheduler.interval.ms=9223372036854775807)",
+            "# log.cleaner.io.max.bytes.per.second=1.7976931348623157E308 (DEFAULT_CONFIG)",
+            "# log.cleaner.io.buffer.load.factor=0.9 (DEFAULT_CONFIG)",
+            "# log.preallocate=false (DEFAULT_CONFIG)",
         ] {
             assert!(lines.contains(&expected), "{expected} in\n{text}");
         }
+        // Written back with `>`, it sets exactly the dynamic overrides it showed.
+        let other = b
+            .apply_dynamic("-log.cleanup.policy\nlog.retention.ms=9")
+            .unwrap();
+        let again = other
+            .apply_change(&write_back(&text, ConfigScope::Broker))
+            .unwrap();
+        assert_eq!(again, b);
+    }
+
+    #[test]
+    fn static_broker_configs_in_one_write_are_refused_together() {
+        let mut change = ConfigChange::new(ConfigScope::Broker);
+        let errors =
+            change.write(b"log.roll.hours=1\nlog.retention.ms=5\nlog.cleaner.enable=false\n");
+        assert_eq!(
+            errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+            ["Cannot update these configs dynamically: [log.roll.hours, log.cleaner.enable]"]
+        );
+        let errors = change.write(b"log.retention.hours=1\n");
+        assert_eq!(
+            errors[0].to_string(),
+            "Cannot update these configs dynamically: [log.retention.hours]"
+        );
+        assert!(broker().apply_change(&change).is_err());
     }
 }

@@ -69,6 +69,16 @@ impl EngineError {
             source,
         }
     }
+
+    /// ENOSPC or EDQUOT: the data directory's filesystem or the user's quota is full.
+    pub fn is_out_of_space(&self) -> bool {
+        match self {
+            EngineError::Io { source, .. } => {
+                matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+            }
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Display for EngineError {

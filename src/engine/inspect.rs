@@ -703,6 +703,15 @@ fn dump_log(
             Step::End => return Ok(()),
             Step::Invalid { pos, reason } => {
                 let invalid_bytes = len - pos;
+                if is_zero_from(file, pos, len).map_err(read_err)? {
+                    writeln!(
+                        out,
+                        "Found {invalid_bytes} zero bytes at position {pos}: preallocated space \
+                         of an active segment (preallocate=true), not data"
+                    )
+                    .map_err(write_err)?;
+                    return Ok(());
+                }
                 writeln!(
                     out,
                     "Found {invalid_bytes} invalid bytes at position {pos}: {reason}"
@@ -722,7 +731,7 @@ fn dump_log(
                     let records = RecordIter::new(&header, walker.batch_bytes());
                     for record in records.filter_map(Result::ok) {
                         let mut line = format!(
-                            "| offset: {} CreateTime: {} keySize: {} valueSize: {} sequence: -1 headerKeys: []",
+                            "| offset: {} CreateTime: {} keySize: {} valueSize: {}",
                             record.offset,
                             record.timestamp,
                             record.key.map_or(-1, |k| k.len() as i64),
@@ -746,19 +755,37 @@ fn dump_log(
     }
 }
 
-/// Kafka's batch line. kpfs has no producer state, transactions, leader epochs or
-/// compression; those fields print the values Kafka prints for a plain producer's batch
-/// on a single broker.
+/// Whether the bytes of `file` from `pos` to `len` are the rest of a `.log` that
+/// `preallocate` grew to the segment size (or blocks a crash left unwritten): zeros, and
+/// at least a batch header of them, which no batch's bytes start with (its size field is
+/// not zero), so a torn batch is never mistaken for them.
+fn is_zero_from(file: &File, mut pos: u64, len: u64) -> io::Result<bool> {
+    if len - pos < BATCH_HEADER_BYTES as u64 {
+        return Ok(false);
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    while pos < len {
+        let n = (len - pos).min(buf.len() as u64) as usize;
+        file.read_exact_at(&mut buf[..n], pos)?;
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        pos += n as u64;
+    }
+    Ok(true)
+}
+
+/// Kafka's batch line with the fields kpfs's batch format has (FORMAT.md; `magic` is
+/// its version): Kafka's producer id, epoch and sequences, leader epoch, transaction and
+/// control flags and record headers are not stored, so they are not printed.
 fn batch_line(pos: u64, h: &BatchHeader) -> String {
     let horizon = match h.delete_horizon_ms {
         Some(ms) => format!("OptionalLong[{ms}]"),
         None => "OptionalLong.empty".to_string(),
     };
     format!(
-        "baseOffset: {} lastOffset: {} count: {} baseSequence: -1 lastSequence: -1 \
-         producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false \
-         isControl: false deleteHorizonMs: {horizon} position: {pos} CreateTime: {} size: {} \
-         magic: {BATCH_MAGIC} compresscodec: none crc: {} isvalid: true",
+        "baseOffset: {} lastOffset: {} count: {} deleteHorizonMs: {horizon} position: {pos} \
+         CreateTime: {} size: {} magic: {BATCH_MAGIC} compresscodec: none crc: {} isvalid: true",
         h.base_offset,
         h.last_offset(),
         h.record_count,
@@ -1139,7 +1166,8 @@ fn check_partition(dir: &Path, report: &mut CheckReport) -> u64 {
         }
         report.segments += 1;
         let log_path = file(Kind::Log);
-        let Some(facts) = check_log(&log_path, base, report) else {
+        let last = Some(base) == files.iter().rev().find(|(_, k)| k[0]).map(|(&b, _)| b);
+        let Some(facts) = check_log(&log_path, base, last, report) else {
             continue;
         };
         if !cut {
@@ -1187,7 +1215,9 @@ struct LogFacts {
     next_offset: u64,
 }
 
-fn check_log(path: &Path, base: u64, report: &mut CheckReport) -> Option<LogFacts> {
+/// `last`: the partition's last segment, the only one a live or crashed mount leaves
+/// preallocated (zeros after its data).
+fn check_log(path: &Path, base: u64, last: bool, report: &mut CheckReport) -> Option<LogFacts> {
     let opened = File::open(path).and_then(|f| {
         let len = f.metadata()?.len();
         Ok((f, len))
@@ -1221,6 +1251,20 @@ fn check_log(path: &Path, base: u64, report: &mut CheckReport) -> Option<LogFact
                 facts.valid_bytes = pos + header.size as u64;
             }
             Ok(Step::End) => break,
+            Ok(Step::Invalid { pos, .. })
+                if last && is_zero_from(&file, pos, len).unwrap_or(false) =>
+            {
+                report.note(
+                    path,
+                    format_args!(
+                        "position {pos}: {} zero bytes after the last batch: the preallocated \
+                         space of an active segment (preallocate=true); a clean unmount trims \
+                         it, the next open after a crash cuts it",
+                        len - pos
+                    ),
+                );
+                break;
+            }
             Ok(Step::Invalid { pos, reason }) => {
                 report.problem(
                     path,
@@ -1810,12 +1854,12 @@ mod tests {
         let expected = format!(
             "Dumping {}\n\
              Log starting offset: 0\n\
-             baseOffset: 0 lastOffset: 2 count: 3 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: {T0} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
-             | offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5 sequence: -1 headerKeys: [] key: a payload: apple\n\
-             | offset: 1 CreateTime: {T0} keySize: -1 valueSize: 7 sequence: -1 headerKeys: [] payload: keyless\n\
-             | offset: 2 CreateTime: {T0} keySize: 1 valueSize: -1 sequence: -1 headerKeys: [] key: b\n\
-             baseOffset: 3 lastOffset: 3 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: {} CreateTime: {} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
-             | offset: 3 CreateTime: {} keySize: 1 valueSize: 5 sequence: -1 headerKeys: [] key: c payload: \u{e9}t\u{e9}\n",
+             baseOffset: 0 lastOffset: 2 count: 3 deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: {T0} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
+             | offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5 key: a payload: apple\n\
+             | offset: 1 CreateTime: {T0} keySize: -1 valueSize: 7 payload: keyless\n\
+             | offset: 2 CreateTime: {T0} keySize: 1 valueSize: -1 key: b\n\
+             baseOffset: 3 lastOffset: 3 count: 1 deleteHorizonMs: OptionalLong.empty position: {} CreateTime: {} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
+             | offset: 3 CreateTime: {} keySize: 1 valueSize: 5 key: c payload: \u{e9}t\u{e9}\n",
             log.display(),
             first.size,
             first.crc,
@@ -1837,7 +1881,7 @@ mod tests {
         };
         let (deep_out, _) = dump(&log, &deep);
         assert!(deep_out.contains(&format!(
-            "| offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5 sequence: -1 headerKeys: []\n"
+            "| offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5\n"
         )));
         assert!(!deep_out.contains("payload:"));
     }
@@ -1955,7 +1999,9 @@ mod tests {
                 )),
             "{out}"
         );
-        assert!(out.contains(&format!("| offset: 8 CreateTime: {T0} keySize: 1 valueSize: -1 sequence: -1 headerKeys: [] key: k\n")));
+        assert!(out.contains(&format!(
+            "| offset: 8 CreateTime: {T0} keySize: 1 valueSize: -1 key: k\n"
+        )));
         assert!(out.contains("out of range"), "{out}");
         assert!(matches!(result, Err(DumpError::InvalidBatch { .. })));
     }

@@ -153,12 +153,13 @@ pub enum WriteRecords<'a> {
     Plain,
 }
 
-/// The size of the batch the first record that cannot fit a segment alone would need
-/// (Kafka checks a batch against the segment size; such a record can never be appended).
-fn first_oversized_record(
+/// The size of the batch the first record whose batch alone is over `limit` would need.
+/// Kafka checks every batch against `max.message.bytes` and the segment size; a record
+/// over either in a batch of its own can never be appended.
+pub fn first_oversized_record(
     data: WriteBytes<'_>,
     records: WriteRecords<'_>,
-    segment_size: u64,
+    limit: u64,
 ) -> Option<u64> {
     match records {
         WriteRecords::Parsed(parsed) => parsed
@@ -166,9 +167,9 @@ fn first_oversized_record(
             .map(|r| {
                 BatchBuilder::single_record_batch_size(r.key_len, r.value_len, r.line_len) as u64
             })
-            .find(|&single| single > segment_size),
+            .find(|&single| single > limit),
         WriteRecords::Plain => {
-            let line = match segment_size.checked_sub(plain_batch_size(0) as u64) {
+            let line = match limit.checked_sub(plain_batch_size(0) as u64) {
                 Some(longest_fitting) => data
                     .first_line_longer_than(usize::try_from(longest_fitting).unwrap_or(usize::MAX)),
                 // Not even an empty line fits: the write's first line is refused.
@@ -385,6 +386,9 @@ pub struct Log {
     shared: RwLock<Shared>,
     /// Set after an I/O failure on the write path: every later write is refused.
     poisoned: Mutex<Option<String>>,
+    /// Why [`STREAM_START_FILE`] does not hold the first segment's stream start (the
+    /// disk was full when a deletion wrote it).
+    unsaved_stream_start: Mutex<Option<String>>,
     jitter_seed: AtomicU64,
     /// Kafka's recovery point: every record below it is on stable storage with its index
     /// entries. Advanced only after an fsync; checkpointed by the engine, so recovery
@@ -446,7 +450,6 @@ impl Log {
         clock: Arc<dyn Clock>,
         durability: Durability,
     ) -> Result<(Log, OpenReport)> {
-        let clean_shutdown = durability == Durability::CleanShutdown;
         fs::create_dir_all(dir).map_err(io_at(dir, "create"))?;
         let mut report = OpenReport::default();
         let now = clock.now_ms();
@@ -468,6 +471,7 @@ impl Log {
                 log_start_offset: 0,
             }),
             poisoned: Mutex::new(None),
+            unsaved_stream_start: Mutex::new(None),
             jitter_seed: AtomicU64::new((now as u64) ^ 0x9E37_79B9_7F4A_7C15),
             recovery_point: AtomicU64::new(0),
         };
@@ -497,6 +501,11 @@ impl Log {
         let mut stream_pos = read_stream_start(dir, bases.first().copied());
         let total = bases.len();
         let mut cut_from: Option<usize> = None;
+        // Only a segment that ends above the recovery point can have lost its tail.
+        let tail_may_be_lost = |end: u64| match durability {
+            Durability::CleanShutdown => false,
+            Durability::RecoveryPoint(point) => end > point,
+        };
         for (i, &base) in bases.iter().enumerate() {
             if cut_from.is_some() {
                 break;
@@ -554,13 +563,13 @@ impl Log {
                 None => seg.mark_synced(),
             }
             let next_base = bases.get(i + 1).copied();
-            if !clean_shutdown
-                && cut_from.is_none()
-                && next_base.is_some_and(|b| seg.next_offset() < b)
+            if cut_from.is_none()
+                && next_base.is_some_and(|b| tail_may_be_lost(b) && seg.next_offset() < b)
             {
-                // Segments always end where the next one starts (rolls start at the log
-                // end; the cleaner keeps each group's last batch). A shorter one lost an
-                // unsynced tail in a power cut: what follows it cannot be trusted in order.
+                // Above the recovery point, segments end where the next one starts (rolls
+                // start at the log end; the cleaner checkpoints the recovery point past
+                // a group before its swap leaves a gap). A shorter one lost an unsynced
+                // tail in a power cut: what follows it cannot be trusted in order.
                 tracing::warn!(
                     file = %seg.log_path().display(),
                     ends_at = seg.next_offset(),
@@ -589,11 +598,10 @@ impl Log {
             }
         }
         if segments.is_empty() {
-            segments.push(Arc::new(Segment::create(
+            segments.push(Arc::new(new_active_segment(
                 dir,
-                0,
-                0,
-                index_bytes,
+                (0, 0),
+                config,
                 now,
                 log.next_jitter(config),
             )?));
@@ -790,9 +798,22 @@ impl Log {
                 name: self.topic.clone(),
             });
         }
+        let end_before = (self.log_end_offset(), self.stream_end());
         let result = self.append_locked(&mut writer, data, records, config);
         if let Err(e @ EngineError::Io { .. }) = &result {
-            self.poison(e);
+            // A full disk that failed the write's first batch, which was cut back (else
+            // the error is not this one), leaves the log as it was: no hole for a later
+            // write to land after, so the next write may simply try again. Anything
+            // else (a later batch of the write already stored, a failed roll, a failed
+            // fsync) cannot be undone or trusted: the log is poisoned.
+            let undone = e.is_out_of_space()
+                && (self.log_end_offset(), self.stream_end()) == end_before
+                && self.snapshot().active().is_active();
+            if undone {
+                tracing::warn!(partition = %self.partition, error = %e, "append refused for lack of space; nothing of it was stored");
+            } else {
+                self.poison(e);
+            }
         }
         result
     }
@@ -809,8 +830,9 @@ impl Log {
         if let Some(single) = first_oversized_record(data, records, segment_size) {
             return Err(EngineError::RecordTooLarge {
                 message: format!(
-                    "Message batch size is {single} bytes in append to partition {}, which exceeds the maximum configured segment size of {segment_size}.",
-                    self.partition
+                    "Message batch size is {single} bytes in append to partition {}, which exceeds the maximum configured segment size of {}.",
+                    self.partition,
+                    config.segment_size()
                 ),
             });
         }
@@ -829,9 +851,13 @@ impl Log {
             stream_pos: first_stream_pos,
             timestamp: now,
             render_id: config.render_id(),
-            // The read path holds one batch in memory, and a batch never needs a segment
-            // of its own beyond the configured size.
-            limit: segment_size.min(1 << 20) as usize,
+            // The read path holds one batch in memory, a batch never needs a segment of its
+            // own beyond the configured size, and Kafka refuses a batch over
+            // max.message.bytes: the write's records are split into batches that fit it,
+            // as a producer splits them (each record alone fits: the topic checked).
+            limit: segment_size
+                .min(1 << 20)
+                .min(config.max_message_bytes.max(0) as u64) as usize,
         };
         // Where the next batch starts in the write: a record index for parsed records, a
         // byte position for plain ones.
@@ -913,11 +939,10 @@ impl Log {
         // of `log` syncs every segment no fsync has covered, and recovery cuts the log at
         // a segment that lost its tail, so a power cut never leaves a hole.
         old.seal()?;
-        let new = Arc::new(Segment::create(
+        let new = Arc::new(new_active_segment(
             &self.dir,
-            info.next_offset,
-            info.stream_end,
-            config.segment_index_bytes.max(0) as usize,
+            (info.next_offset, info.stream_end),
+            config,
             self.clock.now_ms(),
             self.next_jitter(config),
         )?);
@@ -971,8 +996,7 @@ impl Log {
             );
             sh.log_start_offset = sh.log_start_offset.max(kept[0].base_offset());
             let first = kept[0].info();
-            write_stream_start(
-                &self.dir,
+            self.save_stream_start(
                 first.base_offset,
                 first.stream_start.unwrap_or(first.stream_end),
             )?;
@@ -990,6 +1014,42 @@ impl Log {
         sync_dir(&self.dir)?;
         self.check_invariants();
         Ok(deleted)
+    }
+
+    /// Writes [`STREAM_START_FILE`]. On a full disk the deletion that needs it goes on
+    /// (it is how space comes back) and [`Log::save_unsaved_stream_start`] writes it
+    /// later: it matters only after a crash that finds the first segment empty, whose
+    /// stream position would then restart at 0.
+    fn save_stream_start(&self, base: u64, stream_pos: u64) -> Result<()> {
+        super::topic::write_or_defer(
+            &self.dir.join(STREAM_START_FILE),
+            format!("{base} {stream_pos}\n").as_bytes(),
+            &self.unsaved_stream_start,
+        )
+    }
+
+    /// Retries what a full disk kept from [`STREAM_START_FILE`], with the first segment
+    /// as it is now.
+    pub fn save_unsaved_stream_start(&self) {
+        if self.unsaved_stream_start.lock().is_none() {
+            return;
+        }
+        // Under the writer lock, as deletions write it, so it never names an older
+        // first segment.
+        let _w = self.writer.lock();
+        let first = self.snapshot().segments[0].info();
+        let saved = self.save_stream_start(
+            first.base_offset,
+            first.stream_start.unwrap_or(first.stream_end),
+        );
+        if let Err(e) = saved {
+            tracing::error!(partition = %self.partition, error = %e, "writing the stream start failed");
+        }
+    }
+
+    /// Why the stream start is not yet in its file, if it is not.
+    pub fn unsaved_stream_start(&self) -> Option<String> {
+        self.unsaved_stream_start.lock().clone()
     }
 
     /// Replaces the segments with the given base offsets (a contiguous run, never the
@@ -1218,16 +1278,32 @@ impl Log {
     }
 }
 
+/// A new active segment at `(base offset, stream position)`, its `.log` preallocated to
+/// the segment size when the topic has `preallocate` (Kafka's `initFileSize`).
+fn new_active_segment(
+    dir: &Path,
+    (base_offset, stream_pos): (u64, u64),
+    config: &TopicConfig,
+    now_ms: i64,
+    roll_jitter_ms: i64,
+) -> Result<Segment> {
+    let segment = Segment::create(
+        dir,
+        base_offset,
+        stream_pos,
+        config.segment_index_bytes.max(0) as usize,
+        now_ms,
+        roll_jitter_ms,
+    )?;
+    if config.preallocate && config.segment_size() > 0 {
+        segment.preallocate(config.segment_size() as u64)?;
+    }
+    Ok(segment)
+}
+
 /// `<base offset> <stream position>` of the first segment, so an empty first segment
 /// keeps its stream position across a reopen.
 pub const STREAM_START_FILE: &str = "kpfs-stream-start";
-
-fn write_stream_start(dir: &Path, base: u64, stream_pos: u64) -> Result<()> {
-    super::topic::write_atomically(
-        &dir.join(STREAM_START_FILE),
-        format!("{base} {stream_pos}\n").as_bytes(),
-    )
-}
 
 fn read_stream_start(dir: &Path, first_base: Option<u64>) -> u64 {
     let Ok(text) = fs::read_to_string(dir.join(STREAM_START_FILE)) else {

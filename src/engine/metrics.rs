@@ -228,7 +228,7 @@ pub fn render(engine: &Engine) -> String {
         ),
         single(
             "kpfs_log_cleaner_dead_thread_count",
-            "Cleaner threads that died and were not restarted (kafka.log:type=LogCleaner,name=DeadThreadCount).",
+            "Cleaner threads that died since the cleaner threads last started (kafka.log:type=LogCleaner,name=DeadThreadCount).",
             engine.dead_cleaner_threads().to_string(),
         ),
     ];

@@ -30,7 +30,7 @@ use log::Durability;
 use parking_lot::{Mutex, RwLock};
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{BrokerConfig, ConfigError, TopicConfig};
+pub use config::{BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig};
 pub use config::{BrokerRule, CleanupPolicy, TopicOverrides};
 pub use error::{EngineError, Result};
 pub use topic::{BackingFile, LogCursor, RefusalReason, Topic};
@@ -94,6 +94,9 @@ struct Inner {
     dead_cleaner_threads: std::sync::atomic::AtomicU64,
     clock: Arc<dyn Clock>,
     broker: Arc<RwLock<BrokerConfig>>,
+    /// Why the dynamic broker config in force is not yet in its file (the disk was full
+    /// when it changed); saved as soon as there is space.
+    unsaved_broker: Mutex<Option<String>>,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     rejections: Mutex<VecDeque<String>>,
     deletions: Mutex<Vec<PendingDeletion>>,
@@ -109,6 +112,80 @@ pub struct Engine {
     inner: Arc<Inner>,
     stop: Mutex<Option<Sender<()>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    cleaners: Mutex<CleanerThreads>,
+}
+
+/// The running log cleaner threads (Kafka's `LogCleaner`), stopped and started again
+/// as a whole when their configuration changes.
+#[derive(Default)]
+struct CleanerThreads {
+    /// Dropped to stop them.
+    stop: Option<Sender<()>>,
+    handles: Vec<JoinHandle<()>>,
+    /// The broker configuration they were started with.
+    config: Option<BrokerConfig>,
+}
+
+impl CleanerThreads {
+    fn start(inner: &Arc<Inner>, config: BrokerConfig) -> CleanerThreads {
+        // Kafka counts the dead threads among the running ones: new threads, none dead.
+        inner
+            .dead_cleaner_threads
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = crossbeam_channel::bounded::<()>(0);
+        let settings = CleanerSettings::of(&config);
+        let handles = (0..config.cleaner_threads().max(1))
+            .map(|i| {
+                let inner = inner.clone();
+                let stop = rx.clone();
+                std::thread::Builder::new()
+                    .name(format!("kpfs-log-cleaner-thread-{i}"))
+                    .spawn(move || cleaner_loop(&inner, &stop, settings))
+                    .expect("spawn cleaner thread")
+            })
+            .collect();
+        CleanerThreads {
+            stop: Some(tx),
+            handles,
+            config: Some(config),
+        }
+    }
+
+    /// Stops the threads: each finishes or abandons its pass at its next read.
+    fn stop(&mut self) {
+        self.stop.take();
+        for t in self.handles.drain(..) {
+            let _ = t.join();
+        }
+        self.config = None;
+    }
+}
+
+/// What one cleaner thread is built with, fixed until the threads restart.
+#[derive(Clone, Copy, Debug)]
+struct CleanerSettings {
+    /// `log.cleaner.dedupe.buffer.size / log.cleaner.threads`, at least 1 MiB.
+    map_bytes: usize,
+    map_load_factor: f64,
+    /// `log.cleaner.io.buffer.size / log.cleaner.threads / 2`: each of the read and
+    /// write buffers.
+    io_buffer_bytes: usize,
+}
+
+impl CleanerSettings {
+    fn of(broker: &BrokerConfig) -> CleanerSettings {
+        let threads = i64::from(broker.cleaner_threads().max(1));
+        let per_thread = broker.cleaner_dedupe_buffer_size() / threads;
+        CleanerSettings {
+            map_bytes: per_thread.clamp(1 << 20, i64::from(i32::MAX)) as usize,
+            map_load_factor: broker.cleaner_io_buffer_load_factor(),
+            io_buffer_bytes: (i64::from(broker.cleaner_io_buffer_size()) / threads / 2) as usize,
+        }
+    }
+
+    fn new_offset_map(&self) -> cleaner::OffsetMap {
+        cleaner::OffsetMap::new(self.map_bytes, self.map_load_factor)
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -287,6 +364,7 @@ impl Engine {
                 dead_cleaner_threads: Default::default(),
                 clock,
                 broker,
+                unsaved_broker: Mutex::new(None),
                 topics: RwLock::new(topics),
                 rejections: Mutex::new(VecDeque::new()),
                 deletions: Mutex::new(Vec::new()),
@@ -296,6 +374,7 @@ impl Engine {
             }),
             stop: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
+            cleaners: Mutex::new(CleanerThreads::default()),
         };
         if options.background_threads {
             engine.start_threads();
@@ -317,16 +396,7 @@ impl Engine {
         );
         let broker = self.inner.broker.read().clone();
         if broker.cleaner_enable() {
-            for i in 0..broker.cleaner_threads().max(1) {
-                let inner = self.inner.clone();
-                let stop = rx.clone();
-                threads.push(
-                    std::thread::Builder::new()
-                        .name(format!("kpfs-log-cleaner-thread-{i}"))
-                        .spawn(move || cleaner_loop(&inner, &stop))
-                        .expect("spawn cleaner thread"),
-                );
-            }
+            *self.cleaners.lock() = CleanerThreads::start(&self.inner, broker);
         }
         let inner = self.inner.clone();
         threads.push(
@@ -346,8 +416,16 @@ impl Engine {
         }
         // Dropping the sender wakes every background thread.
         self.stop.lock().take();
+        self.cleaners.lock().stop();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
+        }
+        if self.inner.unsaved_broker.lock().is_some() {
+            let broker = self.inner.broker.read();
+            save_broker_config(&self.inner, &broker)?;
+            if let Some(reason) = self.inner.unsaved_broker.lock().as_ref() {
+                tracing::error!(%reason, "closing with dynamic broker configs that could not be saved; they are lost");
+            }
         }
         for topic in self.inner.topics.read().values() {
             topic.close()?;
@@ -449,33 +527,84 @@ impl Engine {
         Ok(())
     }
 
-    /// `.kpfs/config`: every broker config with its effective value, `key=value` lines.
+    /// `.kpfs/config`: the dynamic overrides as `key=value` lines, every other broker
+    /// config as a comment with its value and source, then any warning as a comment.
     pub fn broker_config_text(&self) -> String {
-        self.inner.broker.read().render()
+        let mut text = self.inner.broker.read().render();
+        for warning in self.broker_config_warnings() {
+            text.push_str(&format!("# warning: {warning}\n"));
+        }
+        text
     }
 
     pub fn broker_config(&self) -> BrokerConfig {
         self.inner.broker.read().clone()
     }
 
-    /// A write to `.kpfs/config`: `key=value` lines of dynamic broker configs.
+    /// A whole command to `.kpfs/config` (`key=value` lines of dynamic broker configs)
+    /// that changes the keys it names; all or nothing.
     pub fn update_broker_config(&self, text: &[u8]) -> Result<()> {
-        let text = std::str::from_utf8(text).map_err(|_| EngineError::InvalidRecord {
-            message: "config writes must be UTF-8 text".into(),
-        })?;
+        let text = std::str::from_utf8(text).map_err(|_| ConfigError::NotText)?;
+        self.apply_broker_change(&ConfigChange::from_text(ConfigScope::Broker, text)?)
+    }
+
+    /// Applies what one open-to-close of `.kpfs/config` wrote: all of it or nothing. On
+    /// a full disk it applies in memory and is saved as soon as there is space
+    /// ([`Engine::broker_config_warnings`] says so meanwhile).
+    pub fn apply_broker_change(&self, change: &ConfigChange) -> Result<()> {
         {
             let mut broker = self.inner.broker.write();
-            let updated = broker.apply_dynamic(text)?;
-            topic::write_atomically(
-                &self.inner.data_dir.join(DYNAMIC_BROKER_CONFIG_FILE),
-                updated.dynamic_properties().as_bytes(),
-            )?;
+            let updated = broker.apply_change(change)?;
+            if updated != *broker || self.inner.unsaved_broker.lock().is_some() {
+                save_broker_config(&self.inner, &updated)?;
+            }
             *broker = updated;
         }
         for t in self.inner.topics.read().values() {
             t.refresh_config();
         }
+        self.reconfigure_cleaner();
         Ok(())
+    }
+
+    /// What a `.kpfs/config` write brought that does not do what it seems: shown in
+    /// `.kpfs/config` and reported in `.kpfs/errors`.
+    pub fn broker_config_warnings(&self) -> Vec<String> {
+        self.inner
+            .unsaved_broker
+            .lock()
+            .iter()
+            .map(|reason| {
+                format!(
+                    "the dynamic broker configs in force are not saved yet ({reason}): kpfs saves them as soon as there is space; until then a crash or an unmount loses them"
+                )
+            })
+            .collect()
+    }
+
+    /// Kafka's `LogCleaner.reconfigure`: when a config the cleaner threads were built
+    /// with changed, they are stopped (a pass in progress ends at its next read) and
+    /// started again, so the thread count, offset map and buffers follow at once.
+    fn reconfigure_cleaner(&self) {
+        let mut cleaners = self.cleaners.lock();
+        let Some(running) = &cleaners.config else {
+            return;
+        };
+        let broker = self.inner.broker.read().clone();
+        if !broker.cleaner_reconfigured_since(running) {
+            return;
+        }
+        tracing::info!(
+            threads = broker.cleaner_threads(),
+            "cleaner configuration changed; restarting the log cleaner threads"
+        );
+        cleaners.stop();
+        *cleaners = CleanerThreads::start(&self.inner, broker);
+    }
+
+    /// How many log cleaner threads run now.
+    pub fn cleaner_thread_count(&self) -> usize {
+        self.cleaners.lock().handles.len()
     }
 
     /// Remembers a refused operation for `.kpfs/errors`.
@@ -523,8 +652,9 @@ impl Engine {
     /// One cleaner iteration with a map sized from the broker config: clean the
     /// filthiest compacted topic, if any is due. Returns the topic and the pass figures.
     pub fn run_cleaner_once(&self) -> Option<(String, cleaner::PassStats)> {
-        let mut map = new_offset_map(&self.inner.broker.read());
-        clean_filthiest(&self.inner, &mut map)
+        let settings = CleanerSettings::of(&self.inner.broker.read());
+        let mut map = settings.new_offset_map();
+        clean_filthiest(&self.inner, &mut map, settings.io_buffer_bytes, &|| false)
     }
 
     /// One cleaner iteration with the caller's map (tests use tiny maps).
@@ -532,10 +662,10 @@ impl Engine {
         &self,
         map: &mut cleaner::OffsetMap,
     ) -> Option<(String, cleaner::PassStats)> {
-        clean_filthiest(&self.inner, map)
+        let settings = CleanerSettings::of(&self.inner.broker.read());
+        clean_filthiest(&self.inner, map, settings.io_buffer_bytes, &|| false)
     }
 
-    /// Cleaner threads that died (they are not restarted; see the log for why).
     /// The scheduler's flush duties at once (tests drive them this way): Kafka's
     /// `flush-log` for every topic that rolled, then the recovery-point checkpoint.
     pub fn run_flush_once(&self) -> Result<()> {
@@ -546,6 +676,8 @@ impl Engine {
         save_recovery_checkpoint(&self.inner, &self.inner.topics.read())
     }
 
+    /// Cleaner threads that died (see the log for why); a reconfiguration of the cleaner
+    /// replaces them.
     pub fn dead_cleaner_threads(&self) -> u64 {
         self.inner
             .dead_cleaner_threads
@@ -553,20 +685,16 @@ impl Engine {
     }
 }
 
-fn new_offset_map(broker: &BrokerConfig) -> cleaner::OffsetMap {
-    let per_thread =
-        broker.cleaner_dedupe_buffer_size() / i64::from(broker.cleaner_threads().max(1));
-    let bytes = per_thread.clamp(1 << 20, i64::from(i32::MAX)) as usize;
-    cleaner::OffsetMap::new(bytes, broker.cleaner_io_buffer_load_factor())
-}
-
 /// Kafka's `grabFilthiestCompactedLog` + `cleanLog` + `doneCleaning`.
 fn clean_filthiest(
     inner: &Inner,
     map: &mut cleaner::OffsetMap,
+    io_buffer_bytes: usize,
+    stop_requested: &dyn Fn() -> bool,
 ) -> Option<(String, cleaner::PassStats)> {
     let now = inner.clock.now_ms();
-    let topic = {
+    let mut checkpoints_reset = false;
+    let best = {
         let topics = inner.topics.read();
         let mut best: Option<(f64, Arc<Topic>)> = None;
         for t in topics.values() {
@@ -577,33 +705,73 @@ fn clean_filthiest(
             if *t.cleaner.state.lock() != cleaner::CleanerState::Idle {
                 continue;
             }
-            let view = cleaner::cleaner_view(
-                &t.log().snapshot(),
-                *t.cleaner.checkpoint.lock(),
-                &config,
-                now,
-            );
+            let snap = t.log().snapshot();
+            let checkpoint = *t.cleaner.checkpoint.lock();
+            let view = cleaner::cleaner_view(&snap, checkpoint, &config, now);
+            if checkpoint.is_some_and(|c| c != view.first_dirty_offset) {
+                // Kafka's `forceUpdateCheckpoint`: an invalid checkpoint is replaced by
+                // the offset cleaning starts from, in memory and in the file.
+                let mut current = t.cleaner.checkpoint.lock();
+                if *current == checkpoint {
+                    *current = Some(view.first_dirty_offset);
+                    checkpoints_reset = true;
+                    let partition = t.log().partition();
+                    if let Some(warning) =
+                        cleaner::invalid_checkpoint_warning(&snap, checkpoint, &config, partition)
+                    {
+                        tracing::warn!(topic = t.name(), "{warning}");
+                        t.events.record(now, "checkpoint", &warning);
+                    }
+                }
+            }
             if view.eligible(&config) && best.as_ref().is_none_or(|(r, _)| view.ratio() > *r) {
                 best = Some((view.ratio(), t.clone()));
             }
         }
-        let (_, topic) = best?;
-        // Claimed under the topics lock so two cleaner threads never take the same topic.
-        *topic.cleaner.state.lock() = cleaner::CleanerState::Cleaning;
-        topic
+        best
     };
+    if checkpoints_reset {
+        if let Err(e) = save_cleaner_checkpoints(inner) {
+            tracing::error!(error = %e, "writing the cleaner checkpoint failed");
+        }
+    }
+    let (_, topic) = best?;
+    {
+        // Another cleaner thread may have claimed it since it was found idle.
+        let mut state = topic.cleaner.state.lock();
+        if *state != cleaner::CleanerState::Idle {
+            return None;
+        }
+        *state = cleaner::CleanerState::Cleaning;
+    }
     let max_io = inner.broker.read().cleaner_io_max_bytes_per_second();
+    let make_durable_below =
+        |topic: &Topic, offset: u64| checkpoint_recovery_point_through(inner, topic, offset);
     let mut res = cleaner::CleanerResources {
         map,
         throttler: &inner.throttler,
         max_io_bytes_per_second: max_io,
+        io_buffer_bytes,
+        stop_requested,
+        make_durable_below: &make_durable_below,
     };
     #[allow(clippy::disallowed_methods)] // pass duration is a real-time measurement
     let started = std::time::Instant::now();
+    let mut deleted = Vec::new();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        cleaner::clean(&topic, &mut res, now)
+        cleaner::clean(&topic, &mut res, now, &mut deleted)
     }));
     let name = topic.name().to_string();
+    // Groups swapped before a failure are replaced all the same.
+    let due = now.saturating_add(topic.config().file_delete_delay_ms);
+    inner
+        .deletions
+        .lock()
+        .extend(deleted.into_iter().map(|d| PendingDeletion {
+            due_ms: due,
+            topic: name.clone(),
+            files: d.files,
+        }));
     let result = match outcome {
         Ok(r) => r,
         Err(_) => Err(EngineError::CleanAborted {
@@ -611,17 +779,8 @@ fn clean_filthiest(
         }),
     };
     match result {
-        Ok((mut stats, deleted)) => {
+        Ok(mut stats) => {
             stats.elapsed_ms = started.elapsed().as_millis() as u64;
-            let due = now.saturating_add(topic.config().file_delete_delay_ms);
-            inner
-                .deletions
-                .lock()
-                .extend(deleted.into_iter().map(|d| PendingDeletion {
-                    due_ms: due,
-                    topic: name.clone(),
-                    files: d.files,
-                }));
             tracing::info!(topic = %name, ?stats, "cleaned");
             topic.events.record(
                 now,
@@ -720,6 +879,26 @@ fn save_cleaner_checkpoints(inner: &Inner) -> Result<()> {
     write_offset_checkpoint(&inner.data_dir.join(CLEANER_CHECKPOINT_FILE), &entries)
 }
 
+/// Makes every record of `topic` below `offset` durable (Kafka's `flush-log` for the
+/// rolled segments, when its recovery point is not there yet) and makes sure the
+/// recovery-point checkpoint file says so.
+fn checkpoint_recovery_point_through(inner: &Inner, topic: &Topic, offset: u64) -> Result<()> {
+    if topic.recovery_point() < offset {
+        topic.flush_rolled_segments()?;
+    }
+    let written = inner
+        .recovery_checkpoint
+        .lock()
+        .0
+        .get(topic.name())
+        .copied();
+    if written.is_none_or(|w| w < offset) {
+        save_recovery_checkpoint(inner, &inner.topics.read())?;
+    }
+    debug_assert!(topic.recovery_point() >= offset);
+    Ok(())
+}
+
 /// Writes every topic's recovery point, unless the file already says exactly that.
 /// Deleted topics drop out of the file here; until then their entries are harmless,
 /// since `create_topic` rewrites the file before a new topic of the same name could use
@@ -738,13 +917,41 @@ fn save_recovery_checkpoint(inner: &Inner, topics: &BTreeMap<String, Arc<Topic>>
     Ok(())
 }
 
+/// Writes the dynamic broker overrides to their file, or, out of space, remembers why
+/// (see [`topic::write_or_defer`]).
+fn save_broker_config(inner: &Inner, broker: &BrokerConfig) -> Result<()> {
+    topic::write_or_defer(
+        &inner.data_dir.join(DYNAMIC_BROKER_CONFIG_FILE),
+        broker.dynamic_properties().as_bytes(),
+        &inner.unsaved_broker,
+    )
+}
+
+/// Saves what a full disk kept in memory only: the dynamic broker config and, per
+/// topic, its overrides and stream start.
+fn save_unsaved(inner: &Inner) {
+    if inner.unsaved_broker.lock().is_some() {
+        let broker = inner.broker.read();
+        if let Err(e) = save_broker_config(inner, &broker) {
+            tracing::error!(error = %e, "writing the dynamic broker config failed");
+        }
+    }
+    let topics: Vec<Arc<Topic>> = inner.topics.read().values().cloned().collect();
+    for t in topics {
+        t.save_unsaved();
+    }
+}
+
 /// Kafka's `CleanerThread.doWork`: clean the filthiest log, then retention for compacted
 /// topics, then back off when there was nothing to clean.
-fn cleaner_loop(inner: &Inner, stop: &Receiver<()>) {
-    let mut map = new_offset_map(&inner.broker.read());
+fn cleaner_loop(inner: &Inner, stop: &Receiver<()>, settings: CleanerSettings) {
+    let mut map = settings.new_offset_map();
+    let stop_requested = || stop.try_recv() != Err(crossbeam_channel::TryRecvError::Empty);
     loop {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let cleaned = clean_filthiest(inner, &mut map).is_some();
+            let cleaned =
+                clean_filthiest(inner, &mut map, settings.io_buffer_bytes, &stop_requested)
+                    .is_some();
             retention_pass(inner, |t| t.config().cleanup_policy.compact);
             cleaned
         }));
@@ -764,7 +971,7 @@ fn cleaner_loop(inner: &Inner, stop: &Receiver<()>) {
         if !cleaned && wait_or_stop(stop, backoff_ms) {
             return;
         }
-        if cleaned && stop.try_recv() != Err(crossbeam_channel::TryRecvError::Empty) {
+        if cleaned && stop_requested() {
             return;
         }
     }
@@ -773,6 +980,7 @@ fn cleaner_loop(inner: &Inner, stop: &Receiver<()>) {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.stop.lock().take();
+        self.cleaners.lock().stop();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
@@ -868,6 +1076,7 @@ fn scheduler_loop(inner: &Inner, stop: &Receiver<()>) {
             return;
         }
         run_deletions(inner);
+        save_unsaved(inner);
         let topics: Vec<Arc<Topic>> = inner.topics.read().values().cloned().collect();
         for t in topics {
             if let Err(e) = t.maybe_flush_by_time() {
@@ -945,6 +1154,30 @@ mod tests {
             delete_dir_name(&"a".repeat(MAX_TOPIC_NAME_CHARS), now).len(),
             MAX_FILE_NAME_BYTES
         );
+    }
+
+    #[test]
+    fn cleaner_threads_split_the_buffers_as_kafka() {
+        let broker = |pairs: &[(&str, &str)]| {
+            let pairs: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            BrokerConfig::load(None, &pairs).unwrap()
+        };
+        let defaults = CleanerSettings::of(&BrokerConfig::defaults());
+        assert_eq!(defaults.io_buffer_bytes, 262_144);
+        assert_eq!(defaults.map_bytes, 134_217_728);
+        assert_eq!(defaults.map_load_factor, 0.9);
+        let two = CleanerSettings::of(&broker(&[
+            ("log.cleaner.threads", "2"),
+            ("log.cleaner.io.buffer.size", "1000000"),
+            ("log.cleaner.dedupe.buffer.size", "10000000"),
+            ("log.cleaner.io.buffer.load.factor", "0.5"),
+        ]));
+        assert_eq!(two.io_buffer_bytes, 250_000);
+        assert_eq!(two.map_bytes, 5_000_000);
+        assert_eq!(two.map_load_factor, 0.5);
     }
 
     #[test]

@@ -106,6 +106,8 @@ pub struct Segment {
     read_map: Mutex<Option<Arc<Mmap>>>,
     /// Between `make_active` and `seal`.
     active: std::sync::atomic::AtomicBool,
+    /// The `.log` was grown past its data by [`Segment::preallocate`]; `seal` trims it.
+    preallocated: std::sync::atomic::AtomicBool,
     state: Mutex<State>,
 }
 
@@ -305,6 +307,7 @@ impl Segment {
             verified_to: AtomicU64::new(0),
             read_map: Mutex::new(None),
             active: Default::default(),
+            preallocated: Default::default(),
             state: Mutex::new(State {
                 size: 0,
                 tally: Tally::empty(base_offset, stream_pos),
@@ -681,31 +684,57 @@ impl Segment {
         Ok(())
     }
 
-    /// Appends one encoded batch at the end. The caller (the log, under its append lock)
-    /// guarantees offsets continue from `next_offset` and checked the size limits.
-    pub fn append(&self, batch: &[u8], index_interval_bytes: u64) -> Result<()> {
-        self.append_parts(&[batch], index_interval_bytes)
-    }
-
     /// Appends one batch given as consecutive parts (the first holds at least the header),
-    /// with one vectored write.
+    /// with one vectored write. The caller (the log, under its append lock) guarantees
+    /// offsets continue from `next_offset` and checked the size limits.
     pub fn append_parts(&self, parts: &[&[u8]], index_interval_bytes: u64) -> Result<()> {
         let h = decode_header(parts[0]).map_err(|e| self.corrupt(0, e))?;
+        self.append_batch_run(parts, &[h], index_interval_bytes)
+    }
+
+    /// Appends consecutive whole batches with one write (the cleaner's write buffer).
+    pub fn append_batches(&self, batches: &[u8], index_interval_bytes: u64) -> Result<()> {
+        let mut headers = Vec::new();
+        let mut at = 0;
+        while at < batches.len() {
+            let h = decode_header(&batches[at..]).map_err(|e| self.corrupt(at as u64, e))?;
+            at += h.size;
+            headers.push(h);
+        }
+        self.append_batch_run(&[batches], &headers, index_interval_bytes)
+    }
+
+    /// Writes `parts`, which hold exactly the batches of `headers` in order, at the end,
+    /// then does each batch's bookkeeping; a failure undoes the whole run.
+    fn append_batch_run(
+        &self,
+        parts: &[&[u8]],
+        headers: &[BatchHeader],
+        index_interval_bytes: u64,
+    ) -> Result<()> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        assert_eq!(len, h.size, "batch parts add up to the batch size");
+        assert_eq!(
+            len,
+            headers.iter().map(|h| h.size).sum::<usize>(),
+            "the parts hold exactly the batches"
+        );
         let mut st = self.state.lock();
-        assert!(
-            h.base_offset >= st.tally.next_offset,
-            "offsets must strictly increase: batch base {} below segment next offset {}",
-            h.base_offset,
-            st.tally.next_offset
-        );
-        assert!(
-            h.base_stream_pos >= st.tally.stream_end,
-            "stream positions never go back: batch at {} below segment stream end {}",
-            h.base_stream_pos,
-            st.tally.stream_end
-        );
+        let (mut next_offset, mut stream_end) = (st.tally.next_offset, st.tally.stream_end);
+        for h in headers {
+            assert!(
+                h.base_offset >= next_offset,
+                "offsets must strictly increase: batch base {} below segment next offset {}",
+                h.base_offset,
+                next_offset
+            );
+            assert!(
+                h.base_stream_pos >= stream_end,
+                "stream positions never go back: batch at {} below segment stream end {}",
+                h.base_stream_pos,
+                stream_end
+            );
+            (next_offset, stream_end) = (h.next_offset(), h.stream_end());
+        }
         let pos = st.size;
         assert!(
             pos + len as u64 <= MAX_SEGMENT_FILE_BYTES,
@@ -723,8 +752,13 @@ impl Segment {
         let written = write_all_vectored_at(&log, parts, pos)
             .map_err(|e| self.io_err("append", e))
             .and_then(|()| {
-                Self::note_batch(&mut st, &h, pos, index_interval_bytes)
-                    .map_err(|e| self.io_err("index append", e))
+                let mut at = pos;
+                for h in headers {
+                    Self::note_batch(&mut st, h, at, index_interval_bytes)
+                        .map_err(|e| self.io_err("index append", e))?;
+                    at += h.size as u64;
+                }
+                Ok(())
             });
         if let Err(e) = written {
             // Otherwise the final time-index entry written at close would name an offset
@@ -734,14 +768,18 @@ impl Segment {
             let undone = st
                 .offset_index
                 .truncate_to_position(position)
-                .and_then(|()| st.time_index.truncate_to_offset(h.base_offset));
+                .and_then(|()| st.time_index.truncate_to_offset(headers[0].base_offset));
             if let Err(undo) = undone {
                 tracing::error!(error = %undo, "cannot drop the index entries of a failed append from {}", self.log_path_locked(&st).display());
+                return Err(self.io_err(&format!("undo a failed append ({e}) in"), undo));
             }
             // The writer is told this batch failed, so it must not come back: a complete
-            // batch left past the committed size would be loaded by the next open.
+            // batch left past the committed size would be loaded by the next open. (This
+            // also ends a preallocation: the file is its data again.)
+            self.preallocated.store(false, Ordering::Relaxed);
             if let Err(cut) = log.set_len(pos) {
                 tracing::error!(error = %cut, "cannot cut a failed append from {}", self.log_path_locked(&st).display());
+                return Err(self.io_err(&format!("cut a failed append ({e}) from"), cut));
             }
             return Err(e);
         }
@@ -781,7 +819,8 @@ impl Segment {
         None
     }
 
-    /// Kafka's `onBecomeInactiveSegment`: final time-index entry, indexes trimmed.
+    /// Kafka's `onBecomeInactiveSegment`: final time-index entry, indexes trimmed, and a
+    /// preallocated `.log` trimmed to its data.
     pub fn seal(&self) -> Result<()> {
         let mut st = self.state.lock();
         let (ts, off) = (st.tally.max_timestamp, st.tally.offset_of_max_timestamp);
@@ -790,11 +829,42 @@ impl Segment {
                 .maybe_append(ts, off)
                 .map_err(|e| self.io_err("final time index entry", e))?;
         }
+        if self.preallocated.load(Ordering::Relaxed) {
+            self.log_file()?
+                .set_len(st.size)
+                .map_err(|e| self.io_err("trim the preallocated", e))?;
+            self.preallocated.store(false, Ordering::Relaxed);
+        }
         drop(st);
         self.active.store(false, Ordering::Release);
         *self.read_map.lock() = None;
         self.log.lock().file = None;
         self.each_index("trim", |i| i.trim())
+    }
+
+    /// Kafka's `preallocate`: grows the `.log` of a new, empty active segment to `bytes`
+    /// (`RandomAccessFile.setLength`, so sparse where the filesystem allows) for a
+    /// filesystem that lays a file out better when it knows its size. Appends go on at
+    /// the data's end and reads stop there; `seal` (roll, close) trims the file back, and
+    /// after a crash recovery cuts the zeros as an invalid tail.
+    pub fn preallocate(&self, bytes: u64) -> Result<()> {
+        let st = self.state.lock();
+        assert_eq!(st.size, 0, "only a new segment is preallocated");
+        let Some(log) = self.log.lock().file.clone() else {
+            return Err(self.io_err(
+                "preallocate",
+                io::Error::other("the segment is sealed and holds no descriptor"),
+            ));
+        };
+        log.set_len(bytes.min(MAX_SEGMENT_FILE_BYTES))
+            .map_err(|e| self.io_err("preallocate", e))?;
+        self.preallocated.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Between creation (or reactivation) and `seal`: holds its `.log` open for appends.
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
     }
 
     /// Re-expands the indexes of a segment that becomes (again) the active one.

@@ -13,17 +13,20 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use super::clock::Clock;
-use super::config::{BrokerConfig, TopicConfig, TopicOverrides};
+use super::config::{
+    BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig, TopicOverrides,
+};
 use super::error::{EngineError, Excerpt, Result};
 use super::format::{
-    decode_header, field_len, parse_segment_file_name, RecordIter, RecordRef, LOG_SUFFIX,
+    decode_header, field_len, parse_segment_file_name, plain_batch_size, BatchBuilder, RecordIter,
+    RecordRef, LOG_SUFFIX,
 };
 use super::log::{
-    sync_dir, AppendInfo, DeletedSegment, Durability, Log, LogSnapshot, OpenReport, PendingRecord,
-    WriteBytes, WriteRecords,
+    first_oversized_record, sync_dir, AppendInfo, DeletedSegment, Durability, Log, LogSnapshot,
+    OpenReport, PendingRecord, WriteBytes, WriteRecords,
 };
 use super::retention::{self, DeletionCause, SegmentFacts};
 use super::segment::{MappedBatches, Segment};
@@ -160,6 +163,9 @@ pub struct Topic {
     log: Log,
     broker: Arc<RwLock<BrokerConfig>>,
     overrides: RwLock<TopicOverrides>,
+    /// Why the overrides in force are not yet in `kpfs-topic.properties` (the disk was
+    /// full when they changed); saved as soon as there is space.
+    unsaved_overrides: Mutex<Option<String>>,
     config: RwLock<Arc<TopicConfig>>,
     clock: Arc<dyn Clock>,
     modified_ms: AtomicI64,
@@ -211,6 +217,7 @@ impl Topic {
                 log,
                 broker,
                 overrides: RwLock::new(overrides),
+                unsaved_overrides: Mutex::new(None),
                 config: RwLock::new(Arc::new(config)),
                 clock,
                 modified_ms: AtomicI64::new(modified),
@@ -276,10 +283,25 @@ impl Topic {
         result
     }
 
+    /// Refuses an unterminated line of `len` bytes (its newline has not arrived yet) that
+    /// can no longer become a record: even the smallest batch that could hold it, a plain
+    /// batch of this line alone, is over `max.message.bytes`. Refusing it now keeps a
+    /// stream without newlines from growing a writer's buffer without bound. Counted as
+    /// one refused record.
+    pub fn check_unterminated_line(&self, len: usize) -> Result<()> {
+        let max = self.config().max_message_bytes.max(0) as u64;
+        let smallest = plain_batch_size(len) as u64;
+        if smallest <= max {
+            return Ok(());
+        }
+        let error = record_too_large(&self.name, format_args!("at least {smallest}"), max);
+        self.note_refused_append(&error, 1);
+        Err(error)
+    }
+
     /// Records a refused append of `records` records in `events` and the refusal
-    /// counters. Public for refusals decided before the engine sees the bytes (the FUSE
-    /// adapter's unterminated-line limit).
-    pub fn note_refused_append(&self, error: &EngineError, records: u64) {
+    /// counters.
+    fn note_refused_append(&self, error: &EngineError, records: u64) {
         self.events
             .record(self.clock.now_ms(), "refused-append", &error.to_string());
         if let Some(reason) = RefusalReason::of(error) {
@@ -315,9 +337,9 @@ impl Topic {
             if data.is_empty() {
                 return Ok(AppendInfo::default());
             }
-            let max = config.max_message_bytes.max(0) as usize;
-            if let Some(line) = data.first_line_longer_than(max) {
-                return Err(record_too_large(&self.name, line, max));
+            let max = config.max_message_bytes.max(0) as u64;
+            if let Some(batch) = first_oversized_record(data, WriteRecords::Plain, max) {
+                return Err(record_too_large(&self.name, batch, max));
             }
             self.log.append(data, WriteRecords::Plain, &config)
         }?;
@@ -679,22 +701,61 @@ impl Topic {
         self.overrides.read().render_effective(&self.broker.read())
     }
 
-    /// A write to `config`: `key=value`, `-key`, blank and `#` lines; all or nothing.
+    /// A whole command to `config` (`key=value`, `-key`, blank and `#` lines) that
+    /// changes the keys it names; all or nothing.
     pub fn update_config(&self, text: &[u8]) -> Result<()> {
-        let text = std::str::from_utf8(text).map_err(|_| EngineError::InvalidRecord {
-            message: "config writes must be UTF-8 text".into(),
-        })?;
+        let text = std::str::from_utf8(text).map_err(|_| ConfigError::NotText)?;
+        self.apply_config_change(&ConfigChange::from_text(ConfigScope::Topic, text)?)
+    }
+
+    /// Applies what one open-to-close of `config` wrote: all of it, or nothing when a
+    /// line was refused or a check across keys fails. On a full disk the change applies
+    /// in memory and is saved as soon as there is space (a warning says so meanwhile):
+    /// lowering retention is how an operator gets space back.
+    pub fn apply_config_change(&self, change: &ConfigChange) -> Result<()> {
         let mut overrides = self.overrides.write();
         let broker = self.broker.read();
-        let updated = overrides.apply_command(text, &broker)?;
-        write_atomically(
-            &self.dir().join(TOPIC_CONFIG_FILE),
-            updated.to_properties().as_bytes(),
-        )?;
+        let updated = overrides.apply_change(change, &broker)?;
+        if updated != *overrides || self.unsaved_overrides.lock().is_some() {
+            self.save_overrides(&updated)?;
+        }
         let resolved = broker.resolve_topic(&updated);
         *overrides = updated;
         *self.config.write() = Arc::new(resolved);
         Ok(())
+    }
+
+    /// Writes `overrides` to `kpfs-topic.properties`, or, out of space, remembers why
+    /// (see [`write_or_defer`]).
+    fn save_overrides(&self, overrides: &TopicOverrides) -> Result<()> {
+        let path = self.dir().join(TOPIC_CONFIG_FILE);
+        let deferred = self.unsaved_overrides.lock().is_some();
+        write_or_defer(
+            &path,
+            overrides.to_properties().as_bytes(),
+            &self.unsaved_overrides,
+        )?;
+        if deferred && self.unsaved_overrides.lock().is_none() {
+            self.events.record(
+                self.clock.now_ms(),
+                "config",
+                &format!("saved {TOPIC_CONFIG_FILE}, kept in memory only while the disk was full"),
+            );
+        }
+        Ok(())
+    }
+
+    /// Saves what a full disk kept in memory only: the overrides and the log's stream
+    /// start. Called on the scheduler's tick and at close; a failure leaves it for the
+    /// next call.
+    pub fn save_unsaved(&self) {
+        if self.unsaved_overrides.lock().is_some() {
+            let overrides = self.overrides.write();
+            if let Err(e) = self.save_overrides(&overrides) {
+                tracing::error!(topic = %self.name, error = %e, "writing the topic config failed");
+            }
+        }
+        self.log.save_unsaved_stream_start();
     }
 
     /// Facts of every segment, oldest first, for retention.
@@ -911,6 +972,15 @@ impl Topic {
         for warning in self.config_warnings() {
             line("config_warning", warning);
         }
+        if let Some(reason) = self.log.unsaved_stream_start() {
+            line(
+                "unsaved",
+                format!(
+                    "{} ({reason}): retention went on regardless; saved as soon as there is space",
+                    super::log::STREAM_START_FILE
+                ),
+            );
+        }
         let now = self.clock.now_ms();
         for (k, v) in self.retention_diagnostics(&snap, &config, now) {
             line(k, v);
@@ -930,6 +1000,11 @@ impl Topic {
         let config = self.config();
         let set = |key: &str| overrides.get(key).is_some();
         let mut out = Vec::new();
+        if let Some(reason) = self.unsaved_overrides.lock().as_ref() {
+            out.push(format!(
+                "the overrides in force are not saved yet ({reason}): kpfs saves them as soon as there is space; until then a crash or an unmount loses them"
+            ));
+        }
         let policy = &config.cleanup_policy;
         if policy.compact && !policy.delete {
             for key in ["retention.ms", "retention.bytes"] {
@@ -1163,6 +1238,10 @@ impl Topic {
     }
 
     pub fn close(&self) -> Result<()> {
+        self.save_unsaved();
+        if let Some(reason) = self.unsaved_overrides.lock().as_ref() {
+            tracing::error!(topic = %self.name, %reason, "closing with config overrides that could not be saved; they are lost");
+        }
         self.log.close()
     }
 
@@ -1255,14 +1334,45 @@ fn explain_deletion(facts: &[SegmentFacts], count: usize, cause: &DeletionCause)
 }
 
 /// Writes a small file so that a crash leaves either the old or the new content.
+/// [`write_atomically`], except that out of space (ENOSPC, EDQUOT) it records why in
+/// `unsaved` and returns `Ok`: the caller applies its change anyway, since a full disk
+/// must not block the way out of it (lowering retention), and calls again later. A
+/// successful write clears the reason.
+pub fn write_or_defer(path: &Path, bytes: &[u8], unsaved: &Mutex<Option<String>>) -> Result<()> {
+    let mut reason = unsaved.lock();
+    match write_atomically(path, bytes) {
+        Ok(()) => {
+            if reason.take().is_some() {
+                tracing::info!(file = %path.display(), "saved what was kept in memory while the disk was full");
+            }
+            Ok(())
+        }
+        Err(e) if e.is_out_of_space() => {
+            if reason.is_none() {
+                tracing::warn!(file = %path.display(), error = %e, "kept in memory until there is space");
+            }
+            *reason = Some(e.to_string());
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let tmp = temporary_path(path);
     let io = |what: &str, e| EngineError::io(format!("{what} {}", tmp.display()), e);
     let mut f = File::create(&tmp).map_err(|e| io("create", e))?;
-    f.write_all(bytes).map_err(|e| io("write", e))?;
-    f.sync_all().map_err(|e| io("fsync", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io("rename", e))?;
+    let written = f
+        .write_all(bytes)
+        .map_err(|e| io("write", e))
+        .and_then(|()| f.sync_all().map_err(|e| io("fsync", e)))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io("rename", e)));
+    if written.is_err() {
+        // A full disk fails the write: the half-written file must not stay behind.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
     if let Some(dir) = path.parent() {
         sync_dir(dir)?;
     }
@@ -1334,7 +1444,7 @@ fn parse_lines(
     records: &mut Vec<PendingRecord>,
 ) -> Result<()> {
     let null_marker = config.null_marker.as_deref();
-    let max = config.max_message_bytes.max(0) as usize;
+    let max = config.max_message_bytes.max(0) as u64;
     let mut rest = data;
     while !rest.is_empty() {
         let line_number = records.len() + 1;
@@ -1346,9 +1456,6 @@ fn parse_lines(
             }
             None => (std::mem::take(&mut rest), false),
         };
-        if line.len() > max {
-            return Err(record_too_large(topic, line.len(), max));
-        }
         let line_start = base + data.len() - rest.len() - line.len() - usize::from(line_end);
         let (key, value) = if config.parse_key {
             let sep = &config.key_separator;
@@ -1369,6 +1476,14 @@ fn parse_lines(
         } else {
             (None, Some(line))
         };
+        let (key_len, value_len) = (field_len(key), field_len(value));
+        // Kafka checks a record's batch size before its key (analyzeAndValidateRecords,
+        // then LogValidator); a missing separator is the console producer's error, before
+        // either.
+        let batch = BatchBuilder::single_record_batch_size(key_len, value_len, line.len()) as u64;
+        if batch > max {
+            return Err(record_too_large(topic, batch, max));
+        }
         if key.is_none() && config.cleanup_policy.compact {
             return Err(EngineError::InvalidRecord {
                 message: format!("Compacted topic cannot accept message without key in topic partition {topic}-0"),
@@ -1377,18 +1492,19 @@ fn parse_lines(
         records.push(PendingRecord {
             line_start,
             line_len: line.len(),
-            key_len: field_len(key),
-            value_len: field_len(value),
+            key_len,
+            value_len,
         });
     }
     Ok(())
 }
 
-/// Kafka's refusal of a batch above max.message.bytes; kpfs checks each line.
-fn record_too_large(topic: &str, line_len: usize, max: usize) -> EngineError {
+/// Kafka's refusal of a batch above max.message.bytes: `batch` is the size of the
+/// batch holding the record alone (a bigger write is split into batches that fit).
+fn record_too_large(topic: &str, batch: impl std::fmt::Display, max: u64) -> EngineError {
     EngineError::RecordTooLarge {
         message: format!(
-            "The record batch size in the append to {topic}-0 is {line_len} bytes which exceeds the maximum configured value of {max}."
+            "The record batch size in the append to {topic}-0 is {batch} bytes which exceeds the maximum configured value of {max}."
         ),
     }
 }

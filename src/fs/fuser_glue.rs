@@ -6,6 +6,7 @@ use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -27,7 +28,7 @@ const MAX_WRITE: u32 = 1 << 20;
 const THREADS: usize = 4;
 
 struct FuseAdapter {
-    fs: KpfsFs,
+    fs: Arc<KpfsFs>,
 }
 
 fn errno(error: &FsError) -> Errno {
@@ -132,7 +133,7 @@ impl Filesystem for FuseAdapter {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -145,6 +146,7 @@ impl Filesystem for FuseAdapter {
             uid,
             gid,
             times: atime.is_some() || mtime.is_some(),
+            fh: fh.map(|fh| fh.0),
         };
         match self.fs.setattr(ino.0, change) {
             Ok(attr) => reply.attr(&attr.ttl, &file_attr(&attr)),
@@ -277,10 +279,13 @@ impl Filesystem for FuseAdapter {
         data: &[u8],
         _write_flags: WriteFlags,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.fs.write(fh.0, data) {
+        match self
+            .fs
+            .write_from(fh.0, data, lock_owner.map(|owner| owner.0))
+        {
             Ok(written) => reply.written(written),
             Err(e) => fail!(reply, "write", e),
         }
@@ -290,13 +295,17 @@ impl Filesystem for FuseAdapter {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
-        _lock_owner: LockOwner,
+        fh: FileHandle,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // Not a commit point: bash sends FLUSH when it dup2s the descriptor, before the
-        // write it is about to make. Fragments are committed on RELEASE.
-        reply.ok();
+        // Every close(2) sends one, also of a duplicate that leaves the file open (bash's
+        // dup2 before the write it is about to make, a child's exit): KpfsFs decides by
+        // who closes, both for a `log` line left open and for a config change.
+        match self.fs.flush(fh.0, lock_owner.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => fail!(reply, "flush", e),
+        }
     }
 
     fn release(
@@ -382,14 +391,16 @@ impl Filesystem for FuseAdapter {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _name: &OsStr,
-        _value: &[u8],
+        name: &OsStr,
+        value: &[u8],
         _flags: i32,
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let e = self.fs.refuse_xattr_change(ino.0);
-        fail!(reply, "setxattr", e)
+        match self.fs.setxattr(ino.0, name, value) {
+            Ok(()) => reply.ok(),
+            Err(e) => fail!(reply, "setxattr", e),
+        }
     }
 
     fn getxattr(
@@ -421,12 +432,15 @@ impl Filesystem for FuseAdapter {
         name: &OsStr,
         _mode: u32,
         _umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
-        let e = self
-            .fs
-            .refuse_namespace(NamespaceOp::Create, parent.0, name);
+        let op = if flags & libc::O_EXCL != 0 {
+            NamespaceOp::CreateExclusive
+        } else {
+            NamespaceOp::Create
+        };
+        let e = self.fs.refuse_namespace(op, parent.0, name);
         fail!(reply, "create", e)
     }
 }
@@ -451,7 +465,7 @@ pub struct Mounted {
 /// caller that gets `Ok` has a working mount. `on_end` runs on the session thread when
 /// the request loop ends, whether by our unmount or an external `umount`.
 pub fn mount(
-    fs: KpfsFs,
+    fs: Arc<KpfsFs>,
     mountpoint: &Path,
     config: &MountConfig,
     on_end: impl FnOnce(&io::Result<()>) + Send + 'static,
@@ -507,15 +521,63 @@ impl Mounted {
     }
 }
 
-/// `umount2(MNT_DETACH)`: also the cure for a mount left dead by a killed daemon.
+/// `umount2(MNT_DETACH)`: also the cure for a mount left dead by a killed daemon. A
+/// user other than root may not call it (EPERM) and detaches through the setuid
+/// `fusermount3 -u -z` instead, as fuser itself unmounts for such a user.
 pub fn detach(path: &Path) -> io::Result<()> {
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
     // SAFETY: `c_path` is a valid NUL-terminated string that outlives the call.
     let rc = unsafe { libc::umount2(c_path.as_ptr(), libc::MNT_DETACH) };
     if rc == 0 {
+        return Ok(());
+    }
+    let error = io::Error::last_os_error();
+    if error.raw_os_error() != Some(libc::EPERM) {
+        return Err(error);
+    }
+    let Some(helper) = find_fusermount() else {
+        return Err(io::Error::new(
+            error.kind(),
+            format!("{error}; a non-root user needs fusermount3 (the fuse3 package) for it"),
+        ));
+    };
+    let output = std::process::Command::new(&helper)
+        .args(["-u", "-z", "--"])
+        .arg(path)
+        .output()?;
+    if output.status.success() {
         Ok(())
     } else {
-        Err(io::Error::last_os_error())
+        Err(io::Error::new(
+            error.kind(),
+            format!(
+                "{error}; {} -u -z: {}",
+                helper.display(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            ),
+        ))
     }
+}
+
+/// The setuid mount helper fuser runs for a user other than root, if it is there: the
+/// one `$FUSERMOUNT_PATH` names, else `fusermount3` (or the older `fusermount`) on
+/// `$PATH`, in `/sbin` or in `/bin`, where fuser looks.
+pub fn find_fusermount() -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |path: &Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if let Some(path) = std::env::var_os("FUSERMOUNT_PATH") {
+        return Some(PathBuf::from(path)).filter(|p| executable(p));
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.extend(["/sbin", "/bin"].map(PathBuf::from));
+    ["fusermount3", "fusermount"].iter().find_map(|name| {
+        dirs.iter()
+            .map(|dir| dir.join(name))
+            .find(|candidate| executable(candidate))
+    })
 }

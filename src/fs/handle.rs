@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::engine::{LogCursor, Topic};
+use crate::engine::{ConfigChange, ConfigScope, LogCursor, Topic};
 use crate::fs::inode::Node;
 use crate::fs::DirEntry;
 
@@ -19,12 +19,133 @@ pub enum ConfigTarget {
     Topic(Arc<Topic>),
 }
 
+impl ConfigTarget {
+    pub fn scope(&self) -> ConfigScope {
+        match self {
+            ConfigTarget::Broker => ConfigScope::Broker,
+            ConfigTarget::Topic(_) => ConfigScope::Topic,
+        }
+    }
+}
+
+/// A config file open for writing: where its change goes and the change so far. One
+/// open-to-close is one change (docs/SEMANTICS.md).
+pub struct ConfigWriter {
+    pub target: ConfigTarget,
+    pub edit: Mutex<ConfigEdit>,
+}
+
+/// The change a config handle carries, and who may commit it.
+pub struct ConfigEdit {
+    pub change: ConfigChange,
+    /// Written or truncated since the last commit.
+    pub pending: bool,
+    /// Lock owners (the kernel's id of a process's file table) that wrote since the
+    /// last commit. A FLUSH commits only for one of them: a child that inherited the
+    /// descriptor and exits (`{ echo a=1; sleep 1; echo b=2; } > config`) closes it
+    /// mid-change, and its FLUSH must not apply half of it.
+    pub writers: Vec<u64>,
+    /// A write came without a lock owner: any FLUSH commits.
+    pub anonymous_writer: bool,
+}
+
+impl ConfigWriter {
+    pub fn new(target: ConfigTarget) -> ConfigWriter {
+        let change = ConfigChange::new(target.scope());
+        ConfigWriter {
+            target,
+            edit: Mutex::new(ConfigEdit {
+                change,
+                pending: false,
+                writers: Vec::new(),
+                anonymous_writer: false,
+            }),
+        }
+    }
+}
+
+impl ConfigEdit {
+    pub fn note_writer(&mut self, owner: Option<u64>) {
+        self.pending = true;
+        match owner {
+            Some(owner) if !self.writers.contains(&owner) => self.writers.push(owner),
+            Some(_) => {}
+            None => self.anonymous_writer = true,
+        }
+    }
+
+    /// Whether a FLUSH from `owner` ends the change: something is pending and `owner`
+    /// wrote it. A truncation alone (`> config`) waits for RELEASE, since the shell's
+    /// first FLUSH comes between the truncation and the writes.
+    pub fn due_at_flush(&self, owner: u64) -> bool {
+        self.pending && (self.anonymous_writer || self.writers.contains(&owner))
+    }
+
+    /// Marks the change committed (or refused): only new writes make it due again.
+    pub fn committed(&mut self) {
+        self.pending = false;
+        self.writers.clear();
+        self.anonymous_writer = false;
+    }
+}
+
 /// The per-handle state of `TOPIC/log`.
+#[derive(Default)]
 pub struct LogState {
     pub cursor: LogCursor,
     /// Bytes after the last `\n` written through this handle: the start of a line whose
     /// end has not arrived yet (one write(2) may reach us as several WRITEs).
     pub pending: Vec<u8>,
+    /// The FUSE lock owner (one per process's descriptor table) of the last write, when
+    /// the kernel gave one: a close by that process ends the line it left unterminated.
+    pub writer: Option<u64>,
+    /// A line of which a piece was refused, while later writes may carry more of it.
+    pub refused: Option<Box<RefusedLine>>,
+}
+
+/// A line of which a piece was refused. Nothing of it is ever stored: what the handle
+/// held of it is dropped, and the writes that carry more of it are refused too.
+pub struct RefusedLine {
+    pub errno: i32,
+    /// The first refusal's reason, repeated for the writes refused with it.
+    pub reason: String,
+    /// Its newline has not come: every write up to the one that brings it is refused.
+    open: bool,
+    /// When the refused write itself held the line's newline and began in the middle of
+    /// the line: that write's bytes up to and including the newline. The kernel answers a
+    /// write(2) whose later piece is refused with the count of its earlier pieces, and
+    /// the program sends the rest again, which starts with them.
+    tail: Vec<u8>,
+}
+
+impl RefusedLine {
+    /// Whether `data` carries more of the line: the bytes before its newline, or the
+    /// refused write's tail sent again.
+    pub fn carried_by(&self, data: &[u8]) -> bool {
+        self.open || (!self.tail.is_empty() && data.starts_with(&self.tail))
+    }
+}
+
+impl LogState {
+    /// Notes that a write of `data` was refused. `continued` says whether it carried the
+    /// rest of a line that earlier writes began: that line is refused whole, and so is the
+    /// line the write leaves unterminated, whose next pieces are still to come.
+    pub fn refuse_write(&mut self, data: &[u8], continued: bool, errno: i32, reason: String) {
+        self.pending.clear();
+        let open = data.last() != Some(&b'\n');
+        let tail = match memchr::memchr(b'\n', data) {
+            Some(newline) if continued && !open => data[..=newline].to_vec(),
+            _ => Vec::new(),
+        };
+        self.refused = (open || !tail.is_empty()).then(|| {
+            Box::new(RefusedLine {
+                errno,
+                reason,
+                open,
+                tail,
+            })
+        });
+    }
 }
 
 pub enum HandleKind {
@@ -36,8 +157,8 @@ pub enum HandleKind {
     /// when it reads in several pieces.
     Text {
         text: Vec<u8>,
-        /// Where writes go; `None` for read-only files.
-        target: Option<ConfigTarget>,
+        /// A config file opened for writing; `None` for files opened read-only.
+        writer: Option<ConfigWriter>,
     },
     /// A file of the partition directory. Holding the `File` keeps reads working after
     /// the engine renames it to `.deleted` or unlinks it.
@@ -86,5 +207,10 @@ impl HandleTable {
 
     pub fn remove(&self, fh: u64) -> Option<Arc<Handle>> {
         self.handles.lock().remove(&fh)
+    }
+
+    /// Every open handle, as of now.
+    pub fn all(&self) -> Vec<Arc<Handle>> {
+        self.handles.lock().values().cloned().collect()
     }
 }

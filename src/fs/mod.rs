@@ -20,9 +20,11 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::engine::{metrics, Clock, Engine, EngineError, LogCursor, SystemClock, Topic};
+use crate::engine::{
+    metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, SystemClock, Topic,
+};
 use errno::errno_of;
-use handle::{ConfigTarget, Handle, HandleKind, HandleTable, LogState};
+use handle::{ConfigTarget, ConfigWriter, Handle, HandleKind, HandleTable, LogState};
 use inode::{InodeTable, Node, CONTROL_DIR};
 
 /// Attributes of files are never cached: `tail -f` polls fstat once a second and must
@@ -104,6 +106,9 @@ pub struct SetAttr {
     pub gid: Option<u32>,
     /// atime or mtime set explicitly (touch, utimensat).
     pub times: bool,
+    /// The open file the change was made through (ftruncate, and the truncation of
+    /// an `O_TRUNC` open), if any.
+    pub fh: Option<u64>,
 }
 
 /// A refused or failed operation: the errno for the kernel and a text for the log.
@@ -119,6 +124,10 @@ pub type FsResult<T> = Result<T, FsError>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NamespaceOp {
     Create,
+    /// An `O_EXCL` create: a probe that expects to fail (editors' swap, backup and
+    /// test files, lock and temporary files), refused without a record in
+    /// `.kpfs/errors`, so saving in vim leaves no noise there.
+    CreateExclusive,
     Mknod,
     Unlink,
     Rename,
@@ -366,7 +375,15 @@ impl KpfsFs {
     pub fn setattr(&self, ino: u64, change: SetAttr) -> FsResult<Attr> {
         let node = self.node(ino)?;
         let path = node.path();
-        if change.mode.is_some() || change.uid.is_some() || change.gid.is_some() {
+        // Setting what is already there is no change: editors restore the mode and owner
+        // of the file they save.
+        let current = self.attr_of(ino, &node)?;
+        let same_mode = change
+            .mode
+            .is_none_or(|m| m & 0o7777 == u32::from(current.perm));
+        let same_owner = change.uid.is_none_or(|u| u == current.uid)
+            && change.gid.is_none_or(|g| g == current.gid);
+        if !same_mode || !same_owner {
             return Err(self.refuse(
                 &path,
                 libc::EPERM,
@@ -384,8 +401,11 @@ impl KpfsFs {
                          through retention (retention.ms, retention.bytes)",
                     ))
                 }
-                // `cat saved > config` truncates first; each write is one command anyway.
-                Node::TopicConfig(_) | Node::BrokerConfig if size == 0 => {}
+                // `>` (O_TRUNC) and ftruncate: what the handle writes next is the whole
+                // set of overrides.
+                Node::TopicConfig(_) | Node::BrokerConfig if size == 0 => {
+                    self.truncate_config(&node, change.fh)?
+                }
                 Node::TopicConfig(_) | Node::BrokerConfig => {
                     return Err(self.refuse(
                         &path,
@@ -478,7 +498,7 @@ impl KpfsFs {
             None => name.to_string_lossy().into_owned(),
         };
         let reason = match op {
-            NamespaceOp::Create | NamespaceOp::Mknod => {
+            NamespaceOp::Create | NamespaceOp::CreateExclusive | NamespaceOp::Mknod => {
                 "cannot create files: mkdir TOPIC creates a topic; append records with >> TOPIC/log"
             }
             NamespaceOp::Unlink => {
@@ -489,7 +509,25 @@ impl KpfsFs {
             NamespaceOp::Link => "hard links are not supported",
             NamespaceOp::Symlink => "symbolic links are not supported",
         };
+        if op == NamespaceOp::CreateExclusive {
+            return FsError {
+                errno: libc::EPERM,
+                message: format!("{path}: {reason}"),
+            };
+        }
         self.refuse(&path, libc::EPERM, reason)
+    }
+
+    /// kpfs keeps no extended attributes. Setting the access ACL a file's mode already
+    /// implies (what vim and `cp -p` copy onto the file they save) changes nothing and
+    /// succeeds; anything else is refused.
+    pub fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8]) -> FsResult<()> {
+        let node = self.node(ino)?;
+        let perm = self.attr_of(ino, &node)?.perm;
+        if name == POSIX_ACL_ACCESS && acl_is_mode(value, perm) {
+            return Ok(());
+        }
+        Err(self.refuse_xattr_change(ino))
     }
 
     pub fn refuse_xattr_change(&self, ino: u64) -> FsError {
@@ -512,41 +550,38 @@ impl KpfsFs {
             }
             Node::Log(_) => HandleKind::Log {
                 topic: self.topic(&node)?,
-                state: Mutex::new(LogState {
-                    cursor: LogCursor::default(),
-                    pending: Vec::new(),
-                }),
+                state: Mutex::new(LogState::default()),
             },
             Node::TopicConfig(_) => {
                 let topic = self.topic(&node)?;
                 HandleKind::Text {
                     text: topic.config_text().into_bytes(),
-                    target: Some(ConfigTarget::Topic(topic)),
+                    writer: writable.then(|| ConfigWriter::new(ConfigTarget::Topic(topic))),
                 }
             }
             Node::BrokerConfig => HandleKind::Text {
                 text: self.engine.broker_config_text().into_bytes(),
-                target: Some(ConfigTarget::Broker),
+                writer: writable.then(|| ConfigWriter::new(ConfigTarget::Broker)),
             },
             Node::Errors if writable => return read_only(".kpfs/errors"),
             Node::Errors => HandleKind::Text {
                 text: self.engine.rejections_text().into_bytes(),
-                target: None,
+                writer: None,
             },
             Node::Status(_) if writable => return read_only("status"),
             Node::Status(_) => HandleKind::Text {
                 text: self.topic(&node)?.status_text().into_bytes(),
-                target: None,
+                writer: None,
             },
             Node::Metrics if writable => return read_only(".kpfs/metrics"),
             Node::Metrics => HandleKind::Text {
                 text: metrics::render(&self.engine).into_bytes(),
-                target: None,
+                writer: None,
             },
             Node::Events(_) if writable => return read_only("events"),
             Node::Events(_) => HandleKind::Text {
                 text: self.topic(&node)?.events_text().into_bytes(),
-                target: None,
+                writer: None,
             },
             Node::Segment { .. } if writable => {
                 return read_only("segments/ is a view of the partition directory; it")
@@ -704,9 +739,15 @@ impl KpfsFs {
         }
     }
 
-    /// Handles one WRITE. The kernel's offset is ignored: `log` only ever grows at the
-    /// engine's end, whatever `i_size` the kernel had cached.
+    /// [`KpfsFs::write_from`] by a process the kernel did not name.
     pub fn write(&self, fh: u64, data: &[u8]) -> FsResult<u32> {
+        self.write_from(fh, data, None)
+    }
+
+    /// Handles one WRITE. The kernel's offset is ignored: `log` only ever grows at the
+    /// engine's end, whatever `i_size` the kernel had cached. `owner` is the writing
+    /// process's FUSE lock owner, if the kernel gave it (see [`KpfsFs::flush`]).
+    pub fn write_from(&self, fh: u64, data: &[u8], owner: Option<u64>) -> FsResult<u32> {
         let handle = self.handle(fh)?;
         if !handle.writable {
             return Err(bad_handle(fh));
@@ -714,32 +755,27 @@ impl KpfsFs {
         match &handle.kind {
             HandleKind::Log { topic, state } => {
                 let mut state = state.lock();
-                self.append(topic, &mut state.pending, data, &handle.node)?;
+                state.writer = owner;
+                self.write_log(topic, &mut state, data, &handle.node)?;
             }
             HandleKind::Text {
-                target: Some(target),
+                writer: Some(writer),
                 ..
             } => {
-                let path = handle.node.path();
-                let result = match target {
-                    ConfigTarget::Broker => self.engine.update_broker_config(data),
-                    ConfigTarget::Topic(topic) => {
-                        let before = topic.config_warnings();
-                        topic.update_config(data).inspect(|()| {
-                            // Accepted, but perhaps not doing what it seems: say so where
-                            // refusals go, once, when the write brings the warning in.
-                            for warning in topic.config_warnings() {
-                                if !before.contains(&warning) {
-                                    self.engine
-                                        .record_rejection(&path, &format!("warning: {warning}"));
-                                }
-                            }
-                        })
+                // Each line is checked as it arrives, so the writer hears of a bad one at
+                // once (bash prints it); the change applies at close.
+                let mut edit = writer.edit.lock();
+                edit.note_writer(owner);
+                let refused = edit.change.write(data);
+                if let Some(first) = refused.first() {
+                    let path = handle.node.path();
+                    for e in &refused[1..] {
+                        self.engine.record_rejection(&path, &e.to_string());
                     }
-                };
-                result.map_err(|e| self.engine_error(&path, &e))?;
+                    return Err(self.refuse(&path, libc::EINVAL, first.to_string()));
+                }
             }
-            HandleKind::Text { target: None, .. }
+            HandleKind::Text { writer: None, .. }
             | HandleKind::Backing { .. }
             | HandleKind::Dir { .. } => return Err(bad_handle(fh)),
         }
@@ -747,16 +783,49 @@ impl KpfsFs {
         Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
     }
 
-    /// Commits the complete lines of `pending + data` and keeps the unterminated rest in
-    /// `pending`. On error `pending` is left as it was, so a refused write changes nothing.
-    /// `node` names the file in a refusal (its path is built only then: appends are hot).
-    fn append(
+    /// One write to `log`: its complete lines are appended, its unterminated last line
+    /// waits in `state.pending`. Nothing of a line of which any piece was refused is ever
+    /// stored (see [`LogState::refuse_write`]); `node` names the file in a refusal (its
+    /// path is built only then: appends are hot).
+    fn write_log(
+        &self,
+        topic: &Topic,
+        state: &mut LogState,
+        data: &[u8],
+        node: &Node,
+    ) -> FsResult<()> {
+        if let Some(line) = state.refused.take() {
+            if line.carried_by(data) {
+                let error = self.refuse(
+                    &node.path(),
+                    line.errno,
+                    format!(
+                        "this write carries more of a refused line, and nothing of that \
+                         line is stored: {}",
+                        line.reason
+                    ),
+                );
+                state.refuse_write(data, true, line.errno, line.reason);
+                return Err(error);
+            }
+        }
+        let continued = !state.pending.is_empty();
+        self.append_lines(topic, &mut state.pending, data)
+            .map_err(|e| {
+                let error = self.engine_error(&node.path(), &e);
+                state.refuse_write(data, continued, error.errno, e.to_string());
+                error
+            })
+    }
+
+    /// Appends the complete lines of `pending + data` and keeps the unterminated rest in
+    /// `pending`. On error nothing is appended, and the caller drops the line.
+    fn append_lines(
         &self,
         topic: &Topic,
         pending: &mut Vec<u8>,
         data: &[u8],
-        node: &Node,
-    ) -> FsResult<()> {
+    ) -> Result<(), EngineError> {
         // The complete lines go to the engine straight from the request buffer. A fragment
         // an earlier write left (cat's 128 KiB or 1 MiB chunks rarely end on a newline)
         // is finished with this write's first line, and only that line is copied.
@@ -780,24 +849,8 @@ impl KpfsFs {
             body.len() - complete.unwrap_or(0)
         };
         if rest_len > 0 {
-            // The engine would refuse this line at its end anyway; refusing now keeps a
-            // newline-less stream from growing the buffer without bound.
-            let limit = max_message_bytes(topic);
-            if rest_len > limit.saturating_add(1) {
-                pending.truncate(kept);
-                let reason = format!(
-                    "unterminated line of more than {rest_len} bytes exceeds \
-                     max.message.bytes ({limit})"
-                );
-                // The engine never sees this line, so its refusal is counted here.
-                topic.note_refused_append(
-                    &EngineError::RecordTooLarge {
-                        message: reason.clone(),
-                    },
-                    1,
-                );
-                return Err(self.refuse(&node.path(), libc::EFBIG, reason));
-            }
+            // Refused before any of the write's lines is appended: all or nothing.
+            topic.check_unterminated_line(rest_len)?;
         }
         if kept > 0 && first_newline.is_none() {
             // Still no newline: the fragment only grows.
@@ -806,29 +859,172 @@ impl KpfsFs {
         }
         let complete_end = complete.unwrap_or(0);
         if head_end > 0 || complete_end > 0 {
-            if let Err(e) = topic.append_lines_after(&pending[..head_end], &body[..complete_end]) {
-                pending.truncate(kept);
-                return Err(self.engine_error(&node.path(), &e));
-            }
+            topic.append_lines_after(&pending[..head_end], &body[..complete_end])?;
         }
         pending.clear();
         pending.extend_from_slice(&body[complete_end..]);
         Ok(())
     }
 
-    /// The last close of a descriptor: a final line without `\n` is still a record.
+    /// A close(2) of a descriptor of the handle (FLUSH: every close of every duplicate
+    /// sends one, and close(2) returns its error). For `log`, a close by the process that
+    /// wrote the handle's last bytes ends the line it left unterminated: the line becomes
+    /// a record now, or is refused with close(2)'s error. A close by another process that
+    /// shares the descriptor (a child that inherited it) leaves the line open. A config
+    /// file's change applies at a close by a process that wrote it, so close(2) reports
+    /// why it did not.
+    pub fn flush(&self, fh: u64, closer: u64) -> FsResult<()> {
+        let handle = self.handle(fh)?;
+        match &handle.kind {
+            HandleKind::Log { topic, state } => {
+                self.end_line(topic, &mut state.lock(), Some(closer), &handle.node)
+            }
+            HandleKind::Text {
+                writer: Some(writer),
+                ..
+            } => self.commit_config(&handle, writer, Some(closer)),
+            HandleKind::Text { writer: None, .. }
+            | HandleKind::Backing { .. }
+            | HandleKind::Dir { .. } => Ok(()),
+        }
+    }
+
+    /// Ends the handle's unterminated line, if `closer` wrote it or is `None` (the last
+    /// close, or unmount): a fragment becomes a record, a refused line is over.
+    fn end_line(
+        &self,
+        topic: &Topic,
+        state: &mut LogState,
+        closer: Option<u64>,
+        node: &Node,
+    ) -> FsResult<()> {
+        if closer.is_some() && state.writer.is_some() && closer != state.writer {
+            return Ok(());
+        }
+        state.refused = None;
+        let line = std::mem::take(&mut state.pending);
+        if line.is_empty() {
+            return Ok(());
+        }
+        topic
+            .append_lines(&line)
+            .map(|_| ())
+            .map_err(|e| self.engine_error(&node.path(), &e))
+    }
+
+    /// Applies the change a config handle carries, if it is due: at a FLUSH from a
+    /// process that wrote it (`owner`), or at RELEASE (`None`: the last close, for a
+    /// truncation without writes). A refused line refuses the whole change.
+    fn commit_config(
+        &self,
+        handle: &Handle,
+        writer: &ConfigWriter,
+        owner: Option<u64>,
+    ) -> FsResult<()> {
+        let mut edit = writer.edit.lock();
+        let due = match owner {
+            Some(owner) => edit.due_at_flush(owner),
+            None => edit.pending,
+        };
+        if !due {
+            return Ok(());
+        }
+        edit.committed();
+        let path = handle.node.path();
+        let refused = edit.change.end_lines();
+        for e in &refused {
+            self.engine.record_rejection(&path, &e.to_string());
+        }
+        let (before, applied) = match &writer.target {
+            ConfigTarget::Broker => (
+                self.engine.broker_config_warnings(),
+                self.engine.apply_broker_change(&edit.change),
+            ),
+            ConfigTarget::Topic(topic) => (
+                topic.config_warnings(),
+                topic.apply_config_change(&edit.change),
+            ),
+        };
+        applied.map_err(|e| self.engine_error(&path, &e))?;
+        // Accepted, but perhaps not doing what it seems: say so where refusals go, once,
+        // when the change brings the warning in.
+        let after = match &writer.target {
+            ConfigTarget::Broker => self.engine.broker_config_warnings(),
+            ConfigTarget::Topic(topic) => topic.config_warnings(),
+        };
+        for warning in after.iter().filter(|w| !before.contains(w)) {
+            self.engine
+                .record_rejection(&path, &format!("warning: {warning}"));
+        }
+        Ok(())
+    }
+
+    /// `>` or ftruncate to zero on a config file: through an open handle, its next
+    /// lines replace the overrides; by path (`truncate -s 0`), every override goes now.
+    fn truncate_config(&self, node: &Node, fh: Option<u64>) -> FsResult<()> {
+        if let Some(handle) = fh.and_then(|fh| self.handles.get(fh)) {
+            if let HandleKind::Text {
+                writer: Some(writer),
+                ..
+            } = &handle.kind
+            {
+                let mut edit = writer.edit.lock();
+                edit.change.truncate();
+                edit.pending = true;
+                return Ok(());
+            }
+        }
+        let path = node.path();
+        let applied = match node {
+            Node::BrokerConfig => {
+                let mut change = ConfigChange::new(ConfigScope::Broker);
+                change.truncate();
+                self.engine.apply_broker_change(&change)
+            }
+            _ => {
+                let topic = self.topic(node)?;
+                let mut change = ConfigChange::new(ConfigScope::Topic);
+                change.truncate();
+                topic.apply_config_change(&change)
+            }
+        };
+        applied.map_err(|e| self.engine_error(&path, &e))
+    }
+
+    /// The last close of a descriptor (RELEASE): a final line without `\n` that no FLUSH
+    /// ended is still a record, and a config change no FLUSH committed applies.
     pub fn release(&self, fh: u64) {
         let Some(handle) = self.handles.remove(fh) else {
             return;
         };
+        if let HandleKind::Text {
+            writer: Some(writer),
+            ..
+        } = &handle.kind
+        {
+            if let Err(error) = self.commit_config(&handle, writer, None) {
+                // Nobody waits for RELEASE's answer; the record is all the user gets.
+                tracing::warn!(errno = error.errno, "{}", error.message);
+            }
+        }
+        self.end_open_line(&handle);
+    }
+
+    /// At unmount: the lines that writers still holding `log` open left unterminated
+    /// become records, as at their close (nothing is appended through those descriptors
+    /// once the engine is closed).
+    pub fn finish_open_writes(&self) {
+        for handle in self.handles.all() {
+            self.end_open_line(&handle);
+        }
+    }
+
+    fn end_open_line(&self, handle: &Handle) {
         if let HandleKind::Log { topic, state } = &handle.kind {
-            let pending = std::mem::take(&mut state.lock().pending);
-            if !pending.is_empty() {
-                if let Err(e) = topic.append_lines(&pending) {
-                    // Nobody waits for RELEASE's answer; the record is all the user gets.
-                    let error = self.engine_error(&handle.node.path(), &e);
-                    tracing::warn!(errno = error.errno, "{}", error.message);
-                }
+            if let Err(error) = self.end_line(topic, &mut state.lock(), None, &handle.node) {
+                // Nobody waits for the answer; the record in .kpfs/errors is all the user
+                // gets.
+                tracing::warn!(errno = error.errno, "{}", error.message);
             }
         }
     }
@@ -843,7 +1039,8 @@ impl KpfsFs {
             HandleKind::Log { topic, .. } => topic
                 .sync()
                 .map_err(|e| self.engine_error(&handle.node.path(), &e)),
-            // Config changes are durable when the write returns; the rest is read-only.
+            // A config change is durable when the close that applies it returns; the rest
+            // is read-only.
             HandleKind::Text { .. } | HandleKind::Backing { .. } | HandleKind::Dir { .. } => Ok(()),
         }
     }
@@ -880,6 +1077,41 @@ impl KpfsFs {
     }
 }
 
+/// The xattr that holds a file's access ACL (`acl_set_file`).
+const POSIX_ACL_ACCESS: &str = "system.posix_acl_access";
+
+/// Whether `value`, a `system.posix_acl_access` xattr (Linux's `posix_acl_xattr`: a
+/// little-endian version 2 header, then entries of tag, permissions and id), is the
+/// minimal ACL that says exactly what `perm` says: owner, group and other entries only.
+fn acl_is_mode(value: &[u8], perm: u16) -> bool {
+    const VERSION: u32 = 2;
+    const USER_OBJ: u16 = 0x01;
+    const GROUP_OBJ: u16 = 0x04;
+    const OTHER: u16 = 0x20;
+    let Some((version, entries)) = value.split_first_chunk::<4>() else {
+        return false;
+    };
+    if u32::from_le_bytes(*version) != VERSION || entries.len() != 3 * 8 {
+        return false;
+    }
+    let mut tags = Vec::with_capacity(3);
+    for entry in entries.chunks_exact(8) {
+        let tag = u16::from_le_bytes([entry[0], entry[1]]);
+        let bits = u16::from_le_bytes([entry[2], entry[3]]);
+        let shift = match tag {
+            USER_OBJ => 6,
+            GROUP_OBJ => 3,
+            OTHER => 0,
+            _ => return false,
+        };
+        if bits != (perm >> shift) & 0o7 || tags.contains(&tag) {
+            return false;
+        }
+        tags.push(tag);
+    }
+    true
+}
+
 fn bad_handle(fh: u64) -> FsError {
     FsError {
         errno: libc::EBADF,
@@ -893,11 +1125,6 @@ fn leaf_name(node: &Node) -> String {
         Some((_, leaf)) => leaf.to_string(),
         None => path,
     }
-}
-
-/// The topic's `max.message.bytes`; a negative value (never valid) counts as zero.
-fn max_message_bytes(topic: &Topic) -> usize {
-    usize::try_from(topic.config().max_message_bytes).unwrap_or(0)
 }
 
 #[cfg(test)]

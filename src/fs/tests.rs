@@ -75,28 +75,103 @@ fn lines_split_across_writes_become_whole_records() {
     assert_eq!(f.fs.getattr(log).unwrap().size, 18);
 }
 
+impl Fixture {
+    fn set_config(&self, dir: u64, text: &str) {
+        let config = self.ino(dir, "config");
+        let fh = self.fs.open(config, libc::O_WRONLY).unwrap().fh;
+        self.fs.write(fh, text.as_bytes()).unwrap();
+        self.fs.release(fh);
+    }
+
+    fn open_log(&self, dir: u64) -> u64 {
+        let log = self.ino(dir, "log");
+        self.fs
+            .open(log, libc::O_WRONLY | libc::O_APPEND)
+            .unwrap()
+            .fh
+    }
+}
+
+/// Issue 12, item 1: a piece of a line refused leaves no truncated copy of the line. The
+/// start the handle held is dropped, the pieces that follow up to the newline are refused
+/// too, and the next line is appended.
 #[test]
-fn a_refused_write_leaves_the_pending_line_unchanged() {
+fn nothing_of_a_line_refused_in_part_is_stored() {
     let f = fixture();
     let dir = f.topic("t");
-    let config = f.ino(dir, "config");
-    let cfh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
-    f.fs.write(cfh, b"max.message.bytes=200").unwrap();
-    f.fs.release(cfh);
-
-    let log = f.ino(dir, "log");
-    let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
+    f.set_config(dir, "max.message.bytes=200");
+    let fh = f.open_log(dir);
     f.fs.write(fh, b"k:v").unwrap();
-    let huge = vec![b'x'; 400];
-    assert_eq!(f.fs.write(fh, &huge).unwrap_err().errno, libc::EFBIG);
-    assert!(f.errors().contains("t/log: "), "{}", f.errors());
-    f.fs.write(fh, b"w\n").unwrap();
+    assert_eq!(f.fs.write(fh, &[b'x'; 400]).unwrap_err().errno, libc::EFBIG);
+    let more = f.fs.write(fh, b"w\nnext\n").unwrap_err();
+    assert_eq!(more.errno, libc::EFBIG);
+    assert!(
+        more.message
+            .contains("this write carries more of a refused line"),
+        "{}",
+        more.message
+    );
+    f.fs.write(fh, b"after\n").unwrap();
     f.fs.release(fh);
-    assert_eq!(f.read_all(log), "k:vw\n");
+    assert_eq!(f.read_all(f.ino(dir, "log")), "after\n");
+    // One record refused, however many writes carried it.
+    let metrics = crate::engine::metrics::render(f.fs.engine());
+    assert!(
+        metrics.contains("kpfs_refused_records_total{topic=\"t\",reason=\"too_large\"} 1\n"),
+        "{metrics}"
+    );
+}
+
+/// A line whose end comes in the write that is refused: that write's newline ends it, so
+/// the next line is appended; but a program told that a write(2) was written only in
+/// part sends the rest again, which starts with the refused line's tail, and that resend
+/// is refused too.
+#[test]
+fn a_line_refused_at_its_end_leaves_nothing_and_a_resend_of_its_tail_is_refused() {
+    let f = fixture();
+    let dir = f.topic("t");
+    f.set_config(dir, "max.message.bytes=1000");
+    let fh = f.open_log(dir);
+    f.fs.write(fh, &[b'y'; 600]).unwrap();
+    let rest = [&[b'y'; 600][..], b"\nz\n"].concat();
+    assert_eq!(f.fs.write(fh, &rest).unwrap_err().errno, libc::EFBIG);
+    assert_eq!(f.fs.write(fh, &rest).unwrap_err().errno, libc::EFBIG);
+    assert_eq!(f.fs.write(fh, &rest).unwrap_err().errno, libc::EFBIG);
+    f.fs.write(fh, b"next\n").unwrap();
+    // Only the write right after the refusal can be its resend.
+    f.fs.write(fh, &rest).unwrap();
+    f.fs.release(fh);
+    let log = f.read_all(f.ino(dir, "log"));
+    assert_eq!(log, format!("next\n{}\nz\n", "y".repeat(600)));
+}
+
+/// Whatever the refusal, the line a refused write leaves unterminated is refused up to
+/// its newline, which the next writes bring; a write refused whole at a line start that
+/// ends with a newline leaves nothing behind.
+#[test]
+fn the_unterminated_line_of_a_refused_write_is_refused_up_to_its_newline() {
+    let f = fixture();
+    let dir = f.topic("t");
+    f.set_config(dir, "parse.key=true\nkey.separator=:");
+    let fh = f.open_log(dir);
+    assert_eq!(
+        f.fs.write(fh, b"a:1\nno separator\nc:").unwrap_err().errno,
+        libc::EINVAL
+    );
+    assert_eq!(f.fs.write(fh, b"3").unwrap_err().errno, libc::EINVAL);
+    assert_eq!(f.fs.write(fh, b"3\n").unwrap_err().errno, libc::EINVAL);
+    f.fs.write(fh, b"d:4\n").unwrap();
+    assert_eq!(
+        f.fs.write(fh, b"no separator\n").unwrap_err().errno,
+        libc::EINVAL
+    );
+    f.fs.write(fh, b"e:5\n").unwrap();
+    f.fs.release(fh);
+    assert_eq!(f.read_all(f.ino(dir, "log")), "d:4\ne:5\n");
 }
 
 #[test]
-fn truncating_log_is_refused_but_emptying_config_is_a_no_op() {
+fn truncating_log_is_refused_but_truncating_config_replaces_the_overrides() {
     let f = fixture();
     let dir = f.topic("t");
     let log = f.ino(dir, "log");
@@ -109,12 +184,207 @@ fn truncating_log_is_refused_but_emptying_config_is_a_no_op() {
     assert!(f.errors().contains("t/log: "), "{}", f.errors());
     assert!(f.errors().contains(">>"), "{}", f.errors());
     let config = f.ino(dir, "config");
+    set_config(&f, config, "retention.ms=1000\nflush.ms=5\n");
+    // `>`: the truncation through the handle makes its lines the whole set of overrides.
+    let fh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
+    f.fs.setattr(
+        config,
+        SetAttr {
+            fh: Some(fh),
+            ..truncate
+        },
+    )
+    .unwrap();
+    f.fs.write_from(fh, b"segment.ms=7\n", Some(WRITER))
+        .unwrap();
+    f.fs.flush(fh, WRITER).unwrap();
+    f.fs.release(fh);
+    assert_eq!(overrides(&f, config), "segment.ms=7\n");
+    // `truncate -s 0 config`: by path, every override goes at once.
     f.fs.setattr(config, truncate).unwrap();
+    assert_eq!(overrides(&f, config), "");
     let touch = SetAttr {
         times: true,
         ..SetAttr::default()
     };
     assert_eq!(f.fs.setattr(config, touch).unwrap_err().errno, libc::EPERM);
+}
+
+/// The lock owner of the process that writes in these tests.
+const WRITER: u64 = 7;
+
+/// Writes `text` to `config` with `>>` and closes it.
+fn set_config(f: &Fixture, config: u64, text: &str) {
+    let fh =
+        f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
+            .unwrap()
+            .fh;
+    f.fs.write_from(fh, text.as_bytes(), Some(WRITER)).unwrap();
+    f.fs.flush(fh, WRITER).unwrap();
+    f.fs.release(fh);
+}
+
+/// The override lines `config` shows.
+fn overrides(f: &Fixture, config: u64) -> String {
+    let text = f.read_all(config);
+    text.lines()
+        .skip(1)
+        .take_while(|l| *l != "# defaults")
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn a_config_change_applies_at_the_writers_close_all_or_nothing() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let config = f.ino(dir, "config");
+    let fh =
+        f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
+            .unwrap()
+            .fh;
+    // bash: one write per line; nothing applies before the close.
+    f.fs.write_from(fh, b"retention.ms=600000\n", Some(WRITER))
+        .unwrap();
+    f.fs.write_from(fh, b"segment.ms=3000\n", Some(WRITER))
+        .unwrap();
+    assert_eq!(overrides(&f, config), "");
+    // A child that inherited the descriptor and exits closes it: not the end.
+    f.fs.flush(fh, WRITER + 1).unwrap();
+    assert_eq!(overrides(&f, config), "");
+    f.fs.flush(fh, WRITER).unwrap();
+    assert_eq!(
+        overrides(&f, config),
+        "retention.ms=600000\nsegment.ms=3000\n"
+    );
+    // One bad line: EINVAL at once with its reason, EINVAL at close, nothing applied.
+    let before = f.errors();
+    f.fs.write_from(fh, b"retention.bytes=300\n", Some(WRITER))
+        .unwrap();
+    let refused = f.fs.write_from(fh, b"segment.bytes=400\n", Some(WRITER));
+    assert_eq!(refused.unwrap_err().errno, libc::EINVAL);
+    let reason = "t/config: Invalid value 400 for configuration segment.bytes: Value must be at least 1048576";
+    assert!(
+        f.errors()[before.len()..].contains(reason),
+        "{}",
+        f.errors()
+    );
+    assert_eq!(f.fs.flush(fh, WRITER).unwrap_err().errno, libc::EINVAL);
+    assert!(
+        f.errors()[before.len()..].contains("t/config: nothing of this change applied"),
+        "{}",
+        f.errors()
+    );
+    f.fs.release(fh);
+    assert_eq!(
+        overrides(&f, config),
+        "retention.ms=600000\nsegment.ms=3000\n"
+    );
+    // A check across keys fails the close.
+    let fh =
+        f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
+            .unwrap()
+            .fh;
+    f.fs.write_from(fh, b"min.compaction.lag.ms=5000\n", Some(WRITER))
+        .unwrap();
+    f.fs.write_from(fh, b"max.compaction.lag.ms=1000\n", Some(WRITER))
+        .unwrap();
+    assert_eq!(f.fs.flush(fh, WRITER).unwrap_err().errno, libc::EINVAL);
+    f.fs.release(fh);
+    assert!(f.errors().ends_with(
+        "t/config: conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms (1000)\n"
+    ));
+    assert_eq!(
+        overrides(&f, config),
+        "retention.ms=600000\nsegment.ms=3000\n"
+    );
+}
+
+#[test]
+fn a_broker_config_change_applies_at_close_too() {
+    let f = fixture();
+    let control = f.ino(ROOT_INO, ".kpfs");
+    let config = f.ino(control, "config");
+    let fh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
+    f.fs.write_from(fh, b"log.segment.delete.delay.ms=5", Some(WRITER))
+        .unwrap();
+    assert_eq!(
+        f.fs.engine()
+            .broker_config()
+            .topic_defaults()
+            .file_delete_delay_ms,
+        60_000
+    );
+    f.fs.flush(fh, WRITER).unwrap();
+    assert_eq!(
+        f.fs.engine()
+            .broker_config()
+            .topic_defaults()
+            .file_delete_delay_ms,
+        5
+    );
+    f.fs.release(fh);
+    let fh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
+    let refused = f.fs.write_from(fh, b"log.roll.hours=1\n", Some(WRITER));
+    assert_eq!(refused.unwrap_err().errno, libc::EINVAL);
+    assert!(f
+        .errors()
+        .contains(".kpfs/config: Cannot update these configs dynamically: [log.roll.hours]"));
+    assert_eq!(f.fs.flush(fh, WRITER).unwrap_err().errno, libc::EINVAL);
+    f.fs.release(fh);
+}
+
+#[test]
+fn saving_in_an_editor_leaves_no_record() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let config = f.ino(dir, "config");
+    let perm = f.fs.getattr(config).unwrap().perm;
+    // vim: O_EXCL creates of its swap and probe files, chmod and the access ACL of the
+    // mode the file has, owner unchanged.
+    let probe = f.fs.refuse_namespace(
+        crate::fs::NamespaceOp::CreateExclusive,
+        dir,
+        OsStr::new(".config.swp"),
+    );
+    assert_eq!(probe.errno, libc::EPERM);
+    let chmod = SetAttr {
+        mode: Some(libc::S_IFREG | u32::from(perm)),
+        uid: Some(f.fs.getattr(config).unwrap().uid),
+        ..SetAttr::default()
+    };
+    f.fs.setattr(config, chmod).unwrap();
+    let acl = minimal_acl(perm);
+    f.fs.setxattr(config, OsStr::new("system.posix_acl_access"), &acl)
+        .unwrap();
+    assert_eq!(f.errors(), "");
+    // A change of any of them is refused, with a reason.
+    let other = SetAttr {
+        mode: Some(libc::S_IFREG | 0o600),
+        ..SetAttr::default()
+    };
+    assert_eq!(f.fs.setattr(config, other).unwrap_err().errno, libc::EPERM);
+    let acl = minimal_acl(0o600);
+    let e =
+        f.fs.setxattr(config, OsStr::new("system.posix_acl_access"), &acl);
+    assert_eq!(e.unwrap_err().errno, libc::EPERM);
+    let e = f.fs.setxattr(config, OsStr::new("user.x"), b"1");
+    assert_eq!(e.unwrap_err().errno, libc::EPERM);
+    let e =
+        f.fs.refuse_namespace(crate::fs::NamespaceOp::Create, dir, OsStr::new("x"));
+    assert_eq!(e.errno, libc::EPERM);
+    assert_eq!(f.errors().lines().count(), 4, "{}", f.errors());
+}
+
+/// The `system.posix_acl_access` value `acl_set_file` writes for a plain mode.
+fn minimal_acl(perm: u16) -> Vec<u8> {
+    let mut acl = 2u32.to_le_bytes().to_vec();
+    for (tag, shift) in [(0x01u16, 6), (0x04, 3), (0x20, 0)] {
+        acl.extend_from_slice(&tag.to_le_bytes());
+        acl.extend_from_slice(&((perm >> shift) & 0o7).to_le_bytes());
+        acl.extend_from_slice(&u32::MAX.to_le_bytes());
+    }
+    acl
 }
 
 #[test]
@@ -241,6 +511,15 @@ fn an_overlong_unterminated_line_counts_as_a_too_large_refusal() {
     let log = f.ino(dir, "log");
     let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
     assert_eq!(f.fs.write(fh, &[b'x'; 300]).unwrap_err().errno, libc::EFBIG);
+    // Its smallest batch: the header, the line so far and a newline.
+    assert!(
+        f.errors().contains(
+            "t/log: The record batch size in the append to t-0 is at least 372 bytes which \
+             exceeds the maximum configured value of 100."
+        ),
+        "{}",
+        f.errors()
+    );
     f.fs.release(fh);
     let metrics = crate::engine::metrics::render(f.fs.engine());
     assert!(
@@ -345,4 +624,76 @@ fn errors_keep_an_excerpt_of_a_long_refused_value() {
         )),
         "{errors}"
     );
+}
+
+/// Issue 12, item 16: a line left without its newline becomes a record when the process
+/// that wrote it closes the file (FLUSH, which close(2) waits for), not when another
+/// process closes a copy of the descriptor it inherited, and not again at the last close.
+#[test]
+fn an_unterminated_line_becomes_a_record_at_its_writers_close() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let log = f.ino(dir, "log");
+    let fh = f.open_log(dir);
+    let (writer, child) = (7, 8);
+    f.fs.write_from(fh, b"a\nab", Some(writer)).unwrap();
+    f.fs.flush(fh, child).unwrap();
+    f.fs.write_from(fh, b"c", Some(writer)).unwrap();
+    assert_eq!(f.read_all(log), "a\n");
+    f.fs.flush(fh, writer).unwrap();
+    assert_eq!(f.read_all(log), "a\nabc\n");
+    f.fs.write_from(fh, b"d", Some(writer)).unwrap();
+    f.fs.release(fh);
+    assert_eq!(f.read_all(log), "a\nabc\nd\n");
+}
+
+/// The writer's close(2) gets the refusal of the line it ends, and the line is gone.
+#[test]
+fn a_line_refused_at_its_writers_close_fails_the_close() {
+    let f = fixture();
+    let dir = f.topic("t");
+    f.set_config(dir, "parse.key=true");
+    let fh = f.open_log(dir);
+    f.fs.write_from(fh, b"no separator", Some(1)).unwrap();
+    assert_eq!(f.fs.flush(fh, 1).unwrap_err().errno, libc::EINVAL);
+    assert!(
+        f.errors()
+            .contains("t/log: No key separator found on line number 1: 'no separator'"),
+        "{}",
+        f.errors()
+    );
+    f.fs.release(fh);
+    assert_eq!(f.read_all(f.ino(dir, "log")), "");
+}
+
+/// The writer's close also ends a line refused before its newline came: what it writes
+/// next is a new line. Another process's close does not.
+#[test]
+fn the_writers_close_ends_a_refused_line() {
+    let f = fixture();
+    let dir = f.topic("t");
+    f.set_config(dir, "max.message.bytes=100");
+    let fh = f.open_log(dir);
+    let too_long = f.fs.write_from(fh, &[b'x'; 300], Some(1)).unwrap_err();
+    assert_eq!(too_long.errno, libc::EFBIG);
+    f.fs.flush(fh, 2).unwrap();
+    let more = f.fs.write_from(fh, b"more", Some(1)).unwrap_err();
+    assert_eq!(more.errno, libc::EFBIG);
+    f.fs.flush(fh, 1).unwrap();
+    f.fs.write_from(fh, b"next\n", Some(1)).unwrap();
+    f.fs.release(fh);
+    assert_eq!(f.read_all(f.ino(dir, "log")), "next\n");
+}
+
+/// At unmount the lines of writers that still hold `log` open become records, once.
+#[test]
+fn unmount_makes_the_lines_open_writers_left_records() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let fh = f.open_log(dir);
+    f.fs.write_from(fh, b"done\nfrag", Some(1)).unwrap();
+    f.fs.finish_open_writes();
+    assert_eq!(f.read_all(f.ino(dir, "log")), "done\nfrag\n");
+    f.fs.release(fh);
+    assert_eq!(f.read_all(f.ino(dir, "log")), "done\nfrag\n");
 }

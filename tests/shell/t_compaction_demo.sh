@@ -24,7 +24,7 @@ produce_round 1
 sleep 4 # scenario time: past segment.ms, so the next append rolls
 produce_round 2
 sleep 4 # scenario time: past segment.ms
-echo "null.marker=NULL" > "$T/config"
+echo "null.marker=NULL" >> "$T/config"
 printf 'a:NULL\n' >> "$T/log"
 sleep 4 # scenario time: past segment.ms
 produce_round 3
@@ -51,12 +51,21 @@ log_is() { [ "$(cat "$T/log")" == "$1" ]; }
 wait_until 20 log_is "$want_log" || expect_eq "$want_log" "$(cat "$T/log")" "cat log after round 4"
 
 # A record without a key is refused on a compacted topic, in Kafka's words.
-echo "parse.key=false" > "$T/config"
+echo "parse.key=false" >> "$T/config"
 expect_errno "Invalid argument" "echo x >> '$T/log'"
 expect_eq "compact-demo/log: Compacted topic cannot accept message without key in topic partition compact-demo-0" \
     "$(tail -n 1 "$MNT/.kpfs/errors" | cut -d' ' -f2-)" "error for a keyless record"
 # (parse.key also decides whether cat prints keys.)
 expect_eq "$(echo "$want_log" | cut -d: -f2)" "$(cat "$T/log")" "cat log without keys after the keyless refusal"
-echo "parse.key=true" > "$T/config"
+echo "parse.key=true" >> "$T/config"
 expect_eq "$want_log" "$(cat "$T/log")" "cat log after the keyless refusal"
+
+# dump-log prints what kpfs's batch format holds: its magic 1 with no field of Kafka's
+# v2 batches (producer, sequences, epochs, transactions, record headers).
+dump=$("$KPFS" dump-log --print-data-log "$T/segments/00000000000000000000.log")
+batch='^baseOffset: [0-9]+ lastOffset: [0-9]+ count: [0-9]+ deleteHorizonMs: OptionalLong(\.empty|\[[0-9]+\]) position: [0-9]+ CreateTime: [0-9]+ size: [0-9]+ magic: 1 compresscodec: none crc: [0-9]+ isvalid: true$'
+record='^\| offset: [0-9]+ CreateTime: [0-9]+ keySize: 1 valueSize: (-1|[0-9]+)( key: [abc])?( payload: .*)?$'
+grep -q '^baseOffset' <<<"$dump" || fail "no batch line in: $dump"
+bad=$(grep -vE "^(Dumping |Log starting offset: 0$)" <<<"$dump" | grep -vE "$batch" | grep -vE "$record" || true)
+expect_eq "" "$bad" "dump-log lines that are not kpfs batch or record lines"
 umount_kpfs

@@ -1,6 +1,7 @@
 # What goes into log with >> comes back out of cat byte for byte: keyed records with a
-# custom separator, tombstones via null.marker, binary bytes, empty lines, a 1 MiB line;
-# bad lines (no separator, too large) are refused whole and append nothing.
+# custom separator, tombstones via null.marker, binary bytes, empty lines, the longest
+# line max.message.bytes admits; bad lines (no separator, too large) are refused whole
+# and append nothing; max.message.bytes limits each batch, header included.
 source "$(dirname "$0")/lib.sh"
 
 mount_kpfs
@@ -12,7 +13,7 @@ echo "a:1" >> "$MNT/keyed/log"
 expect_eq "a:1" "$(cat "$MNT/keyed/log")" "keyed log after a:1"
 
 # Tombstones: a value equal to null.marker is a null value and reads back as the marker.
-echo "null.marker=NULL" > "$MNT/keyed/config"
+echo "null.marker=NULL" >> "$MNT/keyed/config"
 echo "a:NULL" >> "$MNT/keyed/log"
 expect_eq $'a:1\na:NULL' "$(cat "$MNT/keyed/log")" "keyed log after a tombstone"
 
@@ -39,13 +40,18 @@ expect_eq 4 "$(wc -l < "$MNT/empty/log")" "wc -l with empty lines"
 expect_eq $'a\n\n\nb' "$(cat "$MNT/empty/log")" "log with empty lines"
 expect_eq 4 "$(grep '^log_end_offset:' "$MNT/empty/status" | cut -d' ' -f2)" "log_end_offset with empty lines"
 
-# A 1 MiB line (spanning several write(2)s / FUSE writes) round-trips.
+# The longest line the default max.message.bytes (1048588) admits, spanning several
+# write(2)s and FUSE writes, round-trips: its batch is the 71-byte header, the line and
+# its newline. One byte more is refused whole.
 mkdir "$MNT/big"
-{ head -c 1048576 /dev/zero | tr '\0' 'x'; echo; } > "$in"
+{ head -c 1048516 /dev/zero | tr '\0' 'x'; echo; } > "$in"
 cat "$in" >> "$MNT/big/log"
 cat "$MNT/big/log" > "$out"
-cmp "$in" "$out" || fail "1 MiB line did not round-trip"
-expect_eq 1048577 "$(stat -c %s "$MNT/big/log")" "st_size of the 1 MiB line"
+cmp "$in" "$out" || fail "the longest line did not round-trip"
+expect_eq 1048517 "$(stat -c %s "$MNT/big/log")" "st_size of the longest line"
+{ head -c 1048517 /dev/zero | tr '\0' 'x'; echo; } > "$in"
+expect_errno "File too large" "cat '$in' >> '$MNT/big/log'"
+expect_eq 1 "$(status_field big log_end_offset)" "log_end_offset after a line one byte too long"
 
 # A line of max.message.bytes+1 is refused with EFBIG, and a good line in the same
 # write(2) is not appended either (cat writes the small file in one write(2); bash's
@@ -59,7 +65,19 @@ printf 'ok\n%s\n' "$long" > "$in"
 expect_errno "File too large" "cat '$in' >> '$MNT/small/log'"
 expect_eq "before" "$(cat "$MNT/small/log")" "log after refused large lines"
 expect_eq 1 "$(grep '^log_end_offset:' "$MNT/small/status" | cut -d' ' -f2)" "log_end_offset after refused large lines"
-expect_contains "$(cat "$MNT/.kpfs/errors")" "small/log: " ".kpfs/errors after EFBIG"
+expect_contains "$(cat "$MNT/.kpfs/errors")" "small/log: The record batch size in the append to small-0 is 173 bytes which exceeds the maximum configured value of 100." ".kpfs/errors after EFBIG"
+
+# The limit is on the batch: a 28-byte line makes a 100-byte batch, a 29-byte one is
+# refused; one write of lines that fit one by one goes into batches that each fit.
+mkdir "$MNT/batch"
+echo "max.message.bytes=100" > "$MNT/batch/config"
+line28=$(head -c 28 /dev/zero | tr '\0' 'a')
+expect_errno "File too large" "echo '${line28}b' >> '$MNT/batch/log'"
+printf '%s\n' "$line28" b c > "$in"
+cat "$in" >> "$MNT/batch/log"
+expect_eq "$(cat "$in")" "$(cat "$MNT/batch/log")" "lines in batches that fit"
+sizes=$("$KPFS" dump-log "$MNT/batch/segments/00000000000000000000.log" | sed -n 's/.* size: \([0-9]*\) .*/\1/p' | tr '\n' ' ')
+expect_eq "100 75 " "$sizes" "batch sizes under max.message.bytes=100"
 
 # Ordinary text tools work on log.
 mkdir "$MNT/tools"

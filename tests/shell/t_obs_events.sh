@@ -63,7 +63,7 @@ first=$(stat -c %s "$MNT/sdel/segments/00000000000000000000.log")
 total=$(stat -c %s "$MNT"/sdel/segments/*.log | awk '{ s += $1 } END { print s }')
 limit=$((total - first))
 expect_eq "off (retention.bytes=-1)" "$(status_field sdel retention_size)" "retention_size before"
-echo "retention.bytes=$limit" > "$MNT/sdel/config"
+echo "retention.bytes=$limit" >> "$MNT/sdel/config"
 wait_until 10 has_event sdel " delete segment 0 cause=size" || fail "no size deletion: $(events sdel)"
 expect_contains "$(events sdel)" \
     "segment 0 cause=size: partition is $first bytes over retention.bytes $limit (total $total) and $first - $first segment bytes >= 0" \
@@ -86,7 +86,7 @@ expect_eq idle "$(status_field comp cleaner_state)" "cleaner_state"
 expect_eq 0 "$(status_field comp cleaner_passes)" "cleaner passes before"
 ! has_event comp " clean " || fail "cleaned although not due: $(events comp)"
 
-echo "min.cleanable.dirty.ratio=0.01" > "$MNT/comp/config"
+echo "min.cleanable.dirty.ratio=0.01" >> "$MNT/comp/config"
 wait_until 10 has_event comp " clean offsets \[0, 2)" || fail "no cleaning pass: $(events comp)"
 expect_contains "$(events comp)" "records kept 1 removed 1, tombstones kept 1 removed 0" "first pass keeps the tombstone"
 expect_contains "$(status_field comp last_clean)" "removed 1 records (0 tombstones), kept 1 tombstones" "last_clean"

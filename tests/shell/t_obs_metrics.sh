@@ -58,7 +58,7 @@ for i in "${!sizes[@]}"; do
     expected_start=$((10#${bases[i + 1]}))
 done
 [ "$expected" -ge 1 ] || fail "the scenario should delete at least one segment by size"
-echo "retention.bytes=$limit" > "$MNT/size/config"
+echo "retention.bytes=$limit" >> "$MNT/size/config"
 wait_until 10 metric_is 'kpfs_segments_deleted_total{topic="size",reason="size"}' "$expected" ||
     fail "size deletions: want $expected, metric says $(metric 'kpfs_segments_deleted_total{topic="size",reason="size"}')"
 expect_eq 0 "$(metric 'kpfs_segments_deleted_total{topic="size",reason="time"}')" "time deletions of size"
@@ -72,7 +72,7 @@ echo "internal.segment.bytes=200" > "$MNT/time/config"
 for i in 1 2 3; do echo "r$i" >> "$MNT/time/log"; done
 before=$(ls "$MNT"/time/segments/*.log | wc -l)
 expect_eq 2 "$before" "segments of time before retention"
-echo "retention.ms=1000" > "$MNT/time/config"
+echo "retention.ms=1000" >> "$MNT/time/config"
 # Every segment, the active one included, expires: all are deleted after an empty
 # active segment is rolled at the log end.
 wait_until 10 metric_is 'kpfs_segments_deleted_total{topic="time",reason="time"}' 2 ||
@@ -85,17 +85,18 @@ expect_eq 0 "$(metric 'kpfs_segments_deleted_total{topic="time",reason="size"}')
 
 # --- refused records ----------------------------------------------------------------
 mkdir "$MNT/refuse"
-printf 'cleanup.policy=compact\nmax.message.bytes=50\n' > "$MNT/refuse/config"
+printf 'cleanup.policy=compact\nmax.message.bytes=150\n' > "$MNT/refuse/config"
 expect_errno "Invalid argument" "echo keyless >> '$MNT/refuse/log'"
 # All records of a refused write are refused.
 expect_errno "Invalid argument" "printf 'x\ny\n' >> '$MNT/refuse/log'"
 expect_eq 3 "$(metric 'kpfs_refused_records_total{topic="refuse",reason="keyless_compacted"}')" "keyless refusals"
-# One write of one 101-byte line: the engine refuses it before looking for a key.
+# One write of one 101-byte line, a 179-byte batch: the engine refuses it before
+# looking for a key.
 long=$(head -c 100 /dev/zero | tr '\0' x)
 expect_errno "File too large" "printf '%s\\n' $long >> '$MNT/refuse/log'"
 expect_eq 1 "$(metric 'kpfs_refused_records_total{topic="refuse",reason="too_large"}')" "too_large refusals"
 expect_eq 3 "$(metric 'kpfs_refused_records_total{topic="refuse",reason="keyless_compacted"}')" "keyless after too_large"
-printf 'cleanup.policy=delete\nparse.key=true\n' > "$MNT/refuse/config"
+printf 'cleanup.policy=delete\nparse.key=true\n' >> "$MNT/refuse/config"
 expect_errno "Invalid argument" "echo no-separator >> '$MNT/refuse/log'"
 expect_eq 1 "$(metric 'kpfs_refused_records_total{topic="refuse",reason="invalid"}')" "invalid refusals"
 expect_eq 0 "$(metric 'kpfs_appended_records_total{topic="refuse"}')" "appends of refuse"

@@ -11,7 +11,7 @@ T=$MNT/retention-size-demo
 mkdir "$T"
 expect_errno "Invalid argument" "echo segment.bytes=400 > '$T/config'"
 expect_eq "retention-size-demo/config: Invalid value 400 for configuration segment.bytes: Value must be at least 1048576" \
-    "$(tail -n 1 "$MNT/.kpfs/errors" | cut -d' ' -f2-)" "error for segment.bytes=400"
+    "$(tail -n 2 "$MNT/.kpfs/errors" | head -n 1 | cut -d' ' -f2-)" "error for segment.bytes=400"
 printf 'retention.ms=600000\nretention.bytes=300\nsegment.bytes=1048576\nsegment.ms=3000\n' > "$scratch/cmd"
 cat "$scratch/cmd" > "$T/config"
 for kv in retention.ms=600000 retention.bytes=300 segment.bytes=1048576 segment.ms=3000; do

@@ -11,7 +11,7 @@ mount_kpfs --override log.retention.check.interval.ms=500 \
 T=$MNT/retention-time-demo
 mkdir "$T"
 echo "retention.ms=5000" > "$T/config"
-echo "segment.ms=3000" > "$T/config"
+echo "segment.ms=3000" >> "$T/config"
 
 produce() { seq "$1" "$2" | sed 's/^/record-/' >> "$T/log"; }
 has() { ls "$T/segments" | grep -qx "$1"; }
