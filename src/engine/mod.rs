@@ -9,7 +9,6 @@ pub mod events;
 pub mod format;
 pub mod index;
 pub mod inspect;
-pub mod limits;
 pub mod log;
 pub mod metrics;
 pub mod retention;
