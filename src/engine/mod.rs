@@ -6,6 +6,7 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod events;
+pub mod files;
 pub mod format;
 pub mod index;
 pub mod inspect;
@@ -295,13 +296,13 @@ impl Engine {
             // Removed at once, so a crash while loading counts as unclean (KAFKA-10471).
             fs::remove_file(&marker)
                 .map_err(|e| EngineError::io(format!("remove {}", marker.display()), e))?;
-            log::sync_dir(data_dir)?;
+            files::sync_dir(data_dir)?;
         }
         let dynamic_path = data_dir.join(DYNAMIC_BROKER_CONFIG_FILE);
-        topic::remove_stale_temporary(&dynamic_path);
-        topic::remove_stale_temporary(&data_dir.join(CLEANER_CHECKPOINT_FILE));
+        files::remove_stale_temporary(&dynamic_path);
+        files::remove_stale_temporary(&data_dir.join(CLEANER_CHECKPOINT_FILE));
         let recovery_path = data_dir.join(RECOVERY_CHECKPOINT_FILE);
-        topic::remove_stale_temporary(&recovery_path);
+        files::remove_stale_temporary(&recovery_path);
         let recovery_points = read_offset_checkpoint(&recovery_path);
         let broker = match fs::read_to_string(&dynamic_path) {
             Ok(text) => broker.with_dynamic_properties(&text)?,
@@ -435,7 +436,7 @@ impl Engine {
         let marker = self.inner.data_dir.join(CLEAN_SHUTDOWN_FILE);
         fs::write(&marker, b"{\"version\":0}\n")
             .map_err(|e| EngineError::io(format!("write {}", marker.display()), e))?;
-        log::sync_dir(&self.inner.data_dir)?;
+        files::sync_dir(&self.inner.data_dir)?;
         *closed = true;
         tracing::info!(data_dir = %self.inner.data_dir.display(), "closed cleanly");
         Ok(())
@@ -492,7 +493,7 @@ impl Engine {
             self.inner.clock.clone(),
             Durability::CleanShutdown,
         )?;
-        log::sync_dir(&self.inner.data_dir)?;
+        files::sync_dir(&self.inner.data_dir)?;
         let topic = Arc::new(topic);
         topics.insert(name.to_string(), topic.clone());
         tracing::info!(topic = name, "created topic");
@@ -517,7 +518,7 @@ impl Engine {
         topic.log().retire_dir(&doomed)?;
         topics.remove(name);
         self.inner.deletions.lock().retain(|d| d.topic != name);
-        let removed = log::sync_dir(&self.inner.data_dir).and_then(|()| {
+        let removed = files::sync_dir(&self.inner.data_dir).and_then(|()| {
             fs::remove_dir_all(&doomed)
                 .map_err(|e| EngineError::io(format!("remove {}", doomed.display()), e))
         });
@@ -775,9 +776,7 @@ fn clean_filthiest(
         }));
     let result = match outcome {
         Ok(r) => r,
-        Err(_) => Err(EngineError::CleanAborted {
-            reason: "the cleaner panicked (see the log)".into(),
-        }),
+        Err(_) => Err(EngineError::CleanerPanicked),
     };
     match result {
         Ok(mut stats) => {
@@ -819,7 +818,7 @@ fn clean_filthiest(
             }
             Some((name, stats))
         }
-        Err(EngineError::CleanAborted { reason }) if !reason.contains("panicked") => {
+        Err(EngineError::CleanAborted { reason }) => {
             tracing::info!(topic = %name, %reason, "cleaning aborted");
             *topic.cleaner.state.lock() = cleaner::CleanerState::Idle;
             None
@@ -859,7 +858,7 @@ fn write_offset_checkpoint(path: &Path, entries: &BTreeMap<String, u64>) -> Resu
     for (name, offset) in entries {
         text.push_str(&format!("{name} 0 {offset}\n"));
     }
-    topic::write_atomically(path, text.as_bytes())
+    files::write_atomically(path, text.as_bytes())
 }
 
 fn load_cleaner_checkpoints(data_dir: &Path, topics: &BTreeMap<String, Arc<Topic>>) {
@@ -919,9 +918,9 @@ fn save_recovery_checkpoint(inner: &Inner, topics: &BTreeMap<String, Arc<Topic>>
 }
 
 /// Writes the dynamic broker overrides to their file, or, out of space, remembers why
-/// (see [`topic::write_or_defer`]).
+/// (see [`files::write_or_defer`]).
 fn save_broker_config(inner: &Inner, broker: &BrokerConfig) -> Result<()> {
-    topic::write_or_defer(
+    files::write_or_defer(
         &inner.data_dir.join(DYNAMIC_BROKER_CONFIG_FILE),
         broker.dynamic_properties().as_bytes(),
         &inner.unsaved_broker,

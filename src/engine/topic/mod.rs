@@ -19,14 +19,15 @@ use super::clock::Clock;
 use super::config::{
     BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig, TopicOverrides,
 };
-use super::error::{EngineError, Excerpt, Result};
+use super::error::{BatchSize, EngineError, Excerpt, Result};
+use super::files::{remove_stale_temporary, write_or_defer};
 use super::format::{
     decode_header, field_len, parse_segment_file_name, plain_batch_size, BatchBuilder, RecordIter,
     RecordRef, LOG_SUFFIX,
 };
 use super::log::{
-    first_oversized_record, sync_dir, AppendInfo, DeletedSegment, Durability, Log, LogSnapshot,
-    OpenReport, PendingRecord, WriteBytes, WriteRecords,
+    first_oversized_record, AppendInfo, DeletedSegment, Durability, Log, LogSnapshot, OpenReport,
+    PendingRecord, WriteBytes, WriteRecords,
 };
 use super::retention::{self, DeletionCause, SegmentFacts};
 use super::segment::{MappedBatches, Segment};
@@ -128,13 +129,13 @@ impl RefusalReason {
     /// records' fault (I/O, a poisoned log).
     pub fn of(error: &EngineError) -> Option<RefusalReason> {
         match error {
-            EngineError::RecordTooLarge { .. } => Some(RefusalReason::TooLarge),
-            EngineError::InvalidRecord { message }
-                if message.starts_with("Compacted topic cannot accept message without key") =>
-            {
-                Some(RefusalReason::KeylessCompacted)
+            EngineError::RecordTooLarge { .. } | EngineError::BatchOverSegmentSize { .. } => {
+                Some(RefusalReason::TooLarge)
             }
-            EngineError::InvalidRecord { .. } => Some(RefusalReason::Invalid),
+            EngineError::KeylessOnCompacted { .. } => Some(RefusalReason::KeylessCompacted),
+            EngineError::MissingKeySeparator { .. } | EngineError::InvalidRecord { .. } => {
+                Some(RefusalReason::Invalid)
+            }
             _ => None,
         }
     }
@@ -294,7 +295,11 @@ impl Topic {
         if smallest <= max {
             return Ok(());
         }
-        let error = record_too_large(&self.name, format_args!("at least {smallest}"), max);
+        let error = EngineError::RecordTooLarge {
+            partition: self.log.partition().to_string(),
+            size: BatchSize::AtLeast(smallest),
+            max,
+        };
         self.note_refused_append(&error, 1);
         Err(error)
     }
@@ -316,9 +321,15 @@ impl Topic {
         let info = if config.parse_key || config.cleanup_policy.compact {
             PARSED.with_borrow_mut(|records| {
                 records.clear();
-                let parsed =
-                    parse_lines(data.head, 0, &config, &self.name, records).and_then(|()| {
-                        parse_lines(data.body, data.head.len(), &config, &self.name, records)
+                let parsed = parse_lines(data.head, 0, &config, self.log.partition(), records)
+                    .and_then(|()| {
+                        parse_lines(
+                            data.body,
+                            data.head.len(),
+                            &config,
+                            self.log.partition(),
+                            records,
+                        )
                     });
                 let appended = parsed.and_then(|()| {
                     if records.is_empty() {
@@ -339,7 +350,11 @@ impl Topic {
             }
             let max = config.max_message_bytes.max(0) as u64;
             if let Some(batch) = first_oversized_record(data, WriteRecords::Plain, max) {
-                return Err(record_too_large(&self.name, batch, max));
+                return Err(EngineError::RecordTooLarge {
+                    partition: self.log.partition().to_string(),
+                    size: BatchSize::Exactly(batch),
+                    max,
+                });
             }
             self.log.append(data, WriteRecords::Plain, &config)
         }?;
@@ -764,7 +779,7 @@ impl Topic {
             .snapshot()
             .segments
             .iter()
-            .map(|s| s.retention_facts())
+            .map(|s| retention_facts(s))
             .collect()
     }
 
@@ -773,7 +788,7 @@ impl Topic {
     fn retention_view(&self) -> RetentionView {
         let snap = self.log.snapshot();
         RetentionView {
-            facts: snap.segments.iter().map(|s| s.retention_facts()).collect(),
+            facts: snap.segments.iter().map(|s| retention_facts(s)).collect(),
             log_end: snap.active().next_offset(),
             segments: snap.segments,
         }
@@ -1274,18 +1289,14 @@ fn corrupt(path: PathBuf, position: u64, e: super::format::DecodeError) -> Engin
     }
 }
 
-fn temporary_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    path.with_file_name(name)
-}
-
-/// Removes what a crash in the middle of [`write_atomically`] left behind.
-pub fn remove_stale_temporary(path: &Path) {
-    let tmp = temporary_path(path);
-    if tmp.exists() {
-        tracing::info!(file = %tmp.display(), "removing a half-written temporary file");
-        let _ = std::fs::remove_file(&tmp);
+/// What retention decides on about `segment`.
+fn retention_facts(segment: &Segment) -> SegmentFacts {
+    let (size, largest_timestamp) = segment.size_and_largest_timestamp();
+    SegmentFacts {
+        base_offset: segment.base_offset(),
+        size,
+        largest_timestamp,
+        is_empty: size == 0,
     }
 }
 
@@ -1331,52 +1342,6 @@ fn explain_deletion(facts: &[SegmentFacts], count: usize, cause: &DeletionCause)
         }
     }
     out
-}
-
-/// Writes a small file so that a crash leaves either the old or the new content.
-/// [`write_atomically`], except that out of space (ENOSPC, EDQUOT) it records why in
-/// `unsaved` and returns `Ok`: the caller applies its change anyway, since a full disk
-/// must not block the way out of it (lowering retention), and calls again later. A
-/// successful write clears the reason.
-pub fn write_or_defer(path: &Path, bytes: &[u8], unsaved: &Mutex<Option<String>>) -> Result<()> {
-    let mut reason = unsaved.lock();
-    match write_atomically(path, bytes) {
-        Ok(()) => {
-            if reason.take().is_some() {
-                tracing::info!(file = %path.display(), "saved what was kept in memory while the disk was full");
-            }
-            Ok(())
-        }
-        Err(e) if e.is_out_of_space() => {
-            if reason.is_none() {
-                tracing::warn!(file = %path.display(), error = %e, "kept in memory until there is space");
-            }
-            *reason = Some(e.to_string());
-            Ok(())
-        }
-        Err(e) => Err(e),
-    }
-}
-
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let tmp = temporary_path(path);
-    let io = |what: &str, e| EngineError::io(format!("{what} {}", tmp.display()), e);
-    let mut f = File::create(&tmp).map_err(|e| io("create", e))?;
-    let written = f
-        .write_all(bytes)
-        .map_err(|e| io("write", e))
-        .and_then(|()| f.sync_all().map_err(|e| io("fsync", e)))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io("rename", e)));
-    if written.is_err() {
-        // A full disk fails the write: the half-written file must not stay behind.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written?;
-    if let Some(dir) = path.parent() {
-        sync_dir(dir)?;
-    }
-    Ok(())
 }
 
 /// What a null key or value renders as when the topic has no `null.marker`: Kafka's
@@ -1440,7 +1405,7 @@ fn parse_lines(
     data: &[u8],
     base: usize,
     config: &TopicConfig,
-    topic: &str,
+    partition: &str,
     records: &mut Vec<PendingRecord>,
 ) -> Result<()> {
     let null_marker = config.null_marker.as_deref();
@@ -1460,11 +1425,9 @@ fn parse_lines(
         let (key, value) = if config.parse_key {
             let sep = &config.key_separator;
             let Some(at) = find(line, sep) else {
-                return Err(EngineError::InvalidRecord {
-                    message: format!(
-                        "No key separator found on line number {line_number}: {}",
-                        Excerpt::quoted(line)
-                    ),
+                return Err(EngineError::MissingKeySeparator {
+                    line_number,
+                    line: Excerpt::quoted(line).to_string(),
                 });
             };
             let key = &line[..at];
@@ -1482,11 +1445,15 @@ fn parse_lines(
         // either.
         let batch = BatchBuilder::single_record_batch_size(key_len, value_len, line.len()) as u64;
         if batch > max {
-            return Err(record_too_large(topic, batch, max));
+            return Err(EngineError::RecordTooLarge {
+                partition: partition.to_string(),
+                size: BatchSize::Exactly(batch),
+                max,
+            });
         }
         if key.is_none() && config.cleanup_policy.compact {
-            return Err(EngineError::InvalidRecord {
-                message: format!("Compacted topic cannot accept message without key in topic partition {topic}-0"),
+            return Err(EngineError::KeylessOnCompacted {
+                partition: partition.to_string(),
             });
         }
         records.push(PendingRecord {
@@ -1497,16 +1464,6 @@ fn parse_lines(
         });
     }
     Ok(())
-}
-
-/// Kafka's refusal of a batch above max.message.bytes: `batch` is the size of the
-/// batch holding the record alone (a bigger write is split into batches that fit).
-fn record_too_large(topic: &str, batch: impl std::fmt::Display, max: u64) -> EngineError {
-    EngineError::RecordTooLarge {
-        message: format!(
-            "The record batch size in the append to {topic}-0 is {batch} bytes which exceeds the maximum configured value of {max}."
-        ),
-    }
 }
 
 /// Records in `data` under the line protocol of [`parse_lines`].
