@@ -24,7 +24,9 @@ use super::format::{
     TIME_INDEX_SUFFIX,
 };
 use super::segment::{RollReason, Segment, MAX_SEGMENT_FILE_BYTES};
-use super::PARTITION_SUFFIX;
+
+/// Partition directory suffix: one partition per topic.
+pub const PARTITION_SUFFIX: &str = "-0";
 
 /// One record to append, located in the written bytes; the line protocol already split
 /// the line into key and value. Positions rather than slices, so a write's records go

@@ -129,7 +129,7 @@ pub struct Topic {
     /// The first segment seen holding future timestamps (for `status`), or -1.
     future_timestamp_segment: AtomicI64,
     pub stats: TopicStats,
-    pub cleaner: super::cleaner::TopicCleaner,
+    pub cleaner: super::cleaner_manager::LogCleaningState,
     pub events: super::events::EventLog,
 }
 

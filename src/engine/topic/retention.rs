@@ -182,7 +182,7 @@ fn explain_deletion(facts: &[SegmentFacts], count: usize, cause: &DeletionCause)
                     "segment {} cause=time: largest timestamp {} ({}) is {} ms old, more than retention.ms {retention_ms}",
                     f.base_offset,
                     f.largest_timestamp,
-                    crate::engine::format_time_ms(f.largest_timestamp),
+                    crate::engine::clock::format_time_ms(f.largest_timestamp),
                     now_ms - f.largest_timestamp
                 ));
             }

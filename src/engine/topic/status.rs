@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::engine::cleaner;
+use crate::engine::cleaner_manager::CleanerState;
 use crate::engine::config::TopicConfig;
 use crate::engine::log::LogSnapshot;
 
@@ -195,16 +196,16 @@ impl Topic {
             if ts > now {
                 format!(
                     "never by time while its largest timestamp {ts} ({}) is in the future",
-                    crate::engine::format_time_ms(ts)
+                    crate::engine::clock::format_time_ms(ts)
                 )
             } else {
                 let at = ts.saturating_add(config.retention_ms).saturating_add(1);
                 format!(
                     "by time once its largest timestamp {} ({}) is older than retention.ms {}: at {} or the first retention check after",
                     ts,
-                    crate::engine::format_time_ms(ts),
+                    crate::engine::clock::format_time_ms(ts),
                     config.retention_ms,
-                    crate::engine::format_time_ms(at)
+                    crate::engine::clock::format_time_ms(at)
                 )
             }
         };
@@ -240,7 +241,7 @@ impl Topic {
         config: &TopicConfig,
         now: i64,
     ) -> Vec<(&'static str, String)> {
-        let view = cleaner::cleaner_view(snap, *self.cleaner.checkpoint.lock(), config, now);
+        let view = cleaner::cleaner_view(snap, self.cleaner.checkpoint(), config, now);
         let mut out = vec![
             ("dirty_ratio", format!("{:.4}", view.ratio())),
             (
@@ -255,10 +256,10 @@ impl Topic {
             ("clean_bytes", view.clean_bytes.to_string()),
             ("cleanable_bytes", view.cleanable_bytes.to_string()),
         ];
-        let state = match &*self.cleaner.state.lock() {
-            cleaner::CleanerState::Idle => "idle".to_string(),
-            cleaner::CleanerState::Cleaning => "cleaning".to_string(),
-            cleaner::CleanerState::Uncleanable(why) => format!("uncleanable: {why}"),
+        let state = match self.cleaner.state() {
+            CleanerState::Idle => "idle".to_string(),
+            CleanerState::Cleaning => "cleaning".to_string(),
+            CleanerState::Uncleanable(why) => format!("uncleanable: {why}"),
         };
         out.push(("cleaner_state", state));
         out.push((
@@ -276,16 +277,13 @@ impl Topic {
                 Some(why) => format!("no: {why}"),
             },
         ));
-        out.push((
-            "cleaner_passes",
-            self.cleaner.passes.load(Ordering::Relaxed).to_string(),
-        ));
-        if let Some(p) = &*self.cleaner.last_pass.lock() {
+        out.push(("cleaner_passes", self.cleaner.passes().to_string()));
+        if let Some(p) = self.cleaner.last_pass() {
             out.push((
                 "last_clean",
                 format!(
                     "at {} offsets [{}, {}){} took {} ms: read {} bytes, wrote {} bytes, removed {} records ({} tombstones), kept {} tombstones, map utilization {:.1}%",
-                    crate::engine::format_time_ms(p.started_ms),
+                    crate::engine::clock::format_time_ms(p.started_ms),
                     p.first_dirty_offset,
                     p.end_offset,
                     if p.partial { " partial" } else { "" },
