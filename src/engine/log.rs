@@ -17,13 +17,16 @@ use parking_lot::{Mutex, RwLock};
 use super::clock::Clock;
 use super::config::TopicConfig;
 use super::error::{EngineError, Result};
+use super::files::sync_dir;
 use super::format::{
     parse_segment_file_name, plain_batch, plain_batch_size, BatchBuilder, BatchParts,
     BATCH_HEADER_BYTES, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
 };
 use super::segment::{RollReason, Segment, MAX_SEGMENT_FILE_BYTES};
-use super::PARTITION_SUFFIX;
+
+/// Partition directory suffix: one partition per topic.
+pub const PARTITION_SUFFIX: &str = "-0";
 
 /// One record to append, located in the written bytes; the line protocol already split
 /// the line into key and value. Positions rather than slices, so a write's records go
@@ -433,13 +436,6 @@ fn io_at(path: &Path, what: &str) -> impl FnOnce(io::Error) -> EngineError {
     move |e| EngineError::io(context, e)
 }
 
-/// fsync of a directory, so creations, renames and removals in it survive a crash.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_at(dir, "fsync directory"))
-}
-
 impl Log {
     /// Opens the partition directory of `topic`, creating it if missing, and brings it to
     /// a consistent state (the recovery case table in docs/ARCHITECTURE.md).
@@ -828,12 +824,10 @@ impl Log {
         let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
         // Whole-append checks first, so a refused write changes nothing.
         if let Some(single) = first_oversized_record(data, records, segment_size) {
-            return Err(EngineError::RecordTooLarge {
-                message: format!(
-                    "Message batch size is {single} bytes in append to partition {}, which exceeds the maximum configured segment size of {}.",
-                    self.partition,
-                    config.segment_size()
-                ),
+            return Err(EngineError::BatchOverSegmentSize {
+                partition: self.partition.clone(),
+                size: single,
+                segment_size: config.segment_size(),
             });
         }
         let now = self.clock.now_ms();
@@ -1021,7 +1015,7 @@ impl Log {
     /// later: it matters only after a crash that finds the first segment empty, whose
     /// stream position would then restart at 0.
     fn save_stream_start(&self, base: u64, stream_pos: u64) -> Result<()> {
-        super::topic::write_or_defer(
+        super::files::write_or_defer(
             &self.dir.join(STREAM_START_FILE),
             format!("{base} {stream_pos}\n").as_bytes(),
             &self.unsaved_stream_start,

@@ -1,0 +1,78 @@
+//! Small files written so that a crash leaves either the old or the new content (configs,
+//! checkpoints, `kpfs-stream-start`), and the directory fsync that makes creations,
+//! renames and removals survive a crash.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use parking_lot::Mutex;
+
+use super::error::{EngineError, Result};
+
+/// fsync of a directory, so creations, renames and removals in it survive a crash.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| EngineError::io(format!("fsync directory {}", dir.display()), e))
+}
+
+/// Writes a small file so that a crash leaves either the old or the new content.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let tmp = temporary_path(path);
+    let io = |what: &str, e| EngineError::io(format!("{what} {}", tmp.display()), e);
+    let mut f = File::create(&tmp).map_err(|e| io("create", e))?;
+    let written = f
+        .write_all(bytes)
+        .map_err(|e| io("write", e))
+        .and_then(|()| f.sync_all().map_err(|e| io("fsync", e)))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io("rename", e)));
+    if written.is_err() {
+        // A full disk fails the write: the half-written file must not stay behind.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    if let Some(dir) = path.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// [`write_atomically`], except that out of space (ENOSPC, EDQUOT) it records why in
+/// `unsaved` and returns `Ok`: the caller applies its change anyway, since a full disk
+/// must not block the way out of it (lowering retention), and calls again later. A
+/// successful write clears the reason.
+pub fn write_or_defer(path: &Path, bytes: &[u8], unsaved: &Mutex<Option<String>>) -> Result<()> {
+    let mut reason = unsaved.lock();
+    match write_atomically(path, bytes) {
+        Ok(()) => {
+            if reason.take().is_some() {
+                tracing::info!(file = %path.display(), "saved what was kept in memory while the disk was full");
+            }
+            Ok(())
+        }
+        Err(e) if e.is_out_of_space() => {
+            if reason.is_none() {
+                tracing::warn!(file = %path.display(), error = %e, "kept in memory until there is space");
+            }
+            *reason = Some(e.to_string());
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn temporary_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+/// Removes what a crash in the middle of [`write_atomically`] left behind.
+pub fn remove_stale_temporary(path: &Path) {
+    let tmp = temporary_path(path);
+    if tmp.exists() {
+        tracing::info!(file = %tmp.display(), "removing a half-written temporary file");
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
