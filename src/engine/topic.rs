@@ -17,7 +17,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::clock::Clock;
 use super::config::{
-    BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig, TopicOverrides,
+    BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig, TopicKey, TopicOverrides,
 };
 use super::error::{EngineError, Excerpt, Result};
 use super::format::{
@@ -998,7 +998,7 @@ impl Topic {
     pub fn config_warnings(&self) -> Vec<String> {
         let overrides = self.overrides.read();
         let config = self.config();
-        let set = |key: &str| overrides.get(key).is_some();
+        let set = |key: TopicKey| overrides.get(key).is_some();
         let mut out = Vec::new();
         if let Some(reason) = self.unsaved_overrides.lock().as_ref() {
             out.push(format!(
@@ -1007,7 +1007,7 @@ impl Topic {
         }
         let policy = &config.cleanup_policy;
         if policy.compact && !policy.delete {
-            for key in ["retention.ms", "retention.bytes"] {
+            for key in [TopicKey::RetentionMs, TopicKey::RetentionBytes] {
                 if set(key) {
                     out.push(format!(
                         "{key} has no effect: cleanup.policy=compact deletes nothing by time or size (use compact,delete)"

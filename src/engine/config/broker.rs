@@ -6,17 +6,17 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::change::{ConfigChange, ConfigScope};
-use super::def::{broker_def, known_broker_def, topic_def, Kind, TopicDef, RETENTION_MS};
+use super::def::{BrokerKey, Kind, TopicKey};
 use super::error::{BrokerRule, ConfigError};
 use super::properties::{parse_properties, read_persisted, write_persisted};
-use super::value::{builtin, parse_setting, Setting, Value};
+use super::value::{builtin, parse_setting, read, ConfigType, Setting, Value};
 
 /// Effective broker configuration: built-in defaults, then the static values given at
 /// mount, then dynamic overrides written to `.kpfs/config`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BrokerConfig {
-    pub(super) static_values: BTreeMap<String, Setting>,
-    pub(super) dynamic_values: BTreeMap<String, Setting>,
+    pub(super) static_values: BTreeMap<BrokerKey, Setting>,
+    pub(super) dynamic_values: BTreeMap<BrokerKey, Setting>,
 }
 
 const ONE_MIB: i64 = 1024 * 1024;
@@ -42,11 +42,9 @@ impl BrokerConfig {
         };
         let given = overrides.iter().map(|(k, v)| (k.trim(), v.as_str()));
         for (key, raw) in from_file.into_iter().chain(given) {
-            let broker = known_broker_def(key)?;
-            let setting = parse_setting(&broker.def, raw)?;
-            config
-                .static_values
-                .insert(broker.def.name.to_string(), setting);
+            let key = BrokerKey::known(key)?;
+            let setting = parse_setting(key.def(), raw)?;
+            config.static_values.insert(key, setting);
         }
         config.check_rules()?;
         Ok(config)
@@ -61,10 +59,9 @@ impl BrokerConfig {
     /// The broker config after `change` (a broker change): all of it, checked across
     /// configs on the result, or nothing.
     pub fn apply_change(&self, change: &ConfigChange) -> Result<BrokerConfig, ConfigError> {
-        assert_eq!(change.scope, ConfigScope::Broker, "a broker config change");
         let next = BrokerConfig {
             static_values: self.static_values.clone(),
-            dynamic_values: change.applied_to(&self.dynamic_values)?,
+            dynamic_values: change.applied_to_broker(&self.dynamic_values)?,
         };
         next.check_rules()?;
         // `LogCleaner.validateReconfiguration`: threads are restarted, never resized wildly.
@@ -94,16 +91,15 @@ impl BrokerConfig {
         next.dynamic_values.clear();
         let mut not_dynamic: Vec<String> = Vec::new();
         for (key, raw) in read_persisted(text)? {
-            let broker = known_broker_def(&key)?;
-            if !broker.dynamic {
-                if !not_dynamic.iter().any(|n| n == broker.def.name) {
-                    not_dynamic.push(broker.def.name.to_string());
+            let key = BrokerKey::known(&key)?;
+            if !key.is_dynamic() {
+                if !not_dynamic.iter().any(|n| n == key.name()) {
+                    not_dynamic.push(key.name().to_string());
                 }
                 continue;
             }
-            let setting = parse_setting(&broker.def, &raw)?;
-            next.dynamic_values
-                .insert(broker.def.name.to_string(), setting);
+            let setting = parse_setting(key.def(), &raw)?;
+            next.dynamic_values.insert(key, setting);
         }
         if !not_dynamic.is_empty() {
             return Err(ConfigError::NotDynamic { names: not_dynamic });
@@ -114,127 +110,115 @@ impl BrokerConfig {
 
     /// `log.retention.check.interval.ms` (static). Default 300000.
     pub fn retention_check_interval_ms(&self) -> i64 {
-        self.long("log.retention.check.interval.ms")
+        self.get(BrokerKey::LogRetentionCheckIntervalMs)
     }
 
     /// `log.cleaner.enable` (static). Default true.
     pub fn cleaner_enable(&self) -> bool {
-        match self.value("log.cleaner.enable") {
-            Some(Value::Boolean(b)) => b,
-            other => panic!("log.cleaner.enable is a BOOLEAN config, got {other:?}"),
-        }
+        self.get(BrokerKey::LogCleanerEnable)
     }
 
     /// `log.cleaner.threads`. Default 1. Minimum 1.
     pub fn cleaner_threads(&self) -> i32 {
-        let n = self.long("log.cleaner.threads");
-        i32::try_from(n).unwrap_or_else(|_| panic!("log.cleaner.threads is an INT, got {n}"))
+        self.get(BrokerKey::LogCleanerThreads)
     }
 
     /// `log.cleaner.backoff.ms`. Default 15000.
     pub fn cleaner_backoff_ms(&self) -> i64 {
-        self.long("log.cleaner.backoff.ms")
+        self.get(BrokerKey::LogCleanerBackoffMs)
     }
 
     /// `log.cleaner.dedupe.buffer.size`. Default 134217728. Minimum: above 1 MiB per thread.
     pub fn cleaner_dedupe_buffer_size(&self) -> i64 {
-        self.long("log.cleaner.dedupe.buffer.size")
+        self.get(BrokerKey::LogCleanerDedupeBufferSize)
     }
 
     /// `log.cleaner.io.buffer.size`. Default 524288.
     pub fn cleaner_io_buffer_size(&self) -> i32 {
-        let n = self.long("log.cleaner.io.buffer.size");
-        i32::try_from(n).unwrap_or_else(|_| panic!("log.cleaner.io.buffer.size is an INT, got {n}"))
+        self.get(BrokerKey::LogCleanerIoBufferSize)
     }
 
     /// `log.cleaner.io.buffer.load.factor` (the dedupe map's load factor). Default 0.9.
     pub fn cleaner_io_buffer_load_factor(&self) -> f64 {
-        self.double("log.cleaner.io.buffer.load.factor")
+        self.get(BrokerKey::LogCleanerIoBufferLoadFactor)
     }
 
     /// `log.cleaner.io.max.bytes.per.second`. Default f64::MAX (unthrottled).
     pub fn cleaner_io_max_bytes_per_second(&self) -> f64 {
-        self.double("log.cleaner.io.max.bytes.per.second")
+        self.get(BrokerKey::LogCleanerIoMaxBytesPerSecond)
     }
 
     /// Whether cleaner threads started under `previous` must restart to follow this
     /// config: one of Kafka's `LogCleaner.RECONFIGURABLE_CONFIGS` changed.
     pub fn cleaner_reconfigured_since(&self, previous: &BrokerConfig) -> bool {
-        const RECONFIGURABLE: [&str; 7] = [
-            "log.cleaner.threads",
-            "log.cleaner.dedupe.buffer.size",
-            "log.cleaner.io.buffer.load.factor",
-            "log.cleaner.io.buffer.size",
-            "message.max.bytes",
-            "log.cleaner.io.max.bytes.per.second",
-            "log.cleaner.backoff.ms",
+        const RECONFIGURABLE: [BrokerKey; 7] = [
+            BrokerKey::LogCleanerThreads,
+            BrokerKey::LogCleanerDedupeBufferSize,
+            BrokerKey::LogCleanerIoBufferLoadFactor,
+            BrokerKey::LogCleanerIoBufferSize,
+            BrokerKey::MessageMaxBytes,
+            BrokerKey::LogCleanerIoMaxBytesPerSecond,
+            BrokerKey::LogCleanerBackoffMs,
         ];
         RECONFIGURABLE
             .iter()
-            .any(|name| self.value(name) != previous.value(name))
+            .any(|&key| self.value(key) != previous.value(key))
     }
 
     /// `log.flush.scheduler.interval.ms` (static). Default Long.MAX_VALUE.
     pub fn flush_scheduler_interval_ms(&self) -> i64 {
-        self.long("log.flush.scheduler.interval.ms")
+        self.get(BrokerKey::LogFlushSchedulerIntervalMs)
     }
 
     /// `log.flush.offset.checkpoint.interval.ms` (static). Default 60000.
     pub fn flush_offset_checkpoint_interval_ms(&self) -> i64 {
-        self.long("log.flush.offset.checkpoint.interval.ms")
+        self.get(BrokerKey::LogFlushOffsetCheckpointIntervalMs)
     }
 
-    fn setting(&self, name: &str) -> Option<&Setting> {
+    fn setting(&self, key: BrokerKey) -> Option<&Setting> {
         self.dynamic_values
-            .get(name)
-            .or_else(|| self.static_values.get(name))
+            .get(&key)
+            .or_else(|| self.static_values.get(&key))
     }
 
     /// Dynamic > static > built-in default; `None` only for null-default configs left unset.
-    fn value(&self, name: &str) -> Option<Value> {
-        match self.setting(name) {
+    fn value(&self, key: BrokerKey) -> Option<Value> {
+        match self.setting(key) {
             Some(setting) => Some(setting.value.clone()),
-            None => broker_def(name).and_then(|b| builtin(&b.def)),
+            None => builtin(key.def()),
         }
     }
 
-    fn long(&self, name: &str) -> i64 {
-        expect_long(name, self.value(name))
-    }
-
-    fn double(&self, name: &str) -> f64 {
-        match self.value(name) {
-            Some(Value::Double(x)) => x,
-            other => panic!("{name} is a DOUBLE config, got {other:?}"),
-        }
+    fn get<T: ConfigType>(&self, key: BrokerKey) -> T {
+        read(key, self.value(key))
     }
 
     /// What a topic without an override gets: the first synonym that has a value, in the
     /// topic config's unit, else the topic config's own default.
-    pub(super) fn inherited_topic_value(&self, topic: &TopicDef) -> Option<Value> {
+    pub(super) fn inherited_topic_value(&self, topic: TopicKey) -> Option<Value> {
         self.inherited_topic_source(topic).map(|i| i.value)
     }
 
     /// [`BrokerConfig::inherited_topic_value`] with where it comes from.
-    pub(super) fn inherited_topic_source(&self, topic: &TopicDef) -> Option<Inherited> {
-        for synonym in topic.synonyms {
+    pub(super) fn inherited_topic_source(&self, topic: TopicKey) -> Option<Inherited> {
+        for synonym in topic.row().synonyms {
             let (source, setting_value) = match self
                 .dynamic_values
-                .get(synonym.name)
+                .get(&synonym.key)
                 .map(|s| (ConfigSource::DynamicDefaultBroker, s))
                 .or_else(|| {
                     self.static_values
-                        .get(synonym.name)
+                        .get(&synonym.key)
                         .map(|s| (ConfigSource::StaticBroker, s))
                 }) {
                 Some((source, setting)) => (source, setting.value.clone()),
-                None => match broker_def(synonym.name).and_then(|b| builtin(&b.def)) {
+                None => match builtin(synonym.key.def()) {
                     Some(value) => (ConfigSource::Default, value),
                     None => continue,
                 },
             };
-            let shown = Some((synonym.name, setting_value.render()));
-            if topic.def.kind != Kind::Long {
+            let shown = Some((synonym.key.name(), setting_value.render()));
+            if topic.def().kind != Kind::Long {
                 return Some(Inherited {
                     value: setting_value,
                     source,
@@ -242,9 +226,9 @@ impl BrokerConfig {
                 });
             }
             let n =
-                expect_long(synonym.name, Some(setting_value)).saturating_mul(synonym.ms_per_unit);
+                read::<i64>(synonym.key, Some(setting_value)).saturating_mul(synonym.ms_per_unit);
             // `KafkaConfig.logRetentionTimeMillis`: any negative broker retention is unlimited.
-            let n = if topic.def.name == RETENTION_MS && n < 0 {
+            let n = if topic == TopicKey::RetentionMs && n < 0 {
                 -1
             } else {
                 n
@@ -255,28 +239,27 @@ impl BrokerConfig {
                 synonym: shown,
             });
         }
-        builtin(&topic.def).map(|value| Inherited {
+        builtin(topic.def()).map(|value| Inherited {
             value,
             source: ConfigSource::Default,
             synonym: None,
         })
     }
 
-    fn inherited_long(&self, topic_name: &str) -> i64 {
-        let value = topic_def(topic_name).and_then(|t| self.inherited_topic_value(t));
-        expect_long(topic_name, value)
+    fn inherited_long(&self, topic: TopicKey) -> i64 {
+        read(topic, self.inherited_topic_value(topic))
     }
 
     /// `KafkaConfig.validateValues` checks that span several configs.
     fn check_rules(&self) -> Result<(), ConfigError> {
-        let retention_ms = self.inherited_long(RETENTION_MS);
+        let retention_ms = self.inherited_long(TopicKey::RetentionMs);
         if retention_ms != -1 && retention_ms < 1 {
             return Err(ConfigError::Broker(BrokerRule::RetentionMs));
         }
-        if self.inherited_long("segment.ms") < 1 {
+        if self.inherited_long(TopicKey::SegmentMs) < 1 {
             return Err(ConfigError::Broker(BrokerRule::RollMs));
         }
-        if self.inherited_long("segment.jitter.ms") < 0 {
+        if self.inherited_long(TopicKey::SegmentJitterMs) < 0 {
             return Err(ConfigError::Broker(BrokerRule::RollJitterMs));
         }
         let threads = self.cleaner_threads();
@@ -287,13 +270,6 @@ impl BrokerConfig {
             return Err(ConfigError::Broker(BrokerRule::DedupeBufferPerThread));
         }
         Ok(())
-    }
-}
-
-pub(super) fn expect_long(name: &str, value: Option<Value>) -> i64 {
-    match value.as_ref().and_then(Value::as_i64) {
-        Some(n) => n,
-        None => panic!("{name} is a numeric config with a value, got {value:?}"),
     }
 }
 

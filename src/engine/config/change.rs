@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::def::{known_broker_def, known_topic_def};
+use super::def::{BrokerKey, TopicKey};
 use super::error::ConfigError;
-use super::properties::{parse_command_line, Op};
-use super::value::{parse_setting, Setting};
+use super::properties::parse_command_line;
+use super::value::Setting;
 
 /// Which config file a change is written to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,8 +17,24 @@ pub enum ConfigScope {
     Broker,
 }
 
-/// A config name and its new setting; `None` removes the override.
-type Edit = (&'static str, Option<Setting>);
+/// The edits of a change, keyed by the configs of its scope: `Some` sets, `None` removes
+/// the override. A later line for a key replaces the earlier one, as applying them in
+/// order would.
+#[derive(Clone, Debug)]
+pub(super) enum Edits {
+    Topic(BTreeMap<TopicKey, Option<Setting>>),
+    Broker(BTreeMap<BrokerKey, Option<Setting>>),
+}
+
+impl Edits {
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Edits::Topic(edits) => edits.len(),
+            Edits::Broker(edits) => edits.len(),
+        }
+    }
+}
 
 /// Longer lines are refused rather than buffered: no config value comes near it.
 const MAX_CONFIG_LINE_BYTES: usize = 1 << 20;
@@ -34,8 +50,7 @@ pub struct ConfigChange {
     /// The file was emptied first (`>`, O_TRUNC): the lines are the whole set of
     /// overrides. Otherwise (`>>`) they change only the keys they name.
     replace: bool,
-    /// `Some` sets, `None` removes the override.
-    pub(super) edits: BTreeMap<&'static str, Option<Setting>>,
+    pub(super) edits: Edits,
     /// The start of a line whose `\n` has not arrived yet.
     pub(super) fragment: Vec<u8>,
     /// The line being written was refused as too long: its bytes are dropped up to its
@@ -51,7 +66,10 @@ impl ConfigChange {
         ConfigChange {
             scope,
             replace: false,
-            edits: BTreeMap::new(),
+            edits: match scope {
+                ConfigScope::Topic => Edits::Topic(BTreeMap::new()),
+                ConfigScope::Broker => Edits::Broker(BTreeMap::new()),
+            },
             fragment: Vec::new(),
             overlong: false,
             lines: 0,
@@ -126,14 +144,7 @@ impl ConfigChange {
 
     fn take_line(&mut self, line: &[u8]) -> Result<(), ConfigError> {
         self.lines += 1;
-        match self.parse_line(line) {
-            Ok(None) => Ok(()),
-            Ok(Some((name, setting))) => {
-                self.edits.insert(name, setting);
-                Ok(())
-            }
-            Err(e) => Err(self.refuse_line(e)),
-        }
+        self.edit(line).map_err(|e| self.refuse_line(e))
     }
 
     /// Counts the line just taken as refused, for `e`.
@@ -143,38 +154,37 @@ impl ConfigChange {
         e
     }
 
-    /// The edit a line makes: the config name and its new setting (`None` removes the
-    /// override); `None` for a comment or blank line.
-    fn parse_line(&self, line: &[u8]) -> Result<Option<Edit>, ConfigError> {
+    /// Takes the edit a line makes: a config of the change's scope and its new setting
+    /// (`None` removes the override); a comment or blank line makes none.
+    fn edit(&mut self, line: &[u8]) -> Result<(), ConfigError> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let line = std::str::from_utf8(line).map_err(|_| ConfigError::NotText)?;
         let Some(op) = parse_command_line(line)? else {
-            return Ok(None);
+            return Ok(());
         };
-        let def = match self.scope {
-            ConfigScope::Topic => &known_topic_def(op.key())?.def,
-            ConfigScope::Broker => {
-                let broker = known_broker_def(op.key())?;
+        match &mut self.edits {
+            Edits::Topic(edits) => {
+                let key = TopicKey::known(op.key())?;
+                edits.insert(key, op.setting(key.def())?);
+            }
+            Edits::Broker(edits) => {
+                let key = BrokerKey::known(op.key())?;
                 // Refused before the value is looked at, as Kafka does.
-                if !broker.dynamic {
+                if !key.is_dynamic() {
                     return Err(ConfigError::NotDynamic {
-                        names: vec![broker.def.name.to_string()],
+                        names: vec![key.name().to_string()],
                     });
                 }
-                &broker.def
+                edits.insert(key, op.setting(key.def())?);
             }
-        };
-        let setting = match op {
-            Op::Set { raw, .. } => Some(parse_setting(def, raw)?),
-            Op::Remove { .. } => None,
-        };
-        Ok(Some((def.name, setting)))
+        }
+        Ok(())
     }
 
-    /// The accepted edits, or why none of them may apply.
-    fn accepted(&self) -> Result<&BTreeMap<&'static str, Option<Setting>>, ConfigError> {
+    /// Why none of the accepted edits may apply, if a line was refused.
+    fn check_accepted(&self) -> Result<(), ConfigError> {
         match self.first_refused {
-            None => Ok(&self.edits),
+            None => Ok(()),
             Some(first_line) => Err(ConfigError::ChangeRefused {
                 refused: self.refused,
                 lines: self.lines,
@@ -183,21 +193,43 @@ impl ConfigChange {
         }
     }
 
-    /// `values` with the accepted edits applied.
-    pub(super) fn applied_to(
+    /// A topic's overrides with this topic change applied.
+    pub(super) fn applied_to_topic(
         &self,
-        values: &BTreeMap<String, Setting>,
-    ) -> Result<BTreeMap<String, Setting>, ConfigError> {
-        let edits = self.accepted()?;
+        values: &BTreeMap<TopicKey, Setting>,
+    ) -> Result<BTreeMap<TopicKey, Setting>, ConfigError> {
+        let Edits::Topic(edits) = &self.edits else {
+            panic!("a topic config change, got a {:?} one", self.scope);
+        };
+        self.applied(edits, values)
+    }
+
+    /// The broker's dynamic overrides with this broker change applied.
+    pub(super) fn applied_to_broker(
+        &self,
+        values: &BTreeMap<BrokerKey, Setting>,
+    ) -> Result<BTreeMap<BrokerKey, Setting>, ConfigError> {
+        let Edits::Broker(edits) = &self.edits else {
+            panic!("a broker config change, got a {:?} one", self.scope);
+        };
+        self.applied(edits, values)
+    }
+
+    fn applied<K: Ord + Copy>(
+        &self,
+        edits: &BTreeMap<K, Option<Setting>>,
+        values: &BTreeMap<K, Setting>,
+    ) -> Result<BTreeMap<K, Setting>, ConfigError> {
+        self.check_accepted()?;
         let mut next = if self.replace {
             BTreeMap::new()
         } else {
             values.clone()
         };
-        for (name, setting) in edits {
+        for (key, setting) in edits {
             match setting {
-                Some(setting) => next.insert(name.to_string(), setting.clone()),
-                None => next.remove(*name),
+                Some(setting) => next.insert(*key, setting.clone()),
+                None => next.remove(key),
             };
         }
         Ok(next)

@@ -17,6 +17,7 @@ mod value;
 
 pub use broker::BrokerConfig;
 pub use change::{ConfigChange, ConfigScope};
+pub use def::TopicKey;
 pub use error::{BrokerRule, ConfigError};
 pub use topic::{CleanupPolicy, TopicConfig, TopicOverrides};
 

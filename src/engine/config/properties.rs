@@ -1,8 +1,9 @@
 //! The text forms of configs: the command lines written to a `config` file, the persisted
 //! overrides (`key=value`, values escaped) and a Kafka server.properties file.
 
+use super::def::Def;
 use super::error::ConfigError;
-use super::value::Setting;
+use super::value::{parse_setting, Setting};
 
 /// One meaningful line of a command written to a `config` file.
 pub(super) enum Op<'a> {
@@ -14,6 +15,15 @@ impl Op<'_> {
     pub(super) fn key(&self) -> &str {
         match self {
             Op::Set { key, .. } | Op::Remove { key } => key,
+        }
+    }
+
+    /// The setting the line gives `def`: parsed and checked to set it, `None` to remove
+    /// its override.
+    pub(super) fn setting(&self, def: &Def) -> Result<Option<Setting>, ConfigError> {
+        match self {
+            Op::Set { raw, .. } => parse_setting(def, raw).map(Some),
+            Op::Remove { .. } => Ok(None),
         }
     }
 }
@@ -84,8 +94,8 @@ fn unescape(value: &str) -> String {
     out
 }
 
-pub(super) fn write_persisted<'a>(
-    settings: impl Iterator<Item = (&'a String, &'a Setting)>,
+pub(super) fn write_persisted<'a, K: std::fmt::Display + 'a>(
+    settings: impl Iterator<Item = (&'a K, &'a Setting)>,
 ) -> String {
     settings
         .map(|(key, setting)| format!("{key}={}\n", escape(&setting.text)))

@@ -2,7 +2,7 @@
 //! then every other config as a comment with its value and where it comes from.
 
 use super::broker::{BrokerConfig, ConfigSource, Inherited};
-use super::def::{BrokerDef, TopicDef, BROKER_DEFS, TOPIC_DEFS};
+use super::def::{BrokerKey, TopicKey};
 use super::topic::TopicOverrides;
 
 impl TopicOverrides {
@@ -15,11 +15,12 @@ impl TopicOverrides {
             out.push_str(&format!("{key}={}\n", setting.text));
         }
         out.push_str(DEFAULTS_HEADER);
-        let mut inherited: Vec<&TopicDef> = TOPIC_DEFS
+        let mut inherited: Vec<TopicKey> = TopicKey::ALL
             .iter()
-            .filter(|t| !self.values.contains_key(t.def.name))
+            .copied()
+            .filter(|key| !self.values.contains_key(key))
             .collect();
-        inherited.sort_by_key(|t| t.def.name);
+        inherited.sort();
         for topic in inherited {
             match broker.inherited_topic_source(topic) {
                 Some(Inherited {
@@ -31,13 +32,9 @@ impl TopicOverrides {
                         Some((name, value)) => format!("{source}:{name}={value}"),
                         None => source.to_string(),
                     };
-                    out.push_str(&format!(
-                        "# {}={} ({from})\n",
-                        topic.def.name,
-                        value.render()
-                    ));
+                    out.push_str(&format!("# {topic}={} ({from})\n", value.render()));
                 }
-                None => out.push_str(&format!("# {} is unset\n", topic.def.name)),
+                None => out.push_str(&format!("# {topic} is unset\n")),
             }
         }
         out
@@ -51,27 +48,28 @@ impl BrokerConfig {
     /// exactly these dynamic overrides. A config whose Kafka default is null shows the
     /// value topics inherit through it, or that it is unset.
     pub fn render(&self) -> String {
-        let mut defs: Vec<&BrokerDef> = BROKER_DEFS.iter().collect();
-        defs.sort_by_key(|b| b.def.name);
+        let mut keys: Vec<BrokerKey> = BrokerKey::ALL.to_vec();
+        keys.sort();
         let mut out = String::from(OVERRIDES_HEADER);
         for (name, setting) in &self.dynamic_values {
             out.push_str(&format!("{name}={}\n", setting.text));
         }
         out.push_str(DEFAULTS_HEADER);
-        for broker in defs {
-            let name = broker.def.name;
-            if self.dynamic_values.contains_key(name) {
+        for key in keys {
+            let name = key.name();
+            if self.dynamic_values.contains_key(&key) {
                 continue;
             }
-            let read_only = if broker.dynamic { "" } else { ", read-only" };
-            let (text, from) = match (self.static_values.get(name), broker.def.default) {
+            let read_only = if key.is_dynamic() { "" } else { ", read-only" };
+            let (text, from) = match (self.static_values.get(&key), key.def().default) {
                 (Some(setting), _) => {
                     (setting.text.clone(), ConfigSource::StaticBroker.to_string())
                 }
                 (None, Some(default)) => (default.to_string(), ConfigSource::Default.to_string()),
-                (None, None) => match TOPIC_DEFS
+                (None, None) => match TopicKey::ALL
                     .iter()
-                    .find(|t| t.synonyms.first().is_some_and(|s| s.name == name))
+                    .copied()
+                    .find(|t| t.row().synonyms.first().is_some_and(|s| s.key == key))
                     .and_then(|t| self.inherited_topic_source(t))
                 {
                     Some(Inherited {
@@ -83,7 +81,7 @@ impl BrokerConfig {
                         format!("{source}:{synonym}={synonym_value}"),
                     ),
                     _ => {
-                        let read_only = if broker.dynamic { "" } else { " (read-only)" };
+                        let read_only = if key.is_dynamic() { "" } else { " (read-only)" };
                         out.push_str(&format!("# {name} is unset{read_only}\n"));
                         continue;
                     }

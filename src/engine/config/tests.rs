@@ -1,4 +1,4 @@
-use super::def::{broker_def, BROKER_DEFS, MS_PER_HOUR, MS_PER_MINUTE, TOPIC_DEFS};
+use super::def::{TopicKey, BROKER_DEFS, MS_PER_HOUR, MS_PER_MINUTE, TOPIC_DEFS};
 use super::value::{java_double_string, parse_java_double, parse_setting};
 use super::*;
 
@@ -68,10 +68,10 @@ fn every_builtin_default_parses_and_passes_its_validator() {
 fn synonyms_are_broker_configs_and_only_the_first_is_dynamic() {
     for topic in TOPIC_DEFS {
         for (i, synonym) in topic.synonyms.iter().enumerate() {
-            let broker = broker_def(synonym.name).unwrap();
-            assert_eq!(broker.dynamic, i == 0, "{}", synonym.name);
+            let broker = synonym.key.row();
+            assert_eq!(broker.dynamic, i == 0, "{}", synonym.key);
             if synonym.ms_per_unit == 1 {
-                assert_eq!(broker.def.kind, topic.def.kind, "{}", synonym.name);
+                assert_eq!(broker.def.kind, topic.def.kind, "{}", synonym.key);
             }
         }
     }
@@ -292,7 +292,7 @@ fn numbers_and_booleans_are_trimmed_before_parsing() {
     assert_eq!(t.retention_ms, 1000);
     assert!(t.parse_key);
     assert_eq!(t.min_cleanable_dirty_ratio, 0.25);
-    assert_eq!(o.get("retention.ms"), Some("1000"));
+    assert_eq!(o.get(TopicKey::RetentionMs), Some("1000"));
 }
 
 #[test]
@@ -371,7 +371,7 @@ fn unknown_names_and_syntax() {
 #[test]
 fn comments_blank_lines_and_last_line_wins() {
     let o = apply("# a comment\n\n  \nretention.ms=1\r\n  # indented\nretention.ms=2\n").unwrap();
-    assert_eq!(o.get("retention.ms"), Some("2"));
+    assert_eq!(o.get(TopicKey::RetentionMs), Some("2"));
     assert_eq!(apply("").unwrap(), TopicOverrides::default());
 }
 
@@ -398,8 +398,8 @@ fn a_bad_line_refuses_the_whole_command() {
         result.unwrap_err().to_string(),
         "Invalid value 1 for configuration segment.bytes: Value must be at least 1048576"
     );
-    assert_eq!(before.get("retention.ms"), Some("1000"));
-    assert_eq!(before.get("flush.ms"), None);
+    assert_eq!(before.get(TopicKey::RetentionMs), Some("1000"));
+    assert_eq!(before.get(TopicKey::FlushMs), None);
     // The first bad line is reported even when a later one is malformed too.
     assert_eq!(
         before
@@ -439,13 +439,13 @@ fn topic_properties_round_trip() {
          key.separator=\r\r",
     )
     .unwrap();
-    assert_eq!(o.get("key.separator"), Some("\r"));
+    assert_eq!(o.get(TopicKey::KeySeparator), Some("\r"));
     let text = o.to_properties();
     assert!(!text.contains('\r'));
     let back = TopicOverrides::from_properties(&text).unwrap();
     assert_eq!(back, o);
-    assert_eq!(back.get("null.marker"), Some("\\N "));
-    assert_eq!(back.get("retention.ms"), Some("7"));
+    assert_eq!(back.get(TopicKey::NullMarker), Some("\\N "));
+    assert_eq!(back.get(TopicKey::RetentionMs), Some("7"));
     assert_eq!(TopicOverrides::default().to_properties(), "");
     assert!(TopicOverrides::from_properties("").unwrap().is_empty());
     assert_eq!(
@@ -584,9 +584,9 @@ fn a_change_checks_each_line_as_it_arrives_and_applies_whole() {
     let mut change = ConfigChange::new(ConfigScope::Topic);
     change.write(b"retention.ms=600000\nretention.bytes=300\n");
     let after = before.apply_change(&change, &b).unwrap();
-    assert_eq!(after.get("retention.ms"), Some("600000"));
-    assert_eq!(after.get("retention.bytes"), Some("300"));
-    assert_eq!(after.get("flush.ms"), Some("5"));
+    assert_eq!(after.get(TopicKey::RetentionMs), Some("600000"));
+    assert_eq!(after.get(TopicKey::RetentionBytes), Some("300"));
+    assert_eq!(after.get(TopicKey::FlushMs), Some("5"));
     // `>` makes them the whole set of overrides.
     change.truncate();
     change.write(b"segment.ms=3000\n-retention.ms\n");
@@ -631,8 +631,8 @@ fn a_line_may_arrive_in_pieces() {
     let o = TopicOverrides::default()
         .apply_change(&change, &broker())
         .unwrap();
-    assert_eq!(o.get("null.marker"), Some(value.as_str()));
-    assert_eq!(o.get("parse.key"), Some("true"));
+    assert_eq!(o.get(TopicKey::NullMarker), Some(value.as_str()));
+    assert_eq!(o.get(TopicKey::ParseKey), Some("true"));
     // A multi-byte character split between two writes is still one character.
     let mut change = ConfigChange::new(ConfigScope::Topic);
     let text = "null.marker=\u{00e9}\n".as_bytes();
@@ -641,7 +641,7 @@ fn a_line_may_arrive_in_pieces() {
     let o = TopicOverrides::default()
         .apply_change(&change, &broker())
         .unwrap();
-    assert_eq!(o.get("null.marker"), Some("\u{00e9}"));
+    assert_eq!(o.get(TopicKey::NullMarker), Some("\u{00e9}"));
     // A line never ending is refused rather than buffered without bound.
     let mut change = ConfigChange::new(ConfigScope::Topic);
     let chunk = vec![b'x'; 1 << 19];

@@ -3,13 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use super::broker::expect_long;
 use super::broker::BrokerConfig;
 use super::change::{ConfigChange, ConfigScope};
-use super::def::{known_topic_def, topic_def, INTERNAL_SEGMENT_BYTES, RETENTION_MS};
+use super::def::TopicKey;
 use super::error::ConfigError;
 use super::properties::{read_persisted, write_persisted};
-use super::value::{parse_setting, Setting, Value};
+use super::value::{parse_setting, read, Setting, Value};
 
 /// Which cleanup a topic gets. An empty list (allowed since Kafka 4.2) means neither.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -72,7 +71,7 @@ impl TopicConfig {
 /// Per-topic overrides (`key -> value` as the user wrote them, validated).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TopicOverrides {
-    pub(super) values: BTreeMap<String, Setting>,
+    pub(super) values: BTreeMap<TopicKey, Setting>,
 }
 
 impl TopicOverrides {
@@ -93,9 +92,8 @@ impl TopicOverrides {
         change: &ConfigChange,
         broker: &BrokerConfig,
     ) -> Result<TopicOverrides, ConfigError> {
-        assert_eq!(change.scope, ConfigScope::Topic, "a topic config change");
         let next = TopicOverrides {
-            values: change.applied_to(&self.values)?,
+            values: change.applied_to_topic(&self.values)?,
         };
         // `LogConfig.validateValues` runs on the merged config, so a broker default can
         // conflict with a topic override as well as two overrides with each other.
@@ -113,8 +111,8 @@ impl TopicOverrides {
     pub fn from_properties(text: &str) -> Result<TopicOverrides, ConfigError> {
         let mut values = BTreeMap::new();
         for (key, raw) in read_persisted(text)? {
-            let topic = known_topic_def(&key)?;
-            values.insert(topic.def.name.to_string(), parse_setting(&topic.def, &raw)?);
+            let key = TopicKey::known(&key)?;
+            values.insert(key, parse_setting(key.def(), &raw)?);
         }
         Ok(TopicOverrides { values })
     }
@@ -125,8 +123,8 @@ impl TopicOverrides {
     }
 
     /// The override's text as stored (trimmed, except for literal separators).
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.values.get(key).map(|s| s.text.as_str())
+    pub fn get(&self, key: TopicKey) -> Option<&str> {
+        self.values.get(&key).map(|s| s.text.as_str())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -144,64 +142,51 @@ impl BrokerConfig {
     /// Topic override > the broker value of the highest-priority synonym that is set >
     /// the topic config's built-in default.
     pub fn resolve_topic(&self, overrides: &TopicOverrides) -> TopicConfig {
-        let value = |name: &str| -> Option<Value> {
-            match overrides.values.get(name) {
+        let value = |key: TopicKey| -> Option<Value> {
+            match overrides.values.get(&key) {
                 Some(setting) => Some(setting.value.clone()),
-                None => topic_def(name).and_then(|t| self.inherited_topic_value(t)),
+                None => self.inherited_topic_value(key),
             }
         };
-        let long = |name: &str| expect_long(name, value(name));
-        let int = |name: &str| {
-            let n = expect_long(name, value(name));
-            i32::try_from(n).unwrap_or_else(|_| panic!("{name} is an INT config, got {n}"))
+        let long = |key: TopicKey| -> i64 { read(key, value(key)) };
+        let int = |key: TopicKey| -> i32 { read(key, value(key)) };
+        let boolean = |key: TopicKey| -> bool { read(key, value(key)) };
+        let text = |key: TopicKey| -> Vec<u8> { read::<String>(key, value(key)).into_bytes() };
+        let policies: Vec<String> = read(TopicKey::CleanupPolicy, value(TopicKey::CleanupPolicy));
+        let cleanup_policy = CleanupPolicy {
+            compact: policies.iter().any(|p| p == "compact"),
+            delete: policies.iter().any(|p| p == "delete"),
         };
-        let text = |name: &str| match value(name) {
-            Some(Value::Text(s)) => s.into_bytes(),
-            other => panic!("{name} is a string config, got {other:?}"),
-        };
-        let cleanup_policy = match value("cleanup.policy") {
-            Some(Value::List(items)) => CleanupPolicy {
-                compact: items.iter().any(|p| p == "compact"),
-                delete: items.iter().any(|p| p == "delete"),
-            },
-            other => panic!("cleanup.policy is a LIST config, got {other:?}"),
-        };
-        let min_cleanable_dirty_ratio = match value("min.cleanable.dirty.ratio") {
-            Some(Value::Double(x)) => x,
-            other => panic!("min.cleanable.dirty.ratio is a DOUBLE config, got {other:?}"),
-        };
-        let internal_segment_bytes = match value(INTERNAL_SEGMENT_BYTES) {
-            None => None,
-            Some(Value::Int(n)) => Some(n),
-            other => panic!("internal.segment.bytes is an INT config, got {other:?}"),
-        };
-        let boolean = |name: &str| match value(name) {
-            Some(Value::Boolean(b)) => b,
-            other => panic!("{name} is a BOOLEAN config, got {other:?}"),
-        };
-        let parse_key = boolean("parse.key");
-        let null_marker = text("null.marker");
-        let key_separator = text("key.separator");
+        let min_cleanable_dirty_ratio: f64 = read(
+            TopicKey::MinCleanableDirtyRatio,
+            value(TopicKey::MinCleanableDirtyRatio),
+        );
+        // Kafka's null default: unset unless configured.
+        let internal_segment_bytes = value(TopicKey::InternalSegmentBytes)
+            .map(|v| read::<i32>(TopicKey::InternalSegmentBytes, Some(v)));
+        let parse_key = boolean(TopicKey::ParseKey);
+        let null_marker = text(TopicKey::NullMarker);
+        let key_separator = text(TopicKey::KeySeparator);
         let rendering = crate::engine::format::render_id(parse_key, &key_separator, &null_marker);
         TopicConfig {
             cleanup_policy,
-            retention_ms: long(RETENTION_MS),
-            retention_bytes: long("retention.bytes"),
-            segment_bytes: int("segment.bytes"),
+            retention_ms: long(TopicKey::RetentionMs),
+            retention_bytes: long(TopicKey::RetentionBytes),
+            segment_bytes: int(TopicKey::SegmentBytes),
             internal_segment_bytes,
-            segment_ms: long("segment.ms"),
-            segment_jitter_ms: long("segment.jitter.ms"),
-            segment_index_bytes: int("segment.index.bytes"),
-            index_interval_bytes: int("index.interval.bytes"),
+            segment_ms: long(TopicKey::SegmentMs),
+            segment_jitter_ms: long(TopicKey::SegmentJitterMs),
+            segment_index_bytes: int(TopicKey::SegmentIndexBytes),
+            index_interval_bytes: int(TopicKey::IndexIntervalBytes),
             min_cleanable_dirty_ratio,
-            delete_retention_ms: long("delete.retention.ms"),
-            min_compaction_lag_ms: long("min.compaction.lag.ms"),
-            max_compaction_lag_ms: long("max.compaction.lag.ms"),
-            file_delete_delay_ms: long("file.delete.delay.ms"),
-            max_message_bytes: int("max.message.bytes"),
-            flush_messages: long("flush.messages"),
-            flush_ms: long("flush.ms"),
-            preallocate: boolean("preallocate"),
+            delete_retention_ms: long(TopicKey::DeleteRetentionMs),
+            min_compaction_lag_ms: long(TopicKey::MinCompactionLagMs),
+            max_compaction_lag_ms: long(TopicKey::MaxCompactionLagMs),
+            file_delete_delay_ms: long(TopicKey::FileDeleteDelayMs),
+            max_message_bytes: int(TopicKey::MaxMessageBytes),
+            flush_messages: long(TopicKey::FlushMessages),
+            flush_ms: long(TopicKey::FlushMs),
+            preallocate: boolean(TopicKey::Preallocate),
             parse_key,
             key_separator,
             null_marker: (!null_marker.is_empty()).then_some(null_marker),

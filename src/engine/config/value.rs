@@ -36,6 +36,76 @@ impl Value {
     }
 }
 
+/// The Rust type a read of a config gets, one per kind (`i32` for INT, `i64` for INT and
+/// LONG, ...).
+pub(super) trait ConfigType: Sized {
+    fn from_value(value: Value) -> Option<Self>;
+}
+
+impl ConfigType for i32 {
+    fn from_value(value: Value) -> Option<i32> {
+        match value {
+            Value::Int(n) => Some(n),
+            _ => None,
+        }
+    }
+}
+
+impl ConfigType for i64 {
+    fn from_value(value: Value) -> Option<i64> {
+        value.as_i64()
+    }
+}
+
+impl ConfigType for f64 {
+    fn from_value(value: Value) -> Option<f64> {
+        match value {
+            Value::Double(x) => Some(x),
+            _ => None,
+        }
+    }
+}
+
+impl ConfigType for bool {
+    fn from_value(value: Value) -> Option<bool> {
+        match value {
+            Value::Boolean(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+impl ConfigType for Vec<String> {
+    fn from_value(value: Value) -> Option<Vec<String>> {
+        match value {
+            Value::List(items) => Some(items),
+            _ => None,
+        }
+    }
+}
+
+impl ConfigType for String {
+    fn from_value(value: Value) -> Option<String> {
+        match value {
+            Value::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// The value of `key`, a config with a value (a built-in default, or an inherited one).
+/// Every value has its key's kind ([`parse_setting`] makes it from the key's definition),
+/// so the one way to get here without a `T` is a read of the wrong type: a bug, named.
+pub(super) fn read<T: ConfigType>(key: impl std::fmt::Display, value: Option<Value>) -> T {
+    match value.clone().and_then(T::from_value) {
+        Some(v) => v,
+        None => panic!(
+            "{key} read as {}, got {value:?}",
+            std::any::type_name::<T>()
+        ),
+    }
+}
+
 /// A configured value: the text as stored and shown, and what it parsed to.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Setting {
