@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use crate::engine::cleaner;
 use crate::engine::cleaner_manager::CleanerState;
-use crate::engine::config::TopicConfig;
+use crate::engine::config::{TopicConfig, TopicKey};
 use crate::engine::log::LogSnapshot;
 
 use super::Topic;
@@ -118,7 +118,7 @@ impl Topic {
     pub fn config_warnings(&self) -> Vec<String> {
         let overrides = self.overrides.read();
         let config = self.config();
-        let set = |key: &str| overrides.get(key).is_some();
+        let set = |key: TopicKey| overrides.get(key).is_some();
         let mut out = Vec::new();
         if let Some(reason) = self.unsaved_overrides.lock().as_ref() {
             out.push(format!(
@@ -127,7 +127,7 @@ impl Topic {
         }
         let policy = &config.cleanup_policy;
         if policy.compact && !policy.delete {
-            for key in ["retention.ms", "retention.bytes"] {
+            for key in [TopicKey::RetentionMs, TopicKey::RetentionBytes] {
                 if set(key) {
                     out.push(format!(
                         "{key} has no effect: cleanup.policy=compact deletes nothing by time or size (use compact,delete)"
