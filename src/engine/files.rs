@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use parking_lot::Mutex;
 
 use super::error::{EngineError, Result};
+use super::format::TMP_SUFFIX;
 
 /// fsync of a directory, so creations, renames and removals in it survive a crash.
 pub fn sync_dir(dir: &Path) -> Result<()> {
@@ -64,7 +65,7 @@ pub fn write_or_defer(path: &Path, bytes: &[u8], unsaved: &Mutex<Option<String>>
 
 fn temporary_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
+    name.push(TMP_SUFFIX);
     path.with_file_name(name)
 }
 

@@ -1,6 +1,9 @@
-//! Every on-disk constant and byte layout of kpfs in one place: file names, the record
-//! batch framing inside `.log` files, and the index entry layouts. `docs/FORMAT.md`
-//! describes the same bytes for humans; keep the two in step.
+//! Every on-disk constant and byte layout of kpfs in one place: the names of the files in
+//! the data directory and in a partition directory, the record batch framing inside `.log`
+//! files, the index entry layouts, and the bounds those layouts impose (the largest
+//! segment file, the largest relative offset). `docs/FORMAT.md` describes the same bytes
+//! for humans; keep the two in step. Bounds the engine chooses, not the format, are in
+//! [`limits`](super::limits).
 //!
 //! All integers are big-endian, as in Kafka. Batches are checksummed with CRC32 (IEEE,
 //! `crc32fast`) so recovery can tell a torn or corrupt tail from valid data.
@@ -24,10 +27,52 @@ pub const SWAP_SUFFIX: &str = ".swap";
 /// Width of the zero-padded base offset in file names (Kafka's `filenamePrefixFromOffset`).
 pub const OFFSET_DIGITS: usize = 20;
 
+/// Partition directory suffix: one partition per topic (`TOPIC-0`).
+pub const PARTITION_SUFFIX: &str = "-0";
+/// Suffix of a topic directory being deleted (Kafka's `LocalLog.logDeleteDirName`).
+pub const DELETING_SUFFIX: &str = "-delete";
+/// Suffix of `files::write_atomically`'s temporary files, renamed over the target.
+pub const TMP_SUFFIX: &str = ".tmp";
+
+// Files of the data directory.
+/// Marker left by a clean shutdown (Kafka's `.kafka_cleanshutdown`).
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kpfs_cleanshutdown";
+/// Lock file holding the daemon's pid; `flock`ed while a kpfs owns the data directory.
+pub const LOCK_FILE: &str = "kpfs.lock";
+/// The daemon's own log (written by the CLI, named here so `kpfs check` knows it).
+pub const DAEMON_LOG_FILE: &str = "kpfs.log";
+/// Dynamic broker config overrides written through `.kpfs/config`.
+pub const DYNAMIC_BROKER_CONFIG_FILE: &str = "kpfs-dynamic-broker.properties";
+/// Kafka's cleaner checkpoint file: first dirty offset per partition.
+pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
+/// Kafka's recovery-point checkpoint file: per partition, the offset below which every
+/// record was fsynced, so recovery after a crash validates only what follows.
+pub const RECOVERY_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
+
+// Files of a partition directory besides the segments.
+/// The topic's config overrides.
+pub const TOPIC_CONFIG_FILE: &str = "kpfs-topic.properties";
+/// `<base offset> <stream position>` of the first segment, so an empty first segment
+/// keeps its stream position across a reopen.
+pub const STREAM_START_FILE: &str = "kpfs-stream-start";
+
 /// `.index` entry: relative offset u32 + file position u32.
 pub const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
+/// Where the file position starts in an `.index` entry (after the relative offset).
+pub const OFFSET_INDEX_POSITION_AT: usize = 4;
 /// `.timeindex` entry: timestamp i64 + relative offset u32.
 pub const TIME_INDEX_ENTRY_BYTES: usize = 12;
+/// Where the relative offset starts in a `.timeindex` entry (after the timestamp).
+pub const TIME_INDEX_OFFSET_AT: usize = 8;
+const _: () = assert!(OFFSET_INDEX_POSITION_AT + 4 == OFFSET_INDEX_ENTRY_BYTES);
+const _: () = assert!(TIME_INDEX_OFFSET_AT + 4 == TIME_INDEX_ENTRY_BYTES);
+
+/// The largest `.log` kpfs writes: positions in `.index` are u32.
+pub const MAX_SEGMENT_FILE_BYTES: u64 = u32::MAX as u64;
+/// The largest offset distance from a segment's base offset: relative offsets in both
+/// indexes are u32, and Kafka keeps them to `Int.MaxValue`
+/// (`LogSegment.canConvertToRelativeOffset`), so a segment rolls before exceeding it.
+pub const MAX_RELATIVE_OFFSET: u64 = i32::MAX as u64;
 
 /// The only batch format version kpfs writes.
 pub const BATCH_MAGIC: u8 = 1;

@@ -22,18 +22,12 @@ use super::format::{
     INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, OFFSET_INDEX_ENTRY_BYTES, SWAP_SUFFIX,
     TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX,
 };
-use super::log::STREAM_START_FILE;
-use super::segment::MAX_SEGMENT_FILE_BYTES;
-use super::topic::TOPIC_CONFIG_FILE;
-use super::{
-    validate_topic_name, CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE,
-    DYNAMIC_BROKER_CONFIG_FILE, LOCK_FILE, PARTITION_SUFFIX, RECOVERY_CHECKPOINT_FILE,
+use super::format::{
+    CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DELETING_SUFFIX,
+    DYNAMIC_BROKER_CONFIG_FILE, LOCK_FILE, MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX,
+    RECOVERY_CHECKPOINT_FILE, STREAM_START_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
 };
-
-/// Suffix of a topic directory whose deletion was interrupted (private in the engine).
-const DELETING_SUFFIX: &str = "-delete";
-/// Suffix of `write_atomically`'s temporary files.
-const TMP_SUFFIX: &str = ".tmp";
+use super::validate_topic_name;
 /// Kafka offsets are signed 64-bit; anything above cannot have been written by kpfs.
 const MAX_OFFSET: u64 = i64::MAX as u64;
 

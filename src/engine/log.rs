@@ -20,13 +20,11 @@ use super::error::{EngineError, Result};
 use super::files::sync_dir;
 use super::format::{
     parse_segment_file_name, plain_batch, plain_batch_size, BatchBuilder, BatchParts,
-    BATCH_HEADER_BYTES, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+    BATCH_HEADER_BYTES, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX, STREAM_START_FILE, SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
 };
-use super::segment::{RollReason, Segment, MAX_SEGMENT_FILE_BYTES};
-
-/// Partition directory suffix: one partition per topic.
-pub const PARTITION_SUFFIX: &str = "-0";
+use super::segment::{RollReason, Segment};
 
 /// One record to append, located in the written bytes; the line protocol already split
 /// the line into key and value. Positions rather than slices, so a write's records go
@@ -901,7 +899,7 @@ impl Log {
     ) -> Result<Arc<Segment>> {
         let active = self.snapshot().active().clone();
         let next = active.next_offset();
-        let overflow = next - active.base_offset() > u64::from(u32::MAX >> 1);
+        let overflow = next - active.base_offset() > MAX_RELATIVE_OFFSET;
         let reason = if overflow && !active.is_empty() {
             Some(RollReason::IndexFull)
         } else {
@@ -1294,10 +1292,6 @@ fn new_active_segment(
     }
     Ok(segment)
 }
-
-/// `<base offset> <stream position>` of the first segment, so an empty first segment
-/// keeps its stream position across a reopen.
-pub const STREAM_START_FILE: &str = "kpfs-stream-start";
 
 fn read_stream_start(dir: &Path, first_base: Option<u64>) -> u64 {
     let Ok(text) = fs::read_to_string(dir.join(STREAM_START_FILE)) else {

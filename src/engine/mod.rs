@@ -28,6 +28,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
+use format::DELETING_SUFFIX;
 use log::Durability;
 use parking_lot::{Mutex, RwLock};
 
@@ -35,24 +36,12 @@ pub use clock::{format_time_ms, Clock, ManualClock, SystemClock};
 pub use config::{BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig};
 pub use config::{BrokerRule, CleanupPolicy, TopicOverrides};
 pub use error::{EngineError, Result};
-pub use log::PARTITION_SUFFIX;
+pub use format::{
+    CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DYNAMIC_BROKER_CONFIG_FILE,
+    LOCK_FILE, PARTITION_SUFFIX, RECOVERY_CHECKPOINT_FILE,
+};
 pub use topic::{BackingFile, LogCursor, RefusalReason, Topic};
 
-/// Marker left by a clean shutdown (Kafka's `.kafka_cleanshutdown`).
-pub const CLEAN_SHUTDOWN_FILE: &str = ".kpfs_cleanshutdown";
-/// Lock file holding the daemon's pid; `flock`ed while a kpfs owns the data directory.
-pub const LOCK_FILE: &str = "kpfs.lock";
-/// The daemon's own log (written by the CLI, known here so `kpfs check` knows it).
-pub const DAEMON_LOG_FILE: &str = "kpfs.log";
-/// Dynamic broker config overrides written through `.kpfs/config`.
-pub const DYNAMIC_BROKER_CONFIG_FILE: &str = "kpfs-dynamic-broker.properties";
-/// Kafka's cleaner checkpoint file: first dirty offset per partition.
-pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
-/// Kafka's recovery-point checkpoint file: per partition, the offset below which every
-/// record was fsynced, so recovery after a crash validates only what follows.
-pub const RECOVERY_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
-/// Suffix of a topic directory being deleted (Kafka's `-delete`).
-const DELETING_SUFFIX: &str = "-delete";
 /// How many refused operations `.kpfs/errors` remembers.
 const MAX_REJECTIONS: usize = 1000;
 /// Kafka's topic name limit.

@@ -20,14 +20,11 @@ use parking_lot::Mutex;
 use super::error::{EngineError, Result};
 use super::format::{
     self, decode_header, segment_file_name, verify_batch, BatchHeader, DecodeError,
-    BATCH_HEADER_BYTES, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+    BATCH_HEADER_BYTES, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_FILE_BYTES, TIME_INDEX_SUFFIX,
 };
 use super::index::{IndexEntries, IndexLifecycle, OffsetIndex, TimeIndex};
 
 static NEXT_SEGMENT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// The largest `.log` kpfs writes: positions in `.index` are u32.
-pub const MAX_SEGMENT_FILE_BYTES: u64 = u32::MAX as u64;
 
 #[derive(Debug)]
 struct State {

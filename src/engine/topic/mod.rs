@@ -28,6 +28,7 @@ use super::config::{
 };
 use super::error::{BatchSize, EngineError, Result};
 use super::files::{remove_stale_temporary, write_or_defer};
+pub use super::format::TOPIC_CONFIG_FILE;
 use super::format::{parse_segment_file_name, plain_batch_size, LOG_SUFFIX};
 use super::log::{
     first_oversized_record, AppendInfo, Durability, Log, OpenReport, WriteBytes, WriteRecords,
@@ -36,9 +37,6 @@ use protocol::{count_lines, parse_lines, PARSED, PARSED_KEPT};
 
 pub use reader::LogCursor;
 pub use retention::RetentionDeletion;
-
-/// File in the partition directory holding the topic's config overrides.
-pub const TOPIC_CONFIG_FILE: &str = "kpfs-topic.properties";
 
 /// A file in the partition directory, as `segments/` lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]

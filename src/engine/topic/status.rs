@@ -97,7 +97,7 @@ impl Topic {
                 "unsaved",
                 format!(
                     "{} ({reason}): retention went on regardless; saved as soon as there is space",
-                    crate::engine::log::STREAM_START_FILE
+                    crate::engine::format::STREAM_START_FILE
                 ),
             );
         }
