@@ -22,7 +22,11 @@ use parking_lot::Mutex;
 
 use super::config::TopicConfig;
 use super::error::{EngineError, Result};
-use super::format::{decode_header, BatchBuilder, BatchHeader, DecodeError, RecordIter, RecordRef};
+use super::format::{
+    decode_header, BatchBuilder, BatchHeader, DecodeError, RecordIter, RecordRef,
+    MAX_RELATIVE_OFFSET, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES,
+};
+use super::limits::{THROTTLE_CHECK_INTERVAL_MS, THROTTLE_SLEEP_SLICE_MS};
 use super::log::{DeletedSegment, Log, LogSnapshot};
 use super::segment::Segment;
 
@@ -233,7 +237,7 @@ impl Throttler {
             let mut st = self.state.lock();
             st.1 += bytes as f64;
             let elapsed = st.0.elapsed();
-            if elapsed < Duration::from_millis(300) {
+            if elapsed < Duration::from_millis(THROTTLE_CHECK_INTERVAL_MS) {
                 return;
             }
             let rate = st.1 / elapsed.as_secs_f64();
@@ -254,7 +258,7 @@ impl Throttler {
             if left.is_zero() || stop_requested() {
                 return;
             }
-            std::thread::sleep(left.min(Duration::from_millis(50)));
+            std::thread::sleep(left.min(Duration::from_millis(THROTTLE_SLEEP_SLICE_MS)));
         }
     }
 }
@@ -635,10 +639,11 @@ fn group_segments(
         while i < candidates.len() {
             let c = candidates[i].info();
             let span_ok = c.size == 0
-                || c.next_offset.saturating_sub(1) - first.base_offset() <= i32::MAX as u64;
+                || c.next_offset.saturating_sub(1) - first.base_offset() <= MAX_RELATIVE_OFFSET;
             if bytes + c.size <= max_bytes
-                && (idx + c.offset_index_entries as u64) * 8 <= max_index
-                && (tidx + c.time_index_entries as u64) * 12 <= max_index
+                && (idx + c.offset_index_entries as u64) * OFFSET_INDEX_ENTRY_BYTES as u64
+                    <= max_index
+                && (tidx + c.time_index_entries as u64) * TIME_INDEX_ENTRY_BYTES as u64 <= max_index
                 && span_ok
             {
                 bytes += c.size;

@@ -200,9 +200,7 @@ impl fmt::Display for BatchSize {
     }
 }
 
-/// Bytes of a user's value an error message shows. Errors are kept (`.kpfs/errors`,
-/// `events`) and printed; one refused 1 MiB line must not make a 1 MiB error.
-pub const EXCERPT_BYTES: usize = 200;
+use super::limits::EXCERPT_BYTES;
 
 /// A user's value as an error message shows it: whole when short, else its first
 /// [`EXCERPT_BYTES`] bytes, `...` and its full length. Kafka's texts quote some values

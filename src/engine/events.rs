@@ -8,8 +8,7 @@ use parking_lot::Mutex;
 
 use super::clock::format_time_ms;
 
-/// How many events a topic remembers.
-pub const MAX_EVENTS: usize = 4096;
+use super::limits::MAX_EVENTS;
 
 #[derive(Debug, Default)]
 pub struct EventLog {

@@ -18,7 +18,11 @@ use std::path::{Path, PathBuf};
 
 use memmap2::MmapMut;
 
-use super::format::{OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
+use super::format::{
+    OFFSET_INDEX_ENTRY_BYTES, OFFSET_INDEX_POSITION_AT, TIME_INDEX_ENTRY_BYTES,
+    TIME_INDEX_OFFSET_AT,
+};
+use super::limits::PAGE_BYTES;
 
 /// Bytes of the largest entry (`.timeindex`).
 const MAX_ENTRY_BYTES: usize = TIME_INDEX_ENTRY_BYTES;
@@ -258,12 +262,14 @@ impl IndexFile {
     /// Makes sure bytes up to `end` have disk blocks, a page at a time, so a full disk
     /// shows up as ENOSPC here instead of SIGBUS on the store into the map.
     fn reserve_blocks(&mut self, end: usize) -> io::Result<()> {
-        const PAGE: usize = 4096;
         if end <= self.backed {
             return Ok(());
         }
-        let from = self.backed / PAGE * PAGE;
-        let to = end.div_ceil(PAGE).saturating_mul(PAGE).min(self.len);
+        let from = self.backed / PAGE_BYTES * PAGE_BYTES;
+        let to = end
+            .div_ceil(PAGE_BYTES)
+            .saturating_mul(PAGE_BYTES)
+            .min(self.len);
         let (Ok(offset), Ok(len)) = (
             libc::off_t::try_from(from),
             libc::off_t::try_from(to.saturating_sub(from)),
@@ -386,7 +392,10 @@ impl IndexEntries for OffsetIndex {
     type Entry = (u64, u32);
 
     fn decode(&self, e: &[u8]) -> (u64, u32) {
-        (self.base_offset + u64::from(be_u32(e)), be_u32(&e[4..]))
+        (
+            self.base_offset + u64::from(be_u32(e)),
+            be_u32(&e[OFFSET_INDEX_POSITION_AT..]),
+        )
     }
 }
 
@@ -395,8 +404,11 @@ impl IndexEntries for TimeIndex {
     type Entry = (i64, u64);
 
     fn decode(&self, e: &[u8]) -> (i64, u64) {
-        let ts = i64::from_be_bytes(e[..8].try_into().expect("8 bytes"));
-        (ts, self.base_offset + u64::from(be_u32(&e[8..])))
+        let ts = i64::from_be_bytes(e[..TIME_INDEX_OFFSET_AT].try_into().expect("8 bytes"));
+        (
+            ts,
+            self.base_offset + u64::from(be_u32(&e[TIME_INDEX_OFFSET_AT..])),
+        )
     }
 }
 
@@ -437,7 +449,7 @@ impl OffsetIndex {
             let mut n = 0;
             let mut last: Option<u32> = None;
             for e in bytes.chunks_exact(OFFSET_INDEX_ENTRY_BYTES) {
-                let (rel, pos) = (be_u32(e), be_u32(&e[4..]));
+                let (rel, pos) = (be_u32(e), be_u32(&e[OFFSET_INDEX_POSITION_AT..]));
                 if pos == 0 || last.is_some_and(|l| rel <= l) {
                     break;
                 }
@@ -472,8 +484,8 @@ impl OffsetIndex {
         }
         let rel = u32::try_from(offset - self.base_offset).expect("relative offset fits u32");
         let mut e = [0u8; OFFSET_INDEX_ENTRY_BYTES];
-        e[..4].copy_from_slice(&rel.to_be_bytes());
-        e[4..].copy_from_slice(&position.to_be_bytes());
+        e[..OFFSET_INDEX_POSITION_AT].copy_from_slice(&rel.to_be_bytes());
+        e[OFFSET_INDEX_POSITION_AT..].copy_from_slice(&position.to_be_bytes());
         self.inner.push(&e)
     }
 
@@ -488,7 +500,9 @@ impl OffsetIndex {
 
     /// Drops entries pointing at or past `position` (truncation of the log).
     pub fn truncate_to_position(&mut self, position: u32) -> io::Result<()> {
-        let keep = self.inner.count_prefix(|e| be_u32(&e[4..]) < position)?;
+        let keep = self
+            .inner
+            .count_prefix(|e| be_u32(&e[OFFSET_INDEX_POSITION_AT..]) < position)?;
         self.inner.truncate_entries(keep)
     }
 }
@@ -506,8 +520,8 @@ impl TimeIndex {
             let mut n = 0;
             let mut last: Option<(i64, u32)> = None;
             for e in bytes.chunks_exact(TIME_INDEX_ENTRY_BYTES) {
-                let ts = i64::from_be_bytes(e[..8].try_into().expect("8 bytes"));
-                let rel = be_u32(&e[8..]);
+                let ts = i64::from_be_bytes(e[..TIME_INDEX_OFFSET_AT].try_into().expect("8 bytes"));
+                let rel = be_u32(&e[TIME_INDEX_OFFSET_AT..]);
                 let zero = ts == 0 && rel == 0;
                 if zero || last.is_some_and(|(lt, lr)| ts <= lt || rel < lr) {
                     break;
@@ -539,8 +553,8 @@ impl TimeIndex {
         }
         let rel = u32::try_from(offset - self.base_offset).expect("relative offset fits u32");
         let mut e = [0u8; TIME_INDEX_ENTRY_BYTES];
-        e[..8].copy_from_slice(&timestamp.to_be_bytes());
-        e[8..].copy_from_slice(&rel.to_be_bytes());
+        e[..TIME_INDEX_OFFSET_AT].copy_from_slice(&timestamp.to_be_bytes());
+        e[TIME_INDEX_OFFSET_AT..].copy_from_slice(&rel.to_be_bytes());
         self.inner.push(&e)
     }
 

@@ -24,6 +24,7 @@ use super::format::{
     MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX, STREAM_START_FILE, SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
 };
+use super::limits::MAX_APPEND_BATCH_BYTES;
 use super::segment::{RollReason, Segment};
 
 /// One record to append, located in the written bytes; the line protocol already split
@@ -848,7 +849,7 @@ impl Log {
             // max.message.bytes: the write's records are split into batches that fit it,
             // as a producer splits them (each record alone fits: the topic checked).
             limit: segment_size
-                .min(1 << 20)
+                .min(MAX_APPEND_BATCH_BYTES)
                 .min(config.max_message_bytes.max(0) as u64) as usize,
         };
         // Where the next batch starts in the write: a record index for parsed records, a

@@ -11,6 +11,7 @@ pub mod files;
 pub mod format;
 pub mod index;
 pub mod inspect;
+pub mod limits;
 pub mod log;
 pub mod metrics;
 pub mod retention;
@@ -29,6 +30,10 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use format::DELETING_SUFFIX;
+use limits::{
+    MAX_BACKGROUND_WAIT_MS, MAX_FILE_NAME_BYTES, MAX_OFFSET_MAP_BYTES, MAX_REJECTIONS,
+    MIN_OFFSET_MAP_BYTES, SCHEDULER_TICK_MS,
+};
 use log::Durability;
 use parking_lot::{Mutex, RwLock};
 
@@ -42,13 +47,7 @@ pub use format::{
 };
 pub use topic::{BackingFile, LogCursor, RefusalReason, Topic};
 
-/// How many refused operations `.kpfs/errors` remembers.
-const MAX_REJECTIONS: usize = 1000;
-/// Kafka's topic name limit.
-pub const MAX_TOPIC_NAME_CHARS: usize = 249;
-
-/// The longest file name (bytes) Linux filesystems take.
-const MAX_FILE_NAME_BYTES: usize = 255;
+pub use limits::MAX_TOPIC_NAME_CHARS;
 
 /// Kafka's `LocalLog.logDeleteDirName`: `TOPIC-0.<unique id>-delete`, with the topic cut
 /// short so the name fits [`MAX_FILE_NAME_BYTES`] (a 249-character topic would not). The
@@ -167,7 +166,7 @@ impl CleanerSettings {
         let threads = i64::from(broker.cleaner_threads().max(1));
         let per_thread = broker.cleaner_dedupe_buffer_size() / threads;
         CleanerSettings {
-            map_bytes: per_thread.clamp(1 << 20, i64::from(i32::MAX)) as usize,
+            map_bytes: per_thread.clamp(MIN_OFFSET_MAP_BYTES, MAX_OFFSET_MAP_BYTES) as usize,
             map_load_factor: broker.cleaner_io_buffer_load_factor(),
             io_buffer_bytes: (i64::from(broker.cleaner_io_buffer_size()) / threads / 2) as usize,
         }
@@ -1030,7 +1029,7 @@ fn run_deletions(inner: &Inner) -> usize {
 
 /// Waits for `ms` of real time or the stop signal; true when stopping.
 fn wait_or_stop(stop: &Receiver<()>, ms: i64) -> bool {
-    let wait = Duration::from_millis(ms.clamp(1, 60_000) as u64);
+    let wait = Duration::from_millis(ms.clamp(1, MAX_BACKGROUND_WAIT_MS) as u64);
     !matches!(
         stop.recv_timeout(wait),
         Err(crossbeam_channel::RecvTimeoutError::Timeout)
@@ -1052,7 +1051,7 @@ fn retention_loop(inner: &Inner, stop: &Receiver<()>) {
 /// `log.flush.offset.checkpoint.interval.ms`.
 fn scheduler_loop(inner: &Inner, stop: &Receiver<()>) {
     loop {
-        if wait_or_stop(stop, 100) {
+        if wait_or_stop(stop, SCHEDULER_TICK_MS) {
             return;
         }
         run_deletions(inner);

@@ -23,6 +23,7 @@ use super::format::{
     BATCH_HEADER_BYTES, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_FILE_BYTES, TIME_INDEX_SUFFIX,
 };
 use super::index::{IndexEntries, IndexLifecycle, OffsetIndex, TimeIndex};
+use super::limits::{PAGE_BYTES, READ_MAP_STEP_BYTES};
 
 static NEXT_SEGMENT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -95,7 +96,7 @@ pub struct Segment {
     /// fsync. A segment loaded from disk starts at 0, since a crashed predecessor may
     /// have left page-cache-only data in it.
     synced_size: AtomicU64,
-    /// Read-only mapping of `.log` for the read path, grown in [`MAP_STEP`]s as the
+    /// Read-only mapping of `.log` for the read path, grown in [`READ_MAP_STEP_BYTES`]s as the
     /// segment grows; readers hold an `Arc` of the one they use. Kept only while the
     /// segment is active: a sealed segment is mapped per read, so a mount of 100,000
     /// segments that were all read once holds no 100,000 mappings (vm.max_map_count).
@@ -117,9 +118,6 @@ struct LogFile {
     file: Option<Arc<File>>,
 }
 
-/// Growth step of a segment's read mapping: one `mmap` per 64 MiB appended.
-const MAP_STEP: u64 = 64 << 20;
-
 /// Whole, verified batches borrowed from a segment's read mapping.
 #[derive(Debug)]
 pub struct MappedBatches {
@@ -133,9 +131,8 @@ impl Drop for MappedBatches {
     /// daemon that streams gigabytes does not report them all as its own memory.
     fn drop(&mut self) {
         let Some(map) = &self.map else { return };
-        const PAGE: usize = 4096;
-        let from = self.start / PAGE * PAGE;
-        let to = self.end / PAGE * PAGE;
+        let from = self.start / PAGE_BYTES * PAGE_BYTES;
+        let to = self.end / PAGE_BYTES * PAGE_BYTES;
         if to > from {
             // SAFETY: MADV_DONTNEED on a read-only shared file mapping only drops this
             // process's page-table entries; a later access to the range faults the same
@@ -1131,7 +1128,7 @@ impl Segment {
         let active = self.active.load(Ordering::Acquire);
         // A sealed segment no longer grows: its mapping covers exactly the file.
         let len = if active {
-            size.div_ceil(MAP_STEP) * MAP_STEP
+            size.div_ceil(READ_MAP_STEP_BYTES) * READ_MAP_STEP_BYTES
         } else {
             size
         };

@@ -609,7 +609,7 @@ fn errors_keep_an_excerpt_of_a_long_refused_value() {
     f.fs.release(fh);
     let errors = f.errors();
     assert!(errors.len() < 2000, "{} bytes: {errors}", errors.len());
-    let nines = "9".repeat(crate::engine::error::EXCERPT_BYTES);
+    let nines = "9".repeat(crate::engine::limits::EXCERPT_BYTES);
     assert!(
         errors.contains(&format!(
             " t/config: Invalid value {nines}... (100000 bytes) for configuration segment.ms: \
@@ -617,7 +617,7 @@ fn errors_keep_an_excerpt_of_a_long_refused_value() {
         )),
         "{errors}"
     );
-    let xs = "x".repeat(crate::engine::error::EXCERPT_BYTES);
+    let xs = "x".repeat(crate::engine::limits::EXCERPT_BYTES);
     assert!(
         errors.contains(&format!(
             " t/log: No key separator found on line number 1: '{xs}...' (100000 bytes)\n"

@@ -10,6 +10,7 @@ use super::def::{BrokerKey, Kind, TopicKey};
 use super::error::{BrokerRule, ConfigError};
 use super::properties::{parse_properties, read_persisted, write_persisted};
 use super::value::{builtin, parse_setting, read, ConfigType, Setting, Value};
+use crate::engine::limits::MIN_OFFSET_MAP_BYTES;
 
 /// Effective broker configuration: built-in defaults, then the static values given at
 /// mount, then dynamic overrides written to `.kpfs/config`.
@@ -18,8 +19,6 @@ pub struct BrokerConfig {
     pub(super) static_values: BTreeMap<BrokerKey, Setting>,
     pub(super) dynamic_values: BTreeMap<BrokerKey, Setting>,
 }
-
-const ONE_MIB: i64 = 1024 * 1024;
 
 impl BrokerConfig {
     pub fn defaults() -> BrokerConfig {
@@ -266,7 +265,7 @@ impl BrokerConfig {
         if threads < 1 {
             return Err(ConfigError::Broker(BrokerRule::CleanerThreadsAtLeastOne));
         }
-        if self.cleaner_dedupe_buffer_size() / i64::from(threads) <= ONE_MIB {
+        if self.cleaner_dedupe_buffer_size() / i64::from(threads) <= MIN_OFFSET_MAP_BYTES {
             return Err(ConfigError::Broker(BrokerRule::DedupeBufferPerThread));
         }
         Ok(())

@@ -7,6 +7,7 @@ use super::def::{BrokerKey, TopicKey};
 use super::error::ConfigError;
 use super::properties::parse_command_line;
 use super::value::Setting;
+use crate::engine::limits::MAX_CONFIG_LINE_BYTES;
 
 /// Which config file a change is written to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,9 +36,6 @@ impl Edits {
         }
     }
 }
-
-/// Longer lines are refused rather than buffered: no config value comes near it.
-const MAX_CONFIG_LINE_BYTES: usize = 1 << 20;
 
 /// The lines written to a config file between its open and its close, each checked as
 /// it arrives. The change applies as a whole at close, or nothing of it does when any

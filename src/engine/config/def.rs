@@ -4,6 +4,7 @@
 //! `DynamicBrokerConfig` declare them.
 
 use super::error::ConfigError;
+use crate::engine::limits::MIN_SEGMENT_BYTES;
 
 /// Declares a key enum and its table of definitions from one list, so the n-th key's
 /// definition is the n-th row by construction and every key has exactly one.
@@ -89,9 +90,6 @@ pub(super) enum Check {
     /// one entry of the larger index (`AbstractIndex`'s "Invalid max index size").
     IndexSize,
 }
-
-/// The size of a `.timeindex` entry, the larger of the two index entries.
-pub(super) const MIN_INDEX_BYTES: i64 = 12;
 
 pub(super) struct Def {
     pub(super) name: &'static str,
@@ -180,7 +178,7 @@ config_table! {
                 "segment.bytes",
                 Kind::Int,
                 Some("1073741824"),
-                Check::AtLeast(1048576),
+                Check::AtLeast(MIN_SEGMENT_BYTES),
             ),
             synonyms: &[same(BrokerKey::LogSegmentBytes)],
         },
@@ -366,7 +364,7 @@ config_table! {
             "log.segment.bytes",
             Kind::Int,
             Some("1073741824"),
-            Check::AtLeast(1048576),
+            Check::AtLeast(MIN_SEGMENT_BYTES),
         )),
         LogRollMs => dynamic(def("log.roll.ms", Kind::Long, None, Check::None)),
         LogRollHours => fixed(def(

@@ -1,8 +1,9 @@
 //! Values: parsing as `ConfigDef.parseType`, validation as Kafka's validators, with their
 //! texts.
 
-use super::def::{Check, Def, Kind, CLEANUP_POLICIES, MIN_INDEX_BYTES};
+use super::def::{Check, Def, Kind, CLEANUP_POLICIES};
 use super::error::ConfigError;
+use crate::engine::limits::MIN_INDEX_BYTES;
 
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Value {

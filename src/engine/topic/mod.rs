@@ -30,10 +30,11 @@ use super::error::{BatchSize, EngineError, Result};
 use super::files::{remove_stale_temporary, write_or_defer};
 pub use super::format::TOPIC_CONFIG_FILE;
 use super::format::{parse_segment_file_name, plain_batch_size, LOG_SUFFIX};
+use super::limits::PARSED_RECORDS_KEPT;
 use super::log::{
     first_oversized_record, AppendInfo, Durability, Log, OpenReport, WriteBytes, WriteRecords,
 };
-use protocol::{count_lines, parse_lines, PARSED, PARSED_KEPT};
+use protocol::{count_lines, parse_lines, PARSED};
 
 pub use reader::LogCursor;
 pub use retention::RetentionDeletion;
@@ -293,7 +294,7 @@ impl Topic {
                         .append(data, WriteRecords::Parsed(records), &config)
                 });
                 // One write of a million empty lines should not pin 32 MiB for good.
-                records.shrink_to(PARSED_KEPT);
+                records.shrink_to(PARSED_RECORDS_KEPT);
                 appended
             })
         } else {

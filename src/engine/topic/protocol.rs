@@ -13,9 +13,6 @@ thread_local! {
     pub(super) static PARSED: std::cell::RefCell<Vec<PendingRecord>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Parsed records [`PARSED`] keeps room for between writes (2 MiB).
-pub(super) const PARSED_KEPT: usize = 1 << 16;
-
 /// Kafka's console-producer line protocol (`LineMessageReader`) over a piece of one
 /// write that starts at position `base` of it, added to the write's `records`.
 pub(super) fn parse_lines(

@@ -8,6 +8,9 @@ use std::sync::atomic::Ordering;
 use crate::engine::config::TopicConfig;
 use crate::engine::error::{EngineError, Result};
 use crate::engine::format::{decode_header, RecordIter, RecordRef, BATCH_HEADER_BYTES};
+use crate::engine::limits::{
+    READ_MAX_BYTES, READ_MIN_BYTES, REPLAY_LIMIT_BYTES, REPOSITION_SCAN_BYTES, STALE_READ_RETRIES,
+};
 use crate::engine::log::LogSnapshot;
 use crate::engine::segment::{MappedBatches, Segment};
 
@@ -42,12 +45,6 @@ pub struct LogCursor {
     replay_at: u64,
 }
 
-/// How often one read starts again on a fresh snapshot after a segment vanished under it.
-const STALE_READ_RETRIES: u32 = 3;
-
-/// Reads up to this size are kept for re-reads after a short seek back.
-const REPLAY_LIMIT: usize = 64 << 10;
-
 impl Topic {
     /// Reads up to `len` bytes of the rendered stream at kernel offset `pos`. Never blocks;
     /// returns an empty vector at the end.
@@ -65,7 +62,7 @@ impl Topic {
     ) -> Result<Vec<u8>> {
         let config = self.config();
         let render = Render::new(&config);
-        let mut out = Vec::with_capacity(len.min(4 << 20));
+        let mut out = Vec::with_capacity(len.min(READ_MAX_BYTES));
         // Where in the stream the bytes not served from the replay buffer start.
         let mut from_pos = pos;
         if cursor.positioned && pos != cursor.next_pos {
@@ -123,7 +120,7 @@ impl Topic {
         }
         cursor.next_pos = pos + out.len() as u64;
         cursor.replay.clear();
-        if out.len() <= REPLAY_LIMIT {
+        if out.len() <= REPLAY_LIMIT_BYTES {
             cursor.replay.extend_from_slice(&out);
             cursor.replay_at = pos;
         }
@@ -181,7 +178,10 @@ impl Topic {
             Some((id, at)) if id == seg.id() => at,
             _ => seg.lookup_position(cursor.next_offset)?,
         };
-        let mut bytes = seg.mapped_batches(file_pos, (len - out.len()).clamp(8 << 10, 4 << 20))?;
+        let mut bytes = seg.mapped_batches(
+            file_pos,
+            (len - out.len()).clamp(READ_MIN_BYTES, READ_MAX_BYTES),
+        )?;
         self.render_batches(cursor, seg, file_pos, &mut bytes, render, out, len)
     }
 
@@ -321,7 +321,7 @@ impl Topic {
         };
         cursor.next_offset = seg.base_offset();
         loop {
-            let bytes = seg.mapped_batches(file_pos, 256 << 10)?;
+            let bytes = seg.mapped_batches(file_pos, REPOSITION_SCAN_BYTES)?;
             if bytes.is_empty() {
                 cursor.next_offset = seg.next_offset();
                 return Ok(());
