@@ -62,8 +62,8 @@ impl Topic {
     }
 
     /// Kafka's `deleteOldSegments`: log-start breach, then (with `delete` in the policy)
-    /// size, then time, each step re-reading the segment list. `with_time_and_size` is
-    /// false for callers that must only apply the log-start rule.
+    /// size, then time, each step re-reading the segment list. A `compact`-only topic gets
+    /// the log-start rule alone.
     pub fn run_retention(&self) -> Result<Vec<RetentionDeletion>> {
         let config = self.config();
         let mut done = Vec::new();
