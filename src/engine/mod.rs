@@ -1,6 +1,7 @@
 //! The storage engine: topics, logs, segments, indexes, retention, the cleaner and
 //! recovery. It knows nothing of FUSE; the `fs` layer maps paths and handles onto it.
 
+pub mod batch_validation;
 pub mod cleaner;
 pub mod clock;
 pub mod config;
