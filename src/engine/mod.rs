@@ -7,11 +7,13 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod events;
+pub mod files;
 pub mod format;
 pub mod index;
 pub mod inspect;
 pub mod limits;
 pub mod log;
+pub mod log_loader;
 pub mod metrics;
 pub mod retention;
 pub mod segment;
@@ -28,7 +30,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use log::Durability;
+use log_loader::Durability;
 use parking_lot::{Mutex, RwLock};
 
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -299,10 +301,10 @@ impl Engine {
             log::sync_dir(data_dir)?;
         }
         let dynamic_path = data_dir.join(DYNAMIC_BROKER_CONFIG_FILE);
-        topic::remove_stale_temporary(&dynamic_path);
-        topic::remove_stale_temporary(&data_dir.join(CLEANER_CHECKPOINT_FILE));
+        log_loader::remove_stale_temporary(&dynamic_path);
+        log_loader::remove_stale_temporary(&data_dir.join(CLEANER_CHECKPOINT_FILE));
         let recovery_path = data_dir.join(RECOVERY_CHECKPOINT_FILE);
-        topic::remove_stale_temporary(&recovery_path);
+        log_loader::remove_stale_temporary(&recovery_path);
         let recovery_points = read_offset_checkpoint(&recovery_path);
         let broker = match fs::read_to_string(&dynamic_path) {
             Ok(text) => broker.with_dynamic_properties(&text)?,
@@ -328,8 +330,7 @@ impl Engine {
             if !entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
                 continue;
             }
-            if name.ends_with(DELETING_SUFFIX) {
-                let _ = fs::remove_dir_all(entry.path());
+            if log_loader::finish_interrupted_topic_deletion(&name, &entry.path()) {
                 continue;
             }
             let Some(topic_name) = name.strip_suffix(PARTITION_SUFFIX) else {

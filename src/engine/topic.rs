@@ -20,6 +20,7 @@ use super::config::{
     BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig, TopicOverrides,
 };
 use super::error::{EngineError, Excerpt, Result};
+use super::files::temporary_path;
 use super::format::{
     decode_header, field_len, parse_segment_file_name, plain_batch_size, BatchBuilder, RecordIter,
     RecordRef, LOG_SUFFIX,
@@ -28,6 +29,7 @@ use super::log::{
     first_oversized_record, sync_dir, AppendInfo, DeletedSegment, Durability, Log, LogSnapshot,
     OpenReport, PendingRecord, WriteBytes, WriteRecords,
 };
+use super::log_loader::remove_stale_temporary;
 use super::retention::{self, DeletionCause, SegmentFacts};
 use super::segment::{MappedBatches, Segment};
 
@@ -1271,21 +1273,6 @@ fn corrupt(path: PathBuf, position: u64, e: super::format::DecodeError) -> Engin
         path,
         position,
         reason: e.to_string(),
-    }
-}
-
-fn temporary_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    path.with_file_name(name)
-}
-
-/// Removes what a crash in the middle of [`write_atomically`] left behind.
-pub fn remove_stale_temporary(path: &Path) {
-    let tmp = temporary_path(path);
-    if tmp.exists() {
-        tracing::info!(file = %tmp.display(), "removing a half-written temporary file");
-        let _ = std::fs::remove_file(&tmp);
     }
 }
 
