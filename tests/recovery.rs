@@ -1051,7 +1051,9 @@ fn row09_overlapping_segments_refuse_to_open() {
         f.clock.clone(),
         EngineOptions::default(),
     );
-    let err = opened.err().expect("overlapping segments must not open");
+    let Err(err) = opened else {
+        panic!("overlapping segments must not open");
+    };
     let text = err.to_string();
     assert!(
         text.contains(&segment_file_name(moved, LOG)) && text.contains("overlaps"),

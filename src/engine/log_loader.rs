@@ -287,14 +287,14 @@ impl LogLoader<'_> {
         next_base: Option<u64>,
         report: &mut OpenReport,
     ) -> bool {
-        let tail_may_be_lost = |end: u64| match self.durability {
-            Durability::CleanShutdown => false,
-            Durability::RecoveryPoint(point) => end > point,
+        // After a clean shutdown, or below the recovery point, every tail was synced.
+        let Durability::RecoveryPoint(point) = self.durability else {
+            return false;
         };
         let Some(next_base) = next_base else {
             return false;
         };
-        if !(tail_may_be_lost(next_base) && seg.next_offset() < next_base) {
+        if next_base <= point || seg.next_offset() >= next_base {
             return false;
         }
         tracing::warn!(
