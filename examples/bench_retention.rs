@@ -41,8 +41,8 @@ fn main() {
     let dir = std::path::PathBuf::from(args.get(1).expect("DATA_DIR"));
     let topics: usize = args.get(2).map_or(1000, |v| v.parse().expect("TOPICS"));
     let segments: usize = args.get(3).map_or(100, |v| v.parse().expect("SEGMENTS"));
-    // 100,000 segments keep 100,000 `.log` files open, as the daemon does.
-    kpfs::engine::limits::raise_open_file_limit().expect("raise the open-file limit");
+    // The daemon's process setup: 1,000 topics hold 1,000 active `.log` files open.
+    kpfs::cli::rlimit::raise_open_file_limit().expect("raise the open-file limit");
     let clock = Arc::new(ManualClock::new(1_764_430_000_000));
     let engine = Engine::open(
         &dir,

@@ -427,7 +427,7 @@ fn cleaner_configs_apply_at_once_with_new_threads_and_map() {
     clock.advance(2000);
     t.append_lines(b"2:f\n").unwrap();
     wait_for("the cleaner to reach offset 5", || {
-        *t.cleaner.checkpoint.lock() == Some(5)
+        t.cleaner.checkpoint() == Some(5)
     });
     assert_eq!(
         pass_ranges(&t),
@@ -463,7 +463,7 @@ fn a_reconfiguration_stops_a_pass_in_progress() {
     std::thread::sleep(std::time::Duration::from_millis(400));
     set(&t, "cleanup.policy=compact\nmin.cleanable.dirty.ratio=0.01");
     wait_for("a pass to start", || {
-        t.cleaner.state.lock().clone() == kpfs::engine::cleaner::CleanerState::Cleaning
+        t.cleaner.state() == kpfs::engine::cleaner_manager::CleanerState::Cleaning
     });
     let started = std::time::Instant::now();
     engine
@@ -476,7 +476,7 @@ fn a_reconfiguration_stops_a_pass_in_progress() {
     );
     let end = t.log().snapshot().active().base_offset();
     wait_for("the new threads to clean the topic", || {
-        *t.cleaner.checkpoint.lock() == Some(end)
+        t.cleaner.checkpoint() == Some(end)
     });
     let leftovers: Vec<String> = std::fs::read_dir(t.dir())
         .unwrap()
@@ -521,7 +521,7 @@ fn an_invalid_cleaner_checkpoint_is_rewritten_to_the_log_start() {
     // Nothing is cleanable (everything is in the active segment): no pass, a reset.
     assert!(f.engine().run_cleaner_once().is_none());
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "0\n1\nc 0 0\n");
-    assert_eq!(*t.cleaner.checkpoint.lock(), Some(0));
+    assert_eq!(t.cleaner.checkpoint(), Some(0));
     assert!(
         t.events_text().contains(
             " checkpoint The last checkpoint dirty offset for partition c-0 is 200, which is \

@@ -10,7 +10,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use kpfs::engine::cleaner::{CleanerState, OffsetMap};
+use kpfs::engine::cleaner::OffsetMap;
+use kpfs::engine::cleaner_manager::CleanerState;
 use kpfs::engine::format::decode_batch;
 use kpfs::engine::{LogCursor, Topic};
 use proptest::prelude::*;
@@ -446,7 +447,7 @@ fn run(topics: Vec<TopicSetup>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let mut map = OffsetMap::new(slots * 24, 0.9);
                 f.engine().run_cleaner_once_with(&mut map);
                 for m in &models {
-                    let state = f.topic(&m.name).cleaner.state.lock().clone();
+                    let state = f.topic(&m.name).cleaner.state();
                     prop_assert_eq!(state, CleanerState::Idle, "{}: cleaner state", &m.name);
                 }
             }

@@ -16,7 +16,6 @@
 //!    a swap that leaves an offset gap, the recovery point is checkpointed past the group.
 
 use std::hash::Hasher;
-use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -24,9 +23,8 @@ use parking_lot::Mutex;
 use super::config::TopicConfig;
 use super::error::{EngineError, Result};
 use super::format::{decode_header, BatchBuilder, BatchHeader, DecodeError, RecordIter, RecordRef};
-use super::log::{DeletedSegment, LogSnapshot};
+use super::log::{DeletedSegment, Log, LogSnapshot};
 use super::segment::Segment;
-use super::topic::Topic;
 
 /// Bytes per offset-map slot: a 128-bit key hash and an 8-byte offset (Kafka's MD5 + long).
 pub const OFFSET_MAP_ENTRY_BYTES: usize = 24;
@@ -309,15 +307,6 @@ impl CleanerView {
     }
 }
 
-/// Cleaner state of one topic.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub enum CleanerState {
-    #[default]
-    Idle,
-    Cleaning,
-    Uncleanable(String),
-}
-
 /// Figures of one pass (Kafka's `CleanerStats`).
 #[derive(Clone, Debug, Default)]
 pub struct PassStats {
@@ -336,19 +325,6 @@ pub struct PassStats {
     pub segments_replaced: usize,
     pub partial: bool,
     pub max_compaction_delay_ms: i64,
-}
-
-/// Per-topic cleaner bookkeeping, owned by the topic.
-#[derive(Debug, Default)]
-pub struct TopicCleaner {
-    /// Next first dirty offset (the checkpoint); `None` until the first pass.
-    pub checkpoint: Mutex<Option<u64>>,
-    pub state: Mutex<CleanerState>,
-    pub last_pass: Mutex<Option<PassStats>>,
-    pub passes: AtomicU64,
-    /// Totals over every pass since the mount, for the metrics counters.
-    pub tombstones_removed: AtomicU64,
-    pub records_removed: AtomicU64,
 }
 
 /// Kafka's warning for a checkpointed first dirty offset outside `[log start, log end]`
@@ -451,11 +427,11 @@ pub struct CleanerResources<'a> {
     /// True once the thread must stop (shutdown, or a reconfiguration restarting the
     /// threads): the pass gives up at its next read (Kafka's `checkDone`).
     pub stop_requested: &'a dyn Fn() -> bool,
-    /// Makes every record of `topic` below `offset` durable and checkpoints that as the
+    /// Makes every record of the log below `offset` durable and checkpoints that as the
     /// recovery point. Called before a swap that leaves the log with an offset gap below
     /// `offset` (a cleaned group ending before the next segment starts), so recovery
     /// after a crash never takes the gap for a segment tail a power cut lost.
-    pub make_durable_below: &'a dyn Fn(&Topic, u64) -> Result<()>,
+    pub make_durable_below: &'a dyn Fn(u64) -> Result<()>,
 }
 
 /// Kafka's `checkDone`: a pass ends early when its thread must stop.
@@ -468,19 +444,20 @@ fn check_stop(stop_requested: &dyn Fn() -> bool) -> Result<()> {
     Ok(())
 }
 
-/// One pass over `topic` (Kafka's `doClean`). Returns the stats; the segments it
-/// replaced (renamed `.deleted`, for delayed removal) go to `deleted`, also when the
-/// pass fails after some groups were swapped.
+/// One pass over `log` (Kafka's `doClean`), from the checkpointed first dirty offset
+/// `checkpoint`. Returns the stats, whose `end_offset` is the next checkpoint; the
+/// segments it replaced (renamed `.deleted`, for delayed removal) go to `deleted`, also
+/// when the pass fails after some groups were swapped.
 pub fn clean(
-    topic: &Topic,
+    log: &Log,
+    config: &TopicConfig,
+    checkpoint: Option<u64>,
     res: &mut CleanerResources<'_>,
     now_ms: i64,
     deleted: &mut Vec<DeletedSegment>,
 ) -> Result<PassStats> {
-    let config = topic.config();
-    let snap = topic.log().snapshot();
-    let checkpoint = *topic.cleaner.checkpoint.lock();
-    let view = cleaner_view(&snap, checkpoint, &config, now_ms);
+    let snap = log.snapshot();
+    let view = cleaner_view(&snap, checkpoint, config, now_ms);
     let mut stats = PassStats {
         started_ms: now_ms,
         first_dirty_offset: view.first_dirty_offset,
@@ -501,7 +478,7 @@ pub fn clean(
     let end_offset = latest + 1;
     stats.end_offset = end_offset;
     stats.buffer_utilization = res.map.utilization();
-    let groups = group_segments(&snap, end_offset, &config);
+    let groups = group_segments(&snap, end_offset, config);
     let pass = PassBounds {
         // Kafka's `upperBoundOffsetOfCleaningRound`.
         upper_bound: view.first_uncleanable_offset,
@@ -509,7 +486,7 @@ pub fn clean(
         delete_horizon_ms: now_ms.saturating_add(config.delete_retention_ms),
     };
     for group in groups {
-        let cleaned = copy_group(topic, &group, res, &config, &pass, &mut stats)?;
+        let cleaned = copy_group(log, &group, res, config, &pass, &mut stats)?;
         let last_base = group[group.len() - 1].base_offset();
         // The group is never the active segment, so a segment follows it.
         let group_end = snap
@@ -519,13 +496,12 @@ pub fn clean(
             .find(|&b| b > last_base)
             .expect("a segment follows every cleaned group");
         if cleaned.next_offset() < group_end {
-            (res.make_durable_below)(topic, group_end)?;
+            (res.make_durable_below)(group_end)?;
         }
         let bases: Vec<u64> = group.iter().map(|s| s.base_offset()).collect();
         stats.segments_replaced += bases.len();
-        deleted.extend(topic.log().replace_segments(&bases, vec![cleaned])?);
+        deleted.extend(log.replace_segments(&bases, vec![cleaned])?);
     }
-    *topic.cleaner.checkpoint.lock() = Some(end_offset);
     stats.records_removed = stats.records_read - stats.records_retained;
     Ok(stats)
 }
@@ -682,7 +658,7 @@ fn group_segments(
 /// Writes the kept records of `group` to a new `.cleaned` segment (Kafka's
 /// `cleanSegments`); on failure, including a stop, the `.cleaned` files are removed.
 fn copy_group(
-    topic: &Topic,
+    log: &Log,
     group: &[std::sync::Arc<Segment>],
     res: &CleanerResources<'_>,
     config: &TopicConfig,
@@ -695,7 +671,7 @@ fn copy_group(
         .find_map(|s| s.info().stream_start)
         .unwrap_or(first.info().stream_end);
     let cleaned = Segment::create_with_suffix(
-        topic.log().dir(),
+        log.dir(),
         first.base_offset(),
         super::format::CLEANED_SUFFIX,
         stream_start,

@@ -28,11 +28,29 @@ pub enum EngineError {
     },
     /// A refused topic or broker configuration change.
     Config(ConfigError),
-    /// A record or batch over `max.message.bytes` or the segment size (EFBIG).
+    /// A record whose batch alone is over `max.message.bytes` (EFBIG).
     RecordTooLarge {
-        message: String,
+        partition: String,
+        size: BatchSize,
+        max: u64,
     },
-    /// A record the topic cannot accept (keyless on a compacted topic, missing separator).
+    /// A record whose batch alone is over the segment size (EFBIG).
+    BatchOverSegmentSize {
+        partition: String,
+        size: u64,
+        segment_size: i32,
+    },
+    /// A record without a key written to a compacted topic.
+    KeylessOnCompacted {
+        partition: String,
+    },
+    /// A line without the topic's `key.separator` (the console producer's refusal).
+    MissingKeySeparator {
+        line_number: usize,
+        /// The line as the message shows it ([`Excerpt::quoted`]).
+        line: String,
+    },
+    /// Anything else a topic refuses to take or give (a bad backing file name).
     InvalidRecord {
         message: String,
     },
@@ -55,6 +73,8 @@ pub enum EngineError {
     CleanAborted {
         reason: String,
     },
+    /// A cleaning pass panicked: the topic is left uncleanable until remount.
+    CleanerPanicked,
     /// An operating-system I/O failure.
     Io {
         context: String,
@@ -98,7 +118,29 @@ impl fmt::Display for EngineError {
                 )
             }
             EngineError::Config(e) => write!(f, "{e}"),
-            EngineError::RecordTooLarge { message } => f.write_str(message),
+            EngineError::RecordTooLarge {
+                partition,
+                size,
+                max,
+            } => write!(
+                f,
+                "The record batch size in the append to {partition} is {size} bytes which exceeds the maximum configured value of {max}."
+            ),
+            EngineError::BatchOverSegmentSize {
+                partition,
+                size,
+                segment_size,
+            } => write!(
+                f,
+                "Message batch size is {size} bytes in append to partition {partition}, which exceeds the maximum configured segment size of {segment_size}."
+            ),
+            EngineError::KeylessOnCompacted { partition } => write!(
+                f,
+                "Compacted topic cannot accept message without key in topic partition {partition}"
+            ),
+            EngineError::MissingKeySeparator { line_number, line } => {
+                write!(f, "No key separator found on line number {line_number}: {line}")
+            }
             EngineError::InvalidRecord { message } => f.write_str(message),
             EngineError::DataDirLocked { path } => write!(
                 f,
@@ -115,6 +157,9 @@ impl fmt::Display for EngineError {
                 reason,
             } => write!(f, "{} at byte {position}: {reason}", path.display()),
             EngineError::CleanAborted { reason } => write!(f, "cleaning aborted: {reason}"),
+            EngineError::CleanerPanicked => {
+                f.write_str("cleaning aborted: the cleaner panicked (see the log)")
+            }
             EngineError::Io { context, source } => write!(f, "{context}: {source}"),
         }
     }
@@ -137,6 +182,23 @@ impl From<ConfigError> for EngineError {
 }
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// The size of a refused record's batch: exact once the record is complete, a lower
+/// bound while its line has not ended yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchSize {
+    Exactly(u64),
+    AtLeast(u64),
+}
+
+impl fmt::Display for BatchSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BatchSize::Exactly(size) => write!(f, "{size}"),
+            BatchSize::AtLeast(size) => write!(f, "at least {size}"),
+        }
+    }
+}
 
 /// Bytes of a user's value an error message shows. Errors are kept (`.kpfs/errors`,
 /// `events`) and printed; one refused 1 MiB line must not make a 1 MiB error.

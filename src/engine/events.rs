@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use parking_lot::Mutex;
 
-use super::format_time_ms;
+use super::clock::format_time_ms;
 
 /// How many events a topic remembers.
 pub const MAX_EVENTS: usize = 4096;

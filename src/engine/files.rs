@@ -1,9 +1,13 @@
-//! Small file-system steps the log and its loader share: listing, removing and making
-//! directory changes durable, each error naming its path.
+//! Small file-system steps of the engine, each error naming its path: files written so
+//! that a crash leaves either the old or the new content (configs, checkpoints,
+//! `kpfs-stream-start`), listing and removing files, and the directory fsync that makes
+//! creations, renames and removals survive a crash.
 
-use std::fs;
+use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+
+use parking_lot::Mutex;
 
 use super::error::{EngineError, Result};
 
@@ -14,7 +18,7 @@ pub fn io_at(path: &Path, what: &str) -> impl FnOnce(io::Error) -> EngineError {
 
 /// fsync of a directory, so creations, renames and removals in it survive a crash.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    fs::File::open(dir)
+    File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_at(dir, "fsync directory"))
 }
@@ -53,8 +57,53 @@ pub fn remove_files(files: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-/// Where [`write_atomically`](super::topic::write_atomically) writes `path`'s new
-/// contents before renaming them over it.
+/// Writes a small file so that a crash leaves either the old or the new content.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let tmp = temporary_path(path);
+    let io = |what: &str, e| EngineError::io(format!("{what} {}", tmp.display()), e);
+    let mut f = File::create(&tmp).map_err(|e| io("create", e))?;
+    let written = f
+        .write_all(bytes)
+        .map_err(|e| io("write", e))
+        .and_then(|()| f.sync_all().map_err(|e| io("fsync", e)))
+        .and_then(|()| fs::rename(&tmp, path).map_err(|e| io("rename", e)));
+    if written.is_err() {
+        // A full disk fails the write: the half-written file must not stay behind.
+        let _ = fs::remove_file(&tmp);
+    }
+    written?;
+    if let Some(dir) = path.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// [`write_atomically`], except that out of space (ENOSPC, EDQUOT) it records why in
+/// `unsaved` and returns `Ok`: the caller applies its change anyway, since a full disk
+/// must not block the way out of it (lowering retention), and calls again later. A
+/// successful write clears the reason.
+pub fn write_or_defer(path: &Path, bytes: &[u8], unsaved: &Mutex<Option<String>>) -> Result<()> {
+    let mut reason = unsaved.lock();
+    match write_atomically(path, bytes) {
+        Ok(()) => {
+            if reason.take().is_some() {
+                tracing::info!(file = %path.display(), "saved what was kept in memory while the disk was full");
+            }
+            Ok(())
+        }
+        Err(e) if e.is_out_of_space() => {
+            if reason.is_none() {
+                tracing::warn!(file = %path.display(), error = %e, "kept in memory until there is space");
+            }
+            *reason = Some(e.to_string());
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Where [`write_atomically`] writes `path`'s new contents before renaming them over it.
 pub fn temporary_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".tmp");

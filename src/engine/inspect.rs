@@ -23,6 +23,7 @@ use super::format::{
     OFFSET_INDEX_ENTRY_BYTES, SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX,
 };
 use super::log::STREAM_START_FILE;
+use super::log_loader::DELETING_SUFFIX;
 use super::segment::MAX_SEGMENT_FILE_BYTES;
 use super::topic::TOPIC_CONFIG_FILE;
 use super::{
@@ -30,8 +31,6 @@ use super::{
     DYNAMIC_BROKER_CONFIG_FILE, LOCK_FILE, PARTITION_SUFFIX, RECOVERY_CHECKPOINT_FILE,
 };
 
-/// Suffix of a topic directory whose deletion was interrupted (private in the engine).
-const DELETING_SUFFIX: &str = "-delete";
 /// Suffix of `write_atomically`'s temporary files.
 const TMP_SUFFIX: &str = ".tmp";
 

@@ -25,7 +25,9 @@ use super::format::{
 use super::log_loader::LogLoader;
 pub use super::log_loader::{Durability, OpenReport, STREAM_START_FILE};
 use super::segment::{RollReason, Segment, MAX_SEGMENT_FILE_BYTES};
-use super::PARTITION_SUFFIX;
+
+/// Partition directory suffix: one partition per topic.
+pub const PARTITION_SUFFIX: &str = "-0";
 
 /// One record to append, located in the written bytes; the line protocol already split
 /// the line into key and value. Positions rather than slices, so a write's records go
@@ -596,12 +598,10 @@ impl Log {
         let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
         // Whole-append checks first, so a refused write changes nothing.
         if let Some(single) = first_oversized_record(data, records, segment_size) {
-            return Err(EngineError::RecordTooLarge {
-                message: format!(
-                    "Message batch size is {single} bytes in append to partition {}, which exceeds the maximum configured segment size of {}.",
-                    self.partition,
-                    config.segment_size()
-                ),
+            return Err(EngineError::BatchOverSegmentSize {
+                partition: self.partition.clone(),
+                size: single,
+                segment_size: config.segment_size(),
             });
         }
         let now = self.clock.now_ms();
@@ -789,7 +789,7 @@ impl Log {
     /// later: it matters only after a crash that finds the first segment empty, whose
     /// stream position would then restart at 0.
     fn save_stream_start(&self, base: u64, stream_pos: u64) -> Result<()> {
-        super::topic::write_or_defer(
+        super::files::write_or_defer(
             &self.dir.join(STREAM_START_FILE),
             format!("{base} {stream_pos}\n").as_bytes(),
             &self.unsaved_stream_start,

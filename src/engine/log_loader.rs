@@ -17,7 +17,6 @@ use super::format::{
     LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use super::segment::Segment;
-use super::DELETING_SUFFIX;
 
 /// How far a log's files can be trusted when it is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -374,7 +373,7 @@ fn refuse_overlap(prev: &Segment, seg: &Segment) -> Result<()> {
 }
 
 /// Row 11: a `.tmp` beside a config or checkpoint is what a crash in the middle of
-/// [`write_atomically`](super::topic::write_atomically) left (a failed write removes its
+/// [`write_atomically`](super::files::write_atomically) left (a failed write removes its
 /// own); the file itself is intact, since it is only ever replaced by a rename.
 pub fn remove_stale_temporary(path: &Path) {
     let tmp = temporary_path(path);
@@ -383,6 +382,9 @@ pub fn remove_stale_temporary(path: &Path) {
         let _ = std::fs::remove_file(&tmp);
     }
 }
+
+/// Suffix of a topic directory being deleted (`TOPIC-0.<id>-delete`).
+pub const DELETING_SUFFIX: &str = "-delete";
 
 /// Row 12: a topic directory named `-delete` is a deletion that a crash (or a failed
 /// removal) interrupted; it is finished. Tells whether `name` was such a directory.

@@ -11,7 +11,8 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-use super::cleaner::{cleaner_view, CleanerState};
+use super::cleaner::cleaner_view;
+use super::cleaner_manager::CleanerState;
 use super::topic::RefusalReason;
 use super::Engine;
 
@@ -162,10 +163,10 @@ pub fn render(engine: &Engine) -> String {
             );
         }
         let cleaner = &topic.cleaner;
-        tombstones.add(&label, cleaner.tombstones_removed.load(Ordering::Relaxed));
-        compacted.add(&label, cleaner.records_removed.load(Ordering::Relaxed));
+        tombstones.add(&label, cleaner.tombstones_removed());
+        compacted.add(&label, cleaner.records_removed());
 
-        if let Some(p) = &*cleaner.last_pass.lock() {
+        if let Some(p) = cleaner.last_pass() {
             max_clean_ms = max_clean_ms.max(p.elapsed_ms);
             max_utilization = max_utilization.max(p.buffer_utilization);
             max_delay_ms = max_delay_ms.max(p.max_compaction_delay_ms);
@@ -176,8 +177,8 @@ pub fn render(engine: &Engine) -> String {
         if !config.cleanup_policy.compact {
             continue;
         }
-        let view = cleaner_view(&snap, *cleaner.checkpoint.lock(), &config, now);
-        if matches!(&*cleaner.state.lock(), CleanerState::Uncleanable(_)) {
+        let view = cleaner_view(&snap, cleaner.checkpoint(), &config, now);
+        if matches!(cleaner.state(), CleanerState::Uncleanable(_)) {
             uncleanable += 1;
             uncleanable_bytes += view.cleanable_bytes;
         } else {

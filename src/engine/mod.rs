@@ -3,6 +3,7 @@
 
 pub mod batch_validation;
 pub mod cleaner;
+pub mod cleaner_manager;
 pub mod clock;
 pub mod config;
 pub mod error;
@@ -11,7 +12,6 @@ pub mod files;
 pub mod format;
 pub mod index;
 pub mod inspect;
-pub mod limits;
 pub mod log;
 pub mod log_loader;
 pub mod metrics;
@@ -30,13 +30,14 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
-use log_loader::Durability;
+use log_loader::{Durability, DELETING_SUFFIX};
 use parking_lot::{Mutex, RwLock};
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{format_time_ms, Clock, ManualClock, SystemClock};
 pub use config::{BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig};
 pub use config::{BrokerRule, CleanupPolicy, TopicOverrides};
 pub use error::{EngineError, Result};
+pub use log::PARTITION_SUFFIX;
 pub use topic::{BackingFile, LogCursor, RefusalReason, Topic};
 
 /// Marker left by a clean shutdown (Kafka's `.kafka_cleanshutdown`).
@@ -52,10 +53,6 @@ pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 /// Kafka's recovery-point checkpoint file: per partition, the offset below which every
 /// record was fsynced, so recovery after a crash validates only what follows.
 pub const RECOVERY_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
-/// Partition directory suffix: one partition per topic.
-pub const PARTITION_SUFFIX: &str = "-0";
-/// Suffix of a topic directory being deleted (Kafka's `-delete`).
-const DELETING_SUFFIX: &str = "-delete";
 /// How many refused operations `.kpfs/errors` remembers.
 const MAX_REJECTIONS: usize = 1000;
 /// Kafka's topic name limit.
@@ -298,7 +295,7 @@ impl Engine {
             // Removed at once, so a crash while loading counts as unclean (KAFKA-10471).
             fs::remove_file(&marker)
                 .map_err(|e| EngineError::io(format!("remove {}", marker.display()), e))?;
-            log::sync_dir(data_dir)?;
+            files::sync_dir(data_dir)?;
         }
         let dynamic_path = data_dir.join(DYNAMIC_BROKER_CONFIG_FILE);
         log_loader::remove_stale_temporary(&dynamic_path);
@@ -437,7 +434,7 @@ impl Engine {
         let marker = self.inner.data_dir.join(CLEAN_SHUTDOWN_FILE);
         fs::write(&marker, b"{\"version\":0}\n")
             .map_err(|e| EngineError::io(format!("write {}", marker.display()), e))?;
-        log::sync_dir(&self.inner.data_dir)?;
+        files::sync_dir(&self.inner.data_dir)?;
         *closed = true;
         tracing::info!(data_dir = %self.inner.data_dir.display(), "closed cleanly");
         Ok(())
@@ -494,7 +491,7 @@ impl Engine {
             self.inner.clock.clone(),
             Durability::CleanShutdown,
         )?;
-        log::sync_dir(&self.inner.data_dir)?;
+        files::sync_dir(&self.inner.data_dir)?;
         let topic = Arc::new(topic);
         topics.insert(name.to_string(), topic.clone());
         tracing::info!(topic = name, "created topic");
@@ -519,7 +516,7 @@ impl Engine {
         topic.log().retire_dir(&doomed)?;
         topics.remove(name);
         self.inner.deletions.lock().retain(|d| d.topic != name);
-        let removed = log::sync_dir(&self.inner.data_dir).and_then(|()| {
+        let removed = files::sync_dir(&self.inner.data_dir).and_then(|()| {
             fs::remove_dir_all(&doomed)
                 .map_err(|e| EngineError::io(format!("remove {}", doomed.display()), e))
         });
@@ -705,18 +702,18 @@ fn clean_filthiest(
             if !config.cleanup_policy.compact {
                 continue;
             }
-            if *t.cleaner.state.lock() != cleaner::CleanerState::Idle {
+            if !t.cleaner.is_idle() {
                 continue;
             }
             let snap = t.log().snapshot();
-            let checkpoint = *t.cleaner.checkpoint.lock();
+            let checkpoint = t.cleaner.checkpoint();
             let view = cleaner::cleaner_view(&snap, checkpoint, &config, now);
             if checkpoint.is_some_and(|c| c != view.first_dirty_offset) {
-                // Kafka's `forceUpdateCheckpoint`: an invalid checkpoint is replaced by
-                // the offset cleaning starts from, in memory and in the file.
-                let mut current = t.cleaner.checkpoint.lock();
-                if *current == checkpoint {
-                    *current = Some(view.first_dirty_offset);
+                // An invalid checkpoint is replaced by the offset cleaning starts from,
+                // in memory and in the file.
+                if t.cleaner
+                    .force_update_checkpoint(checkpoint, view.first_dirty_offset)
+                {
                     checkpoints_reset = true;
                     let partition = t.log().partition();
                     if let Some(warning) =
@@ -739,17 +736,11 @@ fn clean_filthiest(
         }
     }
     let (_, topic) = best?;
-    {
-        // Another cleaner thread may have claimed it since it was found idle.
-        let mut state = topic.cleaner.state.lock();
-        if *state != cleaner::CleanerState::Idle {
-            return None;
-        }
-        *state = cleaner::CleanerState::Cleaning;
+    if !topic.cleaner.try_claim() {
+        return None;
     }
     let max_io = inner.broker.read().cleaner_io_max_bytes_per_second();
-    let make_durable_below =
-        |topic: &Topic, offset: u64| checkpoint_recovery_point_through(inner, topic, offset);
+    let make_durable_below = |offset: u64| checkpoint_recovery_point_through(inner, &topic, offset);
     let mut res = cleaner::CleanerResources {
         map,
         throttler: &inner.throttler,
@@ -762,7 +753,16 @@ fn clean_filthiest(
     let started = std::time::Instant::now();
     let mut deleted = Vec::new();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        cleaner::clean(&topic, &mut res, now, &mut deleted)
+        let config = topic.config();
+        let checkpoint = topic.cleaner.checkpoint();
+        cleaner::clean(
+            topic.log(),
+            &config,
+            checkpoint,
+            &mut res,
+            now,
+            &mut deleted,
+        )
     }));
     let name = topic.name().to_string();
     // Groups swapped before a failure are replaced all the same.
@@ -777,9 +777,7 @@ fn clean_filthiest(
         }));
     let result = match outcome {
         Ok(r) => r,
-        Err(_) => Err(EngineError::CleanAborted {
-            reason: "the cleaner panicked (see the log)".into(),
-        }),
+        Err(_) => Err(EngineError::CleanerPanicked),
     };
     match result {
         Ok(mut stats) => {
@@ -804,32 +802,21 @@ fn clean_filthiest(
                     stats.buffer_utilization * 100.0
                 ),
             );
-            let relaxed = std::sync::atomic::Ordering::Relaxed;
-            topic.cleaner.passes.fetch_add(1, relaxed);
-            topic
-                .cleaner
-                .tombstones_removed
-                .fetch_add(stats.tombstones_removed, relaxed);
-            topic
-                .cleaner
-                .records_removed
-                .fetch_add(stats.records_removed, relaxed);
-            *topic.cleaner.last_pass.lock() = Some(stats.clone());
-            *topic.cleaner.state.lock() = cleaner::CleanerState::Idle;
+            topic.cleaner.done_cleaning(&stats);
             if let Err(e) = save_cleaner_checkpoints(inner) {
                 tracing::error!(error = %e, "writing the cleaner checkpoint failed");
             }
             Some((name, stats))
         }
-        Err(EngineError::CleanAborted { reason }) if !reason.contains("panicked") => {
+        Err(EngineError::CleanAborted { reason }) => {
             tracing::info!(topic = %name, %reason, "cleaning aborted");
-            *topic.cleaner.state.lock() = cleaner::CleanerState::Idle;
+            topic.cleaner.aborted();
             None
         }
         Err(e) => {
             tracing::error!(topic = %name, error = %e, "cleaning failed; marking the topic uncleanable");
             topic.events.record(now, "uncleanable", &e.to_string());
-            *topic.cleaner.state.lock() = cleaner::CleanerState::Uncleanable(e.to_string());
+            topic.cleaner.mark_uncleanable(e.to_string());
             None
         }
     }
@@ -861,13 +848,13 @@ fn write_offset_checkpoint(path: &Path, entries: &BTreeMap<String, u64>) -> Resu
     for (name, offset) in entries {
         text.push_str(&format!("{name} 0 {offset}\n"));
     }
-    topic::write_atomically(path, text.as_bytes())
+    files::write_atomically(path, text.as_bytes())
 }
 
 fn load_cleaner_checkpoints(data_dir: &Path, topics: &BTreeMap<String, Arc<Topic>>) {
     for (name, offset) in read_offset_checkpoint(&data_dir.join(CLEANER_CHECKPOINT_FILE)) {
         if let Some(t) = topics.get(&name) {
-            *t.cleaner.checkpoint.lock() = Some(offset);
+            t.cleaner.load_checkpoint(offset);
         }
     }
 }
@@ -877,7 +864,7 @@ fn save_cleaner_checkpoints(inner: &Inner) -> Result<()> {
         .topics
         .read()
         .values()
-        .filter_map(|t| Some((t.name().to_string(), (*t.cleaner.checkpoint.lock())?)))
+        .filter_map(|t| Some((t.name().to_string(), t.cleaner.checkpoint()?)))
         .collect();
     write_offset_checkpoint(&inner.data_dir.join(CLEANER_CHECKPOINT_FILE), &entries)
 }
@@ -921,9 +908,9 @@ fn save_recovery_checkpoint(inner: &Inner, topics: &BTreeMap<String, Arc<Topic>>
 }
 
 /// Writes the dynamic broker overrides to their file, or, out of space, remembers why
-/// (see [`topic::write_or_defer`]).
+/// (see [`files::write_or_defer`]).
 fn save_broker_config(inner: &Inner, broker: &BrokerConfig) -> Result<()> {
-    topic::write_or_defer(
+    files::write_or_defer(
         &inner.data_dir.join(DYNAMIC_BROKER_CONFIG_FILE),
         broker.dynamic_properties().as_bytes(),
         &inner.unsaved_broker,
@@ -1103,30 +1090,6 @@ fn run_recovery_checkpoint_if_due(inner: &Inner) {
     if let Err(e) = save_recovery_checkpoint(inner, &topics) {
         tracing::error!(error = %e, "writing the recovery point checkpoint failed");
     }
-}
-
-/// `2026-11-29T18:30:00.123Z` without a date crate.
-pub fn format_time_ms(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 #[cfg(test)]

@@ -24,7 +24,6 @@ use super::format::{
     INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use super::index::{IndexEntries, IndexLifecycle, OffsetIndex, TimeIndex};
-use super::retention::SegmentFacts;
 
 static NEXT_SEGMENT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -944,18 +943,14 @@ impl Segment {
         self.state.lock().size == 0
     }
 
-    /// What retention decides on, read under one lock.
-    pub fn retention_facts(&self) -> SegmentFacts {
+    /// What retention decides on: the size and Kafka's `largestTimestamp()`, read under
+    /// one lock so they agree.
+    pub fn size_and_largest_timestamp(&self) -> (u64, i64) {
         let (size, max_timestamp) = {
             let st = self.state.lock();
             (st.size, st.tally.max_timestamp)
         };
-        SegmentFacts {
-            base_offset: self.base_offset,
-            size,
-            largest_timestamp: self.largest_timestamp_given(max_timestamp),
-            is_empty: size == 0,
-        }
+        (size, self.largest_timestamp_given(max_timestamp))
     }
 
     /// Kafka's `largestTimestamp()`: the largest record timestamp, else the file's mtime.

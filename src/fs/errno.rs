@@ -15,8 +15,12 @@ pub fn errno_of(error: &EngineError) -> i32 {
         EngineError::Config(_) => libc::EINVAL,
         // EFBIG is what write(2) reports for "larger than the file may grow", the closest
         // POSIX has to Kafka's RecordTooLargeException, and shells print it legibly.
-        EngineError::RecordTooLarge { .. } => libc::EFBIG,
-        EngineError::InvalidRecord { .. } => libc::EINVAL,
+        EngineError::RecordTooLarge { .. } | EngineError::BatchOverSegmentSize { .. } => {
+            libc::EFBIG
+        }
+        EngineError::KeylessOnCompacted { .. }
+        | EngineError::MissingKeySeparator { .. }
+        | EngineError::InvalidRecord { .. } => libc::EINVAL,
         // Cannot happen once mounted (the lock is taken before the mount); EBUSY is what a
         // second user of a held resource would expect if it ever did.
         EngineError::DataDirLocked { .. } => libc::EBUSY,
@@ -28,7 +32,7 @@ pub fn errno_of(error: &EngineError) -> i32 {
         EngineError::Corrupt { .. } => libc::EIO,
         // Internal to the cleaner thread and never returned by a call the adapter makes;
         // EAGAIN says the truth if it ever is: nothing changed, try again.
-        EngineError::CleanAborted { .. } => libc::EAGAIN,
+        EngineError::CleanAborted { .. } | EngineError::CleanerPanicked => libc::EAGAIN,
         // ENOSPC, EDQUOT, EROFS ... from the data directory are passed through so the
         // user sees the real cause; errors without an OS code become EIO.
         EngineError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
@@ -51,7 +55,9 @@ mod tests {
     #[test]
     fn user_errors_map_to_their_posix_counterparts() {
         let too_large = EngineError::RecordTooLarge {
-            message: "too large".into(),
+            partition: "t-0".into(),
+            size: crate::engine::error::BatchSize::Exactly(2),
+            max: 1,
         };
         assert_eq!(errno_of(&too_large), libc::EFBIG);
         let exists = EngineError::TopicExists { name: "t".into() };

@@ -1,12 +1,16 @@
-//! Process limits a large data directory needs.
+//! The process's open-file limit, raised by the daemon before it opens the engine. It is
+//! a property of the process, not of the storage engine: the daemon (and the benchmarks
+//! that stand in for it) set it; the engine never does.
 
 use std::io;
 
 /// Raises this process's open-file limit as far as it may go: the hard limit to
 /// `fs.nr_open` when privileged (root has CAP_SYS_RESOURCE), the soft limit to the hard
-/// one. Every segment keeps its `.log` open, as in Kafka, whose operators raise
-/// `ulimit -n` for the same reason: 1,000 topics of 100 segments need 100,000
-/// descriptors. Returns the soft limit now in force.
+/// one. A mount holds one descriptor per topic (its active segment's `.log`; sealed
+/// segments open theirs per use, ARCHITECTURE.md "Descriptors and mappings") and one per
+/// open `segments/` file, so about a thousand topics already pass the usual soft limit of
+/// 1,024. Kafka, which keeps every segment's `.log` open, has its operators raise
+/// `ulimit -n` for the same reason. Returns the soft limit now in force.
 pub fn raise_open_file_limit() -> io::Result<u64> {
     let mut current = libc::rlimit {
         rlim_cur: 0,

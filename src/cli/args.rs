@@ -1,0 +1,149 @@
+//! The command line as clap sees it (the `Cli` structs), and the mount arguments made
+//! absolute (`MountPlan`) that the rest of the CLI works from. Parsing only: nothing here
+//! touches the data directory, the mount table or the process.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+
+use super::error::{io_error, CliError};
+
+/// kpfs: a Kafka-faithful log store you use with echo, cat and tail -f.
+#[derive(Debug, Parser)]
+#[command(name = "kpfs", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub(super) command: CliCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum CliCommand {
+    /// Mount a data directory: each topic is a folder, append with `>> TOPIC/log`.
+    Mount(MountArgs),
+    /// Unmount a kpfs mount point and wait for its daemon to shut down cleanly.
+    Umount(UmountArgs),
+    /// Print segment, index and time-index files like Kafka's kafka-dump-log.sh.
+    DumpLog(DumpLogArgs),
+    /// Verify a data directory offline (CRCs, offsets, indexes, names, checkpoints).
+    /// Never modifies anything; exits non-zero when it finds a problem.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct DumpLogArgs {
+    /// `.log`, `.index` or `.timeindex` files (also with `.deleted`, `.cleaned`, `.swap`).
+    #[arg(required = true, value_name = "FILE")]
+    pub(super) files: Vec<PathBuf>,
+    /// Print each record's key and payload.
+    #[arg(long)]
+    pub(super) print_data_log: bool,
+    /// Print each record (without key and payload unless --print-data-log).
+    #[arg(long)]
+    pub(super) deep_iteration: bool,
+    /// Check index entries against the log and print them.
+    #[arg(long)]
+    pub(super) index_sanity_check: bool,
+    /// Check index entries against the log and print only problems.
+    #[arg(long)]
+    pub(super) verify_index_only: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct CheckArgs {
+    pub(super) data_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct MountArgs {
+    /// Where the filesystem appears (created if missing; must be an empty directory).
+    pub(super) mountpoint: PathBuf,
+    /// Where topics are stored [default: $XDG_DATA_HOME/kpfs or ~/.local/share/kpfs].
+    #[arg(long, value_name = "DIR")]
+    pub(super) data_dir: Option<PathBuf>,
+    /// Broker configuration in Kafka's server.properties format.
+    #[arg(long, value_name = "FILE")]
+    pub(super) config: Option<PathBuf>,
+    /// One broker config, applied over --config; repeatable.
+    #[arg(long = "override", value_name = "KEY=VALUE", value_parser = parse_override)]
+    pub(super) overrides: Vec<(String, String)>,
+    /// Stay attached to the terminal and log to stderr too.
+    #[arg(long)]
+    pub(super) foreground: bool,
+    /// Let users other than the mounting one use the mount (permission bits still apply).
+    #[arg(long)]
+    pub(super) allow_other: bool,
+    /// Set by the daemonizing parent: where to report "ok" or "error: ..." once.
+    #[arg(long, hide = true, value_name = "FD")]
+    pub(super) ready_fd: Option<i32>,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct UmountArgs {
+    pub(super) mountpoint: PathBuf,
+}
+
+fn parse_override(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_string(), value.trim().to_string()))
+        }
+        _ => Err(format!("expected KEY=VALUE, got '{text}'")),
+    }
+}
+
+/// Mount arguments with every path made absolute, so the daemon (which changes its
+/// working directory to `/`) and `/proc/self/mountinfo` see the same paths.
+pub(super) struct MountPlan {
+    pub(super) mountpoint: PathBuf,
+    pub(super) data_dir: PathBuf,
+    pub(super) config: Option<PathBuf>,
+    pub(super) overrides: Vec<(String, String)>,
+    pub(super) allow_other: bool,
+}
+
+impl MountPlan {
+    pub(super) fn new(args: MountArgs) -> Result<MountPlan, CliError> {
+        let data_dir = match args.data_dir {
+            Some(dir) => dir,
+            None => default_data_dir()?,
+        };
+        let absolute = |p: &Path| std::path::absolute(p).map_err(|e| io_error(p.display(), e));
+        Ok(MountPlan {
+            mountpoint: absolute(&args.mountpoint)?,
+            data_dir: absolute(&data_dir)?,
+            config: args.config.as_deref().map(absolute).transpose()?,
+            overrides: args.overrides,
+            allow_other: args.allow_other,
+        })
+    }
+}
+
+fn default_data_dir() -> Result<PathBuf, CliError> {
+    let non_empty = |v: Option<OsString>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(xdg) = non_empty(std::env::var_os("XDG_DATA_HOME")) {
+        return Ok(xdg.join("kpfs"));
+    }
+    match non_empty(std::env::var_os("HOME")) {
+        Some(home) => Ok(home.join(".local/share/kpfs")),
+        None => Err(CliError::new(
+            "no data directory: pass --data-dir or set XDG_DATA_HOME or HOME",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_need_a_key_and_an_equals_sign() {
+        assert_eq!(
+            parse_override("retention.ms=1000"),
+            Ok(("retention.ms".into(), "1000".into()))
+        );
+        assert_eq!(parse_override("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert!(parse_override("retention.ms").is_err());
+        assert!(parse_override("=5").is_err());
+    }
+}

@@ -1,0 +1,82 @@
+//! The command line, thin over `fs` and `engine`: `run` dispatches each `kpfs`
+//! subcommand and returns the one error `main` prints. Split as ripgrep splits its binary
+//! crate, one concern per file: `args` (clap definitions; the mount arguments made
+//! absolute), `daemon` (`kpfs mount`: spawning the daemon, its life, signals),
+//! `mount_table` (mountinfo, mount points, `kpfs umount`), `logging`, `rlimit` and
+//! `error`. The offline commands `dump-log` and `check` only print what `engine::inspect`
+//! finds, so they live here. No filesystem semantics (those are in `fs`) and no storage
+//! logic (`engine`).
+
+mod args;
+mod daemon;
+mod error;
+mod logging;
+mod mount_table;
+pub mod rlimit;
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use crate::engine::inspect::{check_data_dir, dump_file, DumpOptions};
+
+pub use args::Cli;
+use args::{CliCommand, DumpLogArgs};
+use error::io_error;
+pub use error::CliError;
+
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        CliCommand::Mount(args) => daemon::mount(args),
+        CliCommand::Umount(args) => mount_table::umount(&args.mountpoint),
+        CliCommand::DumpLog(args) => dump_log(&args),
+        CliCommand::Check(args) => check(&args.data_dir),
+    }
+}
+
+fn dump_log(args: &DumpLogArgs) -> Result<(), CliError> {
+    let opts = DumpOptions {
+        print_data_log: args.print_data_log,
+        deep_iteration: args.deep_iteration,
+        index_sanity_check: args.index_sanity_check,
+        verify_index_only: args.verify_index_only,
+    };
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let mut failures = Vec::new();
+    for file in &args.files {
+        if let Err(e) = dump_file(file, &opts, &mut out) {
+            failures.push(e.to_string());
+        }
+    }
+    out.flush().map_err(|e| io_error("stdout", e))?;
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::new(failures.join("; ")))
+    }
+}
+
+fn check(data_dir: &Path) -> Result<(), CliError> {
+    let report = check_data_dir(data_dir);
+    for note in &report.notes {
+        println!("note: {note}");
+    }
+    for problem in &report.problems {
+        println!("problem: {problem}");
+    }
+    println!(
+        "checked {} topics, {} segments, {} records: {} problems",
+        report.topics,
+        report.segments,
+        report.records,
+        report.problems.len()
+    );
+    if report.is_healthy() {
+        Ok(())
+    } else {
+        Err(CliError::new(format!(
+            "{} is not healthy",
+            data_dir.display()
+        )))
+    }
+}

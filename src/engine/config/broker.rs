@@ -1,0 +1,305 @@
+//! The broker view (Kafka's `KafkaConfig` and `DynamicBrokerConfig`): built-in
+//! defaults, static values given at mount, dynamic overrides from `.kpfs/config`, the rules
+//! across configs, and what topics inherit through synonyms.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::change::{ConfigChange, ConfigScope};
+use super::def::{BrokerKey, Kind, TopicKey};
+use super::error::{BrokerRule, ConfigError};
+use super::properties::{parse_properties, read_persisted, write_persisted};
+use super::value::{builtin, parse_setting, read, ConfigType, Setting, Value};
+
+/// Effective broker configuration: built-in defaults, then the static values given at
+/// mount, then dynamic overrides written to `.kpfs/config`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BrokerConfig {
+    pub(super) static_values: BTreeMap<BrokerKey, Setting>,
+    pub(super) dynamic_values: BTreeMap<BrokerKey, Setting>,
+}
+
+const ONE_MIB: i64 = 1024 * 1024;
+
+impl BrokerConfig {
+    pub fn defaults() -> BrokerConfig {
+        BrokerConfig {
+            static_values: BTreeMap::new(),
+            dynamic_values: BTreeMap::new(),
+        }
+    }
+
+    /// Mount time: a Kafka server.properties text (optional) then `--override KEY=VALUE`
+    /// pairs in order; later values win.
+    pub fn load(
+        properties: Option<&str>,
+        overrides: &[(String, String)],
+    ) -> Result<BrokerConfig, ConfigError> {
+        let mut config = BrokerConfig::defaults();
+        let from_file = match properties {
+            Some(text) => parse_properties(text)?,
+            None => Vec::new(),
+        };
+        let given = overrides.iter().map(|(k, v)| (k.trim(), v.as_str()));
+        for (key, raw) in from_file.into_iter().chain(given) {
+            let key = BrokerKey::known(key)?;
+            let setting = parse_setting(key.def(), raw)?;
+            config.static_values.insert(key, setting);
+        }
+        config.check_rules()?;
+        Ok(config)
+    }
+
+    /// A whole command to `.kpfs/config` that changes the keys it names (same line
+    /// syntax as topic commands); the first bad line refuses all of it.
+    pub fn apply_dynamic(&self, text: &str) -> Result<BrokerConfig, ConfigError> {
+        self.apply_change(&ConfigChange::from_text(ConfigScope::Broker, text)?)
+    }
+
+    /// The broker config after `change` (a broker change): all of it, checked across
+    /// configs on the result, or nothing.
+    pub fn apply_change(&self, change: &ConfigChange) -> Result<BrokerConfig, ConfigError> {
+        let next = BrokerConfig {
+            static_values: self.static_values.clone(),
+            dynamic_values: change.applied_to_broker(&self.dynamic_values)?,
+        };
+        next.check_rules()?;
+        // `LogCleaner.validateReconfiguration`: threads are restarted, never resized wildly.
+        let current = self.cleaner_threads();
+        let wanted = next.cleaner_threads();
+        if wanted < current / 2 {
+            return Err(ConfigError::Broker(BrokerRule::CleanerThreadsHalved {
+                current,
+            }));
+        }
+        if wanted > current.saturating_mul(2) {
+            return Err(ConfigError::Broker(BrokerRule::CleanerThreadsDoubled {
+                current,
+            }));
+        }
+        Ok(next)
+    }
+
+    /// The dynamic overrides to persist: `key=value` lines, sorted, values escaped.
+    pub fn dynamic_properties(&self) -> String {
+        write_persisted(self.dynamic_values.iter())
+    }
+
+    /// Mount time: replaces the dynamic overrides with persisted ones.
+    pub fn with_dynamic_properties(&self, text: &str) -> Result<BrokerConfig, ConfigError> {
+        let mut next = self.clone();
+        next.dynamic_values.clear();
+        let mut not_dynamic: Vec<String> = Vec::new();
+        for (key, raw) in read_persisted(text)? {
+            let key = BrokerKey::known(&key)?;
+            if !key.is_dynamic() {
+                if !not_dynamic.iter().any(|n| n == key.name()) {
+                    not_dynamic.push(key.name().to_string());
+                }
+                continue;
+            }
+            let setting = parse_setting(key.def(), &raw)?;
+            next.dynamic_values.insert(key, setting);
+        }
+        if !not_dynamic.is_empty() {
+            return Err(ConfigError::NotDynamic { names: not_dynamic });
+        }
+        next.check_rules()?;
+        Ok(next)
+    }
+
+    /// `log.retention.check.interval.ms` (static). Default 300000.
+    pub fn retention_check_interval_ms(&self) -> i64 {
+        self.get(BrokerKey::LogRetentionCheckIntervalMs)
+    }
+
+    /// `log.cleaner.enable` (static). Default true.
+    pub fn cleaner_enable(&self) -> bool {
+        self.get(BrokerKey::LogCleanerEnable)
+    }
+
+    /// `log.cleaner.threads`. Default 1. Minimum 1.
+    pub fn cleaner_threads(&self) -> i32 {
+        self.get(BrokerKey::LogCleanerThreads)
+    }
+
+    /// `log.cleaner.backoff.ms`. Default 15000.
+    pub fn cleaner_backoff_ms(&self) -> i64 {
+        self.get(BrokerKey::LogCleanerBackoffMs)
+    }
+
+    /// `log.cleaner.dedupe.buffer.size`. Default 134217728. Minimum: above 1 MiB per thread.
+    pub fn cleaner_dedupe_buffer_size(&self) -> i64 {
+        self.get(BrokerKey::LogCleanerDedupeBufferSize)
+    }
+
+    /// `log.cleaner.io.buffer.size`. Default 524288.
+    pub fn cleaner_io_buffer_size(&self) -> i32 {
+        self.get(BrokerKey::LogCleanerIoBufferSize)
+    }
+
+    /// `log.cleaner.io.buffer.load.factor` (the dedupe map's load factor). Default 0.9.
+    pub fn cleaner_io_buffer_load_factor(&self) -> f64 {
+        self.get(BrokerKey::LogCleanerIoBufferLoadFactor)
+    }
+
+    /// `log.cleaner.io.max.bytes.per.second`. Default f64::MAX (unthrottled).
+    pub fn cleaner_io_max_bytes_per_second(&self) -> f64 {
+        self.get(BrokerKey::LogCleanerIoMaxBytesPerSecond)
+    }
+
+    /// Whether cleaner threads started under `previous` must restart to follow this
+    /// config: one of Kafka's `LogCleaner.RECONFIGURABLE_CONFIGS` changed.
+    pub fn cleaner_reconfigured_since(&self, previous: &BrokerConfig) -> bool {
+        const RECONFIGURABLE: [BrokerKey; 7] = [
+            BrokerKey::LogCleanerThreads,
+            BrokerKey::LogCleanerDedupeBufferSize,
+            BrokerKey::LogCleanerIoBufferLoadFactor,
+            BrokerKey::LogCleanerIoBufferSize,
+            BrokerKey::MessageMaxBytes,
+            BrokerKey::LogCleanerIoMaxBytesPerSecond,
+            BrokerKey::LogCleanerBackoffMs,
+        ];
+        RECONFIGURABLE
+            .iter()
+            .any(|&key| self.value(key) != previous.value(key))
+    }
+
+    /// `log.flush.scheduler.interval.ms` (static). Default Long.MAX_VALUE.
+    pub fn flush_scheduler_interval_ms(&self) -> i64 {
+        self.get(BrokerKey::LogFlushSchedulerIntervalMs)
+    }
+
+    /// `log.flush.offset.checkpoint.interval.ms` (static). Default 60000.
+    pub fn flush_offset_checkpoint_interval_ms(&self) -> i64 {
+        self.get(BrokerKey::LogFlushOffsetCheckpointIntervalMs)
+    }
+
+    fn setting(&self, key: BrokerKey) -> Option<&Setting> {
+        self.dynamic_values
+            .get(&key)
+            .or_else(|| self.static_values.get(&key))
+    }
+
+    /// Dynamic > static > built-in default; `None` only for null-default configs left unset.
+    fn value(&self, key: BrokerKey) -> Option<Value> {
+        match self.setting(key) {
+            Some(setting) => Some(setting.value.clone()),
+            None => builtin(key.def()),
+        }
+    }
+
+    fn get<T: ConfigType>(&self, key: BrokerKey) -> T {
+        read(key, self.value(key))
+    }
+
+    /// What a topic without an override gets: the first synonym that has a value, in the
+    /// topic config's unit, else the topic config's own default.
+    pub(super) fn inherited_topic_value(&self, topic: TopicKey) -> Option<Value> {
+        self.inherited_topic_source(topic).map(|i| i.value)
+    }
+
+    /// [`BrokerConfig::inherited_topic_value`] with where it comes from.
+    pub(super) fn inherited_topic_source(&self, topic: TopicKey) -> Option<Inherited> {
+        for synonym in topic.row().synonyms {
+            let (source, setting_value) = match self
+                .dynamic_values
+                .get(&synonym.key)
+                .map(|s| (ConfigSource::DynamicDefaultBroker, s))
+                .or_else(|| {
+                    self.static_values
+                        .get(&synonym.key)
+                        .map(|s| (ConfigSource::StaticBroker, s))
+                }) {
+                Some((source, setting)) => (source, setting.value.clone()),
+                None => match builtin(synonym.key.def()) {
+                    Some(value) => (ConfigSource::Default, value),
+                    None => continue,
+                },
+            };
+            let shown = Some((synonym.key.name(), setting_value.render()));
+            if topic.def().kind != Kind::Long {
+                return Some(Inherited {
+                    value: setting_value,
+                    source,
+                    synonym: shown,
+                });
+            }
+            let n =
+                read::<i64>(synonym.key, Some(setting_value)).saturating_mul(synonym.ms_per_unit);
+            // `KafkaConfig.logRetentionTimeMillis`: any negative broker retention is unlimited.
+            let n = if topic == TopicKey::RetentionMs && n < 0 {
+                -1
+            } else {
+                n
+            };
+            return Some(Inherited {
+                value: Value::Long(n),
+                source,
+                synonym: shown,
+            });
+        }
+        builtin(topic.def()).map(|value| Inherited {
+            value,
+            source: ConfigSource::Default,
+            synonym: None,
+        })
+    }
+
+    fn inherited_long(&self, topic: TopicKey) -> i64 {
+        read(topic, self.inherited_topic_value(topic))
+    }
+
+    /// `KafkaConfig.validateValues` checks that span several configs.
+    fn check_rules(&self) -> Result<(), ConfigError> {
+        let retention_ms = self.inherited_long(TopicKey::RetentionMs);
+        if retention_ms != -1 && retention_ms < 1 {
+            return Err(ConfigError::Broker(BrokerRule::RetentionMs));
+        }
+        if self.inherited_long(TopicKey::SegmentMs) < 1 {
+            return Err(ConfigError::Broker(BrokerRule::RollMs));
+        }
+        if self.inherited_long(TopicKey::SegmentJitterMs) < 0 {
+            return Err(ConfigError::Broker(BrokerRule::RollJitterMs));
+        }
+        let threads = self.cleaner_threads();
+        if threads < 1 {
+            return Err(ConfigError::Broker(BrokerRule::CleanerThreadsAtLeastOne));
+        }
+        if self.cleaner_dedupe_buffer_size() / i64::from(threads) <= ONE_MIB {
+            return Err(ConfigError::Broker(BrokerRule::DedupeBufferPerThread));
+        }
+        Ok(())
+    }
+}
+
+/// Where a config value that is not an override comes from, named as
+/// `kafka-configs.sh --describe --all` names the source of a config entry (a topic's
+/// overrides are its `DYNAMIC_TOPIC_CONFIG`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ConfigSource {
+    /// A value written to `.kpfs/config` (`kafka-configs.sh --alter --entity-default`).
+    DynamicDefaultBroker,
+    /// Set at mount: `--config FILE` or `--override`.
+    StaticBroker,
+    /// Kafka's built-in default.
+    Default,
+}
+
+impl fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ConfigSource::DynamicDefaultBroker => "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
+            ConfigSource::Default => "DEFAULT_CONFIG",
+        })
+    }
+}
+
+/// A topic config's value without an override, where it comes from and, when a broker
+/// config supplies it, that config's name and value.
+pub(super) struct Inherited {
+    pub(super) value: Value,
+    pub(super) source: ConfigSource,
+    pub(super) synonym: Option<(&'static str, String)>,
+}

@@ -1,0 +1,263 @@
+//! `ConfigChange`: what one open-to-close of a config file writes, checked line by line
+//! as it arrives and applied whole (or not at all) at close.
+
+use std::collections::BTreeMap;
+
+use super::def::{BrokerKey, TopicKey};
+use super::error::ConfigError;
+use super::properties::parse_command_line;
+use super::value::Setting;
+
+/// Which config file a change is written to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigScope {
+    /// A topic's `config`: topic config names.
+    Topic,
+    /// `.kpfs/config`: dynamic broker config names.
+    Broker,
+}
+
+/// The edits of a change, keyed by the configs of its scope: `Some` sets, `None` removes
+/// the override. A later line for a key replaces the earlier one, as applying them in
+/// order would.
+#[derive(Clone, Debug)]
+pub(super) enum Edits {
+    Topic(BTreeMap<TopicKey, Option<Setting>>),
+    Broker(BTreeMap<BrokerKey, Option<Setting>>),
+}
+
+impl Edits {
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Edits::Topic(edits) => edits.len(),
+            Edits::Broker(edits) => edits.len(),
+        }
+    }
+}
+
+/// Longer lines are refused rather than buffered: no config value comes near it.
+const MAX_CONFIG_LINE_BYTES: usize = 1 << 20;
+
+/// The lines written to a config file between its open and its close, each checked as
+/// it arrives. The change applies as a whole at close, or nothing of it does when any
+/// line was refused (docs/SEMANTICS.md). Memory is bounded by the number of config
+/// names: a later line for a key replaces the earlier one, as applying them in order
+/// would.
+#[derive(Clone, Debug)]
+pub struct ConfigChange {
+    pub(super) scope: ConfigScope,
+    /// The file was emptied first (`>`, O_TRUNC): the lines are the whole set of
+    /// overrides. Otherwise (`>>`) they change only the keys they name.
+    replace: bool,
+    pub(super) edits: Edits,
+    /// The start of a line whose `\n` has not arrived yet.
+    pub(super) fragment: Vec<u8>,
+    /// The line being written was refused as too long: its bytes are dropped up to its
+    /// `\n`.
+    overlong: bool,
+    lines: usize,
+    refused: usize,
+    first_refused: Option<usize>,
+}
+
+impl ConfigChange {
+    pub fn new(scope: ConfigScope) -> ConfigChange {
+        ConfigChange {
+            scope,
+            replace: false,
+            edits: match scope {
+                ConfigScope::Topic => Edits::Topic(BTreeMap::new()),
+                ConfigScope::Broker => Edits::Broker(BTreeMap::new()),
+            },
+            fragment: Vec::new(),
+            overlong: false,
+            lines: 0,
+            refused: 0,
+            first_refused: None,
+        }
+    }
+
+    /// A whole change given as one text that changes the keys it names (`>>`), e.g. the
+    /// engine's one-shot updates; the first refused line's reason is the error.
+    pub fn from_text(scope: ConfigScope, text: &str) -> Result<ConfigChange, ConfigError> {
+        let mut change = ConfigChange::new(scope);
+        let mut errors = change.write(text.as_bytes());
+        errors.extend(change.end_lines());
+        match merge_not_dynamic(errors).into_iter().next() {
+            Some(first) => Err(first),
+            None => Ok(change),
+        }
+    }
+
+    /// The file was truncated to zero bytes: what was written before is gone, and what
+    /// follows is the whole set of overrides.
+    pub fn truncate(&mut self) {
+        *self = ConfigChange {
+            replace: true,
+            ..ConfigChange::new(self.scope)
+        };
+    }
+
+    /// Takes the bytes of one write(2) and checks every line it completes at once.
+    /// Returns the reasons of the refused lines (none: every line was accepted); static
+    /// broker configs named in one write are refused together, as Kafka refuses one
+    /// `AlterConfigs` request.
+    pub fn write(&mut self, bytes: &[u8]) -> Vec<ConfigError> {
+        let mut errors = Vec::new();
+        let mut rest = bytes;
+        while let Some(nl) = memchr::memchr(b'\n', rest) {
+            if self.overlong {
+                self.overlong = false;
+            } else if self.fragment.is_empty() {
+                errors.extend(self.take_line(&rest[..nl]).err());
+            } else {
+                let mut line = std::mem::take(&mut self.fragment);
+                line.extend_from_slice(&rest[..nl]);
+                errors.extend(self.take_line(&line).err());
+            }
+            rest = &rest[nl + 1..];
+        }
+        if self.overlong {
+            // The rest of a refused line: nothing to keep.
+        } else if self.fragment.len() + rest.len() > MAX_CONFIG_LINE_BYTES {
+            self.fragment.clear();
+            self.overlong = true;
+            self.lines += 1;
+            errors.push(self.refuse_line(ConfigError::CommandSyntax {
+                line: format!("({} bytes or more)", MAX_CONFIG_LINE_BYTES + 1),
+            }));
+        } else {
+            self.fragment.extend_from_slice(rest);
+        }
+        merge_not_dynamic(errors)
+    }
+
+    /// The writer closed: an unterminated last line is a line too.
+    pub fn end_lines(&mut self) -> Vec<ConfigError> {
+        if self.fragment.is_empty() {
+            return Vec::new();
+        }
+        let line = std::mem::take(&mut self.fragment);
+        self.take_line(&line).err().into_iter().collect()
+    }
+
+    fn take_line(&mut self, line: &[u8]) -> Result<(), ConfigError> {
+        self.lines += 1;
+        self.edit(line).map_err(|e| self.refuse_line(e))
+    }
+
+    /// Counts the line just taken as refused, for `e`.
+    fn refuse_line(&mut self, e: ConfigError) -> ConfigError {
+        self.refused += 1;
+        self.first_refused.get_or_insert(self.lines);
+        e
+    }
+
+    /// Takes the edit a line makes: a config of the change's scope and its new setting
+    /// (`None` removes the override); a comment or blank line makes none.
+    fn edit(&mut self, line: &[u8]) -> Result<(), ConfigError> {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = std::str::from_utf8(line).map_err(|_| ConfigError::NotText)?;
+        let Some(op) = parse_command_line(line)? else {
+            return Ok(());
+        };
+        match &mut self.edits {
+            Edits::Topic(edits) => {
+                let key = TopicKey::known(op.key())?;
+                edits.insert(key, op.setting(key.def())?);
+            }
+            Edits::Broker(edits) => {
+                let key = BrokerKey::known(op.key())?;
+                // Refused before the value is looked at, as Kafka does.
+                if !key.is_dynamic() {
+                    return Err(ConfigError::NotDynamic {
+                        names: vec![key.name().to_string()],
+                    });
+                }
+                edits.insert(key, op.setting(key.def())?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Why none of the accepted edits may apply, if a line was refused.
+    fn check_accepted(&self) -> Result<(), ConfigError> {
+        match self.first_refused {
+            None => Ok(()),
+            Some(first_line) => Err(ConfigError::ChangeRefused {
+                refused: self.refused,
+                lines: self.lines,
+                first_line,
+            }),
+        }
+    }
+
+    /// A topic's overrides with this topic change applied.
+    pub(super) fn applied_to_topic(
+        &self,
+        values: &BTreeMap<TopicKey, Setting>,
+    ) -> Result<BTreeMap<TopicKey, Setting>, ConfigError> {
+        let Edits::Topic(edits) = &self.edits else {
+            panic!("a topic config change, got a {:?} one", self.scope);
+        };
+        self.applied(edits, values)
+    }
+
+    /// The broker's dynamic overrides with this broker change applied.
+    pub(super) fn applied_to_broker(
+        &self,
+        values: &BTreeMap<BrokerKey, Setting>,
+    ) -> Result<BTreeMap<BrokerKey, Setting>, ConfigError> {
+        let Edits::Broker(edits) = &self.edits else {
+            panic!("a broker config change, got a {:?} one", self.scope);
+        };
+        self.applied(edits, values)
+    }
+
+    fn applied<K: Ord + Copy>(
+        &self,
+        edits: &BTreeMap<K, Option<Setting>>,
+        values: &BTreeMap<K, Setting>,
+    ) -> Result<BTreeMap<K, Setting>, ConfigError> {
+        self.check_accepted()?;
+        let mut next = if self.replace {
+            BTreeMap::new()
+        } else {
+            values.clone()
+        };
+        for (key, setting) in edits {
+            match setting {
+                Some(setting) => next.insert(*key, setting.clone()),
+                None => next.remove(key),
+            };
+        }
+        Ok(next)
+    }
+}
+
+/// The static broker configs refused in one write, named in one error in the order
+/// written, at the place of the first.
+fn merge_not_dynamic(errors: Vec<ConfigError>) -> Vec<ConfigError> {
+    let mut merged: Vec<ConfigError> = Vec::with_capacity(errors.len());
+    let mut at = None;
+    for error in errors {
+        match (error, at) {
+            (ConfigError::NotDynamic { names }, Some(i)) => {
+                if let ConfigError::NotDynamic { names: all } = &mut merged[i] {
+                    for name in names {
+                        if !all.contains(&name) {
+                            all.push(name);
+                        }
+                    }
+                }
+            }
+            (error @ ConfigError::NotDynamic { .. }, None) => {
+                at = Some(merged.len());
+                merged.push(error);
+            }
+            (error, _) => merged.push(error),
+        }
+    }
+    merged
+}

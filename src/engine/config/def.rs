@@ -1,0 +1,529 @@
+//! The config tables: every topic and broker config kpfs knows, with its type, default,
+//! validator, broker synonyms (for topic configs) and whether it is dynamic (for broker
+//! configs), as Kafka's `ConfigDef`s in `LogConfig`, `ServerLogConfigs`, `CleanerConfig` and
+//! `DynamicBrokerConfig` declare them.
+
+use super::error::ConfigError;
+
+/// Declares a key enum and its table of definitions from one list, so the n-th key's
+/// definition is the n-th row by construction and every key has exactly one.
+macro_rules! config_table {
+    (
+        $(#[$doc:meta])*
+        enum $Key:ident, const $TABLE:ident: [$Row:ty] { $($Variant:ident => $row:expr,)* }
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $Key {
+            $($Variant,)*
+        }
+
+        pub(super) const $TABLE: &[$Row] = &[$($row,)*];
+
+        impl $Key {
+            pub(super) const ALL: &'static [$Key] = &[$($Key::$Variant,)*];
+
+            pub(super) fn row(self) -> &'static $Row {
+                &$TABLE[self as usize]
+            }
+
+            pub(super) fn def(self) -> &'static Def {
+                &self.row().def
+            }
+
+            /// The config's name as Kafka spells it.
+            pub fn name(self) -> &'static str {
+                self.def().name
+            }
+
+            fn from_name(name: &str) -> Option<$Key> {
+                $Key::ALL.iter().copied().find(|key| key.name() == name)
+            }
+        }
+
+        /// Keys sort by name, as Kafka lists configs.
+        impl Ord for $Key {
+            fn cmp(&self, other: &$Key) -> std::cmp::Ordering {
+                self.name().cmp(other.name())
+            }
+        }
+
+        impl PartialOrd for $Key {
+            fn partial_cmp(&self, other: &$Key) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+
+        impl std::fmt::Display for $Key {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+/// Kafka's `ConfigDef.Type`, restricted to the types these configs use. `Text` is a string
+/// taken literally (no trimming), for the console-producer separators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Int,
+    Long,
+    Double,
+    Boolean,
+    List,
+    Text,
+}
+
+/// Kafka's validators. Bounds are integers because every Kafka bound here is one, and the
+/// message prints them as Java prints an `Integer`/`Long`.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Check {
+    None,
+    AtLeast(i64),
+    Between(i64, i64),
+    /// `ValidList.in("compact", "delete")`, empty allowed, duplicates refused (4.2+).
+    CleanupPolicyList,
+    /// `ConfigDef.NonEmptyString`.
+    NonEmpty,
+    /// `atLeast(4)` as Kafka validates it, then what creating an index requires: room for
+    /// one entry of the larger index (`AbstractIndex`'s "Invalid max index size").
+    IndexSize,
+}
+
+/// The size of a `.timeindex` entry, the larger of the two index entries.
+pub(super) const MIN_INDEX_BYTES: i64 = 12;
+
+pub(super) struct Def {
+    pub(super) name: &'static str,
+    pub(super) kind: Kind,
+    /// `None` is Kafka's `null` default: unset unless configured.
+    pub(super) default: Option<&'static str>,
+    pub(super) check: Check,
+}
+
+/// A broker config a topic config falls back to, and how many milliseconds one of its
+/// units is (1 unless the broker config counts minutes or hours).
+pub(super) struct Synonym {
+    pub(super) key: BrokerKey,
+    pub(super) ms_per_unit: i64,
+}
+
+pub(super) struct TopicDef {
+    pub(super) def: Def,
+    /// Highest priority first (`ServerTopicConfigSynonyms`).
+    pub(super) synonyms: &'static [Synonym],
+}
+
+pub(super) struct BrokerDef {
+    pub(super) def: Def,
+    pub(super) dynamic: bool,
+}
+
+const fn def(name: &'static str, kind: Kind, default: Option<&'static str>, check: Check) -> Def {
+    Def {
+        name,
+        kind,
+        default,
+        check,
+    }
+}
+
+const fn same(key: BrokerKey) -> Synonym {
+    Synonym {
+        key,
+        ms_per_unit: 1,
+    }
+}
+
+pub(super) const MS_PER_MINUTE: i64 = 60 * 1000;
+pub(super) const MS_PER_HOUR: i64 = 60 * MS_PER_MINUTE;
+const LONG_MAX: &str = "9223372036854775807";
+pub(super) const CLEANUP_POLICIES: [&str; 2] = ["compact", "delete"];
+
+config_table! {
+    /// A topic config (Kafka's `TopicConfig` names): a misspelt one does not compile.
+    enum TopicKey, const TOPIC_DEFS: [TopicDef] {
+        CleanupPolicy => TopicDef {
+            def: def(
+                "cleanup.policy",
+                Kind::List,
+                Some("delete"),
+                Check::CleanupPolicyList,
+            ),
+            synonyms: &[same(BrokerKey::LogCleanupPolicy)],
+        },
+        RetentionMs => TopicDef {
+            def: def(
+                "retention.ms",
+                Kind::Long,
+                Some("604800000"),
+                Check::AtLeast(-1),
+            ),
+            synonyms: &[
+                same(BrokerKey::LogRetentionMs),
+                Synonym {
+                    key: BrokerKey::LogRetentionMinutes,
+                    ms_per_unit: MS_PER_MINUTE,
+                },
+                Synonym {
+                    key: BrokerKey::LogRetentionHours,
+                    ms_per_unit: MS_PER_HOUR,
+                },
+            ],
+        },
+        RetentionBytes => TopicDef {
+            def: def("retention.bytes", Kind::Long, Some("-1"), Check::None),
+            synonyms: &[same(BrokerKey::LogRetentionBytes)],
+        },
+        SegmentBytes => TopicDef {
+            def: def(
+                "segment.bytes",
+                Kind::Int,
+                Some("1073741824"),
+                Check::AtLeast(1048576),
+            ),
+            synonyms: &[same(BrokerKey::LogSegmentBytes)],
+        },
+        SegmentMs => TopicDef {
+            def: def(
+                "segment.ms",
+                Kind::Long,
+                Some("604800000"),
+                Check::AtLeast(1),
+            ),
+            synonyms: &[
+                same(BrokerKey::LogRollMs),
+                Synonym {
+                    key: BrokerKey::LogRollHours,
+                    ms_per_unit: MS_PER_HOUR,
+                },
+            ],
+        },
+        SegmentJitterMs => TopicDef {
+            def: def(
+                "segment.jitter.ms",
+                Kind::Long,
+                Some("0"),
+                Check::AtLeast(0),
+            ),
+            synonyms: &[
+                same(BrokerKey::LogRollJitterMs),
+                Synonym {
+                    key: BrokerKey::LogRollJitterHours,
+                    ms_per_unit: MS_PER_HOUR,
+                },
+            ],
+        },
+        SegmentIndexBytes => TopicDef {
+            def: def(
+                "segment.index.bytes",
+                Kind::Int,
+                Some("10485760"),
+                Check::IndexSize,
+            ),
+            synonyms: &[same(BrokerKey::LogIndexSizeMaxBytes)],
+        },
+        IndexIntervalBytes => TopicDef {
+            def: def(
+                "index.interval.bytes",
+                Kind::Int,
+                Some("4096"),
+                Check::AtLeast(0),
+            ),
+            synonyms: &[same(BrokerKey::LogIndexIntervalBytes)],
+        },
+        MinCleanableDirtyRatio => TopicDef {
+            def: def(
+                "min.cleanable.dirty.ratio",
+                Kind::Double,
+                Some("0.5"),
+                Check::Between(0, 1),
+            ),
+            synonyms: &[same(BrokerKey::LogCleanerMinCleanableRatio)],
+        },
+        DeleteRetentionMs => TopicDef {
+            def: def(
+                "delete.retention.ms",
+                Kind::Long,
+                Some("86400000"),
+                Check::AtLeast(0),
+            ),
+            synonyms: &[same(BrokerKey::LogCleanerDeleteRetentionMs)],
+        },
+        MinCompactionLagMs => TopicDef {
+            def: def(
+                "min.compaction.lag.ms",
+                Kind::Long,
+                Some("0"),
+                Check::AtLeast(0),
+            ),
+            synonyms: &[same(BrokerKey::LogCleanerMinCompactionLagMs)],
+        },
+        MaxCompactionLagMs => TopicDef {
+            def: def(
+                "max.compaction.lag.ms",
+                Kind::Long,
+                Some(LONG_MAX),
+                Check::AtLeast(1),
+            ),
+            synonyms: &[same(BrokerKey::LogCleanerMaxCompactionLagMs)],
+        },
+        FileDeleteDelayMs => TopicDef {
+            def: def(
+                "file.delete.delay.ms",
+                Kind::Long,
+                Some("60000"),
+                Check::AtLeast(0),
+            ),
+            synonyms: &[same(BrokerKey::LogSegmentDeleteDelayMs)],
+        },
+        MaxMessageBytes => TopicDef {
+            def: def(
+                "max.message.bytes",
+                Kind::Int,
+                Some("1048588"),
+                Check::AtLeast(0),
+            ),
+            synonyms: &[same(BrokerKey::MessageMaxBytes)],
+        },
+        FlushMessages => TopicDef {
+            def: def(
+                "flush.messages",
+                Kind::Long,
+                Some(LONG_MAX),
+                Check::AtLeast(1),
+            ),
+            synonyms: &[same(BrokerKey::LogFlushIntervalMessages)],
+        },
+        FlushMs => TopicDef {
+            def: def("flush.ms", Kind::Long, Some(LONG_MAX), Check::AtLeast(0)),
+            synonyms: &[
+                same(BrokerKey::LogFlushIntervalMs),
+                same(BrokerKey::LogFlushSchedulerIntervalMs),
+            ],
+        },
+        Preallocate => TopicDef {
+            def: def("preallocate", Kind::Boolean, Some("false"), Check::None),
+            synonyms: &[same(BrokerKey::LogPreallocate)],
+        },
+        InternalSegmentBytes => TopicDef {
+            // Kafka's test-only way around the 1 MiB `segment.bytes` floor; deliberately unchecked.
+            def: def("internal.segment.bytes", Kind::Int, None, Check::None),
+            synonyms: &[],
+        },
+        ParseKey => TopicDef {
+            def: def("parse.key", Kind::Boolean, Some("false"), Check::None),
+            synonyms: &[],
+        },
+        KeySeparator => TopicDef {
+            def: def("key.separator", Kind::Text, Some("\t"), Check::NonEmpty),
+            synonyms: &[],
+        },
+        NullMarker => TopicDef {
+            def: def("null.marker", Kind::Text, Some(""), Check::None),
+            synonyms: &[],
+        },
+    }
+}
+
+const fn dynamic(def: Def) -> BrokerDef {
+    BrokerDef { def, dynamic: true }
+}
+
+const fn fixed(def: Def) -> BrokerDef {
+    BrokerDef {
+        def,
+        dynamic: false,
+    }
+}
+
+config_table! {
+    /// A broker config (Kafka's `KafkaConfig` names): a misspelt one does not compile.
+    /// Dynamic = the first synonym of every topic config (`DynamicLogConfig`) plus
+    /// `LogCleaner.RECONFIGURABLE_CONFIGS`; everything else needs a restart (remount).
+    enum BrokerKey, const BROKER_DEFS: [BrokerDef] {
+        LogCleanupPolicy => dynamic(def(
+            "log.cleanup.policy",
+            Kind::List,
+            Some("delete"),
+            Check::CleanupPolicyList,
+        )),
+        LogRetentionMs => dynamic(def("log.retention.ms", Kind::Long, None, Check::None)),
+        LogRetentionMinutes => fixed(def("log.retention.minutes", Kind::Int, None, Check::None)),
+        LogRetentionHours => fixed(def(
+            "log.retention.hours",
+            Kind::Int,
+            Some("168"),
+            Check::None,
+        )),
+        LogRetentionBytes => dynamic(def(
+            "log.retention.bytes",
+            Kind::Long,
+            Some("-1"),
+            Check::None,
+        )),
+        LogSegmentBytes => dynamic(def(
+            "log.segment.bytes",
+            Kind::Int,
+            Some("1073741824"),
+            Check::AtLeast(1048576),
+        )),
+        LogRollMs => dynamic(def("log.roll.ms", Kind::Long, None, Check::None)),
+        LogRollHours => fixed(def(
+            "log.roll.hours",
+            Kind::Int,
+            Some("168"),
+            Check::AtLeast(1),
+        )),
+        LogRollJitterMs => dynamic(def("log.roll.jitter.ms", Kind::Long, None, Check::None)),
+        LogRollJitterHours => fixed(def(
+            "log.roll.jitter.hours",
+            Kind::Int,
+            Some("0"),
+            Check::AtLeast(0),
+        )),
+        LogIndexSizeMaxBytes => dynamic(def(
+            "log.index.size.max.bytes",
+            Kind::Int,
+            Some("10485760"),
+            Check::IndexSize,
+        )),
+        LogIndexIntervalBytes => dynamic(def(
+            "log.index.interval.bytes",
+            Kind::Int,
+            Some("4096"),
+            Check::AtLeast(0),
+        )),
+        LogCleanerMinCleanableRatio => dynamic(def(
+            "log.cleaner.min.cleanable.ratio",
+            Kind::Double,
+            Some("0.5"),
+            Check::Between(0, 1),
+        )),
+        LogCleanerDeleteRetentionMs => dynamic(def(
+            "log.cleaner.delete.retention.ms",
+            Kind::Long,
+            Some("86400000"),
+            Check::AtLeast(0),
+        )),
+        LogCleanerMinCompactionLagMs => dynamic(def(
+            "log.cleaner.min.compaction.lag.ms",
+            Kind::Long,
+            Some("0"),
+            Check::AtLeast(0),
+        )),
+        LogCleanerMaxCompactionLagMs => dynamic(def(
+            "log.cleaner.max.compaction.lag.ms",
+            Kind::Long,
+            Some(LONG_MAX),
+            Check::AtLeast(1),
+        )),
+        LogSegmentDeleteDelayMs => dynamic(def(
+            "log.segment.delete.delay.ms",
+            Kind::Long,
+            Some("60000"),
+            Check::AtLeast(0),
+        )),
+        MessageMaxBytes => dynamic(def(
+            "message.max.bytes",
+            Kind::Int,
+            Some("1048588"),
+            Check::AtLeast(0),
+        )),
+        LogPreallocate => dynamic(def(
+            "log.preallocate",
+            Kind::Boolean,
+            Some("false"),
+            Check::None,
+        )),
+        LogFlushIntervalMessages => dynamic(def(
+            "log.flush.interval.messages",
+            Kind::Long,
+            Some(LONG_MAX),
+            Check::AtLeast(1),
+        )),
+        LogFlushIntervalMs => dynamic(def("log.flush.interval.ms", Kind::Long, None, Check::None)),
+        LogFlushSchedulerIntervalMs => fixed(def(
+            "log.flush.scheduler.interval.ms",
+            Kind::Long,
+            Some(LONG_MAX),
+            Check::None,
+        )),
+        LogFlushOffsetCheckpointIntervalMs => fixed(def(
+            "log.flush.offset.checkpoint.interval.ms",
+            Kind::Int,
+            Some("60000"),
+            Check::AtLeast(0),
+        )),
+        LogRetentionCheckIntervalMs => fixed(def(
+            "log.retention.check.interval.ms",
+            Kind::Long,
+            Some("300000"),
+            Check::AtLeast(1),
+        )),
+        LogCleanerEnable => fixed(def(
+            "log.cleaner.enable",
+            Kind::Boolean,
+            Some("true"),
+            Check::None,
+        )),
+        LogCleanerThreads => dynamic(def(
+            "log.cleaner.threads",
+            Kind::Int,
+            Some("1"),
+            Check::AtLeast(0),
+        )),
+        LogCleanerBackoffMs => dynamic(def(
+            "log.cleaner.backoff.ms",
+            Kind::Long,
+            Some("15000"),
+            Check::AtLeast(0),
+        )),
+        LogCleanerDedupeBufferSize => dynamic(def(
+            "log.cleaner.dedupe.buffer.size",
+            Kind::Long,
+            Some("134217728"),
+            Check::None,
+        )),
+        LogCleanerIoBufferSize => dynamic(def(
+            "log.cleaner.io.buffer.size",
+            Kind::Int,
+            Some("524288"),
+            Check::AtLeast(0),
+        )),
+        LogCleanerIoBufferLoadFactor => dynamic(def(
+            "log.cleaner.io.buffer.load.factor",
+            Kind::Double,
+            Some("0.9"),
+            Check::None,
+        )),
+        LogCleanerIoMaxBytesPerSecond => dynamic(def(
+            "log.cleaner.io.max.bytes.per.second",
+            Kind::Double,
+            Some("1.7976931348623157E308"),
+            Check::None,
+        )),
+    }
+}
+
+impl TopicKey {
+    /// The key named `name`, or Kafka's refusal of an unknown topic config.
+    pub(super) fn known(name: &str) -> Result<TopicKey, ConfigError> {
+        TopicKey::from_name(name).ok_or_else(|| ConfigError::UnknownTopicConfig {
+            name: name.to_string(),
+        })
+    }
+}
+
+impl BrokerKey {
+    /// The key named `name`, or Kafka's refusal of an unknown broker config.
+    pub(super) fn known(name: &str) -> Result<BrokerKey, ConfigError> {
+        BrokerKey::from_name(name).ok_or_else(|| ConfigError::UnknownBrokerConfig {
+            name: name.to_string(),
+        })
+    }
+
+    pub(super) fn is_dynamic(self) -> bool {
+        self.row().dynamic
+    }
+}

@@ -1,0 +1,179 @@
+//! `ConfigError`: every refusal of a config, displayed in Kafka's wording.
+
+use std::fmt;
+
+use crate::engine::error::Excerpt;
+
+/// A configuration error, displayed in Kafka's wording.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConfigError {
+    /// Kafka's `ConfigException(name, value, message)`: a value that does not parse or fails
+    /// its validator. `value` is printed as Kafka prints it (untrimmed text for parse errors,
+    /// the parsed number for range errors, the offending element for list errors).
+    InvalidValue {
+        name: String,
+        value: String,
+        message: String,
+    },
+    /// A list config naming one element twice (Kafka 4.2+ `ValidList`).
+    DuplicateListValues {
+        name: String,
+    },
+    /// The effective `min.compaction.lag.ms` would exceed `max.compaction.lag.ms`.
+    CompactionLagConflict {
+        min_ms: i64,
+        max_ms: i64,
+    },
+    UnknownTopicConfig {
+        name: String,
+    },
+    UnknownBrokerConfig {
+        name: String,
+    },
+    /// A dynamic broker update naming static configs, in the order they were written.
+    NotDynamic {
+        names: Vec<String>,
+    },
+    /// A rule across broker configs (`KafkaConfig.validateValues`, `LogCleaner`) failed.
+    Broker(BrokerRule),
+    /// An index size below one entry (`AbstractIndex`: 8 bytes for `.index`, 12 for
+    /// `.timeindex`): Kafka accepts the value and then fails creating the index.
+    InvalidMaxIndexSize {
+        size: i64,
+    },
+    /// A command line that is neither `key=value`, `-key`, a comment nor blank.
+    CommandSyntax {
+        line: String,
+    },
+    /// A config line that is not UTF-8.
+    NotText,
+    /// A config change (one open-to-close of a config file) with refused lines: none of
+    /// it applies. Each refused line's reason was reported when it was written.
+    ChangeRefused {
+        refused: usize,
+        lines: usize,
+        first_line: usize,
+    },
+    /// A broker properties line without a `=` or `:` separator.
+    PropertiesSyntax {
+        line: String,
+    },
+}
+
+/// A broker-wide rule that involves more than one config or the current state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BrokerRule {
+    /// The resolved `log.retention.ms` (after minutes/hours) is 0.
+    RetentionMs,
+    RollMs,
+    RollJitterMs,
+    /// `log.cleaner.dedupe.buffer.size / log.cleaner.threads` is not above 1 MiB.
+    DedupeBufferPerThread,
+    CleanerThreadsAtLeastOne,
+    /// A dynamic update may at most halve the running cleaner threads.
+    CleanerThreadsHalved {
+        current: i32,
+    },
+    /// A dynamic update may at most double the running cleaner threads.
+    CleanerThreadsDoubled {
+        current: i32,
+    },
+}
+
+impl fmt::Display for BrokerRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BrokerRule::RetentionMs => f.write_str(
+                "log.retention.ms must be unlimited (-1) or, greater than or equal to 1",
+            ),
+            BrokerRule::RollMs => f.write_str("log.roll.ms must be greater than or equal to 1"),
+            BrokerRule::RollJitterMs => {
+                f.write_str("log.roll.jitter.ms must be greater than or equal to 0")
+            }
+            BrokerRule::DedupeBufferPerThread => f.write_str(
+                "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread.",
+            ),
+            BrokerRule::CleanerThreadsAtLeastOne => {
+                f.write_str("Log cleaner threads should be at least 1")
+            }
+            BrokerRule::CleanerThreadsHalved { current } => write!(
+                f,
+                "Log cleaner threads cannot be reduced to less than half the current value {current}"
+            ),
+            BrokerRule::CleanerThreadsDoubled { current } => write!(
+                f,
+                "Log cleaner threads cannot be increased to more than double the current value {current}"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::InvalidValue {
+                name,
+                value,
+                message,
+            } => write!(
+                f,
+                "Invalid value {} for configuration {name}: {message}",
+                Excerpt::plain(value.as_bytes())
+            ),
+            ConfigError::DuplicateListValues { name } => {
+                write!(f, "Configuration '{name}' values must not be duplicated.")
+            }
+            ConfigError::CompactionLagConflict { min_ms, max_ms } => write!(
+                f,
+                "conflict topic config setting min.compaction.lag.ms ({min_ms}) > max.compaction.lag.ms ({max_ms})"
+            ),
+            ConfigError::UnknownTopicConfig { name } => {
+                let name = Excerpt::plain(name.as_bytes());
+                write!(f, "Unknown topic config name: {name}")
+            }
+            ConfigError::UnknownBrokerConfig { name } => {
+                let name = Excerpt::plain(name.as_bytes());
+                write!(f, "Unknown broker config name: {name}")
+            }
+            ConfigError::NotDynamic { names } => write!(
+                f,
+                "Cannot update these configs dynamically: [{}]",
+                names.join(", ")
+            ),
+            ConfigError::Broker(rule) => write!(f, "{rule}"),
+            ConfigError::InvalidMaxIndexSize { size } => {
+                write!(f, "Invalid max index size: {size}")
+            }
+            ConfigError::CommandSyntax { line } => write!(
+                f,
+                "Invalid config line {}: expected key=value to set, -key to remove, or a # comment",
+                Excerpt::quoted(line.as_bytes())
+            ),
+            ConfigError::NotText => f.write_str("config lines must be UTF-8 text"),
+            ConfigError::ChangeRefused {
+                refused: 1,
+                lines,
+                first_line,
+            } => write!(
+                f,
+                "nothing of this change applied: line {first_line} of {lines} was refused"
+            ),
+            ConfigError::ChangeRefused {
+                refused,
+                lines,
+                first_line,
+            } => write!(
+                f,
+                "nothing of this change applied: {refused} of its {lines} lines were refused, \
+                 the first line {first_line}"
+            ),
+            ConfigError::PropertiesSyntax { line } => write!(
+                f,
+                "Invalid properties line {}: expected key=value or key: value",
+                Excerpt::quoted(line.as_bytes())
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}

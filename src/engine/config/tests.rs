@@ -1,0 +1,1020 @@
+use super::def::{TopicKey, BROKER_DEFS, MS_PER_HOUR, MS_PER_MINUTE, TOPIC_DEFS};
+use super::value::{java_double_string, parse_java_double, parse_setting};
+use super::*;
+
+fn broker() -> BrokerConfig {
+    BrokerConfig::defaults()
+}
+
+fn apply(text: &str) -> Result<TopicOverrides, ConfigError> {
+    TopicOverrides::default().apply_command(text, &broker())
+}
+
+fn error(text: &str) -> String {
+    apply(text).unwrap_err().to_string()
+}
+
+fn broker_error(text: &str) -> String {
+    broker().apply_dynamic(text).unwrap_err().to_string()
+}
+
+fn load(pairs: &[(&str, &str)]) -> Result<BrokerConfig, ConfigError> {
+    let pairs: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    BrokerConfig::load(None, &pairs)
+}
+
+#[test]
+fn only_the_cleaners_reconfigurable_configs_restart_it() {
+    let base = broker();
+    let changed = |text: &str| {
+        base.apply_dynamic(text)
+            .unwrap()
+            .cleaner_reconfigured_since(&base)
+    };
+    for text in [
+        "log.cleaner.threads=2",
+        "log.cleaner.dedupe.buffer.size=1048577",
+        "log.cleaner.io.buffer.load.factor=0.5",
+        "log.cleaner.io.buffer.size=1000",
+        "message.max.bytes=1000",
+        "log.cleaner.io.max.bytes.per.second=1000",
+        "log.cleaner.backoff.ms=1",
+    ] {
+        assert!(changed(text), "{text}");
+    }
+    assert!(!changed("log.cleaner.backoff.ms=15000"), "the same value");
+    assert!(!changed("log.retention.ms=1000"));
+    assert!(!changed("log.cleaner.min.cleanable.ratio=0.1"));
+}
+
+#[test]
+fn every_builtin_default_parses_and_passes_its_validator() {
+    for topic in TOPIC_DEFS {
+        if let Some(text) = topic.def.default {
+            parse_setting(&topic.def, text).unwrap();
+        }
+    }
+    for broker in BROKER_DEFS {
+        if let Some(text) = broker.def.default {
+            parse_setting(&broker.def, text).unwrap();
+        }
+    }
+}
+
+#[test]
+fn synonyms_are_broker_configs_and_only_the_first_is_dynamic() {
+    for topic in TOPIC_DEFS {
+        for (i, synonym) in topic.synonyms.iter().enumerate() {
+            let broker = synonym.key.row();
+            assert_eq!(broker.dynamic, i == 0, "{}", synonym.key);
+            if synonym.ms_per_unit == 1 {
+                assert_eq!(broker.def.kind, topic.def.kind, "{}", synonym.key);
+            }
+        }
+    }
+}
+
+#[test]
+fn defaults_match_kafka_4() {
+    let t = broker().topic_defaults();
+    assert_eq!(
+        t.cleanup_policy,
+        CleanupPolicy {
+            compact: false,
+            delete: true
+        }
+    );
+    assert_eq!(t.retention_ms, 604_800_000);
+    assert_eq!(t.retention_bytes, -1);
+    assert_eq!(t.segment_bytes, 1_073_741_824);
+    assert_eq!(t.internal_segment_bytes, None);
+    assert_eq!(t.segment_size(), 1_073_741_824);
+    assert_eq!(t.segment_ms, 604_800_000);
+    assert_eq!(t.segment_jitter_ms, 0);
+    assert_eq!(t.segment_index_bytes, 10_485_760);
+    assert_eq!(t.index_interval_bytes, 4096);
+    assert_eq!(t.min_cleanable_dirty_ratio, 0.5);
+    assert_eq!(t.delete_retention_ms, 86_400_000);
+    assert_eq!(t.min_compaction_lag_ms, 0);
+    assert_eq!(t.max_compaction_lag_ms, i64::MAX);
+    assert_eq!(t.file_delete_delay_ms, 60_000);
+    assert_eq!(t.max_message_bytes, 1_048_588);
+    assert_eq!(t.flush_messages, i64::MAX);
+    assert_eq!(t.flush_ms, i64::MAX);
+    assert!(!t.parse_key);
+    assert_eq!(t.key_separator, b"\t");
+    assert_eq!(t.null_marker, None);
+}
+
+#[test]
+fn broker_getter_defaults() {
+    let b = broker();
+    assert_eq!(b.retention_check_interval_ms(), 300_000);
+    assert!(b.cleaner_enable());
+    assert_eq!(b.cleaner_threads(), 1);
+    assert_eq!(b.cleaner_backoff_ms(), 15_000);
+    assert_eq!(b.cleaner_dedupe_buffer_size(), 134_217_728);
+    assert_eq!(b.cleaner_io_buffer_size(), 524_288);
+    assert_eq!(b.cleaner_io_buffer_load_factor(), 0.9);
+    assert_eq!(b.cleaner_io_max_bytes_per_second(), f64::MAX);
+    assert_eq!(b.flush_scheduler_interval_ms(), i64::MAX);
+    assert_eq!(b.flush_offset_checkpoint_interval_ms(), 60_000);
+}
+
+#[test]
+fn range_validators_use_kafka_texts() {
+    let cases = [
+        (
+            "segment.bytes=400",
+            "Invalid value 400 for configuration segment.bytes: Value must be at least 1048576",
+        ),
+        (
+            "retention.ms=-2",
+            "Invalid value -2 for configuration retention.ms: Value must be at least -1",
+        ),
+        (
+            "segment.ms=0",
+            "Invalid value 0 for configuration segment.ms: Value must be at least 1",
+        ),
+        (
+            "segment.jitter.ms=-1",
+            "Invalid value -1 for configuration segment.jitter.ms: Value must be at least 0",
+        ),
+        (
+            "segment.index.bytes=3",
+            "Invalid value 3 for configuration segment.index.bytes: Value must be at least 4",
+        ),
+        (
+            "index.interval.bytes=-1",
+            "Invalid value -1 for configuration index.interval.bytes: Value must be at least 0",
+        ),
+        (
+            "min.cleanable.dirty.ratio=1.2",
+            "Invalid value 1.2 for configuration min.cleanable.dirty.ratio: Value must be no more than 1",
+        ),
+        (
+            "min.cleanable.dirty.ratio=-0.1",
+            "Invalid value -0.1 for configuration min.cleanable.dirty.ratio: Value must be at least 0",
+        ),
+        (
+            "min.cleanable.dirty.ratio=2",
+            "Invalid value 2.0 for configuration min.cleanable.dirty.ratio: Value must be no more than 1",
+        ),
+        (
+            "delete.retention.ms=-1",
+            "Invalid value -1 for configuration delete.retention.ms: Value must be at least 0",
+        ),
+        (
+            "min.compaction.lag.ms=-1",
+            "Invalid value -1 for configuration min.compaction.lag.ms: Value must be at least 0",
+        ),
+        (
+            "max.compaction.lag.ms=0",
+            "Invalid value 0 for configuration max.compaction.lag.ms: Value must be at least 1",
+        ),
+        (
+            "file.delete.delay.ms=-1",
+            "Invalid value -1 for configuration file.delete.delay.ms: Value must be at least 0",
+        ),
+        (
+            "max.message.bytes=-1",
+            "Invalid value -1 for configuration max.message.bytes: Value must be at least 0",
+        ),
+        (
+            "flush.messages=0",
+            "Invalid value 0 for configuration flush.messages: Value must be at least 1",
+        ),
+        (
+            "flush.ms=-1",
+            "Invalid value -1 for configuration flush.ms: Value must be at least 0",
+        ),
+    ];
+    for (command, expected) in cases {
+        assert_eq!(error(command), expected, "{command}");
+    }
+}
+
+#[test]
+fn bounds_themselves_are_accepted() {
+    let o = apply(
+        "segment.bytes=1048576\nretention.ms=-1\nsegment.ms=1\nsegment.index.bytes=12\n\
+         index.interval.bytes=0\nmin.cleanable.dirty.ratio=0\nmax.compaction.lag.ms=1\n\
+         flush.messages=1\nflush.ms=0\nretention.bytes=-5\ninternal.segment.bytes=100",
+    )
+    .unwrap();
+    let t = broker().resolve_topic(&o);
+    assert_eq!(t.segment_bytes, 1_048_576);
+    assert_eq!(t.retention_ms, -1);
+    assert_eq!(t.retention_bytes, -5);
+    assert_eq!(t.segment_size(), 100);
+    assert_eq!(t.min_cleanable_dirty_ratio, 0.0);
+    assert!(apply("min.cleanable.dirty.ratio=1").is_ok());
+    assert!(apply("retention.ms=0").is_ok(), "topic-level 0 is allowed");
+}
+
+#[test]
+fn index_sizes_below_one_entry_fail_as_kafka_fails_creating_the_index() {
+    // Kafka's validator is atLeast(4); `AbstractIndex` then refuses a size below its
+    // entry size (8 for .index, 12 for .timeindex) when it creates the file.
+    assert_eq!(
+        error("segment.index.bytes=3"),
+        "Invalid value 3 for configuration segment.index.bytes: Value must be at least 4"
+    );
+    for size in 4..12 {
+        assert_eq!(
+            error(&format!("segment.index.bytes={size}")),
+            format!("Invalid max index size: {size}")
+        );
+        assert_eq!(
+            broker_error(&format!("log.index.size.max.bytes={size}")),
+            format!("Invalid max index size: {size}")
+        );
+        assert_eq!(
+            load(&[("log.index.size.max.bytes", &size.to_string())])
+                .unwrap_err()
+                .to_string(),
+            format!("Invalid max index size: {size}")
+        );
+    }
+    let smallest = apply("segment.index.bytes=12").unwrap();
+    assert_eq!(broker().resolve_topic(&smallest).segment_index_bytes, 12);
+}
+
+#[test]
+fn preallocate_is_a_topic_config_with_a_dynamic_broker_synonym() {
+    assert!(!broker().topic_defaults().preallocate);
+    let o = apply("preallocate=true").unwrap();
+    assert!(broker().resolve_topic(&o).preallocate);
+    let b = broker().apply_dynamic("log.preallocate=true").unwrap();
+    assert!(b.topic_defaults().preallocate);
+    assert_eq!(
+        error("preallocate=yes"),
+        "Invalid value yes for configuration preallocate: Expected value to be either true or false"
+    );
+}
+
+#[test]
+fn parse_errors_print_the_untrimmed_value() {
+    assert_eq!(
+        error("retention.ms=abc"),
+        "Invalid value abc for configuration retention.ms: Not a number of type LONG"
+    );
+    assert_eq!(
+        error("segment.bytes=3000000000"),
+        "Invalid value 3000000000 for configuration segment.bytes: Not a number of type INT"
+    );
+    assert_eq!(
+        error("min.cleanable.dirty.ratio=half"),
+        "Invalid value half for configuration min.cleanable.dirty.ratio: Not a number of type DOUBLE"
+    );
+    assert_eq!(
+        error("parse.key=maybe"),
+        "Invalid value maybe for configuration parse.key: Expected value to be either true or false"
+    );
+    assert_eq!(
+        error("retention.ms= 12x "),
+        "Invalid value  12x  for configuration retention.ms: Not a number of type LONG"
+    );
+    assert_eq!(
+        error("retention.ms="),
+        "Invalid value  for configuration retention.ms: Not a number of type LONG"
+    );
+}
+
+#[test]
+fn numbers_and_booleans_are_trimmed_before_parsing() {
+    let o =
+        apply("retention.ms =  1000 \nparse.key= TRUE\r\nmin.cleanable.dirty.ratio=.25").unwrap();
+    let t = broker().resolve_topic(&o);
+    assert_eq!(t.retention_ms, 1000);
+    assert!(t.parse_key);
+    assert_eq!(t.min_cleanable_dirty_ratio, 0.25);
+    assert_eq!(o.get(TopicKey::RetentionMs), Some("1000"));
+}
+
+#[test]
+fn java_double_syntax() {
+    assert_eq!(parse_java_double("1e-1"), Some(0.1));
+    assert_eq!(parse_java_double("0.5d"), Some(0.5));
+    assert_eq!(parse_java_double("Infinity"), Some(f64::INFINITY));
+    assert!(parse_java_double("NaN").unwrap().is_nan());
+    assert_eq!(parse_java_double("inf"), None);
+    assert_eq!(parse_java_double("nan"), None);
+    assert_eq!(parse_java_double(""), None);
+    assert_eq!(java_double_string(2.0), "2.0");
+    assert_eq!(java_double_string(0.9), "0.9");
+    assert_eq!(java_double_string(f64::MAX), "1.7976931348623157E308");
+    assert_eq!(java_double_string(1e-5), "1.0E-5");
+}
+
+#[test]
+fn cleanup_policy_list() {
+    assert_eq!(
+        error("cleanup.policy=foobar"),
+        "Invalid value foobar for configuration cleanup.policy: String must be one of: compact, delete"
+    );
+    assert_eq!(
+        error("cleanup.policy=Compact"),
+        "Invalid value Compact for configuration cleanup.policy: String must be one of: compact, delete"
+    );
+    assert_eq!(
+        error("cleanup.policy=compact,foobar"),
+        "Invalid value foobar for configuration cleanup.policy: String must be one of: compact, delete"
+    );
+    assert_eq!(
+        error("cleanup.policy=compact, compact"),
+        "Configuration 'cleanup.policy' values must not be duplicated."
+    );
+    let both = apply("cleanup.policy= compact , delete ").unwrap();
+    let policy = broker().resolve_topic(&both).cleanup_policy;
+    assert!(policy.compact && policy.delete);
+    let none = apply("cleanup.policy=").unwrap();
+    assert_eq!(
+        broker().resolve_topic(&none).cleanup_policy,
+        CleanupPolicy::default()
+    );
+}
+
+#[test]
+fn separators_are_literal() {
+    let o = apply("key.separator=\t\nnull.marker= ").unwrap();
+    let t = broker().resolve_topic(&o);
+    assert_eq!(t.key_separator, b"\t");
+    assert_eq!(t.null_marker, Some(b" ".to_vec()));
+    let o = apply("key.separator= :: \r\nnull.marker=").unwrap();
+    let t = broker().resolve_topic(&o);
+    assert_eq!(t.key_separator, b" :: ");
+    assert_eq!(t.null_marker, None);
+    assert_eq!(
+        error("key.separator="),
+        "Invalid value  for configuration key.separator: String must be non-empty"
+    );
+}
+
+#[test]
+fn unknown_names_and_syntax() {
+    assert_eq!(error("foo=1"), "Unknown topic config name: foo");
+    assert_eq!(error("-foo"), "Unknown topic config name: foo");
+    assert_eq!(
+        error("log.retention.ms=1"),
+        "Unknown topic config name: log.retention.ms"
+    );
+    assert_eq!(
+        error("retention.ms"),
+        "Invalid config line 'retention.ms': expected key=value to set, -key to remove, or a # comment"
+    );
+}
+
+#[test]
+fn comments_blank_lines_and_last_line_wins() {
+    let o = apply("# a comment\n\n  \nretention.ms=1\r\n  # indented\nretention.ms=2\n").unwrap();
+    assert_eq!(o.get(TopicKey::RetentionMs), Some("2"));
+    assert_eq!(apply("").unwrap(), TopicOverrides::default());
+}
+
+#[test]
+fn remove_falls_back_to_the_broker_value() {
+    let b = broker().apply_dynamic("log.retention.ms=5000").unwrap();
+    let o = TopicOverrides::default()
+        .apply_command("retention.ms=1000\nsegment.ms=99", &b)
+        .unwrap();
+    assert_eq!(b.resolve_topic(&o).retention_ms, 1000);
+    let o = o.apply_command("-retention.ms\n - segment.ms", &b).unwrap();
+    assert!(o.is_empty());
+    assert_eq!(b.resolve_topic(&o).retention_ms, 5000);
+    assert_eq!(b.resolve_topic(&o).segment_ms, 604_800_000);
+    let o = o.apply_command("-flush.ms", &b).unwrap();
+    assert!(o.is_empty());
+}
+
+#[test]
+fn a_bad_line_refuses_the_whole_command() {
+    let before = apply("retention.ms=1000").unwrap();
+    let result = before.apply_command("retention.ms=2000\nsegment.bytes=1\nflush.ms=5", &broker());
+    assert_eq!(
+        result.unwrap_err().to_string(),
+        "Invalid value 1 for configuration segment.bytes: Value must be at least 1048576"
+    );
+    assert_eq!(before.get(TopicKey::RetentionMs), Some("1000"));
+    assert_eq!(before.get(TopicKey::FlushMs), None);
+    // The first bad line is reported even when a later one is malformed too.
+    assert_eq!(
+        before
+            .apply_command("bogus=1\nnot a line", &broker())
+            .unwrap_err()
+            .to_string(),
+        "Unknown topic config name: bogus"
+    );
+}
+
+#[test]
+fn compaction_lag_conflict_uses_effective_values() {
+    assert_eq!(
+        error("min.compaction.lag.ms=100\nmax.compaction.lag.ms=50"),
+        "conflict topic config setting min.compaction.lag.ms (100) > max.compaction.lag.ms (50)"
+    );
+    let b = broker()
+        .apply_dynamic("log.cleaner.max.compaction.lag.ms=1000")
+        .unwrap();
+    let err = TopicOverrides::default()
+        .apply_command("min.compaction.lag.ms=2000", &b)
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ConfigError::CompactionLagConflict {
+            min_ms: 2000,
+            max_ms: 1000
+        }
+    );
+    assert!(apply("min.compaction.lag.ms=50\nmax.compaction.lag.ms=50").is_ok());
+}
+
+#[test]
+fn topic_properties_round_trip() {
+    let o = apply(
+        "key.separator=\t\nnull.marker=\\N \ncleanup.policy=compact, delete\nretention.ms= 7\n\
+         key.separator=\r\r",
+    )
+    .unwrap();
+    assert_eq!(o.get(TopicKey::KeySeparator), Some("\r"));
+    let text = o.to_properties();
+    assert!(!text.contains('\r'));
+    let back = TopicOverrides::from_properties(&text).unwrap();
+    assert_eq!(back, o);
+    assert_eq!(back.get(TopicKey::NullMarker), Some("\\N "));
+    assert_eq!(back.get(TopicKey::RetentionMs), Some("7"));
+    assert_eq!(TopicOverrides::default().to_properties(), "");
+    assert!(TopicOverrides::from_properties("").unwrap().is_empty());
+    assert_eq!(
+        TopicOverrides::from_properties("foo=1")
+            .unwrap_err()
+            .to_string(),
+        "Unknown topic config name: foo"
+    );
+    let tab = apply("key.separator=\t").unwrap();
+    assert_eq!(tab.to_properties(), "key.separator=\\t\n");
+}
+
+/// What `config` shows, written back with `>`.
+fn write_back(shown: &str, scope: ConfigScope) -> ConfigChange {
+    let mut change = ConfigChange::new(scope);
+    change.truncate();
+    assert!(change.write(shown.as_bytes()).is_empty(), "{shown}");
+    assert!(change.end_lines().is_empty());
+    change
+}
+
+#[test]
+fn rendered_config_round_trips() {
+    let b = broker()
+        .apply_dynamic("log.cleanup.policy=\nlog.retention.ms=12345")
+        .unwrap();
+    for command in [
+        "",
+        "retention.ms=1000\ncleanup.policy=compact",
+        "key.separator=\t\nnull.marker=",
+        "key.separator= | \nnull.marker=NULL\nparse.key=true",
+        "internal.segment.bytes=512\nmin.cleanable.dirty.ratio=0.01",
+        "null.marker=# not a comment",
+    ] {
+        let o = TopicOverrides::default()
+            .apply_command(command, &b)
+            .unwrap();
+        let shown = o.render_effective(&b);
+        // Written back over any overrides, it sets exactly the ones shown.
+        let other = TopicOverrides::default()
+            .apply_command("segment.ms=5\nflush.ms=6", &b)
+            .unwrap();
+        for base in [TopicOverrides::default(), o.clone(), other] {
+            let again = base
+                .apply_change(&write_back(&shown, ConfigScope::Topic), &b)
+                .unwrap();
+            assert_eq!(again, o, "{shown}");
+        }
+    }
+}
+
+#[test]
+fn a_restored_config_keeps_following_the_broker() {
+    let b = broker();
+    let o = TopicOverrides::default()
+        .apply_command("retention.ms=1000", &b)
+        .unwrap();
+    let saved = o.render_effective(&b);
+    let restored = TopicOverrides::default()
+        .apply_change(&write_back(&saved, ConfigScope::Topic), &b)
+        .unwrap();
+    let b = b.apply_dynamic("log.segment.delete.delay.ms=5").unwrap();
+    assert_eq!(b.resolve_topic(&restored).file_delete_delay_ms, 5);
+    assert_eq!(b.resolve_topic(&restored).retention_ms, 1000);
+}
+
+#[test]
+fn rendered_config_layout() {
+    let b = load(&[("log.retention.hours", "2")])
+        .unwrap()
+        .apply_dynamic("log.segment.bytes=2097152")
+        .unwrap();
+    let o = apply("retention.bytes=1000").unwrap();
+    let text = o.render_effective(&b);
+    assert!(
+        text.starts_with("# overrides\nretention.bytes=1000\n# defaults\n# "),
+        "{text}"
+    );
+    for expected in [
+        "\n# key.separator=\t (DEFAULT_CONFIG)\n",
+        "\n# null.marker= (DEFAULT_CONFIG)\n",
+        "\n# internal.segment.bytes is unset\n",
+        "\n# cleanup.policy=delete (DEFAULT_CONFIG:log.cleanup.policy=delete)\n",
+        "\n# retention.ms=7200000 (STATIC_BROKER_CONFIG:log.retention.hours=2)\n",
+        "\n# segment.bytes=2097152 (DYNAMIC_DEFAULT_BROKER_CONFIG:log.segment.bytes=2097152)\n",
+        "\n# segment.ms=604800000 (DEFAULT_CONFIG:log.roll.hours=168)\n",
+        "\n# max.compaction.lag.ms=9223372036854775807 (DEFAULT_CONFIG:log.cleaner.max.compaction.lag.ms=9223372036854775807)\n",
+        "\n# min.cleanable.dirty.ratio=0.5 (DEFAULT_CONFIG:log.cleaner.min.cleanable.ratio=0.5)\n",
+        "\n# preallocate=false (DEFAULT_CONFIG:log.preallocate=false)\n",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in\n{text}");
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), TOPIC_DEFS.len() + 2);
+    for topic in TOPIC_DEFS {
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l
+                    .trim_start_matches("# ")
+                    .starts_with(&format!("{} ", topic.def.name))
+                    || l.trim_start_matches("# ")
+                        .starts_with(&format!("{}=", topic.def.name)))
+                .count(),
+            1,
+            "{}",
+            topic.def.name
+        );
+    }
+}
+
+#[test]
+fn a_change_checks_each_line_as_it_arrives_and_applies_whole() {
+    let b = broker();
+    let before = apply("retention.ms=1000\nflush.ms=5").unwrap();
+    let mut change = ConfigChange::new(ConfigScope::Topic);
+    // bash's printf: one write per line; the bad one is refused at once.
+    assert!(change.write(b"retention.ms=600000\n").is_empty());
+    assert!(change.write(b"retention.bytes=300\n").is_empty());
+    let refused = change.write(b"segment.bytes=400\n");
+    assert_eq!(
+        refused.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        ["Invalid value 400 for configuration segment.bytes: Value must be at least 1048576"]
+    );
+    assert!(change.write(b"segment.ms=3000\n").is_empty());
+    assert_eq!(
+        before.apply_change(&change, &b).unwrap_err().to_string(),
+        "nothing of this change applied: line 3 of 4 was refused"
+    );
+    change.write(b"bogus\n");
+    assert_eq!(
+        before.apply_change(&change, &b).unwrap_err().to_string(),
+        "nothing of this change applied: 2 of its 5 lines were refused, the first line 3"
+    );
+    // Without the bad line, `>>` changes the keys named and keeps the others.
+    let mut change = ConfigChange::new(ConfigScope::Topic);
+    change.write(b"retention.ms=600000\nretention.bytes=300\n");
+    let after = before.apply_change(&change, &b).unwrap();
+    assert_eq!(after.get(TopicKey::RetentionMs), Some("600000"));
+    assert_eq!(after.get(TopicKey::RetentionBytes), Some("300"));
+    assert_eq!(after.get(TopicKey::FlushMs), Some("5"));
+    // `>` makes them the whole set of overrides.
+    change.truncate();
+    change.write(b"segment.ms=3000\n-retention.ms\n");
+    let replaced = before.apply_change(&change, &b).unwrap();
+    assert_eq!(replaced.to_properties(), "segment.ms=3000\n");
+    // An empty `>` removes every override.
+    let mut empty = ConfigChange::new(ConfigScope::Topic);
+    empty.truncate();
+    assert!(before.apply_change(&empty, &b).unwrap().is_empty());
+}
+
+#[test]
+fn cross_key_checks_run_on_the_whole_change() {
+    let b = broker();
+    let mut change = ConfigChange::new(ConfigScope::Topic);
+    assert!(change.write(b"min.compaction.lag.ms=5000\n").is_empty());
+    assert!(change.write(b"max.compaction.lag.ms=1000\n").is_empty());
+    assert_eq!(
+        TopicOverrides::default()
+            .apply_change(&change, &b)
+            .unwrap_err()
+            .to_string(),
+        "conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms (1000)"
+    );
+    // A prefix that conflicts is fine when the whole change does not.
+    let current = apply("min.compaction.lag.ms=5000").unwrap();
+    let mut change = ConfigChange::new(ConfigScope::Topic);
+    change.write(b"max.compaction.lag.ms=1000\nmin.compaction.lag.ms=500\n");
+    let after = current.apply_change(&change, &b).unwrap();
+    assert_eq!(b.resolve_topic(&after).min_compaction_lag_ms, 500);
+}
+
+#[test]
+fn a_line_may_arrive_in_pieces() {
+    let value = "x".repeat(20_000);
+    let line = format!("null.marker={value}\nparse.key=true");
+    let mut change = ConfigChange::new(ConfigScope::Topic);
+    for piece in line.as_bytes().chunks(8192) {
+        assert!(change.write(piece).is_empty());
+    }
+    assert!(change.end_lines().is_empty(), "the unterminated last line");
+    let o = TopicOverrides::default()
+        .apply_change(&change, &broker())
+        .unwrap();
+    assert_eq!(o.get(TopicKey::NullMarker), Some(value.as_str()));
+    assert_eq!(o.get(TopicKey::ParseKey), Some("true"));
+    // A multi-byte character split between two writes is still one character.
+    let mut change = ConfigChange::new(ConfigScope::Topic);
+    let text = "null.marker=\u{00e9}\n".as_bytes();
+    assert!(change.write(&text[..13]).is_empty());
+    assert!(change.write(&text[13..]).is_empty());
+    let o = TopicOverrides::default()
+        .apply_change(&change, &broker())
+        .unwrap();
+    assert_eq!(o.get(TopicKey::NullMarker), Some("\u{00e9}"));
+    // A line never ending is refused rather than buffered without bound.
+    let mut change = ConfigChange::new(ConfigScope::Topic);
+    let chunk = vec![b'x'; 1 << 19];
+    assert!(change.write(&chunk).is_empty());
+    assert!(change.write(&chunk).is_empty());
+    assert_eq!(change.write(b"x").len(), 1);
+    assert!(change.fragment.is_empty());
+    // The rest of it is dropped up to its newline; the next line counts again.
+    assert!(change.write(&chunk).is_empty());
+    assert!(change.write(b"xx\nretention.ms=1\n").is_empty());
+    assert!(change.fragment.is_empty());
+    assert_eq!(change.edits.len(), 1);
+}
+
+#[test]
+fn invalid_utf8_is_refused() {
+    let mut change = ConfigChange::new(ConfigScope::Topic);
+    let errors = change.write(b"null.marker=\xff\n");
+    assert_eq!(errors[0].to_string(), "config lines must be UTF-8 text");
+}
+
+#[test]
+fn static_broker_configs_are_refused_dynamically() {
+    assert_eq!(
+        broker_error("log.retention.check.interval.ms=1000"),
+        "Cannot update these configs dynamically: [log.retention.check.interval.ms]"
+    );
+    assert_eq!(
+        broker_error(
+            "log.retention.ms=1\nlog.roll.hours=1\nlog.cleaner.enable=false\nlog.roll.hours=2"
+        ),
+        "Cannot update these configs dynamically: [log.roll.hours, log.cleaner.enable]"
+    );
+    assert_eq!(
+        broker_error("-log.retention.hours"),
+        "Cannot update these configs dynamically: [log.retention.hours]"
+    );
+    // Refused before values are looked at, as Kafka does.
+    assert_eq!(
+        broker_error("log.flush.scheduler.interval.ms=abc"),
+        "Cannot update these configs dynamically: [log.flush.scheduler.interval.ms]"
+    );
+    assert_eq!(broker_error("foo=1"), "Unknown broker config name: foo");
+    assert_eq!(
+        broker_error("retention.ms=1"),
+        "Unknown broker config name: retention.ms"
+    );
+    assert_eq!(
+        broker_error("log.retention.ms"),
+        "Invalid config line 'log.retention.ms': expected key=value to set, -key to remove, or a # comment"
+    );
+}
+
+#[test]
+fn every_dynamic_config_is_accepted() {
+    for def in BROKER_DEFS.iter().filter(|b| b.dynamic) {
+        let value = def.def.default.unwrap_or("1000");
+        let b = broker()
+            .apply_dynamic(&format!("{}={value}", def.def.name))
+            .unwrap();
+        assert!(b.dynamic_properties().starts_with(def.def.name));
+    }
+}
+
+#[test]
+fn dynamic_values_are_inherited_by_topics() {
+    let b = broker()
+        .apply_dynamic(
+            "log.retention.ms=1000\nlog.cleanup.policy=compact\nlog.segment.bytes=2097152\n\
+             log.roll.ms=77\nlog.roll.jitter.ms=5\nmessage.max.bytes=10\n\
+             log.segment.delete.delay.ms=0\nlog.flush.interval.ms=9\n\
+             log.cleaner.min.cleanable.ratio=0.1\nlog.cleaner.backoff.ms=1",
+        )
+        .unwrap();
+    let t = b.topic_defaults();
+    assert_eq!(t.retention_ms, 1000);
+    assert!(t.cleanup_policy.compact && !t.cleanup_policy.delete);
+    assert_eq!(t.segment_bytes, 2_097_152);
+    assert_eq!(t.segment_ms, 77);
+    assert_eq!(t.segment_jitter_ms, 5);
+    assert_eq!(t.max_message_bytes, 10);
+    assert_eq!(t.file_delete_delay_ms, 0);
+    assert_eq!(t.flush_ms, 9);
+    assert_eq!(t.min_cleanable_dirty_ratio, 0.1);
+    assert_eq!(b.cleaner_backoff_ms(), 1);
+    // A topic override still wins over the dynamic default.
+    let o = TopicOverrides::default()
+        .apply_command("retention.ms=5", &b)
+        .unwrap();
+    assert_eq!(b.resolve_topic(&o).retention_ms, 5);
+    // Removing the dynamic value falls back to the static one, then the default.
+    let static_b = load(&[("log.retention.ms", "3000")]).unwrap();
+    let dyn_b = static_b.apply_dynamic("log.retention.ms=1000").unwrap();
+    assert_eq!(dyn_b.topic_defaults().retention_ms, 1000);
+    let back = dyn_b.apply_dynamic("-log.retention.ms").unwrap();
+    assert_eq!(back.topic_defaults().retention_ms, 3000);
+    assert_eq!(
+        broker()
+            .apply_dynamic("-log.retention.ms")
+            .unwrap()
+            .topic_defaults()
+            .retention_ms,
+        604_800_000
+    );
+}
+
+#[test]
+fn dynamic_updates_are_all_or_nothing() {
+    let b = broker().apply_dynamic("log.retention.ms=1000").unwrap();
+    assert_eq!(
+        b.apply_dynamic("log.retention.ms=2000\nlog.segment.bytes=5")
+            .unwrap_err()
+            .to_string(),
+        "Invalid value 5 for configuration log.segment.bytes: Value must be at least 1048576"
+    );
+    assert_eq!(b.topic_defaults().retention_ms, 1000);
+}
+
+#[test]
+fn broker_rules() {
+    assert_eq!(
+        broker_error("log.retention.ms=0"),
+        "log.retention.ms must be unlimited (-1) or, greater than or equal to 1"
+    );
+    assert_eq!(
+        load(&[("log.retention.minutes", "0")])
+            .unwrap_err()
+            .to_string(),
+        "log.retention.ms must be unlimited (-1) or, greater than or equal to 1"
+    );
+    assert_eq!(
+        broker_error("log.roll.ms=0"),
+        "log.roll.ms must be greater than or equal to 1"
+    );
+    assert_eq!(
+        broker_error("log.roll.jitter.ms=-1"),
+        "log.roll.jitter.ms must be greater than or equal to 0"
+    );
+    assert_eq!(
+        broker_error("log.cleaner.threads=0"),
+        "Log cleaner threads should be at least 1"
+    );
+    assert_eq!(
+        broker_error("log.cleaner.threads=-1"),
+        "Invalid value -1 for configuration log.cleaner.threads: Value must be at least 0"
+    );
+    assert_eq!(
+        broker_error("log.cleaner.dedupe.buffer.size=1048576"),
+        "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread."
+    );
+    assert_eq!(
+        broker_error("log.cleaner.threads=2\nlog.cleaner.dedupe.buffer.size=2097152"),
+        "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread."
+    );
+    assert!(broker()
+        .apply_dynamic("log.cleaner.dedupe.buffer.size=1048577")
+        .is_ok());
+    assert_eq!(
+        broker_error("log.cleaner.threads=3"),
+        "Log cleaner threads cannot be increased to more than double the current value 1"
+    );
+    let four = load(&[("log.cleaner.threads", "4")]).unwrap();
+    assert_eq!(
+        four.apply_dynamic("log.cleaner.threads=1")
+            .unwrap_err()
+            .to_string(),
+        "Log cleaner threads cannot be reduced to less than half the current value 4"
+    );
+    assert_eq!(
+        four.apply_dynamic("log.cleaner.threads=2")
+            .unwrap()
+            .cleaner_threads(),
+        2
+    );
+    assert!(load(&[("log.cleaner.threads", "0")]).is_err());
+}
+
+#[test]
+fn retention_synonym_precedence() {
+    let hours = load(&[("log.retention.hours", "2")]).unwrap();
+    assert_eq!(hours.topic_defaults().retention_ms, 2 * MS_PER_HOUR);
+    let minutes = load(&[("log.retention.hours", "2"), ("log.retention.minutes", "3")]).unwrap();
+    assert_eq!(minutes.topic_defaults().retention_ms, 3 * MS_PER_MINUTE);
+    let ms = load(&[
+        ("log.retention.ms", "42"),
+        ("log.retention.hours", "2"),
+        ("log.retention.minutes", "3"),
+    ])
+    .unwrap();
+    assert_eq!(ms.topic_defaults().retention_ms, 42);
+    let negative = load(&[("log.retention.hours", "-5")]).unwrap();
+    assert_eq!(negative.topic_defaults().retention_ms, -1);
+    let negative_ms = load(&[("log.retention.ms", "-7")]).unwrap();
+    assert_eq!(negative_ms.topic_defaults().retention_ms, -1);
+    // The dynamic log.retention.ms beats a static log.retention.minutes.
+    let dynamic = minutes.apply_dynamic("log.retention.ms=9").unwrap();
+    assert_eq!(dynamic.topic_defaults().retention_ms, 9);
+}
+
+#[test]
+fn roll_and_flush_synonym_precedence() {
+    let b = load(&[("log.roll.hours", "1"), ("log.roll.jitter.hours", "2")]).unwrap();
+    let t = b.topic_defaults();
+    assert_eq!(t.segment_ms, MS_PER_HOUR);
+    assert_eq!(t.segment_jitter_ms, 2 * MS_PER_HOUR);
+    let b = load(&[
+        ("log.roll.hours", "1"),
+        ("log.roll.ms", "500"),
+        ("log.roll.jitter.hours", "2"),
+        ("log.roll.jitter.ms", "50"),
+    ])
+    .unwrap();
+    assert_eq!(b.topic_defaults().segment_ms, 500);
+    assert_eq!(b.topic_defaults().segment_jitter_ms, 50);
+    let b = load(&[("log.flush.scheduler.interval.ms", "3000")]).unwrap();
+    assert_eq!(b.topic_defaults().flush_ms, 3000);
+    assert_eq!(b.flush_scheduler_interval_ms(), 3000);
+    let b = b.apply_dynamic("log.flush.interval.ms=10").unwrap();
+    assert_eq!(b.topic_defaults().flush_ms, 10);
+    assert_eq!(b.flush_scheduler_interval_ms(), 3000);
+}
+
+#[test]
+fn load_parses_server_properties() {
+    let text = "# Kafka server.properties\n! another comment\n\n\
+                log.retention.check.interval.ms=1000\n\
+                log.cleaner.enable : false\r\n\
+                log.segment.bytes   2097152\n\
+                log.cleaner.backoff.ms=  250  \n\
+                log.retention.hours=1\n";
+    let overrides = vec![
+        ("log.retention.hours".to_string(), "3".to_string()),
+        ("log.cleaner.threads".to_string(), "2".to_string()),
+    ];
+    let b = BrokerConfig::load(Some(text), &overrides).unwrap();
+    assert_eq!(b.retention_check_interval_ms(), 1000);
+    assert!(!b.cleaner_enable());
+    assert_eq!(b.cleaner_backoff_ms(), 250);
+    assert_eq!(b.cleaner_threads(), 2);
+    assert_eq!(b.topic_defaults().segment_bytes, 2_097_152);
+    assert_eq!(b.topic_defaults().retention_ms, 3 * MS_PER_HOUR);
+    assert_eq!(
+        BrokerConfig::load(Some("broker.id=1"), &[])
+            .unwrap_err()
+            .to_string(),
+        "Unknown broker config name: broker.id"
+    );
+    assert_eq!(
+        BrokerConfig::load(Some("log.cleaner.enable"), &[])
+            .unwrap_err()
+            .to_string(),
+        "Invalid properties line 'log.cleaner.enable': expected key=value or key: value"
+    );
+    assert_eq!(
+        load(&[("log.segment.bytes", "400")])
+            .unwrap_err()
+            .to_string(),
+        "Invalid value 400 for configuration log.segment.bytes: Value must be at least 1048576"
+    );
+    assert_eq!(
+        load(&[("log.retention.check.interval.ms", "x")])
+            .unwrap_err()
+            .to_string(),
+        "Invalid value x for configuration log.retention.check.interval.ms: Not a number of type LONG"
+    );
+    assert_eq!(
+        load(&[("log.cleaner.enable", "yes")]).unwrap_err().to_string(),
+        "Invalid value yes for configuration log.cleaner.enable: Expected value to be either true or false"
+    );
+    assert_eq!(
+        load(&[("log.cleanup.policy", "compact,compact")])
+            .unwrap_err()
+            .to_string(),
+        "Configuration 'log.cleanup.policy' values must not be duplicated."
+    );
+    assert_eq!(
+        load(&[("log.cleaner.io.buffer.load.factor", "x")])
+            .unwrap_err()
+            .to_string(),
+        "Invalid value x for configuration log.cleaner.io.buffer.load.factor: Not a number of type DOUBLE"
+    );
+}
+
+#[test]
+fn dynamic_properties_round_trip() {
+    let b = load(&[("log.retention.check.interval.ms", "1000")]).unwrap();
+    assert_eq!(b.dynamic_properties(), "");
+    let changed = b
+        .apply_dynamic("log.retention.ms=1000\nlog.cleanup.policy=compact, delete\nlog.cleaner.io.max.bytes.per.second=1e6")
+        .unwrap();
+    let text = changed.dynamic_properties();
+    assert_eq!(
+        text,
+        "log.cleaner.io.max.bytes.per.second=1e6\nlog.cleanup.policy=compact, delete\nlog.retention.ms=1000\n"
+    );
+    let remounted = b.with_dynamic_properties(&text).unwrap();
+    assert_eq!(remounted, changed);
+    assert_eq!(remounted.cleaner_io_max_bytes_per_second(), 1e6);
+    assert_eq!(remounted.retention_check_interval_ms(), 1000);
+    assert_eq!(
+        b.with_dynamic_properties("log.cleaner.enable=false")
+            .unwrap_err()
+            .to_string(),
+        "Cannot update these configs dynamically: [log.cleaner.enable]"
+    );
+    assert_eq!(
+        b.with_dynamic_properties("nope=1").unwrap_err().to_string(),
+        "Unknown broker config name: nope"
+    );
+}
+
+#[test]
+fn broker_render_lists_every_config_sorted() {
+    let b = load(&[
+        ("log.retention.hours", "2"),
+        ("log.cleaner.enable", "false"),
+    ])
+    .unwrap()
+    .apply_dynamic("log.segment.delete.delay.ms=5\nlog.cleanup.policy=compact")
+    .unwrap();
+    let text = b.render();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), BROKER_DEFS.len() + 2);
+    assert_eq!(
+        lines[..4],
+        [
+            "# overrides",
+            "log.cleanup.policy=compact",
+            "log.segment.delete.delay.ms=5",
+            "# defaults"
+        ]
+    );
+    let defaults = &lines[4..];
+    let mut sorted = defaults.to_vec();
+    sorted.sort();
+    assert_eq!(defaults, sorted);
+    for expected in [
+        "# log.retention.check.interval.ms=300000 (DEFAULT_CONFIG, read-only)",
+        "# log.retention.hours=2 (STATIC_BROKER_CONFIG, read-only)",
+        "# log.cleaner.enable=false (STATIC_BROKER_CONFIG, read-only)",
+        "# log.retention.ms=7200000 (STATIC_BROKER_CONFIG:log.retention.hours=2)",
+        "# log.retention.minutes is unset (read-only)",
+        "# log.roll.ms=604800000 (DEFAULT_CONFIG:log.roll.hours=168)",
+        "# log.roll.jitter.ms=0 (DEFAULT_CONFIG:log.roll.jitter.hours=0)",
+        "# log.flush.interval.ms=9223372036854775807 (DEFAULT_CONFIG:log.flush.scheduler.interval.ms=9223372036854775807)",
+        "# log.cleaner.io.max.bytes.per.second=1.7976931348623157E308 (DEFAULT_CONFIG)",
+        "# log.cleaner.io.buffer.load.factor=0.9 (DEFAULT_CONFIG)",
+        "# log.preallocate=false (DEFAULT_CONFIG)",
+    ] {
+        assert!(lines.contains(&expected), "{expected} in\n{text}");
+    }
+    // Written back with `>`, it sets exactly the dynamic overrides it showed.
+    let other = b
+        .apply_dynamic("-log.cleanup.policy\nlog.retention.ms=9")
+        .unwrap();
+    let again = other
+        .apply_change(&write_back(&text, ConfigScope::Broker))
+        .unwrap();
+    assert_eq!(again, b);
+}
+
+#[test]
+fn static_broker_configs_in_one_write_are_refused_together() {
+    let mut change = ConfigChange::new(ConfigScope::Broker);
+    let errors = change.write(b"log.roll.hours=1\nlog.retention.ms=5\nlog.cleaner.enable=false\n");
+    assert_eq!(
+        errors.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+        ["Cannot update these configs dynamically: [log.roll.hours, log.cleaner.enable]"]
+    );
+    let errors = change.write(b"log.retention.hours=1\n");
+    assert_eq!(
+        errors[0].to_string(),
+        "Cannot update these configs dynamically: [log.retention.hours]"
+    );
+    assert!(broker().apply_change(&change).is_err());
+}

@@ -1,0 +1,196 @@
+//! The topic view: a topic's overrides as written, and its effective config
+//! (Kafka's `LogConfig`) resolved over the broker's.
+
+use std::collections::BTreeMap;
+
+use super::broker::BrokerConfig;
+use super::change::{ConfigChange, ConfigScope};
+use super::def::TopicKey;
+use super::error::ConfigError;
+use super::properties::{read_persisted, write_persisted};
+use super::value::{parse_setting, read, Setting, Value};
+
+/// Which cleanup a topic gets. An empty list (allowed since Kafka 4.2) means neither.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct CleanupPolicy {
+    pub compact: bool,
+    pub delete: bool,
+}
+
+/// The effective configuration of one topic (overrides resolved over broker defaults).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopicConfig {
+    pub cleanup_policy: CleanupPolicy,
+    pub retention_ms: i64,
+    pub retention_bytes: i64,
+    pub segment_bytes: i32,
+    pub internal_segment_bytes: Option<i32>,
+    pub segment_ms: i64,
+    pub segment_jitter_ms: i64,
+    pub segment_index_bytes: i32,
+    pub index_interval_bytes: i32,
+    pub min_cleanable_dirty_ratio: f64,
+    pub delete_retention_ms: i64,
+    pub min_compaction_lag_ms: i64,
+    pub max_compaction_lag_ms: i64,
+    pub file_delete_delay_ms: i64,
+    pub max_message_bytes: i32,
+    pub flush_messages: i64,
+    pub flush_ms: i64,
+    /// Kafka's `preallocate`: a new segment's `.log` is grown to the segment size at once.
+    pub preallocate: bool,
+    pub parse_key: bool,
+    pub key_separator: Vec<u8>,
+    /// `None` when `null.marker` is empty: no value is ever read as a tombstone.
+    pub null_marker: Option<Vec<u8>>,
+    /// [`TopicConfig::render_id`], computed once: every append and read asks for it.
+    pub(super) rendering: u32,
+}
+
+impl TopicConfig {
+    /// Kafka's `segmentSize()`: `internal.segment.bytes` when set, else `segment.bytes`.
+    pub fn segment_size(&self) -> i32 {
+        self.internal_segment_bytes.unwrap_or(self.segment_bytes)
+    }
+
+    /// Which rendering of records into `log` lines this config produces.
+    pub fn render_id(&self) -> u32 {
+        self.rendering
+    }
+
+    /// Kafka's `maxSegmentMs()`: compacted topics roll no later than `max.compaction.lag.ms`.
+    pub fn max_segment_ms(&self) -> i64 {
+        if self.cleanup_policy.compact && self.max_compaction_lag_ms > 0 {
+            self.max_compaction_lag_ms.min(self.segment_ms)
+        } else {
+            self.segment_ms
+        }
+    }
+}
+
+/// Per-topic overrides (`key -> value` as the user wrote them, validated).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TopicOverrides {
+    pub(super) values: BTreeMap<TopicKey, Setting>,
+}
+
+impl TopicOverrides {
+    /// Applies a whole command (`key=value`, `-key`, comment and blank lines) that
+    /// changes the keys it names; the first bad line refuses all of it.
+    pub fn apply_command(
+        &self,
+        text: &str,
+        broker: &BrokerConfig,
+    ) -> Result<TopicOverrides, ConfigError> {
+        self.apply_change(&ConfigChange::from_text(ConfigScope::Topic, text)?, broker)
+    }
+
+    /// The overrides after `change` (a topic change): all of it, checked across keys on
+    /// the result, or nothing.
+    pub fn apply_change(
+        &self,
+        change: &ConfigChange,
+        broker: &BrokerConfig,
+    ) -> Result<TopicOverrides, ConfigError> {
+        let next = TopicOverrides {
+            values: change.applied_to_topic(&self.values)?,
+        };
+        // `LogConfig.validateValues` runs on the merged config, so a broker default can
+        // conflict with a topic override as well as two overrides with each other.
+        let effective = broker.resolve_topic(&next);
+        if effective.min_compaction_lag_ms > effective.max_compaction_lag_ms {
+            return Err(ConfigError::CompactionLagConflict {
+                min_ms: effective.min_compaction_lag_ms,
+                max_ms: effective.max_compaction_lag_ms,
+            });
+        }
+        Ok(next)
+    }
+
+    /// Reads the form written by [`TopicOverrides::to_properties`].
+    pub fn from_properties(text: &str) -> Result<TopicOverrides, ConfigError> {
+        let mut values = BTreeMap::new();
+        for (key, raw) in read_persisted(text)? {
+            let key = TopicKey::known(&key)?;
+            values.insert(key, parse_setting(key.def(), &raw)?);
+        }
+        Ok(TopicOverrides { values })
+    }
+
+    /// The overrides to persist: `key=value` lines, sorted, values escaped.
+    pub fn to_properties(&self) -> String {
+        write_persisted(self.values.iter())
+    }
+
+    /// The override's text as stored (trimmed, except for literal separators).
+    pub fn get(&self, key: TopicKey) -> Option<&str> {
+        self.values.get(&key).map(|s| s.text.as_str())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+}
+
+/// Resolution lives with the topic view: it is what makes a [`TopicConfig`].
+impl BrokerConfig {
+    /// The topic config of a topic without overrides.
+    pub fn topic_defaults(&self) -> TopicConfig {
+        self.resolve_topic(&TopicOverrides::default())
+    }
+
+    /// Topic override > the broker value of the highest-priority synonym that is set >
+    /// the topic config's built-in default.
+    pub fn resolve_topic(&self, overrides: &TopicOverrides) -> TopicConfig {
+        let value = |key: TopicKey| -> Option<Value> {
+            match overrides.values.get(&key) {
+                Some(setting) => Some(setting.value.clone()),
+                None => self.inherited_topic_value(key),
+            }
+        };
+        let long = |key: TopicKey| -> i64 { read(key, value(key)) };
+        let int = |key: TopicKey| -> i32 { read(key, value(key)) };
+        let boolean = |key: TopicKey| -> bool { read(key, value(key)) };
+        let text = |key: TopicKey| -> Vec<u8> { read::<String>(key, value(key)).into_bytes() };
+        let policies: Vec<String> = read(TopicKey::CleanupPolicy, value(TopicKey::CleanupPolicy));
+        let cleanup_policy = CleanupPolicy {
+            compact: policies.iter().any(|p| p == "compact"),
+            delete: policies.iter().any(|p| p == "delete"),
+        };
+        let min_cleanable_dirty_ratio: f64 = read(
+            TopicKey::MinCleanableDirtyRatio,
+            value(TopicKey::MinCleanableDirtyRatio),
+        );
+        // Kafka's null default: unset unless configured.
+        let internal_segment_bytes = value(TopicKey::InternalSegmentBytes)
+            .map(|v| read::<i32>(TopicKey::InternalSegmentBytes, Some(v)));
+        let parse_key = boolean(TopicKey::ParseKey);
+        let null_marker = text(TopicKey::NullMarker);
+        let key_separator = text(TopicKey::KeySeparator);
+        let rendering = crate::engine::format::render_id(parse_key, &key_separator, &null_marker);
+        TopicConfig {
+            cleanup_policy,
+            retention_ms: long(TopicKey::RetentionMs),
+            retention_bytes: long(TopicKey::RetentionBytes),
+            segment_bytes: int(TopicKey::SegmentBytes),
+            internal_segment_bytes,
+            segment_ms: long(TopicKey::SegmentMs),
+            segment_jitter_ms: long(TopicKey::SegmentJitterMs),
+            segment_index_bytes: int(TopicKey::SegmentIndexBytes),
+            index_interval_bytes: int(TopicKey::IndexIntervalBytes),
+            min_cleanable_dirty_ratio,
+            delete_retention_ms: long(TopicKey::DeleteRetentionMs),
+            min_compaction_lag_ms: long(TopicKey::MinCompactionLagMs),
+            max_compaction_lag_ms: long(TopicKey::MaxCompactionLagMs),
+            file_delete_delay_ms: long(TopicKey::FileDeleteDelayMs),
+            max_message_bytes: int(TopicKey::MaxMessageBytes),
+            flush_messages: long(TopicKey::FlushMessages),
+            flush_ms: long(TopicKey::FlushMs),
+            preallocate: boolean(TopicKey::Preallocate),
+            parse_key,
+            key_separator,
+            null_marker: (!null_marker.is_empty()).then_some(null_marker),
+            rendering,
+        }
+    }
+}

@@ -1,0 +1,514 @@
+//! One topic = one Kafka partition: its log, its configuration and the appends of its
+//! `log` file. Around it: the line protocol that turns written bytes into records
+//! (`protocol`), the reader that renders records into the `log` stream (`reader`),
+//! retention applied step by step (`retention`) and the `status` file (`status`).
+//!
+//! The `log` stream: every record has a stream position fixed at append time (the sum of
+//! the rendered sizes of all records before it). The size of `log` is the end of the
+//! stream and never decreases; retention and compaction leave gaps that readers skip.
+//! A reader's kernel offset therefore advances by the bytes actually returned, and each
+//! open handle keeps a [`LogCursor`] that maps its offset back to a record.
+
+mod protocol;
+mod reader;
+mod retention;
+mod status;
+
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use super::clock::Clock;
+use super::config::{
+    BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig, TopicOverrides,
+};
+use super::error::{BatchSize, EngineError, Result};
+use super::files::write_or_defer;
+use super::format::{parse_segment_file_name, plain_batch_size, LOG_SUFFIX};
+use super::log::{
+    first_oversized_record, AppendInfo, Durability, Log, OpenReport, WriteBytes, WriteRecords,
+};
+use super::log_loader::remove_stale_temporary;
+use protocol::{count_lines, parse_lines, PARSED, PARSED_KEPT};
+
+pub use reader::LogCursor;
+pub use retention::RetentionDeletion;
+
+/// File in the partition directory holding the topic's config overrides.
+pub const TOPIC_CONFIG_FILE: &str = "kpfs-topic.properties";
+
+/// A file in the partition directory, as `segments/` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackingFile {
+    pub name: String,
+    pub size: u64,
+    /// `st_blocks` of the file: 512-byte units allocated (less than `size` for a sparse,
+    /// preallocated index).
+    pub blocks: u64,
+    pub mtime_ms: i64,
+}
+
+/// Counters shown in `status` and `.kpfs/metrics`.
+#[derive(Debug, Default)]
+pub struct TopicStats {
+    pub appended_records: AtomicU64,
+    pub appended_bytes: AtomicU64,
+    pub reader_skips: AtomicU64,
+    pub segments_deleted_time: AtomicU64,
+    pub segments_deleted_size: AtomicU64,
+    pub segments_deleted_log_start: AtomicU64,
+    /// Records of refused appends, by reason (a refused write refuses all its records).
+    pub refused_keyless_compacted: AtomicU64,
+    pub refused_too_large: AtomicU64,
+    pub refused_invalid: AtomicU64,
+}
+
+/// Why an append was refused, as the metrics label it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefusalReason {
+    KeylessCompacted,
+    TooLarge,
+    Invalid,
+}
+
+impl RefusalReason {
+    pub const ALL: [RefusalReason; 3] = [
+        RefusalReason::KeylessCompacted,
+        RefusalReason::TooLarge,
+        RefusalReason::Invalid,
+    ];
+
+    /// The refusal an append error counts as; `None` for errors that are not the
+    /// records' fault (I/O, a poisoned log).
+    pub fn of(error: &EngineError) -> Option<RefusalReason> {
+        match error {
+            EngineError::RecordTooLarge { .. } | EngineError::BatchOverSegmentSize { .. } => {
+                Some(RefusalReason::TooLarge)
+            }
+            EngineError::KeylessOnCompacted { .. } => Some(RefusalReason::KeylessCompacted),
+            EngineError::MissingKeySeparator { .. } | EngineError::InvalidRecord { .. } => {
+                Some(RefusalReason::Invalid)
+            }
+            _ => None,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            RefusalReason::KeylessCompacted => "keyless_compacted",
+            RefusalReason::TooLarge => "too_large",
+            RefusalReason::Invalid => "invalid",
+        }
+    }
+}
+
+impl TopicStats {
+    pub fn refused(&self, reason: RefusalReason) -> &AtomicU64 {
+        match reason {
+            RefusalReason::KeylessCompacted => &self.refused_keyless_compacted,
+            RefusalReason::TooLarge => &self.refused_too_large,
+            RefusalReason::Invalid => &self.refused_invalid,
+        }
+    }
+}
+
+pub struct Topic {
+    name: String,
+    log: Log,
+    broker: Arc<RwLock<BrokerConfig>>,
+    overrides: RwLock<TopicOverrides>,
+    /// Why the overrides in force are not yet in `kpfs-topic.properties` (the disk was
+    /// full when they changed); saved as soon as there is space.
+    unsaved_overrides: Mutex<Option<String>>,
+    config: RwLock<Arc<TopicConfig>>,
+    clock: Arc<dyn Clock>,
+    modified_ms: AtomicI64,
+    /// The first segment seen holding future timestamps (for `status`), or -1.
+    future_timestamp_segment: AtomicI64,
+    pub stats: TopicStats,
+    pub cleaner: super::cleaner_manager::LogCleaningState,
+    pub events: super::events::EventLog,
+}
+
+impl std::fmt::Debug for Topic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Topic").field("name", &self.name).finish()
+    }
+}
+
+impl Topic {
+    /// Opens (or creates) the topic stored in `dir` (`DATA_DIR/TOPIC-0`).
+    pub fn open(
+        name: &str,
+        dir: &Path,
+        broker: Arc<RwLock<BrokerConfig>>,
+        clock: Arc<dyn Clock>,
+        durability: Durability,
+    ) -> Result<(Topic, OpenReport)> {
+        let config_path = dir.join(TOPIC_CONFIG_FILE);
+        remove_stale_temporary(&config_path);
+        let overrides = match std::fs::read_to_string(&config_path) {
+            Ok(text) => TopicOverrides::from_properties(&text)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => TopicOverrides::default(),
+            Err(e) => {
+                return Err(EngineError::io(
+                    format!("read {}", config_path.display()),
+                    e,
+                ))
+            }
+        };
+        let config = broker.read().resolve_topic(&overrides);
+        let (log, report) = Log::open(dir, name, &config, clock.clone(), durability)?;
+        let modified = log
+            .snapshot()
+            .active()
+            .modified()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or_else(|| clock.now_ms(), |d| d.as_millis() as i64);
+        Ok((
+            Topic {
+                name: name.to_string(),
+                log,
+                broker,
+                overrides: RwLock::new(overrides),
+                unsaved_overrides: Mutex::new(None),
+                config: RwLock::new(Arc::new(config)),
+                clock,
+                modified_ms: AtomicI64::new(modified),
+                future_timestamp_segment: AtomicI64::new(-1),
+                stats: TopicStats::default(),
+                cleaner: Default::default(),
+                events: Default::default(),
+            },
+            report,
+        ))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.log.dir()
+    }
+
+    /// The effective configuration now.
+    pub fn config(&self) -> Arc<TopicConfig> {
+        self.config.read().clone()
+    }
+
+    /// Re-resolves the effective config after a broker config change.
+    pub fn refresh_config(&self) {
+        let resolved = self.broker.read().resolve_topic(&self.overrides.read());
+        *self.config.write() = Arc::new(resolved);
+    }
+
+    /// Appends records: every `\n` ends one record, and a non-empty remainder after the
+    /// last `\n` is one more record. All or nothing: on error nothing is appended.
+    /// Returns the number of records appended.
+    pub fn append_lines(&self, data: &[u8]) -> Result<u64> {
+        Ok(self.append_lines_info(data)?.records)
+    }
+
+    pub fn append_lines_info(&self, data: &[u8]) -> Result<AppendInfo> {
+        self.append_write(WriteBytes::new(data))
+    }
+
+    /// [`Topic::append_lines`] of `head` followed by `body`, as one write: `head` holds
+    /// complete lines (an earlier write's unterminated line, finished by this one), so a
+    /// writer need not copy `body` behind it.
+    pub fn append_lines_after(&self, head: &[u8], body: &[u8]) -> Result<u64> {
+        assert!(
+            head.is_empty() || head.ends_with(b"\n"),
+            "the head of a write holds complete lines"
+        );
+        Ok(self.append_write(WriteBytes { head, body })?.records)
+    }
+
+    fn append_write(&self, data: WriteBytes<'_>) -> Result<AppendInfo> {
+        let result = self.append_parsed(data);
+        if let Err(e) = &result {
+            self.note_refused_append(e, count_lines(data.head) + count_lines(data.body));
+        }
+        result
+    }
+
+    /// Refuses an unterminated line of `len` bytes (its newline has not arrived yet) that
+    /// can no longer become a record: even the smallest batch that could hold it, a plain
+    /// batch of this line alone, is over `max.message.bytes`. Refusing it now keeps a
+    /// stream without newlines from growing a writer's buffer without bound. Counted as
+    /// one refused record.
+    pub fn check_unterminated_line(&self, len: usize) -> Result<()> {
+        let max = self.config().max_message_bytes.max(0) as u64;
+        let smallest = plain_batch_size(len) as u64;
+        if smallest <= max {
+            return Ok(());
+        }
+        let error = EngineError::RecordTooLarge {
+            partition: self.log.partition().to_string(),
+            size: BatchSize::AtLeast(smallest),
+            max,
+        };
+        self.note_refused_append(&error, 1);
+        Err(error)
+    }
+
+    /// Records a refused append of `records` records in `events` and the refusal
+    /// counters.
+    fn note_refused_append(&self, error: &EngineError, records: u64) {
+        self.events
+            .record(self.clock.now_ms(), "refused-append", &error.to_string());
+        if let Some(reason) = RefusalReason::of(error) {
+            self.stats
+                .refused(reason)
+                .fetch_add(records, Ordering::Relaxed);
+        }
+    }
+
+    fn append_parsed(&self, data: WriteBytes<'_>) -> Result<AppendInfo> {
+        let config = self.config();
+        let info = if config.parse_key || config.cleanup_policy.compact {
+            PARSED.with_borrow_mut(|records| {
+                records.clear();
+                let parsed = parse_lines(data.head, 0, &config, self.log.partition(), records)
+                    .and_then(|()| {
+                        parse_lines(
+                            data.body,
+                            data.head.len(),
+                            &config,
+                            self.log.partition(),
+                            records,
+                        )
+                    });
+                let appended = parsed.and_then(|()| {
+                    if records.is_empty() {
+                        return Ok(AppendInfo::default());
+                    }
+                    self.log
+                        .append(data, WriteRecords::Parsed(records), &config)
+                });
+                // One write of a million empty lines should not pin 32 MiB for good.
+                records.shrink_to(PARSED_KEPT);
+                appended
+            })
+        } else {
+            // Without keys every line is a record whose value is the line: nothing to
+            // parse but the lengths.
+            if data.is_empty() {
+                return Ok(AppendInfo::default());
+            }
+            let max = config.max_message_bytes.max(0) as u64;
+            if let Some(batch) = first_oversized_record(data, WriteRecords::Plain, max) {
+                return Err(EngineError::RecordTooLarge {
+                    partition: self.log.partition().to_string(),
+                    size: BatchSize::Exactly(batch),
+                    max,
+                });
+            }
+            self.log.append(data, WriteRecords::Plain, &config)
+        }?;
+        if info.records == 0 {
+            return Ok(info);
+        }
+        self.stats
+            .appended_records
+            .fetch_add(info.records, Ordering::Relaxed);
+        self.stats
+            .appended_bytes
+            .fetch_add(info.bytes, Ordering::Relaxed);
+        self.modified_ms
+            .store(info.appended_at_ms, Ordering::Relaxed);
+        for (offset, reason) in &info.rolls {
+            tracing::info!(topic = %self.name, base_offset = offset, %reason, "rolled segment");
+            let why = match reason {
+                super::segment::RollReason::Size => format!(
+                    "the active segment plus the incoming batch would exceed the segment size {}",
+                    config.segment_size()
+                ),
+                super::segment::RollReason::Time => format!(
+                    "the segment's first record is older than segment.ms {} minus its jitter",
+                    config.max_segment_ms()
+                ),
+                super::segment::RollReason::IndexFull => {
+                    "an index of the active segment is full".to_string()
+                }
+                super::segment::RollReason::Retention => {
+                    "retention expired every segment".to_string()
+                }
+            };
+            self.events.record(
+                self.clock.now_ms(),
+                "roll",
+                &format!("new segment at offset {offset}: reason={reason}: {why}"),
+            );
+        }
+        Ok(info)
+    }
+
+    /// The size of `log`: the logical end of the rendered stream. Never decreases.
+    pub fn stream_len(&self) -> u64 {
+        self.log.stream_end()
+    }
+
+    /// Wall-clock ms of the last append (mtime of `log`).
+    pub fn modified_ms(&self) -> i64 {
+        self.modified_ms.load(Ordering::Relaxed)
+    }
+
+    /// The `config` file: every effective topic config as `key=value`.
+    pub fn config_text(&self) -> String {
+        self.overrides.read().render_effective(&self.broker.read())
+    }
+
+    /// A whole command to `config` (`key=value`, `-key`, blank and `#` lines) that
+    /// changes the keys it names; all or nothing.
+    pub fn update_config(&self, text: &[u8]) -> Result<()> {
+        let text = std::str::from_utf8(text).map_err(|_| ConfigError::NotText)?;
+        self.apply_config_change(&ConfigChange::from_text(ConfigScope::Topic, text)?)
+    }
+
+    /// Applies what one open-to-close of `config` wrote: all of it, or nothing when a
+    /// line was refused or a check across keys fails. On a full disk the change applies
+    /// in memory and is saved as soon as there is space (a warning says so meanwhile):
+    /// lowering retention is how an operator gets space back.
+    pub fn apply_config_change(&self, change: &ConfigChange) -> Result<()> {
+        let mut overrides = self.overrides.write();
+        let broker = self.broker.read();
+        let updated = overrides.apply_change(change, &broker)?;
+        if updated != *overrides || self.unsaved_overrides.lock().is_some() {
+            self.save_overrides(&updated)?;
+        }
+        let resolved = broker.resolve_topic(&updated);
+        *overrides = updated;
+        *self.config.write() = Arc::new(resolved);
+        Ok(())
+    }
+
+    /// Writes `overrides` to `kpfs-topic.properties`, or, out of space, remembers why
+    /// (see [`write_or_defer`]).
+    fn save_overrides(&self, overrides: &TopicOverrides) -> Result<()> {
+        let path = self.dir().join(TOPIC_CONFIG_FILE);
+        let deferred = self.unsaved_overrides.lock().is_some();
+        write_or_defer(
+            &path,
+            overrides.to_properties().as_bytes(),
+            &self.unsaved_overrides,
+        )?;
+        if deferred && self.unsaved_overrides.lock().is_none() {
+            self.events.record(
+                self.clock.now_ms(),
+                "config",
+                &format!("saved {TOPIC_CONFIG_FILE}, kept in memory only while the disk was full"),
+            );
+        }
+        Ok(())
+    }
+
+    /// Saves what a full disk kept in memory only: the overrides and the log's stream
+    /// start. Called on the scheduler's tick and at close; a failure leaves it for the
+    /// next call.
+    pub fn save_unsaved(&self) {
+        if self.unsaved_overrides.lock().is_some() {
+            let overrides = self.overrides.write();
+            if let Err(e) = self.save_overrides(&overrides) {
+                tracing::error!(topic = %self.name, error = %e, "writing the topic config failed");
+            }
+        }
+        self.log.save_unsaved_stream_start();
+    }
+
+    /// The `events` file: recent actions, newest last.
+    pub fn events_text(&self) -> String {
+        self.events.text()
+    }
+
+    /// Every file in the partition directory (segments, indexes, `.deleted`, ...).
+    pub fn backing_files(&self) -> Result<Vec<BackingFile>> {
+        let dir = self.dir();
+        let mut files = Vec::new();
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| EngineError::io(format!("list {}", dir.display()), e))?;
+        for entry in entries {
+            let Ok(entry) = entry else { continue };
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            // A file may vanish between listing and stat (delayed deletion): skip it.
+            let Ok(meta) = entry.metadata() else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            let mtime_ms = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as i64);
+            files.push(BackingFile {
+                name,
+                size: meta.len(),
+                blocks: meta.blocks(),
+                mtime_ms,
+            });
+        }
+        files.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(files)
+    }
+
+    /// Opens a file of the partition directory for reading. Only plain names of files
+    /// that exist there are accepted, so no name reaches outside the directory.
+    pub fn open_backing_file(&self, name: &str) -> Result<File> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(EngineError::InvalidRecord {
+                message: format!("not a file of the partition directory: {name}"),
+            });
+        }
+        let path = self.dir().join(name);
+        File::open(&path).map_err(|e| EngineError::io(format!("open {}", path.display()), e))
+    }
+
+    /// Makes every record appended so far durable (fsync of the active segment).
+    pub fn sync(&self) -> Result<()> {
+        self.log.flush()
+    }
+
+    /// Periodic `flush.ms` check.
+    pub fn maybe_flush_by_time(&self) -> Result<()> {
+        self.log.maybe_flush_by_time(&self.config())
+    }
+
+    pub fn close(&self) -> Result<()> {
+        self.save_unsaved();
+        if let Some(reason) = self.unsaved_overrides.lock().as_ref() {
+            tracing::error!(topic = %self.name, %reason, "closing with config overrides that could not be saved; they are lost");
+        }
+        self.log.close()
+    }
+
+    /// See [`Log::flush_rolled_segments`].
+    pub fn flush_rolled_segments(&self) -> Result<()> {
+        self.log.flush_rolled_segments()
+    }
+
+    pub fn recovery_point(&self) -> u64 {
+        self.log.recovery_point()
+    }
+
+    /// Base offsets of segment `.log` files in the directory (for tests and checks).
+    pub fn segment_log_files(&self) -> Result<Vec<u64>> {
+        Ok(self
+            .backing_files()?
+            .iter()
+            .filter_map(|f| parse_segment_file_name(&f.name))
+            .filter(|(_, s)| *s == LOG_SUFFIX)
+            .map(|(b, _)| b)
+            .collect())
+    }
+}

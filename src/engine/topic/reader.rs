@@ -1,0 +1,453 @@
+//! Reading the `log` stream: a [`LogCursor`] per open handle maps the kernel's offset to
+//! a record, and records are rendered into `log` bytes (a copy of a batch's stored lines
+//! when the topic still renders them as they were written).
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use crate::engine::config::TopicConfig;
+use crate::engine::error::{EngineError, Result};
+use crate::engine::format::{decode_header, RecordIter, RecordRef, BATCH_HEADER_BYTES};
+use crate::engine::log::LogSnapshot;
+use crate::engine::segment::{MappedBatches, Segment};
+
+use super::Topic;
+
+/// Where one open `log` handle is in the stream. Sequential reads continue from here;
+/// a read at another position repositions by stream position.
+#[derive(Debug, Default)]
+pub struct LogCursor {
+    positioned: bool,
+    /// Kernel offset the next sequential read will ask for.
+    next_pos: u64,
+    /// Offset of the next record to render.
+    next_offset: u64,
+    /// Bytes of that record's rendering to drop (set when repositioning mid-record).
+    skip: u64,
+    /// Rendered bytes not yet returned (the tail of the last batch rendered).
+    pending: Vec<u8>,
+    pending_at: usize,
+    /// Or, when the batch's stored lines were its rendering, the rest of them, still in
+    /// the segment's mapping: a batch is as big as a read, so most reads end inside one,
+    /// and copying its rest aside doubled the bytes every read copied.
+    pending_mapped: Option<MappedBatches>,
+    /// (segment id, file position) of the batch after the last one rendered.
+    hint: Option<(u64, u64)>,
+    /// The bytes the last read returned, when it was small, and the kernel offset they
+    /// started at. Tools such as bash's `read` and `head` read a block, then seek back to
+    /// just after what they used; once retention or compaction has left gaps, kernel
+    /// offsets no longer equal stream positions, so such a re-read is served from what
+    /// this handle was given rather than mapped again (which could repeat records).
+    replay: Vec<u8>,
+    replay_at: u64,
+}
+
+/// How often one read starts again on a fresh snapshot after a segment vanished under it.
+const STALE_READ_RETRIES: u32 = 3;
+
+/// Reads up to this size are kept for re-reads after a short seek back.
+const REPLAY_LIMIT: usize = 64 << 10;
+
+impl Topic {
+    /// Reads up to `len` bytes of the rendered stream at kernel offset `pos`. Never blocks;
+    /// returns an empty vector at the end.
+    pub fn read_log(&self, cursor: &mut LogCursor, pos: u64, len: usize) -> Result<Vec<u8>> {
+        self.read_log_in(cursor, pos, len, self.log.snapshot())
+    }
+
+    /// [`Topic::read_log`] starting from `snap`, which may already be outdated.
+    fn read_log_in(
+        &self,
+        cursor: &mut LogCursor,
+        pos: u64,
+        len: usize,
+        mut snap: LogSnapshot,
+    ) -> Result<Vec<u8>> {
+        let config = self.config();
+        let render = Render::new(&config);
+        let mut out = Vec::with_capacity(len.min(4 << 20));
+        // Where in the stream the bytes not served from the replay buffer start.
+        let mut from_pos = pos;
+        if cursor.positioned && pos != cursor.next_pos {
+            let replay_end = cursor.replay_at + cursor.replay.len() as u64;
+            if pos >= cursor.replay_at && pos < replay_end && replay_end == cursor.next_pos {
+                let from = (pos - cursor.replay_at) as usize;
+                let to = (from + len).min(cursor.replay.len());
+                if to - from == len {
+                    return Ok(cursor.replay[from..to].to_vec());
+                }
+                // The replayed bytes alone would be a short read in the middle of the
+                // file: the rest follows from where the handle stopped, as it would have.
+                out.extend_from_slice(&cursor.replay[from..]);
+                from_pos = replay_end;
+            }
+        }
+        if !cursor.positioned || from_pos != cursor.next_pos {
+            let mut attempts = 0;
+            while let Err(e) = self.reposition(cursor, &snap, &render, from_pos) {
+                attempts += 1;
+                if attempts > STALE_READ_RETRIES || !self.outdated(&snap) {
+                    return Err(e);
+                }
+                snap = self.log.snapshot();
+            }
+        }
+        if let Some(mut rest) = cursor.pending_mapped.take() {
+            let take = rest.len().min(len - out.len());
+            let later = rest.split_off(take);
+            out.extend_from_slice(&rest);
+            if !later.is_empty() {
+                cursor.pending_mapped = Some(later);
+            }
+        }
+        let buffered = (cursor.pending.len() - cursor.pending_at).min(len - out.len());
+        out.extend_from_slice(&cursor.pending[cursor.pending_at..cursor.pending_at + buffered]);
+        cursor.pending_at += buffered;
+        if cursor.pending_at == cursor.pending.len() {
+            cursor.pending.clear();
+            cursor.pending_at = 0;
+        }
+        let mut attempts = 0;
+        while out.len() < len && cursor.pending.is_empty() && cursor.pending_mapped.is_none() {
+            match self.render_next_batches(cursor, &snap, &render, &mut out, len) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    attempts += 1;
+                    if attempts > STALE_READ_RETRIES || !self.outdated(&snap) {
+                        return Err(e);
+                    }
+                    snap = self.log.snapshot();
+                }
+            }
+        }
+        cursor.next_pos = pos + out.len() as u64;
+        cursor.replay.clear();
+        if out.len() <= REPLAY_LIMIT {
+            cursor.replay.extend_from_slice(&out);
+            cursor.replay_at = pos;
+        }
+        Ok(out)
+    }
+
+    /// Whether `snap` lists a segment the log no longer holds. Sealed segments keep no
+    /// descriptor, so once retention or the cleaner removed one its files may be gone and
+    /// reading it through an old snapshot fails; such a read retries on a fresh snapshot,
+    /// where the cursor moves on to the log start or the cleaned segment.
+    fn outdated(&self, snap: &LogSnapshot) -> bool {
+        let fresh = self.log.snapshot();
+        let mut live: Vec<u64> = fresh.segments.iter().map(|s| s.id()).collect();
+        live.sort_unstable();
+        snap.segments
+            .iter()
+            .any(|s| live.binary_search(&s.id()).is_err())
+    }
+
+    /// Renders whole batches from the cursor's offset into `out` until it holds `len`
+    /// bytes; the rest of the last batch goes to the cursor's pending buffer, so every
+    /// batch is read and decoded once however small the reads are. False at the end.
+    fn render_next_batches(
+        &self,
+        cursor: &mut LogCursor,
+        snap: &LogSnapshot,
+        render: &Render,
+        out: &mut Vec<u8>,
+        len: usize,
+    ) -> Result<bool> {
+        if cursor.next_offset < snap.log_start_offset {
+            // The records this reader was about to see were deleted: continue at the
+            // log start (Kafka's OffsetOutOfRange, resolved as auto.offset.reset=earliest).
+            cursor.next_offset = snap.log_start_offset;
+            cursor.skip = 0;
+            cursor.hint = None;
+            self.stats.reader_skips.fetch_add(1, Ordering::Relaxed);
+        }
+        let Some(mut seg_idx) = snap.segment_for(cursor.next_offset) else {
+            return Ok(false);
+        };
+        loop {
+            let seg = &snap.segments[seg_idx];
+            if cursor.next_offset < seg.next_offset() {
+                break;
+            }
+            seg_idx += 1;
+            let Some(next) = snap.segments.get(seg_idx) else {
+                return Ok(false);
+            };
+            cursor.next_offset = cursor.next_offset.max(next.base_offset());
+        }
+        let seg = &snap.segments[seg_idx];
+        let file_pos = match cursor.hint {
+            Some((id, at)) if id == seg.id() => at,
+            _ => seg.lookup_position(cursor.next_offset)?,
+        };
+        let mut bytes = seg.mapped_batches(file_pos, (len - out.len()).clamp(8 << 10, 4 << 20))?;
+        self.render_batches(cursor, seg, file_pos, &mut bytes, render, out, len)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn render_batches(
+        &self,
+        cursor: &mut LogCursor,
+        seg: &Segment,
+        file_pos: u64,
+        mapped: &mut MappedBatches,
+        render: &Render,
+        out: &mut Vec<u8>,
+        len: usize,
+    ) -> Result<bool> {
+        let bytes: &[u8] = mapped;
+        if bytes.is_empty() {
+            return Ok(false);
+        }
+        out.reserve(bytes.len().min(len - out.len()));
+        let mut scratch = Vec::new();
+        let mut at = 0;
+        // Where the rest of a batch whose stored lines did not fit stays in the mapping.
+        let mut rest_at: Option<(usize, usize)> = None;
+        while at < bytes.len() && cursor.pending.is_empty() && rest_at.is_none() {
+            let h = decode_header(&bytes[at..])
+                .map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+            if h.last_offset() >= cursor.next_offset && h.render_id == render.id && cursor.skip == 0
+            {
+                // The stored lines are the rendering: copy them from the first wanted record.
+                let batch = &bytes[at..at + h.size];
+                let lines = &batch[h.lines_at()..];
+                let start = if h.base_offset >= cursor.next_offset {
+                    0
+                } else {
+                    let mut first = lines.len();
+                    for rec in RecordIter::new(&h, batch) {
+                        let rec =
+                            rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                        if rec.offset >= cursor.next_offset {
+                            first = rec.line_at;
+                            break;
+                        }
+                    }
+                    first
+                };
+                let wanted = &lines[start..];
+                let take = wanted.len().min(len - out.len());
+                out.extend_from_slice(&wanted[..take]);
+                if take < wanted.len() {
+                    rest_at = Some((at + h.lines_at() + start + take, at + h.size));
+                }
+                cursor.next_offset = h.next_offset();
+            } else if h.last_offset() >= cursor.next_offset {
+                for rec in RecordIter::new(&h, &bytes[at..at + h.size]) {
+                    let rec = rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                    if rec.offset < cursor.next_offset {
+                        continue;
+                    }
+                    let size = render.size(&rec) as usize;
+                    if cursor.skip == 0 && cursor.pending.is_empty() && out.len() + size <= len {
+                        render.write(&rec, out);
+                        continue;
+                    }
+                    scratch.clear();
+                    render.write(&rec, &mut scratch);
+                    let from = (cursor.skip as usize).min(scratch.len());
+                    cursor.skip = 0;
+                    let room = len - out.len();
+                    let take = (scratch.len() - from).min(room);
+                    out.extend_from_slice(&scratch[from..from + take]);
+                    cursor.pending.extend_from_slice(&scratch[from + take..]);
+                }
+                cursor.next_offset = cursor.next_offset.max(h.next_offset());
+            }
+            at += h.size;
+        }
+        if let Some((from, batch_end)) = rest_at {
+            let mut rest = mapped.split_off(from);
+            drop(rest.split_off(batch_end - from));
+            cursor.pending_mapped = Some(rest);
+        }
+        cursor.hint = Some((seg.id(), file_pos + at as u64));
+        Ok(true)
+    }
+
+    /// Points the cursor at the record whose rendering covers stream position `pos`.
+    fn reposition(
+        &self,
+        cursor: &mut LogCursor,
+        snap: &LogSnapshot,
+        render: &Render,
+        pos: u64,
+    ) -> Result<()> {
+        cursor.positioned = true;
+        cursor.next_pos = pos;
+        cursor.skip = 0;
+        cursor.pending.clear();
+        cursor.pending_at = 0;
+        cursor.pending_mapped = None;
+        cursor.hint = None;
+        cursor.next_offset = snap.log_start_offset;
+        if pos == 0 {
+            return Ok(());
+        }
+        let active = snap.active().info();
+        if pos >= active.stream_end {
+            cursor.next_offset = active.next_offset;
+            return Ok(());
+        }
+        // The last segment whose first batch starts at or before `pos`.
+        let Some(seg) = snap
+            .segments
+            .iter()
+            .rev()
+            .find(|s| s.info().stream_start.is_some_and(|start| start <= pos))
+        else {
+            return Ok(());
+        };
+        // Binary search the sparse index by the stream position of each entry's batch.
+        let entries = seg.index_entries()?;
+        let (mut lo, mut hi) = (0usize, entries.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let header_bytes = seg.read_at(u64::from(entries[mid].1), BATCH_HEADER_BYTES)?;
+            let h = decode_header(&header_bytes)
+                .map_err(|e| corrupt(seg.log_path(), u64::from(entries[mid].1), e))?;
+            if h.base_stream_pos <= pos {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let mut file_pos = if lo == 0 {
+            0
+        } else {
+            u64::from(entries[lo - 1].1)
+        };
+        cursor.next_offset = seg.base_offset();
+        loop {
+            let bytes = seg.mapped_batches(file_pos, 256 << 10)?;
+            if bytes.is_empty() {
+                cursor.next_offset = seg.next_offset();
+                return Ok(());
+            }
+            let mut at = 0;
+            while at < bytes.len() {
+                let h = decode_header(&bytes[at..])
+                    .map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                if h.stream_end() > pos {
+                    for rec in RecordIter::new(&h, &bytes[at..at + h.size]) {
+                        let rec =
+                            rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+                        if rec.stream_pos > pos {
+                            cursor.next_offset = rec.offset;
+                            return Ok(());
+                        }
+                        let inside = pos - rec.stream_pos;
+                        if inside < render.size(&rec) {
+                            cursor.next_offset = rec.offset;
+                            cursor.skip = inside;
+                            return Ok(());
+                        }
+                    }
+                }
+                cursor.next_offset = h.next_offset();
+                at += h.size;
+            }
+            file_pos += bytes.len() as u64;
+        }
+    }
+}
+
+fn corrupt(path: PathBuf, position: u64, e: crate::engine::format::DecodeError) -> EngineError {
+    EngineError::Corrupt {
+        path,
+        position,
+        reason: e.to_string(),
+    }
+}
+
+/// What a null key or value renders as when the topic has no `null.marker`: Kafka's
+/// console consumer's `null.literal` default, so a keyless record (written before
+/// `parse.key` was set) does not read like one with an empty key.
+const NULL_LITERAL: &[u8] = b"null";
+
+/// How records are rendered into the `log` stream under a topic config.
+struct Render<'a> {
+    /// [`TopicConfig::render_id`]: batches written with the same id need no re-rendering.
+    id: u32,
+    parse_key: bool,
+    separator: &'a [u8],
+    /// The rendering of a null key or value.
+    null_marker: &'a [u8],
+}
+
+impl<'a> Render<'a> {
+    fn new(config: &'a TopicConfig) -> Self {
+        Render {
+            id: config.render_id(),
+            parse_key: config.parse_key,
+            separator: &config.key_separator,
+            null_marker: config.null_marker.as_deref().unwrap_or(NULL_LITERAL),
+        }
+    }
+
+    fn size(&self, rec: &RecordRef<'_>) -> u64 {
+        let value = rec.value.map_or(self.null_marker.len(), <[u8]>::len);
+        let key = if self.parse_key {
+            rec.key.map_or(self.null_marker.len(), <[u8]>::len) + self.separator.len()
+        } else {
+            0
+        };
+        (key + value + 1) as u64
+    }
+
+    fn write(&self, rec: &RecordRef<'_>, out: &mut Vec<u8>) {
+        if self.parse_key {
+            out.extend_from_slice(rec.key.unwrap_or(self.null_marker));
+            out.extend_from_slice(self.separator);
+        }
+        out.extend_from_slice(rec.value.unwrap_or(self.null_marker));
+        out.push(b'\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::clock::{Clock, ManualClock};
+    use crate::engine::config::BrokerConfig;
+    use crate::engine::log::remove_files;
+    use crate::engine::log::Durability;
+    use crate::engine::segment::RollReason;
+    use parking_lot::RwLock;
+    use std::sync::Arc;
+
+    /// Sealed segments hold no descriptor, so once retention removed one its files are
+    /// gone: a read through a snapshot taken before starts again on a fresh one, at the
+    /// log start, instead of failing.
+    #[test]
+    fn a_read_through_an_outdated_snapshot_starts_again_at_the_log_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = Arc::new(RwLock::new(BrokerConfig::defaults()));
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_764_430_000_000));
+        let (topic, _) = Topic::open(
+            "t",
+            &dir.path().join("t-0"),
+            broker,
+            clock,
+            Durability::CleanShutdown,
+        )
+        .unwrap();
+        let config = topic.config();
+        for i in 0..3 {
+            topic
+                .append_lines(format!("line-{i}\n").as_bytes())
+                .unwrap();
+            topic.log.roll(&config, RollReason::Size).unwrap();
+        }
+        let outdated = topic.log.snapshot();
+        for d in topic.log.delete_segments_through(1, &config).unwrap() {
+            remove_files(&d.files).unwrap();
+        }
+        let mut cursor = LogCursor::default();
+        let bytes = topic.read_log_in(&mut cursor, 0, 100, outdated).unwrap();
+        assert_eq!(bytes, b"line-2\n");
+        assert_eq!(topic.stats.reader_skips.load(Ordering::Relaxed), 1);
+    }
+}
