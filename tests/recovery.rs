@@ -1,7 +1,8 @@
-//! The recovery case table, one test per row: each builds a crash image with the real
+//! The recovery case table of docs/ARCHITECTURE.md, tests named `rowNN_` after its rows
+//! (several for the rows with several cases): each builds a crash image with the real
 //! engine (then stops it cleanly or just drops it), damages or rearranges the partition
 //! directory with std::fs as a crash or a person would, reopens and checks the outcome.
-//! Swap images (rows 5 and 6) come from a real cleaner pass: the data directory is
+//! Swap images (rows 2, 3 and 4) come from a real cleaner pass: the data directory is
 //! copied before the pass, and the cleaned segment files of the pass are planted into the
 //! copy under the `.swap`/`.cleaned` names a crash at that step would leave behind.
 
@@ -18,7 +19,8 @@ use kpfs::engine::log::{Durability, Log};
 use kpfs::engine::segment::RollReason;
 use kpfs::engine::topic::TOPIC_CONFIG_FILE;
 use kpfs::engine::{
-    BrokerConfig, Clock, LogCursor, Topic, TopicOverrides, CLEAN_SHUTDOWN_FILE,
+    BrokerConfig, Clock, Engine, EngineOptions, LogCursor, Topic, TopicOverrides,
+    CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DYNAMIC_BROKER_CONFIG_FILE,
     RECOVERY_CHECKPOINT_FILE,
 };
 
@@ -115,7 +117,7 @@ fn assert_random_reads(t: &Topic, text: &str) {
 }
 
 #[test]
-fn r01_torn_last_batch_is_cut_and_appends_continue_at_the_next_offset() {
+fn row06_torn_last_batch_is_cut_and_appends_continue_at_the_next_offset() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 40);
     let dir = t.dir().to_path_buf();
@@ -149,7 +151,7 @@ fn r01_torn_last_batch_is_cut_and_appends_continue_at_the_next_offset() {
 }
 
 #[test]
-fn r02_corrupt_batch_in_a_sealed_segment_cuts_it_and_drops_later_segments() {
+fn row06_corrupt_batch_in_a_sealed_segment_cuts_it_and_drops_later_segments() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 60);
     let dir = t.dir().to_path_buf();
@@ -179,7 +181,7 @@ fn r02_corrupt_batch_in_a_sealed_segment_cuts_it_and_drops_later_segments() {
 }
 
 #[test]
-fn r03_leftover_deleted_files_are_removed_at_open() {
+fn row01_leftover_deleted_files_are_removed_at_open() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 40);
     let dir = t.dir().to_path_buf();
@@ -204,7 +206,7 @@ fn r03_leftover_deleted_files_are_removed_at_open() {
 }
 
 #[test]
-fn r04_cleaned_files_are_removed_at_open() {
+fn row02_cleaned_files_are_removed_at_open() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 40);
     let dir = t.dir().to_path_buf();
@@ -319,7 +321,7 @@ impl SwapImages {
 }
 
 #[test]
-fn r05_complete_swap_is_finished_at_open() {
+fn row03_complete_swap_is_finished_at_open() {
     let s = swap_images();
     const SWAP: [&str; 3] = [".swap"; 3];
     // Crash after every `.cleaned -> .swap` rename, before any original became `.deleted`.
@@ -353,7 +355,7 @@ fn r05_complete_swap_is_finished_at_open() {
 }
 
 #[test]
-fn r06_incomplete_swap_is_rolled_back() {
+fn row02_incomplete_swap_is_rolled_back() {
     let s = swap_images();
     let last = *s.cleaned.last().unwrap();
     // Crash inside one segment's rename: its `.log` is `.swap`, its indexes still `.cleaned`.
@@ -378,7 +380,7 @@ fn r06_incomplete_swap_is_rolled_back() {
 }
 
 #[test]
-fn r07_orphan_indexes_are_removed() {
+fn row05_orphan_indexes_are_removed() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 30);
     let dir = t.dir().to_path_buf();
@@ -394,7 +396,7 @@ fn r07_orphan_indexes_are_removed() {
 }
 
 #[test]
-fn r08_missing_indexes_are_rebuilt_after_clean_and_unclean_stops() {
+fn row07_missing_indexes_are_rebuilt_after_clean_and_unclean_stops() {
     for clean in [true, false] {
         let mut f = Fixture::new();
         let (t, text) = plain_topic(&f, 60);
@@ -462,7 +464,7 @@ fn r08_missing_indexes_are_rebuilt_after_clean_and_unclean_stops() {
 }
 
 #[test]
-fn r09_random_bytes_in_an_index_are_replaced_after_an_unclean_stop() {
+fn row06_random_bytes_in_an_index_are_replaced_after_an_unclean_stop() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 60);
     let dir = t.dir().to_path_buf();
@@ -501,7 +503,7 @@ fn r09_random_bytes_in_an_index_are_replaced_after_an_unclean_stop() {
 }
 
 #[test]
-fn r10_clean_shutdown_marker_skips_the_scan_and_keeps_the_data() {
+fn row08_clean_shutdown_marker_skips_the_scan_and_keeps_the_data() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 40);
     let dir = t.dir().to_path_buf();
@@ -532,7 +534,7 @@ fn r10_clean_shutdown_marker_skips_the_scan_and_keeps_the_data() {
 }
 
 #[test]
-fn r11_hand_edited_sealed_segment_never_reads_as_wrong_bytes() {
+fn row08_hand_edited_sealed_segment_never_reads_as_wrong_bytes() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 60);
     let dir = t.dir().to_path_buf();
@@ -593,7 +595,7 @@ fn r11_hand_edited_sealed_segment_never_reads_as_wrong_bytes() {
 }
 
 #[test]
-fn r05b_swap_interrupted_in_its_last_rename_leaves_no_swap_files() {
+fn row04_swap_interrupted_in_its_last_rename_leaves_no_swap_files() {
     let s = swap_images();
     // Crash while renaming `.swap -> final`: the `.log` made it, its indexes did not, and
     // the originals are already gone.
@@ -623,7 +625,7 @@ fn r05b_swap_interrupted_in_its_last_rename_leaves_no_swap_files() {
 }
 
 #[test]
-fn r09b_random_bytes_in_an_index_after_a_clean_stop_never_hide_records() {
+fn row08_random_bytes_in_an_index_after_a_clean_stop_never_hide_records() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 60);
     let dir = t.dir().to_path_buf();
@@ -649,7 +651,7 @@ fn r09b_random_bytes_in_an_index_after_a_clean_stop_never_hide_records() {
 }
 
 #[test]
-fn r12_stream_size_survives_reopen_after_retention_emptied_the_log() {
+fn row10_stream_size_survives_reopen_after_retention_emptied_the_log() {
     for clean in [true, false] {
         let mut f = Fixture::new();
         let (t, text) = plain_topic(&f, 20);
@@ -677,7 +679,7 @@ fn r12_stream_size_survives_reopen_after_retention_emptied_the_log() {
 }
 
 #[test]
-fn r13_sealed_segment_that_lost_its_tail_cuts_the_log_there() {
+fn row06b_sealed_segment_that_lost_its_tail_cuts_the_log_there() {
     // A power cut can lose the unsynced tail of a segment that rolled, while the next
     // segment's bytes reached the disk. The cut sits exactly on a batch boundary, so no
     // CRC notices; the offset gap to the next segment does.
@@ -711,7 +713,7 @@ fn r13_sealed_segment_that_lost_its_tail_cuts_the_log_there() {
 }
 
 #[test]
-fn r14_sealed_log_emptied_behind_a_clean_marker_is_recovered() {
+fn row08_sealed_log_emptied_behind_a_clean_marker_is_recovered() {
     // Found by tests/fuzz.rs: a sealed `.log` cut to 0 bytes while its index kept entries
     // and the clean-shutdown marker stayed. The index must not be trusted.
     let mut f = Fixture::new();
@@ -743,7 +745,7 @@ fn r14_sealed_log_emptied_behind_a_clean_marker_is_recovered() {
 /// the one holding it is validated from its last index entry below it, so the work
 /// follows the unsynced tail. The result is what a full scan of the same image gives.
 #[test]
-fn r15_crash_recovery_validates_only_what_follows_the_recovery_point() {
+fn row06_crash_recovery_validates_only_what_follows_the_recovery_point() {
     let mut f = Fixture::new();
     let t = f.topic("r");
     set(
@@ -851,7 +853,7 @@ fn r15_crash_recovery_validates_only_what_follows_the_recovery_point() {
 /// A topic deleted and created again under the same name must not inherit the old
 /// topic's recovery point: it would vouch for records nobody synced.
 #[test]
-fn r16_a_recreated_topic_does_not_inherit_a_recovery_point() {
+fn row06_a_recreated_topic_does_not_inherit_a_recovery_point() {
     let f = Fixture::new();
     let t = f.topic("r");
     for i in 0..50 {
@@ -882,7 +884,7 @@ fn r16_a_recreated_topic_does_not_inherit_a_recovery_point() {
 /// passes its CRC (bit rot below the point): the segment is scanned whole, so the cut
 /// takes the batch's index entry with it and offsets go on from what survived.
 #[test]
-fn r17_a_damaged_batch_at_the_resume_point_is_cut_with_its_index_entry() {
+fn row06_a_damaged_batch_at_the_resume_point_is_cut_with_its_index_entry() {
     let mut f = Fixture::new();
     let t = f.topic("r");
     set(
@@ -951,7 +953,7 @@ fn r17_a_damaged_batch_at_the_resume_point_is_cut_with_its_index_entry() {
 /// data stays what it is (reads, offsets, sizes), a roll and a clean close trim the file
 /// to its data, and after a crash recovery cuts the zeros and keeps every record.
 #[test]
-fn r18_preallocated_active_segments_are_trimmed_at_roll_and_close_and_recovered_after_a_crash() {
+fn row06_preallocated_active_segments_are_trimmed_at_roll_and_close_and_recovered_after_a_crash() {
     let mut f = Fixture::new();
     let t = f.topic("r");
     set(&t, "preallocate=true\ninternal.segment.bytes=4000");
@@ -1024,4 +1026,95 @@ fn r18_preallocated_active_segments_are_trimmed_at_roll_and_close_and_recovered_
     assert!(report.is_healthy() && !report.notes.iter().any(|n| n.contains("preallocated")));
     start(&mut f);
     assert_eq!(cat(&f.topic("r"), 4096), text.as_bytes());
+}
+
+/// Two segments that claim the same offsets cannot be put in order: the open is refused
+/// and names the file, rather than a guess at which records are the real ones.
+#[test]
+fn row09_overlapping_segments_refuse_to_open() {
+    let mut f = Fixture::new();
+    let (t, _) = plain_topic(&f, 60);
+    let dir = t.dir().to_path_buf();
+    drop(t);
+    stop_cleanly(&mut f);
+    let bases = log_bases(&dir);
+    // The third segment renamed to start one offset after the second one's base: its
+    // batches are still above its new base, but below where the second segment ends.
+    let moved = bases[1] + 1;
+    assert!(moved < bases[2]);
+    for kind in [LOG, INDEX, TIME_INDEX] {
+        fs::rename(seg(&dir, bases[2], kind), seg(&dir, moved, kind)).unwrap();
+    }
+    let opened = Engine::open(
+        f.dir.path(),
+        BrokerConfig::defaults(),
+        f.clock.clone(),
+        EngineOptions::default(),
+    );
+    let Err(err) = opened else {
+        panic!("overlapping segments must not open");
+    };
+    let text = err.to_string();
+    assert!(
+        text.contains(&segment_file_name(moved, LOG)) && text.contains("overlaps"),
+        "{text}"
+    );
+    // Nothing was repaired by guessing: both segments are still there.
+    assert_eq!(log_bases(&dir)[..3], [bases[0], bases[1], moved]);
+}
+
+/// A crash in the middle of `write_atomically` leaves `NAME.tmp` beside the file it was
+/// replacing; the next open removes it and keeps the file as it was.
+#[test]
+fn row11_temporary_files_beside_configs_and_checkpoints_are_removed() {
+    let mut f = Fixture::new();
+    let (t, text) = plain_topic(&f, 20);
+    let dir = t.dir().to_path_buf();
+    t.sync().unwrap();
+    drop(t);
+    f.engine().run_flush_once().unwrap();
+    f.engine()
+        .update_broker_config(b"log.retention.bytes=123456789\n")
+        .unwrap();
+    crash(&mut f);
+    let files = [
+        dir.join(TOPIC_CONFIG_FILE),
+        f.dir.path().join(RECOVERY_CHECKPOINT_FILE),
+        f.dir.path().join(CLEANER_CHECKPOINT_FILE),
+        f.dir.path().join(DYNAMIC_BROKER_CONFIG_FILE),
+    ];
+    let before: Vec<Option<Vec<u8>>> = files.iter().map(|p| fs::read(p).ok()).collect();
+    let tmp = |p: &PathBuf| PathBuf::from(format!("{}.tmp", p.display()));
+    for p in &files {
+        fs::write(tmp(p), b"half-written=").unwrap();
+    }
+    start(&mut f);
+    for (p, was) in files.iter().zip(&before) {
+        assert!(!tmp(p).exists(), "{} stays behind", tmp(p).display());
+        assert_eq!(&fs::read(p).ok(), was, "{} changed", p.display());
+    }
+    let t = f.topic("r");
+    assert!(t.config_text().contains("internal.segment.bytes=400"));
+    assert_eq!(cat_string(&t), text);
+}
+
+/// A topic whose deletion was interrupted after its directory was renamed `-delete` is
+/// gone after the next open, and nothing of it is loaded as a topic.
+#[test]
+fn row12_a_topic_directory_being_deleted_is_removed_at_open() {
+    let mut f = Fixture::new();
+    let (t, _) = plain_topic(&f, 20);
+    let dir = t.dir().to_path_buf();
+    drop(t);
+    crash(&mut f);
+    // What `delete_topic` leaves when the crash comes between its rename and its removal.
+    let deleting = f.dir.path().join("r-0.1764430000123-delete");
+    fs::rename(&dir, &deleting).unwrap();
+    start(&mut f);
+    assert!(!deleting.exists(), "the -delete directory stays");
+    assert!(
+        f.engine().topic_names().is_empty(),
+        "{:?}",
+        f.engine().topic_names()
+    );
 }

@@ -1,8 +1,10 @@
-//! Small files written so that a crash leaves either the old or the new content (configs,
-//! checkpoints, `kpfs-stream-start`), and the directory fsync that makes creations,
-//! renames and removals survive a crash.
+//! Small file-system steps of the engine, each error naming its path: files written so
+//! that a crash leaves either the old or the new content (configs, checkpoints,
+//! `kpfs-stream-start`), listing and removing files, and the directory fsync that makes
+//! creations, renames and removals survive a crash.
 
-use std::fs::File;
+use std::fs::{self, File};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
@@ -10,11 +12,50 @@ use parking_lot::Mutex;
 use super::error::{EngineError, Result};
 use super::format::TMP_SUFFIX;
 
+pub fn io_at(path: &Path, what: &str) -> impl FnOnce(io::Error) -> EngineError {
+    let context = format!("{what} {}", path.display());
+    move |e| EngineError::io(context, e)
+}
+
 /// fsync of a directory, so creations, renames and removals in it survive a crash.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| EngineError::io(format!("fsync directory {}", dir.display()), e))
+        .map_err(io_at(dir, "fsync directory"))
+}
+
+/// The names of a directory's entries, sorted; a name that is not UTF-8 is skipped with
+/// a warning (kpfs never writes one).
+pub fn list_names(dir: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_at(dir, "list"))? {
+        let entry = entry.map_err(io_at(dir, "list"))?;
+        match entry.file_name().into_string() {
+            Ok(n) => names.push(n),
+            Err(n) => {
+                tracing::warn!(name = ?n, dir = %dir.display(), "ignoring a non-UTF-8 file name")
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Removes a file; one already gone is no error.
+pub fn remove_file(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(EngineError::io(format!("remove {}", path.display()), e)),
+    }
+}
+
+/// Removes files of deleted segments (after `file.delete.delay.ms`).
+pub fn remove_files(files: &[PathBuf]) -> Result<()> {
+    for f in files {
+        remove_file(f)?;
+    }
+    Ok(())
 }
 
 /// Writes a small file so that a crash leaves either the old or the new content.
@@ -27,10 +68,10 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         .write_all(bytes)
         .map_err(|e| io("write", e))
         .and_then(|()| f.sync_all().map_err(|e| io("fsync", e)))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| io("rename", e)));
+        .and_then(|()| fs::rename(&tmp, path).map_err(|e| io("rename", e)));
     if written.is_err() {
         // A full disk fails the write: the half-written file must not stay behind.
-        let _ = std::fs::remove_file(&tmp);
+        let _ = fs::remove_file(&tmp);
     }
     written?;
     if let Some(dir) = path.parent() {
@@ -63,17 +104,9 @@ pub fn write_or_defer(path: &Path, bytes: &[u8], unsaved: &Mutex<Option<String>>
     }
 }
 
-fn temporary_path(path: &Path) -> PathBuf {
+/// Where [`write_atomically`] writes `path`'s new contents before renaming them over it.
+pub fn temporary_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(TMP_SUFFIX);
     path.with_file_name(name)
-}
-
-/// Removes what a crash in the middle of [`write_atomically`] left behind.
-pub fn remove_stale_temporary(path: &Path) {
-    let tmp = temporary_path(path);
-    if tmp.exists() {
-        tracing::info!(file = %tmp.display(), "removing a half-written temporary file");
-        let _ = std::fs::remove_file(&tmp);
-    }
 }

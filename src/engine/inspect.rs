@@ -15,12 +15,12 @@ use std::io::{self, BufReader, Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use super::batch_validation::{BatchWalker, Step};
 use super::config::{BrokerConfig, TopicOverrides};
 use super::format::{
-    decode_header, parse_segment_file_name, segment_file_name, verify_batch, BatchHeader,
-    DecodeError, RecordIter, BATCH_HEADER_BYTES, BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX,
-    INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, OFFSET_INDEX_ENTRY_BYTES, SWAP_SUFFIX,
-    TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX,
+    parse_segment_file_name, segment_file_name, BatchHeader, RecordIter, BATCH_HEADER_BYTES,
+    BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS,
+    OFFSET_INDEX_ENTRY_BYTES, SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX,
 };
 use super::format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DELETING_SUFFIX,
@@ -28,8 +28,6 @@ use super::format::{
     RECOVERY_CHECKPOINT_FILE, STREAM_START_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
 };
 use super::validate_topic_name;
-/// Kafka offsets are signed 64-bit; anything above cannot have been written by kpfs.
-const MAX_OFFSET: u64 = i64::MAX as u64;
 
 /// What `dump_file` prints, after `kafka-dump-log.sh`'s flags of the same names.
 #[derive(Clone, Debug, Default)]
@@ -159,136 +157,6 @@ fn parse_name(name: &str) -> Option<SegmentName<'_>> {
         kind: kind_of_suffix(kind)?,
         temp,
     })
-}
-
-/// Where a batch walk is.
-#[derive(Clone, Debug)]
-enum Step {
-    Batch {
-        pos: u64,
-        header: BatchHeader,
-    },
-    /// Every byte up to the walk's end decoded.
-    End,
-    /// The bytes at `pos` do not decode; the walk stays here.
-    Invalid {
-        pos: u64,
-        reason: String,
-    },
-}
-
-/// Walks the batches of a `.log` front to back with the rules of recovery
-/// (`Segment::scan`): a batch must fit in the file, have a CRC that matches and records
-/// that decode, and its base offset must not be below the segment's base offset or the
-/// previous batch's next offset.
-struct BatchWalker<'f> {
-    file: &'f File,
-    /// Bytes to walk: the file length, or the valid prefix an earlier walk found.
-    end: u64,
-    pos: u64,
-    /// Lowest base offset the next batch may have.
-    floor: u64,
-    after_batch: bool,
-    /// Check CRCs and records; walks over a prefix already verified only read headers.
-    verify: bool,
-    buf: Vec<u8>,
-    failed: Option<(u64, String)>,
-}
-
-impl<'f> BatchWalker<'f> {
-    fn new(file: &'f File, end: u64, base_offset: u64, verify: bool) -> Self {
-        BatchWalker {
-            file,
-            end,
-            pos: 0,
-            floor: base_offset,
-            after_batch: false,
-            verify,
-            buf: Vec::new(),
-            failed: None,
-        }
-    }
-
-    fn next_step(&mut self) -> io::Result<Step> {
-        if let Some((pos, reason)) = &self.failed {
-            return Ok(Step::Invalid {
-                pos: *pos,
-                reason: reason.clone(),
-            });
-        }
-        if self.pos >= self.end {
-            return Ok(Step::End);
-        }
-        let pos = self.pos;
-        match self.read_batch_at(pos)? {
-            Ok(header) => {
-                self.floor = header.next_offset();
-                self.after_batch = true;
-                self.pos += header.size as u64;
-                Ok(Step::Batch { pos, header })
-            }
-            Err(reason) => {
-                self.failed = Some((pos, reason.clone()));
-                Ok(Step::Invalid { pos, reason })
-            }
-        }
-    }
-
-    /// The bytes of the batch last returned (only when verifying).
-    fn batch_bytes(&self) -> &[u8] {
-        &self.buf
-    }
-
-    fn read_batch_at(&mut self, pos: u64) -> io::Result<Result<BatchHeader, String>> {
-        let left = self.end - pos;
-        let mut head = [0u8; BATCH_HEADER_BYTES];
-        let n = left.min(BATCH_HEADER_BYTES as u64) as usize;
-        self.file.read_exact_at(&mut head[..n], pos)?;
-        let header = match decode_header(&head[..n]) {
-            Ok(h) => h,
-            Err(e) => return Ok(Err(e.to_string())),
-        };
-        if header.size as u64 > left {
-            let e = DecodeError::Truncated {
-                needed: header.size,
-                available: usize::try_from(left).unwrap_or(usize::MAX),
-            };
-            return Ok(Err(e.to_string()));
-        }
-        // Checked before anything adds the delta: BatchHeader's offset helpers assume it fits.
-        let last = header
-            .base_offset
-            .checked_add(u64::from(header.last_offset_delta));
-        if last.is_none_or(|l| l > MAX_OFFSET) {
-            return Ok(Err(format!(
-                "batch offsets {} + {} exceed the largest offset {MAX_OFFSET}",
-                header.base_offset, header.last_offset_delta
-            )));
-        }
-        if header.base_offset < self.floor {
-            let below = if self.after_batch {
-                "the previous batch's next offset"
-            } else {
-                "the segment's base offset"
-            };
-            return Ok(Err(format!(
-                "batch base offset {} is below {below} {}",
-                header.base_offset, self.floor
-            )));
-        }
-        if self.verify {
-            self.buf.clear();
-            self.buf.resize(header.size, 0);
-            self.file.read_exact_at(&mut self.buf, pos)?;
-            if let Err(e) = verify_batch(&self.buf) {
-                return Ok(Err(e.to_string()));
-            }
-            if let Some(Err(e)) = RecordIter::new(&header, &self.buf).find(Result::is_err) {
-                return Ok(Err(e.to_string()));
-            }
-        }
-        Ok(Ok(header))
-    }
 }
 
 /// A batch walk that remembers where it is, for matching index entries (which come in
@@ -550,12 +418,12 @@ impl IndexWalk<'_, '_> {
             Step::End if log.ends_at_invalid => findings.push(format!(
                 "byte {at}: Index offset {offset} points to position {position}, at or past \
                  the first invalid batch at position {} of the log",
-                log.walker.end
+                log.walker.end()
             )),
             Step::End => findings.push(format!(
                 "byte {at}: Index offset {offset} points to position {position}, past the \
                  end of the log data ({} bytes)",
-                log.walker.end
+                log.walker.end()
             )),
         }
         Ok(findings)
@@ -614,7 +482,7 @@ impl IndexWalk<'_, '_> {
             Step::End if log.ends_at_invalid => findings.push(format!(
                 "byte {at}: Time index offset {offset} is past the valid data of the log, \
                  which ends at the invalid batch at position {}",
-                log.walker.end
+                log.walker.end()
             )),
             Step::End => findings.push(format!(
                 "byte {at}: Time index offset {offset} is past the end of the log, whose \
@@ -1274,9 +1142,9 @@ fn check_log(path: &Path, base: u64, last: bool, report: &mut CheckReport) -> Op
             Err(e) => {
                 report.problem(
                     path,
-                    format_args!("position {}: cannot read: {e}", walker.pos),
+                    format_args!("position {}: cannot read: {e}", walker.position()),
                 );
-                facts.invalid_at = Some(walker.pos);
+                facts.invalid_at = Some(walker.position());
                 break;
             }
         }
@@ -1428,7 +1296,7 @@ fn check_offset_checkpoint(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::format::BatchBuilder;
+    use crate::engine::format::{decode_header, BatchBuilder};
     use crate::engine::{Engine, EngineOptions, ManualClock};
     use std::sync::Arc;
 

@@ -7,7 +7,6 @@
 //! an `Arc` snapshot of it and read files without holding any lock.
 
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,14 +16,16 @@ use parking_lot::{Mutex, RwLock};
 use super::clock::Clock;
 use super::config::TopicConfig;
 use super::error::{EngineError, Result};
-use super::files::sync_dir;
+use super::files::io_at;
+pub use super::files::{remove_files, sync_dir};
 use super::format::{
     parse_segment_file_name, plain_batch, plain_batch_size, BatchBuilder, BatchParts,
-    BATCH_HEADER_BYTES, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
-    MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX, STREAM_START_FILE, SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
+    BATCH_HEADER_BYTES, DELETED_SUFFIX, MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES,
+    PARTITION_SUFFIX, STREAM_START_FILE, SWAP_SUFFIX,
 };
 use super::limits::MAX_APPEND_BATCH_BYTES;
+use super::log_loader::LogLoader;
+pub use super::log_loader::{Durability, OpenReport};
 use super::segment::{RollReason, Segment};
 
 /// One record to append, located in the written bytes; the line protocol already split
@@ -409,35 +410,10 @@ struct WriterState {
     deleted: bool,
 }
 
-/// How far a log's files can be trusted when it is opened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Durability {
-    /// The data directory was closed cleanly: every segment was flushed.
-    CleanShutdown,
-    /// After a crash: records below this offset (the checkpointed recovery point) were
-    /// fsynced with their indexes, so only what follows is validated.
-    RecoveryPoint(u64),
-}
-
-/// What `Log::open` found and did, for logging and tests.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct OpenReport {
-    pub removed_files: Vec<String>,
-    pub completed_swaps: Vec<String>,
-    pub truncated: Vec<(String, u64, u64)>,
-    pub recovered_segments: usize,
-    /// Bytes validated batch by batch: the unsynced tail after a crash.
-    pub recovered_bytes: u64,
-}
-
-fn io_at(path: &Path, what: &str) -> impl FnOnce(io::Error) -> EngineError {
-    let context = format!("{what} {}", path.display());
-    move |e| EngineError::io(context, e)
-}
-
 impl Log {
     /// Opens the partition directory of `topic`, creating it if missing, and brings it to
-    /// a consistent state (the recovery case table in docs/ARCHITECTURE.md).
+    /// a consistent state ([`log_loader`](super::log_loader): the recovery case table in
+    /// docs/ARCHITECTURE.md).
     pub fn open(
         dir: &Path,
         topic: &str,
@@ -446,10 +422,7 @@ impl Log {
         durability: Durability,
     ) -> Result<(Log, OpenReport)> {
         fs::create_dir_all(dir).map_err(io_at(dir, "create"))?;
-        let mut report = OpenReport::default();
         let now = clock.now_ms();
-        let index_bytes = config.segment_index_bytes as usize;
-        let interval = config.index_interval_bytes as u64;
         let log = Log {
             dir: dir.to_path_buf(),
             topic: topic.to_string(),
@@ -470,128 +443,15 @@ impl Log {
             jitter_seed: AtomicU64::new((now as u64) ^ 0x9E37_79B9_7F4A_7C15),
             recovery_point: AtomicU64::new(0),
         };
-        log.remove_temporary_files(&mut report)?;
-        let names = list_names(dir)?;
-        let mut bases: Vec<u64> = names
-            .iter()
-            .filter_map(|n| parse_segment_file_name(n))
-            .filter(|(_, suffix)| *suffix == LOG_SUFFIX)
-            .map(|(b, _)| b)
-            .collect();
-        bases.sort_unstable();
-        // Orphan indexes: an index with no `.log` of the same base offset.
-        for name in &names {
-            if let Some((base, suffix)) = parse_segment_file_name(name) {
-                if (suffix == INDEX_SUFFIX || suffix == TIME_INDEX_SUFFIX)
-                    && bases.binary_search(&base).is_err()
-                {
-                    tracing::warn!(file = %name, "Found an orphaned index file with no corresponding log file; deleting it");
-                    remove_file(&dir.join(name))?;
-                    report.removed_files.push(name.clone());
-                }
-            }
-        }
-        let mut segments: Vec<Arc<Segment>> = Vec::new();
-        // An empty first segment has no batch to tell where the stream stands.
-        let mut stream_pos = read_stream_start(dir, bases.first().copied());
-        let total = bases.len();
-        let mut cut_from: Option<usize> = None;
-        // Only a segment that ends above the recovery point can have lost its tail.
-        let tail_may_be_lost = |end: u64| match durability {
-            Durability::CleanShutdown => false,
-            Durability::RecoveryPoint(point) => end > point,
+        let loader = LogLoader {
+            dir,
+            partition: &log.partition,
+            config,
+            now_ms: now,
+            durability,
+            next_jitter: &|| log.next_jitter(config),
         };
-        for (i, &base) in bases.iter().enumerate() {
-            if cut_from.is_some() {
-                break;
-            }
-            let index_missing = !dir
-                .join(super::format::segment_file_name(base, INDEX_SUFFIX))
-                .exists();
-            let seg = Segment::open(
-                dir,
-                base,
-                "",
-                stream_pos,
-                index_bytes,
-                now,
-                log.next_jitter(config),
-            )?;
-            if let Some(prev) = segments.last() {
-                let prev_next = prev.next_offset();
-                if prev_next > base {
-                    return Err(EngineError::Corrupt {
-                        path: seg.log_path(),
-                        position: 0,
-                        reason: format!(
-                            "segment {base} overlaps the previous segment, which ends at offset {prev_next}"
-                        ),
-                    });
-                }
-            }
-            // From where the segment's batches must be validated, if at all.
-            let validate_after = match durability {
-                _ if index_missing => Some(0),
-                Durability::CleanShutdown => seg.needs_recovery().then_some(0),
-                Durability::RecoveryPoint(point) => {
-                    (seg.needs_recovery() || seg.next_offset() > point).then_some(point)
-                }
-            };
-            match validate_after {
-                Some(point) => {
-                    let outcome = seg.recover_after(point, interval)?;
-                    report.recovered_segments += 1;
-                    report.recovered_bytes += outcome.bytes_checked;
-                    if outcome.bytes_cut > 0 {
-                        report.truncated.push((
-                            seg.log_path().display().to_string(),
-                            seg.size(),
-                            outcome.bytes_cut,
-                        ));
-                        cut_from = Some(i + 1);
-                    }
-                    if total > 16 && (i + 1) % 16 == 0 {
-                        tracing::info!(partition = %log.partition, done = i + 1, total, "recovering segments");
-                    }
-                }
-                // Flushed before the clean shutdown or before the recovery point passed it.
-                None => seg.mark_synced(),
-            }
-            let next_base = bases.get(i + 1).copied();
-            if cut_from.is_none()
-                && next_base.is_some_and(|b| tail_may_be_lost(b) && seg.next_offset() < b)
-            {
-                // Above the recovery point, segments end where the next one starts (rolls
-                // start at the log end; the cleaner checkpoints the recovery point past
-                // a group before its swap leaves a gap). A shorter one lost an unsynced
-                // tail in a power cut: what follows it cannot be trusted in order.
-                tracing::warn!(
-                    file = %seg.log_path().display(),
-                    ends_at = seg.next_offset(),
-                    next_segment = next_base.unwrap_or_default(),
-                    "segment lost its tail; deleting the segments after it"
-                );
-                report
-                    .truncated
-                    .push((seg.log_path().display().to_string(), seg.size(), 0));
-                cut_from = Some(i + 1);
-            }
-            stream_pos = seg.info().stream_end;
-            segments.push(Arc::new(seg));
-        }
-        if let Some(from) = cut_from {
-            // Everything after the first invalid byte goes, later segments included.
-            for &base in &bases[from..] {
-                for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-                    let p = dir.join(super::format::segment_file_name(base, suffix));
-                    if p.exists() {
-                        tracing::warn!(file = %p.display(), "deleting segment file after a truncated segment");
-                        remove_file(&p)?;
-                        report.removed_files.push(p.display().to_string());
-                    }
-                }
-            }
-        }
+        let (mut segments, report) = loader.load()?;
         if segments.is_empty() {
             segments.push(Arc::new(new_active_segment(
                 dir,
@@ -605,21 +465,9 @@ impl Log {
         for s in &segments[..segments.len() - 1] {
             s.seal()?;
         }
-        segments.last().expect("non-empty").make_active()?;
-        let log_end = segments.last().expect("non-empty").next_offset();
-        let recovery_point = match durability {
-            Durability::CleanShutdown => log_end,
-            Durability::RecoveryPoint(point) if point > log_end => {
-                tracing::warn!(
-                    partition = %log.partition,
-                    recovery_point = point,
-                    log_end_offset = log_end,
-                    "the checkpointed recovery point is past the log end; using the log end"
-                );
-                log_end
-            }
-            Durability::RecoveryPoint(point) => point,
-        };
+        let active = segments.last().expect("non-empty");
+        active.make_active()?;
+        let recovery_point = loader.recovery_point(active.next_offset());
         log.recovery_point.store(recovery_point, Ordering::Relaxed);
         {
             let mut sh = log.shared.write();
@@ -628,80 +476,6 @@ impl Log {
         }
         log.check_invariants();
         Ok((log, report))
-    }
-
-    /// Recovery steps 1 and 2 (Kafka's `removeTempFilesAndCollectSwapFiles`): drop
-    /// `.deleted` and `.cleaned` files, roll back incomplete swaps, complete the others.
-    fn remove_temporary_files(&self, report: &mut OpenReport) -> Result<()> {
-        let names = list_names(&self.dir)?;
-        let mut min_cleaned: Option<u64> = None;
-        for name in &names {
-            if name.ends_with(DELETED_SUFFIX) {
-                remove_file(&self.dir.join(name))?;
-                report.removed_files.push(name.clone());
-            } else if name.ends_with(CLEANED_SUFFIX) {
-                if let Some((base, _)) = parse_segment_file_name(name) {
-                    min_cleaned = Some(min_cleaned.map_or(base, |m: u64| m.min(base)));
-                }
-            }
-        }
-        let mut swaps: Vec<u64> = Vec::new();
-        for name in &names {
-            if name.ends_with(CLEANED_SUFFIX) {
-                remove_file(&self.dir.join(name))?;
-                report.removed_files.push(name.clone());
-            } else if let Some(stripped) = name.strip_suffix(SWAP_SUFFIX) {
-                let Some((base, suffix)) = parse_segment_file_name(stripped) else {
-                    continue;
-                };
-                let log_swap = super::format::segment_file_name(base, LOG_SUFFIX) + SWAP_SUFFIX;
-                if min_cleaned.is_some_and(|m| base >= m) || !names.contains(&log_swap) {
-                    // Part of a clean that never finished writing: roll it back.
-                    remove_file(&self.dir.join(name))?;
-                    report.removed_files.push(name.clone());
-                } else if suffix == LOG_SUFFIX {
-                    swaps.push(base);
-                }
-            }
-        }
-        if swaps.is_empty() {
-            return Ok(());
-        }
-        swaps.sort_unstable();
-        let mut max_next = 0u64;
-        for &base in &swaps {
-            let seg = Segment::open(
-                &self.dir,
-                base,
-                SWAP_SUFFIX,
-                0,
-                1 << 20,
-                self.clock.now_ms(),
-                0,
-            )?;
-            max_next = max_next.max(seg.next_offset());
-        }
-        let min_swap = swaps[0];
-        // The originals that the swap replaces but that were not yet renamed `.deleted`.
-        for name in list_names(&self.dir)? {
-            if name.ends_with(SWAP_SUFFIX) {
-                continue;
-            }
-            if let Some((base, _)) = parse_segment_file_name(&name) {
-                if base >= min_swap && base < max_next {
-                    remove_file(&self.dir.join(&name))?;
-                    report.removed_files.push(name);
-                }
-            }
-        }
-        for name in list_names(&self.dir)? {
-            if let Some(final_name) = name.strip_suffix(SWAP_SUFFIX) {
-                fs::rename(self.dir.join(&name), self.dir.join(final_name))
-                    .map_err(io_at(&self.dir.join(&name), "complete swap of"))?;
-                report.completed_swaps.push(final_name.to_string());
-            }
-        }
-        sync_dir(&self.dir)
     }
 
     fn next_jitter(&self, config: &TopicConfig) -> i64 {
@@ -1315,48 +1089,6 @@ fn new_active_segment(
         segment.preallocate(config.segment_size() as u64)?;
     }
     Ok(segment)
-}
-
-fn read_stream_start(dir: &Path, first_base: Option<u64>) -> u64 {
-    let Ok(text) = fs::read_to_string(dir.join(STREAM_START_FILE)) else {
-        return 0;
-    };
-    let mut parts = text.split_whitespace().map(|p| p.parse::<u64>());
-    match (parts.next(), parts.next()) {
-        (Some(Ok(base)), Some(Ok(pos))) if Some(base) == first_base => pos,
-        _ => 0,
-    }
-}
-
-fn list_names(dir: &Path) -> Result<Vec<String>> {
-    let mut names = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io_at(dir, "list"))? {
-        let entry = entry.map_err(io_at(dir, "list"))?;
-        match entry.file_name().into_string() {
-            Ok(n) => names.push(n),
-            Err(n) => {
-                tracing::warn!(name = ?n, dir = %dir.display(), "ignoring a non-UTF-8 file name")
-            }
-        }
-    }
-    names.sort();
-    Ok(names)
-}
-
-fn remove_file(path: &Path) -> Result<()> {
-    match fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(EngineError::io(format!("remove {}", path.display()), e)),
-    }
-}
-
-/// Removes files of deleted segments (after `file.delete.delay.ms`).
-pub fn remove_files(files: &[PathBuf]) -> Result<()> {
-    for f in files {
-        remove_file(f)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The storage engine: topics, logs, segments, indexes, retention, the cleaner and
 //! recovery. It knows nothing of FUSE; the `fs` layer maps paths and handles onto it.
 
+pub mod batch_validation;
 pub mod cleaner;
 pub mod cleaner_manager;
 pub mod clock;
@@ -13,6 +14,7 @@ pub mod index;
 pub mod inspect;
 pub mod limits;
 pub mod log;
+pub mod log_loader;
 pub mod metrics;
 pub mod retention;
 pub mod segment;
@@ -34,7 +36,7 @@ use limits::{
     MAX_BACKGROUND_WAIT_MS, MAX_FILE_NAME_BYTES, MAX_OFFSET_MAP_BYTES, MAX_REJECTIONS,
     MIN_OFFSET_MAP_BYTES, SCHEDULER_TICK_MS,
 };
-use log::Durability;
+use log_loader::Durability;
 use parking_lot::{Mutex, RwLock};
 
 pub use clock::{format_time_ms, Clock, ManualClock, SystemClock};
@@ -286,10 +288,10 @@ impl Engine {
             files::sync_dir(data_dir)?;
         }
         let dynamic_path = data_dir.join(DYNAMIC_BROKER_CONFIG_FILE);
-        files::remove_stale_temporary(&dynamic_path);
-        files::remove_stale_temporary(&data_dir.join(CLEANER_CHECKPOINT_FILE));
+        log_loader::remove_stale_temporary(&dynamic_path);
+        log_loader::remove_stale_temporary(&data_dir.join(CLEANER_CHECKPOINT_FILE));
         let recovery_path = data_dir.join(RECOVERY_CHECKPOINT_FILE);
-        files::remove_stale_temporary(&recovery_path);
+        log_loader::remove_stale_temporary(&recovery_path);
         let recovery_points = read_offset_checkpoint(&recovery_path);
         let broker = match fs::read_to_string(&dynamic_path) {
             Ok(text) => broker.with_dynamic_properties(&text)?,
@@ -315,8 +317,7 @@ impl Engine {
             if !entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
                 continue;
             }
-            if name.ends_with(DELETING_SUFFIX) {
-                let _ = fs::remove_dir_all(entry.path());
+            if log_loader::finish_interrupted_topic_deletion(&name, &entry.path()) {
                 continue;
             }
             let Some(topic_name) = name.strip_suffix(PARTITION_SUFFIX) else {

@@ -17,10 +17,11 @@ use std::sync::Arc;
 use memmap2::{Mmap, MmapOptions};
 use parking_lot::Mutex;
 
+use super::batch_validation::{BatchWalker, Step};
 use super::error::{EngineError, Result};
 use super::format::{
-    self, decode_header, segment_file_name, verify_batch, BatchHeader, DecodeError,
-    BATCH_HEADER_BYTES, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_FILE_BYTES, TIME_INDEX_SUFFIX,
+    decode_header, segment_file_name, verify_batch, BatchHeader, DecodeError, BATCH_HEADER_BYTES,
+    INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_FILE_BYTES, TIME_INDEX_SUFFIX,
 };
 use super::index::{IndexEntries, IndexLifecycle, OffsetIndex, TimeIndex};
 use super::limits::{PAGE_BYTES, READ_MAP_STEP_BYTES};
@@ -199,13 +200,13 @@ struct Resume {
     first: BatchHeader,
 }
 
-/// What a full scan of a `.log` found.
+/// What a scan of a `.log` found.
 #[derive(Debug)]
-pub struct ScanOutcome {
+struct ScanOutcome {
     /// Bytes of valid batches from the start.
-    pub valid_bytes: u64,
+    valid_bytes: u64,
     /// Why scanning stopped before the end of the file, if it did.
-    pub invalid: Option<DecodeError>,
+    invalid: Option<String>,
 }
 
 fn file_path(dir: &Path, base: u64, suffix: &str, extra: &str) -> PathBuf {
@@ -428,19 +429,12 @@ impl Segment {
         Ok(h)
     }
 
-    /// Validates every batch from the start (CRC, lengths, offsets increasing and at or
-    /// above the base offset), rebuilds both indexes, and truncates the file after the
-    /// last valid batch. Returns the number of bytes cut.
-    pub fn recover(&self, index_interval_bytes: u64) -> Result<u64> {
-        self.recover_from(None, index_interval_bytes)
-            .map(|outcome| outcome.bytes_cut)
-    }
-
     /// Recovery of a segment whose records below `durable_offset` were fsynced (with
     /// their index entries) before that offset was checkpointed as the recovery point:
     /// validation resumes at the last offset-index entry below it, so the cost follows
-    /// the unsynced tail instead of the segment's size. Without a usable entry it is
-    /// [`Segment::recover`].
+    /// the unsynced tail instead of the segment's size. Without a usable entry every
+    /// batch is validated from the start. Both indexes are rebuilt from where validation
+    /// starts, and the file is truncated after the last valid batch.
     pub fn recover_after(
         &self,
         durable_offset: u64,
@@ -574,76 +568,29 @@ impl Segment {
         })
     }
 
-    /// Reads the whole `.log` and finds the prefix of valid batches.
-    pub fn scan(&self) -> Result<ScanOutcome> {
-        self.scan_from(0, self.base_offset)
-    }
-
     /// Finds the valid batches from `start` on, the first of them at or above offset
-    /// `floor`.
+    /// `floor` (the rule of [`BatchWalker`], which `kpfs check` applies too).
     fn scan_from(&self, start: u64, floor: u64) -> Result<ScanOutcome> {
         let log = self.log_file()?;
         let size = log.metadata().map_err(|e| self.io_err("stat", e))?.len();
-        let mut pos = start;
-        let mut previous_next: Option<u64> = None;
-        let mut buf = Vec::new();
-        while pos < size {
-            let mut header = [0u8; BATCH_HEADER_BYTES];
-            let n = (size - pos).min(BATCH_HEADER_BYTES as u64) as usize;
-            log.read_exact_at(&mut header[..n], pos)
-                .map_err(|e| self.io_err("scan", e))?;
-            let h = match decode_header(&header[..n]) {
-                Ok(h) => h,
-                Err(e) => {
+        let mut walker = BatchWalker::starting_at(&log, (start, size), floor, true);
+        loop {
+            match walker.next_step().map_err(|e| self.io_err("scan", e))? {
+                Step::Batch { .. } => {}
+                Step::End => {
                     return Ok(ScanOutcome {
-                        valid_bytes: pos,
-                        invalid: Some(e),
+                        valid_bytes: walker.position(),
+                        invalid: None,
                     })
                 }
-            };
-            if pos + h.size as u64 > size {
-                let e = DecodeError::Truncated {
-                    needed: h.size,
-                    available: (size - pos) as usize,
-                };
-                return Ok(ScanOutcome {
-                    valid_bytes: pos,
-                    invalid: Some(e),
-                });
+                Step::Invalid { pos, reason } => {
+                    return Ok(ScanOutcome {
+                        valid_bytes: pos,
+                        invalid: Some(reason),
+                    })
+                }
             }
-            buf.resize(h.size, 0);
-            log.read_exact_at(&mut buf, pos)
-                .map_err(|e| self.io_err("scan", e))?;
-            if let Err(e) = verify_batch(&buf) {
-                return Ok(ScanOutcome {
-                    valid_bytes: pos,
-                    invalid: Some(e),
-                });
-            }
-            if let Some(Err(e)) = format::RecordIter::new(&h, &buf).find(|r| r.is_err()) {
-                return Ok(ScanOutcome {
-                    valid_bytes: pos,
-                    invalid: Some(e),
-                });
-            }
-            let floor = previous_next.unwrap_or(floor);
-            if h.base_offset < floor {
-                let e = DecodeError::BadRecord(format!(
-                    "batch base offset {} below expected {floor}",
-                    h.base_offset
-                ));
-                return Ok(ScanOutcome {
-                    valid_bytes: pos,
-                    invalid: Some(e),
-                });
-            }
-            previous_next = Some(h.next_offset());
-            pos += h.size as u64;
         }
-        Ok(ScanOutcome {
-            valid_bytes: pos,
-            invalid: None,
-        })
     }
 
     /// Bookkeeping for one batch placed at `pos`: offsets, timestamps, stream range and

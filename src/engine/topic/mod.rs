@@ -27,13 +27,14 @@ use super::config::{
     BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig, TopicOverrides,
 };
 use super::error::{BatchSize, EngineError, Result};
-use super::files::{remove_stale_temporary, write_or_defer};
+use super::files::write_or_defer;
 pub use super::format::TOPIC_CONFIG_FILE;
 use super::format::{parse_segment_file_name, plain_batch_size, LOG_SUFFIX};
 use super::limits::PARSED_RECORDS_KEPT;
 use super::log::{
     first_oversized_record, AppendInfo, Durability, Log, OpenReport, WriteBytes, WriteRecords,
 };
+use super::log_loader::remove_stale_temporary;
 use protocol::{count_lines, parse_lines, PARSED};
 
 pub use reader::LogCursor;
