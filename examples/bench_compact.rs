@@ -3,7 +3,7 @@
 //! `scripts/bench`; prints one `key: value` line per figure.
 //!
 //! ```text
-//! cargo run --release --example bench_compact -- DATA_DIR [BYTES] [KEYS]
+//! cargo run --release --features internals --example bench_compact -- DATA_DIR [BYTES] [KEYS]
 //! ```
 
 use std::sync::Arc;

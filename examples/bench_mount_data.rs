@@ -3,7 +3,7 @@
 //! closed cleanly, as `kpfs umount` leaves a data directory. Run by `scripts/bench`.
 //!
 //! ```text
-//! cargo run --release --example bench_mount_data -- DATA_DIR TOPICS BYTES
+//! cargo run --release --features internals --example bench_mount_data -- DATA_DIR TOPICS BYTES
 //! ```
 
 use std::sync::Arc;

@@ -26,7 +26,7 @@ const MAX_ENTRY_BYTES: usize = TIME_INDEX_ENTRY_BYTES;
 /// One index file: preallocated and mapped while its segment is active, read with
 /// `pread` once sealed. Not thread-safe: owned by its segment's lock.
 #[derive(Debug)]
-pub struct IndexFile {
+pub(crate) struct IndexFile {
     path: PathBuf,
     /// Open only while the file changes size or gets blocks reserved (the map stays valid
     /// without it), so a segment holds one descriptor (its `.log`), not three, and a mount
@@ -316,7 +316,7 @@ impl IndexFile {
 
 /// The file lifecycle both indexes share: preallocate while active, trim on roll,
 /// follow renames, flush.
-pub trait IndexLifecycle {
+pub(crate) trait IndexLifecycle {
     fn file(&self) -> &IndexFile;
     fn file_mut(&mut self) -> &mut IndexFile;
 
@@ -347,17 +347,19 @@ pub trait IndexLifecycle {
         self.file_mut().flush()
     }
 
+    #[cfg(test)]
     fn file_len(&self) -> usize {
         self.file().len
     }
 
+    #[cfg(test)]
     fn is_mapped(&self) -> bool {
         self.file().map.is_some()
     }
 }
 
 /// An index's entries, decoded.
-pub trait IndexEntries: IndexLifecycle {
+pub(crate) trait IndexEntries: IndexLifecycle {
     type Entry;
 
     fn decode(&self, raw: &[u8]) -> Self::Entry;
@@ -424,13 +426,13 @@ fn be_u32(b: &[u8]) -> u32 {
 
 /// `.index`: relative offset -> batch position.
 #[derive(Debug)]
-pub struct OffsetIndex {
+pub(crate) struct OffsetIndex {
     base_offset: u64,
     inner: IndexFile,
 }
 
 impl OffsetIndex {
-    pub fn open(path: &Path, base_offset: u64, max_index_bytes: usize) -> io::Result<Self> {
+    pub(crate) fn open(path: &Path, base_offset: u64, max_index_bytes: usize) -> io::Result<Self> {
         // A real entry never has position 0 (the first batch of a segment gets no entry)
         // and offsets strictly increase; preallocated zeroes end the valid prefix.
         let valid = |bytes: &[u8]| {
@@ -452,16 +454,16 @@ impl OffsetIndex {
         })
     }
 
-    pub fn entries(&self) -> usize {
+    pub(crate) fn entries(&self) -> usize {
         self.inner.entries
     }
 
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.inner.is_full()
     }
 
     /// Appends (offset, position). Offsets must strictly increase.
-    pub fn append(&mut self, offset: u64, position: u32) -> io::Result<()> {
+    pub(crate) fn append(&mut self, offset: u64, position: u32) -> io::Result<()> {
         assert!(offset >= self.base_offset, "index offset below base");
         if let Some((last, last_pos)) = self.last() {
             assert!(offset > last, "offset index entries must strictly increase");
@@ -478,7 +480,7 @@ impl OffsetIndex {
     }
 
     /// Greatest entry whose offset is <= `target`, else (base offset, 0).
-    pub fn lookup(&self, target: u64) -> io::Result<(u64, u32)> {
+    pub(crate) fn lookup(&self, target: u64) -> io::Result<(u64, u32)> {
         let n = self.inner.count_prefix(|e| self.decode(e).0 <= target)?;
         match n.checked_sub(1) {
             Some(i) => self.entry(i),
@@ -487,7 +489,7 @@ impl OffsetIndex {
     }
 
     /// Drops entries pointing at or past `position` (truncation of the log).
-    pub fn truncate_to_position(&mut self, position: u32) -> io::Result<()> {
+    pub(crate) fn truncate_to_position(&mut self, position: u32) -> io::Result<()> {
         let keep = self.inner.count_prefix(|e| be_u32(&e[4..]) < position)?;
         self.inner.truncate_entries(keep)
     }
@@ -495,13 +497,13 @@ impl OffsetIndex {
 
 /// `.timeindex`: timestamp -> relative offset. Entries only for increasing timestamps.
 #[derive(Debug)]
-pub struct TimeIndex {
+pub(crate) struct TimeIndex {
     base_offset: u64,
     inner: IndexFile,
 }
 
 impl TimeIndex {
-    pub fn open(path: &Path, base_offset: u64, max_index_bytes: usize) -> io::Result<Self> {
+    pub(crate) fn open(path: &Path, base_offset: u64, max_index_bytes: usize) -> io::Result<Self> {
         let valid = |bytes: &[u8]| {
             let mut n = 0;
             let mut last: Option<(i64, u32)> = None;
@@ -523,17 +525,17 @@ impl TimeIndex {
         })
     }
 
-    pub fn entries(&self) -> usize {
+    pub(crate) fn entries(&self) -> usize {
         self.inner.entries
     }
 
     /// Kafka keeps one slot free for the entry written when the segment becomes inactive.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.inner.entries + 1 >= self.inner.max_entries
     }
 
     /// Appends unless `timestamp` is not greater than the last entry's (as Kafka).
-    pub fn maybe_append(&mut self, timestamp: i64, offset: u64) -> io::Result<()> {
+    pub(crate) fn maybe_append(&mut self, timestamp: i64, offset: u64) -> io::Result<()> {
         if self.last().is_some_and(|(ts, _)| timestamp <= ts) {
             return Ok(());
         }
@@ -545,7 +547,7 @@ impl TimeIndex {
     }
 
     /// Drops entries for offsets at or past `offset`.
-    pub fn truncate_to_offset(&mut self, offset: u64) -> io::Result<()> {
+    pub(crate) fn truncate_to_offset(&mut self, offset: u64) -> io::Result<()> {
         let keep = self.inner.count_prefix(|e| self.decode(e).1 < offset)?;
         self.inner.truncate_entries(keep)
     }

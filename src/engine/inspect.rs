@@ -38,14 +38,14 @@ const TMP_SUFFIX: &str = ".tmp";
 #[derive(Clone, Debug, Default)]
 pub struct DumpOptions {
     /// `--print-data-log`: one line per record, with its key and value.
-    pub print_data_log: bool,
+    pub(crate) print_data_log: bool,
     /// `--deep-iteration`: one line per record, without key and value unless
     /// `print_data_log` is set too (as in Kafka).
-    pub deep_iteration: bool,
+    pub(crate) deep_iteration: bool,
     /// `--index-sanity-check`: check index entries against the segment's `.log`.
-    pub index_sanity_check: bool,
+    pub(crate) index_sanity_check: bool,
     /// `--verify-index-only`: like `index_sanity_check`, but print only problems and a summary.
-    pub verify_index_only: bool,
+    pub(crate) verify_index_only: bool,
 }
 
 /// Why `dump_file` failed. Every variant names the file.
@@ -776,11 +776,11 @@ pub struct CheckReport {
     /// States that are normal while a kpfs runs, or that the next open repairs by design
     /// (leftover temporary files, a missing clean-shutdown marker, a held lock).
     pub notes: Vec<String>,
-    pub topics: usize,
+    pub(crate) topics: usize,
     /// Live `.log` files (temporary ones not counted).
-    pub segments: usize,
+    pub(crate) segments: usize,
     /// Records in the batches that decode.
-    pub records: u64,
+    pub(crate) records: u64,
 }
 
 impl CheckReport {

@@ -32,7 +32,7 @@ pub enum Durability {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct OpenReport {
     pub removed_files: Vec<String>,
-    pub completed_swaps: Vec<String>,
+    pub(crate) completed_swaps: Vec<String>,
     pub truncated: Vec<(String, u64, u64)>,
     pub recovered_segments: usize,
     /// Bytes validated batch by batch: the unsynced tail after a crash.
@@ -41,24 +41,24 @@ pub struct OpenReport {
 
 /// `<base offset> <stream position>` of the first segment, so an empty first segment
 /// keeps its stream position across a reopen.
-pub const STREAM_START_FILE: &str = "kpfs-stream-start";
+pub(crate) const STREAM_START_FILE: &str = "kpfs-stream-start";
 
 /// One partition directory being loaded.
-pub struct LogLoader<'a> {
-    pub dir: &'a Path,
+pub(crate) struct LogLoader<'a> {
+    pub(crate) dir: &'a Path,
     /// `TOPIC-0`, for log messages.
-    pub partition: &'a str,
-    pub config: &'a TopicConfig,
-    pub now_ms: i64,
-    pub durability: Durability,
+    pub(crate) partition: &'a str,
+    pub(crate) config: &'a TopicConfig,
+    pub(crate) now_ms: i64,
+    pub(crate) durability: Durability,
     /// Each loaded segment's share of `segment.jitter.ms`.
-    pub next_jitter: &'a dyn Fn() -> i64,
+    pub(crate) next_jitter: &'a dyn Fn() -> i64,
 }
 
 impl LogLoader<'_> {
     /// Brings the directory to a consistent state and loads its segments in offset
     /// order (none for a new log).
-    pub fn load(&self) -> Result<(Vec<Arc<Segment>>, OpenReport)> {
+    pub(crate) fn load(&self) -> Result<(Vec<Arc<Segment>>, OpenReport)> {
         let mut report = OpenReport::default();
         self.remove_deleted_files(&mut report)?;
         self.roll_back_unfinished_cleaning(&mut report)?;
@@ -338,7 +338,7 @@ impl LogLoader<'_> {
     }
 
     /// The recovery point the loaded log starts with, given its end.
-    pub fn recovery_point(&self, log_end: u64) -> u64 {
+    pub(crate) fn recovery_point(&self, log_end: u64) -> u64 {
         match self.durability {
             Durability::CleanShutdown => log_end,
             Durability::RecoveryPoint(point) if point > log_end => {
@@ -375,7 +375,7 @@ fn refuse_overlap(prev: &Segment, seg: &Segment) -> Result<()> {
 /// Row 11: a `.tmp` beside a config or checkpoint is what a crash in the middle of
 /// [`write_atomically`](super::files::write_atomically) left (a failed write removes its
 /// own); the file itself is intact, since it is only ever replaced by a rename.
-pub fn remove_stale_temporary(path: &Path) {
+pub(crate) fn remove_stale_temporary(path: &Path) {
     let tmp = temporary_path(path);
     if tmp.exists() {
         tracing::info!(file = %tmp.display(), "removing a half-written temporary file");
@@ -384,11 +384,11 @@ pub fn remove_stale_temporary(path: &Path) {
 }
 
 /// Suffix of a topic directory being deleted (`TOPIC-0.<id>-delete`).
-pub const DELETING_SUFFIX: &str = "-delete";
+pub(crate) const DELETING_SUFFIX: &str = "-delete";
 
 /// Row 12: a topic directory named `-delete` is a deletion that a crash (or a failed
 /// removal) interrupted; it is finished. Tells whether `name` was such a directory.
-pub fn finish_interrupted_topic_deletion(name: &str, path: &Path) -> bool {
+pub(crate) fn finish_interrupted_topic_deletion(name: &str, path: &Path) -> bool {
     if !name.ends_with(DELETING_SUFFIX) {
         return false;
     }

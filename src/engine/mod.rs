@@ -1,21 +1,21 @@
 //! The storage engine: topics, logs, segments, indexes, retention, the cleaner and
 //! recovery. It knows nothing of FUSE; the `fs` layer maps paths and handles onto it.
 
-pub mod batch_validation;
+pub(crate) mod batch_validation;
 pub mod cleaner;
 pub mod cleaner_manager;
-pub mod clock;
-pub mod config;
-pub mod error;
-pub mod events;
-pub mod files;
+pub(crate) mod clock;
+pub(crate) mod config;
+pub(crate) mod error;
+pub(crate) mod events;
+pub(crate) mod files;
 pub mod format;
-pub mod index;
+pub(crate) mod index;
 pub mod inspect;
 pub mod log;
-pub mod log_loader;
-pub mod metrics;
-pub mod retention;
+pub(crate) mod log_loader;
+pub(crate) mod metrics;
+pub(crate) mod retention;
 pub mod segment;
 pub mod topic;
 
@@ -33,19 +33,24 @@ use crossbeam_channel::{Receiver, Sender};
 use log_loader::{Durability, DELETING_SUFFIX};
 use parking_lot::{Mutex, RwLock};
 
-pub use clock::{format_time_ms, Clock, ManualClock, SystemClock};
-pub use config::{BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig};
-pub use config::{BrokerRule, CleanupPolicy, TopicOverrides};
+pub(crate) use clock::format_time_ms;
+#[cfg(any(test, feature = "internals"))]
+pub use clock::ManualClock;
+pub use clock::{Clock, SystemClock};
+pub use config::BrokerConfig;
+#[cfg(feature = "internals")]
+pub use config::TopicOverrides;
+pub(crate) use config::{ConfigChange, ConfigScope};
 pub use error::{EngineError, Result};
-pub use log::PARTITION_SUFFIX;
-pub use topic::{BackingFile, LogCursor, RefusalReason, Topic};
+pub(crate) use log::PARTITION_SUFFIX;
+pub use topic::{LogCursor, Topic};
 
 /// Marker left by a clean shutdown (Kafka's `.kafka_cleanshutdown`).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kpfs_cleanshutdown";
 /// Lock file holding the daemon's pid; `flock`ed while a kpfs owns the data directory.
-pub const LOCK_FILE: &str = "kpfs.lock";
+pub(crate) const LOCK_FILE: &str = "kpfs.lock";
 /// The daemon's own log (written by the CLI, known here so `kpfs check` knows it).
-pub const DAEMON_LOG_FILE: &str = "kpfs.log";
+pub(crate) const DAEMON_LOG_FILE: &str = "kpfs.log";
 /// Dynamic broker config overrides written through `.kpfs/config`.
 pub const DYNAMIC_BROKER_CONFIG_FILE: &str = "kpfs-dynamic-broker.properties";
 /// Kafka's cleaner checkpoint file: first dirty offset per partition.
@@ -56,7 +61,7 @@ pub const RECOVERY_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
 /// How many refused operations `.kpfs/errors` remembers.
 const MAX_REJECTIONS: usize = 1000;
 /// Kafka's topic name limit.
-pub const MAX_TOPIC_NAME_CHARS: usize = 249;
+pub(crate) const MAX_TOPIC_NAME_CHARS: usize = 249;
 
 /// The longest file name (bytes) Linux filesystems take.
 const MAX_FILE_NAME_BYTES: usize = 255;
@@ -198,7 +203,7 @@ impl std::fmt::Debug for Engine {
 }
 
 /// Kafka's topic name rules (`Topic.validate`), plus kpfs's reserved `.kpfs`.
-pub fn validate_topic_name(name: &str) -> Result<()> {
+pub(crate) fn validate_topic_name(name: &str) -> Result<()> {
     let invalid = |reason: &str| {
         Err(EngineError::InvalidTopicName {
             name: name.to_string(),
@@ -240,7 +245,7 @@ fn topic_names_collide(a: &str, b: &str) -> bool {
 
 /// What `kafka-topics.sh --create` prints for a name with '.' or '_' (`TopicCommand`); a
 /// warning, not a refusal.
-pub fn topic_name_warning(name: &str) -> Option<&'static str> {
+pub(crate) fn topic_name_warning(name: &str) -> Option<&'static str> {
     name.contains(['.', '_']).then_some(
         "Due to limitations in metric names, topics with a period ('.') or underscore ('_') \
          could collide. To avoid issues it is best to use either, but not both.",
@@ -440,11 +445,12 @@ impl Engine {
         Ok(())
     }
 
-    pub fn data_dir(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn data_dir(&self) -> &Path {
         &self.inner.data_dir
     }
 
-    pub fn clock(&self) -> &Arc<dyn Clock> {
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
         &self.inner.clock
     }
 
@@ -529,7 +535,7 @@ impl Engine {
 
     /// `.kpfs/config`: the dynamic overrides as `key=value` lines, every other broker
     /// config as a comment with its value and source, then any warning as a comment.
-    pub fn broker_config_text(&self) -> String {
+    pub(crate) fn broker_config_text(&self) -> String {
         let mut text = self.inner.broker.read().render();
         for warning in self.broker_config_warnings() {
             text.push_str(&format!("# warning: {warning}\n"));
@@ -537,13 +543,16 @@ impl Engine {
         text
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn broker_config(&self) -> BrokerConfig {
         self.inner.broker.read().clone()
     }
 
     /// A whole command to `.kpfs/config` (`key=value` lines of dynamic broker configs)
     /// that changes the keys it names; all or nothing.
+    #[cfg(feature = "internals")]
     pub fn update_broker_config(&self, text: &[u8]) -> Result<()> {
+        use config::ConfigError;
         let text = std::str::from_utf8(text).map_err(|_| ConfigError::NotText)?;
         self.apply_broker_change(&ConfigChange::from_text(ConfigScope::Broker, text)?)
     }
@@ -551,7 +560,7 @@ impl Engine {
     /// Applies what one open-to-close of `.kpfs/config` wrote: all of it or nothing. On
     /// a full disk it applies in memory and is saved as soon as there is space
     /// ([`Engine::broker_config_warnings`] says so meanwhile).
-    pub fn apply_broker_change(&self, change: &ConfigChange) -> Result<()> {
+    pub(crate) fn apply_broker_change(&self, change: &ConfigChange) -> Result<()> {
         {
             let mut broker = self.inner.broker.write();
             let updated = broker.apply_change(change)?;
@@ -569,7 +578,7 @@ impl Engine {
 
     /// What a `.kpfs/config` write brought that does not do what it seems: shown in
     /// `.kpfs/config` and reported in `.kpfs/errors`.
-    pub fn broker_config_warnings(&self) -> Vec<String> {
+    pub(crate) fn broker_config_warnings(&self) -> Vec<String> {
         self.inner
             .unsaved_broker
             .lock()
@@ -603,12 +612,13 @@ impl Engine {
     }
 
     /// How many log cleaner threads run now.
+    #[cfg(feature = "internals")]
     pub fn cleaner_thread_count(&self) -> usize {
         self.cleaners.lock().handles.len()
     }
 
     /// Remembers a refused operation for `.kpfs/errors`.
-    pub fn record_rejection(&self, path: &str, reason: &str) {
+    pub(crate) fn record_rejection(&self, path: &str, reason: &str) {
         let line = format!(
             "{} {path}: {}",
             format_time_ms(self.inner.clock.now_ms()),
@@ -623,7 +633,7 @@ impl Engine {
     }
 
     /// `.kpfs/errors`: recent refused operations, newest last, one per line.
-    pub fn rejections_text(&self) -> String {
+    pub(crate) fn rejections_text(&self) -> String {
         let r = self.inner.rejections.lock();
         let mut out = String::new();
         for line in r.iter() {
@@ -635,22 +645,26 @@ impl Engine {
 
     /// One retention pass over topics whose policy does not contain `compact` (those get
     /// retention from the cleaner loop, as in Kafka). Returns segments deleted.
+    #[cfg(any(test, feature = "internals"))]
     pub fn run_retention_once(&self) -> usize {
         retention_pass(&self.inner, |t| !t.config().cleanup_policy.compact)
     }
 
     /// Retention for topics with `compact` in their policy (the cleaner loop's step).
+    #[cfg(feature = "internals")]
     pub fn run_compacted_retention_once(&self) -> usize {
         retention_pass(&self.inner, |t| t.config().cleanup_policy.compact)
     }
 
     /// Physically removes `.deleted` files whose `file.delete.delay.ms` has passed.
+    #[cfg(feature = "internals")]
     pub fn run_deletions_once(&self) -> usize {
         run_deletions(&self.inner)
     }
 
     /// One cleaner iteration with a map sized from the broker config: clean the
     /// filthiest compacted topic, if any is due. Returns the topic and the pass figures.
+    #[cfg(any(test, feature = "internals"))]
     pub fn run_cleaner_once(&self) -> Option<(String, cleaner::PassStats)> {
         let settings = CleanerSettings::of(&self.inner.broker.read());
         let mut map = settings.new_offset_map();
@@ -658,6 +672,7 @@ impl Engine {
     }
 
     /// One cleaner iteration with the caller's map (tests use tiny maps).
+    #[cfg(any(test, feature = "internals"))]
     pub fn run_cleaner_once_with(
         &self,
         map: &mut cleaner::OffsetMap,
@@ -668,6 +683,7 @@ impl Engine {
 
     /// The scheduler's flush duties at once (tests drive them this way): Kafka's
     /// `flush-log` for every topic that rolled, then the recovery-point checkpoint.
+    #[cfg(feature = "internals")]
     pub fn run_flush_once(&self) -> Result<()> {
         let topics: Vec<Arc<Topic>> = self.inner.topics.read().values().cloned().collect();
         for t in &topics {
@@ -678,7 +694,7 @@ impl Engine {
 
     /// Cleaner threads that died (see the log for why); a reconfiguration of the cleaner
     /// replaces them.
-    pub fn dead_cleaner_threads(&self) -> u64 {
+    pub(crate) fn dead_cleaner_threads(&self) -> u64 {
         self.inner
             .dead_cleaner_threads
             .load(std::sync::atomic::Ordering::Relaxed)

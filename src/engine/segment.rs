@@ -28,7 +28,7 @@ use super::index::{IndexEntries, IndexLifecycle, OffsetIndex, TimeIndex};
 static NEXT_SEGMENT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The largest `.log` kpfs writes: positions in `.index` are u32.
-pub const MAX_SEGMENT_FILE_BYTES: u64 = u32::MAX as u64;
+pub(crate) const MAX_SEGMENT_FILE_BYTES: u64 = u32::MAX as u64;
 
 #[derive(Debug)]
 struct State {
@@ -126,7 +126,7 @@ const MAP_STEP: u64 = 64 << 20;
 
 /// Whole, verified batches borrowed from a segment's read mapping.
 #[derive(Debug)]
-pub struct MappedBatches {
+pub(crate) struct MappedBatches {
     map: Option<Arc<Mmap>>,
     start: usize,
     end: usize,
@@ -153,7 +153,7 @@ impl Drop for MappedBatches {
 
 impl MappedBatches {
     /// Splits off the bytes from `at` on; each part drops only its own pages.
-    pub fn split_off(&mut self, at: usize) -> MappedBatches {
+    pub(crate) fn split_off(&mut self, at: usize) -> MappedBatches {
         assert!(at <= self.end - self.start, "split inside the mapped bytes");
         let rest = MappedBatches {
             map: self.map.clone(),
@@ -176,7 +176,7 @@ impl std::ops::Deref for MappedBatches {
 /// Facts about a segment at one moment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SegmentInfo {
-    pub id: u64,
+    pub(crate) id: u64,
     pub base_offset: u64,
     pub size: u64,
     pub next_offset: u64,
@@ -184,18 +184,18 @@ pub struct SegmentInfo {
     pub stream_start: Option<u64>,
     pub stream_end: u64,
     pub first_batch_timestamp: Option<i64>,
-    pub offset_index_entries: usize,
-    pub time_index_entries: usize,
+    pub(crate) offset_index_entries: usize,
+    pub(crate) time_index_entries: usize,
 }
 
 /// What recovering a segment did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RecoveryOutcome {
+pub(crate) struct RecoveryOutcome {
     /// Bytes whose batches were validated (the whole file, or the tail after the
     /// recovery point).
-    pub bytes_checked: u64,
+    pub(crate) bytes_checked: u64,
     /// Bytes cut after the last valid batch.
-    pub bytes_cut: u64,
+    pub(crate) bytes_cut: u64,
 }
 
 /// Where a recovery may resume: a batch with an index entry below the recovery point.
@@ -221,7 +221,7 @@ fn file_path(dir: &Path, base: u64, suffix: &str, extra: &str) -> PathBuf {
 
 impl Segment {
     /// Creates a new, empty segment. A stale file of the same name is replaced.
-    pub fn create(
+    pub(crate) fn create(
         dir: &Path,
         base_offset: u64,
         stream_pos: u64,
@@ -242,7 +242,7 @@ impl Segment {
 
     /// Creates a new, empty segment whose files carry `suffix` (".cleaned" for the
     /// cleaner's output). A stale file of the same name is replaced.
-    pub fn create_with_suffix(
+    pub(crate) fn create_with_suffix(
         dir: &Path,
         base_offset: u64,
         suffix: &str,
@@ -322,7 +322,7 @@ impl Segment {
     /// outputs). Trusts the `.log` up to its length and the indexes' valid prefixes; loads
     /// the tail facts by reading batch headers after the last index entry. `stream_pos`
     /// is used as the stream end of an empty segment.
-    pub fn open(
+    pub(crate) fn open(
         dir: &Path,
         base_offset: u64,
         suffix: &str,
@@ -441,7 +441,7 @@ impl Segment {
     /// the unsynced tail instead of the segment's size. Without a usable entry every
     /// batch is validated from the start. Both indexes are rebuilt from where validation
     /// starts, and the file is truncated after the last valid batch.
-    pub fn recover_after(
+    pub(crate) fn recover_after(
         &self,
         durable_offset: u64,
         index_interval_bytes: u64,
@@ -633,13 +633,13 @@ impl Segment {
     /// Appends one batch given as consecutive parts (the first holds at least the header),
     /// with one vectored write. The caller (the log, under its append lock) guarantees
     /// offsets continue from `next_offset` and checked the size limits.
-    pub fn append_parts(&self, parts: &[&[u8]], index_interval_bytes: u64) -> Result<()> {
+    pub(crate) fn append_parts(&self, parts: &[&[u8]], index_interval_bytes: u64) -> Result<()> {
         let h = decode_header(parts[0]).map_err(|e| self.corrupt(0, e))?;
         self.append_batch_run(parts, &[h], index_interval_bytes)
     }
 
     /// Appends consecutive whole batches with one write (the cleaner's write buffer).
-    pub fn append_batches(&self, batches: &[u8], index_interval_bytes: u64) -> Result<()> {
+    pub(crate) fn append_batches(&self, batches: &[u8], index_interval_bytes: u64) -> Result<()> {
         let mut headers = Vec::new();
         let mut at = 0;
         while at < batches.len() {
@@ -738,7 +738,7 @@ impl Segment {
     }
 
     /// Kafka's `shouldRoll`, minus the offset-overflow case the caller checks.
-    pub fn roll_reason(
+    pub(crate) fn roll_reason(
         &self,
         incoming_bytes: u64,
         incoming_max_timestamp: i64,
@@ -767,7 +767,7 @@ impl Segment {
 
     /// Kafka's `onBecomeInactiveSegment`: final time-index entry, indexes trimmed, and a
     /// preallocated `.log` trimmed to its data.
-    pub fn seal(&self) -> Result<()> {
+    pub(crate) fn seal(&self) -> Result<()> {
         let mut st = self.state.lock();
         let (ts, off) = (st.tally.max_timestamp, st.tally.offset_of_max_timestamp);
         if ts >= 0 {
@@ -793,7 +793,7 @@ impl Segment {
     /// filesystem that lays a file out better when it knows its size. Appends go on at
     /// the data's end and reads stop there; `seal` (roll, close) trims the file back, and
     /// after a crash recovery cuts the zeros as an invalid tail.
-    pub fn preallocate(&self, bytes: u64) -> Result<()> {
+    pub(crate) fn preallocate(&self, bytes: u64) -> Result<()> {
         let st = self.state.lock();
         assert_eq!(st.size, 0, "only a new segment is preallocated");
         let Some(log) = self.log.lock().file.clone() else {
@@ -809,12 +809,12 @@ impl Segment {
     }
 
     /// Between creation (or reactivation) and `seal`: holds its `.log` open for appends.
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         self.active.load(Ordering::Acquire)
     }
 
     /// Re-expands the indexes of a segment that becomes (again) the active one.
-    pub fn make_active(&self) -> Result<()> {
+    pub(crate) fn make_active(&self) -> Result<()> {
         let file = self.log_file()?;
         self.log.lock().file = Some(file);
         self.active.store(true, Ordering::Release);
@@ -839,7 +839,7 @@ impl Segment {
 
     /// Renames every file of the segment from its current suffix to `suffix`
     /// (e.g. to `.deleted`). Missing index files are tolerated, as in Kafka.
-    pub fn rename_suffix(&self, suffix: &str) -> Result<()> {
+    pub(crate) fn rename_suffix(&self, suffix: &str) -> Result<()> {
         let mut st = self.state.lock();
         for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
             let from = file_path(&self.dir, self.base_offset, kind, &st.suffix);
@@ -871,7 +871,7 @@ impl Segment {
     }
 
     /// Paths of the segment's files under their current suffix.
-    pub fn file_paths(&self) -> Vec<PathBuf> {
+    pub(crate) fn file_paths(&self) -> Vec<PathBuf> {
         let st = self.state.lock();
         [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
             .iter()
@@ -888,13 +888,13 @@ impl Segment {
     }
 
     /// fsync of the data and the indexes.
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         self.sync_data()?;
         self.each_index("fsync", |i| i.flush())
     }
 
     /// fsync of the data only (the indexes are rebuildable).
-    pub fn sync_data(&self) -> Result<()> {
+    pub(crate) fn sync_data(&self) -> Result<()> {
         // Read before the fsync: only what was written before it is covered.
         let size = self.size();
         self.log_file()?
@@ -911,24 +911,20 @@ impl Segment {
 
     /// Records that the whole file is on stable storage (loaded after a clean shutdown,
     /// which flushed every segment).
-    pub fn mark_synced(&self) {
+    pub(crate) fn mark_synced(&self) {
         self.synced_size.fetch_max(self.size(), Ordering::Relaxed);
     }
 
-    pub fn needs_recovery(&self) -> bool {
+    pub(crate) fn needs_recovery(&self) -> bool {
         self.needs_recovery.load(Ordering::Relaxed)
     }
 
-    pub fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         self.id
     }
 
     pub fn base_offset(&self) -> u64 {
         self.base_offset
-    }
-
-    pub fn created_ms(&self) -> i64 {
-        self.created_ms
     }
 
     pub fn size(&self) -> u64 {
@@ -945,7 +941,7 @@ impl Segment {
 
     /// What retention decides on: the size and Kafka's `largestTimestamp()`, read under
     /// one lock so they agree.
-    pub fn size_and_largest_timestamp(&self) -> (u64, i64) {
+    pub(crate) fn size_and_largest_timestamp(&self) -> (u64, i64) {
         let (size, max_timestamp) = {
             let st = self.state.lock();
             (st.size, st.tally.max_timestamp)
@@ -954,7 +950,7 @@ impl Segment {
     }
 
     /// Kafka's `largestTimestamp()`: the largest record timestamp, else the file's mtime.
-    pub fn largest_timestamp(&self) -> i64 {
+    pub(crate) fn largest_timestamp(&self) -> i64 {
         self.largest_timestamp_given(self.state.lock().tally.max_timestamp)
     }
 
@@ -984,7 +980,7 @@ impl Segment {
     }
 
     /// Position of the batch holding `offset`, or earlier (index lookup).
-    pub fn lookup_position(&self, offset: u64) -> Result<u64> {
+    pub(crate) fn lookup_position(&self, offset: u64) -> Result<u64> {
         let st = self.state.lock();
         let (_, position) = st
             .offset_index
@@ -1004,6 +1000,7 @@ impl Segment {
         self.state.lock().offset_index.last()
     }
 
+    #[cfg(feature = "internals")]
     pub fn time_index_entries(&self) -> Result<Vec<(i64, u64)>> {
         let st = self.state.lock();
         st.time_index.all().map_err(|e| self.index_err(&st, e))
@@ -1032,7 +1029,7 @@ impl Segment {
 
     /// Whole batches starting at `pos`, about `want` bytes of them (at least one batch if
     /// any), each verified, without copying them out of the page cache.
-    pub fn mapped_batches(&self, pos: u64, want: usize) -> Result<MappedBatches> {
+    pub(crate) fn mapped_batches(&self, pos: u64, want: usize) -> Result<MappedBatches> {
         let size = self.size();
         if pos >= size {
             return Ok(MappedBatches {
@@ -1101,13 +1098,13 @@ impl Segment {
     }
 
     /// Sets the mtime of the `.log` (the cleaner keeps the source segment's time).
-    pub fn set_modified(&self, time: std::time::SystemTime) -> Result<()> {
+    pub(crate) fn set_modified(&self, time: std::time::SystemTime) -> Result<()> {
         self.log_file()?
             .set_modified(time)
             .map_err(|e| self.io_err("set mtime", e))
     }
 
-    pub fn modified(&self) -> Option<std::time::SystemTime> {
+    pub(crate) fn modified(&self) -> Option<std::time::SystemTime> {
         fs::metadata(self.log.lock().path.as_path())
             .and_then(|m| m.modified())
             .ok()
