@@ -187,13 +187,15 @@ impl fmt::Display for DecodeError {
 fn be_u16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
-fn be_u32(b: &[u8], at: usize) -> u32 {
+/// The big-endian `u32` at `at` (batch headers, index entries).
+pub(crate) fn be_u32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 fn be_u64(b: &[u8], at: usize) -> u64 {
     u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
-fn be_i64(b: &[u8], at: usize) -> i64 {
+/// The big-endian `i64` at `at` (batch timestamps, `.timeindex` entries).
+pub(crate) fn be_i64(b: &[u8], at: usize) -> i64 {
     be_u64(b, at) as i64
 }
 

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::MmapMut;
 
-use super::format::{OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
+use super::format::{be_i64, be_u32, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES};
 
 /// Bytes of the largest entry (`.timeindex`).
 const MAX_ENTRY_BYTES: usize = TIME_INDEX_ENTRY_BYTES;
@@ -388,7 +388,7 @@ impl IndexEntries for OffsetIndex {
     type Entry = (u64, u32);
 
     fn decode(&self, e: &[u8]) -> (u64, u32) {
-        (self.base_offset + u64::from(be_u32(e)), be_u32(&e[4..]))
+        (self.base_offset + u64::from(be_u32(e, 0)), be_u32(e, 4))
     }
 }
 
@@ -397,8 +397,8 @@ impl IndexEntries for TimeIndex {
     type Entry = (i64, u64);
 
     fn decode(&self, e: &[u8]) -> (i64, u64) {
-        let ts = i64::from_be_bytes(e[..8].try_into().expect("8 bytes"));
-        (ts, self.base_offset + u64::from(be_u32(&e[8..])))
+        let ts = be_i64(e, 0);
+        (ts, self.base_offset + u64::from(be_u32(e, 8)))
     }
 }
 
@@ -420,10 +420,6 @@ impl IndexLifecycle for TimeIndex {
     }
 }
 
-fn be_u32(b: &[u8]) -> u32 {
-    u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
-}
-
 /// `.index`: relative offset -> batch position.
 #[derive(Debug)]
 pub(crate) struct OffsetIndex {
@@ -439,7 +435,7 @@ impl OffsetIndex {
             let mut n = 0;
             let mut last: Option<u32> = None;
             for e in bytes.chunks_exact(OFFSET_INDEX_ENTRY_BYTES) {
-                let (rel, pos) = (be_u32(e), be_u32(&e[4..]));
+                let (rel, pos) = (be_u32(e, 0), be_u32(e, 4));
                 if pos == 0 || last.is_some_and(|l| rel <= l) {
                     break;
                 }
@@ -490,7 +486,7 @@ impl OffsetIndex {
 
     /// Drops entries pointing at or past `position` (truncation of the log).
     pub(crate) fn truncate_to_position(&mut self, position: u32) -> io::Result<()> {
-        let keep = self.inner.count_prefix(|e| be_u32(&e[4..]) < position)?;
+        let keep = self.inner.count_prefix(|e| be_u32(e, 4) < position)?;
         self.inner.truncate_entries(keep)
     }
 }
@@ -508,8 +504,8 @@ impl TimeIndex {
             let mut n = 0;
             let mut last: Option<(i64, u32)> = None;
             for e in bytes.chunks_exact(TIME_INDEX_ENTRY_BYTES) {
-                let ts = i64::from_be_bytes(e[..8].try_into().expect("8 bytes"));
-                let rel = be_u32(&e[8..]);
+                let ts = be_i64(e, 0);
+                let rel = be_u32(e, 8);
                 let zero = ts == 0 && rel == 0;
                 if zero || last.is_some_and(|(lt, lr)| ts <= lt || rel < lr) {
                     break;
