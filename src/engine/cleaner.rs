@@ -24,7 +24,7 @@ use super::config::TopicConfig;
 use super::error::{EngineError, Result};
 use super::format::{decode_header, BatchBuilder, BatchHeader, DecodeError, RecordIter, RecordRef};
 use super::log::{DeletedSegment, Log, LogSnapshot};
-use super::segment::Segment;
+use super::segment::{Segment, SegmentSpec};
 
 /// Bytes per offset-map slot: a 128-bit key hash and an 8-byte offset (Kafka's MD5 + long).
 pub const OFFSET_MAP_ENTRY_BYTES: usize = 24;
@@ -672,15 +672,15 @@ fn copy_group(
         .iter()
         .find_map(|s| s.info().stream_start)
         .unwrap_or(first.info().stream_end);
-    let cleaned = Segment::create_with_suffix(
-        log.dir(),
-        first.base_offset(),
-        super::format::CLEANED_SUFFIX,
-        stream_start,
-        config.segment_index_bytes.max(0) as usize,
-        pass.now_ms,
-        0,
-    )?;
+    let cleaned = Segment::create(&SegmentSpec {
+        dir: log.dir(),
+        base_offset: first.base_offset(),
+        suffix: super::format::CLEANED_SUFFIX,
+        stream_pos: stream_start,
+        max_index_bytes: config.segment_index_bytes.max(0) as usize,
+        now_ms: pass.now_ms,
+        roll_jitter_ms: 0,
+    })?;
     let copied = group
         .iter()
         .try_for_each(|seg| clean_into(seg, &cleaned, res, config, pass, stats))

@@ -26,7 +26,7 @@ use super::format::{
 pub use super::log_loader::Durability;
 use super::log_loader::LogLoader;
 pub(crate) use super::log_loader::{OpenReport, STREAM_START_FILE};
-use super::segment::{RollReason, Segment, MAX_SEGMENT_FILE_BYTES};
+use super::segment::{RollReason, Segment, SegmentSpec, MAX_SEGMENT_FILE_BYTES};
 
 /// Partition directory suffix: one partition per topic.
 pub(crate) const PARTITION_SUFFIX: &str = "-0";
@@ -458,7 +458,8 @@ impl Log {
         if segments.is_empty() {
             segments.push(Arc::new(new_active_segment(
                 dir,
-                (0, 0),
+                0,
+                0,
                 config,
                 now,
                 log.next_jitter(config),
@@ -712,7 +713,8 @@ impl Log {
         old.seal()?;
         let new = Arc::new(new_active_segment(
             &self.dir,
-            (info.next_offset, info.stream_end),
+            info.next_offset,
+            info.stream_end,
             config,
             self.clock.now_ms(),
             self.next_jitter(config),
@@ -1050,23 +1052,25 @@ impl Log {
     }
 }
 
-/// A new active segment at `(base offset, stream position)`, its `.log` preallocated to
-/// the segment size when the topic has `preallocate` (Kafka's `initFileSize`).
+/// A new active segment at `base_offset` and `stream_pos`, its `.log` preallocated to the
+/// segment size when the topic has `preallocate` (Kafka's `initFileSize`).
 fn new_active_segment(
     dir: &Path,
-    (base_offset, stream_pos): (u64, u64),
+    base_offset: u64,
+    stream_pos: u64,
     config: &TopicConfig,
     now_ms: i64,
     roll_jitter_ms: i64,
 ) -> Result<Segment> {
-    let segment = Segment::create(
+    let segment = Segment::create(&SegmentSpec {
         dir,
         base_offset,
+        suffix: "",
         stream_pos,
-        config.segment_index_bytes.max(0) as usize,
+        max_index_bytes: config.segment_index_bytes.max(0) as usize,
         now_ms,
         roll_jitter_ms,
-    )?;
+    })?;
     if config.preallocate && config.segment_size() > 0 {
         segment.preallocate(config.segment_size() as u64)?;
     }

@@ -16,7 +16,7 @@ use super::format::{
     parse_segment_file_name, segment_file_name, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX,
     LOG_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
 };
-use super::segment::Segment;
+use super::segment::{Segment, SegmentSpec};
 
 /// How far a log's files can be trusted when it is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,7 +141,15 @@ impl LogLoader<'_> {
         swaps.sort_unstable();
         let mut max_next = 0u64;
         for &base in &swaps {
-            let seg = Segment::open(self.dir, base, SWAP_SUFFIX, 0, 1 << 20, self.now_ms, 0)?;
+            let seg = Segment::open(&SegmentSpec {
+                dir: self.dir,
+                base_offset: base,
+                suffix: SWAP_SUFFIX,
+                stream_pos: 0,
+                max_index_bytes: 1 << 20,
+                now_ms: self.now_ms,
+                roll_jitter_ms: 0,
+            })?;
             max_next = max_next.max(seg.next_offset());
         }
         let min_swap = swaps[0];
@@ -206,15 +214,15 @@ impl LogLoader<'_> {
                 .dir
                 .join(segment_file_name(base, INDEX_SUFFIX))
                 .exists();
-            let seg = Segment::open(
-                self.dir,
-                base,
-                "",
+            let seg = Segment::open(&SegmentSpec {
+                dir: self.dir,
+                base_offset: base,
+                suffix: "",
                 stream_pos,
-                self.config.segment_index_bytes as usize,
-                self.now_ms,
-                (self.next_jitter)(),
-            )?;
+                max_index_bytes: self.config.segment_index_bytes as usize,
+                now_ms: self.now_ms,
+                roll_jitter_ms: (self.next_jitter)(),
+            })?;
             if let Some(prev) = segments.last() {
                 refuse_overlap(prev, &seg)?;
             }

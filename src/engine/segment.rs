@@ -219,68 +219,56 @@ fn file_path(dir: &Path, base: u64, suffix: &str, extra: &str) -> PathBuf {
     dir.join(format!("{}{extra}", segment_file_name(base, suffix)))
 }
 
+/// What a segment is opened or created with, besides its files' contents.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SegmentSpec<'a> {
+    /// The partition directory.
+    pub(crate) dir: &'a Path,
+    pub(crate) base_offset: u64,
+    /// Appended to every file name: "" for a segment of the log, ".cleaned" or ".swap"
+    /// for the cleaner's outputs.
+    pub(crate) suffix: &'a str,
+    /// The stream end while the segment holds no batch (the stream end of the log
+    /// before it).
+    pub(crate) stream_pos: u64,
+    /// Size the indexes are preallocated to while the segment is active
+    /// (`segment.index.bytes`).
+    pub(crate) max_index_bytes: usize,
+    /// When the segment was created or opened: its age for time-based rolls while it
+    /// holds no batch.
+    pub(crate) now_ms: i64,
+    /// Subtracted from `segment.ms` when deciding a time-based roll.
+    pub(crate) roll_jitter_ms: i64,
+}
+
 impl Segment {
     /// Creates a new, empty segment. A stale file of the same name is replaced.
-    pub(crate) fn create(
-        dir: &Path,
-        base_offset: u64,
-        stream_pos: u64,
-        max_index_bytes: usize,
-        now_ms: i64,
-        roll_jitter_ms: i64,
-    ) -> Result<Segment> {
-        Self::create_with_suffix(
-            dir,
-            base_offset,
-            "",
-            stream_pos,
-            max_index_bytes,
-            now_ms,
-            roll_jitter_ms,
-        )
-    }
-
-    /// Creates a new, empty segment whose files carry `suffix` (".cleaned" for the
-    /// cleaner's output). A stale file of the same name is replaced.
-    pub(crate) fn create_with_suffix(
-        dir: &Path,
-        base_offset: u64,
-        suffix: &str,
-        stream_pos: u64,
-        max_index_bytes: usize,
-        now_ms: i64,
-        roll_jitter_ms: i64,
-    ) -> Result<Segment> {
+    pub(crate) fn create(spec: &SegmentSpec<'_>) -> Result<Segment> {
         for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-            let p = file_path(dir, base_offset, kind, suffix);
+            let p = file_path(spec.dir, spec.base_offset, kind, spec.suffix);
             if p.exists() {
                 tracing::warn!(path = %p.display(), "replacing stale file while creating a segment");
                 fs::remove_file(&p)
                     .map_err(|e| EngineError::io(format!("remove {}", p.display()), e))?;
             }
         }
-        let segment = Self::from_parts(
-            dir,
-            (base_offset, suffix),
-            true,
-            stream_pos,
-            max_index_bytes,
-            (now_ms, roll_jitter_ms),
-        )?;
+        let segment = Self::from_parts(spec, true)?;
         segment.make_active()?;
         Ok(segment)
     }
 
     /// Opens (or with `create`, creates) the three files of a segment and builds it with
-    /// `stream_pos` as the stream end of an empty segment.
-    fn from_parts(
-        dir: &Path,
-        (base_offset, suffix): (u64, &str),
-        create: bool,
-        stream_pos: u64,
-        max_index_bytes: usize,
-        (now_ms, roll_jitter_ms): (i64, i64),
-    ) -> Result<Segment> {
+    /// `spec.stream_pos` as the stream end of an empty segment.
+    fn from_parts(spec: &SegmentSpec<'_>, create: bool) -> Result<Segment> {
+        let &SegmentSpec {
+            dir,
+            base_offset,
+            suffix,
+            stream_pos,
+            max_index_bytes,
+            now_ms,
+            roll_jitter_ms,
+        } = spec;
         let log_path = file_path(dir, base_offset, LOG_SUFFIX, suffix);
         let log = Self::open_log(&log_path, create).map_err(|e| {
             let what = if create { "create" } else { "open" };
@@ -318,27 +306,11 @@ impl Segment {
         })
     }
 
-    /// Opens an existing segment (`suffix` is "" or ".cleaned"/".swap" for cleaner
-    /// outputs). Trusts the `.log` up to its length and the indexes' valid prefixes; loads
-    /// the tail facts by reading batch headers after the last index entry. `stream_pos`
-    /// is used as the stream end of an empty segment.
-    pub(crate) fn open(
-        dir: &Path,
-        base_offset: u64,
-        suffix: &str,
-        stream_pos: u64,
-        max_index_bytes: usize,
-        now_ms: i64,
-        roll_jitter_ms: i64,
-    ) -> Result<Segment> {
-        let seg = Self::from_parts(
-            dir,
-            (base_offset, suffix),
-            false,
-            stream_pos,
-            max_index_bytes,
-            (now_ms, roll_jitter_ms),
-        )?;
+    /// Opens an existing segment. Trusts the `.log` up to its length and the indexes'
+    /// valid prefixes; loads the tail facts by reading batch headers after the last index
+    /// entry.
+    pub(crate) fn open(spec: &SegmentSpec<'_>) -> Result<Segment> {
+        let seg = Self::from_parts(spec, false)?;
         let len = seg
             .log_file()?
             .metadata()
