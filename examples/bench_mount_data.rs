@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --release --features internals --example bench_mount_data -- DATA_DIR TOPICS BYTES
 //! ```
+#![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 
 use std::sync::Arc;
 use std::time::Instant;

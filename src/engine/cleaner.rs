@@ -222,6 +222,10 @@ impl Default for Throttler {
 impl Throttler {
     /// Counts `bytes` of I/O and sleeps while over the rate; the sleep ends early once
     /// `stop_requested` says so.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "Kafka's throttle limits real I/O rates: real elapsed time, real sleeps"
+    )]
     pub(crate) fn maybe_throttle(
         &self,
         bytes: u64,
@@ -244,14 +248,12 @@ impl Throttler {
             } else {
                 Duration::ZERO
             };
-            #[allow(clippy::disallowed_methods)]
             let now = Instant::now();
             *st = (now, 0.0);
             now + sleep
         };
         // In slices, so a restart of the cleaner threads never waits for a long sleep.
         loop {
-            #[allow(clippy::disallowed_methods)]
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() || stop_requested() {
                 return;

@@ -797,7 +797,9 @@ fn clean_filthiest(
     };
     match result {
         Ok(mut stats) => {
-            stats.elapsed_ms = started.elapsed().as_millis() as u64;
+            #[allow(clippy::disallowed_methods)] // as `started`
+            let elapsed = started.elapsed();
+            stats.elapsed_ms = elapsed.as_millis() as u64;
             tracing::info!(topic = %name, ?stats, "cleaned");
             topic.events.record(
                 now,
