@@ -12,6 +12,10 @@
 //! `follow` runs `tail -f -s 0.1 PATH` as a reader, appends one line every INTERVAL_MS and
 //! measures, per line, from just before its write(2) to the moment tail's output shows
 //! it: what a `tail -f` user waits for.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a benchmark measures real time and paces its writes in it"
+)]
 
 use std::fs::OpenOptions;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};

@@ -3,8 +3,9 @@
 //! closed cleanly, as `kpfs umount` leaves a data directory. Run by `scripts/bench`.
 //!
 //! ```text
-//! cargo run --release --example bench_mount_data -- DATA_DIR TOPICS BYTES
+//! cargo run --release --features internals --example bench_mount_data -- DATA_DIR TOPICS BYTES
 //! ```
+#![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 
 use std::sync::Arc;
 use std::time::Instant;

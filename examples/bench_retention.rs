@@ -5,10 +5,11 @@
 //! segment can be compared between them. Run by `scripts/bench`.
 //!
 //! ```text
-//! cargo run --release --example bench_retention -- DATA_DIR [TOPICS] [SEGMENTS]
+//! cargo run --release --features internals --example bench_retention -- DATA_DIR [TOPICS] [SEGMENTS]
 //! ```
 //! A setup failure (such as running out of descriptors) prints `setup failed: ...` and
 //! exits with status 3, so the caller can tell it from a wrong result.
+#![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 
 use std::sync::Arc;
 use std::time::Instant;

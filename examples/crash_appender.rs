@@ -21,6 +21,10 @@
 //! a visible line must be whole, must be acknowledged or maybe, and each appender's lines
 //! must appear in increasing sequence order. It prints one summary line and exits 1
 //! after listing the first violations.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "pauses between appends so a kill lands mid-stream"
+)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};

@@ -3,6 +3,17 @@
 //! Layers, with one direction of dependency: `cli` -> `fs` -> `engine`. The engine knows
 //! nothing of FUSE and is fully testable without a mount.
 
+//!
+//! The library's public API is what `main.rs` needs: `cli::Cli` and `cli::run`. Everything
+//! else is crate-private (`pub(crate)`), so rustc's dead-code lint sees every unused item.
+//! The integration tests under `tests/` and the benchmarks and crash helper under
+//! `examples/` drive the engine directly; the `internals` feature (as raft-engine's)
+//! makes `engine` public for them, and inside it `pub` marks exactly the items they use.
+//! `scripts/test` builds them with the feature and lints the binary's build without it.
+
 pub mod cli;
+#[cfg(feature = "internals")]
 pub mod engine;
-pub mod fs;
+#[cfg(not(feature = "internals"))]
+mod engine;
+mod fs;

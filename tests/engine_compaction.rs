@@ -374,6 +374,10 @@ fn engine_with_threads(
 }
 
 /// Polls `done` every 10 ms for up to 20 s.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the cleaner threads run in real time: polled against a deadline"
+)]
 fn wait_for(what: &str, done: impl Fn() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !done() {
@@ -438,6 +442,10 @@ fn cleaner_configs_apply_at_once_with_new_threads_and_map() {
 /// A restart of the cleaner threads does not wait for a pass in progress: the pass stops
 /// at its next read (Kafka's `checkDone`), even in a throttle sleep, its `.cleaned`
 /// files are removed, and the new threads clean the topic with the new settings.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the throttler sleeps in real time, which is what this test measures"
+)]
 #[test]
 fn a_reconfiguration_stops_a_pass_in_progress() {
     let dir = tempfile::tempdir().unwrap();

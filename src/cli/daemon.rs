@@ -312,6 +312,7 @@ impl Daemon {
     }
 
     fn wait_for_session_end(&self) -> bool {
+        #[allow(clippy::disallowed_methods)] // a deadline for the kernel, in real time
         let deadline = Instant::now() + DRAIN_DEADLINE;
         loop {
             match self.events.recv_deadline(deadline) {

@@ -106,6 +106,10 @@ fn unescape_mountinfo(field: &str) -> Vec<u8> {
     out
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the daemon is another process: its exit is polled in real time until a deadline"
+)]
 pub(super) fn umount(mountpoint: &Path) -> Result<(), CliError> {
     let path = std::path::absolute(mountpoint).map_err(|e| io_error(mountpoint.display(), e))?;
     match std::fs::metadata(&path) {

@@ -18,7 +18,7 @@ use super::format::{
 
 /// Where a batch walk is.
 #[derive(Clone, Debug)]
-pub enum Step {
+pub(crate) enum Step {
     Batch {
         pos: u64,
         header: BatchHeader,
@@ -34,7 +34,7 @@ pub enum Step {
 
 /// Walks the batches of a `.log` front to back, stopping at the first invalid one.
 #[derive(Debug)]
-pub struct BatchWalker<'f> {
+pub(crate) struct BatchWalker<'f> {
     file: &'f File,
     /// Bytes to walk: the file length, or the valid prefix an earlier walk found.
     end: u64,
@@ -51,13 +51,18 @@ pub struct BatchWalker<'f> {
 impl<'f> BatchWalker<'f> {
     /// A walk of `file` up to `end` from its start, a segment whose base offset is
     /// `base_offset`.
-    pub fn new(file: &'f File, end: u64, base_offset: u64, verify: bool) -> Self {
+    pub(crate) fn new(file: &'f File, end: u64, base_offset: u64, verify: bool) -> Self {
         Self::starting_at(file, (0, end), base_offset, verify)
     }
 
     /// A walk of the bytes `[start, end)` of `file`, whose first batch may not start
     /// below offset `floor`.
-    pub fn starting_at(file: &'f File, (start, end): (u64, u64), floor: u64, verify: bool) -> Self {
+    pub(crate) fn starting_at(
+        file: &'f File,
+        (start, end): (u64, u64),
+        floor: u64,
+        verify: bool,
+    ) -> Self {
         BatchWalker {
             file,
             end,
@@ -71,16 +76,16 @@ impl<'f> BatchWalker<'f> {
     }
 
     /// Where the walk stops.
-    pub fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.end
     }
 
     /// Where the next batch would start.
-    pub fn position(&self) -> u64 {
+    pub(crate) fn position(&self) -> u64 {
         self.pos
     }
 
-    pub fn next_step(&mut self) -> io::Result<Step> {
+    pub(crate) fn next_step(&mut self) -> io::Result<Step> {
         if let Some((pos, reason)) = &self.failed {
             return Ok(Step::Invalid {
                 pos: *pos,
@@ -106,7 +111,7 @@ impl<'f> BatchWalker<'f> {
     }
 
     /// The bytes of the batch last returned (only when verifying).
-    pub fn batch_bytes(&self) -> &[u8] {
+    pub(crate) fn batch_bytes(&self) -> &[u8] {
         &self.buf
     }
 

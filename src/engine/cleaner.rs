@@ -28,7 +28,7 @@ use super::format::{
 };
 use super::limits::{THROTTLE_CHECK_INTERVAL_MS, THROTTLE_SLEEP_SLICE_MS};
 use super::log::{DeletedSegment, Log, LogSnapshot};
-use super::segment::Segment;
+use super::segment::{Segment, SegmentSpec};
 
 /// Bytes per offset-map slot: a 128-bit key hash and an 8-byte offset (Kafka's MD5 + long).
 pub const OFFSET_MAP_ENTRY_BYTES: usize = 24;
@@ -50,7 +50,7 @@ pub struct OffsetMap {
     capacity: usize,
     entries: usize,
     /// Offset up to which the map has seen the dirty range.
-    pub latest_offset: Option<u64>,
+    pub(crate) latest_offset: Option<u64>,
 }
 
 impl OffsetMap {
@@ -74,7 +74,7 @@ impl OffsetMap {
     }
 
     /// Clears the map for a pass over at most `records` records.
-    pub fn prepare(&mut self, records: usize) {
+    pub(crate) fn prepare(&mut self, records: usize) {
         let wanted = ((records as f64 / self.load_factor) as usize).saturating_add(2);
         self.slots = wanted.clamp(2, self.total_slots);
         self.capacity = ((self.slots as f64 * self.load_factor) as usize).clamp(1, self.slots - 1);
@@ -100,7 +100,7 @@ impl OffsetMap {
 
     /// The 128-bit key hash: SipHash (spreads keys over slots) and FNV-1a (independent
     /// bits against collisions), so each key is hashed once per lookup.
-    pub fn hash(key: &[u8]) -> [u64; 2] {
+    pub(crate) fn hash(key: &[u8]) -> [u64; 2] {
         let mut sip = std::hash::DefaultHasher::new();
         sip.write(key);
         let mut fnv: u64 = 0xcbf2_9ce4_8422_2325;
@@ -118,7 +118,7 @@ impl OffsetMap {
 
     /// Starts loading the slot a hash probes first, so a batch's lookups overlap their
     /// cache misses instead of paying them one after another.
-    pub fn prefetch(&self, h: [u64; 2]) {
+    pub(crate) fn prefetch(&self, h: [u64; 2]) {
         let table = self.table();
         let slot = &table[(h[0] % table.len() as u64) as usize];
         #[cfg(target_arch = "x86_64")]
@@ -146,18 +146,20 @@ impl OffsetMap {
         }
     }
 
-    pub fn is_full(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_full(&self) -> bool {
         self.entries >= self.capacity
     }
 
     /// Records `offset` as the latest for `key`. False (and nothing stored) when the key
     /// is new and the map is full.
-    pub fn put(&mut self, key: &[u8], offset: u64) -> bool {
+    #[cfg(test)]
+    pub(crate) fn put(&mut self, key: &[u8], offset: u64) -> bool {
         self.put_hashed(Self::hash(key), offset)
     }
 
     /// [`OffsetMap::put`] with the key already hashed.
-    pub fn put_hashed(&mut self, h: [u64; 2], offset: u64) -> bool {
+    pub(crate) fn put_hashed(&mut self, h: [u64; 2], offset: u64) -> bool {
         let i = self.slot_of(h);
         let is_new = {
             let s = &self.table()[i];
@@ -173,34 +175,34 @@ impl OffsetMap {
         true
     }
 
-    pub fn get(&self, key: &[u8]) -> Option<u64> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, key: &[u8]) -> Option<u64> {
         self.get_hashed(Self::hash(key))
     }
 
     /// [`OffsetMap::get`] with the key already hashed.
-    pub fn get_hashed(&self, h: [u64; 2]) -> Option<u64> {
+    pub(crate) fn get_hashed(&self, h: [u64; 2]) -> Option<u64> {
         let s = &self.table()[self.slot_of(h)];
         (s[0] == h[0] && s[1] == h[1]).then_some(s[2])
     }
 
-    pub fn clear(&mut self) {
+    #[cfg(test)]
+    pub(crate) fn clear(&mut self) {
         self.prepare(usize::MAX);
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.entries
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.entries == 0
-    }
-
     /// Share of the whole buffer's slots in use (Kafka's `utilization`).
-    pub fn utilization(&self) -> f64 {
+    pub(crate) fn utilization(&self) -> f64 {
         self.entries as f64 / self.total_slots as f64
     }
 
-    pub fn memory_bytes(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn memory_bytes(&self) -> usize {
         self.total_slots * OFFSET_MAP_ENTRY_BYTES
     }
 }
@@ -208,7 +210,7 @@ impl OffsetMap {
 /// Kafka's `Throttler`, shared by all cleaner threads: sleeps whenever the observed I/O
 /// rate over the last >= 300 ms exceeds the limit.
 #[derive(Debug)]
-pub struct Throttler {
+pub(crate) struct Throttler {
     state: Mutex<(Instant, f64)>,
 }
 
@@ -224,7 +226,11 @@ impl Default for Throttler {
 impl Throttler {
     /// Counts `bytes` of I/O and sleeps while over the rate; the sleep ends early once
     /// `stop_requested` says so.
-    pub fn maybe_throttle(
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "Kafka's throttle limits real I/O rates: real elapsed time, real sleeps"
+    )]
+    pub(crate) fn maybe_throttle(
         &self,
         bytes: u64,
         max_bytes_per_second: f64,
@@ -246,14 +252,12 @@ impl Throttler {
             } else {
                 Duration::ZERO
             };
-            #[allow(clippy::disallowed_methods)]
             let now = Instant::now();
             *st = (now, 0.0);
             now + sleep
         };
         // In slices, so a restart of the cleaner threads never waits for a long sleep.
         loop {
-            #[allow(clippy::disallowed_methods)]
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() || stop_requested() {
                 return;
@@ -265,21 +269,21 @@ impl Throttler {
 
 /// What the cleaner knows about one compacted topic, for selection and `status`.
 #[derive(Clone, Debug, Default)]
-pub struct CleanerView {
-    pub first_dirty_offset: u64,
-    pub first_uncleanable_offset: u64,
-    pub clean_bytes: u64,
-    pub cleanable_bytes: u64,
+pub(crate) struct CleanerView {
+    pub(crate) first_dirty_offset: u64,
+    pub(crate) first_uncleanable_offset: u64,
+    pub(crate) clean_bytes: u64,
+    pub(crate) cleanable_bytes: u64,
     /// Time past `max.compaction.lag.ms` of the earliest dirty record, when positive.
-    pub max_compaction_delay_ms: i64,
+    pub(crate) max_compaction_delay_ms: i64,
 }
 
 impl CleanerView {
-    pub fn total_bytes(&self) -> u64 {
+    pub(crate) fn total_bytes(&self) -> u64 {
         self.clean_bytes + self.cleanable_bytes
     }
 
-    pub fn ratio(&self) -> f64 {
+    pub(crate) fn ratio(&self) -> f64 {
         if self.total_bytes() == 0 {
             0.0
         } else {
@@ -288,14 +292,14 @@ impl CleanerView {
     }
 
     /// Kafka's selection rule: strictly above the ratio, or forced by the max lag.
-    pub fn eligible(&self, config: &TopicConfig) -> bool {
+    pub(crate) fn eligible(&self, config: &TopicConfig) -> bool {
         self.total_bytes() > 0
             && ((self.max_compaction_delay_ms > 0 && self.cleanable_bytes > 0)
                 || self.ratio() > config.min_cleanable_dirty_ratio)
     }
 
     /// Why the topic is not due now, in words (for `status`).
-    pub fn why_not_due(&self, config: &TopicConfig) -> Option<String> {
+    pub(crate) fn why_not_due(&self, config: &TopicConfig) -> Option<String> {
         if self.eligible(config) {
             return None;
         }
@@ -314,28 +318,28 @@ impl CleanerView {
 /// Figures of one pass (Kafka's `CleanerStats`).
 #[derive(Clone, Debug, Default)]
 pub struct PassStats {
-    pub started_ms: i64,
-    pub elapsed_ms: u64,
+    pub(crate) started_ms: i64,
+    pub(crate) elapsed_ms: u64,
     pub first_dirty_offset: u64,
     pub end_offset: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
-    pub records_read: u64,
-    pub records_retained: u64,
+    pub(crate) records_read: u64,
+    pub(crate) records_retained: u64,
     pub records_removed: u64,
-    pub tombstones_retained: u64,
+    pub(crate) tombstones_retained: u64,
     pub tombstones_removed: u64,
     pub buffer_utilization: f64,
-    pub segments_replaced: usize,
+    pub(crate) segments_replaced: usize,
     pub partial: bool,
-    pub max_compaction_delay_ms: i64,
+    pub(crate) max_compaction_delay_ms: i64,
 }
 
 /// Kafka's warning for a checkpointed first dirty offset outside `[log start, log end]`
 /// (`cleanableOffsets`), which [`cleaner_view`] replaces with the log start. None when
 /// the checkpoint is valid, or below the log start of a `compact,delete` topic, whose
 /// retention moves the log start as a matter of course.
-pub fn invalid_checkpoint_warning(
+pub(crate) fn invalid_checkpoint_warning(
     snap: &LogSnapshot,
     checkpoint: Option<u64>,
     config: &TopicConfig,
@@ -357,7 +361,7 @@ pub fn invalid_checkpoint_warning(
 }
 
 /// Kafka's `cleanableOffsets` + `LogToClean` over a snapshot.
-pub fn cleaner_view(
+pub(crate) fn cleaner_view(
     snap: &LogSnapshot,
     checkpoint: Option<u64>,
     config: &TopicConfig,
@@ -420,22 +424,22 @@ pub fn cleaner_view(
 }
 
 /// Resources of one cleaner thread.
-pub struct CleanerResources<'a> {
-    pub map: &'a mut OffsetMap,
-    pub throttler: &'a Throttler,
-    pub max_io_bytes_per_second: f64,
+pub(crate) struct CleanerResources<'a> {
+    pub(crate) map: &'a mut OffsetMap,
+    pub(crate) throttler: &'a Throttler,
+    pub(crate) max_io_bytes_per_second: f64,
     /// Bytes of each of the read and write buffers (Kafka's `log.cleaner.io.buffer.size`
     /// / threads / 2): a read takes at most this much of a segment, but always a whole
     /// batch, and the batches kept from one read are written with one write.
-    pub io_buffer_bytes: usize,
+    pub(crate) io_buffer_bytes: usize,
     /// True once the thread must stop (shutdown, or a reconfiguration restarting the
     /// threads): the pass gives up at its next read (Kafka's `checkDone`).
-    pub stop_requested: &'a dyn Fn() -> bool,
+    pub(crate) stop_requested: &'a dyn Fn() -> bool,
     /// Makes every record of the log below `offset` durable and checkpoints that as the
     /// recovery point. Called before a swap that leaves the log with an offset gap below
     /// `offset` (a cleaned group ending before the next segment starts), so recovery
     /// after a crash never takes the gap for a segment tail a power cut lost.
-    pub make_durable_below: &'a dyn Fn(u64) -> Result<()>,
+    pub(crate) make_durable_below: &'a dyn Fn(u64) -> Result<()>,
 }
 
 /// Kafka's `checkDone`: a pass ends early when its thread must stop.
@@ -452,7 +456,7 @@ fn check_stop(stop_requested: &dyn Fn() -> bool) -> Result<()> {
 /// `checkpoint`. Returns the stats, whose `end_offset` is the next checkpoint; the
 /// segments it replaced (renamed `.deleted`, for delayed removal) go to `deleted`, also
 /// when the pass fails after some groups were swapped.
-pub fn clean(
+pub(crate) fn clean(
     log: &Log,
     config: &TopicConfig,
     checkpoint: Option<u64>,
@@ -675,15 +679,15 @@ fn copy_group(
         .iter()
         .find_map(|s| s.info().stream_start)
         .unwrap_or(first.info().stream_end);
-    let cleaned = Segment::create_with_suffix(
-        log.dir(),
-        first.base_offset(),
-        super::format::CLEANED_SUFFIX,
-        stream_start,
-        config.segment_index_bytes.max(0) as usize,
-        pass.now_ms,
-        0,
-    )?;
+    let cleaned = Segment::create(&SegmentSpec {
+        dir: log.dir(),
+        base_offset: first.base_offset(),
+        suffix: super::format::CLEANED_SUFFIX,
+        stream_pos: stream_start,
+        max_index_bytes: config.segment_index_bytes.max(0) as usize,
+        now_ms: pass.now_ms,
+        roll_jitter_ms: 0,
+    })?;
     let copied = group
         .iter()
         .try_for_each(|seg| clean_into(seg, &cleaned, res, config, pass, stats))

@@ -37,14 +37,14 @@ impl LogCleaningState {
     }
 
     /// Takes the offset read from `cleaner-offset-checkpoint` at open.
-    pub fn load_checkpoint(&self, offset: u64) {
+    pub(crate) fn load_checkpoint(&self, offset: u64) {
         *self.checkpoint.lock() = Some(offset);
     }
 
     /// Kafka's `forceUpdateCheckpoint`: replaces a checkpoint outside the log by the
     /// offset cleaning starts from, unless another thread changed it since it was read as
     /// `seen`. True when it was replaced.
-    pub fn force_update_checkpoint(&self, seen: Option<u64>, first_dirty: u64) -> bool {
+    pub(crate) fn force_update_checkpoint(&self, seen: Option<u64>, first_dirty: u64) -> bool {
         let mut current = self.checkpoint.lock();
         if *current != seen {
             return false;
@@ -57,13 +57,13 @@ impl LogCleaningState {
         self.state.lock().clone()
     }
 
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         *self.state.lock() == CleanerState::Idle
     }
 
     /// Marks an idle topic as being cleaned; false when it is not idle (another cleaner
     /// thread claimed it since it was found idle, or it is uncleanable).
-    pub fn try_claim(&self) -> bool {
+    pub(crate) fn try_claim(&self) -> bool {
         let mut state = self.state.lock();
         if *state != CleanerState::Idle {
             return false;
@@ -74,7 +74,7 @@ impl LogCleaningState {
 
     /// Kafka's `doneCleaning` after a pass: the checkpoint moves to the pass's end and
     /// its figures count.
-    pub fn done_cleaning(&self, stats: &PassStats) {
+    pub(crate) fn done_cleaning(&self, stats: &PassStats) {
         *self.checkpoint.lock() = Some(stats.end_offset);
         self.passes.fetch_add(1, Ordering::Relaxed);
         self.tombstones_removed
@@ -86,28 +86,28 @@ impl LogCleaningState {
     }
 
     /// A pass that gave up without changing anything: the topic is idle again.
-    pub fn aborted(&self) {
+    pub(crate) fn aborted(&self) {
         *self.state.lock() = CleanerState::Idle;
     }
 
     /// Kafka's `markPartitionUncleanable`: no more passes until remount.
-    pub fn mark_uncleanable(&self, reason: String) {
+    pub(crate) fn mark_uncleanable(&self, reason: String) {
         *self.state.lock() = CleanerState::Uncleanable(reason);
     }
 
-    pub fn last_pass(&self) -> Option<PassStats> {
+    pub(crate) fn last_pass(&self) -> Option<PassStats> {
         self.last_pass.lock().clone()
     }
 
-    pub fn passes(&self) -> u64 {
+    pub(crate) fn passes(&self) -> u64 {
         self.passes.load(Ordering::Relaxed)
     }
 
-    pub fn tombstones_removed(&self) -> u64 {
+    pub(crate) fn tombstones_removed(&self) -> u64 {
         self.tombstones_removed.load(Ordering::Relaxed)
     }
 
-    pub fn records_removed(&self) -> u64 {
+    pub(crate) fn records_removed(&self) -> u64 {
         self.records_removed.load(Ordering::Relaxed)
     }
 }

@@ -2,6 +2,7 @@
 //! handed a [`Clock`], so tests can simulate days of retention in microseconds with
 //! [`ManualClock`] while the daemon uses [`SystemClock`].
 
+#[cfg(any(test, feature = "internals"))]
 use std::sync::atomic::{AtomicI64, Ordering};
 
 /// Wall-clock milliseconds since the Unix epoch (record timestamps, retention, horizons).
@@ -25,10 +26,12 @@ impl Clock for SystemClock {
 
 /// A clock that only moves when a test moves it.
 #[derive(Debug)]
+#[cfg(any(test, feature = "internals"))]
 pub struct ManualClock {
     now_ms: AtomicI64,
 }
 
+#[cfg(any(test, feature = "internals"))]
 impl ManualClock {
     pub fn new(start_ms: i64) -> Self {
         ManualClock {
@@ -40,11 +43,13 @@ impl ManualClock {
         self.now_ms.fetch_add(ms, Ordering::SeqCst);
     }
 
+    #[cfg(feature = "internals")]
     pub fn set(&self, ms: i64) {
         self.now_ms.store(ms, Ordering::SeqCst);
     }
 }
 
+#[cfg(any(test, feature = "internals"))]
 impl Clock for ManualClock {
     fn now_ms(&self) -> i64 {
         self.now_ms.load(Ordering::SeqCst)
@@ -52,7 +57,7 @@ impl Clock for ManualClock {
 }
 
 /// `2026-11-29T18:30:00.123Z` without a date crate.
-pub fn format_time_ms(ms: i64) -> String {
+pub(crate) fn format_time_ms(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let millis = ms.rem_euclid(1000);
     let days = secs.div_euclid(86_400);

@@ -83,7 +83,7 @@ pub enum EngineError {
 }
 
 impl EngineError {
-    pub fn io(context: impl Into<String>, source: io::Error) -> EngineError {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> EngineError {
         EngineError::Io {
             context: context.into(),
             source,
@@ -91,7 +91,7 @@ impl EngineError {
     }
 
     /// ENOSPC or EDQUOT: the data directory's filesystem or the user's quota is full.
-    pub fn is_out_of_space(&self) -> bool {
+    pub(crate) fn is_out_of_space(&self) -> bool {
         match self {
             EngineError::Io { source, .. } => {
                 matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
@@ -206,20 +206,20 @@ use super::limits::EXCERPT_BYTES;
 /// [`EXCERPT_BYTES`] bytes, `...` and its full length. Kafka's texts quote some values
 /// (`'...'`) and not others; `quoted` says which.
 #[derive(Clone, Copy, Debug)]
-pub struct Excerpt<'a> {
+pub(crate) struct Excerpt<'a> {
     value: &'a [u8],
     quoted: bool,
 }
 
 impl<'a> Excerpt<'a> {
-    pub fn plain(value: &'a [u8]) -> Self {
+    pub(crate) fn plain(value: &'a [u8]) -> Self {
         Excerpt {
             value,
             quoted: false,
         }
     }
 
-    pub fn quoted(value: &'a [u8]) -> Self {
+    pub(crate) fn quoted(value: &'a [u8]) -> Self {
         Excerpt {
             value,
             quoted: true,

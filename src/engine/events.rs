@@ -11,13 +11,13 @@ use super::clock::format_time_ms;
 use super::limits::MAX_EVENTS;
 
 #[derive(Debug, Default)]
-pub struct EventLog {
+pub(crate) struct EventLog {
     lines: Mutex<VecDeque<String>>,
 }
 
 impl EventLog {
     /// Adds `kind detail` stamped with `now_ms`.
-    pub fn record(&self, now_ms: i64, kind: &str, detail: &str) {
+    pub(crate) fn record(&self, now_ms: i64, kind: &str, detail: &str) {
         let line = format!("{} {kind} {detail}", format_time_ms(now_ms));
         let mut lines = self.lines.lock();
         if lines.len() == MAX_EVENTS {
@@ -26,7 +26,7 @@ impl EventLog {
         lines.push_back(line);
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let lines = self.lines.lock();
         let mut out = String::with_capacity(lines.len() * 80);
         for l in lines.iter() {
@@ -36,12 +36,9 @@ impl EventLog {
         out
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.lines.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.lines.lock().is_empty()
     }
 }
 

@@ -12,13 +12,13 @@ use parking_lot::Mutex;
 use super::error::{EngineError, Result};
 use super::format::TMP_SUFFIX;
 
-pub fn io_at(path: &Path, what: &str) -> impl FnOnce(io::Error) -> EngineError {
+pub(crate) fn io_at(path: &Path, what: &str) -> impl FnOnce(io::Error) -> EngineError {
     let context = format!("{what} {}", path.display());
     move |e| EngineError::io(context, e)
 }
 
 /// fsync of a directory, so creations, renames and removals in it survive a crash.
-pub fn sync_dir(dir: &Path) -> Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_at(dir, "fsync directory"))
@@ -26,7 +26,7 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 
 /// The names of a directory's entries, sorted; a name that is not UTF-8 is skipped with
 /// a warning (kpfs never writes one).
-pub fn list_names(dir: &Path) -> Result<Vec<String>> {
+pub(crate) fn list_names(dir: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for entry in fs::read_dir(dir).map_err(io_at(dir, "list"))? {
         let entry = entry.map_err(io_at(dir, "list"))?;
@@ -42,7 +42,7 @@ pub fn list_names(dir: &Path) -> Result<Vec<String>> {
 }
 
 /// Removes a file; one already gone is no error.
-pub fn remove_file(path: &Path) -> Result<()> {
+pub(crate) fn remove_file(path: &Path) -> Result<()> {
     match fs::remove_file(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -59,7 +59,7 @@ pub fn remove_files(files: &[PathBuf]) -> Result<()> {
 }
 
 /// Writes a small file so that a crash leaves either the old or the new content.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let tmp = temporary_path(path);
     let io = |what: &str, e| EngineError::io(format!("{what} {}", tmp.display()), e);
@@ -84,7 +84,11 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 /// `unsaved` and returns `Ok`: the caller applies its change anyway, since a full disk
 /// must not block the way out of it (lowering retention), and calls again later. A
 /// successful write clears the reason.
-pub fn write_or_defer(path: &Path, bytes: &[u8], unsaved: &Mutex<Option<String>>) -> Result<()> {
+pub(crate) fn write_or_defer(
+    path: &Path,
+    bytes: &[u8],
+    unsaved: &Mutex<Option<String>>,
+) -> Result<()> {
     let mut reason = unsaved.lock();
     match write_atomically(path, bytes) {
         Ok(()) => {
@@ -105,7 +109,7 @@ pub fn write_or_defer(path: &Path, bytes: &[u8], unsaved: &Mutex<Option<String>>
 }
 
 /// Where [`write_atomically`] writes `path`'s new contents before renaming them over it.
-pub fn temporary_path(path: &Path) -> PathBuf {
+pub(crate) fn temporary_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(TMP_SUFFIX);
     path.with_file_name(name)

@@ -16,31 +16,31 @@
 use std::fmt;
 
 /// Suffixes of the files of one segment.
-pub const LOG_SUFFIX: &str = ".log";
-pub const INDEX_SUFFIX: &str = ".index";
-pub const TIME_INDEX_SUFFIX: &str = ".timeindex";
+pub(crate) const LOG_SUFFIX: &str = ".log";
+pub(crate) const INDEX_SUFFIX: &str = ".index";
+pub(crate) const TIME_INDEX_SUFFIX: &str = ".timeindex";
 /// Temporary suffixes appended after the normal one (`...log.deleted`).
-pub const DELETED_SUFFIX: &str = ".deleted";
-pub const CLEANED_SUFFIX: &str = ".cleaned";
-pub const SWAP_SUFFIX: &str = ".swap";
+pub(crate) const DELETED_SUFFIX: &str = ".deleted";
+pub(crate) const CLEANED_SUFFIX: &str = ".cleaned";
+pub(crate) const SWAP_SUFFIX: &str = ".swap";
 
 /// Width of the zero-padded base offset in file names (Kafka's `filenamePrefixFromOffset`).
-pub const OFFSET_DIGITS: usize = 20;
+pub(crate) const OFFSET_DIGITS: usize = 20;
 
 /// Partition directory suffix: one partition per topic (`TOPIC-0`).
-pub const PARTITION_SUFFIX: &str = "-0";
+pub(crate) const PARTITION_SUFFIX: &str = "-0";
 /// Suffix of a topic directory being deleted (Kafka's `LocalLog.logDeleteDirName`).
-pub const DELETING_SUFFIX: &str = "-delete";
+pub(crate) const DELETING_SUFFIX: &str = "-delete";
 /// Suffix of `files::write_atomically`'s temporary files, renamed over the target.
-pub const TMP_SUFFIX: &str = ".tmp";
+pub(crate) const TMP_SUFFIX: &str = ".tmp";
 
 // Files of the data directory.
 /// Marker left by a clean shutdown (Kafka's `.kafka_cleanshutdown`).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kpfs_cleanshutdown";
 /// Lock file holding the daemon's pid; `flock`ed while a kpfs owns the data directory.
-pub const LOCK_FILE: &str = "kpfs.lock";
+pub(crate) const LOCK_FILE: &str = "kpfs.lock";
 /// The daemon's own log (written by the CLI, named here so `kpfs check` knows it).
-pub const DAEMON_LOG_FILE: &str = "kpfs.log";
+pub(crate) const DAEMON_LOG_FILE: &str = "kpfs.log";
 /// Dynamic broker config overrides written through `.kpfs/config`.
 pub const DYNAMIC_BROKER_CONFIG_FILE: &str = "kpfs-dynamic-broker.properties";
 /// Kafka's cleaner checkpoint file: first dirty offset per partition.
@@ -54,28 +54,28 @@ pub const RECOVERY_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
 pub const TOPIC_CONFIG_FILE: &str = "kpfs-topic.properties";
 /// `<base offset> <stream position>` of the first segment, so an empty first segment
 /// keeps its stream position across a reopen.
-pub const STREAM_START_FILE: &str = "kpfs-stream-start";
+pub(crate) const STREAM_START_FILE: &str = "kpfs-stream-start";
 
 /// `.index` entry: relative offset u32 + file position u32.
-pub const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
+pub(crate) const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
 /// Where the file position starts in an `.index` entry (after the relative offset).
-pub const OFFSET_INDEX_POSITION_AT: usize = 4;
+pub(crate) const OFFSET_INDEX_POSITION_AT: usize = 4;
 /// `.timeindex` entry: timestamp i64 + relative offset u32.
-pub const TIME_INDEX_ENTRY_BYTES: usize = 12;
+pub(crate) const TIME_INDEX_ENTRY_BYTES: usize = 12;
 /// Where the relative offset starts in a `.timeindex` entry (after the timestamp).
-pub const TIME_INDEX_OFFSET_AT: usize = 8;
+pub(crate) const TIME_INDEX_OFFSET_AT: usize = 8;
 const _: () = assert!(OFFSET_INDEX_POSITION_AT + 4 == OFFSET_INDEX_ENTRY_BYTES);
 const _: () = assert!(TIME_INDEX_OFFSET_AT + 4 == TIME_INDEX_ENTRY_BYTES);
 
 /// The largest `.log` kpfs writes: positions in `.index` are u32.
-pub const MAX_SEGMENT_FILE_BYTES: u64 = u32::MAX as u64;
+pub(crate) const MAX_SEGMENT_FILE_BYTES: u64 = u32::MAX as u64;
 /// The largest offset distance from a segment's base offset: relative offsets in both
 /// indexes are u32, and Kafka keeps them to `Int.MaxValue`
 /// (`LogSegment.canConvertToRelativeOffset`), so a segment rolls before exceeding it.
-pub const MAX_RELATIVE_OFFSET: u64 = i32::MAX as u64;
+pub(crate) const MAX_RELATIVE_OFFSET: u64 = i32::MAX as u64;
 
 /// The only batch format version kpfs writes.
-pub const BATCH_MAGIC: u8 = 1;
+pub(crate) const BATCH_MAGIC: u8 = 1;
 
 /// Byte positions inside a batch header.
 const BASE_OFFSET_AT: usize = 0;
@@ -110,7 +110,7 @@ const KNOWN_ATTRIBUTES: u16 = ATTR_DELETE_HORIZON | ATTR_PLAIN;
 
 /// The largest batch kpfs will decode. Guards allocations against corrupt length fields;
 /// larger than any batch kpfs writes (one write is at most one segment).
-pub const MAX_BATCH_BYTES: usize = i32::MAX as usize;
+pub(crate) const MAX_BATCH_BYTES: usize = i32::MAX as usize;
 
 /// Upper bound of one record's metadata (six varints of at most 10 bytes).
 const MAX_RECORD_META_BYTES: usize = 60;
@@ -121,7 +121,7 @@ pub fn segment_file_name(base_offset: u64, suffix: &str) -> String {
 
 /// Parses `00000000000000000042.log` (or `.index`, ...) into (42, ".log"). Temporary
 /// suffixes stay in the returned suffix (`.log.deleted`).
-pub fn parse_segment_file_name(name: &str) -> Option<(u64, &str)> {
+pub(crate) fn parse_segment_file_name(name: &str) -> Option<(u64, &str)> {
     if name.len() < OFFSET_DIGITS || !name.is_char_boundary(OFFSET_DIGITS) {
         return None;
     }
@@ -135,9 +135,10 @@ pub fn parse_segment_file_name(name: &str) -> Option<(u64, &str)> {
 
 /// One record as the engine sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg(any(test, feature = "internals"))]
 pub struct Record {
     pub offset: u64,
-    pub timestamp: i64,
+    pub(crate) timestamp: i64,
     /// Position of this record's rendering in the `log` byte stream.
     pub stream_pos: u64,
     pub key: Option<Vec<u8>>,
@@ -153,20 +154,20 @@ pub struct BatchHeader {
     pub base_offset: u64,
     /// Total bytes of the batch, header included.
     pub size: usize,
-    pub crc: u32,
-    pub last_offset_delta: u32,
-    pub base_timestamp: i64,
-    pub max_timestamp: i64,
+    pub(crate) crc: u32,
+    pub(crate) last_offset_delta: u32,
+    pub(crate) base_timestamp: i64,
+    pub(crate) max_timestamp: i64,
     /// KIP-534: set by the cleaner the first time it retains a tombstone of this batch.
-    pub delete_horizon_ms: Option<i64>,
+    pub(crate) delete_horizon_ms: Option<i64>,
     /// Stream range this batch covered when appended: `[base_stream_pos, +stream_bytes)`.
     pub base_stream_pos: u64,
-    pub stream_bytes: u32,
+    pub(crate) stream_bytes: u32,
     pub record_count: u32,
     /// Which rendering (parse.key, key.separator, null.marker) the lines were written in.
-    pub render_id: u32,
+    pub(crate) render_id: u32,
     /// Bytes of record metadata after the header; the lines section follows.
-    pub meta_bytes: u32,
+    pub(crate) meta_bytes: u32,
     /// A plain batch: no record metadata; record `i` is line `i`, at offset
     /// `base_offset + i`, with the base timestamp, no key and the line as its value.
     pub plain: bool,
@@ -177,11 +178,11 @@ impl BatchHeader {
         self.base_offset + u64::from(self.last_offset_delta)
     }
 
-    pub fn next_offset(&self) -> u64 {
+    pub(crate) fn next_offset(&self) -> u64 {
         self.last_offset() + 1
     }
 
-    pub fn stream_end(&self) -> u64 {
+    pub(crate) fn stream_end(&self) -> u64 {
         self.base_stream_pos + u64::from(self.stream_bytes)
     }
 
@@ -231,13 +232,15 @@ impl fmt::Display for DecodeError {
 fn be_u16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
-fn be_u32(b: &[u8], at: usize) -> u32 {
+/// The big-endian `u32` at `at` (batch headers, index entries).
+pub(crate) fn be_u32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 fn be_u64(b: &[u8], at: usize) -> u64 {
     u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
-fn be_i64(b: &[u8], at: usize) -> i64 {
+/// The big-endian `i64` at `at` (batch timestamps, `.timeindex` entries).
+pub(crate) fn be_i64(b: &[u8], at: usize) -> i64 {
     be_u64(b, at) as i64
 }
 
@@ -344,10 +347,11 @@ fn check_plain_header(h: &BatchHeader) -> Result<(), DecodeError> {
 }
 
 /// Decodes and verifies a whole batch at the start of `bytes`, copying its records.
+#[cfg(any(test, feature = "internals"))]
 pub fn decode_batch(bytes: &[u8]) -> Result<(BatchHeader, Vec<Record>), DecodeError> {
     let header = verify_batch(bytes)?;
     let records = RecordIter::new(&header, &bytes[..header.size])
-        .map(|r| r.map(|r| r.to_owned()))
+        .map(|r| r.map(|r| r.to_record()))
         .collect::<Result<Vec<_>, _>>()?;
     Ok((header, records))
 }
@@ -375,7 +379,7 @@ pub fn verify_batch(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordRef<'a> {
     pub offset: u64,
-    pub timestamp: i64,
+    pub(crate) timestamp: i64,
     pub stream_pos: u64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
@@ -386,7 +390,8 @@ pub struct RecordRef<'a> {
 }
 
 impl RecordRef<'_> {
-    pub fn to_owned(&self) -> Record {
+    #[cfg(any(test, feature = "internals"))]
+    pub(crate) fn to_record(self) -> Record {
         Record {
             offset: self.offset,
             timestamp: self.timestamp,
@@ -593,7 +598,7 @@ fn varint_len(mut value: u64) -> usize {
 }
 
 /// A key's or value's length as the format stores it: -1 for null.
-pub fn field_len(field: Option<&[u8]>) -> i64 {
+pub(crate) fn field_len(field: Option<&[u8]>) -> i64 {
     field.map_or(-1, |f| f.len() as i64)
 }
 
@@ -607,7 +612,7 @@ fn unzigzag(v: u64) -> i64 {
 
 /// Identifies a rendering of records into lines (parse.key, key.separator, null.marker),
 /// so a reader can tell whether a batch's stored lines are already what it must return.
-pub fn render_id(parse_key: bool, separator: &[u8], null_marker: &[u8]) -> u32 {
+pub(crate) fn render_id(parse_key: bool, separator: &[u8], null_marker: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&[u8::from(parse_key)]);
     if parse_key {
@@ -670,7 +675,7 @@ impl BatchBuilder {
     }
 
     /// Upper bound of the bytes a record with a `line_body`-byte line adds.
-    pub fn record_size(line_body: usize) -> usize {
+    pub(crate) fn record_size(line_body: usize) -> usize {
         line_body + 1 + MAX_RECORD_META_BYTES
     }
 
@@ -710,7 +715,7 @@ impl BatchBuilder {
     /// finishes the batch ([`BatchBuilder::finish_parts_with`]), so an append whose lines
     /// already sit contiguously in the written buffer is never copied.
     /// Key and value lengths are -1 for null, as [`field_len`] gives.
-    pub fn push_meta(
+    pub(crate) fn push_meta(
         &mut self,
         offset: u64,
         timestamp: i64,
@@ -750,12 +755,12 @@ impl BatchBuilder {
 
     /// The builder's own lines buffer, for a caller of [`BatchBuilder::push_meta`] that
     /// must assemble the lines after all.
-    pub fn lines_buffer(&mut self) -> &mut Vec<u8> {
+    pub(crate) fn lines_buffer(&mut self) -> &mut Vec<u8> {
         &mut self.lines
     }
 
     /// Adds a decoded record unchanged (the cleaner's copy).
-    pub fn push_record(&mut self, rec: &RecordRef<'_>) {
+    pub(crate) fn push_record(&mut self, rec: &RecordRef<'_>) {
         self.push(
             rec.offset,
             rec.timestamp,
@@ -766,11 +771,11 @@ impl BatchBuilder {
         );
     }
 
-    pub fn record_count(&self) -> u32 {
+    pub(crate) fn record_count(&self) -> u32 {
         self.record_count
     }
 
-    pub fn encoded_len(&self) -> usize {
+    pub(crate) fn encoded_len(&self) -> usize {
         BATCH_HEADER_BYTES + self.meta.len() + self.lines_len
     }
 
@@ -789,7 +794,7 @@ impl BatchBuilder {
 
     /// Empties the builder for a new batch, keeping its buffers' capacity (the append path
     /// reuses one builder, so its buffers are never allocated or faulted in again).
-    pub fn reset(
+    pub(crate) fn reset(
         &mut self,
         base_offset: u64,
         base_timestamp: i64,
@@ -811,7 +816,7 @@ impl BatchBuilder {
     /// Finishes the batch as its three parts, without copying the records into one
     /// buffer. `last_offset` may exceed the last record's offset (a cleaned batch keeps
     /// its original last offset); `stream_end` is the end of the stream range it covers.
-    pub fn finish_parts(
+    pub(crate) fn finish_parts(
         &self,
         last_offset: Option<u64>,
         stream_end: u64,
@@ -828,7 +833,7 @@ impl BatchBuilder {
     /// [`BatchBuilder::finish_parts`] with the lines section supplied by the caller, in
     /// two pieces that follow each other: every pushed record's line, newline included,
     /// in order.
-    pub fn finish_parts_with<'a>(
+    pub(crate) fn finish_parts_with<'a>(
         &'a self,
         lines: [&'a [u8]; 2],
         last_offset: Option<u64>,
@@ -912,7 +917,7 @@ pub fn plain_batch<'a>(
 }
 
 /// Size of a plain batch holding one record with a `line_body`-byte line.
-pub fn plain_batch_size(line_body: usize) -> usize {
+pub(crate) fn plain_batch_size(line_body: usize) -> usize {
     BATCH_HEADER_BYTES + line_body + 1
 }
 
@@ -963,21 +968,17 @@ fn encode_header(h: &BatchHeader, meta: &[u8], lines: [&[u8]; 2]) -> [u8; BATCH_
 /// the lines are never copied into a batch buffer.
 #[derive(Debug)]
 pub struct BatchParts<'a> {
-    pub header: [u8; BATCH_HEADER_BYTES],
-    pub meta: &'a [u8],
-    pub lines: [&'a [u8]; 2],
+    pub(crate) header: [u8; BATCH_HEADER_BYTES],
+    pub(crate) meta: &'a [u8],
+    pub(crate) lines: [&'a [u8]; 2],
 }
 
 impl BatchParts<'_> {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         BATCH_HEADER_BYTES + self.meta.len() + self.lines[0].len() + self.lines[1].len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    pub fn slices(&self) -> [&[u8]; 4] {
+    pub(crate) fn slices(&self) -> [&[u8]; 4] {
         [&self.header, self.meta, self.lines[0], self.lines[1]]
     }
 

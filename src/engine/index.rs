@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use memmap2::MmapMut;
 
 use super::format::{
-    OFFSET_INDEX_ENTRY_BYTES, OFFSET_INDEX_POSITION_AT, TIME_INDEX_ENTRY_BYTES,
+    be_i64, be_u32, OFFSET_INDEX_ENTRY_BYTES, OFFSET_INDEX_POSITION_AT, TIME_INDEX_ENTRY_BYTES,
     TIME_INDEX_OFFSET_AT,
 };
 use super::limits::PAGE_BYTES;
@@ -30,7 +30,7 @@ const MAX_ENTRY_BYTES: usize = TIME_INDEX_ENTRY_BYTES;
 /// One index file: preallocated and mapped while its segment is active, read with
 /// `pread` once sealed. Not thread-safe: owned by its segment's lock.
 #[derive(Debug)]
-pub struct IndexFile {
+pub(crate) struct IndexFile {
     path: PathBuf,
     /// Open only while the file changes size or gets blocks reserved (the map stays valid
     /// without it), so a segment holds one descriptor (its `.log`), not three, and a mount
@@ -322,7 +322,7 @@ impl IndexFile {
 
 /// The file lifecycle both indexes share: preallocate while active, trim on roll,
 /// follow renames, flush.
-pub trait IndexLifecycle {
+pub(crate) trait IndexLifecycle {
     fn file(&self) -> &IndexFile;
     fn file_mut(&mut self) -> &mut IndexFile;
 
@@ -353,17 +353,19 @@ pub trait IndexLifecycle {
         self.file_mut().flush()
     }
 
+    #[cfg(test)]
     fn file_len(&self) -> usize {
         self.file().len
     }
 
+    #[cfg(test)]
     fn is_mapped(&self) -> bool {
         self.file().map.is_some()
     }
 }
 
 /// An index's entries, decoded.
-pub trait IndexEntries: IndexLifecycle {
+pub(crate) trait IndexEntries: IndexLifecycle {
     type Entry;
 
     fn decode(&self, raw: &[u8]) -> Self::Entry;
@@ -393,8 +395,8 @@ impl IndexEntries for OffsetIndex {
 
     fn decode(&self, e: &[u8]) -> (u64, u32) {
         (
-            self.base_offset + u64::from(be_u32(e)),
-            be_u32(&e[OFFSET_INDEX_POSITION_AT..]),
+            self.base_offset + u64::from(be_u32(e, 0)),
+            be_u32(e, OFFSET_INDEX_POSITION_AT),
         )
     }
 }
@@ -404,10 +406,10 @@ impl IndexEntries for TimeIndex {
     type Entry = (i64, u64);
 
     fn decode(&self, e: &[u8]) -> (i64, u64) {
-        let ts = i64::from_be_bytes(e[..TIME_INDEX_OFFSET_AT].try_into().expect("8 bytes"));
+        let ts = be_i64(e, 0);
         (
             ts,
-            self.base_offset + u64::from(be_u32(&e[TIME_INDEX_OFFSET_AT..])),
+            self.base_offset + u64::from(be_u32(e, TIME_INDEX_OFFSET_AT)),
         )
     }
 }
@@ -430,26 +432,22 @@ impl IndexLifecycle for TimeIndex {
     }
 }
 
-fn be_u32(b: &[u8]) -> u32 {
-    u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
-}
-
 /// `.index`: relative offset -> batch position.
 #[derive(Debug)]
-pub struct OffsetIndex {
+pub(crate) struct OffsetIndex {
     base_offset: u64,
     inner: IndexFile,
 }
 
 impl OffsetIndex {
-    pub fn open(path: &Path, base_offset: u64, max_index_bytes: usize) -> io::Result<Self> {
+    pub(crate) fn open(path: &Path, base_offset: u64, max_index_bytes: usize) -> io::Result<Self> {
         // A real entry never has position 0 (the first batch of a segment gets no entry)
         // and offsets strictly increase; preallocated zeroes end the valid prefix.
         let valid = |bytes: &[u8]| {
             let mut n = 0;
             let mut last: Option<u32> = None;
             for e in bytes.chunks_exact(OFFSET_INDEX_ENTRY_BYTES) {
-                let (rel, pos) = (be_u32(e), be_u32(&e[OFFSET_INDEX_POSITION_AT..]));
+                let (rel, pos) = (be_u32(e, 0), be_u32(e, OFFSET_INDEX_POSITION_AT));
                 if pos == 0 || last.is_some_and(|l| rel <= l) {
                     break;
                 }
@@ -464,16 +462,16 @@ impl OffsetIndex {
         })
     }
 
-    pub fn entries(&self) -> usize {
+    pub(crate) fn entries(&self) -> usize {
         self.inner.entries
     }
 
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.inner.is_full()
     }
 
     /// Appends (offset, position). Offsets must strictly increase.
-    pub fn append(&mut self, offset: u64, position: u32) -> io::Result<()> {
+    pub(crate) fn append(&mut self, offset: u64, position: u32) -> io::Result<()> {
         assert!(offset >= self.base_offset, "index offset below base");
         if let Some((last, last_pos)) = self.last() {
             assert!(offset > last, "offset index entries must strictly increase");
@@ -490,7 +488,7 @@ impl OffsetIndex {
     }
 
     /// Greatest entry whose offset is <= `target`, else (base offset, 0).
-    pub fn lookup(&self, target: u64) -> io::Result<(u64, u32)> {
+    pub(crate) fn lookup(&self, target: u64) -> io::Result<(u64, u32)> {
         let n = self.inner.count_prefix(|e| self.decode(e).0 <= target)?;
         match n.checked_sub(1) {
             Some(i) => self.entry(i),
@@ -499,29 +497,29 @@ impl OffsetIndex {
     }
 
     /// Drops entries pointing at or past `position` (truncation of the log).
-    pub fn truncate_to_position(&mut self, position: u32) -> io::Result<()> {
+    pub(crate) fn truncate_to_position(&mut self, position: u32) -> io::Result<()> {
         let keep = self
             .inner
-            .count_prefix(|e| be_u32(&e[OFFSET_INDEX_POSITION_AT..]) < position)?;
+            .count_prefix(|e| be_u32(e, OFFSET_INDEX_POSITION_AT) < position)?;
         self.inner.truncate_entries(keep)
     }
 }
 
 /// `.timeindex`: timestamp -> relative offset. Entries only for increasing timestamps.
 #[derive(Debug)]
-pub struct TimeIndex {
+pub(crate) struct TimeIndex {
     base_offset: u64,
     inner: IndexFile,
 }
 
 impl TimeIndex {
-    pub fn open(path: &Path, base_offset: u64, max_index_bytes: usize) -> io::Result<Self> {
+    pub(crate) fn open(path: &Path, base_offset: u64, max_index_bytes: usize) -> io::Result<Self> {
         let valid = |bytes: &[u8]| {
             let mut n = 0;
             let mut last: Option<(i64, u32)> = None;
             for e in bytes.chunks_exact(TIME_INDEX_ENTRY_BYTES) {
-                let ts = i64::from_be_bytes(e[..TIME_INDEX_OFFSET_AT].try_into().expect("8 bytes"));
-                let rel = be_u32(&e[TIME_INDEX_OFFSET_AT..]);
+                let ts = be_i64(e, 0);
+                let rel = be_u32(e, TIME_INDEX_OFFSET_AT);
                 let zero = ts == 0 && rel == 0;
                 if zero || last.is_some_and(|(lt, lr)| ts <= lt || rel < lr) {
                     break;
@@ -537,17 +535,17 @@ impl TimeIndex {
         })
     }
 
-    pub fn entries(&self) -> usize {
+    pub(crate) fn entries(&self) -> usize {
         self.inner.entries
     }
 
     /// Kafka keeps one slot free for the entry written when the segment becomes inactive.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.inner.entries + 1 >= self.inner.max_entries
     }
 
     /// Appends unless `timestamp` is not greater than the last entry's (as Kafka).
-    pub fn maybe_append(&mut self, timestamp: i64, offset: u64) -> io::Result<()> {
+    pub(crate) fn maybe_append(&mut self, timestamp: i64, offset: u64) -> io::Result<()> {
         if self.last().is_some_and(|(ts, _)| timestamp <= ts) {
             return Ok(());
         }
@@ -559,7 +557,7 @@ impl TimeIndex {
     }
 
     /// Drops entries for offsets at or past `offset`.
-    pub fn truncate_to_offset(&mut self, offset: u64) -> io::Result<()> {
+    pub(crate) fn truncate_to_offset(&mut self, offset: u64) -> io::Result<()> {
         let keep = self.inner.count_prefix(|e| self.decode(e).1 < offset)?;
         self.inner.truncate_entries(keep)
     }

@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 use super::batch_validation::{BatchWalker, Step};
 use super::config::{BrokerConfig, TopicOverrides};
 use super::format::{
-    parse_segment_file_name, segment_file_name, BatchHeader, RecordIter, BATCH_HEADER_BYTES,
-    BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS,
-    OFFSET_INDEX_ENTRY_BYTES, SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX,
+    be_i64, be_u32, parse_segment_file_name, segment_file_name, BatchHeader, RecordIter,
+    BATCH_HEADER_BYTES, BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
+    OFFSET_DIGITS, OFFSET_INDEX_ENTRY_BYTES, SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES,
+    TIME_INDEX_SUFFIX,
 };
 use super::format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DELETING_SUFFIX,
@@ -33,14 +34,14 @@ use super::validate_topic_name;
 #[derive(Clone, Debug, Default)]
 pub struct DumpOptions {
     /// `--print-data-log`: one line per record, with its key and value.
-    pub print_data_log: bool,
+    pub(crate) print_data_log: bool,
     /// `--deep-iteration`: one line per record, without key and value unless
     /// `print_data_log` is set too (as in Kafka).
-    pub deep_iteration: bool,
+    pub(crate) deep_iteration: bool,
     /// `--index-sanity-check`: check index entries against the segment's `.log`.
-    pub index_sanity_check: bool,
+    pub(crate) index_sanity_check: bool,
     /// `--verify-index-only`: like `index_sanity_check`, but print only problems and a summary.
-    pub verify_index_only: bool,
+    pub(crate) verify_index_only: bool,
 }
 
 /// Why `dump_file` failed. Every variant names the file.
@@ -244,16 +245,6 @@ impl EntryReader {
     }
 }
 
-fn be_u32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-}
-
-fn be_i64(b: &[u8]) -> i64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[..8]);
-    i64::from_be_bytes(x)
-}
-
 /// One output of an index walk.
 enum IndexLine {
     /// The entry as `DumpLogSegments` prints it.
@@ -319,7 +310,7 @@ impl IndexWalk<'_, '_> {
             summary.entries += 1;
             let findings = match self.kind {
                 Kind::TimeIndex => {
-                    let (ts, rel) = (be_i64(e), be_u32(&e[8..]));
+                    let (ts, rel) = (be_i64(e, 0), be_u32(e, 8));
                     let offset = self.base.saturating_add(u64::from(rel));
                     sink(IndexLine::Entry(format!(
                         "timestamp: {ts} offset: {offset}"
@@ -329,7 +320,7 @@ impl IndexWalk<'_, '_> {
                     findings
                 }
                 _ => {
-                    let (rel, position) = (be_u32(e), be_u32(&e[4..]));
+                    let (rel, position) = (be_u32(e, 0), be_u32(e, 4));
                     let offset = self.base.saturating_add(u64::from(rel));
                     sink(IndexLine::Entry(format!(
                         "offset: {offset} position: {position}"
@@ -771,11 +762,11 @@ pub struct CheckReport {
     /// States that are normal while a kpfs runs, or that the next open repairs by design
     /// (leftover temporary files, a missing clean-shutdown marker, a held lock).
     pub notes: Vec<String>,
-    pub topics: usize,
+    pub(crate) topics: usize,
     /// Live `.log` files (temporary ones not counted).
-    pub segments: usize,
+    pub(crate) segments: usize,
     /// Records in the batches that decode.
-    pub records: u64,
+    pub(crate) records: u64,
 }
 
 impl CheckReport {
@@ -1525,7 +1516,7 @@ mod tests {
         let log = files(dir.path(), LOG_SUFFIX)[0].clone();
         let entries = fs::read(&index).unwrap();
         assert!(entries.len() >= 16, "needs two entries");
-        let first_pos = be_u32(&entries[4..]);
+        let first_pos = be_u32(&entries, 4);
         // Entry 1 claims the offset of entry 0's batch + 7 at entry 0's position + 1.
         set_u32(&index, 4, first_pos + 1);
         let report = check_data_dir(dir.path());
@@ -1539,7 +1530,7 @@ mod tests {
             "{found:#?}"
         );
         set_u32(&index, 4, first_pos);
-        set_u32(&index, 0, be_u32(&entries) + 1);
+        set_u32(&index, 0, be_u32(&entries, 0) + 1);
         let found = problems_about(&check_data_dir(dir.path()), &index);
         assert!(
             found
@@ -1569,7 +1560,7 @@ mod tests {
         let mut bytes = fs::read(&time_index).unwrap();
         assert!(bytes.len() >= 24, "needs two entries");
         // Entry 1 gets entry 0's timestamp minus one.
-        let ts = be_i64(&bytes) - 1;
+        let ts = be_i64(&bytes, 0) - 1;
         bytes[12..20].copy_from_slice(&ts.to_be_bytes());
         fs::write(&time_index, &bytes).unwrap();
         let found = problems_about(&check_data_dir(dir.path()), &time_index);

@@ -14,9 +14,9 @@ use super::format::{
 
 /// Kafka's topic name limit (`Topic.MAX_NAME_LENGTH`): a partition directory
 /// `TOPIC-0` must fit a file name.
-pub const MAX_TOPIC_NAME_CHARS: usize = 249;
+pub(crate) const MAX_TOPIC_NAME_CHARS: usize = 249;
 /// The longest file name (bytes) Linux filesystems take (`NAME_MAX`).
-pub const MAX_FILE_NAME_BYTES: usize = 255;
+pub(crate) const MAX_FILE_NAME_BYTES: usize = 255;
 // A topic's partition directory name fits (topic names are ASCII, so chars are bytes).
 const _: () =
     assert!(MAX_TOPIC_NAME_CHARS + super::format::PARTITION_SUFFIX.len() <= MAX_FILE_NAME_BYTES);
@@ -27,10 +27,10 @@ const _: () =
 /// it smaller): the read path holds one batch in memory, so this bounds what one read
 /// needs; 1 MiB is about Kafka's default `max.message.bytes` (1,048,588), so a default
 /// topic's batches are already this size.
-pub const MAX_APPEND_BATCH_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_APPEND_BATCH_BYTES: u64 = 1 << 20;
 /// Kafka's floor of `segment.bytes` and `log.segment.bytes` ("Value must be at least
 /// 1048576"); the test-only `internal.segment.bytes` goes below it.
-pub const MIN_SEGMENT_BYTES: i64 = 1 << 20;
+pub(crate) const MIN_SEGMENT_BYTES: i64 = 1 << 20;
 // A batch of the largest size fits the smallest segment a user can configure, so the cap
 // never makes a record need a segment of its own beyond `segment.bytes`.
 const _: () = assert!(MAX_APPEND_BATCH_BYTES <= MIN_SEGMENT_BYTES as u64);
@@ -43,13 +43,13 @@ const _: () = assert!(MAX_APPEND_BATCH_BYTES > BATCH_HEADER_BYTES as u64);
 /// Parsed records the append path's per-thread buffer keeps room for between writes
 /// (2 MiB of `PendingRecord`s): a 1 MiB write of 100-byte lines holds 10,000 of them, so
 /// ordinary writes never grow it, while one huge write does not pin its memory forever.
-pub const PARSED_RECORDS_KEPT: usize = 1 << 16;
+pub(crate) const PARSED_RECORDS_KEPT: usize = 1 << 16;
 
 // --- Indexes ---
 
 /// The smallest `segment.index.bytes` an index accepts: room for one entry of the larger
 /// index (`AbstractIndex`'s "Invalid max index size"); Kafka's `atLeast(4)` comes first.
-pub const MIN_INDEX_BYTES: i64 = TIME_INDEX_ENTRY_BYTES as i64;
+pub(crate) const MIN_INDEX_BYTES: i64 = TIME_INDEX_ENTRY_BYTES as i64;
 const _: () = assert!(MIN_INDEX_BYTES as usize >= OFFSET_INDEX_ENTRY_BYTES);
 const _: () = assert!(MIN_INDEX_BYTES as usize >= TIME_INDEX_ENTRY_BYTES);
 
@@ -57,14 +57,14 @@ const _: () = assert!(MIN_INDEX_BYTES as usize >= TIME_INDEX_ENTRY_BYTES);
 /// `madvise` ranges of a read mapping: 4 KiB is the page of the platforms kpfs runs on.
 /// On a larger page nothing breaks: `fallocate` takes any range, and a misaligned
 /// `madvise` fails and is ignored (the pages stay the process's until unmapped).
-pub const PAGE_BYTES: usize = 4096;
+pub(crate) const PAGE_BYTES: usize = 4096;
 
 // --- Reads ---
 
 /// Growth step of a segment's read mapping: one `mmap` per 64 MiB appended, so a
 /// growing active segment is remapped rarely and a mount holds about one mapping per
 /// topic (`vm.max_map_count` is 65,530).
-pub const READ_MAP_STEP_BYTES: u64 = 64 << 20;
+pub(crate) const READ_MAP_STEP_BYTES: u64 = 64 << 20;
 const _: () = assert!(READ_MAP_STEP_BYTES.is_multiple_of(PAGE_BYTES as u64));
 // A step holds whole batches of the largest size an append writes many times over.
 const _: () = assert!(READ_MAP_STEP_BYTES >= 16 * MAX_APPEND_BATCH_BYTES);
@@ -73,61 +73,61 @@ const _: () = assert!(READ_MAP_STEP_BYTES >= 16 * MAX_APPEND_BATCH_BYTES);
 /// batches, so a read may take more), and the most its output reserves ahead: FUSE reads
 /// are at most 1 MiB, so 4 MiB is never the limit for one, and 8 KiB keeps a small read
 /// from verifying batches one at a time.
-pub const READ_MIN_BYTES: usize = 8 << 10;
-pub const READ_MAX_BYTES: usize = 4 << 20;
+pub(crate) const READ_MIN_BYTES: usize = 8 << 10;
+pub(crate) const READ_MAX_BYTES: usize = 4 << 20;
 const _: () = assert!(READ_MIN_BYTES <= READ_MAX_BYTES);
 const _: () = assert!(READ_MAX_BYTES as u64 >= MAX_APPEND_BATCH_BYTES);
 
 /// Bytes of batches one step of a repositioning scan borrows (from the index entry
 /// below the target to the record): an index interval (4 KiB by default) many times over.
-pub const REPOSITION_SCAN_BYTES: usize = 256 << 10;
+pub(crate) const REPOSITION_SCAN_BYTES: usize = 256 << 10;
 
 /// Reads up to this size are kept for re-reads after a short seek back (bash `read`,
 /// `head`): a few of the kernel's 4 KiB to 128 KiB reads.
-pub const REPLAY_LIMIT_BYTES: usize = 64 << 10;
+pub(crate) const REPLAY_LIMIT_BYTES: usize = 64 << 10;
 
 /// How often one read starts again on a fresh snapshot after a segment vanished under
 /// it: each retry follows a deletion or a swap that completed meanwhile, so more than a
 /// few in a row means something else is wrong.
-pub const STALE_READ_RETRIES: u32 = 3;
+pub(crate) const STALE_READ_RETRIES: u32 = 3;
 
 // --- Config files ---
 
 /// Longer config lines are refused rather than buffered: no config value comes near it.
-pub const MAX_CONFIG_LINE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_CONFIG_LINE_BYTES: usize = 1 << 20;
 
 // --- Errors and events ---
 
 /// Bytes of a user's value an error message shows. Errors are kept (`.kpfs/errors`,
 /// `events`) and printed; one refused 1 MiB line must not make a 1 MiB error.
-pub const EXCERPT_BYTES: usize = 200;
+pub(crate) const EXCERPT_BYTES: usize = 200;
 const _: () = assert!((EXCERPT_BYTES as u64) < MAX_APPEND_BATCH_BYTES);
 
 /// How many refused operations `.kpfs/errors` remembers: enough for an operator to see
 /// a burst, bounded so a misbehaving writer cannot grow the daemon (about 1,000 of at
 /// most a few hundred bytes each, thanks to [`EXCERPT_BYTES`]).
-pub const MAX_REJECTIONS: usize = 1000;
+pub(crate) const MAX_REJECTIONS: usize = 1000;
 /// How many events a topic remembers (`TOPIC/events`): lines of about 100 bytes, so a
 /// few hundred KiB per topic, and thousands of rolls, deletions and passes to look back on.
-pub const MAX_EVENTS: usize = 4096;
+pub(crate) const MAX_EVENTS: usize = 4096;
 
 // --- Cleaner ---
 
 /// The least memory of a cleaner thread's offset map: Kafka refuses a
 /// `log.cleaner.dedupe.buffer.size` that gives a thread no more than 1 MiB
 /// (`LogCleaner.validateReconfiguration`), and the map is sized from it.
-pub const MIN_OFFSET_MAP_BYTES: i64 = 1 << 20;
+pub(crate) const MIN_OFFSET_MAP_BYTES: i64 = 1 << 20;
 /// The most: Kafka sizes the map with an `Int` (`math.min(dedupeBufferSize / numThreads,
 /// Int.MaxValue)`).
-pub const MAX_OFFSET_MAP_BYTES: i64 = i32::MAX as i64;
+pub(crate) const MAX_OFFSET_MAP_BYTES: i64 = i32::MAX as i64;
 const _: () = assert!(MIN_OFFSET_MAP_BYTES < MAX_OFFSET_MAP_BYTES);
 
 /// The I/O throttle measures its rate over at least this window (Kafka's `Throttler`
 /// `checkIntervalMs` of the cleaner), so short bursts are not throttled.
-pub const THROTTLE_CHECK_INTERVAL_MS: u64 = 300;
+pub(crate) const THROTTLE_CHECK_INTERVAL_MS: u64 = 300;
 /// The throttle sleeps in slices of this, so a restart of the cleaner threads (Kafka's
 /// `checkDone`) never waits for a long sleep.
-pub const THROTTLE_SLEEP_SLICE_MS: u64 = 50;
+pub(crate) const THROTTLE_SLEEP_SLICE_MS: u64 = 50;
 const _: () = assert!(THROTTLE_SLEEP_SLICE_MS < THROTTLE_CHECK_INTERVAL_MS);
 
 // --- Background threads ---
@@ -135,10 +135,10 @@ const _: () = assert!(THROTTLE_SLEEP_SLICE_MS < THROTTLE_CHECK_INTERVAL_MS);
 /// The `kpfs-scheduler` thread's tick: the resolution of `file.delete.delay.ms`,
 /// `flush.ms` and the flush of rolled segments; short enough that a test waiting for a
 /// deletion polls only a few times, long enough that an idle mount costs nothing.
-pub const SCHEDULER_TICK_MS: i64 = 100;
+pub(crate) const SCHEDULER_TICK_MS: i64 = 100;
 /// The longest one wait of a background thread (the retention interval, an idle
 /// cleaner's backoff): a longer configured interval is cut to it, so retention looks at
 /// least once a minute, even under Kafka's 5-minute default
 /// `log.retention.check.interval.ms`.
-pub const MAX_BACKGROUND_WAIT_MS: i64 = 60_000;
+pub(crate) const MAX_BACKGROUND_WAIT_MS: i64 = 60_000;
 const _: () = assert!(0 < SCHEDULER_TICK_MS && SCHEDULER_TICK_MS < MAX_BACKGROUND_WAIT_MS);

@@ -17,29 +17,31 @@ use super::clock::Clock;
 use super::config::TopicConfig;
 use super::error::{EngineError, Result};
 use super::files::io_at;
-pub use super::files::{remove_files, sync_dir};
+pub use super::files::remove_files;
+pub(crate) use super::files::sync_dir;
 use super::format::{
     parse_segment_file_name, plain_batch, plain_batch_size, BatchBuilder, BatchParts,
     BATCH_HEADER_BYTES, DELETED_SUFFIX, MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES,
     PARTITION_SUFFIX, STREAM_START_FILE, SWAP_SUFFIX,
 };
 use super::limits::MAX_APPEND_BATCH_BYTES;
+pub use super::log_loader::Durability;
 use super::log_loader::LogLoader;
-pub use super::log_loader::{Durability, OpenReport};
-use super::segment::{RollReason, Segment};
+pub(crate) use super::log_loader::OpenReport;
+use super::segment::{RollReason, Segment, SegmentSpec};
 
 /// One record to append, located in the written bytes; the line protocol already split
 /// the line into key and value. Positions rather than slices, so a write's records go
 /// into a reused buffer and an append allocates nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PendingRecord {
+pub(crate) struct PendingRecord {
     /// Where the line starts in the written bytes, and its length without the newline;
     /// the record takes `line_len + 1` stream bytes.
-    pub line_start: usize,
-    pub line_len: usize,
+    pub(crate) line_start: usize,
+    pub(crate) line_len: usize,
     /// Key and value lengths, -1 for null (the batch format's convention).
-    pub key_len: i64,
-    pub value_len: i64,
+    pub(crate) key_len: i64,
+    pub(crate) value_len: i64,
 }
 
 impl PendingRecord {
@@ -53,21 +55,21 @@ impl PendingRecord {
 /// [`PendingRecord`] positions count from the start of `head`. Two pieces, so finishing a
 /// line does not mean copying the whole write behind it.
 #[derive(Clone, Copy, Debug)]
-pub struct WriteBytes<'a> {
-    pub head: &'a [u8],
-    pub body: &'a [u8],
+pub(crate) struct WriteBytes<'a> {
+    pub(crate) head: &'a [u8],
+    pub(crate) body: &'a [u8],
 }
 
 impl<'a> WriteBytes<'a> {
-    pub fn new(body: &'a [u8]) -> Self {
+    pub(crate) fn new(body: &'a [u8]) -> Self {
         WriteBytes { head: &[], body }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.head.len() + self.body.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
@@ -96,7 +98,7 @@ impl<'a> WriteBytes<'a> {
     }
 
     /// The length (newline excluded) of the first line longer than `limit`, if any.
-    pub fn first_line_longer_than(&self, limit: usize) -> Option<usize> {
+    pub(crate) fn first_line_longer_than(&self, limit: usize) -> Option<usize> {
         // `head` holds whole lines, so no line spans the two pieces.
         [self.head, self.body]
             .into_iter()
@@ -148,7 +150,7 @@ fn first_line_longer_than(piece: &[u8], limit: usize) -> Option<usize> {
 
 /// The records of one write, as the line protocol found them.
 #[derive(Clone, Copy, Debug)]
-pub enum WriteRecords<'a> {
+pub(crate) enum WriteRecords<'a> {
     /// Records located in the write, with their keys and values.
     Parsed(&'a [PendingRecord]),
     /// Every line of the write is one keyless record whose value is the line (a topic
@@ -159,7 +161,7 @@ pub enum WriteRecords<'a> {
 /// The size of the batch the first record whose batch alone is over `limit` would need.
 /// Kafka checks every batch against `max.message.bytes` and the segment size; a record
 /// over either in a batch of its own can never be appended.
-pub fn first_oversized_record(
+pub(crate) fn first_oversized_record(
     data: WriteBytes<'_>,
     records: WriteRecords<'_>,
     limit: u64,
@@ -334,18 +336,18 @@ fn next_plain_batch<'a>(
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AppendInfo {
     pub first_offset: u64,
-    pub last_offset: u64,
-    pub records: u64,
-    pub bytes: u64,
-    pub rolls: Vec<(u64, RollReason)>,
+    pub(crate) last_offset: u64,
+    pub(crate) records: u64,
+    pub(crate) bytes: u64,
+    pub(crate) rolls: Vec<(u64, RollReason)>,
     /// The clock when the records were appended: their timestamp.
-    pub appended_at_ms: i64,
+    pub(crate) appended_at_ms: i64,
 }
 
 /// A segment removed from the log and renamed `.deleted`, waiting for physical removal.
 #[derive(Debug)]
 pub struct DeletedSegment {
-    pub segment: Arc<Segment>,
+    pub(crate) segment: Arc<Segment>,
     pub files: Vec<PathBuf>,
 }
 
@@ -364,7 +366,7 @@ impl LogSnapshot {
     }
 
     /// Index of the segment that holds `offset` (greatest base offset <= offset).
-    pub fn segment_for(&self, offset: u64) -> Option<usize> {
+    pub(crate) fn segment_for(&self, offset: u64) -> Option<usize> {
         let n = self.segments.partition_point(|s| s.base_offset() <= offset);
         n.checked_sub(1)
     }
@@ -455,7 +457,8 @@ impl Log {
         if segments.is_empty() {
             segments.push(Arc::new(new_active_segment(
                 dir,
-                (0, 0),
+                0,
+                0,
                 config,
                 now,
                 log.next_jitter(config),
@@ -492,11 +495,11 @@ impl Log {
         (x % bound as u64) as i64
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
-    pub fn partition(&self) -> &str {
+    pub(crate) fn partition(&self) -> &str {
         &self.partition
     }
 
@@ -517,10 +520,11 @@ impl Log {
     }
 
     /// End of the rendered stream: the size of the `log` file.
-    pub fn stream_end(&self) -> u64 {
+    pub(crate) fn stream_end(&self) -> u64 {
         self.snapshot().active().info().stream_end
     }
 
+    #[cfg(feature = "internals")]
     pub fn size_bytes(&self) -> u64 {
         self.snapshot().segments.iter().map(|s| s.size()).sum()
     }
@@ -553,7 +557,7 @@ impl Log {
     /// first when Kafka would. All records get the same timestamp (CreateTime = now).
     /// The records' lines are in `data`, the written bytes; lines that sit there back to
     /// back with their newlines are written from `data` without a copy.
-    pub fn append(
+    pub(crate) fn append(
         &self,
         data: WriteBytes<'_>,
         records: WriteRecords<'_>,
@@ -722,7 +726,8 @@ impl Log {
         old.seal()?;
         let new = Arc::new(new_active_segment(
             &self.dir,
-            (info.next_offset, info.stream_end),
+            info.next_offset,
+            info.stream_end,
             config,
             self.clock.now_ms(),
             self.next_jitter(config),
@@ -739,6 +744,7 @@ impl Log {
     }
 
     /// Rolls now (tests and retention).
+    #[cfg(any(test, feature = "internals"))]
     pub fn roll(&self, config: &TopicConfig, reason: RollReason) -> Result<()> {
         let _w = self.writer.lock();
         if !self.snapshot().active().is_empty() {
@@ -812,7 +818,7 @@ impl Log {
 
     /// Retries what a full disk kept from [`STREAM_START_FILE`], with the first segment
     /// as it is now.
-    pub fn save_unsaved_stream_start(&self) {
+    pub(crate) fn save_unsaved_stream_start(&self) {
         if self.unsaved_stream_start.lock().is_none() {
             return;
         }
@@ -830,7 +836,7 @@ impl Log {
     }
 
     /// Why the stream start is not yet in its file, if it is not.
-    pub fn unsaved_stream_start(&self) -> Option<String> {
+    pub(crate) fn unsaved_stream_start(&self) -> Option<String> {
         self.unsaved_stream_start.lock().clone()
     }
 
@@ -838,7 +844,7 @@ impl Log {
     /// active one) by `new_segments`, which are complete `.cleaned` segments: the
     /// crash-safe swap of docs/ARCHITECTURE.md (.cleaned -> .swap, old -> .deleted,
     /// .swap -> final).
-    pub fn replace_segments(
+    pub(crate) fn replace_segments(
         &self,
         old_bases: &[u64],
         new_segments: Vec<Segment>,
@@ -899,7 +905,7 @@ impl Log {
     /// moved, refuses every later append. Under the writer lock, so no append or roll
     /// runs during the rename and none is acknowledged after this returns; if the rename
     /// fails, the log is exactly as it was.
-    pub fn retire_dir(&self, to: &Path) -> Result<()> {
+    pub(crate) fn retire_dir(&self, to: &Path) -> Result<()> {
         let mut writer = self.writer.lock();
         fs::rename(&self.dir, to).map_err(io_at(&self.dir, "rename"))?;
         writer.deleted = true;
@@ -907,7 +913,7 @@ impl Log {
     }
 
     /// fsync of everything appended so far.
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         let mut writer = self.writer.lock();
         let result = self.sync_unsynced();
         if let Err(e) = &result {
@@ -962,7 +968,7 @@ impl Log {
     /// and moves the recovery point to the active segment's base. Runs without the
     /// writer lock, so appends go on meanwhile: sealed segments no longer change, and the
     /// cleaner's replacements are flushed before they are swapped in.
-    pub fn flush_rolled_segments(&self) -> Result<()> {
+    pub(crate) fn flush_rolled_segments(&self) -> Result<()> {
         let snap = self.snapshot();
         let active_base = snap.active().base_offset();
         if self.recovery_point.load(Ordering::Relaxed) >= active_base {
@@ -985,7 +991,7 @@ impl Log {
     }
 
     /// Flushes when `flush.ms` has passed since the last flush with records pending.
-    pub fn maybe_flush_by_time(&self, config: &TopicConfig) -> Result<()> {
+    pub(crate) fn maybe_flush_by_time(&self, config: &TopicConfig) -> Result<()> {
         let due = {
             let w = self.writer.lock();
             w.unflushed_records > 0 && self.clock.now_ms() - w.last_flush_ms >= config.flush_ms
@@ -998,7 +1004,7 @@ impl Log {
 
     /// Clean close: flush every segment and trim the active segment's indexes. Later
     /// appends are refused (a FUSE request that outlived the session's drain).
-    pub fn close(&self) -> Result<()> {
+    pub(crate) fn close(&self) -> Result<()> {
         let _w = self.writer.lock();
         self.poisoned
             .lock()
@@ -1019,7 +1025,7 @@ impl Log {
     /// at each segment's in-memory facts, its file name and last index entry, never at
     /// the data, so it costs O(segments) on operations that already rename files and
     /// fsync a directory.
-    pub fn check_invariants(&self) {
+    pub(crate) fn check_invariants(&self) {
         let snap = self.snapshot();
         assert!(
             !snap.segments.is_empty(),
@@ -1068,23 +1074,25 @@ impl Log {
     }
 }
 
-/// A new active segment at `(base offset, stream position)`, its `.log` preallocated to
-/// the segment size when the topic has `preallocate` (Kafka's `initFileSize`).
+/// A new active segment at `base_offset` and `stream_pos`, its `.log` preallocated to the
+/// segment size when the topic has `preallocate` (Kafka's `initFileSize`).
 fn new_active_segment(
     dir: &Path,
-    (base_offset, stream_pos): (u64, u64),
+    base_offset: u64,
+    stream_pos: u64,
     config: &TopicConfig,
     now_ms: i64,
     roll_jitter_ms: i64,
 ) -> Result<Segment> {
-    let segment = Segment::create(
+    let segment = Segment::create(&SegmentSpec {
         dir,
         base_offset,
+        suffix: "",
         stream_pos,
-        config.segment_index_bytes.max(0) as usize,
+        max_index_bytes: config.segment_index_bytes.max(0) as usize,
         now_ms,
         roll_jitter_ms,
-    )?;
+    })?;
     if config.preallocate && config.segment_size() > 0 {
         segment.preallocate(config.segment_size() as u64)?;
     }

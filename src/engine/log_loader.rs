@@ -16,7 +16,7 @@ use super::format::{
     parse_segment_file_name, segment_file_name, CLEANED_SUFFIX, DELETED_SUFFIX, DELETING_SUFFIX,
     INDEX_SUFFIX, LOG_SUFFIX, STREAM_START_FILE, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
 };
-use super::segment::Segment;
+use super::segment::{Segment, SegmentSpec};
 
 /// How far a log's files can be trusted when it is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +32,7 @@ pub enum Durability {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct OpenReport {
     pub removed_files: Vec<String>,
-    pub completed_swaps: Vec<String>,
+    pub(crate) completed_swaps: Vec<String>,
     pub truncated: Vec<(String, u64, u64)>,
     pub recovered_segments: usize,
     /// Bytes validated batch by batch: the unsynced tail after a crash.
@@ -40,21 +40,21 @@ pub struct OpenReport {
 }
 
 /// One partition directory being loaded.
-pub struct LogLoader<'a> {
-    pub dir: &'a Path,
+pub(crate) struct LogLoader<'a> {
+    pub(crate) dir: &'a Path,
     /// `TOPIC-0`, for log messages.
-    pub partition: &'a str,
-    pub config: &'a TopicConfig,
-    pub now_ms: i64,
-    pub durability: Durability,
+    pub(crate) partition: &'a str,
+    pub(crate) config: &'a TopicConfig,
+    pub(crate) now_ms: i64,
+    pub(crate) durability: Durability,
     /// Each loaded segment's share of `segment.jitter.ms`.
-    pub next_jitter: &'a dyn Fn() -> i64,
+    pub(crate) next_jitter: &'a dyn Fn() -> i64,
 }
 
 impl LogLoader<'_> {
     /// Brings the directory to a consistent state and loads its segments in offset
     /// order (none for a new log).
-    pub fn load(&self) -> Result<(Vec<Arc<Segment>>, OpenReport)> {
+    pub(crate) fn load(&self) -> Result<(Vec<Arc<Segment>>, OpenReport)> {
         let mut report = OpenReport::default();
         self.remove_deleted_files(&mut report)?;
         self.roll_back_unfinished_cleaning(&mut report)?;
@@ -137,7 +137,15 @@ impl LogLoader<'_> {
         swaps.sort_unstable();
         let mut max_next = 0u64;
         for &base in &swaps {
-            let seg = Segment::open(self.dir, base, SWAP_SUFFIX, 0, 1 << 20, self.now_ms, 0)?;
+            let seg = Segment::open(&SegmentSpec {
+                dir: self.dir,
+                base_offset: base,
+                suffix: SWAP_SUFFIX,
+                stream_pos: 0,
+                max_index_bytes: 1 << 20,
+                now_ms: self.now_ms,
+                roll_jitter_ms: 0,
+            })?;
             max_next = max_next.max(seg.next_offset());
         }
         let min_swap = swaps[0];
@@ -202,15 +210,15 @@ impl LogLoader<'_> {
                 .dir
                 .join(segment_file_name(base, INDEX_SUFFIX))
                 .exists();
-            let seg = Segment::open(
-                self.dir,
-                base,
-                "",
+            let seg = Segment::open(&SegmentSpec {
+                dir: self.dir,
+                base_offset: base,
+                suffix: "",
                 stream_pos,
-                self.config.segment_index_bytes as usize,
-                self.now_ms,
-                (self.next_jitter)(),
-            )?;
+                max_index_bytes: self.config.segment_index_bytes as usize,
+                now_ms: self.now_ms,
+                roll_jitter_ms: (self.next_jitter)(),
+            })?;
             if let Some(prev) = segments.last() {
                 refuse_overlap(prev, &seg)?;
             }
@@ -334,7 +342,7 @@ impl LogLoader<'_> {
     }
 
     /// The recovery point the loaded log starts with, given its end.
-    pub fn recovery_point(&self, log_end: u64) -> u64 {
+    pub(crate) fn recovery_point(&self, log_end: u64) -> u64 {
         match self.durability {
             Durability::CleanShutdown => log_end,
             Durability::RecoveryPoint(point) if point > log_end => {
@@ -371,7 +379,7 @@ fn refuse_overlap(prev: &Segment, seg: &Segment) -> Result<()> {
 /// Row 11: a `.tmp` beside a config or checkpoint is what a crash in the middle of
 /// [`write_atomically`](super::files::write_atomically) left (a failed write removes its
 /// own); the file itself is intact, since it is only ever replaced by a rename.
-pub fn remove_stale_temporary(path: &Path) {
+pub(crate) fn remove_stale_temporary(path: &Path) {
     let tmp = temporary_path(path);
     if tmp.exists() {
         tracing::info!(file = %tmp.display(), "removing a half-written temporary file");
@@ -381,7 +389,7 @@ pub fn remove_stale_temporary(path: &Path) {
 
 /// Row 12: a topic directory named `-delete` is a deletion that a crash (or a failed
 /// removal) interrupted; it is finished. Tells whether `name` was such a directory.
-pub fn finish_interrupted_topic_deletion(name: &str, path: &Path) -> bool {
+pub(crate) fn finish_interrupted_topic_deletion(name: &str, path: &Path) -> bool {
     if !name.ends_with(DELETING_SUFFIX) {
         return false;
     }

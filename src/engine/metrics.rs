@@ -68,7 +68,7 @@ fn escape_label(value: &str) -> String {
 }
 
 /// The whole `.kpfs/metrics` text.
-pub fn render(engine: &Engine) -> String {
+pub(crate) fn render(engine: &Engine) -> String {
     let gauge = "gauge";
     let counter = "counter";
     let mut segments = Family::new(

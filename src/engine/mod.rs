@@ -1,22 +1,22 @@
 //! The storage engine: topics, logs, segments, indexes, retention, the cleaner and
 //! recovery. It knows nothing of FUSE; the `fs` layer maps paths and handles onto it.
 
-pub mod batch_validation;
+pub(crate) mod batch_validation;
 pub mod cleaner;
 pub mod cleaner_manager;
-pub mod clock;
-pub mod config;
-pub mod error;
-pub mod events;
-pub mod files;
+pub(crate) mod clock;
+pub(crate) mod config;
+pub(crate) mod error;
+pub(crate) mod events;
+pub(crate) mod files;
 pub mod format;
-pub mod index;
+pub(crate) mod index;
 pub mod inspect;
-pub mod limits;
+pub(crate) mod limits;
 pub mod log;
-pub mod log_loader;
-pub mod metrics;
-pub mod retention;
+pub(crate) mod log_loader;
+pub(crate) mod metrics;
+pub(crate) mod retention;
 pub mod segment;
 pub mod topic;
 
@@ -39,17 +39,22 @@ use limits::{
 use log_loader::Durability;
 use parking_lot::{Mutex, RwLock};
 
-pub use clock::{format_time_ms, Clock, ManualClock, SystemClock};
-pub use config::{BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig};
-pub use config::{BrokerRule, CleanupPolicy, TopicOverrides};
+pub(crate) use clock::format_time_ms;
+#[cfg(any(test, feature = "internals"))]
+pub use clock::ManualClock;
+pub use clock::{Clock, SystemClock};
+pub use config::BrokerConfig;
+#[cfg(feature = "internals")]
+pub use config::TopicOverrides;
+pub(crate) use config::{ConfigChange, ConfigScope};
 pub use error::{EngineError, Result};
 pub use format::{
-    CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DYNAMIC_BROKER_CONFIG_FILE,
-    LOCK_FILE, PARTITION_SUFFIX, RECOVERY_CHECKPOINT_FILE,
+    CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DYNAMIC_BROKER_CONFIG_FILE,
+    RECOVERY_CHECKPOINT_FILE,
 };
-pub use topic::{BackingFile, LogCursor, RefusalReason, Topic};
-
-pub use limits::MAX_TOPIC_NAME_CHARS;
+pub(crate) use format::{DAEMON_LOG_FILE, LOCK_FILE, PARTITION_SUFFIX};
+pub(crate) use limits::MAX_TOPIC_NAME_CHARS;
+pub use topic::{LogCursor, Topic};
 
 /// Kafka's `LocalLog.logDeleteDirName`: `TOPIC-0.<unique id>-delete`, with the topic cut
 /// short so the name fits [`MAX_FILE_NAME_BYTES`] (a 249-character topic would not). The
@@ -188,7 +193,7 @@ impl std::fmt::Debug for Engine {
 }
 
 /// Kafka's topic name rules (`Topic.validate`), plus kpfs's reserved `.kpfs`.
-pub fn validate_topic_name(name: &str) -> Result<()> {
+pub(crate) fn validate_topic_name(name: &str) -> Result<()> {
     let invalid = |reason: &str| {
         Err(EngineError::InvalidTopicName {
             name: name.to_string(),
@@ -230,7 +235,7 @@ fn topic_names_collide(a: &str, b: &str) -> bool {
 
 /// What `kafka-topics.sh --create` prints for a name with '.' or '_' (`TopicCommand`); a
 /// warning, not a refusal.
-pub fn topic_name_warning(name: &str) -> Option<&'static str> {
+pub(crate) fn topic_name_warning(name: &str) -> Option<&'static str> {
     name.contains(['.', '_']).then_some(
         "Due to limitations in metric names, topics with a period ('.') or underscore ('_') \
          could collide. To avoid issues it is best to use either, but not both.",
@@ -430,11 +435,12 @@ impl Engine {
         Ok(())
     }
 
-    pub fn data_dir(&self) -> &Path {
+    #[cfg(test)]
+    pub(crate) fn data_dir(&self) -> &Path {
         &self.inner.data_dir
     }
 
-    pub fn clock(&self) -> &Arc<dyn Clock> {
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
         &self.inner.clock
     }
 
@@ -519,7 +525,7 @@ impl Engine {
 
     /// `.kpfs/config`: the dynamic overrides as `key=value` lines, every other broker
     /// config as a comment with its value and source, then any warning as a comment.
-    pub fn broker_config_text(&self) -> String {
+    pub(crate) fn broker_config_text(&self) -> String {
         let mut text = self.inner.broker.read().render();
         for warning in self.broker_config_warnings() {
             text.push_str(&format!("# warning: {warning}\n"));
@@ -527,13 +533,16 @@ impl Engine {
         text
     }
 
+    #[cfg(any(test, feature = "internals"))]
     pub fn broker_config(&self) -> BrokerConfig {
         self.inner.broker.read().clone()
     }
 
     /// A whole command to `.kpfs/config` (`key=value` lines of dynamic broker configs)
     /// that changes the keys it names; all or nothing.
+    #[cfg(feature = "internals")]
     pub fn update_broker_config(&self, text: &[u8]) -> Result<()> {
+        use config::ConfigError;
         let text = std::str::from_utf8(text).map_err(|_| ConfigError::NotText)?;
         self.apply_broker_change(&ConfigChange::from_text(ConfigScope::Broker, text)?)
     }
@@ -541,7 +550,7 @@ impl Engine {
     /// Applies what one open-to-close of `.kpfs/config` wrote: all of it or nothing. On
     /// a full disk it applies in memory and is saved as soon as there is space
     /// ([`Engine::broker_config_warnings`] says so meanwhile).
-    pub fn apply_broker_change(&self, change: &ConfigChange) -> Result<()> {
+    pub(crate) fn apply_broker_change(&self, change: &ConfigChange) -> Result<()> {
         {
             let mut broker = self.inner.broker.write();
             let updated = broker.apply_change(change)?;
@@ -559,7 +568,7 @@ impl Engine {
 
     /// What a `.kpfs/config` write brought that does not do what it seems: shown in
     /// `.kpfs/config` and reported in `.kpfs/errors`.
-    pub fn broker_config_warnings(&self) -> Vec<String> {
+    pub(crate) fn broker_config_warnings(&self) -> Vec<String> {
         self.inner
             .unsaved_broker
             .lock()
@@ -593,12 +602,13 @@ impl Engine {
     }
 
     /// How many log cleaner threads run now.
+    #[cfg(feature = "internals")]
     pub fn cleaner_thread_count(&self) -> usize {
         self.cleaners.lock().handles.len()
     }
 
     /// Remembers a refused operation for `.kpfs/errors`.
-    pub fn record_rejection(&self, path: &str, reason: &str) {
+    pub(crate) fn record_rejection(&self, path: &str, reason: &str) {
         let line = format!(
             "{} {path}: {}",
             format_time_ms(self.inner.clock.now_ms()),
@@ -613,7 +623,7 @@ impl Engine {
     }
 
     /// `.kpfs/errors`: recent refused operations, newest last, one per line.
-    pub fn rejections_text(&self) -> String {
+    pub(crate) fn rejections_text(&self) -> String {
         let r = self.inner.rejections.lock();
         let mut out = String::new();
         for line in r.iter() {
@@ -625,22 +635,26 @@ impl Engine {
 
     /// One retention pass over topics whose policy does not contain `compact` (those get
     /// retention from the cleaner loop, as in Kafka). Returns segments deleted.
+    #[cfg(any(test, feature = "internals"))]
     pub fn run_retention_once(&self) -> usize {
         retention_pass(&self.inner, |t| !t.config().cleanup_policy.compact)
     }
 
     /// Retention for topics with `compact` in their policy (the cleaner loop's step).
+    #[cfg(feature = "internals")]
     pub fn run_compacted_retention_once(&self) -> usize {
         retention_pass(&self.inner, |t| t.config().cleanup_policy.compact)
     }
 
     /// Physically removes `.deleted` files whose `file.delete.delay.ms` has passed.
+    #[cfg(feature = "internals")]
     pub fn run_deletions_once(&self) -> usize {
         run_deletions(&self.inner)
     }
 
     /// One cleaner iteration with a map sized from the broker config: clean the
     /// filthiest compacted topic, if any is due. Returns the topic and the pass figures.
+    #[cfg(any(test, feature = "internals"))]
     pub fn run_cleaner_once(&self) -> Option<(String, cleaner::PassStats)> {
         let settings = CleanerSettings::of(&self.inner.broker.read());
         let mut map = settings.new_offset_map();
@@ -648,6 +662,7 @@ impl Engine {
     }
 
     /// One cleaner iteration with the caller's map (tests use tiny maps).
+    #[cfg(any(test, feature = "internals"))]
     pub fn run_cleaner_once_with(
         &self,
         map: &mut cleaner::OffsetMap,
@@ -658,6 +673,7 @@ impl Engine {
 
     /// The scheduler's flush duties at once (tests drive them this way): Kafka's
     /// `flush-log` for every topic that rolled, then the recovery-point checkpoint.
+    #[cfg(feature = "internals")]
     pub fn run_flush_once(&self) -> Result<()> {
         let topics: Vec<Arc<Topic>> = self.inner.topics.read().values().cloned().collect();
         for t in &topics {
@@ -668,7 +684,7 @@ impl Engine {
 
     /// Cleaner threads that died (see the log for why); a reconfiguration of the cleaner
     /// replaces them.
-    pub fn dead_cleaner_threads(&self) -> u64 {
+    pub(crate) fn dead_cleaner_threads(&self) -> u64 {
         self.inner
             .dead_cleaner_threads
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -771,7 +787,9 @@ fn clean_filthiest(
     };
     match result {
         Ok(mut stats) => {
-            stats.elapsed_ms = started.elapsed().as_millis() as u64;
+            #[allow(clippy::disallowed_methods)] // as `started`
+            let elapsed = started.elapsed();
+            stats.elapsed_ms = elapsed.as_millis() as u64;
             tracing::info!(topic = %name, ?stats, "cleaned");
             topic.events.record(
                 now,

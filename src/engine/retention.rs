@@ -5,17 +5,17 @@
 
 /// What retention needs to know about one segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SegmentFacts {
-    pub base_offset: u64,
-    pub size: u64,
+pub(crate) struct SegmentFacts {
+    pub(crate) base_offset: u64,
+    pub(crate) size: u64,
     /// Kafka's `largestTimestamp()`: max record timestamp, else the file's mtime.
-    pub largest_timestamp: i64,
-    pub is_empty: bool,
+    pub(crate) largest_timestamp: i64,
+    pub(crate) is_empty: bool,
 }
 
 /// Why segments were deleted.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DeletionCause {
+pub(crate) enum DeletionCause {
     LogStartOffset {
         log_start_offset: u64,
     },
@@ -27,16 +27,6 @@ pub enum DeletionCause {
         retention_ms: i64,
         now_ms: i64,
     },
-}
-
-impl DeletionCause {
-    pub fn label(&self) -> &'static str {
-        match self {
-            DeletionCause::LogStartOffset { .. } => "log_start_offset",
-            DeletionCause::Size { .. } => "size",
-            DeletionCause::Time { .. } => "time",
-        }
-    }
 }
 
 /// Kafka's `deletableSegments`: the longest oldest-first prefix whose members satisfy
@@ -59,14 +49,14 @@ fn deletable_prefix(
 }
 
 /// Segments wholly below the log start offset (a next segment starts at or below it).
-pub fn log_start_breach(segments: &[SegmentFacts], log_start_offset: u64) -> usize {
+pub(crate) fn log_start_breach(segments: &[SegmentFacts], log_start_offset: u64) -> usize {
     deletable_prefix(segments, |_, next| {
         next.is_some_and(|n| n.base_offset <= log_start_offset)
     })
 }
 
 /// `diff = total - retention.bytes`; a segment goes while `diff - its size >= 0`.
-pub fn size_breach(segments: &[SegmentFacts], retention_bytes: i64) -> usize {
+pub(crate) fn size_breach(segments: &[SegmentFacts], retention_bytes: i64) -> usize {
     if retention_bytes < 0 {
         return 0;
     }
@@ -86,7 +76,7 @@ pub fn size_breach(segments: &[SegmentFacts], retention_bytes: i64) -> usize {
 }
 
 /// `now - largest timestamp > retention.ms` (strict).
-pub fn time_breach(segments: &[SegmentFacts], retention_ms: i64, now_ms: i64) -> usize {
+pub(crate) fn time_breach(segments: &[SegmentFacts], retention_ms: i64, now_ms: i64) -> usize {
     if retention_ms < 0 {
         return 0;
     }
@@ -96,7 +86,7 @@ pub fn time_breach(segments: &[SegmentFacts], retention_ms: i64, now_ms: i64) ->
 }
 
 /// The first segment holding a timestamp in the future, which can never expire by time.
-pub fn future_timestamp_segment(segments: &[SegmentFacts], now_ms: i64) -> Option<u64> {
+pub(crate) fn future_timestamp_segment(segments: &[SegmentFacts], now_ms: i64) -> Option<u64> {
     segments
         .iter()
         .find(|s| !s.is_empty && s.largest_timestamp > now_ms)

@@ -121,7 +121,7 @@ struct LogFile {
 
 /// Whole, verified batches borrowed from a segment's read mapping.
 #[derive(Debug)]
-pub struct MappedBatches {
+pub(crate) struct MappedBatches {
     map: Option<Arc<Mmap>>,
     start: usize,
     end: usize,
@@ -147,7 +147,7 @@ impl Drop for MappedBatches {
 
 impl MappedBatches {
     /// Splits off the bytes from `at` on; each part drops only its own pages.
-    pub fn split_off(&mut self, at: usize) -> MappedBatches {
+    pub(crate) fn split_off(&mut self, at: usize) -> MappedBatches {
         assert!(at <= self.end - self.start, "split inside the mapped bytes");
         let rest = MappedBatches {
             map: self.map.clone(),
@@ -170,7 +170,7 @@ impl std::ops::Deref for MappedBatches {
 /// Facts about a segment at one moment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SegmentInfo {
-    pub id: u64,
+    pub(crate) id: u64,
     pub base_offset: u64,
     pub size: u64,
     pub next_offset: u64,
@@ -178,18 +178,18 @@ pub struct SegmentInfo {
     pub stream_start: Option<u64>,
     pub stream_end: u64,
     pub first_batch_timestamp: Option<i64>,
-    pub offset_index_entries: usize,
-    pub time_index_entries: usize,
+    pub(crate) offset_index_entries: usize,
+    pub(crate) time_index_entries: usize,
 }
 
 /// What recovering a segment did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RecoveryOutcome {
+pub(crate) struct RecoveryOutcome {
     /// Bytes whose batches were validated (the whole file, or the tail after the
     /// recovery point).
-    pub bytes_checked: u64,
+    pub(crate) bytes_checked: u64,
     /// Bytes cut after the last valid batch.
-    pub bytes_cut: u64,
+    pub(crate) bytes_cut: u64,
 }
 
 /// Where a recovery may resume: a batch with an index entry below the recovery point.
@@ -213,68 +213,56 @@ fn file_path(dir: &Path, base: u64, suffix: &str, extra: &str) -> PathBuf {
     dir.join(format!("{}{extra}", segment_file_name(base, suffix)))
 }
 
+/// What a segment is opened or created with, besides its files' contents.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SegmentSpec<'a> {
+    /// The partition directory.
+    pub(crate) dir: &'a Path,
+    pub(crate) base_offset: u64,
+    /// Appended to every file name: "" for a segment of the log, ".cleaned" or ".swap"
+    /// for the cleaner's outputs.
+    pub(crate) suffix: &'a str,
+    /// The stream end while the segment holds no batch (the stream end of the log
+    /// before it).
+    pub(crate) stream_pos: u64,
+    /// Size the indexes are preallocated to while the segment is active
+    /// (`segment.index.bytes`).
+    pub(crate) max_index_bytes: usize,
+    /// When the segment was created or opened: its age for time-based rolls while it
+    /// holds no batch.
+    pub(crate) now_ms: i64,
+    /// Subtracted from `segment.ms` when deciding a time-based roll.
+    pub(crate) roll_jitter_ms: i64,
+}
+
 impl Segment {
     /// Creates a new, empty segment. A stale file of the same name is replaced.
-    pub fn create(
-        dir: &Path,
-        base_offset: u64,
-        stream_pos: u64,
-        max_index_bytes: usize,
-        now_ms: i64,
-        roll_jitter_ms: i64,
-    ) -> Result<Segment> {
-        Self::create_with_suffix(
-            dir,
-            base_offset,
-            "",
-            stream_pos,
-            max_index_bytes,
-            now_ms,
-            roll_jitter_ms,
-        )
-    }
-
-    /// Creates a new, empty segment whose files carry `suffix` (".cleaned" for the
-    /// cleaner's output). A stale file of the same name is replaced.
-    pub fn create_with_suffix(
-        dir: &Path,
-        base_offset: u64,
-        suffix: &str,
-        stream_pos: u64,
-        max_index_bytes: usize,
-        now_ms: i64,
-        roll_jitter_ms: i64,
-    ) -> Result<Segment> {
+    pub(crate) fn create(spec: &SegmentSpec<'_>) -> Result<Segment> {
         for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-            let p = file_path(dir, base_offset, kind, suffix);
+            let p = file_path(spec.dir, spec.base_offset, kind, spec.suffix);
             if p.exists() {
                 tracing::warn!(path = %p.display(), "replacing stale file while creating a segment");
                 fs::remove_file(&p)
                     .map_err(|e| EngineError::io(format!("remove {}", p.display()), e))?;
             }
         }
-        let segment = Self::from_parts(
-            dir,
-            (base_offset, suffix),
-            true,
-            stream_pos,
-            max_index_bytes,
-            (now_ms, roll_jitter_ms),
-        )?;
+        let segment = Self::from_parts(spec, true)?;
         segment.make_active()?;
         Ok(segment)
     }
 
     /// Opens (or with `create`, creates) the three files of a segment and builds it with
-    /// `stream_pos` as the stream end of an empty segment.
-    fn from_parts(
-        dir: &Path,
-        (base_offset, suffix): (u64, &str),
-        create: bool,
-        stream_pos: u64,
-        max_index_bytes: usize,
-        (now_ms, roll_jitter_ms): (i64, i64),
-    ) -> Result<Segment> {
+    /// `spec.stream_pos` as the stream end of an empty segment.
+    fn from_parts(spec: &SegmentSpec<'_>, create: bool) -> Result<Segment> {
+        let &SegmentSpec {
+            dir,
+            base_offset,
+            suffix,
+            stream_pos,
+            max_index_bytes,
+            now_ms,
+            roll_jitter_ms,
+        } = spec;
         let log_path = file_path(dir, base_offset, LOG_SUFFIX, suffix);
         let log = Self::open_log(&log_path, create).map_err(|e| {
             let what = if create { "create" } else { "open" };
@@ -312,27 +300,11 @@ impl Segment {
         })
     }
 
-    /// Opens an existing segment (`suffix` is "" or ".cleaned"/".swap" for cleaner
-    /// outputs). Trusts the `.log` up to its length and the indexes' valid prefixes; loads
-    /// the tail facts by reading batch headers after the last index entry. `stream_pos`
-    /// is used as the stream end of an empty segment.
-    pub fn open(
-        dir: &Path,
-        base_offset: u64,
-        suffix: &str,
-        stream_pos: u64,
-        max_index_bytes: usize,
-        now_ms: i64,
-        roll_jitter_ms: i64,
-    ) -> Result<Segment> {
-        let seg = Self::from_parts(
-            dir,
-            (base_offset, suffix),
-            false,
-            stream_pos,
-            max_index_bytes,
-            (now_ms, roll_jitter_ms),
-        )?;
+    /// Opens an existing segment. Trusts the `.log` up to its length and the indexes'
+    /// valid prefixes; loads the tail facts by reading batch headers after the last index
+    /// entry.
+    pub(crate) fn open(spec: &SegmentSpec<'_>) -> Result<Segment> {
+        let seg = Self::from_parts(spec, false)?;
         let len = seg
             .log_file()?
             .metadata()
@@ -435,7 +407,7 @@ impl Segment {
     /// the unsynced tail instead of the segment's size. Without a usable entry every
     /// batch is validated from the start. Both indexes are rebuilt from where validation
     /// starts, and the file is truncated after the last valid batch.
-    pub fn recover_after(
+    pub(crate) fn recover_after(
         &self,
         durable_offset: u64,
         index_interval_bytes: u64,
@@ -627,13 +599,13 @@ impl Segment {
     /// Appends one batch given as consecutive parts (the first holds at least the header),
     /// with one vectored write. The caller (the log, under its append lock) guarantees
     /// offsets continue from `next_offset` and checked the size limits.
-    pub fn append_parts(&self, parts: &[&[u8]], index_interval_bytes: u64) -> Result<()> {
+    pub(crate) fn append_parts(&self, parts: &[&[u8]], index_interval_bytes: u64) -> Result<()> {
         let h = decode_header(parts[0]).map_err(|e| self.corrupt(0, e))?;
         self.append_batch_run(parts, &[h], index_interval_bytes)
     }
 
     /// Appends consecutive whole batches with one write (the cleaner's write buffer).
-    pub fn append_batches(&self, batches: &[u8], index_interval_bytes: u64) -> Result<()> {
+    pub(crate) fn append_batches(&self, batches: &[u8], index_interval_bytes: u64) -> Result<()> {
         let mut headers = Vec::new();
         let mut at = 0;
         while at < batches.len() {
@@ -732,7 +704,7 @@ impl Segment {
     }
 
     /// Kafka's `shouldRoll`, minus the offset-overflow case the caller checks.
-    pub fn roll_reason(
+    pub(crate) fn roll_reason(
         &self,
         incoming_bytes: u64,
         incoming_max_timestamp: i64,
@@ -761,7 +733,7 @@ impl Segment {
 
     /// Kafka's `onBecomeInactiveSegment`: final time-index entry, indexes trimmed, and a
     /// preallocated `.log` trimmed to its data.
-    pub fn seal(&self) -> Result<()> {
+    pub(crate) fn seal(&self) -> Result<()> {
         let mut st = self.state.lock();
         let (ts, off) = (st.tally.max_timestamp, st.tally.offset_of_max_timestamp);
         if ts >= 0 {
@@ -787,7 +759,7 @@ impl Segment {
     /// filesystem that lays a file out better when it knows its size. Appends go on at
     /// the data's end and reads stop there; `seal` (roll, close) trims the file back, and
     /// after a crash recovery cuts the zeros as an invalid tail.
-    pub fn preallocate(&self, bytes: u64) -> Result<()> {
+    pub(crate) fn preallocate(&self, bytes: u64) -> Result<()> {
         let st = self.state.lock();
         assert_eq!(st.size, 0, "only a new segment is preallocated");
         let Some(log) = self.log.lock().file.clone() else {
@@ -803,12 +775,12 @@ impl Segment {
     }
 
     /// Between creation (or reactivation) and `seal`: holds its `.log` open for appends.
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         self.active.load(Ordering::Acquire)
     }
 
     /// Re-expands the indexes of a segment that becomes (again) the active one.
-    pub fn make_active(&self) -> Result<()> {
+    pub(crate) fn make_active(&self) -> Result<()> {
         let file = self.log_file()?;
         self.log.lock().file = Some(file);
         self.active.store(true, Ordering::Release);
@@ -833,7 +805,7 @@ impl Segment {
 
     /// Renames every file of the segment from its current suffix to `suffix`
     /// (e.g. to `.deleted`). Missing index files are tolerated, as in Kafka.
-    pub fn rename_suffix(&self, suffix: &str) -> Result<()> {
+    pub(crate) fn rename_suffix(&self, suffix: &str) -> Result<()> {
         let mut st = self.state.lock();
         for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
             let from = file_path(&self.dir, self.base_offset, kind, &st.suffix);
@@ -865,7 +837,7 @@ impl Segment {
     }
 
     /// Paths of the segment's files under their current suffix.
-    pub fn file_paths(&self) -> Vec<PathBuf> {
+    pub(crate) fn file_paths(&self) -> Vec<PathBuf> {
         let st = self.state.lock();
         [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
             .iter()
@@ -882,13 +854,13 @@ impl Segment {
     }
 
     /// fsync of the data and the indexes.
-    pub fn flush(&self) -> Result<()> {
+    pub(crate) fn flush(&self) -> Result<()> {
         self.sync_data()?;
         self.each_index("fsync", |i| i.flush())
     }
 
     /// fsync of the data only (the indexes are rebuildable).
-    pub fn sync_data(&self) -> Result<()> {
+    pub(crate) fn sync_data(&self) -> Result<()> {
         // Read before the fsync: only what was written before it is covered.
         let size = self.size();
         self.log_file()?
@@ -905,24 +877,20 @@ impl Segment {
 
     /// Records that the whole file is on stable storage (loaded after a clean shutdown,
     /// which flushed every segment).
-    pub fn mark_synced(&self) {
+    pub(crate) fn mark_synced(&self) {
         self.synced_size.fetch_max(self.size(), Ordering::Relaxed);
     }
 
-    pub fn needs_recovery(&self) -> bool {
+    pub(crate) fn needs_recovery(&self) -> bool {
         self.needs_recovery.load(Ordering::Relaxed)
     }
 
-    pub fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         self.id
     }
 
     pub fn base_offset(&self) -> u64 {
         self.base_offset
-    }
-
-    pub fn created_ms(&self) -> i64 {
-        self.created_ms
     }
 
     pub fn size(&self) -> u64 {
@@ -939,7 +907,7 @@ impl Segment {
 
     /// What retention decides on: the size and Kafka's `largestTimestamp()`, read under
     /// one lock so they agree.
-    pub fn size_and_largest_timestamp(&self) -> (u64, i64) {
+    pub(crate) fn size_and_largest_timestamp(&self) -> (u64, i64) {
         let (size, max_timestamp) = {
             let st = self.state.lock();
             (st.size, st.tally.max_timestamp)
@@ -948,7 +916,7 @@ impl Segment {
     }
 
     /// Kafka's `largestTimestamp()`: the largest record timestamp, else the file's mtime.
-    pub fn largest_timestamp(&self) -> i64 {
+    pub(crate) fn largest_timestamp(&self) -> i64 {
         self.largest_timestamp_given(self.state.lock().tally.max_timestamp)
     }
 
@@ -978,7 +946,7 @@ impl Segment {
     }
 
     /// Position of the batch holding `offset`, or earlier (index lookup).
-    pub fn lookup_position(&self, offset: u64) -> Result<u64> {
+    pub(crate) fn lookup_position(&self, offset: u64) -> Result<u64> {
         let st = self.state.lock();
         let (_, position) = st
             .offset_index
@@ -998,6 +966,7 @@ impl Segment {
         self.state.lock().offset_index.last()
     }
 
+    #[cfg(feature = "internals")]
     pub fn time_index_entries(&self) -> Result<Vec<(i64, u64)>> {
         let st = self.state.lock();
         st.time_index.all().map_err(|e| self.index_err(&st, e))
@@ -1026,7 +995,7 @@ impl Segment {
 
     /// Whole batches starting at `pos`, about `want` bytes of them (at least one batch if
     /// any), each verified, without copying them out of the page cache.
-    pub fn mapped_batches(&self, pos: u64, want: usize) -> Result<MappedBatches> {
+    pub(crate) fn mapped_batches(&self, pos: u64, want: usize) -> Result<MappedBatches> {
         let size = self.size();
         if pos >= size {
             return Ok(MappedBatches {
@@ -1095,13 +1064,13 @@ impl Segment {
     }
 
     /// Sets the mtime of the `.log` (the cleaner keeps the source segment's time).
-    pub fn set_modified(&self, time: std::time::SystemTime) -> Result<()> {
+    pub(crate) fn set_modified(&self, time: std::time::SystemTime) -> Result<()> {
         self.log_file()?
             .set_modified(time)
             .map_err(|e| self.io_err("set mtime", e))
     }
 
-    pub fn modified(&self) -> Option<std::time::SystemTime> {
+    pub(crate) fn modified(&self) -> Option<std::time::SystemTime> {
         fs::metadata(self.log.lock().path.as_path())
             .and_then(|m| m.modified())
             .ok()

@@ -5,7 +5,7 @@
 use crate::engine::EngineError;
 
 /// The errno for an engine error, as a libc constant.
-pub fn errno_of(error: &EngineError) -> i32 {
+pub(crate) fn errno_of(error: &EngineError) -> i32 {
     match error {
         EngineError::InvalidTopicName { .. } => libc::EINVAL,
         EngineError::TopicExists { .. } => libc::EEXIST,

@@ -447,15 +447,15 @@ impl Filesystem for FuseAdapter {
 
 /// How to mount.
 #[derive(Clone, Debug)]
-pub struct MountConfig {
+pub(crate) struct MountConfig {
     /// The mount source shown in /proc/self/mountinfo: the absolute data directory, so
     /// `kpfs umount` can find the daemon's lock file from the mount point alone.
-    pub fs_name: String,
-    pub allow_other: bool,
+    pub(crate) fs_name: String,
+    pub(crate) allow_other: bool,
 }
 
 /// A live mount whose request loop runs on its own thread.
-pub struct Mounted {
+pub(crate) struct Mounted {
     mountpoint: PathBuf,
     unmounter: SessionUnmounter,
     thread: JoinHandle<io::Result<()>>,
@@ -464,7 +464,7 @@ pub struct Mounted {
 /// Mounts `fs` at `mountpoint` and completes the INIT handshake before returning, so a
 /// caller that gets `Ok` has a working mount. `on_end` runs on the session thread when
 /// the request loop ends, whether by our unmount or an external `umount`.
-pub fn mount(
+pub(crate) fn mount(
     fs: Arc<KpfsFs>,
     mountpoint: &Path,
     config: &MountConfig,
@@ -502,7 +502,7 @@ pub fn mount(
 impl Mounted {
     /// Unmounts; if something still holds a file open (EBUSY), detaches the mount so
     /// new opens fail at once while existing descriptors drain.
-    pub fn unmount(&mut self) -> io::Result<()> {
+    pub(crate) fn unmount(&mut self) -> io::Result<()> {
         match self.unmounter.unmount() {
             Ok(()) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
@@ -514,7 +514,7 @@ impl Mounted {
     }
 
     /// Waits for the request loop to end.
-    pub fn join(self) -> io::Result<()> {
+    pub(crate) fn join(self) -> io::Result<()> {
         self.thread
             .join()
             .map_err(|_| io::Error::other("the FUSE session thread panicked"))?
@@ -524,7 +524,7 @@ impl Mounted {
 /// `umount2(MNT_DETACH)`: also the cure for a mount left dead by a killed daemon. A
 /// user other than root may not call it (EPERM) and detaches through the setuid
 /// `fusermount3 -u -z` instead, as fuser itself unmounts for such a user.
-pub fn detach(path: &Path) -> io::Result<()> {
+pub(crate) fn detach(path: &Path) -> io::Result<()> {
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
     // SAFETY: `c_path` is a valid NUL-terminated string that outlives the call.
@@ -563,7 +563,7 @@ pub fn detach(path: &Path) -> io::Result<()> {
 /// The setuid mount helper fuser runs for a user other than root, if it is there: the
 /// one `$FUSERMOUNT_PATH` names, else `fusermount3` (or the older `fusermount`) on
 /// `$PATH`, in `/sbin` or in `/bin`, where fuser looks.
-pub fn find_fusermount() -> Option<PathBuf> {
+pub(crate) fn find_fusermount() -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |path: &Path| {
         std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

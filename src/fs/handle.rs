@@ -14,13 +14,13 @@ use crate::fs::inode::Node;
 use crate::fs::DirEntry;
 
 /// Where a write to a synthetic config file goes.
-pub enum ConfigTarget {
+pub(crate) enum ConfigTarget {
     Broker,
     Topic(Arc<Topic>),
 }
 
 impl ConfigTarget {
-    pub fn scope(&self) -> ConfigScope {
+    pub(crate) fn scope(&self) -> ConfigScope {
         match self {
             ConfigTarget::Broker => ConfigScope::Broker,
             ConfigTarget::Topic(_) => ConfigScope::Topic,
@@ -30,27 +30,27 @@ impl ConfigTarget {
 
 /// A config file open for writing: where its change goes and the change so far. One
 /// open-to-close is one change (docs/SEMANTICS.md).
-pub struct ConfigWriter {
-    pub target: ConfigTarget,
-    pub edit: Mutex<ConfigEdit>,
+pub(crate) struct ConfigWriter {
+    pub(crate) target: ConfigTarget,
+    pub(crate) edit: Mutex<ConfigEdit>,
 }
 
 /// The change a config handle carries, and who may commit it.
-pub struct ConfigEdit {
-    pub change: ConfigChange,
+pub(crate) struct ConfigEdit {
+    pub(crate) change: ConfigChange,
     /// Written or truncated since the last commit.
-    pub pending: bool,
+    pub(crate) pending: bool,
     /// Lock owners (the kernel's id of a process's file table) that wrote since the
     /// last commit. A FLUSH commits only for one of them: a child that inherited the
     /// descriptor and exits (`{ echo a=1; sleep 1; echo b=2; } > config`) closes it
     /// mid-change, and its FLUSH must not apply half of it.
-    pub writers: Vec<u64>,
+    pub(crate) writers: Vec<u64>,
     /// A write came without a lock owner: any FLUSH commits.
-    pub anonymous_writer: bool,
+    pub(crate) anonymous_writer: bool,
 }
 
 impl ConfigWriter {
-    pub fn new(target: ConfigTarget) -> ConfigWriter {
+    pub(crate) fn new(target: ConfigTarget) -> ConfigWriter {
         let change = ConfigChange::new(target.scope());
         ConfigWriter {
             target,
@@ -65,7 +65,7 @@ impl ConfigWriter {
 }
 
 impl ConfigEdit {
-    pub fn note_writer(&mut self, owner: Option<u64>) {
+    pub(crate) fn note_writer(&mut self, owner: Option<u64>) {
         self.pending = true;
         match owner {
             Some(owner) if !self.writers.contains(&owner) => self.writers.push(owner),
@@ -77,12 +77,12 @@ impl ConfigEdit {
     /// Whether a FLUSH from `owner` ends the change: something is pending and `owner`
     /// wrote it. A truncation alone (`> config`) waits for RELEASE, since the shell's
     /// first FLUSH comes between the truncation and the writes.
-    pub fn due_at_flush(&self, owner: u64) -> bool {
+    pub(crate) fn due_at_flush(&self, owner: u64) -> bool {
         self.pending && (self.anonymous_writer || self.writers.contains(&owner))
     }
 
     /// Marks the change committed (or refused): only new writes make it due again.
-    pub fn committed(&mut self) {
+    pub(crate) fn committed(&mut self) {
         self.pending = false;
         self.writers.clear();
         self.anonymous_writer = false;
@@ -91,24 +91,24 @@ impl ConfigEdit {
 
 /// The per-handle state of `TOPIC/log`.
 #[derive(Default)]
-pub struct LogState {
-    pub cursor: LogCursor,
+pub(crate) struct LogState {
+    pub(crate) cursor: LogCursor,
     /// Bytes after the last `\n` written through this handle: the start of a line whose
     /// end has not arrived yet (one write(2) may reach us as several WRITEs).
-    pub pending: Vec<u8>,
+    pub(crate) pending: Vec<u8>,
     /// The FUSE lock owner (one per process's descriptor table) of the last write, when
     /// the kernel gave one: a close by that process ends the line it left unterminated.
-    pub writer: Option<u64>,
+    pub(crate) writer: Option<u64>,
     /// A line of which a piece was refused, while later writes may carry more of it.
-    pub refused: Option<Box<RefusedLine>>,
+    pub(crate) refused: Option<Box<RefusedLine>>,
 }
 
 /// A line of which a piece was refused. Nothing of it is ever stored: what the handle
 /// held of it is dropped, and the writes that carry more of it are refused too.
-pub struct RefusedLine {
-    pub errno: i32,
+pub(crate) struct RefusedLine {
+    pub(crate) errno: i32,
     /// The first refusal's reason, repeated for the writes refused with it.
-    pub reason: String,
+    pub(crate) reason: String,
     /// Its newline has not come: every write up to the one that brings it is refused.
     open: bool,
     /// When the refused write itself held the line's newline and began in the middle of
@@ -121,7 +121,7 @@ pub struct RefusedLine {
 impl RefusedLine {
     /// Whether `data` carries more of the line: the bytes before its newline, or the
     /// refused write's tail sent again.
-    pub fn carried_by(&self, data: &[u8]) -> bool {
+    pub(crate) fn carried_by(&self, data: &[u8]) -> bool {
         self.open || (!self.tail.is_empty() && data.starts_with(&self.tail))
     }
 }
@@ -130,7 +130,13 @@ impl LogState {
     /// Notes that a write of `data` was refused. `continued` says whether it carried the
     /// rest of a line that earlier writes began: that line is refused whole, and so is the
     /// line the write leaves unterminated, whose next pieces are still to come.
-    pub fn refuse_write(&mut self, data: &[u8], continued: bool, errno: i32, reason: String) {
+    pub(crate) fn refuse_write(
+        &mut self,
+        data: &[u8],
+        continued: bool,
+        errno: i32,
+        reason: String,
+    ) {
         self.pending.clear();
         let open = data.last() != Some(&b'\n');
         let tail = match memchr::memchr(b'\n', data) {
@@ -148,7 +154,7 @@ impl LogState {
     }
 }
 
-pub enum HandleKind {
+pub(crate) enum HandleKind {
     Log {
         topic: Arc<Topic>,
         state: Mutex<LogState>,
@@ -168,14 +174,14 @@ pub enum HandleKind {
     Dir { entries: Vec<DirEntry> },
 }
 
-pub struct Handle {
+pub(crate) struct Handle {
     /// The node the handle was opened on, for error reasons.
-    pub node: Node,
-    pub writable: bool,
-    pub kind: HandleKind,
+    pub(crate) node: Node,
+    pub(crate) writable: bool,
+    pub(crate) kind: HandleKind,
 }
 
-pub struct HandleTable {
+pub(crate) struct HandleTable {
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
 }
@@ -187,7 +193,7 @@ impl Default for HandleTable {
 }
 
 impl HandleTable {
-    pub fn new() -> HandleTable {
+    pub(crate) fn new() -> HandleTable {
         HandleTable {
             handles: Mutex::new(HashMap::new()),
             // 0 is what the kernel passes when no handle exists; never hand it out.
@@ -195,22 +201,22 @@ impl HandleTable {
         }
     }
 
-    pub fn insert(&self, handle: Handle) -> u64 {
+    pub(crate) fn insert(&self, handle: Handle) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.handles.lock().insert(fh, Arc::new(handle));
         fh
     }
 
-    pub fn get(&self, fh: u64) -> Option<Arc<Handle>> {
+    pub(crate) fn get(&self, fh: u64) -> Option<Arc<Handle>> {
         self.handles.lock().get(&fh).cloned()
     }
 
-    pub fn remove(&self, fh: u64) -> Option<Arc<Handle>> {
+    pub(crate) fn remove(&self, fh: u64) -> Option<Arc<Handle>> {
         self.handles.lock().remove(&fh)
     }
 
     /// Every open handle, as of now.
-    pub fn all(&self) -> Vec<Arc<Handle>> {
+    pub(crate) fn all(&self) -> Vec<Arc<Handle>> {
         self.handles.lock().values().cloned().collect()
     }
 }

@@ -8,18 +8,18 @@ use std::collections::HashMap;
 use parking_lot::Mutex;
 
 /// The kernel's fixed inode number for the mount root.
-pub const ROOT_INO: u64 = 1;
+pub(crate) const ROOT_INO: u64 = 1;
 const CONTROL_DIR_INO: u64 = 2;
 const BROKER_CONFIG_INO: u64 = 3;
 const ERRORS_INO: u64 = 4;
 const FIRST_DYNAMIC_INO: u64 = 5;
 
 /// The reserved control directory in the root.
-pub const CONTROL_DIR: &str = ".kpfs";
+pub(crate) const CONTROL_DIR: &str = ".kpfs";
 
 /// One path of the mount. Topic-scoped nodes carry the topic name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Node {
+pub(crate) enum Node {
     Root,
     ControlDir,
     BrokerConfig,
@@ -36,7 +36,7 @@ pub enum Node {
 
 impl Node {
     /// The path relative to the mount point, as `.kpfs/errors` shows it.
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         match self {
             Node::Root => ".".to_string(),
             Node::ControlDir => CONTROL_DIR.to_string(),
@@ -54,21 +54,21 @@ impl Node {
     }
 
     /// The path of `name` inside this node.
-    pub fn child_path(&self, name: &str) -> String {
+    pub(crate) fn child_path(&self, name: &str) -> String {
         match self {
             Node::Root => name.to_string(),
             other => format!("{}/{name}", other.path()),
         }
     }
 
-    pub fn is_dir(&self) -> bool {
+    pub(crate) fn is_dir(&self) -> bool {
         matches!(
             self,
             Node::Root | Node::ControlDir | Node::TopicDir(_) | Node::SegmentsDir(_)
         )
     }
 
-    pub fn topic(&self) -> Option<&str> {
+    pub(crate) fn topic(&self) -> Option<&str> {
         match self {
             Node::Root | Node::ControlDir | Node::BrokerConfig | Node::Errors | Node::Metrics => {
                 None
@@ -83,7 +83,7 @@ impl Node {
         }
     }
 
-    pub fn parent(&self) -> Node {
+    pub(crate) fn parent(&self) -> Node {
         match self {
             Node::Root | Node::ControlDir | Node::TopicDir(_) => Node::Root,
             Node::BrokerConfig | Node::Errors | Node::Metrics => Node::ControlDir,
@@ -103,7 +103,7 @@ struct Tables {
     next_ino: u64,
 }
 
-pub struct InodeTable {
+pub(crate) struct InodeTable {
     tables: Mutex<Tables>,
 }
 
@@ -114,7 +114,7 @@ impl Default for InodeTable {
 }
 
 impl InodeTable {
-    pub fn new() -> InodeTable {
+    pub(crate) fn new() -> InodeTable {
         let fixed = [
             (ROOT_INO, Node::Root),
             (CONTROL_DIR_INO, Node::ControlDir),
@@ -132,12 +132,12 @@ impl InodeTable {
         }
     }
 
-    pub fn node(&self, ino: u64) -> Option<Node> {
+    pub(crate) fn node(&self, ino: u64) -> Option<Node> {
         self.tables.lock().by_ino.get(&ino).cloned()
     }
 
     /// The inode number of `node`, allocating one on first sight.
-    pub fn ino(&self, node: &Node) -> u64 {
+    pub(crate) fn ino(&self, node: &Node) -> u64 {
         let mut tables = self.tables.lock();
         if let Some(&ino) = tables.by_node.get(node) {
             return ino;
@@ -151,7 +151,7 @@ impl InodeTable {
 
     /// Forgets every node of a deleted topic so its numbers can never reach a new topic
     /// with the same name.
-    pub fn forget_topic(&self, topic: &str) {
+    pub(crate) fn forget_topic(&self, topic: &str) {
         let mut tables = self.tables.lock();
         let Tables {
             by_ino, by_node, ..
@@ -162,7 +162,7 @@ impl InodeTable {
 
     /// Forgets the segment files of `topic` that are no longer in `present`, so the table
     /// stays bounded while segments roll and retire for months.
-    pub fn retain_segments(&self, topic: &str, present: &[String]) {
+    pub(crate) fn retain_segments(&self, topic: &str, present: &[String]) {
         let mut tables = self.tables.lock();
         let gone = |node: &Node| match node {
             Node::Segment { topic: t, name } => t == topic && !present.contains(name),

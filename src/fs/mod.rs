@@ -6,10 +6,10 @@
 //! on a lookup) is reported to the engine with a reason, which the user reads in
 //! `.kpfs/errors`, since an errno alone cannot say *why*.
 
-pub mod errno;
-pub mod fuser_glue;
-pub mod handle;
-pub mod inode;
+pub(crate) mod errno;
+pub(crate) mod fuser_glue;
+pub(crate) mod handle;
+pub(crate) mod inode;
 
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
@@ -42,87 +42,87 @@ const SEGMENT_ENTRY_TTL: Duration = Duration::ZERO;
 const BLOCK_SIZE: u32 = 1 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FileKind {
+pub(crate) enum FileKind {
     Directory,
     RegularFile,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Attr {
-    pub ino: u64,
-    pub kind: FileKind,
-    pub size: u64,
+pub(crate) struct Attr {
+    pub(crate) ino: u64,
+    pub(crate) kind: FileKind,
+    pub(crate) size: u64,
     /// `st_blocks`: 512-byte units allocated, what `du` adds up.
-    pub blocks: u64,
-    pub perm: u16,
-    pub nlink: u32,
-    pub mtime_ms: i64,
-    pub uid: u32,
-    pub gid: u32,
-    pub blksize: u32,
+    pub(crate) blocks: u64,
+    pub(crate) perm: u16,
+    pub(crate) nlink: u32,
+    pub(crate) mtime_ms: i64,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) blksize: u32,
     /// How long the kernel may cache these attributes.
-    pub ttl: Duration,
+    pub(crate) ttl: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Entry {
-    pub attr: Attr,
+pub(crate) struct Entry {
+    pub(crate) attr: Attr,
     /// How long the kernel may cache the name -> inode binding.
-    pub entry_ttl: Duration,
+    pub(crate) entry_ttl: Duration,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Opened {
-    pub fh: u64,
+pub(crate) struct Opened {
+    pub(crate) fh: u64,
     /// Bypass the page cache: reads must return what the engine renders now.
-    pub direct_io: bool,
+    pub(crate) direct_io: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DirEntry {
-    pub ino: u64,
-    pub kind: FileKind,
-    pub name: String,
+pub(crate) struct DirEntry {
+    pub(crate) ino: u64,
+    pub(crate) kind: FileKind,
+    pub(crate) name: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatFs {
-    pub blocks: u64,
-    pub bfree: u64,
-    pub bavail: u64,
-    pub files: u64,
-    pub ffree: u64,
-    pub bsize: u32,
-    pub namelen: u32,
-    pub frsize: u32,
+pub(crate) struct StatFs {
+    pub(crate) blocks: u64,
+    pub(crate) bfree: u64,
+    pub(crate) bavail: u64,
+    pub(crate) files: u64,
+    pub(crate) ffree: u64,
+    pub(crate) bsize: u32,
+    pub(crate) namelen: u32,
+    pub(crate) frsize: u32,
 }
 
 /// A SETATTR, reduced to what kpfs decides on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SetAttr {
-    pub size: Option<u64>,
-    pub mode: Option<u32>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
+pub(crate) struct SetAttr {
+    pub(crate) size: Option<u64>,
+    pub(crate) mode: Option<u32>,
+    pub(crate) uid: Option<u32>,
+    pub(crate) gid: Option<u32>,
     /// atime or mtime set explicitly (touch, utimensat).
-    pub times: bool,
+    pub(crate) times: bool,
     /// The open file the change was made through (ftruncate, and the truncation of
     /// an `O_TRUNC` open), if any.
-    pub fh: Option<u64>,
+    pub(crate) fh: Option<u64>,
 }
 
 /// A refused or failed operation: the errno for the kernel and a text for the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FsError {
-    pub errno: i32,
-    pub message: String,
+pub(crate) struct FsError {
+    pub(crate) errno: i32,
+    pub(crate) message: String,
 }
 
-pub type FsResult<T> = Result<T, FsError>;
+pub(crate) type FsResult<T> = Result<T, FsError>;
 
 /// The namespace operations kpfs refuses outright.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NamespaceOp {
+pub(crate) enum NamespaceOp {
     Create,
     /// An `O_EXCL` create: a probe that expects to fail (editors' swap, backup and
     /// test files, lock and temporary files), refused without a record in
@@ -135,7 +135,7 @@ pub enum NamespaceOp {
     Symlink,
 }
 
-pub struct KpfsFs {
+pub(crate) struct KpfsFs {
     engine: Arc<Engine>,
     data_dir: PathBuf,
     inodes: InodeTable,
@@ -147,7 +147,7 @@ pub struct KpfsFs {
 }
 
 impl KpfsFs {
-    pub fn new(engine: Arc<Engine>, data_dir: &Path) -> KpfsFs {
+    pub(crate) fn new(engine: Arc<Engine>, data_dir: &Path) -> KpfsFs {
         // SAFETY: geteuid and getegid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         KpfsFs {
@@ -161,7 +161,8 @@ impl KpfsFs {
         }
     }
 
-    pub fn engine(&self) -> &Arc<Engine> {
+    #[cfg(test)]
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.engine
     }
 
@@ -358,7 +359,7 @@ impl KpfsFs {
         Ok(Entry { attr, entry_ttl })
     }
 
-    pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
+    pub(crate) fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
         let parent = self.node(parent)?;
         let Some(name) = name.to_str() else {
             return Err(Self::not_found(&parent.child_path(&name.to_string_lossy())));
@@ -367,12 +368,12 @@ impl KpfsFs {
         self.entry(&child)
     }
 
-    pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
+    pub(crate) fn getattr(&self, ino: u64) -> FsResult<Attr> {
         let node = self.node(ino)?;
         self.attr_of(ino, &node)
     }
 
-    pub fn setattr(&self, ino: u64, change: SetAttr) -> FsResult<Attr> {
+    pub(crate) fn setattr(&self, ino: u64, change: SetAttr) -> FsResult<Attr> {
         let node = self.node(ino)?;
         let path = node.path();
         // Setting what is already there is no change: editors restore the mode and owner
@@ -439,7 +440,7 @@ impl KpfsFs {
         self.attr_of(ino, &node)
     }
 
-    pub fn mkdir(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
+    pub(crate) fn mkdir(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
         let parent = self.node(parent)?;
         let path = parent.child_path(&name.to_string_lossy());
         if parent != Node::Root {
@@ -466,7 +467,7 @@ impl KpfsFs {
         self.entry(&Node::TopicDir(name.to_string()))
     }
 
-    pub fn rmdir(&self, parent: u64, name: &OsStr) -> FsResult<()> {
+    pub(crate) fn rmdir(&self, parent: u64, name: &OsStr) -> FsResult<()> {
         let parent = self.node(parent)?;
         let path = parent.child_path(&name.to_string_lossy());
         let Some(name) = name.to_str() else {
@@ -492,7 +493,7 @@ impl KpfsFs {
 
     /// Refuses an operation that would add, remove or move a name: the layout of a kpfs
     /// mount is fixed by its topics.
-    pub fn refuse_namespace(&self, op: NamespaceOp, parent: u64, name: &OsStr) -> FsError {
+    pub(crate) fn refuse_namespace(&self, op: NamespaceOp, parent: u64, name: &OsStr) -> FsError {
         let path = match self.inodes.node(parent) {
             Some(parent) => parent.child_path(&name.to_string_lossy()),
             None => name.to_string_lossy().into_owned(),
@@ -521,7 +522,7 @@ impl KpfsFs {
     /// kpfs keeps no extended attributes. Setting the access ACL a file's mode already
     /// implies (what vim and `cp -p` copy onto the file they save) changes nothing and
     /// succeeds; anything else is refused.
-    pub fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8]) -> FsResult<()> {
+    pub(crate) fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8]) -> FsResult<()> {
         let node = self.node(ino)?;
         let perm = self.attr_of(ino, &node)?.perm;
         if name == POSIX_ACL_ACCESS && acl_is_mode(value, perm) {
@@ -530,7 +531,7 @@ impl KpfsFs {
         Err(self.refuse_xattr_change(ino))
     }
 
-    pub fn refuse_xattr_change(&self, ino: u64) -> FsError {
+    pub(crate) fn refuse_xattr_change(&self, ino: u64) -> FsError {
         let path = self
             .inodes
             .node(ino)
@@ -538,7 +539,7 @@ impl KpfsFs {
         self.refuse(&path, libc::EPERM, "extended attributes are not supported")
     }
 
-    pub fn open(&self, ino: u64, flags: i32) -> FsResult<Opened> {
+    pub(crate) fn open(&self, ino: u64, flags: i32) -> FsResult<Opened> {
         let node = self.node(ino)?;
         let path = node.path();
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
@@ -605,7 +606,7 @@ impl KpfsFs {
         })
     }
 
-    pub fn opendir(&self, ino: u64) -> FsResult<Opened> {
+    pub(crate) fn opendir(&self, ino: u64) -> FsResult<Opened> {
         let node = self.node(ino)?;
         let parent_ino = self.inodes.ino(&node.parent());
         let mut entries = vec![
@@ -682,7 +683,7 @@ impl KpfsFs {
     }
 
     /// Entries from position `offset` of the listing taken at opendir.
-    pub fn readdir(&self, fh: u64, offset: u64) -> FsResult<Vec<DirEntry>> {
+    pub(crate) fn readdir(&self, fh: u64, offset: u64) -> FsResult<Vec<DirEntry>> {
         let handle = self.handle(fh)?;
         match &handle.kind {
             HandleKind::Dir { entries } => Ok(entries
@@ -700,7 +701,7 @@ impl KpfsFs {
         self.handles.get(fh).ok_or_else(|| bad_handle(fh))
     }
 
-    pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+    pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         let handle = self.handle(fh)?;
         let path = handle.node.path();
         match &handle.kind {
@@ -740,14 +741,15 @@ impl KpfsFs {
     }
 
     /// [`KpfsFs::write_from`] by a process the kernel did not name.
-    pub fn write(&self, fh: u64, data: &[u8]) -> FsResult<u32> {
+    #[cfg(test)]
+    pub(crate) fn write(&self, fh: u64, data: &[u8]) -> FsResult<u32> {
         self.write_from(fh, data, None)
     }
 
     /// Handles one WRITE. The kernel's offset is ignored: `log` only ever grows at the
     /// engine's end, whatever `i_size` the kernel had cached. `owner` is the writing
     /// process's FUSE lock owner, if the kernel gave it (see [`KpfsFs::flush`]).
-    pub fn write_from(&self, fh: u64, data: &[u8], owner: Option<u64>) -> FsResult<u32> {
+    pub(crate) fn write_from(&self, fh: u64, data: &[u8], owner: Option<u64>) -> FsResult<u32> {
         let handle = self.handle(fh)?;
         if !handle.writable {
             return Err(bad_handle(fh));
@@ -873,7 +875,7 @@ impl KpfsFs {
     /// shares the descriptor (a child that inherited it) leaves the line open. A config
     /// file's change applies at a close by a process that wrote it, so close(2) reports
     /// why it did not.
-    pub fn flush(&self, fh: u64, closer: u64) -> FsResult<()> {
+    pub(crate) fn flush(&self, fh: u64, closer: u64) -> FsResult<()> {
         let handle = self.handle(fh)?;
         match &handle.kind {
             HandleKind::Log { topic, state } => {
@@ -993,7 +995,7 @@ impl KpfsFs {
 
     /// The last close of a descriptor (RELEASE): a final line without `\n` that no FLUSH
     /// ended is still a record, and a config change no FLUSH committed applies.
-    pub fn release(&self, fh: u64) {
+    pub(crate) fn release(&self, fh: u64) {
         let Some(handle) = self.handles.remove(fh) else {
             return;
         };
@@ -1013,7 +1015,7 @@ impl KpfsFs {
     /// At unmount: the lines that writers still holding `log` open left unterminated
     /// become records, as at their close (nothing is appended through those descriptors
     /// once the engine is closed).
-    pub fn finish_open_writes(&self) {
+    pub(crate) fn finish_open_writes(&self) {
         for handle in self.handles.all() {
             self.end_open_line(&handle);
         }
@@ -1029,11 +1031,11 @@ impl KpfsFs {
         }
     }
 
-    pub fn releasedir(&self, fh: u64) {
+    pub(crate) fn releasedir(&self, fh: u64) {
         self.handles.remove(fh);
     }
 
-    pub fn fsync(&self, fh: u64) -> FsResult<()> {
+    pub(crate) fn fsync(&self, fh: u64) -> FsResult<()> {
         let handle = self.handle(fh)?;
         match &handle.kind {
             HandleKind::Log { topic, .. } => topic
@@ -1046,7 +1048,7 @@ impl KpfsFs {
     }
 
     /// Space of the filesystem holding the data directory: that is where records go.
-    pub fn statfs(&self) -> FsResult<StatFs> {
+    pub(crate) fn statfs(&self) -> FsResult<StatFs> {
         let path = CString::new(self.data_dir.as_os_str().as_bytes()).map_err(|_| FsError {
             errno: libc::EINVAL,
             message: "data directory path contains NUL".into(),

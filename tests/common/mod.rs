@@ -2,6 +2,13 @@
 //! a reader that drains a topic's `log` stream the way `cat` does.
 #![allow(dead_code)]
 
+// The engine is public only with this feature (see src/lib.rs); say so rather than leave
+// a reader with "module `engine` is private".
+#[cfg(not(feature = "internals"))]
+compile_error!(
+    "the integration tests drive the engine: run them with `--features internals` (scripts/test does)"
+);
+
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::change::{ConfigChange, ConfigScope};
+use super::change::ConfigChange;
 use super::def::{BrokerKey, Kind, TopicKey};
 use super::error::{BrokerRule, ConfigError};
 use super::properties::{parse_properties, read_persisted, write_persisted};
@@ -51,13 +51,14 @@ impl BrokerConfig {
 
     /// A whole command to `.kpfs/config` that changes the keys it names (same line
     /// syntax as topic commands); the first bad line refuses all of it.
+    #[cfg(any(test, feature = "internals"))]
     pub fn apply_dynamic(&self, text: &str) -> Result<BrokerConfig, ConfigError> {
-        self.apply_change(&ConfigChange::from_text(ConfigScope::Broker, text)?)
+        self.apply_change(&ConfigChange::from_text(super::ConfigScope::Broker, text)?)
     }
 
     /// The broker config after `change` (a broker change): all of it, checked across
     /// configs on the result, or nothing.
-    pub fn apply_change(&self, change: &ConfigChange) -> Result<BrokerConfig, ConfigError> {
+    pub(crate) fn apply_change(&self, change: &ConfigChange) -> Result<BrokerConfig, ConfigError> {
         let next = BrokerConfig {
             static_values: self.static_values.clone(),
             dynamic_values: change.applied_to_broker(&self.dynamic_values)?,
@@ -80,7 +81,7 @@ impl BrokerConfig {
     }
 
     /// The dynamic overrides to persist: `key=value` lines, sorted, values escaped.
-    pub fn dynamic_properties(&self) -> String {
+    pub(crate) fn dynamic_properties(&self) -> String {
         write_persisted(self.dynamic_values.iter())
     }
 
@@ -108,22 +109,22 @@ impl BrokerConfig {
     }
 
     /// `log.retention.check.interval.ms` (static). Default 300000.
-    pub fn retention_check_interval_ms(&self) -> i64 {
+    pub(crate) fn retention_check_interval_ms(&self) -> i64 {
         self.get(BrokerKey::LogRetentionCheckIntervalMs)
     }
 
     /// `log.cleaner.enable` (static). Default true.
-    pub fn cleaner_enable(&self) -> bool {
+    pub(crate) fn cleaner_enable(&self) -> bool {
         self.get(BrokerKey::LogCleanerEnable)
     }
 
     /// `log.cleaner.threads`. Default 1. Minimum 1.
-    pub fn cleaner_threads(&self) -> i32 {
+    pub(crate) fn cleaner_threads(&self) -> i32 {
         self.get(BrokerKey::LogCleanerThreads)
     }
 
     /// `log.cleaner.backoff.ms`. Default 15000.
-    pub fn cleaner_backoff_ms(&self) -> i64 {
+    pub(crate) fn cleaner_backoff_ms(&self) -> i64 {
         self.get(BrokerKey::LogCleanerBackoffMs)
     }
 
@@ -133,23 +134,23 @@ impl BrokerConfig {
     }
 
     /// `log.cleaner.io.buffer.size`. Default 524288.
-    pub fn cleaner_io_buffer_size(&self) -> i32 {
+    pub(crate) fn cleaner_io_buffer_size(&self) -> i32 {
         self.get(BrokerKey::LogCleanerIoBufferSize)
     }
 
     /// `log.cleaner.io.buffer.load.factor` (the dedupe map's load factor). Default 0.9.
-    pub fn cleaner_io_buffer_load_factor(&self) -> f64 {
+    pub(crate) fn cleaner_io_buffer_load_factor(&self) -> f64 {
         self.get(BrokerKey::LogCleanerIoBufferLoadFactor)
     }
 
     /// `log.cleaner.io.max.bytes.per.second`. Default f64::MAX (unthrottled).
-    pub fn cleaner_io_max_bytes_per_second(&self) -> f64 {
+    pub(crate) fn cleaner_io_max_bytes_per_second(&self) -> f64 {
         self.get(BrokerKey::LogCleanerIoMaxBytesPerSecond)
     }
 
     /// Whether cleaner threads started under `previous` must restart to follow this
     /// config: one of Kafka's `LogCleaner.RECONFIGURABLE_CONFIGS` changed.
-    pub fn cleaner_reconfigured_since(&self, previous: &BrokerConfig) -> bool {
+    pub(crate) fn cleaner_reconfigured_since(&self, previous: &BrokerConfig) -> bool {
         const RECONFIGURABLE: [BrokerKey; 7] = [
             BrokerKey::LogCleanerThreads,
             BrokerKey::LogCleanerDedupeBufferSize,
@@ -165,12 +166,13 @@ impl BrokerConfig {
     }
 
     /// `log.flush.scheduler.interval.ms` (static). Default Long.MAX_VALUE.
-    pub fn flush_scheduler_interval_ms(&self) -> i64 {
+    #[cfg(test)]
+    pub(crate) fn flush_scheduler_interval_ms(&self) -> i64 {
         self.get(BrokerKey::LogFlushSchedulerIntervalMs)
     }
 
     /// `log.flush.offset.checkpoint.interval.ms` (static). Default 60000.
-    pub fn flush_offset_checkpoint_interval_ms(&self) -> i64 {
+    pub(crate) fn flush_offset_checkpoint_interval_ms(&self) -> i64 {
         self.get(BrokerKey::LogFlushOffsetCheckpointIntervalMs)
     }
 

@@ -11,7 +11,7 @@ use crate::engine::limits::MAX_CONFIG_LINE_BYTES;
 
 /// Which config file a change is written to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConfigScope {
+pub(crate) enum ConfigScope {
     /// A topic's `config`: topic config names.
     Topic,
     /// `.kpfs/config`: dynamic broker config names.
@@ -43,7 +43,7 @@ impl Edits {
 /// names: a later line for a key replaces the earlier one, as applying them in order
 /// would.
 #[derive(Clone, Debug)]
-pub struct ConfigChange {
+pub(crate) struct ConfigChange {
     pub(super) scope: ConfigScope,
     /// The file was emptied first (`>`, O_TRUNC): the lines are the whole set of
     /// overrides. Otherwise (`>>`) they change only the keys they name.
@@ -60,7 +60,7 @@ pub struct ConfigChange {
 }
 
 impl ConfigChange {
-    pub fn new(scope: ConfigScope) -> ConfigChange {
+    pub(crate) fn new(scope: ConfigScope) -> ConfigChange {
         ConfigChange {
             scope,
             replace: false,
@@ -78,7 +78,8 @@ impl ConfigChange {
 
     /// A whole change given as one text that changes the keys it names (`>>`), e.g. the
     /// engine's one-shot updates; the first refused line's reason is the error.
-    pub fn from_text(scope: ConfigScope, text: &str) -> Result<ConfigChange, ConfigError> {
+    #[cfg(any(test, feature = "internals"))]
+    pub(crate) fn from_text(scope: ConfigScope, text: &str) -> Result<ConfigChange, ConfigError> {
         let mut change = ConfigChange::new(scope);
         let mut errors = change.write(text.as_bytes());
         errors.extend(change.end_lines());
@@ -90,7 +91,7 @@ impl ConfigChange {
 
     /// The file was truncated to zero bytes: what was written before is gone, and what
     /// follows is the whole set of overrides.
-    pub fn truncate(&mut self) {
+    pub(crate) fn truncate(&mut self) {
         *self = ConfigChange {
             replace: true,
             ..ConfigChange::new(self.scope)
@@ -101,7 +102,7 @@ impl ConfigChange {
     /// Returns the reasons of the refused lines (none: every line was accepted); static
     /// broker configs named in one write are refused together, as Kafka refuses one
     /// `AlterConfigs` request.
-    pub fn write(&mut self, bytes: &[u8]) -> Vec<ConfigError> {
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> Vec<ConfigError> {
         let mut errors = Vec::new();
         let mut rest = bytes;
         while let Some(nl) = memchr::memchr(b'\n', rest) {
@@ -132,7 +133,7 @@ impl ConfigChange {
     }
 
     /// The writer closed: an unterminated last line is a line too.
-    pub fn end_lines(&mut self) -> Vec<ConfigError> {
+    pub(crate) fn end_lines(&mut self) -> Vec<ConfigError> {
         if self.fragment.is_empty() {
             return Vec::new();
         }

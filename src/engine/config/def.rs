@@ -15,7 +15,7 @@ macro_rules! config_table {
     ) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $Key {
+        pub(crate) enum $Key {
             $($Variant,)*
         }
 
@@ -33,7 +33,7 @@ macro_rules! config_table {
             }
 
             /// The config's name as Kafka spells it.
-            pub fn name(self) -> &'static str {
+            pub(crate) fn name(self) -> &'static str {
                 self.def().name
             }
 

@@ -16,10 +16,11 @@ mod topic;
 mod value;
 
 pub use broker::BrokerConfig;
-pub use change::{ConfigChange, ConfigScope};
-pub use def::TopicKey;
-pub use error::{BrokerRule, ConfigError};
-pub use topic::{CleanupPolicy, TopicConfig, TopicOverrides};
+pub(crate) use change::{ConfigChange, ConfigScope};
+pub(crate) use def::TopicKey;
+pub(crate) use error::ConfigError;
+pub(crate) use topic::TopicConfig;
+pub use topic::TopicOverrides;
 
 #[cfg(test)]
 mod tests;

@@ -9,7 +9,7 @@ impl TopicOverrides {
     /// The topic's `config` file: the overrides as `key=value` lines, then every other
     /// topic config as a comment with its value and its source. Written back with `>` it
     /// sets exactly these overrides; the comments change nothing.
-    pub fn render_effective(&self, broker: &BrokerConfig) -> String {
+    pub(crate) fn render_effective(&self, broker: &BrokerConfig) -> String {
         let mut out = String::from(OVERRIDES_HEADER);
         for (key, setting) in &self.values {
             out.push_str(&format!("{key}={}\n", setting.text));
@@ -47,7 +47,7 @@ impl BrokerConfig {
     /// ones, which only a remount changes), sorted by name. Written back with `>` it sets
     /// exactly these dynamic overrides. A config whose Kafka default is null shows the
     /// value topics inherit through it, or that it is unset.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut keys: Vec<BrokerKey> = BrokerKey::ALL.to_vec();
         keys.sort();
         let mut out = String::from(OVERRIDES_HEADER);

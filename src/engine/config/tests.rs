@@ -1,4 +1,5 @@
 use super::def::{TopicKey, BROKER_DEFS, MS_PER_HOUR, MS_PER_MINUTE, TOPIC_DEFS};
+use super::topic::CleanupPolicy;
 use super::value::{java_double_string, parse_java_double, parse_setting};
 use super::*;
 

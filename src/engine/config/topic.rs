@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::broker::BrokerConfig;
-use super::change::{ConfigChange, ConfigScope};
+use super::change::ConfigChange;
 use super::def::TopicKey;
 use super::error::ConfigError;
 use super::properties::{read_persisted, write_persisted};
@@ -12,54 +12,54 @@ use super::value::{parse_setting, read, Setting, Value};
 
 /// Which cleanup a topic gets. An empty list (allowed since Kafka 4.2) means neither.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct CleanupPolicy {
-    pub compact: bool,
-    pub delete: bool,
+pub(crate) struct CleanupPolicy {
+    pub(crate) compact: bool,
+    pub(crate) delete: bool,
 }
 
 /// The effective configuration of one topic (overrides resolved over broker defaults).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TopicConfig {
-    pub cleanup_policy: CleanupPolicy,
-    pub retention_ms: i64,
-    pub retention_bytes: i64,
-    pub segment_bytes: i32,
-    pub internal_segment_bytes: Option<i32>,
-    pub segment_ms: i64,
-    pub segment_jitter_ms: i64,
-    pub segment_index_bytes: i32,
-    pub index_interval_bytes: i32,
-    pub min_cleanable_dirty_ratio: f64,
-    pub delete_retention_ms: i64,
-    pub min_compaction_lag_ms: i64,
-    pub max_compaction_lag_ms: i64,
-    pub file_delete_delay_ms: i64,
-    pub max_message_bytes: i32,
-    pub flush_messages: i64,
-    pub flush_ms: i64,
+    pub(crate) cleanup_policy: CleanupPolicy,
+    pub(crate) retention_ms: i64,
+    pub(crate) retention_bytes: i64,
+    pub(crate) segment_bytes: i32,
+    pub(crate) internal_segment_bytes: Option<i32>,
+    pub(crate) segment_ms: i64,
+    pub(crate) segment_jitter_ms: i64,
+    pub(crate) segment_index_bytes: i32,
+    pub(crate) index_interval_bytes: i32,
+    pub(crate) min_cleanable_dirty_ratio: f64,
+    pub(crate) delete_retention_ms: i64,
+    pub(crate) min_compaction_lag_ms: i64,
+    pub(crate) max_compaction_lag_ms: i64,
+    pub(crate) file_delete_delay_ms: i64,
+    pub(crate) max_message_bytes: i32,
+    pub(crate) flush_messages: i64,
+    pub(crate) flush_ms: i64,
     /// Kafka's `preallocate`: a new segment's `.log` is grown to the segment size at once.
-    pub preallocate: bool,
-    pub parse_key: bool,
-    pub key_separator: Vec<u8>,
+    pub(crate) preallocate: bool,
+    pub(crate) parse_key: bool,
+    pub(crate) key_separator: Vec<u8>,
     /// `None` when `null.marker` is empty: no value is ever read as a tombstone.
-    pub null_marker: Option<Vec<u8>>,
+    pub(crate) null_marker: Option<Vec<u8>>,
     /// [`TopicConfig::render_id`], computed once: every append and read asks for it.
     pub(super) rendering: u32,
 }
 
 impl TopicConfig {
     /// Kafka's `segmentSize()`: `internal.segment.bytes` when set, else `segment.bytes`.
-    pub fn segment_size(&self) -> i32 {
+    pub(crate) fn segment_size(&self) -> i32 {
         self.internal_segment_bytes.unwrap_or(self.segment_bytes)
     }
 
     /// Which rendering of records into `log` lines this config produces.
-    pub fn render_id(&self) -> u32 {
+    pub(crate) fn render_id(&self) -> u32 {
         self.rendering
     }
 
     /// Kafka's `maxSegmentMs()`: compacted topics roll no later than `max.compaction.lag.ms`.
-    pub fn max_segment_ms(&self) -> i64 {
+    pub(crate) fn max_segment_ms(&self) -> i64 {
         if self.cleanup_policy.compact && self.max_compaction_lag_ms > 0 {
             self.max_compaction_lag_ms.min(self.segment_ms)
         } else {
@@ -77,17 +77,21 @@ pub struct TopicOverrides {
 impl TopicOverrides {
     /// Applies a whole command (`key=value`, `-key`, comment and blank lines) that
     /// changes the keys it names; the first bad line refuses all of it.
+    #[cfg(any(test, feature = "internals"))]
     pub fn apply_command(
         &self,
         text: &str,
         broker: &BrokerConfig,
     ) -> Result<TopicOverrides, ConfigError> {
-        self.apply_change(&ConfigChange::from_text(ConfigScope::Topic, text)?, broker)
+        self.apply_change(
+            &ConfigChange::from_text(super::ConfigScope::Topic, text)?,
+            broker,
+        )
     }
 
     /// The overrides after `change` (a topic change): all of it, checked across keys on
     /// the result, or nothing.
-    pub fn apply_change(
+    pub(crate) fn apply_change(
         &self,
         change: &ConfigChange,
         broker: &BrokerConfig,
@@ -123,11 +127,12 @@ impl TopicOverrides {
     }
 
     /// The override's text as stored (trimmed, except for literal separators).
-    pub fn get(&self, key: TopicKey) -> Option<&str> {
+    pub(crate) fn get(&self, key: TopicKey) -> Option<&str> {
         self.values.get(&key).map(|s| s.text.as_str())
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.values.is_empty()
     }
 }
@@ -135,7 +140,8 @@ impl TopicOverrides {
 /// Resolution lives with the topic view: it is what makes a [`TopicConfig`].
 impl BrokerConfig {
     /// The topic config of a topic without overrides.
-    pub fn topic_defaults(&self) -> TopicConfig {
+    #[cfg(test)]
+    pub(crate) fn topic_defaults(&self) -> TopicConfig {
         self.resolve_topic(&TopicOverrides::default())
     }
 

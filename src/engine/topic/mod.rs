@@ -23,13 +23,11 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use super::clock::Clock;
-use super::config::{
-    BrokerConfig, ConfigChange, ConfigError, ConfigScope, TopicConfig, TopicOverrides,
-};
+use super::config::{BrokerConfig, ConfigChange, TopicConfig, TopicOverrides};
 use super::error::{BatchSize, EngineError, Result};
 use super::files::write_or_defer;
+use super::format::plain_batch_size;
 pub use super::format::TOPIC_CONFIG_FILE;
-use super::format::{parse_segment_file_name, plain_batch_size, LOG_SUFFIX};
 use super::limits::PARSED_RECORDS_KEPT;
 use super::log::{
     first_oversized_record, AppendInfo, Durability, Log, OpenReport, WriteBytes, WriteRecords,
@@ -38,44 +36,43 @@ use super::log_loader::remove_stale_temporary;
 use protocol::{count_lines, parse_lines, PARSED};
 
 pub use reader::LogCursor;
-pub use retention::RetentionDeletion;
 
 /// A file in the partition directory, as `segments/` lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackingFile {
     pub name: String,
-    pub size: u64,
+    pub(crate) size: u64,
     /// `st_blocks` of the file: 512-byte units allocated (less than `size` for a sparse,
     /// preallocated index).
-    pub blocks: u64,
-    pub mtime_ms: i64,
+    pub(crate) blocks: u64,
+    pub(crate) mtime_ms: i64,
 }
 
 /// Counters shown in `status` and `.kpfs/metrics`.
 #[derive(Debug, Default)]
-pub struct TopicStats {
-    pub appended_records: AtomicU64,
-    pub appended_bytes: AtomicU64,
-    pub reader_skips: AtomicU64,
-    pub segments_deleted_time: AtomicU64,
-    pub segments_deleted_size: AtomicU64,
-    pub segments_deleted_log_start: AtomicU64,
+pub(crate) struct TopicStats {
+    pub(crate) appended_records: AtomicU64,
+    pub(crate) appended_bytes: AtomicU64,
+    pub(crate) reader_skips: AtomicU64,
+    pub(crate) segments_deleted_time: AtomicU64,
+    pub(crate) segments_deleted_size: AtomicU64,
+    pub(crate) segments_deleted_log_start: AtomicU64,
     /// Records of refused appends, by reason (a refused write refuses all its records).
-    pub refused_keyless_compacted: AtomicU64,
-    pub refused_too_large: AtomicU64,
-    pub refused_invalid: AtomicU64,
+    pub(crate) refused_keyless_compacted: AtomicU64,
+    pub(crate) refused_too_large: AtomicU64,
+    pub(crate) refused_invalid: AtomicU64,
 }
 
 /// Why an append was refused, as the metrics label it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RefusalReason {
+pub(crate) enum RefusalReason {
     KeylessCompacted,
     TooLarge,
     Invalid,
 }
 
 impl RefusalReason {
-    pub const ALL: [RefusalReason; 3] = [
+    pub(crate) const ALL: [RefusalReason; 3] = [
         RefusalReason::KeylessCompacted,
         RefusalReason::TooLarge,
         RefusalReason::Invalid,
@@ -83,7 +80,7 @@ impl RefusalReason {
 
     /// The refusal an append error counts as; `None` for errors that are not the
     /// records' fault (I/O, a poisoned log).
-    pub fn of(error: &EngineError) -> Option<RefusalReason> {
+    pub(crate) fn of(error: &EngineError) -> Option<RefusalReason> {
         match error {
             EngineError::RecordTooLarge { .. } | EngineError::BatchOverSegmentSize { .. } => {
                 Some(RefusalReason::TooLarge)
@@ -96,7 +93,7 @@ impl RefusalReason {
         }
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             RefusalReason::KeylessCompacted => "keyless_compacted",
             RefusalReason::TooLarge => "too_large",
@@ -106,7 +103,7 @@ impl RefusalReason {
 }
 
 impl TopicStats {
-    pub fn refused(&self, reason: RefusalReason) -> &AtomicU64 {
+    pub(crate) fn refused(&self, reason: RefusalReason) -> &AtomicU64 {
         match reason {
             RefusalReason::KeylessCompacted => &self.refused_keyless_compacted,
             RefusalReason::TooLarge => &self.refused_too_large,
@@ -128,9 +125,9 @@ pub struct Topic {
     modified_ms: AtomicI64,
     /// The first segment seen holding future timestamps (for `status`), or -1.
     future_timestamp_segment: AtomicI64,
-    pub stats: TopicStats,
+    pub(crate) stats: TopicStats,
     pub cleaner: super::cleaner_manager::LogCleaningState,
-    pub events: super::events::EventLog,
+    pub(crate) events: super::events::EventLog,
 }
 
 impl std::fmt::Debug for Topic {
@@ -141,7 +138,7 @@ impl std::fmt::Debug for Topic {
 
 impl Topic {
     /// Opens (or creates) the topic stored in `dir` (`DATA_DIR/TOPIC-0`).
-    pub fn open(
+    pub(crate) fn open(
         name: &str,
         dir: &Path,
         broker: Arc<RwLock<BrokerConfig>>,
@@ -187,7 +184,7 @@ impl Topic {
         ))
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
@@ -205,7 +202,7 @@ impl Topic {
     }
 
     /// Re-resolves the effective config after a broker config change.
-    pub fn refresh_config(&self) {
+    pub(crate) fn refresh_config(&self) {
         let resolved = self.broker.read().resolve_topic(&self.overrides.read());
         *self.config.write() = Arc::new(resolved);
     }
@@ -245,7 +242,7 @@ impl Topic {
     /// batch of this line alone, is over `max.message.bytes`. Refusing it now keeps a
     /// stream without newlines from growing a writer's buffer without bound. Counted as
     /// one refused record.
-    pub fn check_unterminated_line(&self, len: usize) -> Result<()> {
+    pub(crate) fn check_unterminated_line(&self, len: usize) -> Result<()> {
         let max = self.config().max_message_bytes.max(0) as u64;
         let smallest = plain_batch_size(len) as u64;
         if smallest <= max {
@@ -358,7 +355,7 @@ impl Topic {
     }
 
     /// Wall-clock ms of the last append (mtime of `log`).
-    pub fn modified_ms(&self) -> i64 {
+    pub(crate) fn modified_ms(&self) -> i64 {
         self.modified_ms.load(Ordering::Relaxed)
     }
 
@@ -369,7 +366,9 @@ impl Topic {
 
     /// A whole command to `config` (`key=value`, `-key`, blank and `#` lines) that
     /// changes the keys it names; all or nothing.
+    #[cfg(any(test, feature = "internals"))]
     pub fn update_config(&self, text: &[u8]) -> Result<()> {
+        use super::config::{ConfigError, ConfigScope};
         let text = std::str::from_utf8(text).map_err(|_| ConfigError::NotText)?;
         self.apply_config_change(&ConfigChange::from_text(ConfigScope::Topic, text)?)
     }
@@ -378,7 +377,7 @@ impl Topic {
     /// line was refused or a check across keys fails. On a full disk the change applies
     /// in memory and is saved as soon as there is space (a warning says so meanwhile):
     /// lowering retention is how an operator gets space back.
-    pub fn apply_config_change(&self, change: &ConfigChange) -> Result<()> {
+    pub(crate) fn apply_config_change(&self, change: &ConfigChange) -> Result<()> {
         let mut overrides = self.overrides.write();
         let broker = self.broker.read();
         let updated = overrides.apply_change(change, &broker)?;
@@ -414,7 +413,7 @@ impl Topic {
     /// Saves what a full disk kept in memory only: the overrides and the log's stream
     /// start. Called on the scheduler's tick and at close; a failure leaves it for the
     /// next call.
-    pub fn save_unsaved(&self) {
+    pub(crate) fn save_unsaved(&self) {
         if self.unsaved_overrides.lock().is_some() {
             let overrides = self.overrides.write();
             if let Err(e) = self.save_overrides(&overrides) {
@@ -463,7 +462,7 @@ impl Topic {
 
     /// Opens a file of the partition directory for reading. Only plain names of files
     /// that exist there are accepted, so no name reaches outside the directory.
-    pub fn open_backing_file(&self, name: &str) -> Result<File> {
+    pub(crate) fn open_backing_file(&self, name: &str) -> Result<File> {
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
             return Err(EngineError::InvalidRecord {
                 message: format!("not a file of the partition directory: {name}"),
@@ -479,11 +478,11 @@ impl Topic {
     }
 
     /// Periodic `flush.ms` check.
-    pub fn maybe_flush_by_time(&self) -> Result<()> {
+    pub(crate) fn maybe_flush_by_time(&self) -> Result<()> {
         self.log.maybe_flush_by_time(&self.config())
     }
 
-    pub fn close(&self) -> Result<()> {
+    pub(crate) fn close(&self) -> Result<()> {
         self.save_unsaved();
         if let Some(reason) = self.unsaved_overrides.lock().as_ref() {
             tracing::error!(topic = %self.name, %reason, "closing with config overrides that could not be saved; they are lost");
@@ -501,7 +500,9 @@ impl Topic {
     }
 
     /// Base offsets of segment `.log` files in the directory (for tests and checks).
+    #[cfg(feature = "internals")]
     pub fn segment_log_files(&self) -> Result<Vec<u64>> {
+        use super::format::{parse_segment_file_name, LOG_SUFFIX};
         Ok(self
             .backing_files()?
             .iter()

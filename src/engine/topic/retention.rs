@@ -15,9 +15,8 @@ use super::Topic;
 
 /// Segments deleted by one retention step.
 #[derive(Debug)]
-pub struct RetentionDeletion {
-    pub cause: DeletionCause,
-    pub segments: Vec<DeletedSegment>,
+pub(crate) struct RetentionDeletion {
+    pub(crate) segments: Vec<DeletedSegment>,
 }
 
 /// See [`Topic::retention_view`].
@@ -28,16 +27,6 @@ struct RetentionView {
 }
 
 impl Topic {
-    /// Facts of every segment, oldest first, for retention.
-    pub fn segment_facts(&self) -> Vec<SegmentFacts> {
-        self.log
-            .snapshot()
-            .segments
-            .iter()
-            .map(|s| retention_facts(s))
-            .collect()
-    }
-
     /// Retention's view of the segments, taken again (see [`Topic::refresh`]) before each
     /// step only if the log changed since.
     fn retention_view(&self) -> RetentionView {
@@ -64,7 +53,7 @@ impl Topic {
     /// Kafka's `deleteOldSegments`: log-start breach, then (with `delete` in the policy)
     /// size, then time, each step re-reading the segment list. A `compact`-only topic gets
     /// the log-start rule alone.
-    pub fn run_retention(&self) -> Result<Vec<RetentionDeletion>> {
+    pub(crate) fn run_retention(&self) -> Result<Vec<RetentionDeletion>> {
         let config = self.config();
         let mut done = Vec::new();
         let now = self.clock.now_ms();
@@ -153,7 +142,7 @@ impl Topic {
             log_start_offset = self.log.log_start_offset(),
             "deleting segments (renamed .deleted)"
         );
-        done.push(RetentionDeletion { cause, segments });
+        done.push(RetentionDeletion { segments });
         Ok(())
     }
 }

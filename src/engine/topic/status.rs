@@ -115,7 +115,7 @@ impl Topic {
 
     /// Configs that do not do what they seem, each with why: shown in `status` and
     /// reported in `.kpfs/errors` when a config write sets them.
-    pub fn config_warnings(&self) -> Vec<String> {
+    pub(crate) fn config_warnings(&self) -> Vec<String> {
         let overrides = self.overrides.read();
         let config = self.config();
         let set = |key: TopicKey| overrides.get(key).is_some();
