@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use kpfs::engine::cleaner::OFFSET_MAP_ENTRY_BYTES;
+use kpfs::engine::offset_map::OFFSET_MAP_ENTRY_BYTES;
 use kpfs::engine::{BrokerConfig, Engine, EngineOptions, ManualClock};
 
 fn rss_kib(field: &str) -> u64 {

@@ -8,8 +8,8 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use kpfs::engine::cleaner::OffsetMap;
 use kpfs::engine::format::decode_batch;
+use kpfs::engine::offset_map::OffsetMap;
 use kpfs::engine::{BrokerConfig, Engine, EngineOptions, ManualClock, Topic};
 
 fn small_map() -> OffsetMap {

@@ -10,9 +10,9 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use kpfs::engine::cleaner::OffsetMap;
 use kpfs::engine::cleaner_manager::CleanerState;
 use kpfs::engine::format::decode_batch;
+use kpfs::engine::offset_map::OffsetMap;
 use kpfs::engine::{LogCursor, Topic};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;

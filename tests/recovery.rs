@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::*;
-use kpfs::engine::cleaner::OffsetMap;
 use kpfs::engine::format::{decode_header, segment_file_name};
 use kpfs::engine::log::{Durability, Log};
+use kpfs::engine::offset_map::OffsetMap;
 use kpfs::engine::segment::RollReason;
 use kpfs::engine::topic::TOPIC_CONFIG_FILE;
 use kpfs::engine::{

@@ -394,7 +394,7 @@ mod tests {
         t.append_lines(b"b:2\n").unwrap();
         // Nothing is clean yet and the rolled segment is all dirty.
         assert_eq!(value(&render(&e), dirty), "100");
-        let mut map = crate::engine::cleaner::OffsetMap::new(24 * 100, 0.9);
+        let mut map = crate::engine::offset_map::OffsetMap::new(24 * 100, 0.9);
         let (_, first) = e.run_cleaner_once_with(&mut map).unwrap();
         let after = render(&e);
         assert_eq!(

@@ -16,6 +16,7 @@ pub(crate) mod limits;
 pub mod log;
 pub(crate) mod log_loader;
 pub(crate) mod metrics;
+pub mod offset_map;
 pub(crate) mod retention;
 pub mod segment;
 pub mod topic;
@@ -179,8 +180,8 @@ impl CleanerSettings {
         }
     }
 
-    fn new_offset_map(&self) -> cleaner::OffsetMap {
-        cleaner::OffsetMap::new(self.map_bytes, self.map_load_factor)
+    fn new_offset_map(&self) -> offset_map::OffsetMap {
+        offset_map::OffsetMap::new(self.map_bytes, self.map_load_factor)
     }
 }
 
@@ -665,7 +666,7 @@ impl Engine {
     #[cfg(any(test, feature = "internals"))]
     pub fn run_cleaner_once_with(
         &self,
-        map: &mut cleaner::OffsetMap,
+        map: &mut offset_map::OffsetMap,
     ) -> Option<(String, cleaner::PassStats)> {
         let settings = CleanerSettings::of(&self.inner.broker.read());
         clean_filthiest(&self.inner, map, settings.io_buffer_bytes, &|| false)
@@ -694,7 +695,7 @@ impl Engine {
 /// Kafka's `grabFilthiestCompactedLog` + `cleanLog` + `doneCleaning`.
 fn clean_filthiest(
     inner: &Inner,
-    map: &mut cleaner::OffsetMap,
+    map: &mut offset_map::OffsetMap,
     io_buffer_bytes: usize,
     stop_requested: &dyn Fn() -> bool,
 ) -> Option<(String, cleaner::PassStats)> {
