@@ -28,7 +28,7 @@ use super::format::{
 use super::limits::{THROTTLE_CHECK_INTERVAL_MS, THROTTLE_SLEEP_SLICE_MS};
 use super::log::{DeletedSegment, Log, LogSnapshot};
 use super::offset_map::OffsetMap;
-use super::segment::{Segment, SegmentSpec};
+use super::segment::{MappedBatches, Segment, SegmentSpec};
 
 /// Kafka's `Throttler`, shared by all cleaner threads: sleeps whenever the observed I/O
 /// rate over the last >= 300 ms exceeds the limit.
@@ -265,6 +265,24 @@ pub(crate) struct CleanerResources<'a> {
     pub(crate) make_durable_below: &'a dyn Fn(u64) -> Result<()>,
 }
 
+impl CleanerResources<'_> {
+    /// One read of a pass: Kafka's `checkDone`, then at most the I/O buffer of `seg`'s
+    /// whole batches from `pos` (empty at its end), throttled to
+    /// `log.cleaner.io.max.bytes.per.second`.
+    fn read(&self, seg: &Segment, pos: u64) -> Result<MappedBatches> {
+        check_stop(self.stop_requested)?;
+        let bytes = seg.mapped_batches(pos, self.io_buffer_bytes)?;
+        if !bytes.is_empty() {
+            self.throttler.maybe_throttle(
+                bytes.len() as u64,
+                self.max_io_bytes_per_second,
+                self.stop_requested,
+            );
+        }
+        Ok(bytes)
+    }
+}
+
 /// Kafka's `checkDone`: a pass ends early when its thread must stop.
 fn check_stop(stop_requested: &dyn Fn() -> bool) -> Result<()> {
     if stop_requested() {
@@ -360,20 +378,14 @@ fn build_offset_map(
                 && s.base_offset() < view.first_uncleanable_offset
         })
         .collect();
-    let map = &mut *res.map;
     for (i, seg) in dirty.iter().enumerate() {
         let mut pos = seg.lookup_position(view.first_dirty_offset)?;
         loop {
-            check_stop(res.stop_requested)?;
-            let bytes = seg.mapped_batches(pos, res.io_buffer_bytes)?;
+            let bytes = res.read(seg, pos)?;
             if bytes.is_empty() {
                 break;
             }
-            res.throttler.maybe_throttle(
-                bytes.len() as u64,
-                res.max_io_bytes_per_second,
-                res.stop_requested,
-            );
+            let map = &mut *res.map;
             let mut at = 0;
             while at < bytes.len() {
                 let h =
@@ -402,6 +414,7 @@ fn build_offset_map(
             pos += bytes.len() as u64;
         }
         // A whole segment done: the pass covers its offset gaps too.
+        let map = &mut *res.map;
         if let Some(next) = dirty
             .get(i + 1)
             .map(|s| s.base_offset())
@@ -549,17 +562,11 @@ fn clean_into(
     let mut write_buffer = Vec::with_capacity(res.io_buffer_bytes);
     let mut pos = 0u64;
     loop {
-        check_stop(res.stop_requested)?;
-        let bytes = source.mapped_batches(pos, res.io_buffer_bytes)?;
+        let bytes = res.read(source, pos)?;
         if bytes.is_empty() {
             return Ok(());
         }
         stats.bytes_read += bytes.len() as u64;
-        res.throttler.maybe_throttle(
-            bytes.len() as u64,
-            res.max_io_bytes_per_second,
-            res.stop_requested,
-        );
         let mut at = 0;
         while at < bytes.len() {
             let h = decode_header(&bytes[at..]).map_err(|e| corrupt(source, pos + at as u64, e))?;
