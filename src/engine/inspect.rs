@@ -1288,19 +1288,13 @@ fn check_offset_checkpoint(
 mod tests {
     use super::*;
     use crate::engine::format::{decode_header, BatchBuilder};
-    use crate::engine::{Engine, EngineOptions, ManualClock};
+    use crate::engine::{Engine, ManualClock};
     use std::sync::Arc;
 
     const T0: i64 = 1_764_430_000_000;
 
     fn open(dir: &Path, clock: &Arc<ManualClock>) -> Engine {
-        Engine::open(
-            dir,
-            BrokerConfig::defaults(),
-            clock.clone(),
-            EngineOptions::default(),
-        )
-        .unwrap()
+        Engine::open_for_test(dir, clock.clone())
     }
 
     /// Topic `orders` over several 300-byte segments, every batch but a segment's first

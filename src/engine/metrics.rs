@@ -260,18 +260,12 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::engine::{BrokerConfig, EngineOptions, ManualClock};
+    use crate::engine::ManualClock;
 
     const T0: i64 = 1_764_430_000_000;
 
     fn engine(dir: &std::path::Path, clock: &Arc<ManualClock>) -> Engine {
-        Engine::open(
-            dir,
-            BrokerConfig::defaults(),
-            clock.clone(),
-            EngineOptions::default(),
-        )
-        .unwrap()
+        Engine::open_for_test(dir, clock.clone())
     }
 
     /// The value of the sample whose name and labels are exactly `series`.

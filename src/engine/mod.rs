@@ -270,6 +270,18 @@ fn take_lock(data_dir: &Path) -> Result<fs::File> {
 }
 
 impl Engine {
+    /// The engine unit tests open: the default broker config on `clock`.
+    #[cfg(test)]
+    pub(crate) fn open_for_test(data_dir: &Path, clock: Arc<dyn Clock>) -> Engine {
+        Engine::open(
+            data_dir,
+            BrokerConfig::defaults(),
+            clock,
+            EngineOptions::default(),
+        )
+        .unwrap()
+    }
+
     /// Opens (creating if missing) a data directory, takes its lock, recovers every topic.
     pub fn open(
         data_dir: &Path,
