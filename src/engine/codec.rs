@@ -558,17 +558,13 @@ mod tests {
             .collect()
     }
 
-    /// Bytes no codec shrinks (xorshift), `len` of them.
+    /// Bytes no codec shrinks (a seeded ChaCha stream), `len` of them.
     fn noise(len: usize) -> Vec<u8> {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        (0..len)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect()
+        use proptest::prelude::Rng;
+        use proptest::test_runner::{RngAlgorithm, TestRng};
+        let mut bytes = vec![0; len];
+        TestRng::deterministic_rng(RngAlgorithm::ChaCha).fill_bytes(&mut bytes);
+        bytes
     }
 
     fn every_compression() -> Vec<Compression> {
