@@ -7,17 +7,22 @@
 //! | none   | 0  | the records as they are | the same |
 //! | gzip   | 1  | one gzip member (`GZIPOutputStream`, zlib level 6 unless `compression.gzip.level`) | any number of members, as `GZIPInputStream` |
 //! | snappy | 2  | snappy-java's `SnappyOutputStream` ("xerial" framing): 8 bytes magic `0x82 SNAPPY 0`, int32 BE version 1, int32 BE compatible version 1, then per 32 KiB of input an int32 BE length and a raw snappy block | that framing, and raw snappy (what librdkafka writes; snappy-java's `SnappyInputStream`, librdkafka and kafka-python all fall back to it when the magic is absent) |
-//! | lz4    | 3  | an LZ4 frame (`Lz4BlockOutputStream`): version 1, independent blocks of at most 64 KiB, no block or content checksum, no content size, a correct header checksum, incompressible blocks stored | any LZ4 frame (content size, checksums, linked blocks, concatenated frames) |
-//! | zstd   | 4  | a zstd frame (zstd-jni, level 3 unless `compression.zstd.level`) | any sequence of zstd frames |
+//! | lz4    | 3  | an LZ4 frame (`Lz4BlockOutputStream`): version 1, independent blocks of at most 64 KiB, no block or content checksum, no content size, a correct header checksum, incompressible blocks stored | any LZ4 frame of 64 KiB to 4 MiB blocks, Kafka's reader's range (content size, checksums, linked blocks, concatenated frames) |
+//! | zstd   | 4  | a zstd frame (zstd-jni, level 3 unless `compression.zstd.level`); kpfs's carries its content size | any sequence of zstd frames |
+//!
+//! One difference from Kafka: lz4_flex has only lz4's fast compressor, the one Kafka uses
+//! at its default lz4 level 9, so other levels compress as 9 does (Kafka switches to lz4's
+//! high-compression compressor there). The bytes are a valid frame either way.
 //!
 //! Decompression never produces more than the caller's `max_output` bytes and grows the
 //! output no further than that: a batch whose records would be larger is refused as soon
 //! as the limit is crossed, so a small hostile batch cannot expand into gigabytes. Every
 //! malformed input is an error, never a panic. The decoders' own working memory is bounded
-//! by their formats: gzip's 32 KiB window, LZ4's block buffers (blocks of at most 4 MiB, as
-//! Kafka's reader allows), snappy none (it decodes into the output), and zstd's window as the frame
-//! declares it, up to libzstd's default limit of 128 MiB (the limit Kafka's zstd-jni reader
-//! applies too).
+//! by their formats: gzip's 32 KiB window, LZ4's block buffers (blocks of at most 4 MiB),
+//! snappy none (it decodes into the output), and zstd's window as the frame declares it,
+//! up to libzstd's default limit of 128 MiB (the limit Kafka's zstd-jni reader applies
+//! too); a zstd frame that declares a content size over `max_output` is refused before
+//! any of that is allocated.
 
 // Until the RecordBatch v2 encoder and decoder in `format` call it (issue 14), the
 // binary's build (without `internals`) uses none of this.
@@ -211,8 +216,13 @@ pub enum CodecError {
         codec: CompressionCodec,
         max_output: usize,
     },
-    /// Bytes the codec cannot decode, or an encoder failure, with the library's reason.
+    /// Bytes the codec cannot decode, with the library's reason.
     Corrupt {
+        codec: CompressionCodec,
+        reason: String,
+    },
+    /// The encoder failed (it writes to memory, so only for want of memory).
+    CompressFailed {
         codec: CompressionCodec,
         reason: String,
     },
@@ -235,6 +245,9 @@ impl fmt::Display for CodecError {
             CodecError::Corrupt { codec, reason } => {
                 write!(f, "Failed to decompress {codec} records: {reason}")
             }
+            CodecError::CompressFailed { codec, reason } => {
+                write!(f, "Failed to compress {codec} records: {reason}")
+            }
         }
     }
 }
@@ -255,7 +268,10 @@ pub fn compress(
     out: &mut Vec<u8>,
 ) -> Result<(), CodecError> {
     let codec = compression.codec;
-    let failed = |e: io::Error| corrupt(codec, e);
+    let failed = |e: &dyn fmt::Display| CodecError::CompressFailed {
+        codec,
+        reason: e.to_string(),
+    };
     match codec {
         CompressionCodec::None => out.extend_from_slice(input),
         CompressionCodec::Gzip => {
@@ -263,37 +279,40 @@ pub fn compress(
             let mut encoder = flate2::GzBuilder::new()
                 .operating_system(JAVA_GZIP_OS)
                 .write(out, flate2::Compression::new(level));
-            encoder.write_all(input).map_err(failed)?;
-            encoder.finish().map_err(failed)?;
+            encoder.write_all(input).map_err(|e| failed(&e))?;
+            encoder.finish().map_err(|e| failed(&e))?;
         }
-        CompressionCodec::Snappy => compress_xerial_snappy(input, out)?,
+        CompressionCodec::Snappy => compress_xerial_snappy(input, out, failed)?,
         CompressionCodec::Lz4 => {
-            // lz4_flex has lz4's fast compressor only: Kafka's at the default level 9;
-            // other levels (Kafka's high-compression compressor) compress the same way.
+            // The level is not used: see the module doc.
             let frame = lz4_flex::frame::FrameInfo::new()
                 .block_size(lz4_flex::frame::BlockSize::Max64KB)
                 .block_mode(lz4_flex::frame::BlockMode::Independent);
             let mut encoder = lz4_flex::frame::FrameEncoder::with_frame_info(frame, out);
-            encoder.write_all(input).map_err(failed)?;
-            encoder.finish().map_err(|e| corrupt(codec, e))?;
+            encoder.write_all(input).map_err(|e| failed(&e))?;
+            encoder.finish().map_err(|e| failed(&e))?;
         }
         CompressionCodec::Zstd => {
-            let mut encoder =
-                zstd::stream::write::Encoder::new(out, compression.level).map_err(failed)?;
+            let mut encoder = zstd::stream::write::Encoder::new(out, compression.level)
+                .map_err(|e| failed(&e))?;
             // The size known up front goes into the frame header, so a reader can refuse
             // an oversized batch before decoding it.
             encoder
                 .set_pledged_src_size(Some(input.len() as u64))
-                .map_err(failed)?;
-            encoder.include_contentsize(true).map_err(failed)?;
-            encoder.write_all(input).map_err(failed)?;
-            encoder.finish().map_err(failed)?;
+                .map_err(|e| failed(&e))?;
+            encoder.include_contentsize(true).map_err(|e| failed(&e))?;
+            encoder.write_all(input).map_err(|e| failed(&e))?;
+            encoder.finish().map_err(|e| failed(&e))?;
         }
     }
     Ok(())
 }
 
-fn compress_xerial_snappy(input: &[u8], out: &mut Vec<u8>) -> Result<(), CodecError> {
+fn compress_xerial_snappy(
+    input: &[u8],
+    out: &mut Vec<u8>,
+    failed: impl Fn(&dyn fmt::Display) -> CodecError,
+) -> Result<(), CodecError> {
     out.extend_from_slice(&XERIAL_MAGIC);
     out.extend_from_slice(&XERIAL_VERSION.to_be_bytes());
     out.extend_from_slice(&XERIAL_COMPATIBLE_VERSION.to_be_bytes());
@@ -304,7 +323,7 @@ fn compress_xerial_snappy(input: &[u8], out: &mut Vec<u8>) -> Result<(), CodecEr
         out.resize(data_at + snap::raw::max_compress_len(block.len()), 0);
         let written = encoder
             .compress(block, &mut out[data_at..])
-            .map_err(|e| corrupt(CompressionCodec::Snappy, e))?;
+            .map_err(|e| failed(&e))?;
         out.truncate(data_at + written);
         let length = u32::try_from(written).expect("a 32 KiB block compresses to < 4 GiB");
         out[length_at..data_at].copy_from_slice(&length.to_be_bytes());
