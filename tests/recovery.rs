@@ -1075,7 +1075,6 @@ fn row09_overlapping_segments_refuse_to_open() {
 fn row11_temporary_files_beside_configs_and_checkpoints_are_removed() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 20);
-    let dir = t.dir().to_path_buf();
     t.sync().unwrap();
     drop(t);
     f.engine().run_flush_once().unwrap();

@@ -12,6 +12,8 @@
 
 use std::fmt;
 
+use super::codec::{compress, decompress, CodecError, Compression, CompressionCodec};
+
 /// Suffixes of the files of one segment.
 pub(crate) const LOG_SUFFIX: &str = ".log";
 pub(crate) const INDEX_SUFFIX: &str = ".index";
@@ -217,9 +219,10 @@ impl BatchHeader {
         (self.attributes & ATTR_DELETE_HORIZON != 0).then_some(self.base_timestamp)
     }
 
-    /// Kafka's `CompressionType` id of the records section (0 = none).
-    pub(crate) fn compression_id(&self) -> u16 {
-        self.attributes & ATTR_COMPRESSION_MASK
+    /// The codec of the records section (an unknown one is refused when the records
+    /// are read).
+    pub(crate) fn codec(&self) -> Result<CompressionCodec, CodecError> {
+        CompressionCodec::from_attribute_bits(self.attributes)
     }
 
     pub(crate) fn is_transactional(&self) -> bool {
@@ -429,12 +432,12 @@ pub(crate) fn records_section<'a>(
     scratch: &'a mut Vec<u8>,
 ) -> Result<&'a [u8], DecodeError> {
     let stored = &batch[BATCH_HEADER_BYTES..header.size];
-    match header.compression_id() {
-        0 => Ok(stored),
-        id => {
+    let bad = |e: CodecError| DecodeError::BadRecord(e.to_string());
+    match header.codec().map_err(bad)? {
+        CompressionCodec::None => Ok(stored),
+        codec => {
             scratch.clear();
-            super::codec::decompress_batch_records(id, stored, MAX_BATCH_BYTES, scratch)
-                .map_err(|e| DecodeError::BadRecord(e.to_string()))?;
+            decompress(codec, stored, MAX_BATCH_BYTES, scratch).map_err(bad)?;
             Ok(scratch)
         }
     }
@@ -673,8 +676,8 @@ pub(crate) struct BatchEnd {
     pub(crate) last_offset: Option<u64>,
     /// KIP-534: the builder's base timestamp is this horizon.
     pub(crate) delete_horizon_ms: Option<i64>,
-    /// Kafka's compression type id of the records section.
-    pub(crate) compression_id: u16,
+    /// How the records section is compressed.
+    pub(crate) compression: Compression,
     pub(crate) identity: BatchIdentity,
     /// Base and max timestamp of a batch left without records.
     pub(crate) empty_timestamp: i64,
@@ -685,7 +688,7 @@ impl BatchEnd {
     pub(crate) const PLAIN: BatchEnd = BatchEnd {
         last_offset: None,
         delete_horizon_ms: None,
-        compression_id: 0,
+        compression: Compression::NONE,
         identity: BatchIdentity::PLAIN,
         empty_timestamp: -1,
     };
@@ -833,12 +836,13 @@ impl BatchBuilder {
             delete_horizon_ms,
             ..BatchEnd::PLAIN
         })
+        .expect("an uncompressed batch needs no codec")
         .to_vec()
     }
 
     /// Finishes the batch as its header and records section, without copying the records
     /// into one buffer.
-    pub(crate) fn finish_parts(&mut self, end: &BatchEnd) -> BatchParts<'_> {
+    pub(crate) fn finish_parts(&mut self, end: &BatchEnd) -> Result<BatchParts<'_>, CodecError> {
         let last = end
             .last_offset
             .or(self.last_offset)
@@ -865,18 +869,15 @@ impl BatchBuilder {
                 self.max_timestamp,
             )
         };
-        let section: &[u8] = if end.compression_id == 0 {
+        let codec = end.compression.codec();
+        let section: &[u8] = if codec == CompressionCodec::None {
             &self.records
         } else {
             self.compressed.clear();
-            super::codec::compress_batch_records(
-                end.compression_id,
-                &self.records,
-                &mut self.compressed,
-            );
+            compress(end.compression, &self.records, &mut self.compressed)?;
             &self.compressed
         };
-        let mut attributes = end.compression_id & ATTR_COMPRESSION_MASK;
+        let mut attributes = codec.attribute_bits() & ATTR_COMPRESSION_MASK;
         if end.delete_horizon_ms.is_some() {
             attributes |= ATTR_DELETE_HORIZON;
         }
@@ -907,10 +908,10 @@ impl BatchBuilder {
         b[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&self.record_count.to_be_bytes());
         let crc = crc32c::crc32c_append(crc32c::crc32c(&b[CRC_COVERS_FROM..]), section);
         b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-        BatchParts {
+        Ok(BatchParts {
             header: b,
             records: section,
-        }
+        })
     }
 }
 

@@ -997,7 +997,7 @@ impl Segment {
 
     /// Every record's offset and stream position, in order (tests and `kpfs check`'s
     /// view of what readers derive).
-    #[cfg(any(test, feature = "internals"))]
+    #[cfg(feature = "internals")]
     pub fn record_stream_positions(&self) -> Result<Vec<(u64, u64)>> {
         let (start, entries) = self.stream_entries();
         let mut walker = StreamWalker::new(&entries, 0, start, self.stream_shape());
@@ -1137,7 +1137,7 @@ impl Segment {
         Ok(u64::from(position))
     }
 
-    #[cfg(any(test, feature = "internals"))]
+    #[cfg(feature = "internals")]
     /// Offset-index entries as (offset, position), for searches by other keys.
     pub fn index_entries(&self) -> Result<Vec<(u64, u32)>> {
         let st = self.state.lock();
@@ -1162,7 +1162,7 @@ impl Segment {
         )
     }
 
-    #[cfg(any(test, feature = "internals"))]
+    #[cfg(feature = "internals")]
     /// Reads raw bytes of the `.log` (never past the committed size).
     pub fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>> {
         let size = self.size();

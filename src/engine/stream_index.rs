@@ -284,7 +284,10 @@ impl StreamIndex {
 
     fn cut_file(&self) -> io::Result<()> {
         let len = (STREAM_INDEX_HEADER_BYTES + self.written * STREAM_INDEX_ENTRY_BYTES) as u64;
-        OpenOptions::new().write(true).open(&self.path)?.set_len(len)
+        OpenOptions::new()
+            .write(true)
+            .open(&self.path)?
+            .set_len(len)
     }
 
     /// fsync, when entries were written since the last one.
