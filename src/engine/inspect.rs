@@ -2754,4 +2754,254 @@ mod tests {
             }
         }
     }
+
+    /// Rewrites the stream index entry at `at` with `edit` applied, its CRC32C recomputed
+    /// (a consistent but wrong entry, which only the check against the log can catch).
+    fn rewrite_stream_entry(path: &Path, at: usize, edit: impl FnOnce(&mut [u8])) {
+        let mut bytes = fs::read(path).unwrap();
+        let entry = &mut bytes[at..at + STREAM_INDEX_ENTRY_BYTES];
+        edit(entry);
+        let crc = crc32c::crc32c(&entry[..24]);
+        entry[24..28].copy_from_slice(&crc.to_be_bytes());
+        fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn stream_indexes_are_checked_against_their_logs() {
+        let dir = build();
+        let streams = files(dir.path(), STREAM_INDEX_SUFFIX);
+        assert_eq!(streams.len(), files(dir.path(), LOG_SUFFIX).len());
+        let first_entry = STREAM_INDEX_HEADER_BYTES;
+        // An entry moved one byte into its batch.
+        rewrite_stream_entry(&streams[0], first_entry, |e| {
+            let pos = be_u32(e, 4) + 1;
+            e[4..8].copy_from_slice(&pos.to_be_bytes());
+        });
+        // A flipped byte under the CRC.
+        let mut bytes = fs::read(&streams[1]).unwrap();
+        bytes[first_entry + 10] ^= 0x01;
+        fs::write(&streams[1], bytes).unwrap();
+        // A torn last entry.
+        let mut bytes = fs::read(&streams[2]).unwrap();
+        bytes.extend_from_slice(&[1, 2, 3]);
+        fs::write(&streams[2], bytes).unwrap();
+        let report = check_data_dir(dir.path());
+        let found = problems_about(&report, &streams[0]);
+        assert!(
+            found.iter().any(|p| p.contains(&format!(
+                "byte {first_entry}: offset 0 points to position 1, which is not the start of \
+                 the batch holding that offset"
+            ))),
+            "{found:#?}"
+        );
+        let found = problems_about(&report, &streams[1]);
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains(&format!("byte {first_entry}: entry fails its CRC32C"))),
+            "{found:#?}"
+        );
+        assert!(problems_about(&report, &streams[2])[0].contains("torn last entry"));
+        assert_eq!(report.problems.len(), 3, "{:#?}", report.problems);
+
+        // dump-log prints the entries, and its sanity check finds the same.
+        let (out, result) = dump(&streams[3], &DumpOptions::default());
+        result.unwrap();
+        let log = &files(dir.path(), LOG_SUFFIX)[3];
+        let base = parse_segment_file_name(log.file_name().unwrap().to_str().unwrap())
+            .unwrap()
+            .0;
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[1].starts_with("streamStart: "), "{out}");
+        assert!(
+            lines[2].starts_with(&format!("offset: {base} position: 0 streamPosition: "))
+                && lines[2].ends_with(" keySeparatorBytes: none nullMarkerBytes: 4"),
+            "{out}"
+        );
+        let sanity = DumpOptions {
+            index_sanity_check: true,
+            ..Default::default()
+        };
+        let (out, result) = dump(&streams[0], &sanity);
+        assert!(out.contains("which is not the start of the batch"), "{out}");
+        assert!(matches!(
+            result,
+            Err(DumpError::IndexCheckFailed { problems: 1, .. })
+        ));
+        let (out, result) = dump(&streams[3], &sanity);
+        result.unwrap();
+        assert!(out.ends_with("passed sanity check.\n"), "{out}");
+    }
+
+    #[test]
+    fn missing_orphaned_and_stray_kpfs_files_are_reported() {
+        let dir = build();
+        let streams = files(dir.path(), STREAM_INDEX_SUFFIX);
+        fs::remove_file(&streams[0]).unwrap();
+        let orphan = kpfs_folder(dir.path()).join(segment_file_name(999_999, STREAM_INDEX_SUFFIX));
+        fs::write(&orphan, b"").unwrap();
+        let gone_topic = dir.path().join(KPFS_TOPICS_DIR).join("gone-0");
+        fs::create_dir(&gone_topic).unwrap();
+        let report = check_data_dir(dir.path());
+        assert!(problems_about(&report, &streams[0])[0].contains(
+            "missing: the next open rebuilds it; stream positions after a compaction gap may shift"
+        ));
+        assert!(problems_about(&report, &orphan)[0].contains("orphaned index"));
+        assert!(problems_about(&report, &gone_topic)[0].contains("without a partition directory"));
+        assert_eq!(report.problems.len(), 3, "{:#?}", report.problems);
+        assert_eq!(report.topics, 1, "kpfs-topics is no topic");
+    }
+
+    /// CRC32C covers neither the base offset nor the batch length's neighbours: a base
+    /// offset flipped lower is caught by the walk's offset floor, in `check` and `dump-log`.
+    #[test]
+    fn a_flipped_base_offset_is_reported() {
+        let dir = build();
+        let log = files(dir.path(), LOG_SUFFIX)[1].clone();
+        let mut bytes = fs::read(&log).unwrap();
+        let first = decode_header(&bytes).unwrap();
+        let second_at = first.size;
+        let second = decode_header(&bytes[second_at..]).unwrap();
+        // One bit flipped: the lowest one set.
+        let flipped = second.base_offset & (second.base_offset - 1);
+        assert!(
+            flipped < first.next_offset(),
+            "the flip goes below the floor"
+        );
+        bytes[second_at..second_at + 8].copy_from_slice(&flipped.to_be_bytes());
+        fs::write(&log, &bytes).unwrap();
+        let report = check_data_dir(dir.path());
+        let found = problems_about(&report, &log);
+        assert!(
+            found.iter().any(|p| p.contains(&format!(
+                "position {second_at}: batch base offset {flipped} is below the previous \
+                 batch's next offset {}",
+                first.next_offset()
+            ))),
+            "{found:#?}"
+        );
+        let (out, result) = dump(&log, &DumpOptions::default());
+        // The CRC still holds, so Kafka would call the batch valid; the walk does not.
+        assert!(
+            out.contains(&format!(
+                "baseOffset: {flipped} lastOffset: {} count: ",
+                flipped + u64::from(second.last_offset() - second.base_offset)
+            )) && out.contains(" isvalid: true\nFound "),
+            "{out}"
+        );
+        assert!(matches!(result, Err(DumpError::InvalidBatch { .. })));
+    }
+
+    /// Kafka's `ProducerSnapshot` v1 bytes with one producer.
+    fn snapshot_bytes() -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(&1i32.to_be_bytes());
+        b.extend_from_slice(&7i64.to_be_bytes()); // producer id
+        b.extend_from_slice(&2i16.to_be_bytes()); // epoch
+        b.extend_from_slice(&5i32.to_be_bytes()); // last sequence
+        b.extend_from_slice(&40i64.to_be_bytes()); // last offset
+        b.extend_from_slice(&2i32.to_be_bytes()); // offset delta
+        b.extend_from_slice(&T0.to_be_bytes()); // timestamp
+        b.extend_from_slice(&(-1i32).to_be_bytes()); // coordinator epoch
+        b.extend_from_slice(&(-1i64).to_be_bytes()); // current txn first offset
+        let crc = crc32c::crc32c(&b[SNAPSHOT_ENTRIES_AT..]);
+        b[SNAPSHOT_CRC_AT..SNAPSHOT_ENTRIES_AT].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn kafka_partition_files_are_dumped_and_checked() {
+        let dir = build();
+        let part = dir.path().join("orders-0");
+        let snapshot = part.join(segment_file_name(6, SNAPSHOT_SUFFIX));
+        fs::write(&snapshot, snapshot_bytes()).unwrap();
+        let empty = part.join(segment_file_name(0, SNAPSHOT_SUFFIX));
+        fs::write(&empty, {
+            let mut b = snapshot_bytes();
+            b.truncate(SNAPSHOT_ENTRIES_AT);
+            b.extend_from_slice(&0i32.to_be_bytes());
+            let crc = crc32c::crc32c(&b[SNAPSHOT_ENTRIES_AT..]);
+            b[SNAPSHOT_CRC_AT..SNAPSHOT_ENTRIES_AT].copy_from_slice(&crc.to_be_bytes());
+            b
+        })
+        .unwrap();
+        let epochs = part.join(LEADER_EPOCH_CHECKPOINT_FILE);
+        fs::write(&epochs, "0\n1\n0 0\n").unwrap();
+        let metadata = part.join(PARTITION_METADATA_FILE);
+        fs::write(&metadata, "version: 0\ntopic_id: RHSdtuE6TUmMmDd2P6Zpbw").unwrap();
+        healthy(&check_data_dir(dir.path()));
+
+        let (out, result) = dump(&snapshot, &DumpOptions::default());
+        result.unwrap();
+        assert_eq!(
+            out.lines().nth(1).unwrap(),
+            format!(
+                "producerId: 7 producerEpoch: 2 coordinatorEpoch: -1 currentTxnFirstOffset: \
+                 OptionalLong.empty lastTimestamp: {T0} firstSequence: 3 lastSequence: 5 \
+                 lastOffset: 40 offsetDelta: 2 timestamp: {T0}"
+            )
+        );
+        let (out, result) = dump(&empty, &DumpOptions::default());
+        result.unwrap();
+        assert_eq!(out.lines().count(), 1, "{out}");
+
+        let mut bad = snapshot_bytes();
+        *bad.last_mut().unwrap() ^= 1;
+        fs::write(&snapshot, &bad).unwrap();
+        fs::write(&epochs, "0\n2\n3 10\n1 5\n").unwrap();
+        fs::write(&metadata, "version: 0\ntopic_id: nope").unwrap();
+        let report = check_data_dir(dir.path());
+        assert!(problems_about(&report, &snapshot)[0]
+            .contains("Snapshot is corrupt (CRC is no longer valid). Stored crc: "));
+        assert!(problems_about(&report, &epochs)[0].contains("line 4: epoch 1 from offset 5"));
+        assert!(problems_about(&report, &metadata)[0].contains("topic_id"));
+        assert_eq!(report.problems.len(), 3, "{:#?}", report.problems);
+        let (out, result) = dump(&snapshot, &DumpOptions::default());
+        assert!(out.contains("Snapshot is corrupt"), "{out}");
+        assert!(matches!(result, Err(DumpError::Corrupt { .. })));
+    }
+
+    /// The seed's `kafka-dump-log.sh --print-data-log` transcript (Kafka 4.3.1, course
+    /// notes 000, compaction demo) shows this record line, with the timestamp and the
+    /// idempotent producer's `sequence: .. headerKeys: [..]` elided as `...`. kpfs's line
+    /// for the same record, elided alike, is the same text.
+    #[test]
+    fn a_record_line_matches_the_seed_transcript() {
+        const SEED_LINE: &str =
+            "| offset: 4 CreateTime: ... keySize: 1 valueSize: 18 ... key: b payload: round2-value-for-b";
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine = open(dir.path(), &clock);
+        let t = engine.create_topic("compact-demo").unwrap();
+        t.update_config(b"parse.key=true\nkey.separator=:").unwrap();
+        for round in 1..=2 {
+            for k in ["a", "b", "c"] {
+                t.append_lines(format!("{k}:round{round}-value-for-{k}\n").as_bytes())
+                    .unwrap();
+            }
+        }
+        engine.shutdown().unwrap();
+        let log = dir
+            .path()
+            .join("compact-demo-0")
+            .join(segment_file_name(0, LOG_SUFFIX));
+        let opts = DumpOptions {
+            print_data_log: true,
+            ..Default::default()
+        };
+        let (out, result) = dump(&log, &opts);
+        result.unwrap();
+        let line = out.lines().find(|l| l.starts_with("| offset: 4 ")).unwrap();
+        let (head, rest) = line.split_once(" CreateTime: ").unwrap();
+        let (timestamp, rest) = rest.split_once(' ').unwrap();
+        assert_eq!(timestamp, (T0).to_string());
+        let (sizes, rest) = rest.split_once(" sequence: ").unwrap();
+        let (_, data) = rest.split_once("] ").unwrap();
+        assert_eq!(
+            format!("{head} CreateTime: ... {sizes} ... {data}"),
+            SEED_LINE
+        );
+    }
 }
