@@ -2885,7 +2885,7 @@ mod tests {
         assert!(
             out.contains(&format!(
                 "baseOffset: {flipped} lastOffset: {} count: ",
-                flipped + u64::from(second.last_offset() - second.base_offset)
+                flipped + (second.last_offset() - second.base_offset)
             )) && out.contains(" isvalid: true\nFound "),
             "{out}"
         );
