@@ -1024,6 +1024,8 @@ fn walk_stream_index(
 /// directory named like the index's kpfs folder (`DATA/kpfs-topics/T-0/<base>.stream` ->
 /// `DATA/T-0/<base>.log`), with the index's temporary suffix if that file exists.
 fn log_of_stream_index(stream_path: &Path, seg: SegmentName<'_>) -> Option<PathBuf> {
+    // A bare file name has no parent to climb from.
+    let stream_path = fs::canonicalize(stream_path).ok()?;
     let folder = stream_path.parent()?;
     let data_dir = folder.parent()?.parent()?;
     let partition = data_dir.join(folder.file_name()?);
