@@ -923,3 +923,47 @@ mod tests {
         }
     }
 }
+
+/// The compression bits of a batch's attributes (`DefaultRecordBatch.COMPRESSION_CODEC_MASK`).
+pub const COMPRESSION_CODEC_MASK: u16 = 0x07;
+
+/// Kafka's `CompressionType`, with the signatures of i14-codec's (which replaces this
+/// file whole): `dump-log` prints its names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompressionCodec {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl CompressionCodec {
+    pub const ALL: [CompressionCodec; 5] = [
+        CompressionCodec::None,
+        CompressionCodec::Gzip,
+        CompressionCodec::Snappy,
+        CompressionCodec::Lz4,
+        CompressionCodec::Zstd,
+    ];
+
+    /// The codec of a batch's attributes (Kafka's `CompressionType.forId(attributes & 0x07)`).
+    pub fn from_attribute_bits(attributes: u16) -> Result<CompressionCodec, CodecError> {
+        let id = attributes & COMPRESSION_CODEC_MASK;
+        CompressionCodec::ALL
+            .get(usize::from(id))
+            .copied()
+            .ok_or_else(|| CodecError(format!("Unknown compression type id: {id}")))
+    }
+
+    /// Kafka's `CompressionType.name`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompressionCodec::None => "none",
+            CompressionCodec::Gzip => "gzip",
+            CompressionCodec::Snappy => "snappy",
+            CompressionCodec::Lz4 => "lz4",
+            CompressionCodec::Zstd => "zstd",
+        }
+    }
+}

@@ -66,6 +66,26 @@ pub(crate) const STREAM_INDEX_HEADER_BYTES: usize = 20;
 /// the 24 bytes before it.
 pub(crate) const STREAM_INDEX_ENTRY_BYTES: usize = 28;
 
+// Kafka's partition-directory files besides the segments.
+/// A producer-state snapshot ([`producer_state`](super::producer_state)):
+/// `<offset>.snapshot`, the producer state at that offset (Kafka's `ProducerStateManager`).
+pub(crate) const SNAPSHOT_SUFFIX: &str = ".snapshot";
+/// Snapshot file (Kafka's `ProducerSnapshot` message, version 1): version i16, CRC32C u32
+/// of every byte after it, entry count i32, then the entries.
+pub(crate) const SNAPSHOT_VERSION: i16 = 1;
+/// Where the CRC32C starts, and where the bytes it covers start.
+pub(crate) const SNAPSHOT_CRC_AT: usize = 2;
+pub(crate) const SNAPSHOT_ENTRIES_AT: usize = 6;
+/// Snapshot entry: producer id i64, epoch i16, last sequence i32, last offset i64, offset
+/// delta i32, timestamp i64, coordinator epoch i32, current transaction's first offset i64.
+pub(crate) const SNAPSHOT_ENTRY_BYTES: usize = 46;
+/// The partition's leader epochs and their start offsets (Kafka's
+/// `LeaderEpochCheckpointFile`): text, `0`, the entry count, `epoch startOffset` lines.
+pub(crate) const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
+/// The partition's topic id (Kafka's `PartitionMetadataFile`): text, `version: 0` and
+/// `topic_id: <id>` without a final newline.
+pub(crate) const PARTITION_METADATA_FILE: &str = "partition.metadata";
+
 /// `.index` entry: relative offset u32 + file position u32.
 pub(crate) const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
 /// Where the file position starts in an `.index` entry (after the relative offset).
@@ -233,6 +253,18 @@ impl BatchHeader {
         self.attributes & ATTR_CONTROL != 0
     }
 
+    /// Kafka's `TimestampType` of the batch: with `LogAppendTime` every record's
+    /// timestamp is the batch's max timestamp, not its own delta.
+    pub(crate) fn is_log_append_time(&self) -> bool {
+        self.attributes & ATTR_LOG_APPEND_TIME != 0
+    }
+
+    /// Kafka's `DefaultRecordBatch.lastSequence`: the sequence of the batch's last offset,
+    /// wrapping past `i32::MAX` to 0 as producers do.
+    pub(crate) fn last_sequence(&self) -> i32 {
+        sequence_at(self.base_sequence, self.last_offset_delta)
+    }
+
     /// What a copy of this batch keeps of its producer (the cleaner keeps it, as
     /// Kafka's does, so an idempotent producer's sequence survives compaction).
     pub(crate) fn identity(&self) -> BatchIdentity {
@@ -244,6 +276,20 @@ impl BatchHeader {
             transactional: self.is_transactional(),
             control: self.is_control(),
         }
+    }
+}
+
+/// Kafka's `DefaultRecordBatch.incrementSequence`: the sequence `delta` offsets after
+/// `base_sequence` (no sequence stays none).
+pub(crate) fn sequence_at(base_sequence: i32, delta: u32) -> i32 {
+    if base_sequence == NO_SEQUENCE {
+        return NO_SEQUENCE;
+    }
+    let delta = delta as i32;
+    if base_sequence > i32::MAX - delta {
+        delta - (i32::MAX - base_sequence) - 1
+    } else {
+        base_sequence + delta
     }
 }
 
@@ -458,22 +504,31 @@ pub struct RecordRef<'a> {
 impl RecordRef<'_> {
     #[cfg(any(test, feature = "internals"))]
     pub(crate) fn to_record(self) -> Record {
-        let mut headers = Vec::new();
-        let mut rest = self.headers;
-        let count = read_varint(&mut rest).map_or(0, unzigzag);
-        for _ in 0..count {
-            let (Ok(Some(k)), Ok(v)) = (read_field(&mut rest), read_field(&mut rest)) else {
-                break;
-            };
-            headers.push((k.to_vec(), v.map(<[u8]>::to_vec)));
-        }
         Record {
             offset: self.offset,
             timestamp: self.timestamp,
             key: self.key.map(<[u8]>::to_vec),
             value: self.value.map(<[u8]>::to_vec),
-            headers,
+            headers: self
+                .header_fields()
+                .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+                .collect(),
         }
+    }
+}
+
+impl<'a> RecordRef<'a> {
+    /// The record's headers as (key, value) pairs; a null value is `None`. [`RecordIter`]
+    /// checked their encoding already.
+    pub(crate) fn header_fields(&self) -> impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> {
+        let mut rest = self.headers;
+        let count = read_varint(&mut rest).map_or(0, unzigzag);
+        (0..count).map_while(
+            move |_| match (read_field(&mut rest), read_field(&mut rest)) {
+                (Ok(Some(k)), Ok(v)) => Some((k, v)),
+                _ => None,
+            },
+        )
     }
 }
 

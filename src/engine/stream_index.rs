@@ -319,7 +319,8 @@ fn encode_header(stream_start: u64) -> [u8; STREAM_INDEX_HEADER_BYTES] {
     b
 }
 
-fn decode_header(bytes: &[u8]) -> Option<u64> {
+/// The segment's stream start, when the header is whole and valid (magic, version, CRC).
+pub(crate) fn decode_header(bytes: &[u8]) -> Option<u64> {
     let b = bytes.get(..STREAM_INDEX_HEADER_BYTES)?;
     let crc = u32::from_be_bytes(b[16..20].try_into().ok()?);
     let valid = &b[0..4] == STREAM_INDEX_MAGIC
@@ -343,7 +344,9 @@ fn encode_entry(e: &StreamEntry, base_offset: u64) -> [u8; STREAM_INDEX_ENTRY_BY
     b
 }
 
-fn decode_entry(b: &[u8], base_offset: u64) -> Option<StreamEntry> {
+/// One entry of a segment whose base offset is `base_offset`; `None` when it fails its CRC
+/// or holds an impossible position or rendering.
+pub(crate) fn decode_entry(b: &[u8], base_offset: u64) -> Option<StreamEntry> {
     let word = |at: usize| u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"));
     if crc32c::crc32c(&b[..24]) != word(24) {
         return None;
