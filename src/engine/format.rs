@@ -64,6 +64,26 @@ pub(crate) const STREAM_INDEX_HEADER_BYTES: usize = 20;
 /// the 24 bytes before it.
 pub(crate) const STREAM_INDEX_ENTRY_BYTES: usize = 28;
 
+// Kafka's partition-directory files besides the segments.
+/// A producer-state snapshot ([`producer_state`](super::producer_state)):
+/// `<offset>.snapshot`, the producer state at that offset (Kafka's `ProducerStateManager`).
+pub(crate) const SNAPSHOT_SUFFIX: &str = ".snapshot";
+/// Snapshot file (Kafka's `ProducerSnapshot` message, version 1): version i16, CRC32C u32
+/// of every byte after it, entry count i32, then the entries.
+pub(crate) const SNAPSHOT_VERSION: i16 = 1;
+/// Where the CRC32C starts, and where the bytes it covers start.
+pub(crate) const SNAPSHOT_CRC_AT: usize = 2;
+pub(crate) const SNAPSHOT_ENTRIES_AT: usize = 6;
+/// Snapshot entry: producer id i64, epoch i16, last sequence i32, last offset i64, offset
+/// delta i32, timestamp i64, coordinator epoch i32, current transaction's first offset i64.
+pub(crate) const SNAPSHOT_ENTRY_BYTES: usize = 46;
+/// The partition's leader epochs and their start offsets (Kafka's
+/// `LeaderEpochCheckpointFile`): text, `0`, the entry count, `epoch startOffset` lines.
+pub(crate) const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
+/// The partition's topic id (Kafka's `PartitionMetadataFile`): text, `version: 0` and
+/// `topic_id: <id>` without a final newline.
+pub(crate) const PARTITION_METADATA_FILE: &str = "partition.metadata";
+
 /// `.index` entry: relative offset u32 + file position u32.
 pub(crate) const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
 /// Where the file position starts in an `.index` entry (after the relative offset).

@@ -28,6 +28,7 @@ use super::format::{
     DYNAMIC_BROKER_CONFIG_FILE, LOCK_FILE, MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX,
     RECOVERY_CHECKPOINT_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
 };
+use super::format::{LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE, SNAPSHOT_SUFFIX};
 use super::validate_topic_name;
 
 /// What `dump_file` prints, after `kafka-dump-log.sh`'s flags of the same names.
@@ -942,6 +943,25 @@ fn check_topic_config(path: &Path, report: &mut CheckReport) {
 }
 
 /// Checks one `TOPIC-0` directory; returns the log end offset the next open would find.
+/// Kafka's partition files besides the segments (producer-state snapshots,
+/// `leader-epoch-checkpoint`, `partition.metadata`): `Some` with what to note, if
+/// anything, when `name` is one. Their contents are checked where the engine reads them
+/// at open (`producer_state`, `metadata_files`), which replaces what it cannot read.
+fn kafka_partition_file(name: &str) -> Option<Option<&'static str>> {
+    if name == LEADER_EPOCH_CHECKPOINT_FILE || name == PARTITION_METADATA_FILE {
+        return Some(None);
+    }
+    let (_, suffix) = parse_segment_file_name(name)?;
+    let temp = suffix.strip_prefix(SNAPSHOT_SUFFIX)?;
+    match temp {
+        "" => Some(None),
+        DELETED_SUFFIX => Some(Some(
+            "producer snapshot awaiting deletion with its segment (the next open removes it)",
+        )),
+        _ => None,
+    }
+}
+
 fn check_partition(dir: &Path, report: &mut CheckReport) -> u64 {
     let names = match sorted_entries(dir) {
         Ok(names) => names,
@@ -966,6 +986,12 @@ fn check_partition(dir: &Path, report: &mut CheckReport) -> u64 {
                 &path,
                 "left by an interrupted config write; kpfs never reads it",
             );
+            continue;
+        }
+        if let Some(finding) = kafka_partition_file(&entry.name) {
+            if let Some(note) = finding {
+                report.note(&path, note);
+            }
             continue;
         }
         let Some(seg) = parse_name(&entry.name) else {
