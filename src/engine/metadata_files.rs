@@ -23,6 +23,7 @@ use base64::Engine as _;
 use super::error::{EngineError, Result};
 use super::files::{io_at, write_atomically};
 use super::format::{LEADER_EPOCH, LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE};
+use super::log_loader::remove_stale_temporary;
 
 /// Kafka's `Uuid`: 128 bits, written as URL-safe base64 without padding (22 characters).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -89,6 +90,7 @@ fn parse_partition_metadata(text: &str) -> Option<Uuid> {
 /// refused: a new id would silently make it another topic.
 pub(crate) fn load_topic_id(partition_dir: &Path) -> Result<Uuid> {
     let path = partition_dir.join(PARTITION_METADATA_FILE);
+    remove_stale_temporary(&path);
     match fs::read_to_string(&path) {
         Ok(text) => parse_partition_metadata(&text).ok_or_else(|| EngineError::Corrupt {
             path: path.clone(),
@@ -120,6 +122,7 @@ impl LeaderEpochCheckpoint {
     /// not parse counts as missing (it holds nothing the log cannot tell).
     pub(crate) fn load(partition_dir: &Path, log_start: u64, log_end: u64) -> Result<Self> {
         let path = partition_dir.join(LEADER_EPOCH_CHECKPOINT_FILE);
+        remove_stale_temporary(&path);
         let stored = match fs::read_to_string(&path) {
             Ok(text) => parse_checkpoint(&text),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -210,7 +213,11 @@ mod tests {
             fs::read_to_string(&path).unwrap(),
             format!("version: 0\ntopic_id: {id}")
         );
+        // Row 11: a crash while writing it leaves `partition.metadata.tmp`.
+        let tmp = dir.path().join("partition.metadata.tmp");
+        fs::write(&tmp, "version: 0\ntopic_").unwrap();
         assert_eq!(load_topic_id(dir.path()).unwrap(), id);
+        assert!(!tmp.exists());
         fs::write(&path, "version: 0\ntopic_id: x").unwrap();
         assert!(load_topic_id(dir.path()).is_err());
     }
