@@ -20,6 +20,7 @@ pub mod offset_map;
 pub(crate) mod retention;
 pub mod segment;
 pub mod topic;
+pub mod upgrade;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
