@@ -13,7 +13,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 
 use super::format::{
-    decode_header, verify_batch, BatchHeader, DecodeError, RecordIter, BATCH_HEADER_BYTES,
+    decode_header, records_section, verify_batch, BatchHeader, DecodeError, RecordIter,
+    BATCH_HEADER_BYTES,
 };
 
 /// Where a batch walk is.
@@ -149,7 +150,12 @@ impl<'f> BatchWalker<'f> {
             if let Err(e) = verify_batch(&self.buf) {
                 return Ok(Err(e.to_string()));
             }
-            if let Some(Err(e)) = RecordIter::new(&header, &self.buf).find(Result::is_err) {
+            let mut scratch = Vec::new();
+            let section = match records_section(&header, &self.buf, &mut scratch) {
+                Ok(section) => section,
+                Err(e) => return Ok(Err(e.to_string())),
+            };
+            if let Some(Err(e)) = RecordIter::new(&header, section).find(Result::is_err) {
                 return Ok(Err(e.to_string()));
             }
         }

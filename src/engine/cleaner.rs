@@ -22,13 +22,14 @@ use parking_lot::Mutex;
 use super::config::TopicConfig;
 use super::error::{EngineError, Result};
 use super::format::{
-    decode_header, BatchBuilder, BatchHeader, DecodeError, RecordIter, RecordRef,
-    MAX_RELATIVE_OFFSET, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES,
+    decode_header, records_section, BatchBuilder, BatchEnd, BatchHeader, DecodeError, RecordIter,
+    RecordRef, MAX_RELATIVE_OFFSET, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES,
 };
 use super::limits::{THROTTLE_CHECK_INTERVAL_MS, THROTTLE_SLEEP_SLICE_MS};
 use super::log::{DeletedSegment, Log, LogSnapshot};
 use super::offset_map::OffsetMap;
 use super::segment::{MappedBatches, Segment, SegmentSpec};
+use super::stream_index::{BatchStream, StreamMark, StreamShape, StreamWalker};
 
 /// Kafka's `Throttler`, shared by all cleaner threads: sleeps whenever the observed I/O
 /// rate over the last >= 300 ms exceeds the limit.
@@ -378,6 +379,7 @@ fn build_offset_map(
                 && s.base_offset() < view.first_uncleanable_offset
         })
         .collect();
+    let mut scratch = Vec::new();
     for (i, seg) in dirty.iter().enumerate() {
         let mut pos = seg.lookup_position(view.first_dirty_offset)?;
         loop {
@@ -390,7 +392,9 @@ fn build_offset_map(
             while at < bytes.len() {
                 let h =
                     decode_header(&bytes[at..]).map_err(|e| corrupt(seg, pos + at as u64, e))?;
-                let records = hashed_records(&h, &bytes[at..at + h.size], map)
+                let section = records_section(&h, &bytes[at..at + h.size], &mut scratch)
+                    .map_err(|e| corrupt(seg, pos + at as u64, e))?;
+                let records = hashed_records(&h, section, map)
                     .map_err(|e| corrupt(seg, pos + at as u64, e))?;
                 for (rec, hash) in records {
                     if rec.offset < view.first_dirty_offset {
@@ -434,13 +438,13 @@ type HashedRecord<'a> = (RecordRef<'a>, Option<[u64; 2]>);
 /// Decodes a batch's records with their key hashes, prefetching every slot first.
 fn hashed_records<'a>(
     header: &BatchHeader,
-    batch: &'a [u8],
+    records: &'a [u8],
     map: &OffsetMap,
 ) -> std::result::Result<Vec<HashedRecord<'a>>, DecodeError> {
-    // A record takes at least a byte of the batch: a corrupt count cannot make this
-    // allocate more than the batch holds.
-    let mut out = Vec::with_capacity((header.record_count as usize).min(batch.len()));
-    for rec in RecordIter::new(header, batch) {
+    // A record takes at least a byte of its section: a corrupt count cannot make this
+    // allocate more than the section holds.
+    let mut out = Vec::with_capacity((header.record_count as usize).min(records.len()));
+    for rec in RecordIter::new(header, records) {
         let rec = rec?;
         let hash = rec.key.map(OffsetMap::hash);
         if let Some(h) = hash {
@@ -511,15 +515,13 @@ fn copy_group(
     stats: &mut PassStats,
 ) -> Result<Segment> {
     let first = &group[0];
-    let stream_start = group
-        .iter()
-        .find_map(|s| s.info().stream_start)
-        .unwrap_or(first.info().stream_end);
     let cleaned = Segment::create(&SegmentSpec {
         dir: log.dir(),
+        stream_dir: log.stream_dir(),
+        shape: config.stream_shape(),
         base_offset: first.base_offset(),
         suffix: super::format::CLEANED_SUFFIX,
-        stream_pos: stream_start,
+        stream_pos: first.info().stream_start,
         max_index_bytes: config.segment_index_bytes.max(0) as usize,
         now_ms: pass.now_ms,
         roll_jitter_ms: 0,
@@ -546,8 +548,12 @@ fn copy_group(
 
 /// Kafka's `cleanInto`: copies the records of `source` that the pass keeps, one read
 /// buffer at a time, the kept batches of each read written with one append. A batch
-/// left without records is dropped, unless it ends the cleaning round (Kafka's
-/// `RETAIN_EMPTY`), which keeps the highest cleaned offset visible.
+/// whose records all stay, with no delete horizon to set, is copied byte for byte; the
+/// others are rebuilt with their base and last offsets, producer fields and codec, as
+/// Kafka's `MemoryRecords.filterTo` does. A batch left without records is dropped, unless
+/// it ends the cleaning round (Kafka's `RETAIN_EMPTY`), which keeps the highest cleaned
+/// offset visible. Kept records keep their stream positions: the stream index of the
+/// cleaned segment gets an entry wherever a dropped record leaves a gap.
 fn clean_into(
     source: &Segment,
     cleaned: &Segment,
@@ -559,7 +565,14 @@ fn clean_into(
     let map: &OffsetMap = res.map;
     let beyond = map.latest_offset.unwrap_or(0);
     let interval = config.index_interval_bytes.max(0) as u64;
+    let (stream_start, entries) = source.stream_entries();
+    let mut walker = StreamWalker::new(&entries, 0, stream_start, source.stream_shape());
     let mut write_buffer = Vec::with_capacity(res.io_buffer_bytes);
+    // Stream marks of the batches in the write buffer, and each batch's range of them.
+    let mut marks: Vec<StreamMark> = Vec::new();
+    let mut batches: Vec<(std::ops::Range<usize>, u64)> = Vec::new();
+    let mut builder = BatchBuilder::new(0);
+    let mut scratch = Vec::new();
     let mut pos = 0u64;
     loop {
         let bytes = res.read(source, pos)?;
@@ -571,22 +584,19 @@ fn clean_into(
         while at < bytes.len() {
             let h = decode_header(&bytes[at..]).map_err(|e| corrupt(source, pos + at as u64, e))?;
             let batch = &bytes[at..at + h.size];
-            let mut builder = BatchBuilder::new(
-                h.base_offset,
-                h.base_timestamp,
-                h.base_stream_pos,
-                h.render_id,
-            );
-            let mut has_tombstone = false;
-            let records =
-                hashed_records(&h, batch, map).map_err(|e| corrupt(source, pos + at as u64, e))?;
-            for (rec, hash) in records {
+            let section = records_section(&h, batch, &mut scratch)
+                .map_err(|e| corrupt(source, pos + at as u64, e))?;
+            let records = hashed_records(&h, section, map)
+                .map_err(|e| corrupt(source, pos + at as u64, e))?;
+            let tombstone_alive = h.delete_horizon_ms().is_none_or(|hz| pass.now_ms < hz);
+            let mut kept = Vec::with_capacity(records.len());
+            for (rec, hash) in &records {
                 stats.records_read += 1;
+                let stream_pos = walker.position(rec.offset, rec.key, rec.value);
                 let keep = if rec.offset > beyond {
                     true
                 } else if let Some(hash) = hash {
-                    let latest = map.get_hashed(hash).is_none_or(|o| rec.offset >= o);
-                    let tombstone_alive = h.delete_horizon_ms.is_none_or(|hz| pass.now_ms < hz);
+                    let latest = map.get_hashed(*hash).is_none_or(|o| rec.offset >= o);
                     latest && (rec.value.is_some() || tombstone_alive)
                 } else {
                     false
@@ -599,33 +609,96 @@ fn clean_into(
                     }
                 }
                 if keep {
-                    has_tombstone |= rec.value.is_none();
-                    builder.push_record(&rec);
-                    stats.records_retained += 1;
+                    kept.push((rec, stream_pos, walker.end().1));
                 }
             }
-            if builder.record_count() > 0 || h.next_offset() == pass.upper_bound {
-                let horizon = match h.delete_horizon_ms {
-                    Some(hz) => Some(hz),
-                    None if has_tombstone => Some(pass.delete_horizon_ms),
-                    None => None,
-                };
-                let out = builder.finish(Some(h.last_offset()), h.stream_end(), horizon);
-                write_buffer.extend_from_slice(&out);
+            stats.records_retained += kept.len() as u64;
+            let (source_end, _) = walker.end();
+            if kept.is_empty() && h.next_offset() != pass.upper_bound {
+                at += h.size;
+                continue;
+            }
+            // KIP-534: the first clean that keeps a tombstone stamps the batch's horizon.
+            let has_tombstone = kept.iter().any(|(rec, _, _)| rec.value.is_none());
+            let horizon = match h.delete_horizon_ms() {
+                Some(hz) => Some(hz),
+                None if has_tombstone => Some(pass.delete_horizon_ms),
+                None => None,
+            };
+            let first_mark = marks.len();
+            let mut end = cleaned_stream_end(cleaned, &marks, &batches);
+            for (i, (rec, stream_pos, shape)) in kept.iter().enumerate() {
+                let follows = *stream_pos == end.0 && *shape == end.1;
+                if i == 0 || !follows {
+                    marks.push(StreamMark {
+                        offset: rec.offset,
+                        stream_pos: *stream_pos,
+                        shape: *shape,
+                    });
+                }
+                end = (stream_pos + shape.line_len(rec.key, rec.value), *shape);
+            }
+            let batch_stream_end = if kept.is_empty() {
+                source_end.max(end.0)
+            } else {
+                end.0
+            };
+            batches.push((first_mark..marks.len(), batch_stream_end));
+            if kept.len() == records.len() && horizon == h.delete_horizon_ms() {
+                write_buffer.extend_from_slice(batch);
+            } else {
+                builder.reset(h.base_offset, horizon);
+                for (rec, _, _) in &kept {
+                    builder.push_record(rec);
+                }
+                let out = builder.finish_parts(&BatchEnd {
+                    last_offset: Some(h.last_offset()),
+                    delete_horizon_ms: horizon,
+                    compression_id: h.compression_id(),
+                    identity: h.identity(),
+                    empty_timestamp: h.max_timestamp,
+                });
+                write_buffer.extend_from_slice(&out.header);
+                write_buffer.extend_from_slice(out.records);
             }
             at += h.size;
         }
         pos += bytes.len() as u64;
         if !write_buffer.is_empty() {
             stats.bytes_written += write_buffer.len() as u64;
-            cleaned.append_batches(&write_buffer, interval)?;
+            let streams: Vec<BatchStream<'_>> = batches
+                .iter()
+                .map(|(range, stream_end)| BatchStream {
+                    marks: &marks[range.clone()],
+                    stream_end: *stream_end,
+                })
+                .collect();
+            cleaned.append_batches(&write_buffer, &streams, interval)?;
             res.throttler.maybe_throttle(
                 write_buffer.len() as u64,
                 res.max_io_bytes_per_second,
                 res.stop_requested,
             );
             write_buffer.clear();
+            marks.clear();
+            batches.clear();
         }
+    }
+}
+
+/// Where the cleaned segment's stream stands after what it holds and the batches still
+/// in the write buffer.
+fn cleaned_stream_end(
+    cleaned: &Segment,
+    marks: &[StreamMark],
+    batches: &[(std::ops::Range<usize>, u64)],
+) -> (u64, StreamShape) {
+    let shape = marks
+        .last()
+        .map_or_else(|| cleaned.stream_shape(), |m| m.shape);
+    match batches.last() {
+        Some((_, end)) => (*end, shape),
+        None => (cleaned.info().stream_end, shape),
     }
 }
 

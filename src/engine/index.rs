@@ -196,6 +196,7 @@ impl IndexFile {
         Ok(lo)
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// Every entry, in order (inspection and tests).
     fn all_entries(&self) -> io::Result<Vec<[u8; MAX_ENTRY_BYTES]>> {
         let source = self.source()?;
@@ -379,6 +380,7 @@ pub(crate) trait IndexEntries: IndexLifecycle {
         self.file().last().map(|e| self.decode(&e))
     }
 
+    #[cfg(any(test, feature = "internals"))]
     fn all(&self) -> io::Result<Vec<Self::Entry>> {
         Ok(self
             .file()

@@ -18,15 +18,15 @@ use std::path::{Path, PathBuf};
 use super::batch_validation::{BatchWalker, Step};
 use super::config::{BrokerConfig, TopicOverrides};
 use super::format::{
-    be_i64, be_u32, parse_segment_file_name, segment_file_name, BatchHeader, RecordIter,
-    BATCH_HEADER_BYTES, BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
-    OFFSET_DIGITS, OFFSET_INDEX_ENTRY_BYTES, SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES,
+    be_i64, be_u32, parse_segment_file_name, records_section, segment_file_name, BatchHeader,
+    RecordIter, BATCH_HEADER_BYTES, BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX,
+    LOG_SUFFIX, OFFSET_DIGITS, OFFSET_INDEX_ENTRY_BYTES, SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES,
     TIME_INDEX_SUFFIX,
 };
 use super::format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DELETING_SUFFIX,
     DYNAMIC_BROKER_CONFIG_FILE, LOCK_FILE, MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX,
-    RECOVERY_CHECKPOINT_FILE, STREAM_START_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
+    RECOVERY_CHECKPOINT_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
 };
 use super::validate_topic_name;
 
@@ -581,7 +581,10 @@ fn dump_log(
                 writeln!(out, "{}", batch_line(pos, &header)).map_err(write_err)?;
                 if deep {
                     // The walker verified every record of the batch already.
-                    let records = RecordIter::new(&header, walker.batch_bytes());
+                    let mut scratch = Vec::new();
+                    let section = records_section(&header, walker.batch_bytes(), &mut scratch)
+                        .unwrap_or_default();
+                    let records = RecordIter::new(&header, section);
                     for record in records.filter_map(Result::ok) {
                         let mut line = format!(
                             "| offset: {} CreateTime: {} keySize: {} valueSize: {}",
@@ -632,7 +635,7 @@ fn is_zero_from(file: &File, mut pos: u64, len: u64) -> io::Result<bool> {
 /// its version): Kafka's producer id, epoch and sequences, leader epoch, transaction and
 /// control flags and record headers are not stored, so they are not printed.
 fn batch_line(pos: u64, h: &BatchHeader) -> String {
-    let horizon = match h.delete_horizon_ms {
+    let horizon = match h.delete_horizon_ms() {
         Some(ms) => format!("OptionalLong[{ms}]"),
         None => "OptionalLong.empty".to_string(),
     };
@@ -956,9 +959,6 @@ fn check_partition(dir: &Path, report: &mut CheckReport) -> u64 {
         }
         if entry.name == TOPIC_CONFIG_FILE {
             check_topic_config(&path, report);
-            continue;
-        }
-        if entry.name == STREAM_START_FILE {
             continue;
         }
         if entry.name.ends_with(TMP_SUFFIX) {
@@ -1825,13 +1825,15 @@ mod tests {
     fn dump_shows_delete_horizons_and_refuses_impossible_offsets() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join(segment_file_name(7, LOG_SUFFIX));
-        let mut b = BatchBuilder::new(7, T0, 0, 0);
-        b.push(8, T0, 0, Some(b"k"), None, b"k:NULL");
-        let mut bytes = b.finish(Some(9), 3, Some(T0 + 86_400_000));
+        let horizon = T0 + 86_400_000;
+        let mut b = BatchBuilder::new(7);
+        b.reset(7, Some(horizon));
+        b.push(8, T0, Some(b"k"), None);
+        let mut bytes = b.finish(Some(9), Some(horizon));
         // Offsets past i64::MAX would overflow the header's offset arithmetic.
-        let mut huge = BatchBuilder::new(u64::MAX - 2, T0, 3, 0);
-        huge.push(u64::MAX - 1, T0, 3, None, Some(b"x"), b"x");
-        bytes.extend(huge.finish(Some(u64::MAX), 5, None));
+        let mut huge = BatchBuilder::new(u64::MAX - 2);
+        huge.push(u64::MAX - 1, T0, None, Some(b"x"));
+        bytes.extend(huge.finish(Some(u64::MAX), None));
         fs::write(&log, &bytes).unwrap();
         let opts = DumpOptions {
             print_data_log: true,

@@ -142,3 +142,10 @@ pub(crate) const SCHEDULER_TICK_MS: i64 = 100;
 /// `log.retention.check.interval.ms`.
 pub(crate) const MAX_BACKGROUND_WAIT_MS: i64 = 60_000;
 const _: () = assert!(0 < SCHEDULER_TICK_MS && SCHEDULER_TICK_MS < MAX_BACKGROUND_WAIT_MS);
+
+// --- Stream index ---
+
+/// `.log` bytes between two lookup entries of a segment's stream index (entries where a
+/// run of records starts come on top). A lookup by stream position scans at most this
+/// much; the index keeps every entry in memory, 28 bytes per 64 KiB of log.
+pub(crate) const STREAM_INDEX_INTERVAL_BYTES: u64 = 64 << 10;

@@ -19,16 +19,17 @@ use super::error::{EngineError, Result};
 use super::files::io_at;
 pub use super::files::remove_files;
 pub(crate) use super::files::sync_dir;
+use super::format::kpfs_topic_dir;
 use super::format::{
-    parse_segment_file_name, plain_batch, plain_batch_size, BatchBuilder, BatchParts,
-    BATCH_HEADER_BYTES, DELETED_SUFFIX, MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES,
-    PARTITION_SUFFIX, STREAM_START_FILE, SWAP_SUFFIX,
+    field_len, parse_segment_file_name, BatchBuilder, BatchEnd, BatchParts, DELETED_SUFFIX,
+    MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX, SWAP_SUFFIX,
 };
 use super::limits::MAX_APPEND_BATCH_BYTES;
 pub use super::log_loader::Durability;
 use super::log_loader::LogLoader;
 pub(crate) use super::log_loader::OpenReport;
 use super::segment::{RollReason, Segment, SegmentSpec};
+use super::stream_index::{BatchStream, StreamMark, StreamShape};
 
 /// One record to append, located in the written bytes; the line protocol already split
 /// the line into key and value. Positions rather than slices, so a write's records go
@@ -93,32 +94,12 @@ impl<'a> WriteBytes<'a> {
         ]
     }
 
-    fn byte(&self, at: usize) -> u8 {
-        self.slice(at, at + 1)[0]
-    }
-
     /// The length (newline excluded) of the first line longer than `limit`, if any.
     pub(crate) fn first_line_longer_than(&self, limit: usize) -> Option<usize> {
         // `head` holds whole lines, so no line spans the two pieces.
         [self.head, self.body]
             .into_iter()
             .find_map(|piece| first_line_longer_than(piece, limit))
-    }
-
-    /// Newlines in bytes `start..end`.
-    fn count_newlines(&self, start: usize, end: usize) -> usize {
-        self.pieces(start, end)
-            .iter()
-            .map(|piece| memchr::memchr_iter(b'\n', piece).count())
-            .sum()
-    }
-
-    /// Position of the last newline in bytes `start..end`.
-    fn last_newline_in(&self, start: usize, end: usize) -> Option<usize> {
-        let [head, body] = self.pieces(start, end);
-        memchr::memrchr(b'\n', body)
-            .map(|i| end - body.len() + i)
-            .or_else(|| memchr::memrchr(b'\n', head).map(|i| start + i))
     }
 
     /// Position of the first newline at or after `start`.
@@ -169,20 +150,33 @@ pub(crate) fn first_oversized_record(
     match records {
         WriteRecords::Parsed(parsed) => parsed
             .iter()
-            .map(|r| {
-                BatchBuilder::single_record_batch_size(r.key_len, r.value_len, r.line_len) as u64
-            })
+            .map(|r| BatchBuilder::single_record_batch_size(r.key_len, r.value_len) as u64)
             .find(|&single| single > limit),
         WriteRecords::Plain => {
-            let line = match limit.checked_sub(plain_batch_size(0) as u64) {
-                Some(longest_fitting) => data
-                    .first_line_longer_than(usize::try_from(longest_fitting).unwrap_or(usize::MAX)),
+            let line = match longest_keyless_value(limit) {
+                Some(longest_fitting) => data.first_line_longer_than(longest_fitting),
                 // Not even an empty line fits: the write's first line is refused.
                 None => Some(data.first_newline_from(0).unwrap_or(data.len())),
             };
-            line.map(|line| plain_batch_size(line) as u64)
+            line.map(|line| BatchBuilder::single_record_batch_size(-1, line as i64) as u64)
         }
     }
+}
+
+/// The longest value a keyless record may have for its batch alone to fit `limit`.
+fn longest_keyless_value(limit: u64) -> Option<usize> {
+    let fits = |len: usize| BatchBuilder::single_record_batch_size(-1, len as i64) as u64 <= limit;
+    if !fits(0) {
+        return None;
+    }
+    // The record's overhead grows by a byte at most twice per varint: start from the
+    // limit less the smallest overhead and step down.
+    let mut len = usize::try_from(limit).unwrap_or(usize::MAX)
+        - BatchBuilder::single_record_batch_size(-1, 0);
+    while !fits(len) {
+        len -= 1;
+    }
+    Some(len)
 }
 
 /// One batch of a write, ready to go to the active segment.
@@ -198,9 +192,35 @@ struct BatchStart {
     offset: u64,
     stream_pos: u64,
     timestamp: i64,
-    render_id: u32,
+    shape: StreamShape,
     /// Batches are at most this big, unless one record alone is bigger.
     limit: usize,
+}
+
+/// Adds records to `builder` while the batch stays within `start.limit` (a first record
+/// always goes in); `record(i)` gives the i-th record's line, key and value, or `None`
+/// past the write's last record. Returns how many records went in and where in the
+/// stream they end.
+fn fill_batch<'a>(
+    builder: &mut BatchBuilder,
+    start: &BatchStart,
+    mut record: impl FnMut(usize) -> Option<(usize, Option<&'a [u8]>, Option<&'a [u8]>)>,
+) -> (usize, u64) {
+    builder.reset(start.offset, Some(start.timestamp));
+    let mut stream_end = start.stream_pos;
+    let mut count = 0;
+    while let Some((line_len, key, value)) = record(count) {
+        let offset = start.offset + count as u64;
+        let add =
+            builder.next_record_size(offset, start.timestamp, field_len(key), field_len(value));
+        if count > 0 && builder.encoded_len() + add > start.limit {
+            break;
+        }
+        builder.push(offset, start.timestamp, key, value);
+        stream_end += line_len as u64 + 1;
+        count += 1;
+    }
+    (count, stream_end)
 }
 
 /// The next batch of a write of parsed records.
@@ -211,124 +231,57 @@ fn next_parsed_batch<'a>(
     next_record: &mut usize,
     start: &BatchStart,
 ) -> Option<NextBatch<'a>> {
-    if *next_record == records.len() {
+    let rest = &records[*next_record..];
+    if rest.is_empty() {
         return None;
     }
-    builder.reset(
-        start.offset,
-        start.timestamp,
-        start.stream_pos,
-        start.render_id,
-    );
-    let mut stream_end = start.stream_pos;
-    let mut offset = start.offset;
-    let first = *next_record;
-    // Where the batch's lines sit in `data`, while they are one contiguous run.
-    let mut run: Option<(usize, usize)> = None;
-    let mut contiguous = true;
-    let mut i = first;
-    while i < records.len() {
-        let r = &records[i];
-        let add = BatchBuilder::record_size(r.line_len);
-        if builder.record_count() > 0 && builder.encoded_len() + add > start.limit {
-            break;
-        }
-        builder.push_meta(
-            offset,
-            start.timestamp,
-            stream_end,
-            r.key_len,
-            r.value_len,
-            r.line_len,
-        );
-        let (at, next) = (r.line_start, r.line_start + r.line_len + 1);
-        match run {
-            None => run = Some((at, next)),
-            Some((start, end)) if at == end => run = Some((start, next)),
-            Some(_) => contiguous = false,
-        }
-        stream_end += r.line_len as u64 + 1;
-        offset += 1;
-        i += 1;
-    }
-    // The written lines are the lines section when each is followed by its newline in
-    // the buffer; otherwise (an unterminated last line) copy them.
-    let in_place = match run {
-        Some((start, end)) if contiguous && end <= data.len() && data.byte(end - 1) == b'\n' => {
-            Some(data.pieces(start, end))
-        }
-        _ => None,
-    };
-    if in_place.is_none() {
-        let buf = builder.lines_buffer();
-        buf.clear();
-        for r in &records[first..i] {
-            buf.extend_from_slice(r.line(&data));
-            buf.push(b'\n');
-        }
-    }
-    let builder = &*builder;
-    let parts = match in_place {
-        Some(lines) => builder.finish_parts_with(lines, None, stream_end, None),
-        None => builder.finish_parts(None, stream_end, None),
-    };
-    *next_record = i;
+    let (count, stream_end) = fill_batch(builder, start, |i| {
+        let r = rest.get(i)?;
+        let line = r.line(&data);
+        let key = (r.key_len >= 0).then(|| &line[..r.key_len as usize]);
+        let value = (r.value_len >= 0).then(|| &line[line.len() - r.value_len as usize..]);
+        Some((r.line_len, key, value))
+    });
+    *next_record += count;
     Some(NextBatch {
-        parts,
-        records: (i - first) as u64,
+        parts: builder.finish_parts(&BatchEnd::PLAIN),
+        records: count as u64,
         stream_end,
     })
 }
 
-/// The next batch of a write of plain records: as many whole lines as fit the limit.
+/// The next batch of a write of plain records: as many whole lines as fit the limit,
+/// each a keyless record whose value is the line.
 fn next_plain_batch<'a>(
     builder: &'a mut BatchBuilder,
     data: WriteBytes<'a>,
     next_byte: &mut usize,
     start: &BatchStart,
 ) -> Option<NextBatch<'a>> {
-    let from = *next_byte;
-    if from == data.len() {
+    if *next_byte == data.len() {
         return None;
     }
-    let room = start.limit.saturating_sub(BATCH_HEADER_BYTES).max(1);
-    // An unterminated last line takes one byte more in the batch: its newline.
-    let unterminated = usize::from(data.byte(data.len() - 1) != b'\n');
-    let end = if data.len() - from + unterminated <= room {
-        data.len()
-    } else {
-        data.last_newline_in(from, from + room)
-            .or_else(|| data.first_newline_from(from + room))
-            .map_or(data.len(), |newline| newline + 1)
-    };
-    let terminated = data.byte(end - 1) == b'\n';
-    let records = data.count_newlines(from, end) + usize::from(!terminated);
-    let lines = if terminated {
-        data.pieces(from, end)
-    } else {
-        // Only a write's last line can lack its newline; the lines section needs it.
-        let buf = builder.lines_buffer();
-        buf.clear();
-        for piece in data.pieces(from, end) {
-            buf.extend_from_slice(piece);
+    let mut at = *next_byte;
+    let (count, stream_end) = fill_batch(builder, start, |_| {
+        if at == data.len() {
+            return None;
         }
-        buf.push(b'\n');
-        [&buf[..], &[][..]]
-    };
-    let count = u32::try_from(records).expect("a batch's records fit u32");
-    let parts = plain_batch(
-        start.offset,
-        start.timestamp,
-        start.stream_pos,
-        start.render_id,
-        count,
-        lines,
-    );
+        // Only a write's last line may lack its newline.
+        let end = data.first_newline_from(at).unwrap_or(data.len());
+        let line = data.slice(at, end);
+        at = (end + 1).min(data.len());
+        Some((line.len(), None, Some(line)))
+    });
+    // `at` ran one line past the batch when the limit cut it: find the batch's end again.
+    let mut end = *next_byte;
+    for _ in 0..count {
+        end = data.first_newline_from(end).map_or(data.len(), |n| n + 1);
+    }
     *next_byte = end;
     Some(NextBatch {
-        parts,
-        records: records as u64,
-        stream_end: start.stream_pos + (lines[0].len() + lines[1].len()) as u64,
+        parts: builder.finish_parts(&BatchEnd::PLAIN),
+        records: count as u64,
+        stream_end,
     })
 }
 
@@ -381,6 +334,8 @@ struct Shared {
 #[derive(Debug)]
 pub struct Log {
     dir: PathBuf,
+    /// The topic's kpfs folder: the segments' stream indexes.
+    stream_dir: PathBuf,
     /// The topic's name, as errors name it. Never derived from `partition`: a topic may
     /// itself be named like a partition (`x-0`).
     topic: String,
@@ -391,9 +346,6 @@ pub struct Log {
     shared: RwLock<Shared>,
     /// Set after an I/O failure on the write path: every later write is refused.
     poisoned: Mutex<Option<String>>,
-    /// Why [`STREAM_START_FILE`] does not hold the first segment's stream start (the
-    /// disk was full when a deletion wrote it).
-    unsaved_stream_start: Mutex<Option<String>>,
     jitter_seed: AtomicU64,
     /// Kafka's recovery point: every record below it is on stable storage with its index
     /// entries. Advanced only after an fsync; checkpointed by the engine, so recovery
@@ -425,15 +377,18 @@ impl Log {
     ) -> Result<(Log, OpenReport)> {
         fs::create_dir_all(dir).map_err(io_at(dir, "create"))?;
         let now = clock.now_ms();
+        let stream_dir = kpfs_topic_dir(dir);
+        fs::create_dir_all(&stream_dir).map_err(io_at(&stream_dir, "create"))?;
         let log = Log {
             dir: dir.to_path_buf(),
+            stream_dir,
             topic: topic.to_string(),
             partition: format!("{topic}{PARTITION_SUFFIX}"),
             clock: clock.clone(),
             writer: Mutex::new(WriterState {
                 unflushed_records: 0,
                 last_flush_ms: now,
-                builder: BatchBuilder::new(0, 0, 0, 0),
+                builder: BatchBuilder::new(0),
                 deleted: false,
             }),
             shared: RwLock::new(Shared {
@@ -441,12 +396,12 @@ impl Log {
                 log_start_offset: 0,
             }),
             poisoned: Mutex::new(None),
-            unsaved_stream_start: Mutex::new(None),
             jitter_seed: AtomicU64::new((now as u64) ^ 0x9E37_79B9_7F4A_7C15),
             recovery_point: AtomicU64::new(0),
         };
         let loader = LogLoader {
             dir,
+            stream_dir: &log.stream_dir,
             partition: &log.partition,
             config,
             now_ms: now,
@@ -457,6 +412,7 @@ impl Log {
         if segments.is_empty() {
             segments.push(Arc::new(new_active_segment(
                 dir,
+                &log.stream_dir,
                 0,
                 0,
                 config,
@@ -464,6 +420,7 @@ impl Log {
                 log.next_jitter(config),
             )?));
             sync_dir(dir)?;
+            sync_dir(&log.stream_dir)?;
         }
         for s in &segments[..segments.len() - 1] {
             s.seal()?;
@@ -497,6 +454,17 @@ impl Log {
 
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    pub(crate) fn stream_dir(&self) -> &Path {
+        &self.stream_dir
+    }
+
+    /// fsync of the partition directory and the topic's kpfs folder, after segment files
+    /// were created or renamed in both.
+    fn sync_dirs(&self) -> Result<()> {
+        sync_dir(&self.stream_dir)?;
+        sync_dir(&self.dir)
     }
 
     pub(crate) fn partition(&self) -> &str {
@@ -621,7 +589,7 @@ impl Log {
             offset: first_offset,
             stream_pos: first_stream_pos,
             timestamp: now,
-            render_id: config.render_id(),
+            shape: config.stream_shape(),
             // The read path holds one batch in memory, a batch never needs a segment of its
             // own beyond the configured size, and Kafka refuses a batch over
             // max.message.bytes: the write's records are split into batches that fit it,
@@ -644,8 +612,18 @@ impl Log {
             let Some(batch) = batch else { break };
             let size = batch.parts.len() as u64;
             let active = self.maybe_roll(size, now, segment_size, config, &mut info)?;
+            let first = StreamMark {
+                offset: start.offset,
+                stream_pos: start.stream_pos,
+                shape: start.shape,
+            };
+            let stream = BatchStream {
+                marks: &[first],
+                stream_end: batch.stream_end,
+            };
             active.append_parts(
                 &batch.parts.slices(),
+                stream,
                 config.index_interval_bytes.max(0) as u64,
             )?;
             info.bytes += size;
@@ -726,13 +704,14 @@ impl Log {
         old.seal()?;
         let new = Arc::new(new_active_segment(
             &self.dir,
+            &self.stream_dir,
             info.next_offset,
             info.stream_end,
             config,
             self.clock.now_ms(),
             self.next_jitter(config),
         )?);
-        sync_dir(&self.dir)?;
+        self.sync_dirs()?;
         let mut sh = self.shared.write();
         let mut segs: Vec<Arc<Segment>> = sh.segments.as_ref().clone();
         segs.push(new.clone());
@@ -783,11 +762,6 @@ impl Log {
                 "the active segment always survives deletion"
             );
             sh.log_start_offset = sh.log_start_offset.max(kept[0].base_offset());
-            let first = kept[0].info();
-            self.save_stream_start(
-                first.base_offset,
-                first.stream_start.unwrap_or(first.stream_end),
-            )?;
             sh.segments = Arc::new(kept);
             victims = gone;
         }
@@ -799,45 +773,9 @@ impl Log {
                 segment: seg,
             });
         }
-        sync_dir(&self.dir)?;
+        self.sync_dirs()?;
         self.check_invariants();
         Ok(deleted)
-    }
-
-    /// Writes [`STREAM_START_FILE`]. On a full disk the deletion that needs it goes on
-    /// (it is how space comes back) and [`Log::save_unsaved_stream_start`] writes it
-    /// later: it matters only after a crash that finds the first segment empty, whose
-    /// stream position would then restart at 0.
-    fn save_stream_start(&self, base: u64, stream_pos: u64) -> Result<()> {
-        super::files::write_or_defer(
-            &self.dir.join(STREAM_START_FILE),
-            format!("{base} {stream_pos}\n").as_bytes(),
-            &self.unsaved_stream_start,
-        )
-    }
-
-    /// Retries what a full disk kept from [`STREAM_START_FILE`], with the first segment
-    /// as it is now.
-    pub(crate) fn save_unsaved_stream_start(&self) {
-        if self.unsaved_stream_start.lock().is_none() {
-            return;
-        }
-        // Under the writer lock, as deletions write it, so it never names an older
-        // first segment.
-        let _w = self.writer.lock();
-        let first = self.snapshot().segments[0].info();
-        let saved = self.save_stream_start(
-            first.base_offset,
-            first.stream_start.unwrap_or(first.stream_end),
-        );
-        if let Err(e) = saved {
-            tracing::error!(partition = %self.partition, error = %e, "writing the stream start failed");
-        }
-    }
-
-    /// Why the stream start is not yet in its file, if it is not.
-    pub(crate) fn unsaved_stream_start(&self) -> Option<String> {
-        self.unsaved_stream_start.lock().clone()
     }
 
     /// Replaces the segments with the given base offsets (a contiguous run, never the
@@ -871,7 +809,7 @@ impl Log {
         for seg in new_segments.iter().rev() {
             seg.rename_suffix(SWAP_SUFFIX)?;
         }
-        sync_dir(&self.dir)?;
+        self.sync_dirs()?;
         let mut deleted = Vec::new();
         for seg in &old {
             seg.rename_suffix(DELETED_SUFFIX)?;
@@ -884,7 +822,7 @@ impl Log {
         for seg in &new_arcs {
             seg.rename_suffix("")?;
         }
-        sync_dir(&self.dir)?;
+        self.sync_dirs()?;
         {
             let mut sh = self.shared.write();
             let mut segs: Vec<Arc<Segment>> = sh
@@ -1078,6 +1016,7 @@ impl Log {
 /// segment size when the topic has `preallocate` (Kafka's `initFileSize`).
 fn new_active_segment(
     dir: &Path,
+    stream_dir: &Path,
     base_offset: u64,
     stream_pos: u64,
     config: &TopicConfig,
@@ -1086,6 +1025,8 @@ fn new_active_segment(
 ) -> Result<Segment> {
     let segment = Segment::create(&SegmentSpec {
         dir,
+        stream_dir,
+        shape: config.stream_shape(),
         base_offset,
         suffix: "",
         stream_pos,

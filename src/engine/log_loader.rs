@@ -9,12 +9,13 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::batch_validation::{BatchWalker, Step};
 use super::config::TopicConfig;
 use super::error::{EngineError, Result};
 use super::files::{io_at, list_names, remove_file, sync_dir, temporary_path};
 use super::format::{
     parse_segment_file_name, segment_file_name, CLEANED_SUFFIX, DELETED_SUFFIX, DELETING_SUFFIX,
-    INDEX_SUFFIX, LOG_SUFFIX, STREAM_START_FILE, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+    INDEX_SUFFIX, LOG_SUFFIX, STREAM_INDEX_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use super::segment::{Segment, SegmentSpec};
 
@@ -42,6 +43,9 @@ pub struct OpenReport {
 /// One partition directory being loaded.
 pub(crate) struct LogLoader<'a> {
     pub(crate) dir: &'a Path,
+    /// The topic's kpfs folder: the segments' stream indexes, which follow every rule
+    /// below as the segment files do.
+    pub(crate) stream_dir: &'a Path,
     /// `TOPIC-0`, for log messages.
     pub(crate) partition: &'a str,
     pub(crate) config: &'a TopicConfig,
@@ -66,11 +70,21 @@ impl LogLoader<'_> {
         Ok((segments, report))
     }
 
+    /// Names in the partition directory and in the topic's kpfs folder, with the
+    /// directory each is in.
+    fn all_names(&self) -> Result<Vec<(&Path, String)>> {
+        let mut names = Vec::new();
+        for dir in [self.dir, self.stream_dir] {
+            names.extend(list_names(dir)?.into_iter().map(|n| (dir, n)));
+        }
+        Ok(names)
+    }
+
     /// Row 1: `.deleted` files were already out of the log.
     fn remove_deleted_files(&self, report: &mut OpenReport) -> Result<()> {
-        for name in list_names(self.dir)? {
+        for (dir, name) in self.all_names()? {
             if name.ends_with(DELETED_SUFFIX) {
-                remove_file(&self.dir.join(&name))?;
+                remove_file(&dir.join(&name))?;
                 report.removed_files.push(name);
             }
         }
@@ -81,20 +95,20 @@ impl LogLoader<'_> {
     /// back with every `.swap` at or above the lowest `.cleaned` base (Kafka's
     /// `removeTempFilesAndCollectSwapFiles`).
     fn roll_back_unfinished_cleaning(&self, report: &mut OpenReport) -> Result<()> {
-        let names = list_names(self.dir)?;
+        let names = self.all_names()?;
         let lowest_cleaned = names
             .iter()
-            .filter(|n| n.ends_with(CLEANED_SUFFIX))
-            .filter_map(|n| parse_segment_file_name(n))
+            .filter(|(_, n)| n.ends_with(CLEANED_SUFFIX))
+            .filter_map(|(_, n)| parse_segment_file_name(n))
             .map(|(base, _)| base)
             .min();
-        for name in names {
+        for (dir, name) in names {
             let swap_above_cleaned = name
                 .strip_suffix(SWAP_SUFFIX)
                 .and_then(parse_segment_file_name)
                 .is_some_and(|(base, _)| lowest_cleaned.is_some_and(|m| base >= m));
             if name.ends_with(CLEANED_SUFFIX) || swap_above_cleaned {
-                remove_file(&self.dir.join(&name))?;
+                remove_file(&dir.join(&name))?;
                 report.removed_files.push(name);
             }
         }
@@ -104,8 +118,8 @@ impl LogLoader<'_> {
     /// Row 4: an index `.swap` without its `.log.swap` is left by a crash during the
     /// final renames; the index is rebuilt from the log.
     fn remove_index_swaps_without_log_swap(&self, report: &mut OpenReport) -> Result<()> {
-        let names = list_names(self.dir)?;
-        for name in &names {
+        let names = self.all_names()?;
+        for (dir, name) in &names {
             let Some((base, _)) = name
                 .strip_suffix(SWAP_SUFFIX)
                 .and_then(parse_segment_file_name)
@@ -113,8 +127,8 @@ impl LogLoader<'_> {
                 continue;
             };
             let log_swap = segment_file_name(base, LOG_SUFFIX) + SWAP_SUFFIX;
-            if !names.contains(&log_swap) {
-                remove_file(&self.dir.join(name))?;
+            if !names.iter().any(|(d, n)| *d == self.dir && *n == log_swap) {
+                remove_file(&dir.join(name))?;
                 report.removed_files.push(name.clone());
             }
         }
@@ -137,38 +151,54 @@ impl LogLoader<'_> {
         swaps.sort_unstable();
         let mut max_next = 0u64;
         for &base in &swaps {
-            let seg = Segment::open(&SegmentSpec {
-                dir: self.dir,
-                base_offset: base,
-                suffix: SWAP_SUFFIX,
-                stream_pos: 0,
-                max_index_bytes: 1 << 20,
-                now_ms: self.now_ms,
-                roll_jitter_ms: 0,
-            })?;
-            max_next = max_next.max(seg.next_offset());
+            max_next = max_next.max(self.swap_next_offset(base)?);
         }
         let min_swap = swaps[0];
+        let names = self.all_names()?;
+        // A stream index moves before its `.log` (`Segment::rename_suffix`): when a
+        // swapped segment's index already lost its `.swap`, the live one is the new one.
+        let new_index_live = |base: u64| {
+            let swap = segment_file_name(base, STREAM_INDEX_SUFFIX) + SWAP_SUFFIX;
+            swaps.contains(&base) && !names.iter().any(|(_, n)| *n == swap)
+        };
         // The originals that the swap replaces but that were not yet renamed `.deleted`.
-        for name in list_names(self.dir)? {
+        for (dir, name) in &names {
             if name.ends_with(SWAP_SUFFIX) {
                 continue;
             }
-            if let Some((base, _)) = parse_segment_file_name(&name) {
-                if base >= min_swap && base < max_next {
-                    remove_file(&self.dir.join(&name))?;
-                    report.removed_files.push(name);
+            if let Some((base, suffix)) = parse_segment_file_name(name) {
+                let kept = suffix == STREAM_INDEX_SUFFIX && new_index_live(base);
+                if base >= min_swap && base < max_next && !kept {
+                    remove_file(&dir.join(name))?;
+                    report.removed_files.push(name.clone());
                 }
             }
         }
-        for name in list_names(self.dir)? {
+        for (dir, name) in self.all_names()? {
             if let Some(final_name) = name.strip_suffix(SWAP_SUFFIX) {
-                fs::rename(self.dir.join(&name), self.dir.join(final_name))
-                    .map_err(io_at(&self.dir.join(&name), "complete swap of"))?;
+                fs::rename(dir.join(&name), dir.join(final_name))
+                    .map_err(io_at(&dir.join(&name), "complete swap of"))?;
                 report.completed_swaps.push(final_name.to_string());
             }
         }
+        sync_dir(self.stream_dir)?;
         sync_dir(self.dir)
+    }
+
+    /// The offset after the last batch of a `.log.swap` (the cleaner fsynced it whole
+    /// before renaming it), read from batch headers alone.
+    fn swap_next_offset(&self, base: u64) -> Result<u64> {
+        let path = self
+            .dir
+            .join(segment_file_name(base, LOG_SUFFIX) + SWAP_SUFFIX);
+        let file = fs::File::open(&path).map_err(io_at(&path, "open"))?;
+        let len = file.metadata().map_err(io_at(&path, "stat"))?.len();
+        let mut walker = BatchWalker::new(&file, len, base, false);
+        let mut next = base;
+        while let Step::Batch { header, .. } = walker.next_step().map_err(io_at(&path, "read"))? {
+            next = header.next_offset();
+        }
+        Ok(next)
     }
 
     /// Base offsets of the `.log` files, in order.
@@ -185,13 +215,13 @@ impl LogLoader<'_> {
 
     /// Row 5: an index with no `.log` of the same base offset is an orphan.
     fn remove_orphan_indexes(&self, bases: &[u64], report: &mut OpenReport) -> Result<()> {
-        for name in list_names(self.dir)? {
+        for (dir, name) in self.all_names()? {
             if let Some((base, suffix)) = parse_segment_file_name(&name) {
-                if (suffix == INDEX_SUFFIX || suffix == TIME_INDEX_SUFFIX)
-                    && bases.binary_search(&base).is_err()
-                {
+                let index =
+                    [INDEX_SUFFIX, TIME_INDEX_SUFFIX, STREAM_INDEX_SUFFIX].contains(&suffix);
+                if index && bases.binary_search(&base).is_err() {
                     tracing::warn!(file = %name, "Found an orphaned index file with no corresponding log file; deleting it");
-                    remove_file(&self.dir.join(&name))?;
+                    remove_file(&dir.join(&name))?;
                     report.removed_files.push(name);
                 }
             }
@@ -203,7 +233,8 @@ impl LogLoader<'_> {
     /// for (rows 6 to 9), and cuts the log at the first invalid byte or lost tail.
     fn load_segments(&self, bases: &[u64], report: &mut OpenReport) -> Result<Vec<Arc<Segment>>> {
         let mut segments: Vec<Arc<Segment>> = Vec::new();
-        let mut stream_pos = self.restore_stream_start(bases.first().copied());
+        // Where a segment whose stream index is lost starts: the end of the one before.
+        let mut stream_pos = 0;
         let total = bases.len();
         for (i, &base) in bases.iter().enumerate() {
             let index_missing = !self
@@ -212,6 +243,8 @@ impl LogLoader<'_> {
                 .exists();
             let seg = Segment::open(&SegmentSpec {
                 dir: self.dir,
+                stream_dir: self.stream_dir,
+                shape: self.config.stream_shape(),
                 base_offset: base,
                 suffix: "",
                 stream_pos,
@@ -316,8 +349,13 @@ impl LogLoader<'_> {
     /// included.
     fn remove_segments_after_cut(&self, later: &[u64], report: &mut OpenReport) -> Result<()> {
         for &base in later {
-            for suffix in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
-                let p = self.dir.join(segment_file_name(base, suffix));
+            for (dir, suffix) in [
+                (self.dir, LOG_SUFFIX),
+                (self.dir, INDEX_SUFFIX),
+                (self.dir, TIME_INDEX_SUFFIX),
+                (self.stream_dir, STREAM_INDEX_SUFFIX),
+            ] {
+                let p = dir.join(segment_file_name(base, suffix));
                 if p.exists() {
                     tracing::warn!(file = %p.display(), "deleting segment file after a truncated segment");
                     remove_file(&p)?;
@@ -326,19 +364,6 @@ impl LogLoader<'_> {
             }
         }
         Ok(())
-    }
-
-    /// Row 10: an empty first segment has no batch to tell where the stream stands;
-    /// [`STREAM_START_FILE`] does, when it names that segment.
-    fn restore_stream_start(&self, first_base: Option<u64>) -> u64 {
-        let Ok(text) = fs::read_to_string(self.dir.join(STREAM_START_FILE)) else {
-            return 0;
-        };
-        let mut parts = text.split_whitespace().map(|p| p.parse::<u64>());
-        match (parts.next(), parts.next()) {
-            (Some(Ok(base)), Some(Ok(pos))) if Some(base) == first_base => pos,
-            _ => 0,
-        }
     }
 
     /// The recovery point the loaded log starts with, given its end.

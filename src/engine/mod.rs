@@ -5,6 +5,7 @@ pub(crate) mod batch_validation;
 pub mod cleaner;
 pub mod cleaner_manager;
 pub(crate) mod clock;
+pub(crate) mod codec;
 pub(crate) mod config;
 pub(crate) mod error;
 pub(crate) mod events;
@@ -19,6 +20,7 @@ pub(crate) mod metrics;
 pub mod offset_map;
 pub(crate) mod retention;
 pub mod segment;
+pub mod stream_index;
 pub mod topic;
 pub mod upgrade;
 

@@ -1,4 +1,5 @@
-//! One segment: a `.log` file of batches plus its `.index` and `.timeindex`.
+//! One segment: a `.log` file of batches plus its `.index` and `.timeindex`, and its
+//! stream index in the topic's kpfs folder.
 //!
 //! Thread-safety: the mutable state sits behind one mutex. Only the owning log's writer
 //! (under the log's append lock) appends, rolls or renames; readers take the mutex briefly
@@ -20,11 +21,15 @@ use parking_lot::Mutex;
 use super::batch_validation::{BatchWalker, Step};
 use super::error::{EngineError, Result};
 use super::format::{
-    decode_header, segment_file_name, verify_batch, BatchHeader, DecodeError, BATCH_HEADER_BYTES,
-    INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_FILE_BYTES, TIME_INDEX_SUFFIX,
+    decode_header, records_section, segment_file_name, verify_batch, BatchHeader, DecodeError,
+    RecordIter, BATCH_HEADER_BYTES, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_FILE_BYTES,
+    STREAM_INDEX_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use super::index::{IndexEntries, IndexLifecycle, OffsetIndex, TimeIndex};
 use super::limits::{PAGE_BYTES, READ_MAP_STEP_BYTES};
+use super::stream_index::{
+    BatchStream, StreamEntry, StreamIndex, StreamShape, StreamWalker, STREAM_INDEX_INTERVAL_BYTES,
+};
 
 static NEXT_SEGMENT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -36,6 +41,7 @@ struct State {
     tally: Tally,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
+    stream_index: StreamIndex,
     /// Suffix currently appended to every file name ("" or ".deleted").
     suffix: String,
 }
@@ -50,29 +56,26 @@ struct Tally {
     offset_of_max_timestamp: u64,
     /// Timestamp of the first batch: the time-based roll measures from here.
     first_batch_timestamp: Option<i64>,
-    /// Stream range of the segment's batches; `stream_start` is set by the first batch.
-    stream_start: Option<u64>,
+    /// Where the segment's last record's rendering ends in the `log` stream, and the
+    /// rendering it was appended under.
     stream_end: u64,
-    /// Where the stream stands before this segment's first record, from a source that was
-    /// verified: the caller at create/open (the previous segment's end), then the first
-    /// batch that passed its CRC. Recovery falls back to it when no batch survives; a
-    /// header read before recovery is not trusted for that, its CRC was never checked.
-    stream_floor: u64,
+    shape: StreamShape,
     bytes_since_index_entry: u64,
+    bytes_since_stream_entry: u64,
 }
 
 impl Tally {
     /// No batch yet: the stream stands at `stream_pos`.
-    fn empty(base_offset: u64, stream_pos: u64) -> Tally {
+    fn empty(base_offset: u64, stream_pos: u64, shape: StreamShape) -> Tally {
         Tally {
             next_offset: base_offset,
             max_timestamp: -1,
             offset_of_max_timestamp: base_offset,
             first_batch_timestamp: None,
-            stream_start: None,
             stream_end: stream_pos,
-            stream_floor: stream_pos,
+            shape,
             bytes_since_index_entry: 0,
+            bytes_since_stream_entry: 0,
         }
     }
 }
@@ -83,6 +86,8 @@ pub struct Segment {
     id: u64,
     base_offset: u64,
     dir: PathBuf,
+    /// The topic's kpfs folder (stream index).
+    stream_dir: PathBuf,
     log: Mutex<LogFile>,
     /// Wall-clock ms when this object was created or loaded (Kafka's `created`).
     created_ms: i64,
@@ -145,20 +150,6 @@ impl Drop for MappedBatches {
     }
 }
 
-impl MappedBatches {
-    /// Splits off the bytes from `at` on; each part drops only its own pages.
-    pub(crate) fn split_off(&mut self, at: usize) -> MappedBatches {
-        assert!(at <= self.end - self.start, "split inside the mapped bytes");
-        let rest = MappedBatches {
-            map: self.map.clone(),
-            start: self.start + at,
-            end: self.end,
-        };
-        self.end = self.start + at;
-        rest
-    }
-}
-
 impl std::ops::Deref for MappedBatches {
     type Target = [u8];
 
@@ -175,7 +166,8 @@ pub struct SegmentInfo {
     pub size: u64,
     pub next_offset: u64,
     pub max_timestamp: i64,
-    pub stream_start: Option<u64>,
+    /// Where the segment's stream starts: the stream end of the log before it.
+    pub stream_start: u64,
     pub stream_end: u64,
     pub first_batch_timestamp: Option<i64>,
     pub(crate) offset_index_entries: usize,
@@ -200,6 +192,10 @@ struct Resume {
     first: BatchHeader,
 }
 
+fn stream_index_path(dir: &Path, base: u64, suffix: &str) -> PathBuf {
+    file_path(dir, base, STREAM_INDEX_SUFFIX, suffix)
+}
+
 /// What a scan of a `.log` found.
 #[derive(Debug)]
 struct ScanOutcome {
@@ -218,12 +214,16 @@ fn file_path(dir: &Path, base: u64, suffix: &str, extra: &str) -> PathBuf {
 pub(crate) struct SegmentSpec<'a> {
     /// The partition directory.
     pub(crate) dir: &'a Path,
+    /// The topic's kpfs folder, where the stream index lives.
+    pub(crate) stream_dir: &'a Path,
+    /// The topic's rendering now: a stream index rebuilt from nothing assumes it.
+    pub(crate) shape: StreamShape,
     pub(crate) base_offset: u64,
     /// Appended to every file name: "" for a segment of the log, ".cleaned" or ".swap"
     /// for the cleaner's outputs.
     pub(crate) suffix: &'a str,
-    /// The stream end while the segment holds no batch (the stream end of the log
-    /// before it).
+    /// Where the segment's stream starts (the stream end of the log before it), for a
+    /// new segment, or an old one whose stream index is lost.
     pub(crate) stream_pos: u64,
     /// Size the indexes are preallocated to while the segment is active
     /// (`segment.index.bytes`).
@@ -256,6 +256,8 @@ impl Segment {
     fn from_parts(spec: &SegmentSpec<'_>, create: bool) -> Result<Segment> {
         let &SegmentSpec {
             dir,
+            stream_dir,
+            shape,
             base_offset,
             suffix,
             stream_pos,
@@ -274,10 +276,26 @@ impl Segment {
             .map_err(|e| EngineError::io(format!("open {}", idx_path.display()), e))?;
         let time_index = TimeIndex::open(&tidx_path, base_offset, max_index_bytes)
             .map_err(|e| EngineError::io(format!("open {}", tidx_path.display()), e))?;
+        let sidx_path = stream_index_path(stream_dir, base_offset, suffix);
+        let stream_index = if create {
+            StreamIndex::create(&sidx_path, base_offset, stream_pos)
+        } else {
+            let log_size = log.metadata().map(|m| m.len()).unwrap_or(0);
+            match StreamIndex::load(&sidx_path, base_offset, log_size) {
+                Ok(Some(index)) => Ok(index),
+                Ok(None) => {
+                    tracing::warn!(path = %sidx_path.display(), "stream index missing or unreadable; rebuilding it from the log");
+                    StreamIndex::create(&sidx_path, base_offset, stream_pos)
+                }
+                Err(e) => Err(e),
+            }
+        }
+        .map_err(|e| EngineError::io(format!("open {}", sidx_path.display()), e))?;
         Ok(Segment {
             id: NEXT_SEGMENT_ID.fetch_add(1, Ordering::Relaxed),
             base_offset,
             dir: dir.to_path_buf(),
+            stream_dir: stream_dir.to_path_buf(),
             log: Mutex::new(LogFile {
                 path: log_path,
                 file: Some(Arc::new(log)),
@@ -292,9 +310,10 @@ impl Segment {
             preallocated: Default::default(),
             state: Mutex::new(State {
                 size: 0,
-                tally: Tally::empty(base_offset, stream_pos),
+                tally: Tally::empty(base_offset, stream_index.stream_start(), shape),
                 offset_index,
                 time_index,
+                stream_index,
                 suffix: suffix.to_string(),
             }),
         })
@@ -341,7 +360,6 @@ impl Segment {
         }
         let first = self.read_header_at(0, st.size)?;
         st.tally.first_batch_timestamp = Some(first.base_timestamp);
-        st.tally.stream_start = Some(first.base_stream_pos);
         let (mut max_ts, mut offset_of_max) =
             st.time_index.last().unwrap_or((-1, self.base_offset));
         let mut pos = u64::from(st.offset_index.last().map_or(0, |(_, p)| p));
@@ -375,10 +393,56 @@ impl Segment {
         }
         if let Some(h) = last {
             st.tally.next_offset = h.next_offset();
-            st.tally.stream_end = h.stream_end();
         }
         st.tally.max_timestamp = max_ts;
         st.tally.offset_of_max_timestamp = offset_of_max;
+        self.settle_stream(&mut st)
+    }
+
+    /// Derives where the segment's stream ends from its last stream-index entry and the
+    /// records after it, giving the records an entry if the index has none (it was
+    /// rebuilt: the segment's stream then starts where the caller said, under the
+    /// topic's rendering now).
+    fn settle_stream(&self, st: &mut State) -> Result<()> {
+        let last = st.stream_index.entries().len().checked_sub(1);
+        let from = last.map_or(0, |i| u64::from(st.stream_index.entries()[i].file_pos));
+        let mut walker = StreamWalker::new(
+            st.stream_index.entries(),
+            last.unwrap_or(0),
+            st.stream_index.stream_start(),
+            st.tally.shape,
+        );
+        let log = self.log_file()?;
+        let mut first_record: Option<(u64, u64)> = None;
+        let (mut pos, mut batch, mut scratch) = (from, Vec::new(), Vec::new());
+        while pos < st.size {
+            let h = self.read_header_at(pos, st.size)?;
+            batch.resize(h.size, 0);
+            log.read_exact_at(&mut batch, pos)
+                .map_err(|e| self.io_err("read", e))?;
+            let section =
+                records_section(&h, &batch, &mut scratch).map_err(|e| self.corrupt(pos, e))?;
+            for rec in RecordIter::new(&h, section) {
+                let rec = rec.map_err(|e| self.corrupt(pos, e))?;
+                first_record.get_or_insert((rec.offset, pos));
+                walker.position(rec.offset, rec.key, rec.value);
+            }
+            pos += h.size as u64;
+        }
+        (st.tally.stream_end, st.tally.shape) = walker.end();
+        st.tally.bytes_since_stream_entry = st.size - from;
+        if let (None, Some((offset, file_pos))) = (last, first_record) {
+            let entry = StreamEntry {
+                offset,
+                file_pos: u32::try_from(file_pos).expect("segment positions fit u32"),
+                stream_pos: st.stream_index.stream_start(),
+                shape: st.tally.shape,
+            };
+            st.stream_index
+                .open_for_appends()
+                .and_then(|()| st.stream_index.append(entry))
+                .map_err(|e| self.io_err("rebuild the stream index of", e))?;
+        }
         Ok(())
     }
 
@@ -485,11 +549,12 @@ impl Segment {
                     max_timestamp,
                     offset_of_max_timestamp,
                     first_batch_timestamp: Some(first.base_timestamp),
-                    stream_start: Some(first.base_stream_pos),
-                    stream_end: h.base_stream_pos,
-                    stream_floor: first.base_stream_pos,
+                    // Derived again below, once the valid end is known.
+                    stream_end: st.tally.stream_end,
+                    shape: st.tally.shape,
                     // The resume batch already has its entry: none again for it.
                     bytes_since_index_entry: 0,
+                    bytes_since_stream_entry: 0,
                 };
             }
             None => {
@@ -497,7 +562,11 @@ impl Segment {
                     .clear()
                     .and_then(|()| st.time_index.clear())
                     .map_err(|e| self.io_err("clear the indexes of", e))?;
-                st.tally = Tally::empty(self.base_offset, st.tally.stream_floor);
+                st.tally = Tally::empty(
+                    self.base_offset,
+                    st.stream_index.stream_start(),
+                    st.tally.shape,
+                );
             }
         }
         st.size = start;
@@ -534,6 +603,10 @@ impl Segment {
                 .set_len(scan.valid_bytes)
                 .map_err(|e| self.io_err("truncate", e))?;
         }
+        st.stream_index
+            .truncate_to_position(scan.valid_bytes)
+            .map_err(|e| self.io_err("truncate the stream index of", e))?;
+        self.settle_stream(&mut st)?;
         Ok(RecoveryOutcome {
             bytes_checked: scan.valid_bytes - start,
             bytes_cut: file_len - scan.valid_bytes,
@@ -580,8 +653,6 @@ impl Segment {
         }
         if st.tally.first_batch_timestamp.is_none() {
             st.tally.first_batch_timestamp = Some(h.base_timestamp);
-            st.tally.stream_start = Some(h.base_stream_pos);
-            st.tally.stream_floor = h.base_stream_pos;
         }
         if st.tally.bytes_since_index_entry > index_interval_bytes {
             let position = u32::try_from(pos).expect("segment positions fit u32");
@@ -592,27 +663,71 @@ impl Segment {
         }
         st.tally.bytes_since_index_entry += h.size as u64;
         st.tally.next_offset = h.next_offset();
-        st.tally.stream_end = h.stream_end();
+        Ok(())
+    }
+
+    /// Stream-index bookkeeping for one batch placed at `pos`: an entry for its first
+    /// record when its position does not follow the segment's stream end, its rendering
+    /// changed, the segment has no entry yet or a lookup entry is due; one for every
+    /// later mark (a break the writer found).
+    fn note_stream(
+        st: &mut State,
+        pos: u64,
+        size: usize,
+        stream: &BatchStream<'_>,
+    ) -> io::Result<()> {
+        let file_pos = u32::try_from(pos).expect("segment positions fit u32");
+        for (i, mark) in stream.marks.iter().enumerate() {
+            let needed = i > 0
+                || st.stream_index.last().is_none()
+                || mark.stream_pos != st.tally.stream_end
+                || mark.shape != st.tally.shape
+                || st.tally.bytes_since_stream_entry >= STREAM_INDEX_INTERVAL_BYTES;
+            if needed {
+                st.stream_index.append(StreamEntry {
+                    offset: mark.offset,
+                    file_pos,
+                    stream_pos: mark.stream_pos,
+                    shape: mark.shape,
+                })?;
+                st.tally.bytes_since_stream_entry = 0;
+            }
+            st.tally.shape = mark.shape;
+        }
+        st.tally.bytes_since_stream_entry += size as u64;
+        st.tally.stream_end = stream.stream_end;
         Ok(())
     }
 
     /// Appends one batch given as consecutive parts (the first holds at least the header),
     /// with one vectored write. The caller (the log, under its append lock) guarantees
     /// offsets continue from `next_offset` and checked the size limits.
-    pub(crate) fn append_parts(&self, parts: &[&[u8]], index_interval_bytes: u64) -> Result<()> {
+    pub(crate) fn append_parts(
+        &self,
+        parts: &[&[u8]],
+        stream: BatchStream<'_>,
+        index_interval_bytes: u64,
+    ) -> Result<()> {
         let h = decode_header(parts[0]).map_err(|e| self.corrupt(0, e))?;
-        self.append_batch_run(parts, &[h], index_interval_bytes)
+        self.append_batch_run(parts, &[(h, stream)], index_interval_bytes)
     }
 
-    /// Appends consecutive whole batches with one write (the cleaner's write buffer).
-    pub(crate) fn append_batches(&self, batches: &[u8], index_interval_bytes: u64) -> Result<()> {
+    /// Appends consecutive whole batches with one write (the cleaner's write buffer),
+    /// `streams` giving each batch's stream positions.
+    pub(crate) fn append_batches(
+        &self,
+        batches: &[u8],
+        streams: &[BatchStream<'_>],
+        index_interval_bytes: u64,
+    ) -> Result<()> {
         let mut headers = Vec::new();
         let mut at = 0;
-        while at < batches.len() {
+        for stream in streams {
             let h = decode_header(&batches[at..]).map_err(|e| self.corrupt(at as u64, e))?;
             at += h.size;
-            headers.push(h);
+            headers.push((h, *stream));
         }
+        assert_eq!(at, batches.len(), "one stream per batch");
         self.append_batch_run(&[batches], &headers, index_interval_bytes)
     }
 
@@ -621,31 +736,39 @@ impl Segment {
     fn append_batch_run(
         &self,
         parts: &[&[u8]],
-        headers: &[BatchHeader],
+        headers: &[(BatchHeader, BatchStream<'_>)],
         index_interval_bytes: u64,
     ) -> Result<()> {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         assert_eq!(
             len,
-            headers.iter().map(|h| h.size).sum::<usize>(),
+            headers.iter().map(|(h, _)| h.size).sum::<usize>(),
             "the parts hold exactly the batches"
         );
         let mut st = self.state.lock();
         let (mut next_offset, mut stream_end) = (st.tally.next_offset, st.tally.stream_end);
-        for h in headers {
+        for (h, stream) in headers {
             assert!(
                 h.base_offset >= next_offset,
                 "offsets must strictly increase: batch base {} below segment next offset {}",
                 h.base_offset,
                 next_offset
             );
+            for mark in stream.marks {
+                assert!(
+                    mark.stream_pos >= stream_end && mark.offset >= h.base_offset,
+                    "stream positions never go back: record {} at {} below stream end {}",
+                    mark.offset,
+                    mark.stream_pos,
+                    stream_end
+                );
+                stream_end = mark.stream_pos;
+            }
             assert!(
-                h.base_stream_pos >= stream_end,
-                "stream positions never go back: batch at {} below segment stream end {}",
-                h.base_stream_pos,
-                stream_end
+                stream.stream_end >= stream_end,
+                "a batch's stream ends after its records start"
             );
-            (next_offset, stream_end) = (h.next_offset(), h.stream_end());
+            (next_offset, stream_end) = (h.next_offset(), stream.stream_end);
         }
         let pos = st.size;
         assert!(
@@ -665,8 +788,9 @@ impl Segment {
             .map_err(|e| self.io_err("append", e))
             .and_then(|()| {
                 let mut at = pos;
-                for h in headers {
+                for (h, stream) in headers {
                     Self::note_batch(&mut st, h, at, index_interval_bytes)
+                        .and_then(|()| Self::note_stream(&mut st, at, h.size, stream))
                         .map_err(|e| self.io_err("index append", e))?;
                     at += h.size as u64;
                 }
@@ -680,7 +804,8 @@ impl Segment {
             let undone = st
                 .offset_index
                 .truncate_to_position(position)
-                .and_then(|()| st.time_index.truncate_to_offset(headers[0].base_offset));
+                .and_then(|()| st.time_index.truncate_to_offset(headers[0].0.base_offset))
+                .and_then(|()| st.stream_index.truncate_to_position(pos));
             if let Err(undo) = undone {
                 tracing::error!(error = %undo, "cannot drop the index entries of a failed append from {}", self.log_path_locked(&st).display());
                 return Err(self.io_err(&format!("undo a failed append ({e}) in"), undo));
@@ -747,6 +872,7 @@ impl Segment {
                 .map_err(|e| self.io_err("trim the preallocated", e))?;
             self.preallocated.store(false, Ordering::Relaxed);
         }
+        st.stream_index.close();
         drop(st);
         self.active.store(false, Ordering::Release);
         *self.read_map.lock() = None;
@@ -783,6 +909,12 @@ impl Segment {
     pub(crate) fn make_active(&self) -> Result<()> {
         let file = self.log_file()?;
         self.log.lock().file = Some(file);
+        {
+            let mut st = self.state.lock();
+            st.stream_index
+                .open_for_appends()
+                .map_err(|e| self.io_err("open the stream index of", e))?;
+        }
         self.active.store(true, Ordering::Release);
         self.each_index("preallocate", |i| i.preallocate())
     }
@@ -807,6 +939,21 @@ impl Segment {
     /// (e.g. to `.deleted`). Missing index files are tolerated, as in Kafka.
     pub(crate) fn rename_suffix(&self, suffix: &str) -> Result<()> {
         let mut st = self.state.lock();
+        // The stream index moves first: a crash between the two leaves the `.log` one
+        // step behind, and the `.log`'s name decides what recovery does (a `.swap` whose
+        // stream index is already live is still finished with it).
+        let from = stream_index_path(&self.stream_dir, self.base_offset, &st.suffix);
+        let to = stream_index_path(&self.stream_dir, self.base_offset, suffix);
+        match fs::rename(&from, &to) {
+            Ok(()) => st.stream_index.renamed(&to),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(EngineError::io(
+                    format!("rename {} to {}", from.display(), to.display()),
+                    e,
+                ))
+            }
+        }
         for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
             let from = file_path(&self.dir, self.base_offset, kind, &st.suffix);
             let to = file_path(&self.dir, self.base_offset, kind, suffix);
@@ -839,10 +986,27 @@ impl Segment {
     /// Paths of the segment's files under their current suffix.
     pub(crate) fn file_paths(&self) -> Vec<PathBuf> {
         let st = self.state.lock();
-        [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
+        let mut paths: Vec<PathBuf> = [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX]
             .iter()
             .map(|kind| file_path(&self.dir, self.base_offset, kind, &st.suffix))
-            .collect()
+            .collect();
+        paths.push(st.stream_index.path().to_path_buf());
+        paths
+    }
+
+    /// Where the segment's stream starts, and the entries of its stream index.
+    pub(crate) fn stream_entries(&self) -> (u64, Vec<StreamEntry>) {
+        let st = self.state.lock();
+        (
+            st.stream_index.stream_start(),
+            st.stream_index.entries().to_vec(),
+        )
+    }
+
+    /// The rendering the segment's last record was appended under (or, while empty, the
+    /// topic's when the segment was made).
+    pub(crate) fn stream_shape(&self) -> StreamShape {
+        self.state.lock().tally.shape
     }
 
     fn log_path_locked(&self, st: &State) -> PathBuf {
@@ -859,13 +1023,18 @@ impl Segment {
         self.each_index("fsync", |i| i.flush())
     }
 
-    /// fsync of the data only (the indexes are rebuildable).
+    /// fsync of the data and its stream index (the other indexes are rebuildable).
     pub(crate) fn sync_data(&self) -> Result<()> {
         // Read before the fsync: only what was written before it is covered.
         let size = self.size();
         self.log_file()?
             .sync_data()
             .map_err(|e| self.io_err("fsync", e))?;
+        self.state
+            .lock()
+            .stream_index
+            .sync()
+            .map_err(|e| self.io_err("fsync the stream index of", e))?;
         self.synced_size.fetch_max(size, Ordering::Relaxed);
         Ok(())
     }
@@ -937,7 +1106,7 @@ impl Segment {
             size: st.size,
             next_offset: st.tally.next_offset,
             max_timestamp: st.tally.max_timestamp,
-            stream_start: st.tally.stream_start,
+            stream_start: st.stream_index.stream_start(),
             stream_end: st.tally.stream_end,
             first_batch_timestamp: st.tally.first_batch_timestamp,
             offset_index_entries: st.offset_index.entries(),
@@ -955,6 +1124,7 @@ impl Segment {
         Ok(u64::from(position))
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// Offset-index entries as (offset, position), for searches by other keys.
     pub fn index_entries(&self) -> Result<Vec<(u64, u32)>> {
         let st = self.state.lock();
@@ -979,6 +1149,7 @@ impl Segment {
         )
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// Reads raw bytes of the `.log` (never past the committed size).
     pub fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>> {
         let size = self.size();

@@ -1,6 +1,7 @@
 //! The topic view: a topic's overrides as written, and its effective config
 //! (Kafka's `LogConfig`) resolved over the broker's.
 
+use crate::engine::stream_index::StreamShape;
 use std::collections::BTreeMap;
 
 use super::broker::BrokerConfig;
@@ -43,9 +44,14 @@ pub struct TopicConfig {
     pub(crate) key_separator: Vec<u8>,
     /// `None` when `null.marker` is empty: no value is ever read as a tombstone.
     pub(crate) null_marker: Option<Vec<u8>>,
-    /// [`TopicConfig::render_id`], computed once: every append and read asks for it.
-    pub(super) rendering: u32,
+    /// [`TopicConfig::stream_shape`], computed once: every append and read asks for it.
+    pub(super) shape: StreamShape,
 }
+
+/// What a null key or value renders as when the topic has no `null.marker`: Kafka's
+/// console consumer's `null.literal` default, so a keyless record (written before
+/// `parse.key` was set) does not read like one with an empty key.
+pub(crate) const NULL_LITERAL: &[u8] = b"null";
 
 impl TopicConfig {
     /// Kafka's `segmentSize()`: `internal.segment.bytes` when set, else `segment.bytes`.
@@ -53,9 +59,14 @@ impl TopicConfig {
         self.internal_segment_bytes.unwrap_or(self.segment_bytes)
     }
 
-    /// Which rendering of records into `log` lines this config produces.
-    pub(crate) fn render_id(&self) -> u32 {
-        self.rendering
+    /// How many `log` bytes records take under this config's rendering.
+    pub(crate) fn stream_shape(&self) -> StreamShape {
+        self.shape
+    }
+
+    /// What a null key or value renders as.
+    pub(crate) fn null_rendering(&self) -> &[u8] {
+        self.null_marker.as_deref().unwrap_or(NULL_LITERAL)
     }
 
     /// Kafka's `maxSegmentMs()`: compacted topics roll no later than `max.compaction.lag.ms`.
@@ -173,7 +184,14 @@ impl BrokerConfig {
         let parse_key = boolean(TopicKey::ParseKey);
         let null_marker = text(TopicKey::NullMarker);
         let key_separator = text(TopicKey::KeySeparator);
-        let rendering = crate::engine::format::render_id(parse_key, &key_separator, &null_marker);
+        let shape = StreamShape {
+            separator_len: parse_key.then_some(key_separator.len() as u32),
+            null_len: if null_marker.is_empty() {
+                NULL_LITERAL.len()
+            } else {
+                null_marker.len()
+            } as u32,
+        };
         TopicConfig {
             cleanup_policy,
             retention_ms: long(TopicKey::RetentionMs),
@@ -196,7 +214,7 @@ impl BrokerConfig {
             parse_key,
             key_separator,
             null_marker: (!null_marker.is_empty()).then_some(null_marker),
-            rendering,
+            shape,
         }
     }
 }

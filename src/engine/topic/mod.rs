@@ -26,8 +26,8 @@ use super::clock::Clock;
 use super::config::{BrokerConfig, ConfigChange, TopicConfig, TopicOverrides};
 use super::error::{BatchSize, EngineError, Result};
 use super::files::write_or_defer;
-use super::format::plain_batch_size;
 pub use super::format::TOPIC_CONFIG_FILE;
+use super::format::{kpfs_topic_dir, BatchBuilder};
 use super::limits::PARSED_RECORDS_KEPT;
 use super::log::{
     first_oversized_record, AppendInfo, Durability, Log, OpenReport, WriteBytes, WriteRecords,
@@ -145,7 +145,7 @@ impl Topic {
         clock: Arc<dyn Clock>,
         durability: Durability,
     ) -> Result<(Topic, OpenReport)> {
-        let config_path = dir.join(TOPIC_CONFIG_FILE);
+        let config_path = kpfs_topic_dir(dir).join(TOPIC_CONFIG_FILE);
         remove_stale_temporary(&config_path);
         let overrides = match std::fs::read_to_string(&config_path) {
             Ok(text) => TopicOverrides::from_properties(&text)?,
@@ -238,13 +238,22 @@ impl Topic {
     }
 
     /// Refuses an unterminated line of `len` bytes (its newline has not arrived yet) that
-    /// can no longer become a record: even the smallest batch that could hold it, a plain
-    /// batch of this line alone, is over `max.message.bytes`. Refusing it now keeps a
+    /// can no longer become a record: even the smallest batch that could hold it, this
+    /// line's record alone, is over `max.message.bytes`. Refusing it now keeps a
     /// stream without newlines from growing a writer's buffer without bound. Counted as
     /// one refused record.
     pub(crate) fn check_unterminated_line(&self, len: usize) -> Result<()> {
-        let max = self.config().max_message_bytes.max(0) as u64;
-        let smallest = plain_batch_size(len) as u64;
+        let config = self.config();
+        let max = config.max_message_bytes.max(0) as u64;
+        // The line's smallest possible record: its key separator and two null markers
+        // taken out, since they may leave the key and value null.
+        let keying = if config.parse_key {
+            config.key_separator.len() + 2 * config.null_rendering().len()
+        } else {
+            0
+        };
+        let value_len = len.saturating_sub(keying) as i64;
+        let smallest = BatchBuilder::single_record_batch_size(-1, value_len) as u64;
         if smallest <= max {
             return Ok(());
         }
@@ -390,10 +399,10 @@ impl Topic {
         Ok(())
     }
 
-    /// Writes `overrides` to `kpfs-topic.properties`, or, out of space, remembers why
+    /// Writes `overrides` to the topic's `topic.properties`, or, out of space, remembers why
     /// (see [`write_or_defer`]).
     fn save_overrides(&self, overrides: &TopicOverrides) -> Result<()> {
-        let path = self.dir().join(TOPIC_CONFIG_FILE);
+        let path = self.log.stream_dir().join(TOPIC_CONFIG_FILE);
         let deferred = self.unsaved_overrides.lock().is_some();
         write_or_defer(
             &path,
@@ -410,8 +419,7 @@ impl Topic {
         Ok(())
     }
 
-    /// Saves what a full disk kept in memory only: the overrides and the log's stream
-    /// start. Called on the scheduler's tick and at close; a failure leaves it for the
+    /// Saves what a full disk kept in memory only: the overrides. Called on the scheduler's tick and at close; a failure leaves it for the
     /// next call.
     pub(crate) fn save_unsaved(&self) {
         if self.unsaved_overrides.lock().is_some() {
@@ -420,7 +428,6 @@ impl Topic {
                 tracing::error!(topic = %self.name, error = %e, "writing the topic config failed");
             }
         }
-        self.log.save_unsaved_stream_start();
     }
 
     /// The `events` file: recent actions, newest last.

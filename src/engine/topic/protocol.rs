@@ -57,7 +57,7 @@ pub(super) fn parse_lines(
         // Kafka checks a record's batch size before its key (analyzeAndValidateRecords,
         // then LogValidator); a missing separator is the console producer's error, before
         // either.
-        let batch = BatchBuilder::single_record_batch_size(key_len, value_len, line.len()) as u64;
+        let batch = BatchBuilder::single_record_batch_size(key_len, value_len) as u64;
         if batch > max {
             return Err(EngineError::RecordTooLarge {
                 partition: partition.to_string(),

@@ -1,18 +1,19 @@
 //! Reading the `log` stream: a [`LogCursor`] per open handle maps the kernel's offset to
-//! a record, and records are rendered into `log` bytes (a copy of a batch's stored lines
-//! when the topic still renders them as they were written).
+//! a record, and records are rendered into `log` bytes under the topic's rendering
+//! (`parse.key`, `key.separator`, `null.marker`).
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use crate::engine::config::TopicConfig;
 use crate::engine::error::{EngineError, Result};
-use crate::engine::format::{decode_header, RecordIter, RecordRef, BATCH_HEADER_BYTES};
+use crate::engine::format::{decode_header, records_section, RecordIter, RecordRef};
 use crate::engine::limits::{
     READ_MAX_BYTES, READ_MIN_BYTES, REPLAY_LIMIT_BYTES, REPOSITION_SCAN_BYTES, STALE_READ_RETRIES,
 };
 use crate::engine::log::LogSnapshot;
 use crate::engine::segment::{MappedBatches, Segment};
+use crate::engine::stream_index::StreamWalker;
 
 use super::Topic;
 
@@ -30,10 +31,6 @@ pub struct LogCursor {
     /// Rendered bytes not yet returned (the tail of the last batch rendered).
     pending: Vec<u8>,
     pending_at: usize,
-    /// Or, when the batch's stored lines were its rendering, the rest of them, still in
-    /// the segment's mapping: a batch is as big as a read, so most reads end inside one,
-    /// and copying its rest aside doubled the bytes every read copied.
-    pending_mapped: Option<MappedBatches>,
     /// (segment id, file position) of the batch after the last one rendered.
     hint: Option<(u64, u64)>,
     /// The bytes the last read returned, when it was small, and the kernel offset they
@@ -89,14 +86,6 @@ impl Topic {
                 snap = self.log.snapshot();
             }
         }
-        if let Some(mut rest) = cursor.pending_mapped.take() {
-            let take = rest.len().min(len - out.len());
-            let later = rest.split_off(take);
-            out.extend_from_slice(&rest);
-            if !later.is_empty() {
-                cursor.pending_mapped = Some(later);
-            }
-        }
         let buffered = (cursor.pending.len() - cursor.pending_at).min(len - out.len());
         out.extend_from_slice(&cursor.pending[cursor.pending_at..cursor.pending_at + buffered]);
         cursor.pending_at += buffered;
@@ -105,7 +94,7 @@ impl Topic {
             cursor.pending_at = 0;
         }
         let mut attempts = 0;
-        while out.len() < len && cursor.pending.is_empty() && cursor.pending_mapped.is_none() {
+        while out.len() < len && cursor.pending.is_empty() {
             match self.render_next_batches(cursor, &snap, &render, &mut out, len) {
                 Ok(true) => {}
                 Ok(false) => break,
@@ -178,20 +167,23 @@ impl Topic {
             Some((id, at)) if id == seg.id() => at,
             _ => seg.lookup_position(cursor.next_offset)?,
         };
-        let mut bytes = seg.mapped_batches(
+        let bytes = seg.mapped_batches(
             file_pos,
             (len - out.len()).clamp(READ_MIN_BYTES, READ_MAX_BYTES),
         )?;
-        self.render_batches(cursor, seg, file_pos, &mut bytes, render, out, len)
+        self.render_batches(cursor, seg, file_pos, &bytes, render, out, len)
     }
 
+    /// Renders the records of `mapped` (whole batches read at `file_pos`) from the
+    /// cursor's offset into `out` until it holds `len` bytes; the rest of the batch that
+    /// filled it goes to the cursor's pending buffer.
     #[allow(clippy::too_many_arguments)]
     fn render_batches(
         &self,
         cursor: &mut LogCursor,
         seg: &Segment,
         file_pos: u64,
-        mapped: &mut MappedBatches,
+        mapped: &MappedBatches,
         render: &Render,
         out: &mut Vec<u8>,
         len: usize,
@@ -201,42 +193,16 @@ impl Topic {
             return Ok(false);
         }
         out.reserve(bytes.len().min(len - out.len()));
-        let mut scratch = Vec::new();
+        let (mut scratch, mut line) = (Vec::new(), Vec::new());
         let mut at = 0;
-        // Where the rest of a batch whose stored lines did not fit stays in the mapping.
-        let mut rest_at: Option<(usize, usize)> = None;
-        while at < bytes.len() && cursor.pending.is_empty() && rest_at.is_none() {
-            let h = decode_header(&bytes[at..])
-                .map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
-            if h.last_offset() >= cursor.next_offset && h.render_id == render.id && cursor.skip == 0
-            {
-                // The stored lines are the rendering: copy them from the first wanted record.
-                let batch = &bytes[at..at + h.size];
-                let lines = &batch[h.lines_at()..];
-                let start = if h.base_offset >= cursor.next_offset {
-                    0
-                } else {
-                    let mut first = lines.len();
-                    for rec in RecordIter::new(&h, batch) {
-                        let rec =
-                            rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
-                        if rec.offset >= cursor.next_offset {
-                            first = rec.line_at;
-                            break;
-                        }
-                    }
-                    first
-                };
-                let wanted = &lines[start..];
-                let take = wanted.len().min(len - out.len());
-                out.extend_from_slice(&wanted[..take]);
-                if take < wanted.len() {
-                    rest_at = Some((at + h.lines_at() + start + take, at + h.size));
-                }
-                cursor.next_offset = h.next_offset();
-            } else if h.last_offset() >= cursor.next_offset {
-                for rec in RecordIter::new(&h, &bytes[at..at + h.size]) {
-                    let rec = rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
+        while at < bytes.len() && cursor.pending.is_empty() {
+            let bad = |e| corrupt(seg.log_path(), file_pos + at as u64, e);
+            let h = decode_header(&bytes[at..]).map_err(bad)?;
+            if h.last_offset() >= cursor.next_offset {
+                let section =
+                    records_section(&h, &bytes[at..at + h.size], &mut scratch).map_err(bad)?;
+                for rec in RecordIter::new(&h, section) {
+                    let rec = rec.map_err(bad)?;
                     if rec.offset < cursor.next_offset {
                         continue;
                     }
@@ -245,23 +211,18 @@ impl Topic {
                         render.write(&rec, out);
                         continue;
                     }
-                    scratch.clear();
-                    render.write(&rec, &mut scratch);
-                    let from = (cursor.skip as usize).min(scratch.len());
+                    line.clear();
+                    render.write(&rec, &mut line);
+                    let from = (cursor.skip as usize).min(line.len());
                     cursor.skip = 0;
-                    let room = len - out.len();
-                    let take = (scratch.len() - from).min(room);
-                    out.extend_from_slice(&scratch[from..from + take]);
-                    cursor.pending.extend_from_slice(&scratch[from + take..]);
+                    let room = len - out.len().min(len);
+                    let take = (line.len() - from).min(room);
+                    out.extend_from_slice(&line[from..from + take]);
+                    cursor.pending.extend_from_slice(&line[from + take..]);
                 }
                 cursor.next_offset = cursor.next_offset.max(h.next_offset());
             }
             at += h.size;
-        }
-        if let Some((from, batch_end)) = rest_at {
-            let mut rest = mapped.split_off(from);
-            drop(rest.split_off(batch_end - from));
-            cursor.pending_mapped = Some(rest);
         }
         cursor.hint = Some((seg.id(), file_pos + at as u64));
         Ok(true)
@@ -280,7 +241,6 @@ impl Topic {
         cursor.skip = 0;
         cursor.pending.clear();
         cursor.pending_at = 0;
-        cursor.pending_mapped = None;
         cursor.hint = None;
         cursor.next_offset = snap.log_start_offset;
         if pos == 0 {
@@ -291,34 +251,30 @@ impl Topic {
             cursor.next_offset = active.next_offset;
             return Ok(());
         }
-        // The last segment whose first batch starts at or before `pos`.
+        // The last segment whose stream starts at or before `pos`.
         let Some(seg) = snap
             .segments
             .iter()
             .rev()
-            .find(|s| s.info().stream_start.is_some_and(|start| start <= pos))
+            .find(|s| s.info().stream_start <= pos)
         else {
             return Ok(());
         };
-        // Binary search the sparse index by the stream position of each entry's batch.
-        let entries = seg.index_entries()?;
-        let (mut lo, mut hi) = (0usize, entries.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let header_bytes = seg.read_at(u64::from(entries[mid].1), BATCH_HEADER_BYTES)?;
-            let h = decode_header(&header_bytes)
-                .map_err(|e| corrupt(seg.log_path(), u64::from(entries[mid].1), e))?;
-            if h.base_stream_pos <= pos {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        let mut file_pos = if lo == 0 {
-            0
-        } else {
-            u64::from(entries[lo - 1].1)
-        };
+        // From the last stream-index entry at or before `pos`: its batch, its record.
+        let (stream_start, entries) = seg.stream_entries();
+        let from = entries
+            .partition_point(|e| e.stream_pos <= pos)
+            .checked_sub(1);
+        let (mut file_pos, first_offset) = from.map_or((0, seg.base_offset()), |i| {
+            (u64::from(entries[i].file_pos), entries[i].offset)
+        });
+        let mut walker = StreamWalker::new(
+            &entries,
+            from.unwrap_or(0),
+            stream_start,
+            seg.stream_shape(),
+        );
+        let mut scratch = Vec::new();
         cursor.next_offset = seg.base_offset();
         loop {
             let bytes = seg.mapped_batches(file_pos, REPOSITION_SCAN_BYTES)?;
@@ -328,22 +284,25 @@ impl Topic {
             }
             let mut at = 0;
             while at < bytes.len() {
-                let h = decode_header(&bytes[at..])
-                    .map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
-                if h.stream_end() > pos {
-                    for rec in RecordIter::new(&h, &bytes[at..at + h.size]) {
-                        let rec =
-                            rec.map_err(|e| corrupt(seg.log_path(), file_pos + at as u64, e))?;
-                        if rec.stream_pos > pos {
-                            cursor.next_offset = rec.offset;
-                            return Ok(());
-                        }
-                        let inside = pos - rec.stream_pos;
-                        if inside < render.size(&rec) {
-                            cursor.next_offset = rec.offset;
-                            cursor.skip = inside;
-                            return Ok(());
-                        }
+                let bad = |e| corrupt(seg.log_path(), file_pos + at as u64, e);
+                let h = decode_header(&bytes[at..]).map_err(bad)?;
+                let section =
+                    records_section(&h, &bytes[at..at + h.size], &mut scratch).map_err(bad)?;
+                for rec in RecordIter::new(&h, section) {
+                    let rec = rec.map_err(bad)?;
+                    if rec.offset < first_offset {
+                        continue;
+                    }
+                    let rec_pos = walker.position(rec.offset, rec.key, rec.value);
+                    if rec_pos > pos {
+                        cursor.next_offset = rec.offset;
+                        return Ok(());
+                    }
+                    let inside = pos - rec_pos;
+                    if inside < render.size(&rec) {
+                        cursor.next_offset = rec.offset;
+                        cursor.skip = inside;
+                        return Ok(());
                     }
                 }
                 cursor.next_offset = h.next_offset();
@@ -362,15 +321,8 @@ fn corrupt(path: PathBuf, position: u64, e: crate::engine::format::DecodeError) 
     }
 }
 
-/// What a null key or value renders as when the topic has no `null.marker`: Kafka's
-/// console consumer's `null.literal` default, so a keyless record (written before
-/// `parse.key` was set) does not read like one with an empty key.
-const NULL_LITERAL: &[u8] = b"null";
-
 /// How records are rendered into the `log` stream under a topic config.
 struct Render<'a> {
-    /// [`TopicConfig::render_id`]: batches written with the same id need no re-rendering.
-    id: u32,
     parse_key: bool,
     separator: &'a [u8],
     /// The rendering of a null key or value.
@@ -380,10 +332,9 @@ struct Render<'a> {
 impl<'a> Render<'a> {
     fn new(config: &'a TopicConfig) -> Self {
         Render {
-            id: config.render_id(),
             parse_key: config.parse_key,
             separator: &config.key_separator,
-            null_marker: config.null_marker.as_deref().unwrap_or(NULL_LITERAL),
+            null_marker: config.null_rendering(),
         }
     }
 

@@ -92,15 +92,6 @@ impl Topic {
         for warning in self.config_warnings() {
             line("config_warning", warning);
         }
-        if let Some(reason) = self.log.unsaved_stream_start() {
-            line(
-                "unsaved",
-                format!(
-                    "{} ({reason}): retention went on regardless; saved as soon as there is space",
-                    crate::engine::format::STREAM_START_FILE
-                ),
-            );
-        }
         let now = self.clock.now_ms();
         for (k, v) in self.retention_diagnostics(&snap, &config, now) {
             line(k, v);

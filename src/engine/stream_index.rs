@@ -1,0 +1,473 @@
+//! A segment's stream index: where each record's rendering sits in the topic's `log`
+//! file. Kafka's RecordBatch v2 has no field for it, so it lives beside the segment, in
+//! kpfs's own folder of the data directory (`kpfs-topics/TOPIC-0/<base>.stream`), not in
+//! the partition directory, which holds only what Kafka's does.
+//!
+//! The `log` file is a byte stream that never shrinks: a record keeps the position it got
+//! when it was appended, across retention, compaction and restarts, so `tail -f` never
+//! repeats or skips. Appends are contiguous, so positions follow from the records
+//! themselves: a record takes as many stream bytes as its line had under the rendering
+//! (`parse.key`, `key.separator`, `null.marker`) it was appended under. The index stores
+//! only what does not follow: an entry where a *run* of contiguous records starts (the
+//! segment's first record, a record after one the cleaner removed, a change of rendering)
+//! plus, for lookups by position, one every [`STREAM_INDEX_INTERVAL_BYTES`] of `.log`.
+//! An append-only segment written under one rendering has one entry per 64 KiB.
+//!
+//! Entries carry a CRC each: a torn or stale tail (a crash between the `.log` and its
+//! index reaching the disk) is dropped on load, and the positions after the last good
+//! entry are derived again from the records. Losing entries costs lookups, not
+//! positions, except for a rendering change in the unsynced tail (documented in
+//! docs/FORMAT.md).
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::format::{
+    STREAM_INDEX_ENTRY_BYTES, STREAM_INDEX_HEADER_BYTES, STREAM_INDEX_MAGIC, STREAM_INDEX_VERSION,
+};
+pub(crate) use super::limits::STREAM_INDEX_INTERVAL_BYTES;
+
+/// How many stream bytes records take under one rendering of the `log` file: what the
+/// line protocol wrote, key and separator included when keys are parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StreamShape {
+    /// `Some(separator length)` when keys are rendered (`parse.key=true`).
+    pub(crate) separator_len: Option<u32>,
+    /// Length of what a null key or value renders as.
+    pub(crate) null_len: u32,
+}
+
+impl StreamShape {
+    /// The rendered length of a record, newline included.
+    pub(crate) fn line_len(&self, key: Option<&[u8]>, value: Option<&[u8]>) -> u64 {
+        let field = |f: Option<&[u8]>| f.map_or(u64::from(self.null_len), |f| f.len() as u64);
+        let key_part = self
+            .separator_len
+            .map_or(0, |sep| field(key) + u64::from(sep));
+        key_part + field(value) + 1
+    }
+
+    fn encode(&self) -> (i32, u32) {
+        (self.separator_len.map_or(-1, |s| s as i32), self.null_len)
+    }
+
+    fn decode(separator: i32, null_len: u32) -> Option<StreamShape> {
+        let separator_len = match separator {
+            -1 => None,
+            s if s >= 0 => Some(s as u32),
+            _ => return None,
+        };
+        Some(StreamShape {
+            separator_len,
+            null_len,
+        })
+    }
+}
+
+/// A record whose stream position does not follow from the record before it, or one
+/// kept for lookups: the record at `offset`, in the batch at `file_pos` of the `.log`,
+/// starts at `stream_pos`; the records after it take their lines' lengths under `shape`
+/// until the next entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamEntry {
+    pub offset: u64,
+    pub file_pos: u32,
+    pub stream_pos: u64,
+    pub shape: StreamShape,
+}
+
+/// A record whose position its writer states (the first of a batch, or one after a
+/// record the cleaner dropped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StreamMark {
+    pub(crate) offset: u64,
+    pub(crate) stream_pos: u64,
+    pub(crate) shape: StreamShape,
+}
+
+/// The stream positions of one batch's records as its writer knows them: `marks[0]` is
+/// its first record (none for a batch without records); later marks are breaks, where a
+/// record does not follow the one before. `stream_end` is where the batch's last record
+/// ends.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BatchStream<'a> {
+    pub(crate) marks: &'a [StreamMark],
+    pub(crate) stream_end: u64,
+}
+
+/// Gives every record of a segment its stream position, walking records in offset order
+/// from an entry (or the segment's start).
+#[derive(Debug)]
+pub(crate) struct StreamWalker<'e> {
+    entries: &'e [StreamEntry],
+    next: usize,
+    pos: u64,
+    shape: StreamShape,
+}
+
+impl<'e> StreamWalker<'e> {
+    /// A walk from the segment's start (`stream_start`), with `entries[from..]` ahead.
+    /// `shape` applies until the first entry (only records of a damaged index precede it).
+    pub(crate) fn new(
+        entries: &'e [StreamEntry],
+        from: usize,
+        stream_start: u64,
+        shape: StreamShape,
+    ) -> Self {
+        StreamWalker {
+            entries,
+            next: from,
+            pos: stream_start,
+            shape,
+        }
+    }
+
+    /// The record's stream position; records must come in increasing offset order.
+    pub(crate) fn position(
+        &mut self,
+        offset: u64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) -> u64 {
+        while let Some(e) = self.entries.get(self.next) {
+            if e.offset > offset {
+                break;
+            }
+            self.pos = e.stream_pos;
+            self.shape = e.shape;
+            self.next += 1;
+        }
+        let at = self.pos;
+        self.pos += self.shape.line_len(key, value);
+        at
+    }
+
+    /// Where the records walked so far end, and the rendering they were appended under.
+    pub(crate) fn end(&self) -> (u64, StreamShape) {
+        (self.pos, self.shape)
+    }
+}
+
+/// The stream index file of one segment and its entries, all kept in memory (one per
+/// 64 KiB of log: 450 KB for a 1 GiB segment).
+#[derive(Debug)]
+pub(crate) struct StreamIndex {
+    path: PathBuf,
+    /// Open while entries are appended (the active segment, a cleaner's output).
+    file: Option<File>,
+    base_offset: u64,
+    /// Where the segment's stream starts: the stream end of the log before it.
+    stream_start: u64,
+    entries: Vec<StreamEntry>,
+    /// Entries in the file: a failed append leaves `entries` and the file agreeing.
+    written: usize,
+}
+
+impl StreamIndex {
+    /// Creates the index of a new segment, replacing a stale file.
+    pub(crate) fn create(
+        path: &Path,
+        base_offset: u64,
+        stream_start: u64,
+    ) -> io::Result<StreamIndex> {
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        file.write_all_at(&encode_header(stream_start), 0)?;
+        Ok(StreamIndex {
+            path: path.to_path_buf(),
+            file: Some(file),
+            base_offset,
+            stream_start,
+            entries: Vec::new(),
+            written: 0,
+        })
+    }
+
+    /// Loads the index of an existing segment whose `.log` holds `log_size` bytes. A
+    /// missing or unreadable file, or one for another stream, gives `None`; the caller
+    /// rebuilds it. Entries from the first that fails its CRC, does not follow the one
+    /// before, or points past the log on are dropped (and cut from the file).
+    pub(crate) fn load(
+        path: &Path,
+        base_offset: u64,
+        log_size: u64,
+    ) -> io::Result<Option<StreamIndex>> {
+        let bytes = match fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Some(stream_start) = decode_header(&bytes) else {
+            return Ok(None);
+        };
+        let mut entries: Vec<StreamEntry> = Vec::new();
+        for raw in bytes[STREAM_INDEX_HEADER_BYTES..].chunks_exact(STREAM_INDEX_ENTRY_BYTES) {
+            let Some(e) = decode_entry(raw, base_offset) else {
+                break;
+            };
+            let follows = entries.last().map_or(e.stream_pos >= stream_start, |p| {
+                e.offset > p.offset && e.file_pos >= p.file_pos && e.stream_pos >= p.stream_pos
+            });
+            if !follows || u64::from(e.file_pos) >= log_size {
+                break;
+            }
+            entries.push(e);
+        }
+        let index = StreamIndex {
+            path: path.to_path_buf(),
+            file: None,
+            base_offset,
+            stream_start,
+            written: entries.len(),
+            entries,
+        };
+        let whole = STREAM_INDEX_HEADER_BYTES + index.written * STREAM_INDEX_ENTRY_BYTES;
+        if bytes.len() != whole {
+            index.cut_file()?;
+        }
+        Ok(Some(index))
+    }
+
+    /// Keeps the file open for appends.
+    pub(crate) fn open_for_appends(&mut self) -> io::Result<()> {
+        if self.file.is_none() {
+            self.file = Some(OpenOptions::new().read(true).write(true).open(&self.path)?);
+        }
+        Ok(())
+    }
+
+    /// Closes the file (a sealed segment holds no descriptor for it).
+    pub(crate) fn close(&mut self) {
+        self.file = None;
+    }
+
+    pub(crate) fn stream_start(&self) -> u64 {
+        self.stream_start
+    }
+
+    pub(crate) fn entries(&self) -> &[StreamEntry] {
+        &self.entries
+    }
+
+    pub(crate) fn last(&self) -> Option<&StreamEntry> {
+        self.entries.last()
+    }
+
+    /// Adds an entry; written to the file at once (synced with the segment).
+    pub(crate) fn append(&mut self, entry: StreamEntry) -> io::Result<()> {
+        debug_assert!(self
+            .entries
+            .last()
+            .is_none_or(|p| entry.offset > p.offset && entry.stream_pos >= p.stream_pos));
+        self.entries.push(entry);
+        let bytes = encode_entry(&entry, self.base_offset);
+        let at = (STREAM_INDEX_HEADER_BYTES + self.written * STREAM_INDEX_ENTRY_BYTES) as u64;
+        let file = match &self.file {
+            Some(f) => f,
+            None => {
+                self.entries.pop();
+                return Err(io::Error::other("the stream index is closed"));
+            }
+        };
+        if let Err(e) = file.write_all_at(&bytes, at) {
+            self.entries.pop();
+            return Err(e);
+        }
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Drops the entries of batches at or after `file_pos` (a failed append undone, a
+    /// recovery's cut).
+    pub(crate) fn truncate_to_position(&mut self, file_pos: u64) -> io::Result<()> {
+        let keep = self
+            .entries
+            .partition_point(|e| u64::from(e.file_pos) < file_pos);
+        if keep < self.entries.len() {
+            self.entries.truncate(keep);
+            self.written = keep;
+            self.cut_file()?;
+        }
+        Ok(())
+    }
+
+    fn cut_file(&self) -> io::Result<()> {
+        let len = (STREAM_INDEX_HEADER_BYTES + self.written * STREAM_INDEX_ENTRY_BYTES) as u64;
+        match &self.file {
+            Some(f) => f.set_len(len),
+            None => OpenOptions::new()
+                .write(true)
+                .open(&self.path)?
+                .set_len(len),
+        }
+    }
+
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        match &self.file {
+            Some(f) => f.sync_data(),
+            None => File::open(&self.path)?.sync_all(),
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file moved (a suffix change).
+    pub(crate) fn renamed(&mut self, to: &Path) {
+        self.path = to.to_path_buf();
+    }
+}
+
+fn encode_header(stream_start: u64) -> [u8; STREAM_INDEX_HEADER_BYTES] {
+    let mut b = [0u8; STREAM_INDEX_HEADER_BYTES];
+    b[0..4].copy_from_slice(STREAM_INDEX_MAGIC);
+    b[4..8].copy_from_slice(&STREAM_INDEX_VERSION.to_be_bytes());
+    b[8..16].copy_from_slice(&stream_start.to_be_bytes());
+    let crc = crc32c::crc32c(&b[..16]);
+    b[16..20].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+fn decode_header(bytes: &[u8]) -> Option<u64> {
+    let b = bytes.get(..STREAM_INDEX_HEADER_BYTES)?;
+    let crc = u32::from_be_bytes(b[16..20].try_into().ok()?);
+    let valid = &b[0..4] == STREAM_INDEX_MAGIC
+        && u32::from_be_bytes(b[4..8].try_into().ok()?) == STREAM_INDEX_VERSION
+        && crc32c::crc32c(&b[..16]) == crc;
+    let start = u64::from_be_bytes(b[8..16].try_into().ok()?);
+    (valid && start <= i64::MAX as u64).then_some(start)
+}
+
+fn encode_entry(e: &StreamEntry, base_offset: u64) -> [u8; STREAM_INDEX_ENTRY_BYTES] {
+    let rel = u32::try_from(e.offset - base_offset).expect("relative offsets fit u32");
+    let (separator, null_len) = e.shape.encode();
+    let mut b = [0u8; STREAM_INDEX_ENTRY_BYTES];
+    b[0..4].copy_from_slice(&rel.to_be_bytes());
+    b[4..8].copy_from_slice(&e.file_pos.to_be_bytes());
+    b[8..16].copy_from_slice(&e.stream_pos.to_be_bytes());
+    b[16..20].copy_from_slice(&separator.to_be_bytes());
+    b[20..24].copy_from_slice(&null_len.to_be_bytes());
+    let crc = crc32c::crc32c(&b[..24]);
+    b[24..28].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+fn decode_entry(b: &[u8], base_offset: u64) -> Option<StreamEntry> {
+    let word = |at: usize| u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+    if crc32c::crc32c(&b[..24]) != word(24) {
+        return None;
+    }
+    let stream_pos = u64::from_be_bytes(b[8..16].try_into().expect("8 bytes"));
+    if stream_pos > i64::MAX as u64 {
+        return None;
+    }
+    Some(StreamEntry {
+        offset: base_offset + u64::from(word(0)),
+        file_pos: word(4),
+        stream_pos,
+        shape: StreamShape::decode(word(16) as i32, word(20))?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAIN: StreamShape = StreamShape {
+        separator_len: None,
+        null_len: 4,
+    };
+    const KEYED: StreamShape = StreamShape {
+        separator_len: Some(1),
+        null_len: 4,
+    };
+
+    #[test]
+    fn line_lengths_follow_the_rendering() {
+        assert_eq!(PLAIN.line_len(Some(b"k"), Some(b"value")), 6);
+        assert_eq!(PLAIN.line_len(None, None), 5);
+        assert_eq!(KEYED.line_len(Some(b"k"), Some(b"value")), 8);
+        assert_eq!(KEYED.line_len(None, Some(b"v")), 7);
+    }
+
+    #[test]
+    fn entries_round_trip_and_a_torn_tail_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t/00000000000000000100.stream");
+        let mut index = StreamIndex::create(&path, 100, 500).unwrap();
+        let entries = [
+            StreamEntry {
+                offset: 100,
+                file_pos: 0,
+                stream_pos: 500,
+                shape: PLAIN,
+            },
+            StreamEntry {
+                offset: 140,
+                file_pos: 70_000,
+                stream_pos: 9_000,
+                shape: KEYED,
+            },
+        ];
+        for e in entries {
+            index.append(e).unwrap();
+        }
+        let loaded = StreamIndex::load(&path, 100, 80_000).unwrap().unwrap();
+        assert_eq!(loaded.entries(), &entries);
+        assert_eq!(loaded.stream_start(), 500);
+        // A torn last entry is dropped, and cut from the file.
+        let len = fs::metadata(&path).unwrap().len();
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len - 3)
+            .unwrap();
+        let torn = StreamIndex::load(&path, 100, 80_000).unwrap().unwrap();
+        assert_eq!(torn.entries(), &entries[..1]);
+        assert_eq!(
+            fs::metadata(&path).unwrap().len(),
+            (STREAM_INDEX_HEADER_BYTES + STREAM_INDEX_ENTRY_BYTES) as u64
+        );
+        // An entry for a batch past the log's end (the log lost its tail) is dropped.
+        let mut index = StreamIndex::load(&path, 100, 80_000).unwrap().unwrap();
+        index.open_for_appends().unwrap();
+        index.append(entries[1]).unwrap();
+        let cut = StreamIndex::load(&path, 100, 70_000).unwrap().unwrap();
+        assert_eq!(cut.entries(), &entries[..1]);
+    }
+
+    #[test]
+    fn a_walk_follows_runs_and_breaks() {
+        let entries = [
+            StreamEntry {
+                offset: 0,
+                file_pos: 0,
+                stream_pos: 10,
+                shape: PLAIN,
+            },
+            StreamEntry {
+                offset: 3,
+                file_pos: 0,
+                stream_pos: 40,
+                shape: KEYED,
+            },
+        ];
+        let mut walk = StreamWalker::new(&entries, 0, 10, PLAIN);
+        assert_eq!(walk.position(0, None, Some(b"ab")), 10);
+        assert_eq!(walk.position(1, None, Some(b"c")), 13);
+        assert_eq!(walk.position(3, Some(b"k"), Some(b"v")), 40);
+        assert_eq!(walk.position(4, Some(b"k"), None), 44);
+        assert_eq!(walk.end(), (51, KEYED));
+    }
+}
