@@ -261,8 +261,10 @@ fn a_record_whose_batch_alone_is_over_max_message_bytes_is_refused_whole() {
     let f = Fixture::new();
     let t = f.topic("big");
     set(&t, "max.message.bytes=100");
-    // A plain batch of one line is the header, the line and its newline: 100 bytes.
-    let fits = "x".repeat(100 - BATCH_HEADER_BYTES - 1);
+    // Kafka's batch of one keyless 32-byte record: the 61-byte header and 39 bytes of
+    // record (7 bytes of fields and the value): 100 bytes.
+    let fits = "x".repeat(32);
+    assert_eq!(keyless_batch(fits.len()), 100);
     t.append_lines(format!("{fits}\n").as_bytes()).unwrap();
     let err = t
         .append_lines(format!("ok\n{fits}y\n").as_bytes())
@@ -271,22 +273,23 @@ fn a_record_whose_batch_alone_is_over_max_message_bytes_is_refused_whole() {
         err.to_string(),
         "The record batch size in the append to big-0 is 101 bytes which exceeds the maximum configured value of 100."
     );
-    // A 90-byte line was accepted when kpfs compared line lengths; its batch is 162.
+    // A 90-byte line was accepted when kpfs compared line lengths; its batch is 160
+    // (the record's length and the value's length take two bytes each).
     let err = t.append_lines(&[b'z'; 90]).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "The record batch size in the append to big-0 is 162 bytes which exceeds the maximum configured value of 100."
+        "The record batch size in the append to big-0 is 160 bytes which exceeds the maximum configured value of 100."
     );
     assert_eq!(cat_string(&t), format!("{fits}\n"));
 
-    // With keys, a batch also holds each record's metadata: header, 3 one-byte deltas,
-    // key length, value length and line length (one byte each here), then the line.
+    // With a key, the record also holds the key: header, record length, attributes,
+    // two deltas, key length, key, value length, value, header count.
     let keyed = f.topic("keyed");
     set(
         &keyed,
         "parse.key=true\nkey.separator=:\nmax.message.bytes=100",
     );
-    let value = "v".repeat(100 - BATCH_HEADER_BYTES - 6 - 3);
+    let value = "v".repeat(100 - BATCH_HEADER_BYTES - 8);
     keyed
         .append_lines(format!("k:{value}\n").as_bytes())
         .unwrap();
@@ -301,12 +304,14 @@ fn a_record_whose_batch_alone_is_over_max_message_bytes_is_refused_whole() {
 }
 
 /// The largest line the default `max.message.bytes` (1 MiB + 12, Kafka's) admits: its
-/// plain batch is exactly the limit. One byte more is refused.
+/// batch is exactly the limit (61-byte header, 3-byte record length, 8 bytes of record
+/// fields with a 3-byte value length). One byte more is refused.
 #[test]
 fn the_longest_line_the_default_limit_admits_round_trips() {
     let f = Fixture::new();
     let t = f.topic("mib");
-    let longest = 1_048_588 - BATCH_HEADER_BYTES - 1;
+    let longest = 1_048_588 - 72;
+    assert_eq!(keyless_batch(longest), 1_048_588);
     let mut line = vec![b'z'; longest];
     line.push(b'\n');
     t.append_lines(&line).unwrap();
@@ -319,18 +324,23 @@ fn the_longest_line_the_default_limit_admits_round_trips() {
 }
 
 /// A write's records go into batches that each fit `max.message.bytes`, as a producer
-/// splits them: two lines whose one batch would be 138 bytes become two batches under
-/// a limit of 137 (kpfs wrote one 138-byte batch, over the limit).
+/// splits them: two lines whose one batch would be 140 bytes become two batches under
+/// a limit of 139.
 #[test]
 fn a_write_is_split_into_batches_that_fit_max_message_bytes() {
     let f = Fixture::new();
     let t = f.topic("split");
-    set(&t, "max.message.bytes=137");
+    set(&t, "max.message.bytes=139");
     let write = format!("{}\n{}\n", "a".repeat(33), "b".repeat(32));
-    assert_eq!(BATCH_HEADER_BYTES + write.len(), 138);
     assert_eq!(t.append_lines(write.as_bytes()).unwrap(), 2);
     let sizes: Vec<usize> = batches(&t).iter().map(|(h, _)| h.size).collect();
-    assert_eq!(sizes, [105, 104]);
+    assert_eq!(sizes, [101, 100]);
+    // Under 140 the two records share one batch.
+    let t = f.topic("together");
+    set(&t, "max.message.bytes=140");
+    t.append_lines(write.as_bytes()).unwrap();
+    let sizes: Vec<usize> = batches(&t).iter().map(|(h, _)| h.size).collect();
+    assert_eq!(sizes, [140]);
     assert_eq!(cat_string(&t), write);
 }
 
@@ -363,9 +373,9 @@ fn every_batch_fits_max_message_bytes_and_only_records_that_cannot_are_refused()
                 vec![b'a' + (i % 26) as u8; *len]
             };
             let single = if keyed {
-                BatchBuilder::single_record_batch_size(1, *len as i64, line.len())
+                BatchBuilder::single_record_batch_size(1, *len as i64)
             } else {
-                BATCH_HEADER_BYTES + line.len() + 1
+                BatchBuilder::single_record_batch_size(-1, line.len() as i64)
             } as u64;
             if single > max && first_too_big.is_none() {
                 first_too_big = Some(single);
@@ -503,6 +513,11 @@ fn a_write_in_two_pieces_appends_what_one_buffer_would() {
     assert_eq!(two.log().log_end_offset(), 6);
 }
 
+/// Size of Kafka's batch holding one keyless record of `len` bytes.
+fn keyless_batch(len: usize) -> usize {
+    kpfs::engine::format::BatchBuilder::single_record_batch_size(-1, len as i64)
+}
+
 /// Every batch on disk of a topic, decoded, in order.
 fn batches(t: &kpfs::engine::Topic) -> Vec<(BatchHeader, Vec<Record>)> {
     let mut out = Vec::new();
@@ -518,11 +533,11 @@ fn batches(t: &kpfs::engine::Topic) -> Vec<(BatchHeader, Vec<Record>)> {
     out
 }
 
-/// A keyless write becomes plain batches of whole lines, each at most 1 MiB unless one
-/// line alone is bigger, with offsets and stream positions following on across batches
-/// and writes, and an unterminated last line ending the last batch.
+/// A keyless write becomes batches of whole lines, each at most 1 MiB unless one line
+/// alone is bigger, with offsets and stream positions following on across batches and
+/// writes, and an unterminated last line ending the last batch.
 #[test]
-fn keyless_writes_become_plain_batches_of_whole_lines() {
+fn keyless_writes_become_batches_of_whole_lines() {
     let f = Fixture::new();
     let t = f.topic("plain");
     let mut expected = Vec::new();
@@ -552,40 +567,44 @@ fn keyless_writes_become_plain_batches_of_whole_lines() {
     expected.extend_from_slice(b"next\n");
     assert_eq!(cat(&t, 300 << 10), expected);
 
-    let (mut offset, mut stream_pos) = (0, 0);
+    let mut offset = 0;
     let all = batches(&t);
     assert!(all.len() > 3, "{} batches", all.len());
+    let lines_read: Vec<&[u8]> = expected.split_inclusive(|&b| b == b'\n').collect();
     for (h, records) in &all {
-        assert!(h.plain, "keyless lines go to plain batches");
         assert!(
             h.size <= 1 << 20 || records.len() == 1,
             "a {}-byte batch of {} records",
             h.size,
             records.len()
         );
-        assert_eq!((h.base_offset, h.base_stream_pos), (offset, stream_pos));
+        assert_eq!(h.base_offset, offset);
         for r in records {
-            assert_eq!(
-                (r.offset, r.stream_pos, r.key.as_deref()),
-                (offset, stream_pos, None)
-            );
-            assert_eq!(r.value.as_deref(), Some(&r.line[..r.line.len() - 1]));
+            let line = lines_read[offset as usize];
+            assert_eq!((r.offset, r.key.as_deref()), (offset, None));
+            assert_eq!(r.value.as_deref(), Some(&line[..line.len() - 1]));
             offset += 1;
-            stream_pos += r.line.len() as u64;
         }
     }
     assert_eq!(offset, lines + 1);
+    let mut stream_pos = 0;
+    for s in t.log().snapshot().segments.iter() {
+        for (offset, pos) in s.record_stream_positions().unwrap() {
+            assert_eq!(pos, stream_pos, "record {offset}");
+            stream_pos += lines_read[offset as usize].len() as u64;
+        }
+    }
     assert_eq!(stream_pos, t.stream_len());
 }
 
-/// Kafka refuses a record whose batch alone exceeds the segment size; a plain batch is
-/// the header and the line.
+/// Kafka refuses a record whose batch alone exceeds the segment size.
 #[test]
 fn a_keyless_line_too_big_for_any_segment_is_refused_whole() {
     let f = Fixture::new();
     let t = f.topic("small");
     set(&t, "internal.segment.bytes=200");
-    let fits = vec![b'x'; 200 - BATCH_HEADER_BYTES - 1];
+    let fits = vec![b'x'; 130];
+    assert_eq!(keyless_batch(fits.len()), 200);
     t.append_lines(&[&fits[..], b"\n"].concat()).unwrap();
     let err = t
         .append_lines(&[&b"ok\n"[..], &fits, b"y\n"].concat())
@@ -606,7 +625,7 @@ fn a_keyless_line_too_big_for_any_segment_is_refused_whole() {
     let err = tiny.append_lines(b"\n\n\n").unwrap_err();
     assert_eq!(
         err.to_string(),
-        "Message batch size is 72 bytes in append to partition tiny-0, which exceeds the maximum configured segment size of 50."
+        "Message batch size is 68 bytes in append to partition tiny-0, which exceeds the maximum configured segment size of 50."
     );
     assert_eq!(tiny.log().log_end_offset(), 0);
 
@@ -615,19 +634,18 @@ fn a_keyless_line_too_big_for_any_segment_is_refused_whole() {
     set(&negative, "internal.segment.bytes=-5");
     assert_eq!(
         negative.append_lines(b"x\n").unwrap_err().to_string(),
-        "Message batch size is 73 bytes in append to partition negative-0, which exceeds the maximum configured segment size of -5."
+        "Message batch size is 69 bytes in append to partition negative-0, which exceeds the maximum configured segment size of -5."
     );
 }
 
-/// The newline an unterminated last line gets counts against the batch limit: no batch
-/// outgrows the segment size or 1 MiB by it.
+/// An unterminated last line is a record like the others: no batch outgrows the
+/// segment size or 1 MiB by it.
 #[test]
 fn an_unterminated_last_line_never_pushes_a_batch_past_its_limit() {
     let f = Fixture::new();
     let small = f.topic("small");
     set(&small, "internal.segment.bytes=100");
-    let room = 100 - BATCH_HEADER_BYTES;
-    let write = [&b"a\n"[..], &vec![b'b'; room - 2]].concat();
+    let write = [&b"a\n"[..], &[b'b'; 32]].concat();
     assert_eq!(small.append_lines(&write).unwrap(), 2);
     let sizes: Vec<usize> = batches(&small).iter().map(|(h, _)| h.size).collect();
     assert!(sizes.iter().all(|&s| s <= 100), "batch sizes {sizes:?}");

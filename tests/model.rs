@@ -161,19 +161,26 @@ fn keyed(r: &ModelRecord) -> &str {
     r.key.as_deref().expect("compacted topics are keyed")
 }
 
-/// Every record in every live segment, read straight from the segment files, and
-/// whether its batch is a plain one.
-fn on_disk(t: &Topic) -> Vec<(kpfs::engine::format::Record, bool)> {
+/// Every record in every live segment, read straight from the segment files, with its
+/// stream position.
+fn on_disk(t: &Topic) -> Vec<(kpfs::engine::format::Record, u64)> {
     let snap = t.log().snapshot();
     let mut out = Vec::new();
     for s in snap.segments.iter() {
         let bytes = s.read_at(0, s.size() as usize).unwrap();
+        let positions = s.record_stream_positions().unwrap();
+        let mut records = Vec::new();
         let mut at = 0;
         while at < bytes.len() {
             let (h, rs) = decode_batch(&bytes[at..]).unwrap();
-            out.extend(rs.into_iter().map(|r| (r, h.plain)));
+            records.extend(rs);
             at += h.size;
         }
+        assert_eq!(records.len(), positions.len());
+        out.extend(records.into_iter().zip(positions).map(|(r, (o, pos))| {
+            assert_eq!(r.offset, o);
+            (r, pos)
+        }));
     }
     out
 }
@@ -230,7 +237,7 @@ fn check(t: &Topic, m: &mut TopicModel) -> Result<(), TestCaseError> {
         name,
         offsets
     );
-    for (r, plain) in &disk {
+    for (r, stream_pos) in &disk {
         prop_assert!(
             r.offset >= lso && r.offset < n,
             "{}: offset {} outside [{}, {})",
@@ -244,19 +251,12 @@ fn check(t: &Topic, m: &mut TopicModel) -> Result<(), TestCaseError> {
             .key
             .as_deref()
             .map(|k| String::from_utf8_lossy(k).into_owned());
-        prop_assert_eq!(
-            *plain,
-            m.plain,
-            "{}: layout of the batch holding offset {}",
-            name,
-            r.offset
-        );
         let val = r
             .value
             .as_deref()
             .map(|v| String::from_utf8_lossy(v).into_owned());
         prop_assert_eq!(
-            (key.as_deref(), val.as_deref(), r.stream_pos),
+            (key.as_deref(), val.as_deref(), *stream_pos),
             (w.key.as_deref(), w.value.as_deref(), w.stream_pos),
             "{}: record at offset {} differs from what was written",
             name,

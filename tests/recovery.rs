@@ -46,6 +46,11 @@ fn topic_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("r-0")
 }
 
+/// The topic's kpfs folder (its config and stream indexes).
+fn kpfs_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("kpfs-topics").join("r-0")
+}
+
 fn seg(dir: &Path, base: u64, suffix: &str) -> PathBuf {
     dir.join(segment_file_name(base, suffix))
 }
@@ -796,7 +801,7 @@ fn row06_crash_recovery_validates_only_what_follows_the_recovery_point() {
     let full = tempfile::tempdir().unwrap();
     copy_dir(f.dir.path(), full.path());
 
-    let properties = fs::read_to_string(topic_dir(f.dir.path()).join(TOPIC_CONFIG_FILE)).unwrap();
+    let properties = fs::read_to_string(kpfs_dir(f.dir.path()).join(TOPIC_CONFIG_FILE)).unwrap();
     let overrides = TopicOverrides::from_properties(&properties).unwrap();
     let config = BrokerConfig::defaults().resolve_topic(&overrides);
     let clock: Arc<dyn Clock> = f.clock.clone();
@@ -922,7 +927,7 @@ fn row06_a_damaged_batch_at_the_resume_point_is_cut_with_its_index_entry() {
     bytes[at] ^= 0x5A;
     fs::write(&log_path, bytes).unwrap();
 
-    let properties = fs::read_to_string(dir.join(TOPIC_CONFIG_FILE)).unwrap();
+    let properties = fs::read_to_string(kpfs_dir(f.dir.path()).join(TOPIC_CONFIG_FILE)).unwrap();
     let overrides = TopicOverrides::from_properties(&properties).unwrap();
     let config = BrokerConfig::defaults().resolve_topic(&overrides);
     let clock: Arc<dyn Clock> = f.clock.clone();
@@ -973,7 +978,8 @@ fn row06_preallocated_active_segments_are_trimmed_at_roll_and_close_and_recovere
     let active = t.log().snapshot().active().base_offset();
     let active_path = seg(&dir, active, LOG);
     assert_eq!(fs::metadata(&active_path).unwrap().len(), 4000);
-    assert_eq!(t.log().snapshot().active().size(), 3 * (71 + 12));
+    // Three of Kafka's batches of one 11-byte record: 61 + 7 + 11 bytes each.
+    assert_eq!(t.log().snapshot().active().size(), 3 * (61 + 7 + 11));
     assert_eq!(cat(&t, 7), text.as_bytes());
     assert_eq!(t.stream_len(), text.len() as u64);
     // Enough to roll by size: the sealed segment is trimmed, the new one preallocated.
@@ -1021,7 +1027,7 @@ fn row06_preallocated_active_segments_are_trimmed_at_roll_and_close_and_recovere
     let active_path = t.log().snapshot().active().log_path();
     assert_eq!(fs::metadata(&active_path).unwrap().len(), 4000);
     stop_cleanly(&mut f);
-    assert_eq!(fs::metadata(&active_path).unwrap().len(), 83);
+    assert_eq!(fs::metadata(&active_path).unwrap().len(), 61 + 7 + 11);
     let report = kpfs::engine::inspect::check_data_dir(f.dir.path());
     assert!(report.is_healthy() && !report.notes.iter().any(|n| n.contains("preallocated")));
     start(&mut f);
@@ -1069,7 +1075,6 @@ fn row09_overlapping_segments_refuse_to_open() {
 fn row11_temporary_files_beside_configs_and_checkpoints_are_removed() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 20);
-    let dir = t.dir().to_path_buf();
     t.sync().unwrap();
     drop(t);
     f.engine().run_flush_once().unwrap();
@@ -1078,7 +1083,7 @@ fn row11_temporary_files_beside_configs_and_checkpoints_are_removed() {
         .unwrap();
     crash(&mut f);
     let files = [
-        dir.join(TOPIC_CONFIG_FILE),
+        kpfs_dir(f.dir.path()).join(TOPIC_CONFIG_FILE),
         f.dir.path().join(RECOVERY_CHECKPOINT_FILE),
         f.dir.path().join(CLEANER_CHECKPOINT_FILE),
         f.dir.path().join(DYNAMIC_BROKER_CONFIG_FILE),

@@ -74,10 +74,10 @@ fn assert_reads_as_before(data_dir: &Path, name: &str, topics: &[&str]) {
             expected("size").trim(),
             "{name}/{topic}: stat -c %s log"
         );
-        assert_eq!(
-            t.config_text(),
-            expected("config"),
-            "{name}/{topic}: config"
+        assert_same_config(
+            &t.config_text(),
+            &expected("config"),
+            &format!("{name}/{topic}"),
         );
         // Only what a Kafka partition directory holds: no old leftovers, no kpfs files.
         for file in fs::read_dir(data_dir.join(format!("{topic}-0"))).unwrap() {
@@ -91,6 +91,23 @@ fn assert_reads_as_before(data_dir: &Path, name: &str, topics: &[&str]) {
         }
     }
     engine.shutdown().unwrap();
+}
+
+/// The same overrides, and every default the old release listed (this one may list
+/// configs it did not have).
+fn assert_same_config(now: &str, before: &str, context: &str) {
+    let overrides = |text: &str| text.split("# defaults\n").next().unwrap().to_string();
+    assert_eq!(
+        overrides(now),
+        overrides(before),
+        "{context}: config overrides"
+    );
+    for line in before.lines() {
+        assert!(
+            now.lines().any(|l| l == line),
+            "{context}: config lost {line:?}"
+        );
+    }
 }
 
 #[test]

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::codec::Compression;
 use super::config::TopicConfig;
 use super::error::{EngineError, Result};
 use super::format::{
@@ -651,13 +652,29 @@ fn clean_into(
                 for (rec, _, _) in &kept {
                     builder.push_record(rec);
                 }
-                let out = builder.finish_parts(&BatchEnd {
-                    last_offset: Some(h.last_offset()),
-                    delete_horizon_ms: horizon,
-                    compression_id: h.compression_id(),
-                    identity: h.identity(),
-                    empty_timestamp: h.max_timestamp,
-                });
+                // Kafka's cleaner keeps each batch's codec (at its default level).
+                let codec = h.codec().map_err(|e| {
+                    corrupt(
+                        source,
+                        pos + at as u64,
+                        DecodeError::BadRecord(e.to_string()),
+                    )
+                })?;
+                let out = builder
+                    .finish_parts(&BatchEnd {
+                        last_offset: Some(h.last_offset()),
+                        delete_horizon_ms: horizon,
+                        compression: Compression::default_level(codec),
+                        identity: h.identity(),
+                        empty_timestamp: h.max_timestamp,
+                    })
+                    .map_err(|e| {
+                        let what = format!(
+                            "compress a cleaned batch of {}",
+                            source.log_path().display()
+                        );
+                        EngineError::io(what, std::io::Error::other(e))
+                    })?;
                 write_buffer.extend_from_slice(&out.header);
                 write_buffer.extend_from_slice(out.records);
             }

@@ -12,6 +12,8 @@
 
 use std::fmt;
 
+use super::codec::{compress, decompress, CodecError, Compression, CompressionCodec};
+
 /// Suffixes of the files of one segment.
 pub(crate) const LOG_SUFFIX: &str = ".log";
 pub(crate) const INDEX_SUFFIX: &str = ".index";
@@ -63,6 +65,26 @@ pub(crate) const STREAM_INDEX_HEADER_BYTES: usize = 20;
 /// separator length i32 (-1: keys not rendered), null rendering length u32, CRC32C u32 of
 /// the 24 bytes before it.
 pub(crate) const STREAM_INDEX_ENTRY_BYTES: usize = 28;
+
+// Kafka's partition-directory files besides the segments.
+/// A producer-state snapshot ([`producer_state`](super::producer_state)):
+/// `<offset>.snapshot`, the producer state at that offset (Kafka's `ProducerStateManager`).
+pub(crate) const SNAPSHOT_SUFFIX: &str = ".snapshot";
+/// Snapshot file (Kafka's `ProducerSnapshot` message, version 1): version i16, CRC32C u32
+/// of every byte after it, entry count i32, then the entries.
+pub(crate) const SNAPSHOT_VERSION: i16 = 1;
+/// Where the CRC32C starts, and where the bytes it covers start.
+pub(crate) const SNAPSHOT_CRC_AT: usize = 2;
+pub(crate) const SNAPSHOT_ENTRIES_AT: usize = 6;
+/// Snapshot entry: producer id i64, epoch i16, last sequence i32, last offset i64, offset
+/// delta i32, timestamp i64, coordinator epoch i32, current transaction's first offset i64.
+pub(crate) const SNAPSHOT_ENTRY_BYTES: usize = 46;
+/// The partition's leader epochs and their start offsets (Kafka's
+/// `LeaderEpochCheckpointFile`): text, `0`, the entry count, `epoch startOffset` lines.
+pub(crate) const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
+/// The partition's topic id (Kafka's `PartitionMetadataFile`): text, `version: 0` and
+/// `topic_id: <id>` without a final newline.
+pub(crate) const PARTITION_METADATA_FILE: &str = "partition.metadata";
 
 /// `.index` entry: relative offset u32 + file position u32.
 pub(crate) const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
@@ -217,9 +239,10 @@ impl BatchHeader {
         (self.attributes & ATTR_DELETE_HORIZON != 0).then_some(self.base_timestamp)
     }
 
-    /// Kafka's `CompressionType` id of the records section (0 = none).
-    pub(crate) fn compression_id(&self) -> u16 {
-        self.attributes & ATTR_COMPRESSION_MASK
+    /// The codec of the records section (an unknown one is refused when the records
+    /// are read).
+    pub(crate) fn codec(&self) -> Result<CompressionCodec, CodecError> {
+        CompressionCodec::from_attribute_bits(self.attributes)
     }
 
     pub(crate) fn is_transactional(&self) -> bool {
@@ -228,6 +251,18 @@ impl BatchHeader {
 
     pub(crate) fn is_control(&self) -> bool {
         self.attributes & ATTR_CONTROL != 0
+    }
+
+    /// Kafka's `TimestampType` of the batch: with `LogAppendTime` every record's
+    /// timestamp is the batch's max timestamp, not its own delta.
+    pub(crate) fn is_log_append_time(&self) -> bool {
+        self.attributes & ATTR_LOG_APPEND_TIME != 0
+    }
+
+    /// Kafka's `DefaultRecordBatch.lastSequence`: the sequence of the batch's last offset,
+    /// wrapping past `i32::MAX` to 0 as producers do.
+    pub(crate) fn last_sequence(&self) -> i32 {
+        sequence_at(self.base_sequence, self.last_offset_delta)
     }
 
     /// What a copy of this batch keeps of its producer (the cleaner keeps it, as
@@ -241,6 +276,20 @@ impl BatchHeader {
             transactional: self.is_transactional(),
             control: self.is_control(),
         }
+    }
+}
+
+/// Kafka's `DefaultRecordBatch.incrementSequence`: the sequence `delta` offsets after
+/// `base_sequence` (no sequence stays none).
+pub(crate) fn sequence_at(base_sequence: i32, delta: u32) -> i32 {
+    if base_sequence == NO_SEQUENCE {
+        return NO_SEQUENCE;
+    }
+    let delta = delta as i32;
+    if base_sequence > i32::MAX - delta {
+        delta - (i32::MAX - base_sequence) - 1
+    } else {
+        base_sequence + delta
     }
 }
 
@@ -429,12 +478,12 @@ pub(crate) fn records_section<'a>(
     scratch: &'a mut Vec<u8>,
 ) -> Result<&'a [u8], DecodeError> {
     let stored = &batch[BATCH_HEADER_BYTES..header.size];
-    match header.compression_id() {
-        0 => Ok(stored),
-        id => {
+    let bad = |e: CodecError| DecodeError::BadRecord(e.to_string());
+    match header.codec().map_err(bad)? {
+        CompressionCodec::None => Ok(stored),
+        codec => {
             scratch.clear();
-            super::codec::decompress_batch_records(id, stored, MAX_BATCH_BYTES, scratch)
-                .map_err(|e| DecodeError::BadRecord(e.to_string()))?;
+            decompress(codec, stored, MAX_BATCH_BYTES, scratch).map_err(bad)?;
             Ok(scratch)
         }
     }
@@ -455,22 +504,31 @@ pub struct RecordRef<'a> {
 impl RecordRef<'_> {
     #[cfg(any(test, feature = "internals"))]
     pub(crate) fn to_record(self) -> Record {
-        let mut headers = Vec::new();
-        let mut rest = self.headers;
-        let count = read_varint(&mut rest).map_or(0, unzigzag);
-        for _ in 0..count {
-            let (Ok(Some(k)), Ok(v)) = (read_field(&mut rest), read_field(&mut rest)) else {
-                break;
-            };
-            headers.push((k.to_vec(), v.map(<[u8]>::to_vec)));
-        }
         Record {
             offset: self.offset,
             timestamp: self.timestamp,
             key: self.key.map(<[u8]>::to_vec),
             value: self.value.map(<[u8]>::to_vec),
-            headers,
+            headers: self
+                .header_fields()
+                .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+                .collect(),
         }
+    }
+}
+
+impl<'a> RecordRef<'a> {
+    /// The record's headers as (key, value) pairs; a null value is `None`. [`RecordIter`]
+    /// checked their encoding already.
+    pub(crate) fn header_fields(&self) -> impl Iterator<Item = (&'a [u8], Option<&'a [u8]>)> {
+        let mut rest = self.headers;
+        let count = read_varint(&mut rest).map_or(0, unzigzag);
+        (0..count).map_while(
+            move |_| match (read_field(&mut rest), read_field(&mut rest)) {
+                (Ok(Some(k)), Ok(v)) => Some((k, v)),
+                _ => None,
+            },
+        )
     }
 }
 
@@ -673,8 +731,8 @@ pub(crate) struct BatchEnd {
     pub(crate) last_offset: Option<u64>,
     /// KIP-534: the builder's base timestamp is this horizon.
     pub(crate) delete_horizon_ms: Option<i64>,
-    /// Kafka's compression type id of the records section.
-    pub(crate) compression_id: u16,
+    /// How the records section is compressed.
+    pub(crate) compression: Compression,
     pub(crate) identity: BatchIdentity,
     /// Base and max timestamp of a batch left without records.
     pub(crate) empty_timestamp: i64,
@@ -685,7 +743,7 @@ impl BatchEnd {
     pub(crate) const PLAIN: BatchEnd = BatchEnd {
         last_offset: None,
         delete_horizon_ms: None,
-        compression_id: 0,
+        compression: Compression::NONE,
         identity: BatchIdentity::PLAIN,
         empty_timestamp: -1,
     };
@@ -833,12 +891,13 @@ impl BatchBuilder {
             delete_horizon_ms,
             ..BatchEnd::PLAIN
         })
+        .expect("an uncompressed batch needs no codec")
         .to_vec()
     }
 
     /// Finishes the batch as its header and records section, without copying the records
     /// into one buffer.
-    pub(crate) fn finish_parts(&mut self, end: &BatchEnd) -> BatchParts<'_> {
+    pub(crate) fn finish_parts(&mut self, end: &BatchEnd) -> Result<BatchParts<'_>, CodecError> {
         let last = end
             .last_offset
             .or(self.last_offset)
@@ -865,18 +924,15 @@ impl BatchBuilder {
                 self.max_timestamp,
             )
         };
-        let section: &[u8] = if end.compression_id == 0 {
+        let codec = end.compression.codec();
+        let section: &[u8] = if codec == CompressionCodec::None {
             &self.records
         } else {
             self.compressed.clear();
-            super::codec::compress_batch_records(
-                end.compression_id,
-                &self.records,
-                &mut self.compressed,
-            );
+            compress(end.compression, &self.records, &mut self.compressed)?;
             &self.compressed
         };
-        let mut attributes = end.compression_id & ATTR_COMPRESSION_MASK;
+        let mut attributes = codec.attribute_bits() & ATTR_COMPRESSION_MASK;
         if end.delete_horizon_ms.is_some() {
             attributes |= ATTR_DELETE_HORIZON;
         }
@@ -907,10 +963,10 @@ impl BatchBuilder {
         b[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&self.record_count.to_be_bytes());
         let crc = crc32c::crc32c_append(crc32c::crc32c(&b[CRC_COVERS_FROM..]), section);
         b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
-        BatchParts {
+        Ok(BatchParts {
             header: b,
             records: section,
-        }
+        })
     }
 }
 

@@ -16,17 +16,25 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use super::batch_validation::{BatchWalker, Step};
+use super::codec::CompressionCodec;
 use super::config::{BrokerConfig, TopicOverrides};
 use super::format::{
-    be_i64, be_u32, parse_segment_file_name, records_section, segment_file_name, BatchHeader,
-    RecordIter, BATCH_HEADER_BYTES, BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX,
-    LOG_SUFFIX, OFFSET_DIGITS, OFFSET_INDEX_ENTRY_BYTES, SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES,
+    batch_crc, be_i64, be_u32, decode_header, field_len, parse_segment_file_name, records_section,
+    segment_file_name, sequence_at, BatchHeader, RecordIter, RecordRef, BATCH_HEADER_BYTES,
+    BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS,
+    OFFSET_INDEX_ENTRY_BYTES, SNAPSHOT_CRC_AT, SNAPSHOT_ENTRIES_AT, SNAPSHOT_ENTRY_BYTES,
+    SNAPSHOT_SUFFIX, SNAPSHOT_VERSION, STREAM_INDEX_ENTRY_BYTES, STREAM_INDEX_HEADER_BYTES,
+    STREAM_INDEX_SUFFIX, STREAM_INDEX_VERSION, SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES,
     TIME_INDEX_SUFFIX,
 };
 use super::format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DELETING_SUFFIX,
-    DYNAMIC_BROKER_CONFIG_FILE, LOCK_FILE, MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX,
-    RECOVERY_CHECKPOINT_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
+    DYNAMIC_BROKER_CONFIG_FILE, KPFS_TOPICS_DIR, LEADER_EPOCH_CHECKPOINT_FILE, LOCK_FILE,
+    MAX_SEGMENT_FILE_BYTES, PARTITION_METADATA_FILE, PARTITION_SUFFIX, RECOVERY_CHECKPOINT_FILE,
+    TMP_SUFFIX, TOPIC_CONFIG_FILE,
+};
+use super::stream_index::{
+    decode_entry as decode_stream_entry, decode_header as decode_stream_header, StreamEntry,
 };
 use super::validate_topic_name;
 
@@ -66,6 +74,8 @@ pub enum DumpError {
     },
     /// The index sanity check found problems (each one was printed).
     IndexCheckFailed { path: PathBuf, problems: usize },
+    /// A producer-state snapshot that Kafka would refuse, with Kafka's reason.
+    Corrupt { path: PathBuf, reason: String },
 }
 
 impl fmt::Display for DumpError {
@@ -90,6 +100,7 @@ impl fmt::Display for DumpError {
                 "{}: {invalid_bytes} invalid bytes at position {position}: {reason}",
                 path.display()
             ),
+            DumpError::Corrupt { path, reason } => write!(f, "{}: {reason}", path.display()),
             DumpError::IndexCheckFailed { path, problems } => write!(
                 f,
                 "{}: index sanity check found {problems} problem(s)",
@@ -108,20 +119,33 @@ impl std::error::Error for DumpError {
     }
 }
 
-/// The three kinds of segment file. The values index `[log, index, timeindex]` arrays.
+/// The kinds of file named after an offset: a segment's three files, Kafka's producer-state
+/// snapshot (partition directory) and kpfs's stream index (the topic's kpfs folder).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
-    Log = 0,
-    OffsetIndex = 1,
-    TimeIndex = 2,
+    Log,
+    OffsetIndex,
+    TimeIndex,
+    ProducerSnapshot,
+    StreamIndex,
 }
 
 impl Kind {
+    const ALL: [Kind; 5] = [
+        Kind::Log,
+        Kind::OffsetIndex,
+        Kind::TimeIndex,
+        Kind::ProducerSnapshot,
+        Kind::StreamIndex,
+    ];
+
     fn suffix(self) -> &'static str {
         match self {
             Kind::Log => LOG_SUFFIX,
             Kind::OffsetIndex => INDEX_SUFFIX,
             Kind::TimeIndex => TIME_INDEX_SUFFIX,
+            Kind::ProducerSnapshot => SNAPSHOT_SUFFIX,
+            Kind::StreamIndex => STREAM_INDEX_SUFFIX,
         }
     }
 }
@@ -137,9 +161,7 @@ fn split_temp_suffix(suffix: &str) -> (&str, &str) {
 }
 
 fn kind_of_suffix(suffix: &str) -> Option<Kind> {
-    [Kind::Log, Kind::OffsetIndex, Kind::TimeIndex]
-        .into_iter()
-        .find(|k| k.suffix() == suffix)
+    Kind::ALL.into_iter().find(|k| k.suffix() == suffix)
 }
 
 /// A segment file name taken apart: `<base><kind suffix><temp suffix>`.
@@ -485,10 +507,12 @@ impl IndexWalk<'_, '_> {
     }
 }
 
-/// Prints one `.log`, `.index` or `.timeindex` file as `kafka-dump-log.sh --files` does.
-/// Temporary suffixes (`.deleted`, `.cleaned`, `.swap`) are looked through. Any other file
-/// is reported as ignored. Returns an error, after printing what it found, when a `.log`
-/// has bytes that do not decode or a requested index check finds problems.
+/// Prints one file as `kafka-dump-log.sh --files` does: a `.log`, `.index`, `.timeindex`
+/// or producer-state `.snapshot` of a partition directory, or kpfs's own `.stream` index
+/// (its entries, for debugging). Temporary suffixes (`.deleted`, `.cleaned`, `.swap`) are
+/// looked through. Any other file is reported as ignored. Returns an error, after printing
+/// what it found, when a file has bytes that do not decode or a requested index check
+/// finds problems.
 pub fn dump_file(path: &Path, opts: &DumpOptions, out: &mut impl Write) -> Result<(), DumpError> {
     let io_err = |what: &'static str| {
         let path = path.to_path_buf();
@@ -500,9 +524,7 @@ pub fn dump_file(path: &Path, opts: &DumpOptions, out: &mut impl Write) -> Resul
         .unwrap_or_default();
     let (_, temp) = split_temp_suffix(&name);
     let stem = &name[..name.len() - temp.len()];
-    let kind = [Kind::Log, Kind::OffsetIndex, Kind::TimeIndex]
-        .into_iter()
-        .find(|k| stem.ends_with(k.suffix()));
+    let kind = Kind::ALL.into_iter().find(|k| stem.ends_with(k.suffix()));
     let file = File::open(path).map_err(io_err("open"))?;
     let meta = file.metadata().map_err(io_err("stat"))?;
     if !meta.is_file() {
@@ -527,6 +549,8 @@ pub fn dump_file(path: &Path, opts: &DumpOptions, out: &mut impl Write) -> Resul
     match kind {
         Kind::Log => dump_log(path, &file, len, seg.base, opts, out),
         Kind::OffsetIndex | Kind::TimeIndex => dump_index(path, file, len, seg, opts, out),
+        Kind::ProducerSnapshot => dump_producer_snapshot(path, &file, len, out),
+        Kind::StreamIndex => dump_stream_index(path, &file, len, seg, opts, out),
     }
 }
 
@@ -549,6 +573,7 @@ fn dump_log(
         source,
     };
     writeln!(out, "Log starting offset: {base}").map_err(write_err)?;
+    // Kafka's `isDeepIteration`: `--print-data-log` implies it.
     let deep = opts.deep_iteration || opts.print_data_log;
     let mut walker = BatchWalker::new(file, len, base, true);
     loop {
@@ -565,9 +590,17 @@ fn dump_log(
                     .map_err(write_err)?;
                     return Ok(());
                 }
+                // Kafka prints a batch whose framing holds whatever its CRC says
+                // (`isvalid: false`); kpfs's recovery cuts the segment there, so the dump
+                // stops there too.
+                if let Some((header, crc_ok)) = framed_batch_at(file, pos, len).map_err(read_err)? {
+                    writeln!(out, "{}", batch_line(pos, &header, crc_ok)).map_err(write_err)?;
+                }
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
                 writeln!(
                     out,
-                    "Found {invalid_bytes} invalid bytes at position {pos}: {reason}"
+                    "Found {invalid_bytes} invalid bytes at the end of {name} (position {pos}: \
+                     {reason})"
                 )
                 .map_err(write_err)?;
                 return Err(DumpError::InvalidBatch {
@@ -578,37 +611,39 @@ fn dump_log(
                 });
             }
             Step::Batch { pos, header } => {
-                writeln!(out, "{}", batch_line(pos, &header)).map_err(write_err)?;
+                writeln!(out, "{}", batch_line(pos, &header, true)).map_err(write_err)?;
                 if deep {
                     // The walker verified every record of the batch already.
                     let mut scratch = Vec::new();
                     let section = records_section(&header, walker.batch_bytes(), &mut scratch)
                         .unwrap_or_default();
-                    let records = RecordIter::new(&header, section);
-                    for record in records.filter_map(Result::ok) {
-                        let mut line = format!(
-                            "| offset: {} CreateTime: {} keySize: {} valueSize: {}",
-                            record.offset,
-                            record.timestamp,
-                            record.key.map_or(-1, |k| k.len() as i64),
-                            record.value.map_or(-1, |v| v.len() as i64),
-                        );
-                        if opts.print_data_log {
-                            if let Some(key) = record.key {
-                                line.push_str(" key: ");
-                                line.push_str(&String::from_utf8_lossy(key));
-                            }
-                            if let Some(value) = record.value {
-                                line.push_str(" payload: ");
-                                line.push_str(&String::from_utf8_lossy(value));
-                            }
-                        }
+                    for record in RecordIter::new(&header, section).filter_map(Result::ok) {
+                        let line = record_line(&header, &record, opts.print_data_log);
                         writeln!(out, "{line}").map_err(write_err)?;
                     }
                 }
             }
         }
     }
+}
+
+/// The header of the batch at `pos` when its framing holds (it decodes and fits before
+/// `len`), and whether its CRC32C matches (Kafka's `isValid`).
+fn framed_batch_at(file: &File, pos: u64, len: u64) -> io::Result<Option<(BatchHeader, bool)>> {
+    let mut head = [0u8; BATCH_HEADER_BYTES];
+    if len - pos < BATCH_HEADER_BYTES as u64 {
+        return Ok(None);
+    }
+    file.read_exact_at(&mut head, pos)?;
+    let Ok(header) = decode_header(&head) else {
+        return Ok(None);
+    };
+    if header.size as u64 > len - pos {
+        return Ok(None);
+    }
+    let mut batch = vec![0u8; header.size];
+    file.read_exact_at(&mut batch, pos)?;
+    Ok(Some((header, batch_crc(&batch) == header.crc)))
 }
 
 /// Whether the bytes of `file` from `pos` to `len` are the rest of a `.log` that
@@ -631,24 +666,116 @@ fn is_zero_from(file: &File, mut pos: u64, len: u64) -> io::Result<bool> {
     Ok(true)
 }
 
-/// Kafka's batch line with the fields kpfs's batch format has (FORMAT.md; `magic` is
-/// its version): Kafka's producer id, epoch and sequences, leader epoch, transaction and
-/// control flags and record headers are not stored, so they are not printed.
-fn batch_line(pos: u64, h: &BatchHeader) -> String {
+/// Kafka's `TimestampType` name, as `DumpLogSegments` prints it before a timestamp.
+fn timestamp_type(h: &BatchHeader) -> &'static str {
+    if h.is_log_append_time() {
+        "LogAppendTime"
+    } else {
+        "CreateTime"
+    }
+}
+
+/// `DumpLogSegments.printBatchLevel` for a v2 batch, field for field: `crc` is the
+/// unsigned CRC32C, `compresscodec` Kafka's `CompressionType.name`, `isvalid` whether the
+/// CRC matches.
+fn batch_line(pos: u64, h: &BatchHeader, crc_ok: bool) -> String {
     let horizon = match h.delete_horizon_ms() {
         Some(ms) => format!("OptionalLong[{ms}]"),
         None => "OptionalLong.empty".to_string(),
     };
+    let codec = CompressionCodec::from_attribute_bits(h.attributes)
+        .map_or_else(|e| e.to_string(), |c| c.name().to_string());
     format!(
-        "baseOffset: {} lastOffset: {} count: {} deleteHorizonMs: {horizon} position: {pos} \
-         CreateTime: {} size: {} magic: {BATCH_MAGIC} compresscodec: none crc: {} isvalid: true",
+        "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} \
+         producerId: {} producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} \
+         isControl: {} deleteHorizonMs: {horizon} position: {pos} {}: {} size: {} \
+         magic: {BATCH_MAGIC} compresscodec: {codec} crc: {} isvalid: {crc_ok}",
         h.base_offset,
         h.last_offset(),
         h.record_count,
+        h.base_sequence,
+        h.last_sequence(),
+        h.producer_id,
+        h.producer_epoch,
+        h.partition_leader_epoch,
+        h.is_transactional(),
+        h.is_control(),
+        timestamp_type(h),
         h.max_timestamp,
         h.size,
         h.crc,
     )
+}
+
+/// `DumpLogSegments.dumpLog`'s line for one record of a v2 batch. With `print_data`,
+/// the key and payload as UTF-8 (Kafka's `StringDecoder`), none for a control batch.
+fn record_line(h: &BatchHeader, r: &RecordRef<'_>, print_data: bool) -> String {
+    // With LogAppendTime every record carries the batch's time (Kafka's `RecordIterator`).
+    let timestamp = if h.is_log_append_time() {
+        h.max_timestamp
+    } else {
+        r.timestamp
+    };
+    let offset_delta = u32::try_from(r.offset - h.base_offset).unwrap_or(u32::MAX);
+    let header_keys: Vec<String> = r
+        .header_fields()
+        .map(|(key, _)| String::from_utf8_lossy(key).into_owned())
+        .collect();
+    let mut line = format!(
+        "| offset: {} {}: {timestamp} keySize: {} valueSize: {} sequence: {} headerKeys: [{}]",
+        r.offset,
+        timestamp_type(h),
+        field_len(r.key),
+        field_len(r.value),
+        sequence_at(h.base_sequence, offset_delta),
+        header_keys.join(","),
+    );
+    if h.is_control() {
+        line.push_str(&control_record_text(r));
+    } else if print_data {
+        if let Some(key) = r.key {
+            line.push_str(" key: ");
+            line.push_str(&String::from_utf8_lossy(key));
+        }
+        if let Some(value) = r.value {
+            line.push_str(" payload: ");
+            line.push_str(&String::from_utf8_lossy(value));
+        }
+    }
+    line
+}
+
+/// What Kafka prints after a control record: the transaction marker of a commit or
+/// abort (`EndTransactionMarker`: key = version i16, type i16; value = version i16,
+/// coordinator epoch i32), else the control type (Kafka prints KRaft's snapshot and voter
+/// records as JSON; kpfs, which never holds them, names their type).
+fn control_record_text(r: &RecordRef<'_>) -> String {
+    const TYPES: [&str; 7] = [
+        "ABORT",
+        "COMMIT",
+        "LEADER_CHANGE",
+        "SNAPSHOT_HEADER",
+        "SNAPSHOT_FOOTER",
+        "KRAFT_VERSION",
+        "KRAFT_VOTERS",
+    ];
+    let i16_at = |b: &[u8], at: usize| b.get(at..at + 2).map(|x| i16::from_be_bytes([x[0], x[1]]));
+    let Some(type_id) = r.key.and_then(|k| i16_at(k, 2)) else {
+        return " controlType: UNKNOWN(-1)".to_string();
+    };
+    let name = usize::try_from(type_id)
+        .ok()
+        .and_then(|i| TYPES.get(i))
+        .copied()
+        .unwrap_or("UNKNOWN");
+    let epoch = r
+        .value
+        .and_then(|v| v.get(2..6))
+        .map(|e| i32::from_be_bytes([e[0], e[1], e[2], e[3]]));
+    match (type_id, epoch) {
+        (0 | 1, Some(epoch)) => format!(" endTxnMarker: {name} coordinatorEpoch: {epoch}"),
+        _ => format!(" controlType: {name}({type_id})"),
+    }
 }
 
 /// The `.log` an index belongs to: same directory and base offset, with the index's
@@ -675,6 +802,11 @@ fn dump_index(
         let path = path.to_path_buf();
         move |source| DumpError::Io { path, what, source }
     };
+    if seg.kind == Kind::OffsetIndex && len < OFFSET_INDEX_ENTRY_BYTES as u64 {
+        // Kafka's dump says so before any check.
+        writeln!(out, "{} is empty.", path.display()).map_err(io_err("write output"))?;
+        return Ok(());
+    }
     let mut problems_before = 0;
     let log_file = if check {
         match matching_log(path, seg) {
@@ -712,7 +844,8 @@ fn dump_index(
         log: cursor.as_mut(),
     };
     let mut write_failed: Option<io::Error> = None;
-    let quiet = opts.verify_index_only;
+    // Kafka's `--index-sanity-check` and `--verify-index-only` print no entries.
+    let quiet = check;
     let mut sink = |line: IndexLine| -> io::Result<()> {
         let text = match line {
             IndexLine::Entry(_) if quiet => return Ok(()),
@@ -733,13 +866,12 @@ fn dump_index(
     }
     let problems = summary.problems + problems_before;
     if problems == 0 {
-        writeln!(
-            out,
-            "{} passed sanity check ({} entries).",
-            path.display(),
-            summary.entries
-        )
-        .map_err(io_err("write output"))?;
+        // Kafka's line for `--index-sanity-check`; `--verify-index-only` prints only
+        // mismatches.
+        if opts.index_sanity_check {
+            writeln!(out, "{} passed sanity check.", path.display())
+                .map_err(io_err("write output"))?;
+        }
         Ok(())
     } else {
         writeln!(
@@ -753,6 +885,359 @@ fn dump_index(
             path: path.to_path_buf(),
             problems,
         })
+    }
+}
+
+/// What a walk of a stream index found.
+#[derive(Debug, Default)]
+struct StreamIndexSummary {
+    /// The segment's stream start, when the header is valid.
+    stream_start: Option<u64>,
+    /// Entries that the engine loads (up to the first one it drops).
+    entries: usize,
+    /// The stream position of the last entry the engine loads.
+    last_stream_pos: Option<u64>,
+    problems: usize,
+}
+
+/// Walks a stream index's bytes (`<base>.stream`, FORMAT.md) as the engine loads them:
+/// the header, then entries up to the first that fails its CRC, does not follow the one
+/// before or points past the log. With `log`, each entry's `.log` position must also be
+/// the start of a batch holding its offset, which the engine trusts without checking.
+fn walk_stream_index(
+    bytes: &[u8],
+    base: u64,
+    mut log: Option<&mut BatchCursor<'_>>,
+    sink: &mut dyn FnMut(IndexLine) -> io::Result<()>,
+) -> io::Result<StreamIndexSummary> {
+    fn problem(
+        summary: &mut StreamIndexSummary,
+        sink: &mut dyn FnMut(IndexLine) -> io::Result<()>,
+        text: String,
+    ) -> io::Result<()> {
+        summary.problems += 1;
+        sink(IndexLine::Problem(text))
+    }
+    let mut summary = StreamIndexSummary::default();
+    let Some(stream_start) = decode_stream_header(bytes) else {
+        problem(
+            &mut summary,
+            sink,
+            format!(
+                "byte 0: not a valid {STREAM_INDEX_HEADER_BYTES}-byte stream index header \
+                 (magic, version {STREAM_INDEX_VERSION}, CRC32C); the next open rebuilds the \
+                 index from the log, starting the segment's stream where the previous one ends"
+            ),
+        )?;
+        return Ok(summary);
+    };
+    summary.stream_start = Some(stream_start);
+    sink(IndexLine::Entry(format!("streamStart: {stream_start}")))?;
+    let body = &bytes[STREAM_INDEX_HEADER_BYTES..];
+    let dropped = "the next open drops it and the entries after it, and derives their \
+                   records' stream positions from the records again";
+    let mut previous: Option<StreamEntry> = None;
+    for (i, raw) in body.chunks_exact(STREAM_INDEX_ENTRY_BYTES).enumerate() {
+        let at = STREAM_INDEX_HEADER_BYTES + i * STREAM_INDEX_ENTRY_BYTES;
+        let Some(e) = decode_stream_entry(raw, base) else {
+            let text = format!(
+                "byte {at}: entry fails its CRC32C or holds an impossible position; {dropped}"
+            );
+            problem(&mut summary, sink, text)?;
+            return Ok(summary);
+        };
+        let separator = e
+            .shape
+            .separator_len
+            .map_or_else(|| "none".to_string(), |s| s.to_string());
+        sink(IndexLine::Entry(format!(
+            "offset: {} position: {} streamPosition: {} keySeparatorBytes: {separator} \
+             nullMarkerBytes: {}",
+            e.offset, e.file_pos, e.stream_pos, e.shape.null_len
+        )))?;
+        let out_of_order = match previous {
+            None if e.stream_pos < stream_start => Some(format!(
+                "stream position {} is below the segment's stream start {stream_start}",
+                e.stream_pos
+            )),
+            Some(p) if e.offset <= p.offset || e.file_pos < p.file_pos => Some(format!(
+                "offset {} at position {} does not follow the previous entry's offset {} at \
+                 position {}",
+                e.offset, e.file_pos, p.offset, p.file_pos
+            )),
+            Some(p) if e.stream_pos < p.stream_pos => Some(format!(
+                "stream position {} is below the previous entry's {}",
+                e.stream_pos, p.stream_pos
+            )),
+            _ => None,
+        };
+        if let Some(why) = out_of_order {
+            problem(&mut summary, sink, format!("byte {at}: {why}; {dropped}"))?;
+            return Ok(summary);
+        }
+        if let Some(log) = log.as_deref_mut() {
+            let position = u64::from(e.file_pos);
+            if position >= log.walker.end() {
+                let text = format!(
+                    "byte {at}: offset {} points to position {position}, past the log's valid \
+                     data ({} bytes); {dropped}",
+                    e.offset,
+                    log.walker.end()
+                );
+                problem(&mut summary, sink, text)?;
+                return Ok(summary);
+            }
+            log.seek_position(position)?;
+            let holds = match &log.current {
+                Step::Batch { pos, header } if *pos == position => {
+                    (header.base_offset..=header.last_offset()).contains(&e.offset)
+                }
+                _ => false,
+            };
+            if !holds {
+                let text = format!(
+                    "byte {at}: offset {} points to position {position}, which is not the \
+                     start of the batch holding that offset; `cat log` would place the \
+                     records from this offset at wrong stream positions",
+                    e.offset
+                );
+                problem(&mut summary, sink, text)?;
+            }
+        }
+        summary.entries += 1;
+        summary.last_stream_pos = Some(e.stream_pos);
+        previous = Some(e);
+    }
+    let torn = body.len() % STREAM_INDEX_ENTRY_BYTES;
+    if torn != 0 {
+        let text = format!(
+            "byte {}: {torn} bytes of a torn last entry (a crash mid-append); the next open \
+             cuts them",
+            bytes.len() - torn
+        );
+        problem(&mut summary, sink, text)?;
+    }
+    Ok(summary)
+}
+
+/// The `.log` of the segment whose stream index is `stream_path`: in the partition
+/// directory named like the index's kpfs folder (`DATA/kpfs-topics/T-0/<base>.stream` ->
+/// `DATA/T-0/<base>.log`), with the index's temporary suffix if that file exists.
+fn log_of_stream_index(stream_path: &Path, seg: SegmentName<'_>) -> Option<PathBuf> {
+    // A bare file name has no parent to climb from.
+    let stream_path = fs::canonicalize(stream_path).ok()?;
+    let folder = stream_path.parent()?;
+    let data_dir = folder.parent()?.parent()?;
+    let partition = data_dir.join(folder.file_name()?);
+    let plain = segment_file_name(seg.base, LOG_SUFFIX);
+    [format!("{plain}{}", seg.temp), plain]
+        .into_iter()
+        .map(|n| partition.join(n))
+        .find(|p| p.is_file())
+}
+
+fn dump_stream_index(
+    path: &Path,
+    file: &File,
+    len: u64,
+    seg: SegmentName<'_>,
+    opts: &DumpOptions,
+    out: &mut impl Write,
+) -> Result<(), DumpError> {
+    let io_err = |what: &'static str| {
+        let path = path.to_path_buf();
+        move |source| DumpError::Io { path, what, source }
+    };
+    let bytes = read_whole(file, len).map_err(io_err("read"))?;
+    let check = opts.index_sanity_check || opts.verify_index_only;
+    let log_file = match check.then(|| log_of_stream_index(path, seg)).flatten() {
+        Some(p) => Some(File::open(&p).map_err(io_err("open the segment's .log"))?),
+        None => None,
+    };
+    let mut cursor = match &log_file {
+        Some(f) => {
+            let log_len = f
+                .metadata()
+                .map_err(io_err("stat the segment's .log"))?
+                .len();
+            let walker = BatchWalker::new(f, log_len, seg.base, true);
+            Some(BatchCursor::new(walker, seg.base).map_err(io_err("read the segment's .log"))?)
+        }
+        None => None,
+    };
+    if check && cursor.is_none() {
+        writeln!(
+            out,
+            "{}: no {} in the partition directory; checking the entries among themselves only",
+            path.display(),
+            segment_file_name(seg.base, LOG_SUFFIX)
+        )
+        .map_err(io_err("write output"))?;
+    }
+    let mut write_failed: Option<io::Error> = None;
+    let mut sink = |line: IndexLine| -> io::Result<()> {
+        let text = match line {
+            IndexLine::Entry(_) if check => return Ok(()),
+            IndexLine::Entry(t) => t,
+            IndexLine::Problem(t) => format!("{}: {t}", path.display()),
+        };
+        writeln!(out, "{text}").inspect_err(|e| {
+            write_failed = Some(io::Error::new(e.kind(), e.to_string()));
+        })
+    };
+    let result = walk_stream_index(&bytes, seg.base, cursor.as_mut(), &mut sink);
+    if let Some(e) = write_failed {
+        return Err(io_err("write output")(e));
+    }
+    let summary = result.map_err(io_err("read the segment's .log"))?;
+    if summary.problems > 0 {
+        writeln!(
+            out,
+            "{} failed sanity check: {} problem(s) in {} entries.",
+            path.display(),
+            summary.problems,
+            summary.entries
+        )
+        .map_err(io_err("write output"))?;
+        return Err(DumpError::IndexCheckFailed {
+            path: path.to_path_buf(),
+            problems: summary.problems,
+        });
+    }
+    if opts.index_sanity_check {
+        writeln!(out, "{} passed sanity check.", path.display()).map_err(io_err("write output"))?;
+    }
+    Ok(())
+}
+
+/// A whole file (a stream index or producer snapshot: small), `len` bytes as its
+/// metadata said.
+fn read_whole(file: &File, len: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    let mut reader = file;
+    reader.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// One producer of a producer-state snapshot (Kafka's `ProducerSnapshot.ProducerEntry`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ProducerSnapshotEntry {
+    producer_id: i64,
+    producer_epoch: i16,
+    last_sequence: i32,
+    last_offset: i64,
+    offset_delta: i32,
+    timestamp: i64,
+    coordinator_epoch: i32,
+    current_txn_first_offset: i64,
+}
+
+/// Decodes a `.snapshot` as Kafka's `ProducerStateManager.readSnapshot` does; the error
+/// is its `CorruptSnapshotException` text.
+fn decode_producer_snapshot(bytes: &[u8]) -> Result<Vec<ProducerSnapshotEntry>, String> {
+    let schema = |why: &str| format!("Snapshot failed schema validation: {why}");
+    let version = bytes
+        .get(..SNAPSHOT_CRC_AT)
+        .map(|v| i16::from_be_bytes([v[0], v[1]]))
+        .ok_or_else(|| schema("no version"))?;
+    if version != SNAPSHOT_VERSION {
+        return Err(format!(
+            "Snapshot contained an unknown file version {version}"
+        ));
+    }
+    let header = bytes
+        .get(..SNAPSHOT_ENTRIES_AT + 4)
+        .ok_or_else(|| schema("no CRC or entry count"))?;
+    let stored = be_u32(header, SNAPSHOT_CRC_AT);
+    let count = be_u32(header, SNAPSHOT_ENTRIES_AT) as i32;
+    let entries = &bytes[SNAPSHOT_ENTRIES_AT + 4..];
+    let Ok(count) = usize::try_from(count) else {
+        return Err(schema(&format!("entry count {count}")));
+    };
+    if count > entries.len() / SNAPSHOT_ENTRY_BYTES {
+        return Err(schema(&format!(
+            "{count} entries announced, {} bytes of entries present",
+            entries.len()
+        )));
+    }
+    let computed = crc32c::crc32c(&bytes[SNAPSHOT_ENTRIES_AT..]);
+    if stored != computed {
+        return Err(format!(
+            "Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored}. Computed crc: \
+             {computed}"
+        ));
+    }
+    let i16_at = |e: &[u8], at: usize| i16::from_be_bytes([e[at], e[at + 1]]);
+    Ok(entries
+        .chunks_exact(SNAPSHOT_ENTRY_BYTES)
+        .take(count)
+        .map(|e| ProducerSnapshotEntry {
+            producer_id: be_i64(e, 0),
+            producer_epoch: i16_at(e, 8),
+            last_sequence: be_u32(e, 10) as i32,
+            last_offset: be_i64(e, 14),
+            offset_delta: be_u32(e, 22) as i32,
+            timestamp: be_i64(e, 26),
+            coordinator_epoch: be_u32(e, 34) as i32,
+            current_txn_first_offset: be_i64(e, 38),
+        })
+        .collect())
+}
+
+/// `DumpLogSegments.dumpProducerIdSnapshot`'s line for one producer: the batch fields
+/// only when the producer has a last batch (`lastOffset >= 0`), as Kafka prints them.
+fn producer_snapshot_line(e: &ProducerSnapshotEntry) -> String {
+    let txn_first = if e.current_txn_first_offset >= 0 {
+        format!("OptionalLong[{}]", e.current_txn_first_offset)
+    } else {
+        "OptionalLong.empty".to_string()
+    };
+    let mut line = format!(
+        "producerId: {} producerEpoch: {} coordinatorEpoch: {} currentTxnFirstOffset: \
+         {txn_first} lastTimestamp: {} ",
+        e.producer_id, e.producer_epoch, e.coordinator_epoch, e.timestamp
+    );
+    if e.last_offset >= 0 {
+        // Kafka's `DefaultRecordBatch.decrementSequence`: sequences wrap at i32::MAX.
+        let first_sequence = if e.last_sequence < e.offset_delta {
+            i32::MAX - (e.offset_delta - e.last_sequence) + 1
+        } else {
+            e.last_sequence - e.offset_delta
+        };
+        line.push_str(&format!(
+            "firstSequence: {first_sequence} lastSequence: {} lastOffset: {} offsetDelta: {} \
+             timestamp: {}",
+            e.last_sequence, e.last_offset, e.offset_delta, e.timestamp
+        ));
+    }
+    line
+}
+
+fn dump_producer_snapshot(
+    path: &Path,
+    file: &File,
+    len: u64,
+    out: &mut impl Write,
+) -> Result<(), DumpError> {
+    let io_err = |what: &'static str| {
+        let path = path.to_path_buf();
+        move |source| DumpError::Io { path, what, source }
+    };
+    let bytes = read_whole(file, len).map_err(io_err("read"))?;
+    match decode_producer_snapshot(&bytes) {
+        Ok(entries) => {
+            for e in &entries {
+                writeln!(out, "{}", producer_snapshot_line(e)).map_err(io_err("write output"))?;
+            }
+            Ok(())
+        }
+        Err(reason) => {
+            writeln!(out, "{reason}").map_err(io_err("write output"))?;
+            Err(DumpError::Corrupt {
+                path: path.to_path_buf(),
+                reason,
+            })
+        }
     }
 }
 
@@ -802,6 +1287,7 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
     let mut log_ends: BTreeMap<String, u64> = BTreeMap::new();
     let mut clean_marker = false;
     let mut checkpoints: Vec<(&str, &str)> = Vec::new();
+    let mut kpfs_topics: Option<PathBuf> = None;
     for entry in names {
         let path = dir.join(&entry.name);
         if entry.is_dir {
@@ -810,13 +1296,16 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
                     &path,
                     "topic deletion was interrupted; the next open removes this directory",
                 );
+            } else if entry.name == KPFS_TOPICS_DIR {
+                kpfs_topics = Some(path);
             } else if let Some(topic) = entry
                 .name
                 .strip_suffix(PARTITION_SUFFIX)
                 .filter(|t| validate_topic_name(t).is_ok())
             {
                 report.topics += 1;
-                let end = check_partition(&path, &mut report);
+                let kpfs_dir = dir.join(KPFS_TOPICS_DIR).join(&entry.name);
+                let end = check_partition(&path, &kpfs_dir, &mut report);
                 log_ends.insert(topic.to_string(), end);
             } else {
                 report.note(&path, "not a partition directory; kpfs ignores it");
@@ -853,6 +1342,9 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
             ),
             _ => report.note(&path, "unknown file; kpfs ignores it"),
         }
+    }
+    if let Some(path) = kpfs_topics {
+        check_orphan_kpfs_folders(&path, &log_ends, &mut report);
     }
     if !clean_marker {
         report.note(
@@ -943,76 +1435,54 @@ fn check_topic_config(path: &Path, report: &mut CheckReport) {
     }
 }
 
-/// Checks one `TOPIC-0` directory; returns the log end offset the next open would find.
-fn check_partition(dir: &Path, report: &mut CheckReport) -> u64 {
-    let names = match sorted_entries(dir) {
-        Ok(names) => names,
-        Err(e) => {
-            report.problem(dir, format_args!("cannot list: {e}"));
-            return 0;
+/// Which files of one base offset a partition directory and its kpfs folder hold.
+#[derive(Clone, Copy, Debug, Default)]
+struct SegmentFiles {
+    log: bool,
+    index: bool,
+    time_index: bool,
+    stream_index: bool,
+}
+
+/// What a file with a temporary suffix is, for its note.
+fn temporary_file_note(temp: &str) -> &'static str {
+    match temp {
+        DELETED_SUFFIX => {
+            "segment file awaiting deletion (normal while mounted; the next open removes it)"
         }
-    };
-    let mut files: BTreeMap<u64, [bool; 3]> = BTreeMap::new();
-    for entry in &names {
-        let path = dir.join(&entry.name);
-        if entry.is_dir {
-            report.problem(&path, "unexpected directory in a partition directory");
-            continue;
-        }
-        if entry.name == TOPIC_CONFIG_FILE {
-            check_topic_config(&path, report);
-            continue;
-        }
-        if entry.name.ends_with(TMP_SUFFIX) {
-            report.note(
-                &path,
-                "left by an interrupted config write; kpfs never reads it",
-            );
-            continue;
-        }
-        let Some(seg) = parse_name(&entry.name) else {
-            report.problem(
-                &path,
-                "unknown file: not a topic config nor a segment file \
-                 (<20-digit base offset>.log, .index or .timeindex)",
-            );
-            continue;
-        };
-        match seg.temp {
-            "" => {
-                let kinds = files.entry(seg.base).or_default();
-                kinds[seg.kind as usize] = true;
-            }
-            DELETED_SUFFIX => report.note(
-                &path,
-                "segment file awaiting deletion (normal while mounted; the next open removes it)",
-            ),
-            CLEANED_SUFFIX => report.note(
-                &path,
-                "output of an unfinished clean (a crash); the next open removes it",
-            ),
-            _ => report.note(
-                &path,
-                "segment swap interrupted by a crash; the next open completes or rolls it back",
-            ),
-        }
+        CLEANED_SUFFIX => "output of an unfinished clean (a crash); the next open removes it",
+        _ => "segment swap interrupted by a crash; the next open completes or rolls it back",
     }
+}
+
+/// Checks one `TOPIC-0` directory and the topic's kpfs folder (`kpfs_dir`); returns the
+/// log end offset the next open would find.
+fn check_partition(dir: &Path, kpfs_dir: &Path, report: &mut CheckReport) -> u64 {
+    let mut files: BTreeMap<u64, SegmentFiles> = BTreeMap::new();
+    scan_partition_dir(dir, &mut files, report);
+    scan_kpfs_folder(kpfs_dir, &mut files, report);
     let mut log_end = 0u64;
     // (path, next offset) of the previous segment, for overlaps.
     let mut previous: Option<(PathBuf, u64)> = None;
+    // The previous segment's last indexed stream position: a segment's stream starts
+    // after it.
+    let mut previous_stream: Option<u64> = None;
     // Set once a segment has bytes that do not decode: recovery truncates there and
     // deletes every later segment, so the log would end there.
     let mut cut = false;
-    for (&base, &[has_log, has_index, has_time_index]) in &files {
+    let last_log = files.iter().rev().find(|(_, f)| f.log).map(|(&b, _)| b);
+    for (&base, present) in &files {
         let file = |kind: Kind| dir.join(segment_file_name(base, kind.suffix()));
-        if !has_log {
-            for (present, kind) in [
-                (has_index, Kind::OffsetIndex),
-                (has_time_index, Kind::TimeIndex),
+        let stream_path = kpfs_dir.join(segment_file_name(base, STREAM_INDEX_SUFFIX));
+        if !present.log {
+            for (there, path) in [
+                (present.index, file(Kind::OffsetIndex)),
+                (present.time_index, file(Kind::TimeIndex)),
+                (present.stream_index, stream_path),
             ] {
-                if present {
+                if there {
                     report.problem(
-                        &file(kind),
+                        &path,
                         "orphaned index with no .log of the same base offset; the next open deletes it",
                     );
                 }
@@ -1021,8 +1491,7 @@ fn check_partition(dir: &Path, report: &mut CheckReport) -> u64 {
         }
         report.segments += 1;
         let log_path = file(Kind::Log);
-        let last = Some(base) == files.iter().rev().find(|(_, k)| k[0]).map(|(&b, _)| b);
-        let Some(facts) = check_log(&log_path, base, last, report) else {
+        let Some(facts) = check_log(&log_path, base, Some(base) == last_log, report) else {
             continue;
         };
         if !cut {
@@ -1042,12 +1511,12 @@ fn check_partition(dir: &Path, report: &mut CheckReport) -> u64 {
         }
         previous = Some((log_path.clone(), facts.next_offset));
         cut |= facts.invalid_at.is_some();
-        for (present, kind) in [
-            (has_index, Kind::OffsetIndex),
-            (has_time_index, Kind::TimeIndex),
+        for (there, kind) in [
+            (present.index, Kind::OffsetIndex),
+            (present.time_index, Kind::TimeIndex),
         ] {
             let path = file(kind);
-            if !present {
+            if !there {
                 let consequence = match kind {
                     Kind::OffsetIndex => "the next open rebuilds it from the log",
                     _ => "the next open creates it empty, so time lookups in this segment lose precision",
@@ -1057,8 +1526,180 @@ fn check_partition(dir: &Path, report: &mut CheckReport) -> u64 {
             }
             check_index(&path, kind, base, &log_path, &facts, report);
         }
+        if !present.stream_index {
+            report.problem(
+                &stream_path,
+                "missing: the next open rebuilds it; stream positions after a compaction gap \
+                 may shift",
+            );
+            previous_stream = None;
+            continue;
+        }
+        let Some(stream) = check_stream_index(&stream_path, base, &log_path, &facts, report) else {
+            previous_stream = None;
+            continue;
+        };
+        if let (Some(start), Some(prev)) = (stream.stream_start, previous_stream) {
+            if start < prev {
+                report.problem(
+                    &stream_path,
+                    format_args!(
+                        "byte 0: stream start {start} is below the previous segment's last \
+                         indexed stream position {prev}; `cat log` would place this segment's \
+                         records over earlier ones"
+                    ),
+                );
+            }
+        }
+        previous_stream = stream.last_stream_pos.or(stream.stream_start);
     }
     log_end
+}
+
+/// The partition directory: segment files, Kafka's producer snapshots, leader-epoch
+/// checkpoint and partition metadata.
+fn scan_partition_dir(
+    dir: &Path,
+    files: &mut BTreeMap<u64, SegmentFiles>,
+    report: &mut CheckReport,
+) {
+    let names = match sorted_entries(dir) {
+        Ok(names) => names,
+        Err(e) => {
+            report.problem(dir, format_args!("cannot list: {e}"));
+            return;
+        }
+    };
+    for entry in &names {
+        let path = dir.join(&entry.name);
+        if entry.is_dir {
+            report.problem(&path, "unexpected directory in a partition directory");
+            continue;
+        }
+        match entry.name.as_str() {
+            LEADER_EPOCH_CHECKPOINT_FILE => {
+                check_leader_epoch_checkpoint(&path, report);
+                continue;
+            }
+            PARTITION_METADATA_FILE => {
+                check_partition_metadata(&path, report);
+                continue;
+            }
+            name if name.ends_with(TMP_SUFFIX) => {
+                report.note(
+                    &path,
+                    "left by an interrupted checkpoint write; kpfs never reads it",
+                );
+                continue;
+            }
+            _ => {}
+        }
+        let seg = parse_name(&entry.name).filter(|s| s.kind != Kind::StreamIndex);
+        let Some(seg) = seg else {
+            report.problem(
+                &path,
+                format_args!(
+                    "unknown file: not a segment file (<20-digit base offset>.log, .index or \
+                     .timeindex), a producer snapshot (.snapshot), \
+                     {LEADER_EPOCH_CHECKPOINT_FILE} nor {PARTITION_METADATA_FILE}"
+                ),
+            );
+            continue;
+        };
+        if !seg.temp.is_empty() {
+            report.note(&path, temporary_file_note(seg.temp));
+            continue;
+        }
+        let present = files.entry(seg.base).or_default();
+        match seg.kind {
+            Kind::Log => present.log = true,
+            Kind::OffsetIndex => present.index = true,
+            Kind::TimeIndex => present.time_index = true,
+            Kind::ProducerSnapshot => check_producer_snapshot(&path, report),
+            Kind::StreamIndex => unreachable!("filtered out above"),
+        }
+    }
+}
+
+/// The topic's kpfs folder: its config overrides and the segments' stream indexes.
+fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report: &mut CheckReport) {
+    let names = match sorted_entries(dir) {
+        Ok(names) => names,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            report.problem(
+                dir,
+                "missing: the next open creates it, with no config overrides, and rebuilds \
+                 every stream index; stream positions after a compaction gap may shift",
+            );
+            return;
+        }
+        Err(e) => {
+            report.problem(dir, format_args!("cannot list: {e}"));
+            return;
+        }
+    };
+    for entry in &names {
+        let path = dir.join(&entry.name);
+        if entry.is_dir {
+            report.problem(&path, "unexpected directory in a kpfs topic folder");
+            continue;
+        }
+        if entry.name == TOPIC_CONFIG_FILE {
+            check_topic_config(&path, report);
+            continue;
+        }
+        if entry.name.ends_with(TMP_SUFFIX) {
+            report.note(
+                &path,
+                "left by an interrupted config write; kpfs never reads it",
+            );
+            continue;
+        }
+        match parse_name(&entry.name).filter(|s| s.kind == Kind::StreamIndex) {
+            Some(seg) if seg.temp.is_empty() => {
+                files.entry(seg.base).or_default().stream_index = true
+            }
+            Some(seg) => report.note(&path, temporary_file_note(seg.temp)),
+            None => report.problem(
+                &path,
+                format_args!(
+                    "unknown file: not {TOPIC_CONFIG_FILE} nor a stream index \
+                     (<20-digit base offset>.stream)"
+                ),
+            ),
+        }
+    }
+}
+
+/// Folders of `kpfs-topics/` whose partition directory is gone.
+fn check_orphan_kpfs_folders(dir: &Path, topics: &BTreeMap<String, u64>, report: &mut CheckReport) {
+    let names = match sorted_entries(dir) {
+        Ok(names) => names,
+        Err(e) => {
+            report.problem(dir, format_args!("cannot list: {e}"));
+            return;
+        }
+    };
+    for entry in names {
+        let path = dir.join(&entry.name);
+        let topic = entry.name.strip_suffix(PARTITION_SUFFIX);
+        if !entry.is_dir {
+            report.problem(
+                &path,
+                "unknown file: kpfs-topics holds one folder per topic",
+            );
+        } else if !topic.is_some_and(|t| topics.contains_key(t)) {
+            report.problem(
+                &path,
+                format_args!(
+                    "kpfs folder of a topic without a partition directory ({}); nothing reads \
+                     it, and a topic created under this name would start with its config \
+                     overrides",
+                    entry.name
+                ),
+            );
+        }
+    }
 }
 
 /// What the walk of one `.log` found.
@@ -1196,6 +1837,153 @@ fn check_index(
     }
 }
 
+/// Checks a segment's stream index against its verified `.log`.
+fn check_stream_index(
+    path: &Path,
+    base: u64,
+    log_path: &Path,
+    facts: &LogFacts,
+    report: &mut CheckReport,
+) -> Option<StreamIndexSummary> {
+    let opened = File::open(path)
+        .and_then(|f| {
+            let len = f.metadata()?.len();
+            read_whole(&f, len)
+        })
+        .and_then(|bytes| Ok((bytes, File::open(log_path)?)));
+    let (bytes, log) = match opened {
+        Ok(x) => x,
+        Err(e) => {
+            report.problem(path, format_args!("cannot read: {e}"));
+            return None;
+        }
+    };
+    // The log was verified already: walking its valid prefix needs only the headers.
+    let walker = BatchWalker::new(&log, facts.valid_bytes, base, false);
+    let mut cursor = match BatchCursor::new(walker, base) {
+        Ok(c) => c,
+        Err(e) => {
+            report.problem(log_path, format_args!("cannot read: {e}"));
+            return None;
+        }
+    };
+    let mut problems = Vec::new();
+    let result = walk_stream_index(&bytes, base, Some(&mut cursor), &mut |line| {
+        if let IndexLine::Problem(text) = line {
+            problems.push(text);
+        }
+        Ok(())
+    });
+    for text in problems {
+        report.problem(path, text);
+    }
+    match result {
+        Ok(summary) => Some(summary),
+        Err(e) => {
+            report.problem(log_path, format_args!("cannot read: {e}"));
+            None
+        }
+    }
+}
+
+fn check_producer_snapshot(path: &Path, report: &mut CheckReport) {
+    match fs::read(path) {
+        Ok(bytes) => {
+            if let Err(reason) = decode_producer_snapshot(&bytes) {
+                report.problem(
+                    path,
+                    format_args!("{reason} (the next open deletes it, as Kafka does)"),
+                );
+            }
+        }
+        Err(e) => report.problem(path, format_args!("cannot read: {e}")),
+    }
+}
+
+/// Kafka's `LeaderEpochCheckpointFile`: `0`, the entry count, then `epoch startOffset`
+/// lines, both increasing.
+fn check_leader_epoch_checkpoint(path: &Path, report: &mut CheckReport) {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            report.problem(path, format_args!("cannot read: {e}"));
+            return;
+        }
+    };
+    let mut lines = text.lines();
+    if lines.next() != Some("0") {
+        report.problem(path, "line 1: version is not 0 (Kafka refuses the file)");
+        return;
+    }
+    let count = lines.next().and_then(|c| c.trim().parse::<usize>().ok());
+    let mut previous: Option<(i32, i64)> = None;
+    let mut entries = 0;
+    for (i, line) in lines.enumerate() {
+        let n = i + 3;
+        entries += 1;
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let parsed = match fields[..] {
+            [epoch, offset] => epoch.parse::<i32>().ok().zip(offset.parse::<i64>().ok()),
+            _ => None,
+        };
+        let Some((epoch, offset)) = parsed else {
+            report.problem(
+                path,
+                format_args!("line {n}: {line:?} is not `<epoch> <start offset>`"),
+            );
+            return;
+        };
+        if let Some((prev_epoch, prev_offset)) = previous {
+            if epoch <= prev_epoch || offset < prev_offset {
+                report.problem(
+                    path,
+                    format_args!(
+                        "line {n}: epoch {epoch} from offset {offset} does not follow epoch \
+                         {prev_epoch} from offset {prev_offset}"
+                    ),
+                );
+            }
+        }
+        previous = Some((epoch, offset));
+    }
+    if count != Some(entries) {
+        report.problem(
+            path,
+            format_args!("line 2: the entry count is not {entries}, the number of entries"),
+        );
+    }
+}
+
+/// Kafka's `PartitionMetadataFile`: `version: 0` and `topic_id: <id>`, the id a UUID in
+/// Kafka's text form (22 characters of URL-safe base64).
+fn check_partition_metadata(path: &Path, report: &mut CheckReport) {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            report.problem(path, format_args!("cannot read: {e}"));
+            return;
+        }
+    };
+    let mut lines = text.lines();
+    if lines.next() != Some("version: 0") {
+        report.problem(path, "line 1 is not `version: 0` (Kafka refuses the file)");
+        return;
+    }
+    let id = lines.next().and_then(|l| l.strip_prefix("topic_id: "));
+    let is_uuid = id.is_some_and(|id| {
+        id.len() == 22
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    });
+    if !is_uuid {
+        report.problem(
+            path,
+            "line 2 is not `topic_id: <22-character topic id>` (Kafka refuses the file)",
+        );
+    }
+}
+
 /// `0\n<count>\n<topic> 0 <offset>` lines, as Kafka's `OffsetCheckpointFile`.
 /// One of Kafka's offset checkpoint files; `what` names its offsets in reports.
 fn check_offset_checkpoint(
@@ -1321,9 +2109,19 @@ mod tests {
         dir
     }
 
-    /// Live files of `orders` with `suffix`, oldest first.
+    /// The kpfs folder of `orders`.
+    fn kpfs_folder(dir: &Path) -> PathBuf {
+        dir.join(KPFS_TOPICS_DIR).join("orders-0")
+    }
+
+    /// Live files of `orders` with `suffix`, oldest first (stream indexes from its kpfs
+    /// folder).
     fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
-        let part = dir.join("orders-0");
+        let part = if suffix == STREAM_INDEX_SUFFIX {
+            kpfs_folder(dir)
+        } else {
+            dir.join("orders-0")
+        };
         let mut out: Vec<PathBuf> = fs::read_dir(&part)
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -1446,10 +2244,20 @@ mod tests {
             found.iter().any(|p| p.contains("position 0: CRC mismatch")),
             "{found:#?}"
         );
-        // Dumping the same file stops at the same place, with an error.
+        // Dumping the same file prints the batch as Kafka does (its framing holds, its
+        // CRC does not) and stops at the same place, with an error.
         let (out, result) = dump(log, &DumpOptions::default());
+        let lines: Vec<&str> = out.lines().collect();
         assert!(
-            out.contains("invalid bytes at position 0: CRC mismatch"),
+            lines[2].starts_with("baseOffset: ") && lines[2].ends_with(" isvalid: false"),
+            "{out}"
+        );
+        let name = log.file_name().unwrap().to_str().unwrap();
+        assert!(
+            lines[3].starts_with(&format!(
+                "Found {} invalid bytes at the end of {name} (position 0: CRC mismatch",
+                bytes.len()
+            )),
             "{out}"
         );
         assert!(matches!(
@@ -1578,7 +2386,7 @@ mod tests {
         let dir = build();
         let ckpt = dir.path().join(CLEANER_CHECKPOINT_FILE);
         fs::write(&ckpt, "0\n3\norders 0 5\nghost 0 1\norders 0 999\n").unwrap();
-        let props = dir.path().join("orders-0").join(TOPIC_CONFIG_FILE);
+        let props = kpfs_folder(dir.path()).join(TOPIC_CONFIG_FILE);
         fs::write(&props, "segment.bytes=lots\n").unwrap();
         let report = check_data_dir(dir.path());
         let found = problems_about(&report, &ckpt);
@@ -1703,12 +2511,12 @@ mod tests {
         let expected = format!(
             "Dumping {}\n\
              Log starting offset: 0\n\
-             baseOffset: 0 lastOffset: 2 count: 3 deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: {T0} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
-             | offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5 key: a payload: apple\n\
-             | offset: 1 CreateTime: {T0} keySize: -1 valueSize: 7 payload: keyless\n\
-             | offset: 2 CreateTime: {T0} keySize: 1 valueSize: -1 key: b\n\
-             baseOffset: 3 lastOffset: 3 count: 1 deleteHorizonMs: OptionalLong.empty position: {} CreateTime: {} size: {} magic: 1 compresscodec: none crc: {} isvalid: true\n\
-             | offset: 3 CreateTime: {} keySize: 1 valueSize: 5 key: c payload: \u{e9}t\u{e9}\n",
+             baseOffset: 0 lastOffset: 2 count: 3 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: {T0} size: {} magic: 2 compresscodec: none crc: {} isvalid: true\n\
+             | offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5 sequence: -1 headerKeys: [] key: a payload: apple\n\
+             | offset: 1 CreateTime: {T0} keySize: -1 valueSize: 7 sequence: -1 headerKeys: [] payload: keyless\n\
+             | offset: 2 CreateTime: {T0} keySize: 1 valueSize: -1 sequence: -1 headerKeys: [] key: b\n\
+             baseOffset: 3 lastOffset: 3 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: {} CreateTime: {} size: {} magic: 2 compresscodec: none crc: {} isvalid: true\n\
+             | offset: 3 CreateTime: {} keySize: 1 valueSize: 5 sequence: -1 headerKeys: [] key: c payload: \u{e9}t\u{e9}\n",
             log.display(),
             first.size,
             first.crc,
@@ -1730,7 +2538,7 @@ mod tests {
         };
         let (deep_out, _) = dump(&log, &deep);
         assert!(deep_out.contains(&format!(
-            "| offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5\n"
+            "| offset: 0 CreateTime: {T0} keySize: 1 valueSize: 5 sequence: -1 headerKeys: []\n"
         )));
         assert!(!deep_out.contains("payload:"));
     }
@@ -1766,6 +2574,8 @@ mod tests {
             )
         );
 
+        // Kafka's checks print no entries: a line when the sanity check passes, nothing
+        // when the verification finds no mismatch.
         for path in [&index, &time_index] {
             let opts = DumpOptions {
                 index_sanity_check: true,
@@ -1773,15 +2583,26 @@ mod tests {
             };
             let (out, result) = dump(path, &opts);
             result.unwrap();
-            assert!(out.ends_with("passed sanity check (2 entries).\n"), "{out}");
+            let shown = path.display();
+            assert_eq!(
+                out,
+                format!("Dumping {shown}\n{shown} passed sanity check.\n")
+            );
             let quiet = DumpOptions {
                 verify_index_only: true,
                 ..Default::default()
             };
             let (out, result) = dump(path, &quiet);
             result.unwrap();
-            assert_eq!(out.lines().count(), 2, "{out}");
+            assert_eq!(out, format!("Dumping {shown}\n"));
         }
+        fs::write(&index, b"").unwrap();
+        let (out, result) = dump(&index, &DumpOptions::default());
+        result.unwrap();
+        assert!(
+            out.ends_with(&format!("{} is empty.\n", index.display())),
+            "{out}"
+        );
     }
 
     #[test]
@@ -1809,12 +2630,10 @@ mod tests {
             result.unwrap();
             assert!(out.contains("passed sanity check"), "{out}");
         }
-        let (out, result) = dump(&part.join(TOPIC_CONFIG_FILE), &opts);
+        let config = kpfs_folder(dir.path()).join(TOPIC_CONFIG_FILE);
+        let (out, result) = dump(&config, &opts);
         result.unwrap();
-        assert!(out.ends_with(&format!(
-            "Ignoring unknown file {}\n",
-            part.join(TOPIC_CONFIG_FILE).display()
-        )));
+        assert!(out.ends_with(&format!("Ignoring unknown file {}\n", config.display())));
         let stray = part.join("copy.log");
         fs::write(&stray, b"").unwrap();
         assert!(matches!(
@@ -1851,7 +2670,7 @@ mod tests {
             "{out}"
         );
         assert!(out.contains(&format!(
-            "| offset: 8 CreateTime: {T0} keySize: 1 valueSize: -1 key: k\n"
+            "| offset: 8 CreateTime: {T0} keySize: 1 valueSize: -1 sequence: -1 headerKeys: [] key: k\n"
         )));
         assert!(out.contains("out of range"), "{out}");
         assert!(matches!(result, Err(DumpError::InvalidBatch { .. })));
@@ -1929,13 +2748,264 @@ mod tests {
                 let last = *boundaries.iter().filter(|&&b| b < len).max().unwrap();
                 assert!(
                     out.contains(&format!(
-                        "Found {} invalid bytes at position {last}: truncated batch",
-                        len - last
+                        "Found {} invalid bytes at the end of {} (position {last}: truncated batch",
+                        len - last,
+                        copy.file_name().unwrap().to_str().unwrap()
                     )),
                     "{len}: {out}"
                 );
                 assert!(result.is_err());
             }
         }
+    }
+
+    /// Rewrites the stream index entry at `at` with `edit` applied, its CRC32C recomputed
+    /// (a consistent but wrong entry, which only the check against the log can catch).
+    fn rewrite_stream_entry(path: &Path, at: usize, edit: impl FnOnce(&mut [u8])) {
+        let mut bytes = fs::read(path).unwrap();
+        let entry = &mut bytes[at..at + STREAM_INDEX_ENTRY_BYTES];
+        edit(entry);
+        let crc = crc32c::crc32c(&entry[..24]);
+        entry[24..28].copy_from_slice(&crc.to_be_bytes());
+        fs::write(path, bytes).unwrap();
+    }
+
+    #[test]
+    fn stream_indexes_are_checked_against_their_logs() {
+        let dir = build();
+        let streams = files(dir.path(), STREAM_INDEX_SUFFIX);
+        assert_eq!(streams.len(), files(dir.path(), LOG_SUFFIX).len());
+        let first_entry = STREAM_INDEX_HEADER_BYTES;
+        // An entry moved one byte into its batch.
+        rewrite_stream_entry(&streams[0], first_entry, |e| {
+            let pos = be_u32(e, 4) + 1;
+            e[4..8].copy_from_slice(&pos.to_be_bytes());
+        });
+        // A flipped byte under the CRC.
+        let mut bytes = fs::read(&streams[1]).unwrap();
+        bytes[first_entry + 10] ^= 0x01;
+        fs::write(&streams[1], bytes).unwrap();
+        // A torn last entry.
+        let mut bytes = fs::read(&streams[2]).unwrap();
+        bytes.extend_from_slice(&[1, 2, 3]);
+        fs::write(&streams[2], bytes).unwrap();
+        let report = check_data_dir(dir.path());
+        let found = problems_about(&report, &streams[0]);
+        assert!(
+            found.iter().any(|p| p.contains(&format!(
+                "byte {first_entry}: offset 0 points to position 1, which is not the start of \
+                 the batch holding that offset"
+            ))),
+            "{found:#?}"
+        );
+        let found = problems_about(&report, &streams[1]);
+        assert!(
+            found
+                .iter()
+                .any(|p| p.contains(&format!("byte {first_entry}: entry fails its CRC32C"))),
+            "{found:#?}"
+        );
+        assert!(problems_about(&report, &streams[2])[0].contains("torn last entry"));
+        assert_eq!(report.problems.len(), 3, "{:#?}", report.problems);
+
+        // dump-log prints the entries, and its sanity check finds the same.
+        let (out, result) = dump(&streams[3], &DumpOptions::default());
+        result.unwrap();
+        let log = &files(dir.path(), LOG_SUFFIX)[3];
+        let base = parse_segment_file_name(log.file_name().unwrap().to_str().unwrap())
+            .unwrap()
+            .0;
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[1].starts_with("streamStart: "), "{out}");
+        assert!(
+            lines[2].starts_with(&format!("offset: {base} position: 0 streamPosition: "))
+                && lines[2].ends_with(" keySeparatorBytes: none nullMarkerBytes: 4"),
+            "{out}"
+        );
+        let sanity = DumpOptions {
+            index_sanity_check: true,
+            ..Default::default()
+        };
+        let (out, result) = dump(&streams[0], &sanity);
+        assert!(out.contains("which is not the start of the batch"), "{out}");
+        assert!(matches!(
+            result,
+            Err(DumpError::IndexCheckFailed { problems: 1, .. })
+        ));
+        let (out, result) = dump(&streams[3], &sanity);
+        result.unwrap();
+        assert!(out.ends_with("passed sanity check.\n"), "{out}");
+    }
+
+    #[test]
+    fn missing_orphaned_and_stray_kpfs_files_are_reported() {
+        let dir = build();
+        let streams = files(dir.path(), STREAM_INDEX_SUFFIX);
+        fs::remove_file(&streams[0]).unwrap();
+        let orphan = kpfs_folder(dir.path()).join(segment_file_name(999_999, STREAM_INDEX_SUFFIX));
+        fs::write(&orphan, b"").unwrap();
+        let gone_topic = dir.path().join(KPFS_TOPICS_DIR).join("gone-0");
+        fs::create_dir(&gone_topic).unwrap();
+        let report = check_data_dir(dir.path());
+        assert!(problems_about(&report, &streams[0])[0].contains(
+            "missing: the next open rebuilds it; stream positions after a compaction gap may shift"
+        ));
+        assert!(problems_about(&report, &orphan)[0].contains("orphaned index"));
+        assert!(problems_about(&report, &gone_topic)[0].contains("without a partition directory"));
+        assert_eq!(report.problems.len(), 3, "{:#?}", report.problems);
+        assert_eq!(report.topics, 1, "kpfs-topics is no topic");
+    }
+
+    /// CRC32C covers neither the base offset nor the batch length's neighbours: a base
+    /// offset flipped lower is caught by the walk's offset floor, in `check` and `dump-log`.
+    #[test]
+    fn a_flipped_base_offset_is_reported() {
+        let dir = build();
+        let log = files(dir.path(), LOG_SUFFIX)[1].clone();
+        let mut bytes = fs::read(&log).unwrap();
+        let first = decode_header(&bytes).unwrap();
+        let second_at = first.size;
+        let second = decode_header(&bytes[second_at..]).unwrap();
+        // One bit flipped: the lowest one set.
+        let flipped = second.base_offset & (second.base_offset - 1);
+        assert!(
+            flipped < first.next_offset(),
+            "the flip goes below the floor"
+        );
+        bytes[second_at..second_at + 8].copy_from_slice(&flipped.to_be_bytes());
+        fs::write(&log, &bytes).unwrap();
+        let report = check_data_dir(dir.path());
+        let found = problems_about(&report, &log);
+        assert!(
+            found.iter().any(|p| p.contains(&format!(
+                "position {second_at}: batch base offset {flipped} is below the previous \
+                 batch's next offset {}",
+                first.next_offset()
+            ))),
+            "{found:#?}"
+        );
+        let (out, result) = dump(&log, &DumpOptions::default());
+        // The CRC still holds, so Kafka would call the batch valid; the walk does not.
+        assert!(
+            out.contains(&format!(
+                "baseOffset: {flipped} lastOffset: {} count: ",
+                flipped + (second.last_offset() - second.base_offset)
+            )) && out.contains(" isvalid: true\nFound "),
+            "{out}"
+        );
+        assert!(matches!(result, Err(DumpError::InvalidBatch { .. })));
+    }
+
+    /// Kafka's `ProducerSnapshot` v1 bytes with one producer.
+    fn snapshot_bytes() -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(&1i32.to_be_bytes());
+        b.extend_from_slice(&7i64.to_be_bytes()); // producer id
+        b.extend_from_slice(&2i16.to_be_bytes()); // epoch
+        b.extend_from_slice(&5i32.to_be_bytes()); // last sequence
+        b.extend_from_slice(&40i64.to_be_bytes()); // last offset
+        b.extend_from_slice(&2i32.to_be_bytes()); // offset delta
+        b.extend_from_slice(&T0.to_be_bytes()); // timestamp
+        b.extend_from_slice(&(-1i32).to_be_bytes()); // coordinator epoch
+        b.extend_from_slice(&(-1i64).to_be_bytes()); // current txn first offset
+        let crc = crc32c::crc32c(&b[SNAPSHOT_ENTRIES_AT..]);
+        b[SNAPSHOT_CRC_AT..SNAPSHOT_ENTRIES_AT].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn kafka_partition_files_are_dumped_and_checked() {
+        let dir = build();
+        let part = dir.path().join("orders-0");
+        let snapshot = part.join(segment_file_name(6, SNAPSHOT_SUFFIX));
+        fs::write(&snapshot, snapshot_bytes()).unwrap();
+        let empty = part.join(segment_file_name(0, SNAPSHOT_SUFFIX));
+        fs::write(&empty, {
+            let mut b = snapshot_bytes();
+            b.truncate(SNAPSHOT_ENTRIES_AT);
+            b.extend_from_slice(&0i32.to_be_bytes());
+            let crc = crc32c::crc32c(&b[SNAPSHOT_ENTRIES_AT..]);
+            b[SNAPSHOT_CRC_AT..SNAPSHOT_ENTRIES_AT].copy_from_slice(&crc.to_be_bytes());
+            b
+        })
+        .unwrap();
+        let epochs = part.join(LEADER_EPOCH_CHECKPOINT_FILE);
+        fs::write(&epochs, "0\n1\n0 0\n").unwrap();
+        let metadata = part.join(PARTITION_METADATA_FILE);
+        fs::write(&metadata, "version: 0\ntopic_id: RHSdtuE6TUmMmDd2P6Zpbw").unwrap();
+        healthy(&check_data_dir(dir.path()));
+
+        let (out, result) = dump(&snapshot, &DumpOptions::default());
+        result.unwrap();
+        assert_eq!(
+            out.lines().nth(1).unwrap(),
+            format!(
+                "producerId: 7 producerEpoch: 2 coordinatorEpoch: -1 currentTxnFirstOffset: \
+                 OptionalLong.empty lastTimestamp: {T0} firstSequence: 3 lastSequence: 5 \
+                 lastOffset: 40 offsetDelta: 2 timestamp: {T0}"
+            )
+        );
+        let (out, result) = dump(&empty, &DumpOptions::default());
+        result.unwrap();
+        assert_eq!(out.lines().count(), 1, "{out}");
+
+        let mut bad = snapshot_bytes();
+        *bad.last_mut().unwrap() ^= 1;
+        fs::write(&snapshot, &bad).unwrap();
+        fs::write(&epochs, "0\n2\n3 10\n1 5\n").unwrap();
+        fs::write(&metadata, "version: 0\ntopic_id: nope").unwrap();
+        let report = check_data_dir(dir.path());
+        assert!(problems_about(&report, &snapshot)[0]
+            .contains("Snapshot is corrupt (CRC is no longer valid). Stored crc: "));
+        assert!(problems_about(&report, &epochs)[0].contains("line 4: epoch 1 from offset 5"));
+        assert!(problems_about(&report, &metadata)[0].contains("topic_id"));
+        assert_eq!(report.problems.len(), 3, "{:#?}", report.problems);
+        let (out, result) = dump(&snapshot, &DumpOptions::default());
+        assert!(out.contains("Snapshot is corrupt"), "{out}");
+        assert!(matches!(result, Err(DumpError::Corrupt { .. })));
+    }
+
+    /// The seed's `kafka-dump-log.sh --print-data-log` transcript (Kafka 4.3.1, course
+    /// notes 000, compaction demo) shows this record line, with the timestamp and the
+    /// idempotent producer's `sequence: .. headerKeys: [..]` elided as `...`. kpfs's line
+    /// for the same record, elided alike, is the same text.
+    #[test]
+    fn a_record_line_matches_the_seed_transcript() {
+        const SEED_LINE: &str =
+            "| offset: 4 CreateTime: ... keySize: 1 valueSize: 18 ... key: b payload: round2-value-for-b";
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine = open(dir.path(), &clock);
+        let t = engine.create_topic("compact-demo").unwrap();
+        t.update_config(b"parse.key=true\nkey.separator=:").unwrap();
+        for round in 1..=2 {
+            for k in ["a", "b", "c"] {
+                t.append_lines(format!("{k}:round{round}-value-for-{k}\n").as_bytes())
+                    .unwrap();
+            }
+        }
+        engine.shutdown().unwrap();
+        let log = dir
+            .path()
+            .join("compact-demo-0")
+            .join(segment_file_name(0, LOG_SUFFIX));
+        let opts = DumpOptions {
+            print_data_log: true,
+            ..Default::default()
+        };
+        let (out, result) = dump(&log, &opts);
+        result.unwrap();
+        let line = out.lines().find(|l| l.starts_with("| offset: 4 ")).unwrap();
+        let (head, rest) = line.split_once(" CreateTime: ").unwrap();
+        let (timestamp, rest) = rest.split_once(' ').unwrap();
+        assert_eq!(timestamp, (T0).to_string());
+        let (sizes, rest) = rest.split_once(" sequence: ").unwrap();
+        let (_, data) = rest.split_once("] ").unwrap();
+        assert_eq!(
+            format!("{head} CreateTime: ... {sizes} ... {data}"),
+            SEED_LINE
+        );
     }
 }

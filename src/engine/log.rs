@@ -21,7 +21,7 @@ pub use super::files::remove_files;
 pub(crate) use super::files::sync_dir;
 use super::format::kpfs_topic_dir;
 use super::format::{
-    field_len, parse_segment_file_name, BatchBuilder, BatchEnd, BatchParts, DELETED_SUFFIX,
+    field_len, parse_segment_file_name, BatchBuilder, BatchEnd, DELETED_SUFFIX,
     MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX, SWAP_SUFFIX,
 };
 use super::limits::MAX_APPEND_BATCH_BYTES;
@@ -179,13 +179,6 @@ fn longest_keyless_value(limit: u64) -> Option<usize> {
     Some(len)
 }
 
-/// One batch of a write, ready to go to the active segment.
-struct NextBatch<'a> {
-    parts: BatchParts<'a>,
-    records: u64,
-    stream_end: u64,
-}
-
 /// What the next batch of a write gets: its first offset and stream position, the
 /// append's time and rendering, and its size limit.
 struct BatchStart {
@@ -195,6 +188,13 @@ struct BatchStart {
     shape: StreamShape,
     /// Batches are at most this big, unless one record alone is bigger.
     limit: usize,
+}
+
+/// The records of the batch a `next_*_batch` filled: how many, and where in the stream
+/// they end.
+struct FilledBatch {
+    records: u64,
+    stream_end: u64,
 }
 
 /// Adds records to `builder` while the batch stays within `start.limit` (a first record
@@ -223,14 +223,14 @@ fn fill_batch<'a>(
     (count, stream_end)
 }
 
-/// The next batch of a write of parsed records.
-fn next_parsed_batch<'a>(
-    builder: &'a mut BatchBuilder,
-    data: WriteBytes<'a>,
+/// Fills `builder` with the next batch of a write of parsed records.
+fn next_parsed_batch(
+    builder: &mut BatchBuilder,
+    data: WriteBytes<'_>,
     records: &[PendingRecord],
     next_record: &mut usize,
     start: &BatchStart,
-) -> Option<NextBatch<'a>> {
+) -> Option<FilledBatch> {
     let rest = &records[*next_record..];
     if rest.is_empty() {
         return None;
@@ -243,25 +243,26 @@ fn next_parsed_batch<'a>(
         Some((r.line_len, key, value))
     });
     *next_record += count;
-    Some(NextBatch {
-        parts: builder.finish_parts(&BatchEnd::PLAIN),
+    Some(FilledBatch {
         records: count as u64,
         stream_end,
     })
 }
 
-/// The next batch of a write of plain records: as many whole lines as fit the limit,
-/// each a keyless record whose value is the line.
-fn next_plain_batch<'a>(
-    builder: &'a mut BatchBuilder,
-    data: WriteBytes<'a>,
+/// Fills `builder` with the next batch of a write of plain records: as many whole lines
+/// as fit the limit, each a keyless record whose value is the line.
+fn next_plain_batch(
+    builder: &mut BatchBuilder,
+    data: WriteBytes<'_>,
     next_byte: &mut usize,
     start: &BatchStart,
-) -> Option<NextBatch<'a>> {
+) -> Option<FilledBatch> {
     if *next_byte == data.len() {
         return None;
     }
-    let mut at = *next_byte;
+    // The start of the line after the last one handed out, and of that last one.
+    let (mut at, mut last) = (*next_byte, *next_byte);
+    let mut handed = 0;
     let (count, stream_end) = fill_batch(builder, start, |_| {
         if at == data.len() {
             return None;
@@ -269,17 +270,13 @@ fn next_plain_batch<'a>(
         // Only a write's last line may lack its newline.
         let end = data.first_newline_from(at).unwrap_or(data.len());
         let line = data.slice(at, end);
-        at = (end + 1).min(data.len());
+        (last, at) = (at, (end + 1).min(data.len()));
+        handed += 1;
         Some((line.len(), None, Some(line)))
     });
-    // `at` ran one line past the batch when the limit cut it: find the batch's end again.
-    let mut end = *next_byte;
-    for _ in 0..count {
-        end = data.first_newline_from(end).map_or(data.len(), |n| n + 1);
-    }
-    *next_byte = end;
-    Some(NextBatch {
-        parts: builder.finish_parts(&BatchEnd::PLAIN),
+    // The limit cut the batch before the last line handed out: the next batch starts there.
+    *next_byte = if handed > count { last } else { at };
+    Some(FilledBatch {
         records: count as u64,
         stream_end,
     })
@@ -601,6 +598,11 @@ impl Log {
         // Where the next batch starts in the write: a record index for parsed records, a
         // byte position for plain ones.
         let (mut next_record, mut next_byte) = (0, 0);
+        // Lines are uncompressed producer data: `compression.type` says what they become.
+        let end = BatchEnd {
+            compression: config.compression.for_fuse_append(),
+            ..BatchEnd::PLAIN
+        };
         loop {
             let builder = &mut writer.builder;
             let batch = match records {
@@ -610,7 +612,11 @@ impl Log {
                 WriteRecords::Plain => next_plain_batch(builder, data, &mut next_byte, &start),
             };
             let Some(batch) = batch else { break };
-            let size = batch.parts.len() as u64;
+            let parts = writer.builder.finish_parts(&end).map_err(|e| {
+                let what = format!("compress a batch of {}", self.partition);
+                EngineError::io(what, std::io::Error::other(e))
+            })?;
+            let size = parts.len() as u64;
             let active = self.maybe_roll(size, now, segment_size, config, &mut info)?;
             let first = StreamMark {
                 offset: start.offset,
@@ -622,7 +628,7 @@ impl Log {
                 stream_end: batch.stream_end,
             };
             active.append_parts(
-                &batch.parts.slices(),
+                &parts.slices(),
                 stream,
                 config.index_interval_bytes.max(0) as u64,
             )?;

@@ -5,7 +5,7 @@ pub(crate) mod batch_validation;
 pub mod cleaner;
 pub mod cleaner_manager;
 pub(crate) mod clock;
-pub(crate) mod codec;
+pub mod codec;
 pub(crate) mod config;
 pub(crate) mod error;
 pub(crate) mod events;

@@ -439,8 +439,7 @@ impl Segment {
                 shape: st.tally.shape,
             };
             st.stream_index
-                .open_for_appends()
-                .and_then(|()| st.stream_index.append(entry))
+                .append(entry)
                 .map_err(|e| self.io_err("rebuild the stream index of", e))?;
         }
         Ok(())
@@ -872,7 +871,6 @@ impl Segment {
                 .map_err(|e| self.io_err("trim the preallocated", e))?;
             self.preallocated.store(false, Ordering::Relaxed);
         }
-        st.stream_index.close();
         drop(st);
         self.active.store(false, Ordering::Release);
         *self.read_map.lock() = None;
@@ -909,12 +907,6 @@ impl Segment {
     pub(crate) fn make_active(&self) -> Result<()> {
         let file = self.log_file()?;
         self.log.lock().file = Some(file);
-        {
-            let mut st = self.state.lock();
-            st.stream_index
-                .open_for_appends()
-                .map_err(|e| self.io_err("open the stream index of", e))?;
-        }
         self.active.store(true, Ordering::Release);
         self.each_index("preallocate", |i| i.preallocate())
     }
@@ -1001,6 +993,27 @@ impl Segment {
             st.stream_index.stream_start(),
             st.stream_index.entries().to_vec(),
         )
+    }
+
+    /// Every record's offset and stream position, in order (tests and `kpfs check`'s
+    /// view of what readers derive).
+    #[cfg(feature = "internals")]
+    pub fn record_stream_positions(&self) -> Result<Vec<(u64, u64)>> {
+        let (start, entries) = self.stream_entries();
+        let mut walker = StreamWalker::new(&entries, 0, start, self.stream_shape());
+        let bytes = self.read_at(0, self.size() as usize)?;
+        let (mut at, mut scratch, mut out) = (0, Vec::new(), Vec::new());
+        while at < bytes.len() {
+            let h = verify_batch(&bytes[at..]).map_err(|e| self.corrupt(at as u64, e))?;
+            let section = records_section(&h, &bytes[at..at + h.size], &mut scratch)
+                .map_err(|e| self.corrupt(at as u64, e))?;
+            for rec in RecordIter::new(&h, section) {
+                let rec = rec.map_err(|e| self.corrupt(at as u64, e))?;
+                out.push((rec.offset, walker.position(rec.offset, rec.key, rec.value)));
+            }
+            at += h.size;
+        }
+        Ok(out)
     }
 
     /// The rendering the segment's last record was appended under (or, while empty, the
@@ -1124,7 +1137,7 @@ impl Segment {
         Ok(u64::from(position))
     }
 
-    #[cfg(any(test, feature = "internals"))]
+    #[cfg(feature = "internals")]
     /// Offset-index entries as (offset, position), for searches by other keys.
     pub fn index_entries(&self) -> Result<Vec<(u64, u32)>> {
         let st = self.state.lock();
@@ -1149,7 +1162,7 @@ impl Segment {
         )
     }
 
-    #[cfg(any(test, feature = "internals"))]
+    #[cfg(feature = "internals")]
     /// Reads raw bytes of the `.log` (never past the committed size).
     pub fn read_at(&self, pos: u64, len: usize) -> Result<Vec<u8>> {
         let size = self.size();

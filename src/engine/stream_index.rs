@@ -151,12 +151,14 @@ impl<'e> StreamWalker<'e> {
 }
 
 /// The stream index file of one segment and its entries, all kept in memory (one per
-/// 64 KiB of log: 450 KB for a 1 GiB segment).
+/// 64 KiB of log: 450 KB for a 1 GiB segment). It holds no descriptor: an entry is
+/// written every 64 KiB of log at most, so the file is opened per write, and the
+/// descriptor budget (the `.log` of each topic's active segment) stays as it was.
 #[derive(Debug)]
 pub(crate) struct StreamIndex {
     path: PathBuf,
-    /// Open while entries are appended (the active segment, a cleaner's output).
-    file: Option<File>,
+    /// Entries were written since the last fsync.
+    dirty: bool,
     base_offset: u64,
     /// Where the segment's stream starts: the stream end of the log before it.
     stream_start: u64,
@@ -176,7 +178,6 @@ impl StreamIndex {
             fs::create_dir_all(dir)?;
         }
         let file = OpenOptions::new()
-            .read(true)
             .write(true)
             .create(true)
             .truncate(true)
@@ -184,7 +185,7 @@ impl StreamIndex {
         file.write_all_at(&encode_header(stream_start), 0)?;
         Ok(StreamIndex {
             path: path.to_path_buf(),
-            file: Some(file),
+            dirty: true,
             base_offset,
             stream_start,
             entries: Vec::new(),
@@ -224,7 +225,7 @@ impl StreamIndex {
         }
         let index = StreamIndex {
             path: path.to_path_buf(),
-            file: None,
+            dirty: false,
             base_offset,
             stream_start,
             written: entries.len(),
@@ -235,19 +236,6 @@ impl StreamIndex {
             index.cut_file()?;
         }
         Ok(Some(index))
-    }
-
-    /// Keeps the file open for appends.
-    pub(crate) fn open_for_appends(&mut self) -> io::Result<()> {
-        if self.file.is_none() {
-            self.file = Some(OpenOptions::new().read(true).write(true).open(&self.path)?);
-        }
-        Ok(())
-    }
-
-    /// Closes the file (a sealed segment holds no descriptor for it).
-    pub(crate) fn close(&mut self) {
-        self.file = None;
     }
 
     pub(crate) fn stream_start(&self) -> u64 {
@@ -268,21 +256,15 @@ impl StreamIndex {
             .entries
             .last()
             .is_none_or(|p| entry.offset > p.offset && entry.stream_pos >= p.stream_pos));
-        self.entries.push(entry);
         let bytes = encode_entry(&entry, self.base_offset);
         let at = (STREAM_INDEX_HEADER_BYTES + self.written * STREAM_INDEX_ENTRY_BYTES) as u64;
-        let file = match &self.file {
-            Some(f) => f,
-            None => {
-                self.entries.pop();
-                return Err(io::Error::other("the stream index is closed"));
-            }
-        };
-        if let Err(e) = file.write_all_at(&bytes, at) {
-            self.entries.pop();
-            return Err(e);
-        }
+        OpenOptions::new()
+            .write(true)
+            .open(&self.path)?
+            .write_all_at(&bytes, at)?;
+        self.entries.push(entry);
         self.written += 1;
+        self.dirty = true;
         Ok(())
     }
 
@@ -302,20 +284,19 @@ impl StreamIndex {
 
     fn cut_file(&self) -> io::Result<()> {
         let len = (STREAM_INDEX_HEADER_BYTES + self.written * STREAM_INDEX_ENTRY_BYTES) as u64;
-        match &self.file {
-            Some(f) => f.set_len(len),
-            None => OpenOptions::new()
-                .write(true)
-                .open(&self.path)?
-                .set_len(len),
-        }
+        OpenOptions::new()
+            .write(true)
+            .open(&self.path)?
+            .set_len(len)
     }
 
-    pub(crate) fn sync(&self) -> io::Result<()> {
-        match &self.file {
-            Some(f) => f.sync_data(),
-            None => File::open(&self.path)?.sync_all(),
+    /// fsync, when entries were written since the last one.
+    pub(crate) fn sync(&mut self) -> io::Result<()> {
+        if self.dirty {
+            File::open(&self.path)?.sync_data()?;
+            self.dirty = false;
         }
+        Ok(())
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -338,7 +319,8 @@ fn encode_header(stream_start: u64) -> [u8; STREAM_INDEX_HEADER_BYTES] {
     b
 }
 
-fn decode_header(bytes: &[u8]) -> Option<u64> {
+/// The segment's stream start, when the header is whole and valid (magic, version, CRC).
+pub(crate) fn decode_header(bytes: &[u8]) -> Option<u64> {
     let b = bytes.get(..STREAM_INDEX_HEADER_BYTES)?;
     let crc = u32::from_be_bytes(b[16..20].try_into().ok()?);
     let valid = &b[0..4] == STREAM_INDEX_MAGIC
@@ -362,7 +344,9 @@ fn encode_entry(e: &StreamEntry, base_offset: u64) -> [u8; STREAM_INDEX_ENTRY_BY
     b
 }
 
-fn decode_entry(b: &[u8], base_offset: u64) -> Option<StreamEntry> {
+/// One entry of a segment whose base offset is `base_offset`; `None` when it fails its CRC
+/// or holds an impossible position or rendering.
+pub(crate) fn decode_entry(b: &[u8], base_offset: u64) -> Option<StreamEntry> {
     let word = |at: usize| u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"));
     if crc32c::crc32c(&b[..24]) != word(24) {
         return None;
@@ -441,7 +425,6 @@ mod tests {
         );
         // An entry for a batch past the log's end (the log lost its tail) is dropped.
         let mut index = StreamIndex::load(&path, 100, 80_000).unwrap().unwrap();
-        index.open_for_appends().unwrap();
         index.append(entries[1]).unwrap();
         let cut = StreamIndex::load(&path, 100, 70_000).unwrap().unwrap();
         assert_eq!(cut.entries(), &entries[..1]);

@@ -60,12 +60,11 @@ expect_eq "$(echo "$want_log" | cut -d: -f2)" "$(cat "$T/log")" "cat log without
 echo "parse.key=true" >> "$T/config"
 expect_eq "$want_log" "$(cat "$T/log")" "cat log after the keyless refusal"
 
-# dump-log prints what kpfs's batch format holds: its magic 1 with no field of Kafka's
-# v2 batches (producer, sequences, epochs, transactions, record headers).
+# dump-log prints Kafka's kafka-dump-log.sh lines for v2 batches, field for field.
 dump=$("$KPFS" dump-log --print-data-log "$T/segments/00000000000000000000.log")
-batch='^baseOffset: [0-9]+ lastOffset: [0-9]+ count: [0-9]+ deleteHorizonMs: OptionalLong(\.empty|\[[0-9]+\]) position: [0-9]+ CreateTime: [0-9]+ size: [0-9]+ magic: 1 compresscodec: none crc: [0-9]+ isvalid: true$'
-record='^\| offset: [0-9]+ CreateTime: [0-9]+ keySize: 1 valueSize: (-1|[0-9]+)( key: [abc])?( payload: .*)?$'
+batch='^baseOffset: [0-9]+ lastOffset: [0-9]+ count: [0-9]+ baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong(\.empty|\[[0-9]+\]) position: [0-9]+ CreateTime: [0-9]+ size: [0-9]+ magic: 2 compresscodec: none crc: [0-9]+ isvalid: true$'
+record='^\| offset: [0-9]+ CreateTime: [0-9]+ keySize: 1 valueSize: (-1|[0-9]+) sequence: -1 headerKeys: \[\]( key: [abc])?( payload: .*)?$'
 grep -q '^baseOffset' <<<"$dump" || fail "no batch line in: $dump"
 bad=$(grep -vE "^(Dumping |Log starting offset: 0$)" <<<"$dump" | grep -vE "$batch" | grep -vE "$record" || true)
-expect_eq "" "$bad" "dump-log lines that are not kpfs batch or record lines"
+expect_eq "" "$bad" "dump-log lines that are not Kafka v2 batch or record lines"
 umount_kpfs

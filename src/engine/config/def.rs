@@ -4,6 +4,7 @@
 //! `DynamicBrokerConfig` declare them.
 
 use super::error::ConfigError;
+use crate::engine::codec::{GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS};
 use crate::engine::limits::MIN_SEGMENT_BYTES;
 
 /// Declares a key enum and its table of definitions from one list, so the n-th key's
@@ -72,6 +73,8 @@ pub(super) enum Kind {
     Double,
     Boolean,
     List,
+    /// Kafka's `STRING`: trimmed, as numbers are.
+    String,
     Text,
 }
 
@@ -82,6 +85,14 @@ pub(super) enum Check {
     None,
     AtLeast(i64),
     Between(i64, i64),
+    /// `CompressionType.GZIP.levelValidator()`: in the range, or equal to the default (-1).
+    BetweenOrEqual {
+        min: i64,
+        max: i64,
+        or: i64,
+    },
+    /// `ConfigDef.ValidString.in(...)`: exactly one of these (case matters).
+    OneOf(&'static [&'static str]),
     /// `ValidList.in("compact", "delete")`, empty allowed, duplicates refused (4.2+).
     CleanupPolicyList,
     /// `ConfigDef.NonEmptyString`.
@@ -137,6 +148,52 @@ pub(super) const MS_PER_MINUTE: i64 = 60 * 1000;
 pub(super) const MS_PER_HOUR: i64 = 60 * MS_PER_MINUTE;
 const LONG_MAX: &str = "9223372036854775807";
 pub(super) const CLEANUP_POLICIES: [&str; 2] = ["compact", "delete"];
+/// `BrokerCompressionType.names()`, in Kafka's order (its error text lists them so).
+pub(super) const BROKER_COMPRESSION_TYPES: &[&str] =
+    &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
+
+// The compression configs of a topic and their broker synonyms have the same names,
+// types, defaults and validators (Kafka's `ServerConfigs` defines them from `LogConfig`'s).
+
+const fn compression_type() -> Def {
+    def(
+        "compression.type",
+        Kind::String,
+        Some("producer"),
+        Check::OneOf(BROKER_COMPRESSION_TYPES),
+    )
+}
+
+const fn gzip_level() -> Def {
+    def(
+        "compression.gzip.level",
+        Kind::Int,
+        Some("-1"),
+        Check::BetweenOrEqual {
+            min: GZIP_LEVELS.min as i64,
+            max: GZIP_LEVELS.max as i64,
+            or: GZIP_LEVELS.default as i64,
+        },
+    )
+}
+
+const fn lz4_level() -> Def {
+    def(
+        "compression.lz4.level",
+        Kind::Int,
+        Some("9"),
+        Check::Between(LZ4_LEVELS.min as i64, LZ4_LEVELS.max as i64),
+    )
+}
+
+const fn zstd_level() -> Def {
+    def(
+        "compression.zstd.level",
+        Kind::Int,
+        Some("3"),
+        Check::Between(ZSTD_LEVELS.min as i64, ZSTD_LEVELS.max as i64),
+    )
+}
 
 config_table! {
     /// A topic config (Kafka's `TopicConfig` names): a misspelt one does not compile.
@@ -304,6 +361,22 @@ config_table! {
             def: def("preallocate", Kind::Boolean, Some("false"), Check::None),
             synonyms: &[same(BrokerKey::LogPreallocate)],
         },
+        CompressionType => TopicDef {
+            def: compression_type(),
+            synonyms: &[same(BrokerKey::CompressionType)],
+        },
+        CompressionGzipLevel => TopicDef {
+            def: gzip_level(),
+            synonyms: &[same(BrokerKey::CompressionGzipLevel)],
+        },
+        CompressionLz4Level => TopicDef {
+            def: lz4_level(),
+            synonyms: &[same(BrokerKey::CompressionLz4Level)],
+        },
+        CompressionZstdLevel => TopicDef {
+            def: zstd_level(),
+            synonyms: &[same(BrokerKey::CompressionZstdLevel)],
+        },
         InternalSegmentBytes => TopicDef {
             // Kafka's test-only way around the 1 MiB `segment.bytes` floor; deliberately unchecked.
             def: def("internal.segment.bytes", Kind::Int, None, Check::None),
@@ -434,6 +507,10 @@ config_table! {
             Some("false"),
             Check::None,
         )),
+        CompressionType => dynamic(compression_type()),
+        CompressionGzipLevel => dynamic(gzip_level()),
+        CompressionLz4Level => dynamic(lz4_level()),
+        CompressionZstdLevel => dynamic(zstd_level()),
         LogFlushIntervalMessages => dynamic(def(
             "log.flush.interval.messages",
             Kind::Long,

@@ -19,6 +19,8 @@ pub use broker::BrokerConfig;
 pub(crate) use change::{ConfigChange, ConfigScope};
 pub(crate) use def::TopicKey;
 pub(crate) use error::ConfigError;
+#[cfg(test)]
+pub(crate) use topic::TopicCompression;
 pub(crate) use topic::TopicConfig;
 pub use topic::TopicOverrides;
 

@@ -2,6 +2,7 @@ use super::def::{TopicKey, BROKER_DEFS, MS_PER_HOUR, MS_PER_MINUTE, TOPIC_DEFS};
 use super::topic::CleanupPolicy;
 use super::value::{java_double_string, parse_java_double, parse_setting};
 use super::*;
+use crate::engine::codec::{Compression, CompressionCodec};
 
 fn broker() -> BrokerConfig {
     BrokerConfig::defaults()
@@ -1018,4 +1019,127 @@ fn static_broker_configs_in_one_write_are_refused_together() {
         "Cannot update these configs dynamically: [log.retention.hours]"
     );
     assert!(broker().apply_change(&change).is_err());
+}
+
+#[test]
+fn compression_type_is_a_topic_config_with_a_dynamic_broker_synonym() {
+    assert_eq!(
+        broker().topic_defaults().compression,
+        TopicCompression::Producer
+    );
+    let resolved = |text: &str| broker().resolve_topic(&apply(text).unwrap()).compression;
+    assert_eq!(
+        resolved("compression.type=uncompressed"),
+        TopicCompression::Fixed(Compression::NONE)
+    );
+    // Trimmed as Kafka's STRING; each codec at its default level unless its level is set.
+    assert_eq!(
+        resolved(" compression.type = zstd "),
+        TopicCompression::Fixed(Compression::default_level(CompressionCodec::Zstd))
+    );
+    assert_eq!(
+        resolved("compression.type=gzip\ncompression.gzip.level=9\ncompression.zstd.level=7"),
+        TopicCompression::Fixed(Compression::with_level(CompressionCodec::Gzip, 9).unwrap())
+    );
+    assert_eq!(
+        resolved("compression.type=snappy"),
+        TopicCompression::Fixed(Compression::default_level(CompressionCodec::Snappy))
+    );
+    let b = broker()
+        .apply_dynamic("compression.type=lz4\ncompression.lz4.level=12")
+        .unwrap();
+    assert_eq!(
+        b.topic_defaults().compression,
+        TopicCompression::Fixed(Compression::with_level(CompressionCodec::Lz4, 12).unwrap())
+    );
+    let overridden = b.resolve_topic(&apply("compression.type=producer").unwrap());
+    assert_eq!(overridden.compression, TopicCompression::Producer);
+}
+
+#[test]
+fn compression_configs_are_refused_in_kafkas_words() {
+    for (line, text) in [
+        (
+            "compression.type=GZIP",
+            "Invalid value GZIP for configuration compression.type: String must be one of: \
+             uncompressed, zstd, lz4, snappy, gzip, producer",
+        ),
+        (
+            "compression.type=none",
+            "Invalid value none for configuration compression.type: String must be one of: \
+             uncompressed, zstd, lz4, snappy, gzip, producer",
+        ),
+        (
+            "compression.gzip.level=0",
+            "Invalid value 0 for configuration compression.gzip.level: Value must be between 1 \
+             and 9 or equal to -1",
+        ),
+        (
+            "compression.gzip.level=10",
+            "Invalid value 10 for configuration compression.gzip.level: Value must be between 1 \
+             and 9 or equal to -1",
+        ),
+        (
+            "compression.lz4.level=18",
+            "Invalid value 18 for configuration compression.lz4.level: Value must be no more \
+             than 17",
+        ),
+        (
+            "compression.lz4.level=0",
+            "Invalid value 0 for configuration compression.lz4.level: Value must be at least 1",
+        ),
+        (
+            "compression.zstd.level=23",
+            "Invalid value 23 for configuration compression.zstd.level: Value must be no more \
+             than 22",
+        ),
+        (
+            "compression.zstd.level=-131073",
+            "Invalid value -131073 for configuration compression.zstd.level: Value must be at \
+             least -131072",
+        ),
+    ] {
+        assert_eq!(error(line), text, "{line}");
+        assert_eq!(broker_error(line), text, "broker {line}");
+    }
+    apply("compression.gzip.level=-1\ncompression.zstd.level=-131072").unwrap();
+}
+
+#[test]
+fn compression_level_defaults_are_the_codecs() {
+    let t = broker().topic_defaults();
+    assert_eq!(t.compression.for_fuse_append(), Compression::NONE);
+    for (key, codec) in [
+        (TopicKey::CompressionGzipLevel, CompressionCodec::Gzip),
+        (TopicKey::CompressionLz4Level, CompressionCodec::Lz4),
+        (TopicKey::CompressionZstdLevel, CompressionCodec::Zstd),
+    ] {
+        let default = key.def().default.unwrap();
+        assert_eq!(
+            default.parse::<i32>().unwrap(),
+            codec.levels().unwrap().default,
+            "{key}"
+        );
+    }
+}
+
+#[test]
+fn fuse_appends_are_written_as_uncompressed_producer_data() {
+    let fuse = |text: &str| {
+        broker()
+            .resolve_topic(&apply(text).unwrap())
+            .compression
+            .for_fuse_append()
+    };
+    assert_eq!(fuse("compression.type=producer"), Compression::NONE);
+    assert_eq!(fuse("compression.type=uncompressed"), Compression::NONE);
+    assert_eq!(
+        fuse("compression.type=zstd\ncompression.zstd.level=-5"),
+        Compression::with_level(CompressionCodec::Zstd, -5).unwrap()
+    );
+    // A producer's compressed batch keeps its codec under `producer`, at its default level.
+    assert_eq!(
+        TopicCompression::Producer.target(CompressionCodec::Gzip),
+        Compression::default_level(CompressionCodec::Gzip)
+    );
 }

@@ -10,12 +10,40 @@ use super::def::TopicKey;
 use super::error::ConfigError;
 use super::properties::{read_persisted, write_persisted};
 use super::value::{parse_setting, read, Setting, Value};
+use crate::engine::codec::{Compression, CompressionCodec};
 
 /// Which cleanup a topic gets. An empty list (allowed since Kafka 4.2) means neither.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub(crate) struct CleanupPolicy {
     pub(crate) compact: bool,
     pub(crate) delete: bool,
+}
+
+/// Kafka's `LogConfig.compression`: `compression.type` with the level of its codec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TopicCompression {
+    /// `producer`: each batch keeps the codec its producer compressed it with.
+    Producer,
+    /// `uncompressed` ([`Compression::NONE`]) or a codec at its `compression.*.level`:
+    /// every batch is written with it.
+    Fixed(Compression),
+}
+
+impl TopicCompression {
+    /// Kafka's `BrokerCompressionType.targetCompression`: what a batch its producer
+    /// compressed with `producer` is written as (the producer's codec at its default level
+    /// under `producer`).
+    pub(crate) fn target(self, producer: CompressionCodec) -> Compression {
+        match self {
+            TopicCompression::Producer => Compression::default_level(producer),
+            TopicCompression::Fixed(compression) => compression,
+        }
+    }
+
+    /// What the log writes a FUSE append as: lines are uncompressed producer data.
+    pub(crate) fn for_fuse_append(self) -> Compression {
+        self.target(CompressionCodec::None)
+    }
 }
 
 /// The effective configuration of one topic (overrides resolved over broker defaults).
@@ -40,6 +68,7 @@ pub struct TopicConfig {
     pub(crate) flush_ms: i64,
     /// Kafka's `preallocate`: a new segment's `.log` is grown to the segment size at once.
     pub(crate) preallocate: bool,
+    pub(crate) compression: TopicCompression,
     pub(crate) parse_key: bool,
     pub(crate) key_separator: Vec<u8>,
     /// `None` when `null.marker` is empty: no value is ever read as a tombstone.
@@ -181,6 +210,27 @@ impl BrokerConfig {
         // Kafka's null default: unset unless configured.
         let internal_segment_bytes = value(TopicKey::InternalSegmentBytes)
             .map(|v| read::<i32>(TopicKey::InternalSegmentBytes, Some(v)));
+        let compression =
+            match read::<String>(TopicKey::CompressionType, value(TopicKey::CompressionType))
+                .as_str()
+            {
+                "producer" => TopicCompression::Producer,
+                "uncompressed" => TopicCompression::Fixed(Compression::NONE),
+                name => {
+                    let codec = CompressionCodec::from_name(name)
+                        .unwrap_or_else(|| panic!("compression.type {name} passed its validator"));
+                    let level = match codec {
+                        CompressionCodec::Gzip => int(TopicKey::CompressionGzipLevel),
+                        CompressionCodec::Lz4 => int(TopicKey::CompressionLz4Level),
+                        CompressionCodec::Zstd => int(TopicKey::CompressionZstdLevel),
+                        CompressionCodec::None | CompressionCodec::Snappy => 0,
+                    };
+                    TopicCompression::Fixed(
+                        Compression::with_level(codec, level)
+                            .unwrap_or_else(|e| panic!("a level that passed its validator: {e}")),
+                    )
+                }
+            };
         let parse_key = boolean(TopicKey::ParseKey);
         let null_marker = text(TopicKey::NullMarker);
         let key_separator = text(TopicKey::KeySeparator);
@@ -211,6 +261,7 @@ impl BrokerConfig {
             flush_messages: long(TopicKey::FlushMessages),
             flush_ms: long(TopicKey::FlushMs),
             preallocate: boolean(TopicKey::Preallocate),
+            compression,
             parse_key,
             key_separator,
             null_marker: (!null_marker.is_empty()).then_some(null_marker),

@@ -212,6 +212,7 @@ pub(super) fn parse_setting(def: &Def, raw: &str) -> Result<Setting, ConfigError
                 .map(|item| item.trim_matches(is_java_space).to_string())
                 .collect(),
         ),
+        Kind::String => Value::Text(trimmed.to_string()),
         Kind::Text => Value::Text(raw.to_string()),
     };
     check(def, &value, raw)?;
@@ -243,6 +244,26 @@ pub(super) fn check(def: &Def, value: &Value, raw: &str) -> Result<(), ConfigErr
             };
         }
         Check::Between(min, max) => (min, Some(max)),
+        Check::BetweenOrEqual { min, max, or } => {
+            return match value.as_i64() {
+                Some(n) if n != or && !(min..=max).contains(&n) => Err(invalid(
+                    def.name,
+                    value.render(),
+                    format!("Value must be between {min} and {max} or equal to {or}"),
+                )),
+                _ => Ok(()),
+            };
+        }
+        Check::OneOf(allowed) => {
+            return match value {
+                Value::Text(s) if !allowed.contains(&s.as_str()) => Err(invalid(
+                    def.name,
+                    s.as_str(),
+                    format!("String must be one of: {}", allowed.join(", ")),
+                )),
+                _ => Ok(()),
+            };
+        }
         Check::NonEmpty => {
             return match value {
                 Value::Text(s) if s.is_empty() => {

@@ -24,8 +24,8 @@ use super::super::config::{BrokerConfig, TopicConfig, TopicOverrides};
 use super::super::error::{EngineError, Result};
 use super::super::files::{io_at, remove_file, sync_dir, write_atomically};
 use super::super::format::{
-    kpfs_topic_dir, segment_file_name, BatchBuilder, BatchEnd, BatchIdentity, BATCH_MAGIC,
-    INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_FILE_BYTES, STREAM_INDEX_SUFFIX, TIME_INDEX_ENTRY_BYTES,
+    kpfs_topic_dir, segment_file_name, BatchBuilder, BatchEnd, BATCH_MAGIC, INDEX_SUFFIX,
+    LOG_SUFFIX, MAX_SEGMENT_FILE_BYTES, STREAM_INDEX_SUFFIX, TIME_INDEX_ENTRY_BYTES,
     TIME_INDEX_SUFFIX, TOPIC_CONFIG_FILE,
 };
 use super::super::segment::{Segment, SegmentSpec};
@@ -446,13 +446,15 @@ fn encode_batch(
     for r in records {
         builder.push(r.offset, r.timestamp, r.key.as_deref(), r.value.as_deref());
     }
-    let parts = builder.finish_parts(&BatchEnd {
-        last_offset: Some(header.last_offset()),
-        delete_horizon_ms: header.delete_horizon_ms,
-        compression_id: 0,
-        identity: BatchIdentity::PLAIN,
-        empty_timestamp: header.max_timestamp,
-    });
+    // The old format had no compression: the records stay uncompressed, as appended.
+    let parts = builder
+        .finish_parts(&BatchEnd {
+            last_offset: Some(header.last_offset()),
+            delete_horizon_ms: header.delete_horizon_ms,
+            empty_timestamp: header.max_timestamp,
+            ..BatchEnd::PLAIN
+        })
+        .expect("an uncompressed batch has no codec to fail");
     out.extend_from_slice(&parts.header);
     out.extend_from_slice(parts.records);
 }
