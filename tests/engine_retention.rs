@@ -81,7 +81,10 @@ fn seed_size_retention_demo() {
     assert_eq!(t.segment_log_files().unwrap(), vec![15]);
     assert_eq!(t.log().log_start_offset(), 15);
     let deleted = names(&t).iter().filter(|n| n.ends_with(".deleted")).count();
-    assert_eq!(deleted, 9, "3 segments x (.log, .index, .timeindex)");
+    assert_eq!(
+        deleted, 11,
+        "segments 0, 5, 10 (.log, .index, .timeindex) and the snapshots of 5 and 10"
+    );
     assert!(
         t.log().size_bytes() > 300,
         "the partition may stay above retention.bytes by one segment"

@@ -443,17 +443,18 @@ pub(crate) struct OffsetIndex {
 
 impl OffsetIndex {
     pub(crate) fn open(path: &Path, base_offset: u64, max_index_bytes: usize) -> io::Result<Self> {
-        // A real entry never has position 0 (the first batch of a segment gets no entry)
-        // and offsets strictly increase; preallocated zeroes end the valid prefix.
+        // A real entry never has position 0 (the first batch of a segment gets no entry),
+        // and offsets and positions strictly increase (appends assert both); preallocated
+        // zeroes or a damaged entry end the valid prefix.
         let valid = |bytes: &[u8]| {
             let mut n = 0;
-            let mut last: Option<u32> = None;
+            let mut last: Option<(u32, u32)> = None;
             for e in bytes.chunks_exact(OFFSET_INDEX_ENTRY_BYTES) {
                 let (rel, pos) = (be_u32(e, 0), be_u32(e, OFFSET_INDEX_POSITION_AT));
-                if pos == 0 || last.is_some_and(|l| rel <= l) {
+                if pos == 0 || last.is_some_and(|(l, p)| rel <= l || pos <= p) {
                     break;
                 }
-                last = Some(rel);
+                last = Some((rel, pos));
                 n += 1;
             }
             n

@@ -28,6 +28,8 @@ use super::limits::MAX_APPEND_BATCH_BYTES;
 pub use super::log_loader::Durability;
 use super::log_loader::LogLoader;
 pub(crate) use super::log_loader::OpenReport;
+use super::metadata_files::{load_topic_id, LeaderEpochCheckpoint, Uuid};
+use super::producer_state::ProducerSnapshots;
 use super::segment::{RollReason, Segment, SegmentSpec};
 use super::stream_index::{BatchStream, StreamMark, StreamShape};
 
@@ -348,6 +350,13 @@ pub struct Log {
     /// entries. Advanced only after an fsync; checkpointed by the engine, so recovery
     /// after a crash validates what follows it and trusts what precedes it.
     recovery_point: AtomicU64,
+    /// The producer-state snapshots of the partition directory (Kafka's
+    /// `ProducerStateManager`), taken at rolls and the close, removed with their segment.
+    producer_snapshots: Mutex<ProducerSnapshots>,
+    /// `leader-epoch-checkpoint`, which follows the log start.
+    leader_epochs: Mutex<LeaderEpochCheckpoint>,
+    /// The topic id of `partition.metadata`.
+    topic_id: Uuid,
 }
 
 #[derive(Debug)]
@@ -395,6 +404,9 @@ impl Log {
             poisoned: Mutex::new(None),
             jitter_seed: AtomicU64::new((now as u64) ^ 0x9E37_79B9_7F4A_7C15),
             recovery_point: AtomicU64::new(0),
+            producer_snapshots: Mutex::new(ProducerSnapshots::default()),
+            leader_epochs: Mutex::new(LeaderEpochCheckpoint::default()),
+            topic_id: load_topic_id(dir)?,
         };
         let loader = LogLoader {
             dir,
@@ -405,7 +417,7 @@ impl Log {
             durability,
             next_jitter: &|| log.next_jitter(config),
         };
-        let (mut segments, report) = loader.load()?;
+        let (mut segments, mut report) = loader.load()?;
         if segments.is_empty() {
             segments.push(Arc::new(new_active_segment(
                 dir,
@@ -432,7 +444,30 @@ impl Log {
             sh.segments = Arc::new(segments);
         }
         log.check_invariants();
+        log.load_partition_files(durability, &mut report)?;
         Ok((log, report))
+    }
+
+    /// Row 13 of the recovery case table: the producer-state snapshots and the leader
+    /// epoch checkpoint brought in line with the loaded segments.
+    fn load_partition_files(&self, durability: Durability, report: &mut OpenReport) -> Result<()> {
+        let snap = self.snapshot();
+        let bases: Vec<u64> = snap.segments.iter().map(|s| s.base_offset()).collect();
+        let log_end = snap.active().next_offset();
+        let clean = durability == Durability::CleanShutdown;
+        let (snapshots, removed) =
+            ProducerSnapshots::load(&self.dir, &bases, snap.log_start_offset, log_end, clean)?;
+        report.removed_files.extend(removed);
+        *self.producer_snapshots.lock() = snapshots;
+        *self.leader_epochs.lock() =
+            LeaderEpochCheckpoint::load(&self.dir, snap.log_start_offset, log_end)?;
+        Ok(())
+    }
+
+    /// The topic id (`partition.metadata`), made when the topic was created.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    pub fn topic_id(&self) -> Uuid {
+        self.topic_id
     }
 
     fn next_jitter(&self, config: &TopicConfig) -> i64 {
@@ -717,6 +752,11 @@ impl Log {
             self.clock.now_ms(),
             self.next_jitter(config),
         )?);
+        // Kafka's `roll`: the producer state at the new base, synced by the flush of the
+        // rolled segments (`takeSnapshot(false)`).
+        self.producer_snapshots
+            .lock()
+            .take(info.next_offset, false)?;
         self.sync_dirs()?;
         let mut sh = self.shared.write();
         let mut segs: Vec<Arc<Segment>> = sh.segments.as_ref().clone();
@@ -756,6 +796,7 @@ impl Log {
             self.roll_locked(config, RollReason::Retention)?;
         }
         let victims: Vec<Arc<Segment>>;
+        let log_start;
         {
             let mut sh = self.shared.write();
             let (gone, kept): (Vec<_>, Vec<_>) = sh
@@ -768,17 +809,17 @@ impl Log {
                 "the active segment always survives deletion"
             );
             sh.log_start_offset = sh.log_start_offset.max(kept[0].base_offset());
+            log_start = sh.log_start_offset;
             sh.segments = Arc::new(kept);
             victims = gone;
         }
         let mut deleted = Vec::new();
         for seg in victims {
             seg.rename_suffix(DELETED_SUFFIX)?;
-            deleted.push(DeletedSegment {
-                files: seg.file_paths(),
-                segment: seg,
-            });
+            deleted.push(self.deleted_with_snapshot(seg)?);
         }
+        self.producer_snapshots.lock().log_start_moved(log_start);
+        self.leader_epochs.lock().log_start_moved(log_start)?;
         self.sync_dirs()?;
         self.check_invariants();
         Ok(deleted)
@@ -817,12 +858,19 @@ impl Log {
         }
         self.sync_dirs()?;
         let mut deleted = Vec::new();
+        let new_bases: Vec<u64> = new_segments.iter().map(|s| s.base_offset()).collect();
         for seg in &old {
             seg.rename_suffix(DELETED_SUFFIX)?;
-            deleted.push(DeletedSegment {
-                files: seg.file_paths(),
-                segment: seg.clone(),
-            });
+            if new_bases.contains(&seg.base_offset()) {
+                deleted.push(DeletedSegment {
+                    files: seg.file_paths(),
+                    segment: seg.clone(),
+                });
+            } else {
+                // Kafka's `replaceSegments` deletes the snapshots of the segments no new
+                // one replaces (`deletedNotReplaced`).
+                deleted.push(self.deleted_with_snapshot(seg.clone())?);
+            }
         }
         let new_arcs: Vec<Arc<Segment>> = new_segments.into_iter().map(Arc::new).collect();
         for seg in &new_arcs {
@@ -843,6 +891,20 @@ impl Log {
         }
         self.check_invariants();
         Ok(deleted)
+    }
+
+    /// A segment renamed `.deleted`, with its producer-state snapshot renamed too (Kafka's
+    /// `deleteProducerSnapshots`), so both go after `file.delete.delay.ms`.
+    fn deleted_with_snapshot(&self, segment: Arc<Segment>) -> Result<DeletedSegment> {
+        let mut files = segment.file_paths();
+        if let Some(snapshot) = self
+            .producer_snapshots
+            .lock()
+            .mark_deleted(segment.base_offset())?
+        {
+            files.push(snapshot);
+        }
+        Ok(DeletedSegment { segment, files })
     }
 
     /// Moves the partition directory to `to` (the topic is being deleted) and, once it
@@ -918,7 +980,9 @@ impl Log {
         if self.recovery_point.load(Ordering::Relaxed) >= active_base {
             return Ok(());
         }
-        let result = self.flush_sealed(&snap);
+        let result = self
+            .flush_sealed(&snap)
+            .and_then(|()| self.producer_snapshots.lock().sync_rolled());
         match &result {
             Ok(()) => {
                 self.recovery_point
@@ -959,6 +1023,10 @@ impl Log {
         for s in snap.segments.iter() {
             s.flush()?;
         }
+        // Kafka's `close`: a snapshot at the log end, so a restart need not scan the log.
+        self.producer_snapshots
+            .lock()
+            .take(snap.active().next_offset(), true)?;
         self.recovery_point
             .fetch_max(snap.active().next_offset(), Ordering::Relaxed);
         Ok(())

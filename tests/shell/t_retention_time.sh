@@ -32,6 +32,10 @@ for f in 00000000000000000000 00000000000000000005; do
     has "$f.timeindex.deleted" || fail "$f.timeindex.deleted missing"
     lacks "$f.log" || fail "$f.log still listed"
 done
+# Segment 5 was rolled by an append, so it had a producer snapshot, which goes with it;
+# segment 0 of a new topic has none (Kafka's takeSnapshot only past the last one).
+has 00000000000000000005.snapshot.deleted || fail "no 5.snapshot.deleted; segments/: $(ls "$T/segments" | tr '\n' ' ')"
+lacks 00000000000000000000.snapshot.deleted || fail "segment 0 had a snapshot"
 has 00000000000000000010.log || fail "no new active segment 10; segments/: $(ls "$T/segments" | tr '\n' ' ')"
 expect_eq 0 "$(stat -c %s "$T/segments/00000000000000000010.log")" "size of the new active segment"
 expect_eq "log_start_offset: 10" "$(grep '^log_start_offset:' "$T/status")" "status"
@@ -41,8 +45,9 @@ expect_eq "$size_before" "$(stat -c %s "$T/log")" "st_size of log after retentio
 
 none_deleted() { ! ls "$T/segments" | grep -q '\.deleted$'; }
 wait_until 20 none_deleted || fail ".deleted files not removed: $(ls "$T/segments" | tr '\n' ' ')"
-expect_eq $'00000000000000000010.index\n00000000000000000010.log\n00000000000000000010.timeindex' \
-    "$(ls "$T/segments" | grep '^0')" "segments/ after physical deletion"
+# The roll retention made before deleting wrote segment 10's snapshot (Kafka's roll).
+expect_eq "$(printf '%s\n' 00000000000000000010.{index,log,snapshot,timeindex} \
+    leader-epoch-checkpoint partition.metadata)" "$(ls "$T/segments")" "segments/ after physical deletion"
 [ ! -e "$DATA/retention-time-demo-0/00000000000000000000.log.deleted" ] || fail "data dir still has .deleted"
 
 # The log keeps working after everything was deleted.

@@ -1,0 +1,525 @@
+//! Kafka's producer-state snapshots (`ProducerStateManager`): `<offset>.snapshot` files in
+//! the partition directory, each the producer state (idempotent and transactional
+//! producers: last sequence, epoch, open transaction) as of that offset, so a restart
+//! reads the latest one and scans only the records after it.
+//!
+//! kpfs has no idempotent producers yet: its producer state is always empty, so every
+//! snapshot it writes holds zero entries (10 bytes). The files still follow Kafka's
+//! lifecycle, which `ls segments/` shows and the seed's demos count:
+//! - a roll writes one at the new segment's base offset (`UnifiedLog.roll`), not synced
+//!   there (`takeSnapshot(false)`) but by the flush of the rolled segments;
+//! - a clean close writes one at the log end offset (`UnifiedLog.close`);
+//! - only at an offset past the last snapshot (`takeSnapshot`: "If not a new offset, then
+//!   it is not worth taking another snapshot"), so a new log's segment 0 has none;
+//! - retention and the cleaner rename a removed segment's snapshot `.deleted` with it, and
+//!   it goes with its files after `file.delete.delay.ms` (`deleteProducerSnapshots`);
+//! - opening a log removes stray snapshots and those outside the log, reads the latest
+//!   (a corrupt one is removed and the next tried) and writes one at the log end
+//!   ([`ProducerSnapshots::load`]: `removeStraySnapshots`, `rebuildProducerState`).
+//!
+//! The byte layout is Kafka's `ProducerSnapshot` message, version 1 (docs/FORMAT.md):
+//! [`encode_snapshot`] and [`decode_snapshot`] handle entries already, so producers only
+//! have to fill them.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::error::{EngineError, Result};
+use super::files::{io_at, list_names, remove_file};
+use super::format::{
+    parse_segment_file_name, segment_file_name, DELETED_SUFFIX, SNAPSHOT_CRC_AT,
+    SNAPSHOT_ENTRIES_AT, SNAPSHOT_ENTRY_BYTES, SNAPSHOT_SUFFIX, SNAPSHOT_VERSION,
+};
+
+/// One producer's state (Kafka's `ProducerSnapshot.ProducerEntry`, from its
+/// `ProducerStateEntry`); -1 where Kafka writes -1 for "none".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerStateEntry {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub last_sequence: i32,
+    pub last_offset: i64,
+    pub offset_delta: i32,
+    /// The last batch's max timestamp.
+    pub timestamp: i64,
+    pub coordinator_epoch: i32,
+    /// First offset of the producer's open transaction, -1 without one.
+    pub current_txn_first_offset: i64,
+}
+
+/// Why a snapshot file cannot be read, in Kafka's words (`CorruptSnapshotException`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CorruptSnapshot(String);
+
+impl fmt::Display for CorruptSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The bytes of a snapshot holding `entries` (Kafka's `ProducerStateManager.writeSnapshot`).
+pub fn encode_snapshot(entries: &[ProducerStateEntry]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(SNAPSHOT_ENTRIES_AT + 4 + entries.len() * SNAPSHOT_ENTRY_BYTES);
+    b.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
+    b.extend_from_slice(&[0; 4]); // the CRC, filled in below
+    let count = i32::try_from(entries.len()).expect("fewer producers than i32::MAX");
+    b.extend_from_slice(&count.to_be_bytes());
+    for e in entries {
+        b.extend_from_slice(&e.producer_id.to_be_bytes());
+        b.extend_from_slice(&e.producer_epoch.to_be_bytes());
+        b.extend_from_slice(&e.last_sequence.to_be_bytes());
+        b.extend_from_slice(&e.last_offset.to_be_bytes());
+        b.extend_from_slice(&e.offset_delta.to_be_bytes());
+        b.extend_from_slice(&e.timestamp.to_be_bytes());
+        b.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
+        b.extend_from_slice(&e.current_txn_first_offset.to_be_bytes());
+    }
+    let crc = crc32c::crc32c(&b[SNAPSHOT_ENTRIES_AT..]);
+    b[SNAPSHOT_CRC_AT..SNAPSHOT_ENTRIES_AT].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+/// The entries of a snapshot, checked as Kafka's `readSnapshot` checks them: the version,
+/// the message's shape, then the CRC32C of everything after it.
+pub fn decode_snapshot(
+    bytes: &[u8],
+) -> std::result::Result<Vec<ProducerStateEntry>, CorruptSnapshot> {
+    let mut r = Reader { bytes, at: 0 };
+    let version = r
+        .take::<2>()
+        .map(i16::from_be_bytes)
+        .ok_or_else(|| schema_error("the file ends before its version"))?;
+    if version != SNAPSHOT_VERSION {
+        return Err(CorruptSnapshot(format!(
+            "Snapshot contained an unknown file version {version}"
+        )));
+    }
+    let stored_crc = r
+        .take::<4>()
+        .map(u32::from_be_bytes)
+        .ok_or_else(|| schema_error("the file ends before its CRC"))?;
+    let count = r
+        .take::<4>()
+        .map(i32::from_be_bytes)
+        .ok_or_else(|| schema_error("the file ends before its entry count"))?;
+    if count < 0 {
+        return Err(schema_error(
+            "non-nullable field producerEntries was serialized as null",
+        ));
+    }
+    let remaining = bytes.len() - r.at;
+    if count as usize > remaining {
+        return Err(schema_error(&format!(
+            "Tried to allocate a collection of size {count}, but there are only {remaining} bytes remaining."
+        )));
+    }
+    let mut entries = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        entries.push(
+            r.entry()
+                .ok_or_else(|| schema_error("the file ends inside an entry"))?,
+        );
+    }
+    let computed = crc32c::crc32c(&bytes[SNAPSHOT_ENTRIES_AT..]);
+    if computed != stored_crc {
+        return Err(CorruptSnapshot(format!(
+            "Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored_crc}. Computed crc: {computed}"
+        )));
+    }
+    Ok(entries)
+}
+
+fn schema_error(reason: &str) -> CorruptSnapshot {
+    CorruptSnapshot(format!("Snapshot failed schema validation: {reason}"))
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let field = self.bytes.get(self.at..self.at + N)?.try_into().ok()?;
+        self.at += N;
+        Some(field)
+    }
+
+    fn entry(&mut self) -> Option<ProducerStateEntry> {
+        Some(ProducerStateEntry {
+            producer_id: i64::from_be_bytes(self.take()?),
+            producer_epoch: i16::from_be_bytes(self.take()?),
+            last_sequence: i32::from_be_bytes(self.take()?),
+            last_offset: i64::from_be_bytes(self.take()?),
+            offset_delta: i32::from_be_bytes(self.take()?),
+            timestamp: i64::from_be_bytes(self.take()?),
+            coordinator_epoch: i32::from_be_bytes(self.take()?),
+            current_txn_first_offset: i64::from_be_bytes(self.take()?),
+        })
+    }
+}
+
+/// The path of the snapshot at `offset` in `dir` (Kafka's `LogFileUtils.producerSnapshotFile`).
+pub(crate) fn snapshot_path(dir: &Path, offset: u64) -> PathBuf {
+    dir.join(segment_file_name(offset, SNAPSHOT_SUFFIX))
+}
+
+/// The snapshot files of one partition directory, as Kafka's `ProducerStateManager`
+/// tracks them, with the (empty) producer state they hold. (`Default`: the placeholder a
+/// log holds until [`load`](Self::load) replaces it while the log opens.)
+#[derive(Debug, Default)]
+pub(crate) struct ProducerSnapshots {
+    dir: PathBuf,
+    /// Offsets of the snapshot files in the directory (Kafka's `snapshots`).
+    offsets: BTreeSet<u64>,
+    /// Kafka's `lastSnapOffset`: a snapshot is taken only past it.
+    last_snap_offset: u64,
+    /// Snapshots written at a roll, synced by the next flush of the rolled segments.
+    unsynced: Vec<u64>,
+}
+
+impl ProducerSnapshots {
+    /// Row 13 of the recovery case table, after the segments are loaded: removes stray
+    /// snapshots (Kafka's `removeStraySnapshots`), then does what Kafka's
+    /// `rebuildProducerState` does with an empty producer state: after a clean shutdown
+    /// with no snapshot at all (a data directory from before snapshots), writes them at
+    /// the last two segments' bases and the log end; otherwise removes those past the log
+    /// end or at or below the log start (`truncateAndReload`), reads the latest (a
+    /// corrupt one is removed and the one before tried) and writes one at the log end.
+    /// Returns the names it removed.
+    pub(crate) fn load(
+        dir: &Path,
+        segment_bases: &[u64],
+        log_start: u64,
+        log_end: u64,
+        clean_shutdown: bool,
+    ) -> Result<(ProducerSnapshots, Vec<String>)> {
+        let mut removed = Vec::new();
+        let mut snapshots = ProducerSnapshots {
+            dir: dir.to_path_buf(),
+            offsets: list_snapshots(dir)?,
+            last_snap_offset: 0,
+            unsynced: Vec::new(),
+        };
+        snapshots.remove_strays(segment_bases, &mut removed)?;
+        if clean_shutdown && snapshots.offsets.is_empty() {
+            let n = segment_bases.len();
+            let last_two = segment_bases[n.saturating_sub(2)..].iter().copied();
+            for offset in last_two.chain([log_end]) {
+                snapshots.take(offset, true)?;
+            }
+            return Ok((snapshots, removed));
+        }
+        let out_of_range: Vec<u64> = snapshots
+            .offsets
+            .iter()
+            .copied()
+            .filter(|&o| o > log_end || o <= log_start)
+            .collect();
+        for offset in out_of_range {
+            snapshots.remove(offset, &mut removed)?;
+        }
+        snapshots.read_latest(&mut removed)?;
+        snapshots.take(log_end, true)?;
+        Ok((snapshots, removed))
+    }
+
+    /// Kafka's `removeStraySnapshots`: a snapshot whose offset is no segment's base goes,
+    /// except the largest such one when it is above every base (written at a clean
+    /// close, at the log end).
+    fn remove_strays(&mut self, bases: &[u64], removed: &mut Vec<String>) -> Result<()> {
+        let strays: Vec<u64> = self
+            .offsets
+            .iter()
+            .copied()
+            .filter(|o| bases.binary_search(o).is_err())
+            .collect();
+        let Some((&largest, older)) = strays.split_last() else {
+            return Ok(());
+        };
+        for &offset in older {
+            self.remove(offset, removed)?;
+        }
+        if bases.last().is_some_and(|&max_base| largest < max_base) {
+            self.remove(largest, removed)?;
+        }
+        Ok(())
+    }
+
+    /// Kafka's `loadFromSnapshot`: the latest snapshot that decodes sets where the next
+    /// one may be taken; corrupt ones are removed on the way.
+    fn read_latest(&mut self, removed: &mut Vec<String>) -> Result<()> {
+        while let Some(&offset) = self.offsets.last() {
+            let path = snapshot_path(&self.dir, offset);
+            let bytes = fs::read(&path).map_err(io_at(&path, "read"))?;
+            match decode_snapshot(&bytes) {
+                Ok(_) => {
+                    self.last_snap_offset = offset;
+                    return Ok(());
+                }
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), reason = %e, "Failed to load producer snapshot; deleting it");
+                    self.remove(offset, removed)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, offset: u64, removed: &mut Vec<String>) -> Result<()> {
+        self.offsets.remove(&offset);
+        remove_file(&snapshot_path(&self.dir, offset))?;
+        removed.push(segment_file_name(offset, SNAPSHOT_SUFFIX));
+        Ok(())
+    }
+
+    /// Kafka's `updateMapEndOffset(offset)` then `takeSnapshot(sync)`: writes the producer
+    /// state at `offset` unless a snapshot at or past it was already taken. A roll does
+    /// not sync it ([`sync_rolled`](Self::sync_rolled) does); a close does.
+    pub(crate) fn take(&mut self, offset: u64, sync: bool) -> Result<()> {
+        if offset <= self.last_snap_offset {
+            return Ok(());
+        }
+        let path = snapshot_path(&self.dir, offset);
+        let mut file = File::create(&path).map_err(io_at(&path, "create"))?;
+        file.write_all(&encode_snapshot(&[]))
+            .map_err(io_at(&path, "write"))?;
+        if sync {
+            file.sync_all().map_err(io_at(&path, "fsync"))?;
+        } else {
+            self.unsynced.push(offset);
+        }
+        self.offsets.insert(offset);
+        self.last_snap_offset = offset;
+        Ok(())
+    }
+
+    /// fsync of the snapshots written at rolls since the last call (Kafka's
+    /// `flushProducerStateSnapshot` in the `flush-log` task). One that retention already
+    /// renamed or removed needs none.
+    pub(crate) fn sync_rolled(&mut self) -> Result<()> {
+        for offset in std::mem::take(&mut self.unsynced) {
+            if !self.offsets.contains(&offset) {
+                continue;
+            }
+            let path = snapshot_path(&self.dir, offset);
+            match File::open(&path).and_then(|f| f.sync_all()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_at(&path, "fsync")(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Kafka's `removeAndMarkSnapshotForDeletion`: the snapshot at a removed segment's
+    /// base is renamed `.deleted`, to be removed with the segment's files. Returns its
+    /// new path, or `None` when the segment had no snapshot.
+    pub(crate) fn mark_deleted(&mut self, base_offset: u64) -> Result<Option<PathBuf>> {
+        if !self.offsets.remove(&base_offset) {
+            return Ok(None);
+        }
+        let from = snapshot_path(&self.dir, base_offset);
+        let to = self
+            .dir
+            .join(segment_file_name(base_offset, SNAPSHOT_SUFFIX) + DELETED_SUFFIX);
+        match fs::rename(&from, &to) {
+            Ok(()) => Ok(Some(to)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(EngineError::io(
+                format!("rename {} to {}", from.display(), to.display()),
+                e,
+            )),
+        }
+    }
+
+    /// Kafka's `onLogStartOffsetIncremented`: the next snapshot is taken past the latest
+    /// remaining one, or past the new log start.
+    pub(crate) fn log_start_moved(&mut self, log_start: u64) {
+        self.last_snap_offset = self.offsets.last().copied().unwrap_or(log_start);
+    }
+
+    /// Offsets of the snapshot files, ascending.
+    #[cfg(test)]
+    pub(crate) fn offsets(&self) -> Vec<u64> {
+        self.offsets.iter().copied().collect()
+    }
+}
+
+/// Offsets of the `<offset>.snapshot` files of `dir` (Kafka's `listSnapshotFiles`).
+fn list_snapshots(dir: &Path) -> Result<BTreeSet<u64>> {
+    Ok(list_names(dir)?
+        .iter()
+        .filter_map(|n| parse_segment_file_name(n))
+        .filter(|(_, suffix)| *suffix == SNAPSHOT_SUFFIX)
+        .map(|(offset, _)| offset)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kafka's bytes for an empty producer state: version 1, CRC32C of the four bytes
+    /// after it (CRC32C of four zero bytes is 0x48674BC7, computed bit by bit outside
+    /// kpfs), entry count 0.
+    const EMPTY: [u8; 10] = [0, 1, 0x48, 0x67, 0x4b, 0xc7, 0, 0, 0, 0];
+
+    fn producer() -> ProducerStateEntry {
+        ProducerStateEntry {
+            producer_id: 1000,
+            producer_epoch: 5,
+            last_sequence: 41,
+            last_offset: 99,
+            offset_delta: 4,
+            timestamp: 1_700_000_000_000,
+            coordinator_epoch: -1,
+            current_txn_first_offset: -1,
+        }
+    }
+
+    /// The same, with one entry: the fields in `ProducerSnapshot.json`'s order, each
+    /// big-endian at its width (CRC computed outside kpfs).
+    fn one_entry_bytes() -> Vec<u8> {
+        let mut b = vec![0, 1, 0x51, 0x7d, 0x3f, 0x31, 0, 0, 0, 1];
+        b.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0x03, 0xe8]); // producer id 1000
+        b.extend_from_slice(&[0, 5]); // epoch
+        b.extend_from_slice(&[0, 0, 0, 41]); // last sequence
+        b.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 99]); // last offset
+        b.extend_from_slice(&[0, 0, 0, 4]); // offset delta
+        b.extend_from_slice(&[0, 0, 0x01, 0x8b, 0xcf, 0xe5, 0x68, 0x00]); // timestamp
+        b.extend_from_slice(&[0xff; 4]); // coordinator epoch -1
+        b.extend_from_slice(&[0xff; 8]); // no open transaction
+        b
+    }
+
+    #[test]
+    fn snapshots_encode_to_kafkas_bytes_and_decode_back() {
+        assert_eq!(encode_snapshot(&[]), EMPTY);
+        assert_eq!(decode_snapshot(&EMPTY), Ok(vec![]));
+        let bytes = one_entry_bytes();
+        assert_eq!(bytes.len(), SNAPSHOT_ENTRIES_AT + 4 + SNAPSHOT_ENTRY_BYTES);
+        assert_eq!(encode_snapshot(&[producer()]), bytes);
+        assert_eq!(decode_snapshot(&bytes), Ok(vec![producer()]));
+    }
+
+    #[test]
+    fn damaged_snapshots_are_refused_with_kafkas_reasons() {
+        let bytes = one_entry_bytes();
+        let mut flipped = bytes.clone();
+        flipped[20] ^= 1;
+        let err = decode_snapshot(&flipped).unwrap_err().to_string();
+        assert!(
+            err.starts_with("Snapshot is corrupt (CRC is no longer valid)."),
+            "{err}"
+        );
+        let mut version = bytes.clone();
+        version[1] = 2;
+        assert_eq!(
+            decode_snapshot(&version).unwrap_err().to_string(),
+            "Snapshot contained an unknown file version 2"
+        );
+        for cut in [0, 1, 5, 9, 11, bytes.len() - 1] {
+            let err = decode_snapshot(&bytes[..cut]).unwrap_err().to_string();
+            assert!(
+                err.starts_with("Snapshot failed schema validation"),
+                "{cut}: {err}"
+            );
+        }
+        let mut extra = bytes.clone();
+        extra.push(0);
+        assert!(
+            decode_snapshot(&extra).is_err(),
+            "a trailing byte breaks the CRC"
+        );
+        let mut null = EMPTY.to_vec();
+        null[6..10].copy_from_slice(&(-1i32).to_be_bytes());
+        assert!(decode_snapshot(&null)
+            .unwrap_err()
+            .to_string()
+            .contains("null"));
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        list_names(dir).unwrap()
+    }
+
+    #[test]
+    fn a_snapshot_is_taken_only_past_the_last_one_and_deleted_with_its_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, removed) = ProducerSnapshots::load(dir.path(), &[0], 0, 0, true).unwrap();
+        assert!(removed.is_empty());
+        assert!(
+            names(dir.path()).is_empty(),
+            "a new log's segment 0 has none"
+        );
+        s.take(5, false).unwrap();
+        s.take(5, false).unwrap();
+        s.take(10, false).unwrap();
+        s.sync_rolled().unwrap();
+        assert_eq!(s.offsets(), vec![5, 10]);
+        assert_eq!(fs::read(snapshot_path(dir.path(), 5)).unwrap(), EMPTY);
+        assert_eq!(s.mark_deleted(0).unwrap(), None);
+        let renamed = s.mark_deleted(5).unwrap().unwrap();
+        assert_eq!(
+            names(dir.path()),
+            [
+                "00000000000000000005.snapshot.deleted",
+                "00000000000000000010.snapshot"
+            ]
+        );
+        assert_eq!(
+            renamed,
+            dir.path().join("00000000000000000005.snapshot.deleted")
+        );
+        s.log_start_moved(10);
+        s.take(10, true).unwrap();
+        assert_eq!(s.offsets(), vec![10]);
+    }
+
+    #[test]
+    fn loading_keeps_the_clean_close_snapshot_and_removes_strays_and_corrupt_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |offset: u64, bytes: &[u8]| {
+            fs::write(snapshot_path(dir.path(), offset), bytes).unwrap()
+        };
+        // Segments 0, 5, 10, log end 12: 0 is at the log start, 3 a stray below the last
+        // base, 12 the clean close's (torn here, so it is written again).
+        for o in [0, 3, 5, 10] {
+            write(o, &EMPTY);
+        }
+        write(12, &EMPTY[..7]);
+        let (s, mut removed) =
+            ProducerSnapshots::load(dir.path(), &[0, 5, 10], 0, 12, false).unwrap();
+        removed.sort();
+        assert_eq!(
+            removed,
+            [
+                "00000000000000000000.snapshot",
+                "00000000000000000003.snapshot",
+                "00000000000000000012.snapshot"
+            ]
+        );
+        assert_eq!(s.offsets(), vec![5, 10, 12]);
+        assert_eq!(fs::read(snapshot_path(dir.path(), 12)).unwrap(), EMPTY);
+
+        // A later stray than the clean close's (past the log end) replaces it as the one
+        // kept, then goes as out of range: the log end gets a new one.
+        write(14, &EMPTY);
+        let (s, removed) = ProducerSnapshots::load(dir.path(), &[0, 5, 10], 0, 12, false).unwrap();
+        assert_eq!(removed.len(), 2, "{removed:?}");
+        assert_eq!(s.offsets(), vec![5, 10, 12]);
+    }
+
+    #[test]
+    fn a_clean_close_without_snapshots_writes_the_last_two_bases_and_the_log_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, _) = ProducerSnapshots::load(dir.path(), &[0, 5, 10], 0, 12, true).unwrap();
+        assert_eq!(s.offsets(), vec![5, 10, 12]);
+        let (s, _) = ProducerSnapshots::load(dir.path(), &[0, 5, 10], 0, 12, true).unwrap();
+        assert_eq!(s.offsets(), vec![5, 10, 12], "found again, nothing new");
+    }
+}
