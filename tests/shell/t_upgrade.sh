@@ -22,8 +22,8 @@ expect_as_before() {
             || fail "the overrides in $t/config differ"
         lost=$(grep -Fxv -f "$MNT/$t/config" "$FIXTURE/expected/$dir/$t.config" || true)
         [ -z "$lost" ] || fail "$t/config lost: $lost"
-        if ls "$MNT/$t/segments" | grep -qv -E '\.(log|index|timeindex)$'; then
-            fail "$t/segments holds more than Kafka's files: $(ls "$MNT/$t/segments" | tr '\n' ' ')"
+        if ls "$MNT/$t/segments" | grep -q -E '^kpfs-|\.(deleted|cleaned|upgrading)$'; then
+            fail "$t/segments holds old leftovers: $(ls "$MNT/$t/segments" | tr '\n' ' ')"
         fi
     done
 }
