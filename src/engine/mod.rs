@@ -24,6 +24,7 @@ pub(crate) mod retention;
 pub mod segment;
 pub mod stream_index;
 pub mod topic;
+pub mod upgrade;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
@@ -301,6 +302,7 @@ impl Engine {
                 .map_err(|e| EngineError::io(format!("create {}", data_dir.display()), e))?;
         }
         let lock_file = take_lock(data_dir)?;
+        upgrade::prepare_for_open(data_dir)?;
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
         let clean_shutdown = marker.exists();
         if clean_shutdown {
