@@ -111,3 +111,36 @@ fn names_that_collide_in_metric_names_are_refused() {
     f.engine().delete_topic("my.topic").unwrap();
     f.topic("my_topic");
 }
+
+/// A topic's kpfs folder (its config and stream indexes) goes with the topic: a topic
+/// created later under the same name starts from the defaults, and a folder a crash left
+/// without its partition directory is removed at the next open.
+#[test]
+fn a_deleted_topic_takes_its_kpfs_folder_along() {
+    let mut f = Fixture::new();
+    let t = f.topic("orders");
+    set(&t, "retention.ms=1234");
+    t.append_lines(b"a\n").unwrap();
+    drop(t);
+    let folder = f.dir.path().join("kpfs-topics").join("orders-0");
+    assert!(folder.join("topic.properties").is_file());
+    f.engine().delete_topic("orders").unwrap();
+    assert!(!folder.exists(), "the kpfs folder stays behind");
+    let again = f.topic("orders");
+    assert!(
+        !again.config_text().contains("\nretention.ms=1234"),
+        "{}",
+        again.config_text()
+    );
+    assert_eq!(cat_string(&again), "");
+    drop(again);
+    f.engine().delete_topic("orders").unwrap();
+
+    // A crash between the partition directory's rename and the folder's.
+    fs::create_dir_all(&folder).unwrap();
+    fs::write(folder.join("topic.properties"), "retention.ms=1234\n").unwrap();
+    f.reopen();
+    assert!(!folder.exists(), "an orphaned kpfs folder stays behind");
+    let fresh = f.topic("orders");
+    assert!(!fresh.config_text().contains("\nretention.ms=1234"));
+}

@@ -28,6 +28,10 @@ pub(super) enum CliCommand {
     /// Verify a data directory offline (CRCs, offsets, indexes, names, checkpoints).
     /// Never modifies anything; exits non-zero when it finds a problem.
     Check(CheckArgs),
+    /// Convert a data directory written before Kafka's RecordBatch v2 (kpfs's own batch
+    /// format), which mount refuses. One-way: back it up first. Safe to interrupt and
+    /// run again. The daemon must be stopped.
+    Upgrade(UpgradeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -51,6 +55,11 @@ pub(super) struct DumpLogArgs {
 
 #[derive(Debug, Args)]
 pub(super) struct CheckArgs {
+    pub(super) data_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct UpgradeArgs {
     pub(super) data_dir: PathBuf,
 }
 

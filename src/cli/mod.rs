@@ -4,7 +4,7 @@
 //! absolute), `daemon` (`kpfs mount`: spawning the daemon, its life, signals),
 //! `mount_table` (mountinfo, mount points, `kpfs umount`), `logging`, `rlimit` and
 //! `error`. The offline commands `dump-log` and `check` only print what `engine::inspect`
-//! finds, so they live here. No filesystem semantics (those are in `fs`) and no storage
+//! finds, and `upgrade` what `engine::upgrade` did, so they live here. No filesystem semantics (those are in `fs`) and no storage
 //! logic (`engine`).
 
 mod args;
@@ -22,6 +22,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use crate::engine::inspect::{check_data_dir, dump_file, DumpOptions};
+use crate::engine::upgrade::{refuse_legacy, refuse_legacy_segment, upgrade_data_dir};
 
 pub use args::Cli;
 use args::{CliCommand, DumpLogArgs};
@@ -34,7 +35,39 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         CliCommand::Umount(args) => mount_table::umount(&args.mountpoint),
         CliCommand::DumpLog(args) => dump_log(&args),
         CliCommand::Check(args) => check(&args.data_dir),
+        CliCommand::Upgrade(args) => upgrade(&args.data_dir),
     }
+}
+
+fn upgrade(data_dir: &Path) -> Result<(), CliError> {
+    let report = upgrade_data_dir(data_dir, None).map_err(|e| CliError::new(e.to_string()))?;
+    if report.already_current {
+        println!(
+            "{} already holds Kafka's RecordBatch v2: nothing to do",
+            data_dir.display()
+        );
+        return Ok(());
+    }
+    let resumed = match report.segments_already_converted {
+        0 => String::new(),
+        n => format!(" ({n} more converted by an interrupted run)"),
+    };
+    println!(
+        "upgraded {}: {} topics, {} segments{resumed}, {} batches, {} records to RecordBatch v2; {} leftover files removed",
+        data_dir.display(),
+        report.topics,
+        report.segments_converted,
+        report.batches,
+        report.records,
+        report.leftovers_removed,
+    );
+    if report.bytes_cut > 0 {
+        println!(
+            "dropped {} bytes of torn segment tails (an unclean stop), as the old kpfs's recovery would have",
+            report.bytes_cut
+        );
+    }
+    Ok(())
 }
 
 fn dump_log(args: &DumpLogArgs) -> Result<(), CliError> {
@@ -48,7 +81,9 @@ fn dump_log(args: &DumpLogArgs) -> Result<(), CliError> {
     let mut out = io::BufWriter::new(stdout.lock());
     let mut failures = Vec::new();
     for file in &args.files {
-        if let Err(e) = dump_file(file, &opts, &mut out) {
+        if let Err(e) = refuse_legacy_segment(file) {
+            failures.push(e.to_string());
+        } else if let Err(e) = dump_file(file, &opts, &mut out) {
             failures.push(e.to_string());
         }
     }
@@ -61,6 +96,7 @@ fn dump_log(args: &DumpLogArgs) -> Result<(), CliError> {
 }
 
 fn check(data_dir: &Path) -> Result<(), CliError> {
+    refuse_legacy(data_dir).map_err(|e| CliError::new(e.to_string()))?;
     let report = check_data_dir(data_dir);
     for note in &report.notes {
         println!("note: {note}");

@@ -69,6 +69,16 @@ pub enum EngineError {
         position: u64,
         reason: String,
     },
+    /// A data directory in kpfs's old batch format: `kpfs upgrade` converts it.
+    LegacyDataDir {
+        data_dir: PathBuf,
+    },
+    /// A format marker this build does not know (a newer kpfs wrote the directory).
+    UnknownDataDirFormat {
+        path: PathBuf,
+        found: String,
+        supported: u32,
+    },
     /// A cleaning pass gave up without changing anything (the log moved under it).
     CleanAborted {
         reason: String,
@@ -156,6 +166,20 @@ impl fmt::Display for EngineError {
                 position,
                 reason,
             } => write!(f, "{} at byte {position}: {reason}", path.display()),
+            EngineError::LegacyDataDir { data_dir } => write!(
+                f,
+                "{dir} holds segments in kpfs's own batch format (magic 1), which this kpfs no longer reads: back it up, then convert it to Kafka's RecordBatch v2 with `kpfs upgrade {dir}` (one-way)",
+                dir = data_dir.display()
+            ),
+            EngineError::UnknownDataDirFormat {
+                path,
+                found,
+                supported,
+            } => write!(
+                f,
+                "{} names data format version {found:?}; this kpfs reads version {supported}: a newer kpfs wrote this data directory",
+                path.display()
+            ),
             EngineError::CleanAborted { reason } => write!(f, "cleaning aborted: {reason}"),
             EngineError::CleanerPanicked => {
                 f.write_str("cleaning aborted: the cleaner panicked (see the log)")

@@ -1325,6 +1325,8 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
                 }
             }
             CLEAN_SHUTDOWN_FILE => clean_marker = true,
+            // `kpfs check` refuses any other version before it gets here.
+            super::upgrade::FORMAT_VERSION_FILE => {}
             // The daemon's log: plain text, nothing to verify.
             DAEMON_LOG_FILE => {}
             DYNAMIC_BROKER_CONFIG_FILE => check_broker_config(&path, &mut report),

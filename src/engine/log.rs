@@ -911,11 +911,22 @@ impl Log {
     /// moved, refuses every later append. Under the writer lock, so no append or roll
     /// runs during the rename and none is acknowledged after this returns; if the rename
     /// fails, the log is exactly as it was.
-    pub(crate) fn retire_dir(&self, to: &Path) -> Result<()> {
+    ///
+    /// The topic's kpfs folder follows under the same name in `kpfs-topics/`; returns
+    /// the directories to remove. When that second rename fails, the folder is an orphan
+    /// the next open removes (recovery row 12).
+    pub(crate) fn retire_dir(&self, to: &Path) -> Result<Vec<PathBuf>> {
         let mut writer = self.writer.lock();
         fs::rename(&self.dir, to).map_err(io_at(&self.dir, "rename"))?;
         writer.deleted = true;
-        Ok(())
+        let kpfs_to = kpfs_topic_dir(to);
+        match fs::rename(&self.stream_dir, &kpfs_to) {
+            Ok(()) => Ok(vec![to.to_path_buf(), kpfs_to]),
+            Err(e) => {
+                tracing::warn!(dir = %self.stream_dir.display(), error = %e, "cannot retire the topic's kpfs folder; the next open removes it");
+                Ok(vec![to.to_path_buf()])
+            }
+        }
     }
 
     /// fsync of everything appended so far.

@@ -15,7 +15,7 @@ use super::error::{EngineError, Result};
 use super::files::{io_at, list_names, remove_file, sync_dir, temporary_path};
 use super::format::{
     parse_segment_file_name, segment_file_name, CLEANED_SUFFIX, DELETED_SUFFIX, DELETING_SUFFIX,
-    INDEX_SUFFIX, LOG_SUFFIX, STREAM_INDEX_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+    INDEX_SUFFIX, KPFS_TOPICS_DIR, LOG_SUFFIX, STREAM_INDEX_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use super::segment::{Segment, SegmentSpec};
 
@@ -420,4 +420,22 @@ pub(crate) fn finish_interrupted_topic_deletion(name: &str, path: &Path) -> bool
     }
     let _ = fs::remove_dir_all(path);
     true
+}
+
+/// Row 12, kpfs's side: a topic's kpfs folder follows its partition directory when the
+/// topic is deleted, so a `-delete` folder, or one whose partition directory is gone (a
+/// crash between the two renames), is the rest of a deletion; it is removed, so a topic
+/// created later under that name starts without the old one's configs.
+pub(crate) fn finish_interrupted_kpfs_folder_deletions(data_dir: &Path) {
+    let kpfs_topics = data_dir.join(KPFS_TOPICS_DIR);
+    let Ok(names) = list_names(&kpfs_topics) else {
+        return;
+    };
+    for name in names {
+        let path = kpfs_topics.join(&name);
+        if name.ends_with(DELETING_SUFFIX) || !data_dir.join(&name).is_dir() {
+            tracing::info!(dir = %path.display(), "removing the kpfs folder of a deleted topic");
+            let _ = fs::remove_dir_all(&path);
+        }
+    }
 }

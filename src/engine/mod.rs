@@ -24,6 +24,7 @@ pub(crate) mod retention;
 pub mod segment;
 pub mod stream_index;
 pub mod topic;
+pub mod upgrade;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs;
@@ -301,6 +302,7 @@ impl Engine {
                 .map_err(|e| EngineError::io(format!("create {}", data_dir.display()), e))?;
         }
         let lock_file = take_lock(data_dir)?;
+        upgrade::prepare_for_open(data_dir)?;
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
         let clean_shutdown = marker.exists();
         if clean_shutdown {
@@ -332,6 +334,7 @@ impl Engine {
             .filter_map(|e| e.ok())
             .collect();
         entries.sort_by_key(|e| e.file_name());
+        log_loader::finish_interrupted_kpfs_folder_deletions(data_dir);
         for entry in entries {
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
@@ -526,12 +529,14 @@ impl Engine {
             .inner
             .data_dir
             .join(delete_dir_name(name, self.inner.clock.now_ms()));
-        topic.log().retire_dir(&doomed)?;
+        let retired = topic.log().retire_dir(&doomed)?;
         topics.remove(name);
         self.inner.deletions.lock().retain(|d| d.topic != name);
         let removed = files::sync_dir(&self.inner.data_dir).and_then(|()| {
-            fs::remove_dir_all(&doomed)
-                .map_err(|e| EngineError::io(format!("remove {}", doomed.display()), e))
+            retired.iter().try_for_each(|dir| {
+                fs::remove_dir_all(dir)
+                    .map_err(|e| EngineError::io(format!("remove {}", dir.display()), e))
+            })
         });
         if let Err(e) = removed {
             tracing::warn!(topic = name, error = %e, "deleted topic; its files go at the next open");
