@@ -157,6 +157,27 @@ fn row06_torn_last_batch_is_cut_and_appends_continue_at_the_next_offset() {
 
 #[test]
 fn row06_corrupt_batch_in_a_sealed_segment_cuts_it_and_drops_later_segments() {
+    // Inside the record's value bytes: only the CRC can notice.
+    cut_at_a_damaged_batch_of_a_sealed_segment(|path, pos, size| {
+        flip_byte(path, pos + size as u64 - 3)
+    });
+}
+
+#[test]
+fn row06_a_base_offset_beyond_the_segments_relative_range_is_cut() {
+    // The CRC32C does not cover the base offset: a flipped bit 32 makes an increasing
+    // offset that a segment's 32-bit relative offsets cannot hold (Kafka's
+    // LogSegment.ensureOffsetInRange). Kept, it made a later roll's time index entry panic.
+    cut_at_a_damaged_batch_of_a_sealed_segment(|path, pos, _| {
+        let mut bytes = fs::read(path).unwrap();
+        bytes[pos as usize + 3] ^= 0x01;
+        fs::write(path, bytes).unwrap();
+    });
+}
+
+/// Damages the middle batch of the second segment of a crashed topic: recovery cuts the
+/// segment there and drops the later ones; appends go on from that batch's offset.
+fn cut_at_a_damaged_batch_of_a_sealed_segment(damage: fn(&Path, u64, usize)) {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 60);
     let dir = t.dir().to_path_buf();
@@ -167,8 +188,7 @@ fn row06_corrupt_batch_in_a_sealed_segment_cuts_it_and_drops_later_segments() {
     let path = seg(&dir, victim, LOG);
     let bs = batches(&path);
     let (pos, size, bad_offset) = bs[bs.len() / 2];
-    // Inside the record's value bytes: only the CRC can notice.
-    flip_byte(&path, pos + size as u64 - 3);
+    damage(&path, pos, size);
     start(&mut f);
     let t = f.topic("r");
     assert_eq!(log_bases(&dir), bases[..2].to_vec(), "{:?}", names(&dir));

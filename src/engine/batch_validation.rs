@@ -5,8 +5,9 @@
 //!
 //! A batch is valid when its header decodes (which bounds its offsets and stream range),
 //! it fits in the bytes walked, its base offset is not below the lowest one allowed there
-//! (the segment's base offset, then the previous batch's next offset), its CRC matches
-//! and its records decode.
+//! (the segment's base offset, then the previous batch's next offset), its last offset is
+//! within the 32-bit relative range of the segment's indexes, its CRC matches and its
+//! records decode.
 
 use std::fs::File;
 use std::io;
@@ -40,6 +41,8 @@ pub(crate) struct BatchWalker<'f> {
     /// Bytes to walk: the file length, or the valid prefix an earlier walk found.
     end: u64,
     pos: u64,
+    /// The segment's base offset: its indexes store offsets relative to it.
+    segment_base: u64,
     /// Lowest base offset the next batch may have.
     floor: u64,
     after_batch: bool,
@@ -53,21 +56,22 @@ impl<'f> BatchWalker<'f> {
     /// A walk of `file` up to `end` from its start, a segment whose base offset is
     /// `base_offset`.
     pub(crate) fn new(file: &'f File, end: u64, base_offset: u64, verify: bool) -> Self {
-        Self::starting_at(file, (0, end), base_offset, verify)
+        Self::starting_at(file, (0, end), (base_offset, base_offset), verify)
     }
 
-    /// A walk of the bytes `[start, end)` of `file`, whose first batch may not start
-    /// below offset `floor`.
+    /// A walk of the bytes `[start, end)` of `file`, a segment whose base offset is
+    /// `segment_base`, whose first batch may not start below offset `floor`.
     pub(crate) fn starting_at(
         file: &'f File,
         (start, end): (u64, u64),
-        floor: u64,
+        (segment_base, floor): (u64, u64),
         verify: bool,
     ) -> Self {
         BatchWalker {
             file,
             end,
             pos: start,
+            segment_base,
             floor,
             after_batch: false,
             verify,
@@ -141,6 +145,16 @@ impl<'f> BatchWalker<'f> {
             return Ok(Err(format!(
                 "batch base offset {} is below {below} {}",
                 header.base_offset, self.floor
+            )));
+        }
+        // The CRC32C does not cover the base offset, so a damaged one can still increase;
+        // past Kafka's relative range (LogSegment.ensureOffsetInRange: offset - baseOffset
+        // within Int.MaxValue) no index of the segment could hold it.
+        if header.last_offset() - self.segment_base > i32::MAX as u64 {
+            return Ok(Err(format!(
+                "batch last offset {} is out of range of the segment's base offset {}",
+                header.last_offset(),
+                self.segment_base
             )));
         }
         if self.verify {

@@ -617,7 +617,8 @@ impl Segment {
     fn scan_from(&self, start: u64, floor: u64) -> Result<ScanOutcome> {
         let log = self.log_file()?;
         let size = log.metadata().map_err(|e| self.io_err("stat", e))?.len();
-        let mut walker = BatchWalker::starting_at(&log, (start, size), floor, true);
+        let mut walker =
+            BatchWalker::starting_at(&log, (start, size), (self.base_offset, floor), true);
         loop {
             match walker.next_step().map_err(|e| self.io_err("scan", e))? {
                 Step::Batch { .. } => {}
