@@ -2012,7 +2012,9 @@ fn check_offset_checkpoint(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::format::{decode_header, BatchBuilder};
+    use crate::engine::format::{
+        decode_header, BatchBuilder, SNAPSHOT_CRC_AT, SNAPSHOT_ENTRIES_AT, SNAPSHOT_VERSION,
+    };
     use crate::engine::{Engine, ManualClock};
     use std::sync::Arc;
 
