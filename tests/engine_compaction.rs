@@ -580,3 +580,96 @@ fn the_io_buffer_size_changes_how_the_cleaner_reads_not_what_it_writes() {
     );
     assert_eq!(cleaned("524288"), one_batch_per_read);
 }
+
+/// `compression.type` names the codec of the batches an append writes (lines are
+/// uncompressed producer data, so `producer` writes none); `cat`, the cleaner and a
+/// reopen read all four; a batch the cleaner rebuilds keeps its codec, as Kafka's
+/// `MemoryRecords.filterTo` does, and kept records keep their stream positions.
+#[test]
+fn every_codec_is_written_read_cleaned_and_reopened() {
+    use kpfs::engine::format::decode_header;
+    let mut f = Fixture::new();
+    let codecs = ["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"];
+    let mut texts = Vec::new();
+    for codec in codecs {
+        let t = f.topic(codec);
+        set(
+            &t,
+            &format!(
+                "compression.type={codec}\ncleanup.policy=compact\nparse.key=true\nkey.separator=:\n\
+                 min.cleanable.dirty.ratio=0.01\ninternal.segment.bytes=2000"
+            ),
+        );
+        let mut written = String::new();
+        for round in 0..6 {
+            let mut write = String::new();
+            for k in 0..10 {
+                write.push_str(&format!(
+                    "k{k}:{}-round{round}-{}\n",
+                    codec,
+                    "v".repeat(k * 7)
+                ));
+            }
+            t.append_lines(write.as_bytes()).unwrap();
+            written.push_str(&write);
+        }
+        assert_eq!(cat_string(&t), written, "{codec}: what was written");
+        let attributes = |t: &Topic| -> Vec<u16> {
+            let mut ids = Vec::new();
+            for s in t.log().snapshot().segments.iter() {
+                let bytes = s.read_at(0, s.size() as usize).unwrap();
+                let mut at = 0;
+                while at < bytes.len() {
+                    let h = decode_header(&bytes[at..]).unwrap();
+                    // An empty batch has no records to compress (Kafka's writeEmptyHeader).
+                    if h.record_count > 0 {
+                        ids.push(u16::from_be_bytes([bytes[at + 21], bytes[at + 22]]) & 7);
+                    }
+                    at += h.size;
+                }
+            }
+            ids
+        };
+        let want = ["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]
+            .iter()
+            .position(|c| *c == codec)
+            .unwrap()
+            .saturating_sub(1) as u16;
+        assert!(
+            attributes(&t).iter().all(|&id| id == want),
+            "{codec}: {:?}",
+            attributes(&t)
+        );
+        // Compressed batches are small: roll, so every round is in a cleanable segment.
+        t.log()
+            .roll(&t.config(), kpfs::engine::segment::RollReason::Size)
+            .unwrap();
+        let size_before = t.stream_len();
+        f.engine().run_cleaner_once_with(&mut small_map()).unwrap();
+        let cleaned = cat_string(&t);
+        assert!(
+            cleaned.len() < written.len(),
+            "{codec}: nothing was cleaned"
+        );
+        assert!(
+            cleaned.ends_with(&written[written.len() - 200..]),
+            "{codec}"
+        );
+        assert!(
+            attributes(&t).iter().all(|&id| id == want),
+            "{codec} after cleaning"
+        );
+        assert_eq!(
+            t.stream_len(),
+            size_before,
+            "{codec}: the log size never shrinks"
+        );
+        texts.push((codec, cleaned, size_before));
+    }
+    f.reopen();
+    for (codec, text, size) in texts {
+        let t = f.topic(codec);
+        assert_eq!(cat_string(&t), text, "{codec} after a reopen");
+        assert_eq!(t.stream_len(), size, "{codec} after a reopen");
+    }
+}

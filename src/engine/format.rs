@@ -924,7 +924,13 @@ impl BatchBuilder {
                 self.max_timestamp,
             )
         };
-        let codec = end.compression.codec();
+        // A batch left without records is written with no codec, as Kafka's
+        // `writeEmptyHeader` writes it.
+        let codec = if self.record_count == 0 {
+            CompressionCodec::None
+        } else {
+            end.compression.codec()
+        };
         let section: &[u8] = if codec == CompressionCodec::None {
             &self.records
         } else {

@@ -22,8 +22,7 @@ use super::format::{
     batch_crc, be_i64, be_u32, decode_header, field_len, parse_segment_file_name, records_section,
     segment_file_name, sequence_at, BatchHeader, RecordIter, RecordRef, BATCH_HEADER_BYTES,
     BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS,
-    OFFSET_INDEX_ENTRY_BYTES, SNAPSHOT_CRC_AT, SNAPSHOT_ENTRIES_AT, SNAPSHOT_ENTRY_BYTES,
-    SNAPSHOT_SUFFIX, SNAPSHOT_VERSION, STREAM_INDEX_ENTRY_BYTES, STREAM_INDEX_HEADER_BYTES,
+    OFFSET_INDEX_ENTRY_BYTES, SNAPSHOT_SUFFIX, STREAM_INDEX_ENTRY_BYTES, STREAM_INDEX_HEADER_BYTES,
     STREAM_INDEX_SUFFIX, STREAM_INDEX_VERSION, SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES,
     TIME_INDEX_SUFFIX,
 };
@@ -33,6 +32,7 @@ use super::format::{
     MAX_SEGMENT_FILE_BYTES, PARTITION_METADATA_FILE, PARTITION_SUFFIX, RECOVERY_CHECKPOINT_FILE,
     TMP_SUFFIX, TOPIC_CONFIG_FILE,
 };
+use super::producer_state::{decode_snapshot, ProducerStateEntry};
 use super::stream_index::{
     decode_entry as decode_stream_entry, decode_header as decode_stream_header, StreamEntry,
 };
@@ -1119,74 +1119,9 @@ fn read_whole(file: &File, len: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// One producer of a producer-state snapshot (Kafka's `ProducerSnapshot.ProducerEntry`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct ProducerSnapshotEntry {
-    producer_id: i64,
-    producer_epoch: i16,
-    last_sequence: i32,
-    last_offset: i64,
-    offset_delta: i32,
-    timestamp: i64,
-    coordinator_epoch: i32,
-    current_txn_first_offset: i64,
-}
-
-/// Decodes a `.snapshot` as Kafka's `ProducerStateManager.readSnapshot` does; the error
-/// is its `CorruptSnapshotException` text.
-fn decode_producer_snapshot(bytes: &[u8]) -> Result<Vec<ProducerSnapshotEntry>, String> {
-    let schema = |why: &str| format!("Snapshot failed schema validation: {why}");
-    let version = bytes
-        .get(..SNAPSHOT_CRC_AT)
-        .map(|v| i16::from_be_bytes([v[0], v[1]]))
-        .ok_or_else(|| schema("no version"))?;
-    if version != SNAPSHOT_VERSION {
-        return Err(format!(
-            "Snapshot contained an unknown file version {version}"
-        ));
-    }
-    let header = bytes
-        .get(..SNAPSHOT_ENTRIES_AT + 4)
-        .ok_or_else(|| schema("no CRC or entry count"))?;
-    let stored = be_u32(header, SNAPSHOT_CRC_AT);
-    let count = be_u32(header, SNAPSHOT_ENTRIES_AT) as i32;
-    let entries = &bytes[SNAPSHOT_ENTRIES_AT + 4..];
-    let Ok(count) = usize::try_from(count) else {
-        return Err(schema(&format!("entry count {count}")));
-    };
-    if count > entries.len() / SNAPSHOT_ENTRY_BYTES {
-        return Err(schema(&format!(
-            "{count} entries announced, {} bytes of entries present",
-            entries.len()
-        )));
-    }
-    let computed = crc32c::crc32c(&bytes[SNAPSHOT_ENTRIES_AT..]);
-    if stored != computed {
-        return Err(format!(
-            "Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored}. Computed crc: \
-             {computed}"
-        ));
-    }
-    let i16_at = |e: &[u8], at: usize| i16::from_be_bytes([e[at], e[at + 1]]);
-    Ok(entries
-        .chunks_exact(SNAPSHOT_ENTRY_BYTES)
-        .take(count)
-        .map(|e| ProducerSnapshotEntry {
-            producer_id: be_i64(e, 0),
-            producer_epoch: i16_at(e, 8),
-            last_sequence: be_u32(e, 10) as i32,
-            last_offset: be_i64(e, 14),
-            offset_delta: be_u32(e, 22) as i32,
-            timestamp: be_i64(e, 26),
-            coordinator_epoch: be_u32(e, 34) as i32,
-            current_txn_first_offset: be_i64(e, 38),
-        })
-        .collect())
-}
-
 /// `DumpLogSegments.dumpProducerIdSnapshot`'s line for one producer: the batch fields
 /// only when the producer has a last batch (`lastOffset >= 0`), as Kafka prints them.
-fn producer_snapshot_line(e: &ProducerSnapshotEntry) -> String {
+fn producer_snapshot_line(e: &ProducerStateEntry) -> String {
     let txn_first = if e.current_txn_first_offset >= 0 {
         format!("OptionalLong[{}]", e.current_txn_first_offset)
     } else {
@@ -1224,7 +1159,7 @@ fn dump_producer_snapshot(
         move |source| DumpError::Io { path, what, source }
     };
     let bytes = read_whole(file, len).map_err(io_err("read"))?;
-    match decode_producer_snapshot(&bytes) {
+    match decode_snapshot(&bytes) {
         Ok(entries) => {
             for e in &entries {
                 writeln!(out, "{}", producer_snapshot_line(e)).map_err(io_err("write output"))?;
@@ -1235,7 +1170,7 @@ fn dump_producer_snapshot(
             writeln!(out, "{reason}").map_err(io_err("write output"))?;
             Err(DumpError::Corrupt {
                 path: path.to_path_buf(),
-                reason,
+                reason: reason.to_string(),
             })
         }
     }
@@ -1889,7 +1824,7 @@ fn check_stream_index(
 fn check_producer_snapshot(path: &Path, report: &mut CheckReport) {
     match fs::read(path) {
         Ok(bytes) => {
-            if let Err(reason) = decode_producer_snapshot(&bytes) {
+            if let Err(reason) = decode_snapshot(&bytes) {
                 report.problem(
                     path,
                     format_args!("{reason} (the next open deletes it, as Kafka does)"),
@@ -2077,7 +2012,9 @@ fn check_offset_checkpoint(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::format::{decode_header, BatchBuilder};
+    use crate::engine::format::{
+        decode_header, BatchBuilder, SNAPSHOT_CRC_AT, SNAPSHOT_ENTRIES_AT, SNAPSHOT_VERSION,
+    };
     use crate::engine::{Engine, ManualClock};
     use std::sync::Arc;
 

@@ -488,6 +488,11 @@ impl Log {
         &self.dir
     }
 
+    /// Writes what a full disk kept from the partition's own files.
+    pub(crate) fn save_unsaved_partition_files(&self) -> Result<()> {
+        self.leader_epochs.lock().save_unsaved()
+    }
+
     pub(crate) fn stream_dir(&self) -> &Path {
         &self.stream_dir
     }
@@ -754,9 +759,16 @@ impl Log {
         )?);
         // Kafka's `roll`: the producer state at the new base, synced by the flush of the
         // rolled segments (`takeSnapshot(false)`).
-        self.producer_snapshots
-            .lock()
-            .take(info.next_offset, false)?;
+        // On a full disk the roll goes on without it (retention's roll is how space comes
+        // back): the state it would hold is empty until idempotent producers come, and an
+        // open rebuilds what is missing (row 13).
+        let taken = self.producer_snapshots.lock().take(info.next_offset, false);
+        match taken {
+            Err(e) if e.is_out_of_space() => {
+                tracing::warn!(partition = %self.partition, error = %e, "rolled without a producer snapshot for lack of space");
+            }
+            other => other?,
+        }
         self.sync_dirs()?;
         let mut sh = self.shared.write();
         let mut segs: Vec<Arc<Segment>> = sh.segments.as_ref().clone();

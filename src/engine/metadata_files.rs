@@ -13,6 +13,7 @@
 //! at the log end). A Kafka cluster bumps the epoch on leader changes, a restart among
 //! them; a single kpfs has none to record.
 
+use parking_lot::Mutex;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
 use super::error::{EngineError, Result};
-use super::files::{io_at, write_atomically};
+use super::files::{io_at, write_atomically, write_or_defer};
 use super::format::{LEADER_EPOCH, LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE};
 use super::log_loader::remove_stale_temporary;
 
@@ -112,6 +113,9 @@ pub(crate) fn load_topic_id(partition_dir: &Path) -> Result<Uuid> {
 pub(crate) struct LeaderEpochCheckpoint {
     path: PathBuf,
     start_offset: u64,
+    /// Why the file does not hold `start_offset` yet (a full disk when retention moved
+    /// the log start: the deletion that frees space must not fail on it).
+    unsaved: Mutex<Option<String>>,
 }
 
 impl LeaderEpochCheckpoint {
@@ -132,7 +136,11 @@ impl LeaderEpochCheckpoint {
             Some(start) if start < log_end => start.max(log_start),
             _ => log_end,
         };
-        let checkpoint = LeaderEpochCheckpoint { path, start_offset };
+        let checkpoint = LeaderEpochCheckpoint {
+            path,
+            start_offset,
+            unsaved: Mutex::new(None),
+        };
         if stored != Some(start_offset) {
             checkpoint.write()?;
         }
@@ -150,7 +158,15 @@ impl LeaderEpochCheckpoint {
 
     fn write(&self) -> Result<()> {
         let text = format!("0\n1\n{LEADER_EPOCH} {}\n", self.start_offset);
-        write_atomically(&self.path, text.as_bytes())
+        write_or_defer(&self.path, text.as_bytes(), &self.unsaved)
+    }
+
+    /// Writes what a full disk kept from the file, if anything.
+    pub(crate) fn save_unsaved(&self) -> Result<()> {
+        if self.unsaved.lock().is_some() {
+            self.write()?;
+        }
+        Ok(())
     }
 
     #[cfg(test)]

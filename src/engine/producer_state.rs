@@ -285,8 +285,11 @@ impl ProducerSnapshots {
         }
         let path = snapshot_path(&self.dir, offset);
         let mut file = File::create(&path).map_err(io_at(&path, "create"))?;
-        file.write_all(&encode_snapshot(&[]))
-            .map_err(io_at(&path, "write"))?;
+        if let Err(e) = file.write_all(&encode_snapshot(&[])) {
+            // Not left torn: the next open would only remove it.
+            let _ = std::fs::remove_file(&path);
+            return Err(io_at(&path, "write")(e));
+        }
         if sync {
             file.sync_all().map_err(io_at(&path, "fsync"))?;
         } else {

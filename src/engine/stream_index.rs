@@ -159,6 +159,9 @@ pub(crate) struct StreamIndex {
     path: PathBuf,
     /// Entries were written since the last fsync.
     dirty: bool,
+    /// The header could not be written (a full disk, at the roll retention makes to free
+    /// space): written before the first entry or at the next fsync instead.
+    header_pending: bool,
     base_offset: u64,
     /// Where the segment's stream starts: the stream end of the log before it.
     stream_start: u64,
@@ -182,10 +185,18 @@ impl StreamIndex {
             .create(true)
             .truncate(true)
             .open(path)?;
-        file.write_all_at(&encode_header(stream_start), 0)?;
+        let header_pending = match file.write_all_at(&encode_header(stream_start), 0) {
+            Ok(()) => false,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) => {
+                tracing::warn!(path = %path.display(), "stream index header deferred for lack of space");
+                true
+            }
+            Err(e) => return Err(e),
+        };
         Ok(StreamIndex {
             path: path.to_path_buf(),
             dirty: true,
+            header_pending,
             base_offset,
             stream_start,
             entries: Vec::new(),
@@ -226,6 +237,7 @@ impl StreamIndex {
         let index = StreamIndex {
             path: path.to_path_buf(),
             dirty: false,
+            header_pending: false,
             base_offset,
             stream_start,
             written: entries.len(),
@@ -256,6 +268,7 @@ impl StreamIndex {
             .entries
             .last()
             .is_none_or(|p| entry.offset > p.offset && entry.stream_pos >= p.stream_pos));
+        self.write_pending_header()?;
         let bytes = encode_entry(&entry, self.base_offset);
         let at = (STREAM_INDEX_HEADER_BYTES + self.written * STREAM_INDEX_ENTRY_BYTES) as u64;
         OpenOptions::new()
@@ -290,8 +303,20 @@ impl StreamIndex {
             .set_len(len)
     }
 
+    fn write_pending_header(&mut self) -> io::Result<()> {
+        if self.header_pending {
+            OpenOptions::new()
+                .write(true)
+                .open(&self.path)?
+                .write_all_at(&encode_header(self.stream_start), 0)?;
+            self.header_pending = false;
+        }
+        Ok(())
+    }
+
     /// fsync, when entries were written since the last one.
     pub(crate) fn sync(&mut self) -> io::Result<()> {
+        self.write_pending_header()?;
         if self.dirty {
             File::open(&self.path)?.sync_data()?;
             self.dirty = false;

@@ -46,7 +46,7 @@ os.close(fd)
 EOF
 expect_eq $'good\nnext' "$(head -c 100 "$MNT/retry/log")" "log after a retried 1.5 MB line"
 expect_eq 2 "$(status_field retry log_end_offset)" "log_end_offset after a retried 1.5 MB line"
-expect_contains "$(cat "$MNT/.kpfs/errors")" "retry/log: this write carries more of a refused line, and nothing of that line is stored: The record batch size in the append to retry-0 is 1500072 bytes" ".kpfs/errors after the retry"
+expect_contains "$(cat "$MNT/.kpfs/errors")" "retry/log: this write carries more of a refused line, and nothing of that line is stored: The record batch size in the append to retry-0 is 1500074 bytes" ".kpfs/errors after the retry"
 
 # cat of a file with a 3 MB line writes it in 1 MiB write(2)s (log's st_blksize). The
 # first holds a line that fits and the start of the 3 MB line, the second is refused, cat
@@ -84,6 +84,6 @@ os.write(fd, b"after\n")
 os.close(fd)
 EOF
 expect_eq $'next\nafter' "$(cat "$MNT/small/log")" "log after lines refused in part"
-expect_contains "$(cat "$MNT/.kpfs/errors")" "small/log: The record batch size in the append to small-0 is 1272 bytes which exceeds the maximum configured value of 1000." ".kpfs/errors after a line in pieces"
+expect_contains "$(cat "$MNT/.kpfs/errors")" "small/log: The record batch size in the append to small-0 is 1270 bytes which exceeds the maximum configured value of 1000." ".kpfs/errors after a line in pieces"
 
 umount_kpfs

@@ -419,7 +419,8 @@ impl Topic {
         Ok(())
     }
 
-    /// Saves what a full disk kept in memory only: the overrides. Called on the scheduler's tick and at close; a failure leaves it for the
+    /// Saves what a full disk kept in memory only: the overrides and the partition's
+    /// leader-epoch checkpoint. Called on the scheduler's tick and at close; a failure leaves it for the
     /// next call.
     pub(crate) fn save_unsaved(&self) {
         if self.unsaved_overrides.lock().is_some() {
@@ -427,6 +428,9 @@ impl Topic {
             if let Err(e) = self.save_overrides(&overrides) {
                 tracing::error!(topic = %self.name, error = %e, "writing the topic config failed");
             }
+        }
+        if let Err(e) = self.log.save_unsaved_partition_files() {
+            tracing::error!(topic = %self.name, error = %e, "writing the leader-epoch checkpoint failed");
         }
     }
 
