@@ -2,7 +2,7 @@
 //! precisely. Each prints one `key: value` line per figure.
 //!
 //! ```text
-//! bench_io lines OUT BYTES               # BYTES/100 numbered 100-byte lines into OUT
+//! bench_io lines OUT BYTES [LINE_BYTES]  # BYTES/LINE_BYTES numbered lines (default 100 bytes)
 //! bench_io small PATH COUNT              # COUNT write(2)s of one line each, O_APPEND
 //! bench_io follow PATH COUNT INTERVAL_MS # append-to-visible delay through `tail -f`
 //! ```
@@ -24,12 +24,17 @@ use std::process::{Command, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// Lines of `small` and `follow`, and of `lines` unless told otherwise.
 const LINE_BYTES: usize = 100;
+/// A line of `lines` holds at least one digit and its newline.
+const LINE_BYTES_RANGE: std::ops::RangeInclusive<usize> = 2..=1 << 20;
 /// How long `follow` waits for tail to start, and for the last line after the writes.
 const FOLLOW_DEADLINE: Duration = Duration::from_secs(10);
 
 fn usage() -> ExitCode {
-    eprintln!("usage: bench_io lines OUT BYTES | small PATH COUNT | follow PATH COUNT INTERVAL_MS");
+    eprintln!(
+        "usage: bench_io lines OUT BYTES [LINE_BYTES] | small PATH COUNT | follow PATH COUNT INTERVAL_MS"
+    );
     ExitCode::from(2)
 }
 
@@ -37,10 +42,16 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let num = |i: usize| args.get(i).and_then(|v| v.parse::<u64>().ok());
     let result = match (args.first().map(String::as_str), args.len()) {
-        (Some("lines"), 3) => match num(2) {
-            Some(bytes) => lines(&args[1], bytes),
-            None => return usage(),
-        },
+        (Some("lines"), 3 | 4) => {
+            let line_bytes = match args.get(3) {
+                None => Some(LINE_BYTES),
+                Some(_) => num(3).map(|n| n as usize),
+            };
+            match (num(2), line_bytes.filter(|n| LINE_BYTES_RANGE.contains(n))) {
+                (Some(bytes), Some(line_bytes)) => lines(&args[1], bytes, line_bytes),
+                _ => return usage(),
+            }
+        }
         (Some("small"), 3) => match num(2) {
             Some(count) => small(&args[1], count),
             None => return usage(),
@@ -60,23 +71,25 @@ fn main() -> ExitCode {
     }
 }
 
-/// Line `n`: its number, zero-padded to 99 digits, and a newline.
+/// Line `n`: its number, zero-padded to the line's length, and a newline (the number's
+/// last digits, if the line is too short for all of them).
 fn fill_line(line: &mut [u8], mut n: u64) {
-    line[..LINE_BYTES - 1].fill(b'0');
-    line[LINE_BYTES - 1] = b'\n';
-    let mut i = LINE_BYTES - 1;
-    while n > 0 {
+    let end = line.len() - 1;
+    line[..end].fill(b'0');
+    line[end] = b'\n';
+    let mut i = end;
+    while n > 0 && i > 0 {
         i -= 1;
         line[i] = b'0' + (n % 10) as u8;
         n /= 10;
     }
 }
 
-fn lines(out: &str, bytes: u64) -> io::Result<()> {
+fn lines(out: &str, bytes: u64, line_bytes: usize) -> io::Result<()> {
     let file = std::fs::File::create(out)?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
-    let mut line = [0u8; LINE_BYTES];
-    let count = bytes / LINE_BYTES as u64;
+    let mut line = vec![0u8; line_bytes];
+    let count = bytes / line_bytes as u64;
     for n in 0..count {
         fill_line(&mut line, n);
         out.write_all(&line)?;

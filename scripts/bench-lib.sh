@@ -94,11 +94,13 @@ parallel_append() {
     return "$rc"
 }
 
-# input_file BYTES: path of a file of BYTES/100 numbered 100-byte lines, made once a run.
+# input_file BYTES [LINE_BYTES]: path of a file of BYTES/LINE_BYTES numbered lines of
+# LINE_BYTES bytes (default 100), made once a run.
 input_file() {
-    local path="$B/input-$1"
+    local line_bytes=${2:-100}
+    local path="$B/input-$1-$line_bytes"
     if [ ! -e "$path" ]; then
-        "$BENCH_IO" lines "$path.tmp" "$1" >/dev/null
+        "$BENCH_IO" lines "$path.tmp" "$1" "$line_bytes" >/dev/null
         mv "$path.tmp" "$path"
     fi
     echo "$path"

@@ -188,6 +188,9 @@ pub(crate) const MAX_BATCH_BYTES: usize = i32::MAX as usize;
 /// Smallest encoded record: length, attributes, timestamp delta, offset delta, key
 /// length, value length and header count, one byte each.
 const MIN_RECORD_BYTES: usize = 7;
+/// A null key's or value's length, -1, as its one-byte zig-zag varint.
+const NULL_FIELD_LENGTH: u8 = 1;
+const _: () = assert!(zigzag(-1) == NULL_FIELD_LENGTH as u64);
 /// Upper bound of a record's bytes besides its key, value and headers: the length
 /// (5-byte varint), attributes, a timestamp delta (10), an offset delta (5), two field
 /// lengths (5 each) and a header count (5).
@@ -555,10 +558,13 @@ impl<'a> RecordIter<'a> {
         }
     }
 
+    // Inlined into its callers' loops, so a record's fields go to registers rather than
+    // through a returned `Result` on the stack (a stall per record on the read path).
+    #[inline(always)]
     fn next_record(&mut self) -> Result<RecordRef<'a>, DecodeError> {
         let body_len = read_int(&mut self.rest, "record length")?;
         if body_len < 0 || body_len as usize > self.rest.len() {
-            return Err(DecodeError::BadRecord(format!(
+            return Err(bad_record(format_args!(
                 "record length {body_len} with {} bytes left",
                 self.rest.len()
             )));
@@ -566,20 +572,20 @@ impl<'a> RecordIter<'a> {
         let (mut body, after) = self.rest.split_at(body_len as usize);
         self.rest = after;
         let Some((_attributes, b)) = body.split_first() else {
-            return Err(DecodeError::BadRecord("empty record".into()));
+            return Err(bad_record(format_args!("empty record")));
         };
         body = b;
         let timestamp_delta = unzigzag(read_varint(&mut body)?);
         let offset_delta = read_int(&mut body, "offset delta")?;
         if offset_delta < 0 || offset_delta as u64 > u64::from(self.header.last_offset_delta) {
-            return Err(DecodeError::BadRecord(format!(
+            return Err(bad_record(format_args!(
                 "offset delta {offset_delta} outside the batch's 0..={}",
                 self.header.last_offset_delta
             )));
         }
         let offset = self.header.base_offset + offset_delta as u64;
         if self.previous.is_some_and(|p| offset <= p) {
-            return Err(DecodeError::BadRecord(format!(
+            return Err(bad_record(format_args!(
                 "offset {offset} does not increase"
             )));
         }
@@ -589,16 +595,16 @@ impl<'a> RecordIter<'a> {
         let headers = body;
         let count = read_int(&mut body, "header count")?;
         if count < 0 {
-            return Err(DecodeError::BadRecord(format!("header count {count}")));
+            return Err(bad_record(format_args!("header count {count}")));
         }
         for _ in 0..count {
             if read_field(&mut body)?.is_none() {
-                return Err(DecodeError::BadRecord("null header key".into()));
+                return Err(bad_record(format_args!("null header key")));
             }
             read_field(&mut body)?;
         }
         if !body.is_empty() {
-            return Err(DecodeError::BadRecord(format!(
+            return Err(bad_record(format_args!(
                 "{} bytes after the record's headers",
                 body.len()
             )));
@@ -616,6 +622,7 @@ impl<'a> RecordIter<'a> {
 impl<'a> Iterator for RecordIter<'a> {
     type Item = Result<RecordRef<'a>, DecodeError>;
 
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {
             return None;
@@ -623,9 +630,7 @@ impl<'a> Iterator for RecordIter<'a> {
         if self.remaining == 0 {
             if !self.rest.is_empty() {
                 self.failed = true;
-                return Some(Err(DecodeError::BadRecord(
-                    "bytes after the last record".into(),
-                )));
+                return Some(Err(bad_record(format_args!("bytes after the last record"))));
             }
             return None;
         }
@@ -636,6 +641,16 @@ impl<'a> Iterator for RecordIter<'a> {
     }
 }
 
+/// A malformed record's error. Out of line, so the decoding functions that may return it
+/// stay small enough to inline: they run several times per record on the read path.
+#[cold]
+fn bad_record(why: fmt::Arguments<'_>) -> DecodeError {
+    DecodeError::BadRecord(why.to_string())
+}
+
+// The decoding helpers run several times per record on the read path: inlined, their
+// one-byte fast paths cost a compare and a slice step instead of a call.
+#[inline]
 fn read_varint(buf: &mut &[u8]) -> Result<u64, DecodeError> {
     // Most fields are small: one byte, no loop.
     if let Some(&first) = buf.first() {
@@ -652,16 +667,18 @@ fn read_varint(buf: &mut &[u8]) -> Result<u64, DecodeError> {
             return Ok(value);
         }
     }
-    Err(DecodeError::BadRecord("unterminated varint".into()))
+    Err(bad_record(format_args!("unterminated varint")))
 }
 
 /// A zig-zag varint that Kafka reads as an `int` (`ByteUtils.readVarint`).
+#[inline]
 fn read_int(buf: &mut &[u8], what: &str) -> Result<i32, DecodeError> {
     let v = unzigzag(read_varint(buf)?);
-    i32::try_from(v).map_err(|_| DecodeError::BadRecord(format!("{what} {v} out of range")))
+    i32::try_from(v).map_err(|_| bad_record(format_args!("{what} {v} out of range")))
 }
 
 /// A length-prefixed byte field: -1 is null.
+#[inline]
 fn read_field<'a>(buf: &mut &'a [u8]) -> Result<Option<&'a [u8]>, DecodeError> {
     let len = read_int(buf, "field length")?;
     match len {
@@ -671,7 +688,7 @@ fn read_field<'a>(buf: &mut &'a [u8]) -> Result<Option<&'a [u8]>, DecodeError> {
             *buf = rest;
             Ok(Some(field))
         }
-        n => Err(DecodeError::BadRecord(format!(
+        n => Err(bad_record(format_args!(
             "field length {n} with {} bytes left",
             buf.len()
         ))),
@@ -704,7 +721,7 @@ pub(crate) fn field_len(field: Option<&[u8]>) -> i64 {
     field.map_or(-1, |f| f.len() as i64)
 }
 
-fn zigzag(v: i64) -> u64 {
+const fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
@@ -876,6 +893,53 @@ impl BatchBuilder {
             self.max_timestamp = timestamp;
         }
         self.record_count += 1;
+    }
+
+    /// Adds a keyless record at the offset after the batch's last (the base offset for the
+    /// first), unless it would take the batch over `limit` bytes: a batch's first record
+    /// always goes in. Returns whether it went in. Every line a plain topic is given
+    /// becomes such a record, so this runs once per line: it sizes and encodes the record
+    /// in one pass, where [`Self::next_record_size`] and [`Self::push`] each work out
+    /// every field's length for any record.
+    pub(crate) fn push_next_keyless_within(
+        &mut self,
+        timestamp: i64,
+        value: &[u8],
+        limit: usize,
+    ) -> bool {
+        // The record's length is a varint of at most 5 bytes (Kafka's int), written in
+        // front of the other fields once they are encoded.
+        const LENGTH_ROOM: usize = 5;
+        let offset = self.last_offset.map_or(self.base_offset, |last| last + 1);
+        let base_timestamp = *self.base_timestamp.get_or_insert(timestamp);
+        let mut prefix = [0u8; MAX_RECORD_OVERHEAD_BYTES];
+        let mut n = LENGTH_ROOM + 1; // attributes: unused in v2
+        n += put_varint(
+            &mut prefix[n..],
+            zigzag(timestamp.wrapping_sub(base_timestamp)),
+        );
+        n += put_varint(&mut prefix[n..], zigzag((offset - self.base_offset) as i64));
+        prefix[n] = NULL_FIELD_LENGTH; // no key
+        n += 1;
+        n += put_varint(&mut prefix[n..], zigzag(value.len() as i64));
+        // Fields so far, the value and a header count of 0.
+        let body = n - LENGTH_ROOM + value.len() + 1;
+        let mut length = [0u8; 10];
+        let length_len = put_varint(&mut length, zigzag(body as i64));
+        if self.record_count > 0 && self.encoded_len() + length_len + body > limit {
+            return false;
+        }
+        let start = LENGTH_ROOM - length_len;
+        prefix[start..LENGTH_ROOM].copy_from_slice(&length[..length_len]);
+        self.records.extend_from_slice(&prefix[start..n]);
+        self.records.extend_from_slice(value);
+        self.records.push(0); // no headers
+        self.last_offset = Some(offset);
+        if timestamp > self.max_timestamp || self.record_count == 0 {
+            self.max_timestamp = timestamp;
+        }
+        self.record_count += 1;
+        true
     }
 
     /// Size of the batch so far, uncompressed.
@@ -1137,6 +1201,34 @@ mod tests {
             let (_, recs) = decode_batch(&bytes).unwrap();
             let got: Vec<_> = recs.into_iter().map(|r| (r.offset, r.timestamp, r.key, r.value)).collect();
             proptest::prop_assert_eq!(got, expected);
+        }
+    }
+
+    proptest::proptest! {
+        /// The keyless fast path takes the records the general path's size check takes,
+        /// and encodes them to the same bytes.
+        #[test]
+        fn keyless_records_encode_as_the_general_path_does(
+            values in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..300), 1..80),
+            timestamps in proptest::collection::vec(-100i64..100, 80),
+            base_offset in 0u64..1 << 40,
+            limit in 0usize..4000,
+        ) {
+            let mut fast = BatchBuilder::new(0);
+            let mut general = BatchBuilder::new(0);
+            fast.reset(base_offset, None);
+            general.reset(base_offset, None);
+            for (i, (value, &ts)) in values.iter().zip(&timestamps).enumerate() {
+                let offset = base_offset + i as u64;
+                let size = general.next_record_size(offset, ts, -1, value.len() as i64);
+                let fits = i == 0 || general.encoded_len() + size <= limit;
+                proptest::prop_assert_eq!(fast.push_next_keyless_within(ts, value, limit), fits);
+                if !fits {
+                    break;
+                }
+                general.push(offset, ts, None, Some(value));
+            }
+            proptest::prop_assert_eq!(fast.finish(None, None), general.finish(None, None));
         }
     }
 

@@ -21,8 +21,8 @@ pub use super::files::remove_files;
 pub(crate) use super::files::sync_dir;
 use super::format::kpfs_topic_dir;
 use super::format::{
-    field_len, parse_segment_file_name, BatchBuilder, BatchEnd, DELETED_SUFFIX,
-    MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX, SWAP_SUFFIX,
+    parse_segment_file_name, BatchBuilder, BatchEnd, DELETED_SUFFIX, MAX_RELATIVE_OFFSET,
+    MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX, SWAP_SUFFIX,
 };
 use super::limits::MAX_APPEND_BATCH_BYTES;
 pub use super::log_loader::Durability;
@@ -104,6 +104,12 @@ impl<'a> WriteBytes<'a> {
             .find_map(|piece| first_line_longer_than(piece, limit))
     }
 
+    /// The lines from `start` (where a line starts) to the end, without their newlines;
+    /// only the write's last line may lack one.
+    fn lines_from(&self, start: usize) -> impl Iterator<Item = &'a [u8]> {
+        self.pieces(start, self.len()).into_iter().flat_map(lines)
+    }
+
     /// Position of the first newline at or after `start`.
     fn first_newline_from(&self, start: usize) -> Option<usize> {
         let [head, body] = self.pieces(start, self.len());
@@ -111,6 +117,20 @@ impl<'a> WriteBytes<'a> {
             .map(|i| start + i)
             .or_else(|| memchr::memchr(b'\n', body).map(|i| self.len() - body.len() + i))
     }
+}
+
+/// The lines of `piece`, without their newlines; the last may lack one.
+fn lines(piece: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut newlines = memchr::memchr_iter(b'\n', piece);
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        let end = newlines
+            .next()
+            .or((from < piece.len()).then_some(piece.len()))?;
+        let line = &piece[from..end];
+        from = end + 1;
+        Some(line)
+    })
 }
 
 /// [`WriteBytes::first_line_longer_than`] in one piece, in steps of `limit` bytes rather
@@ -199,33 +219,8 @@ struct FilledBatch {
     stream_end: u64,
 }
 
-/// Adds records to `builder` while the batch stays within `start.limit` (a first record
-/// always goes in); `record(i)` gives the i-th record's line, key and value, or `None`
-/// past the write's last record. Returns how many records went in and where in the
-/// stream they end.
-fn fill_batch<'a>(
-    builder: &mut BatchBuilder,
-    start: &BatchStart,
-    mut record: impl FnMut(usize) -> Option<(usize, Option<&'a [u8]>, Option<&'a [u8]>)>,
-) -> (usize, u64) {
-    builder.reset(start.offset, Some(start.timestamp));
-    let mut stream_end = start.stream_pos;
-    let mut count = 0;
-    while let Some((line_len, key, value)) = record(count) {
-        let offset = start.offset + count as u64;
-        let add =
-            builder.next_record_size(offset, start.timestamp, field_len(key), field_len(value));
-        if count > 0 && builder.encoded_len() + add > start.limit {
-            break;
-        }
-        builder.push(offset, start.timestamp, key, value);
-        stream_end += line_len as u64 + 1;
-        count += 1;
-    }
-    (count, stream_end)
-}
-
-/// Fills `builder` with the next batch of a write of parsed records.
+/// Fills `builder` with the next batch of a write of parsed records: records while the
+/// batch stays within `start.limit` (a first record always goes in).
 fn next_parsed_batch(
     builder: &mut BatchBuilder,
     data: WriteBytes<'_>,
@@ -237,16 +232,25 @@ fn next_parsed_batch(
     if rest.is_empty() {
         return None;
     }
-    let (count, stream_end) = fill_batch(builder, start, |i| {
-        let r = rest.get(i)?;
+    builder.reset(start.offset, Some(start.timestamp));
+    let mut stream_end = start.stream_pos;
+    let mut count = 0;
+    for r in rest {
         let line = r.line(&data);
         let key = (r.key_len >= 0).then(|| &line[..r.key_len as usize]);
         let value = (r.value_len >= 0).then(|| &line[line.len() - r.value_len as usize..]);
-        Some((r.line_len, key, value))
-    });
-    *next_record += count;
+        let offset = start.offset + count;
+        let add = builder.next_record_size(offset, start.timestamp, r.key_len, r.value_len);
+        if count > 0 && builder.encoded_len() + add > start.limit {
+            break;
+        }
+        builder.push(offset, start.timestamp, key, value);
+        stream_end += r.line_len as u64 + 1;
+        count += 1;
+    }
+    *next_record += count as usize;
     Some(FilledBatch {
-        records: count as u64,
+        records: count,
         stream_end,
     })
 }
@@ -262,24 +266,21 @@ fn next_plain_batch(
     if *next_byte == data.len() {
         return None;
     }
-    // The start of the line after the last one handed out, and of that last one.
-    let (mut at, mut last) = (*next_byte, *next_byte);
-    let mut handed = 0;
-    let (count, stream_end) = fill_batch(builder, start, |_| {
-        if at == data.len() {
-            return None;
+    builder.reset(start.offset, Some(start.timestamp));
+    let mut stream_end = start.stream_pos;
+    let mut count = 0;
+    for line in data.lines_from(*next_byte) {
+        if !builder.push_next_keyless_within(start.timestamp, line, start.limit) {
+            break;
         }
-        // Only a write's last line may lack its newline.
-        let end = data.first_newline_from(at).unwrap_or(data.len());
-        let line = data.slice(at, end);
-        (last, at) = (at, (end + 1).min(data.len()));
-        handed += 1;
-        Some((line.len(), None, Some(line)))
-    });
-    // The limit cut the batch before the last line handed out: the next batch starts there.
-    *next_byte = if handed > count { last } else { at };
+        stream_end += line.len() as u64 + 1;
+        count += 1;
+    }
+    // Each record took its line and newline from the write, but the write's last line
+    // may lack its newline.
+    *next_byte = (*next_byte + (stream_end - start.stream_pos) as usize).min(data.len());
     Some(FilledBatch {
-        records: count as u64,
+        records: count,
         stream_end,
     })
 }
@@ -1142,6 +1143,49 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        /// A write's lines from any line start, whatever piece they lie in, are its
+        /// newline-separated lines; a final newline ends the last, it does not start one.
+        #[test]
+        fn the_lines_of_a_write_are_its_newline_separated_lines(
+            line_lens in proptest::collection::vec(0usize..5, 0..12),
+            head_lines in 0usize..12,
+            from_line in 0usize..12,
+            terminated in proptest::bool::ANY,
+        ) {
+            let lines: Vec<Vec<u8>> = line_lens
+                .iter()
+                .enumerate()
+                .map(|(i, &len)| vec![b'a' + i as u8; len])
+                .collect();
+            let mut bytes = Vec::new();
+            let mut starts = Vec::new();
+            for line in &lines {
+                starts.push(bytes.len());
+                bytes.extend_from_slice(line);
+                bytes.push(b'\n');
+            }
+            // Only a non-empty last line can go without its newline.
+            let unterminated = !terminated && lines.last().is_some_and(|l| !l.is_empty());
+            if unterminated {
+                bytes.pop();
+            }
+            // `head` holds whole lines, each with its newline.
+            let head_len = match starts.get(head_lines) {
+                Some(&at) => at,
+                None if unterminated => starts[starts.len() - 1],
+                None => bytes.len(),
+            };
+            let data = WriteBytes {
+                head: &bytes[..head_len],
+                body: &bytes[head_len..],
+            };
+            let from = from_line.min(lines.len());
+            let start = starts.get(from).copied().unwrap_or(bytes.len());
+            let got: Vec<&[u8]> = data.lines_from(start).collect();
+            let expected: Vec<&[u8]> = lines[from..].iter().map(Vec::as_slice).collect();
+            proptest::prop_assert_eq!(got, expected);
+        }
+
         /// The windowed search finds the line a line-by-line search finds.
         #[test]
         fn the_first_overlong_line_is_found_as_a_line_by_line_search_finds_it(
