@@ -371,8 +371,16 @@ fn log_append_time_stamps_the_batch_with_the_append_time() {
         "a month-old timestamp is not checked"
     );
     let (h, records) = &stored(&t)[0];
+    assert!(h.is_log_append_time());
     assert_eq!(h.max_timestamp, T0);
     assert!(records.iter().all(|r| r.timestamp == T0));
+    // Lines appended through the mount are stamped the same way.
+    f.advance(7);
+    t.append_lines(b"echo\n").unwrap();
+    let (h, _) = &stored(&t)[1];
+    assert!(h.is_log_append_time());
+    assert_eq!(h.max_timestamp, T0 + 7);
+    assert_eq!(h.codec().unwrap(), CompressionCodec::None);
     // A producer may not choose LogAppendTime itself.
     let err = t
         .append_produced(&batch_of(

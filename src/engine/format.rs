@@ -259,7 +259,7 @@ impl BatchHeader {
 
     /// Kafka's `TimestampType` of the batch: with `LogAppendTime` every record's
     /// timestamp is the batch's max timestamp, not its own delta.
-    pub(crate) fn is_log_append_time(&self) -> bool {
+    pub fn is_log_append_time(&self) -> bool {
         self.attributes & ATTR_LOG_APPEND_TIME != 0
     }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use super::clock::Clock;
-use super::config::TopicConfig;
+use super::config::{TimestampType, TopicConfig};
 use super::error::{EngineError, Result};
 use super::files::io_at;
 pub use super::files::remove_files;
@@ -788,6 +788,10 @@ impl Log {
         // Lines are uncompressed producer data: `compression.type` says what they become.
         let end = BatchEnd {
             compression: config.compression.for_fuse_append(),
+            // The records are stamped with the append time either way; under LogAppendTime
+            // the batch says so, as Kafka's would.
+            log_append_time_ms: (config.message_timestamp_type == TimestampType::LogAppendTime)
+                .then_some(now),
             ..BatchEnd::PLAIN
         };
         loop {
@@ -900,8 +904,8 @@ impl Log {
         // Kafka's `roll`: the producer state at the new base, synced by the flush of the
         // rolled segments (`takeSnapshot(false)`).
         // On a full disk the roll goes on without it (retention's roll is how space comes
-        // back): the state it would hold is empty until idempotent producers come, and an
-        // open rebuilds what is missing (row 13).
+        // back): an open replays the producer state from the previous snapshot over the
+        // log instead (row 13), so nothing is lost but time.
         let taken = self.producer_state.lock().take(info.next_offset, false);
         match taken {
             Err(e) if e.is_out_of_space() => {
