@@ -354,7 +354,7 @@ fn a_batch_over_the_segment_size_is_refused_with_kafkas_text() {
 
 #[test]
 fn log_append_time_stamps_the_batch_with_the_append_time() {
-    let f = Fixture::new();
+    let mut f = Fixture::new();
     let t = f.topic("lat");
     set(&t, "message.timestamp.type=LogAppendTime");
     let old = T0 - 30 * 24 * 3_600_000;
@@ -405,6 +405,11 @@ fn log_append_time_stamps_the_batch_with_the_append_time() {
         errors[0].message,
         format!("Invalid timestamp type in message DefaultRecord(offset=0, timestamp={T0}, key=0 bytes, value=1 bytes). Producer should not set timestamp type to LogAppendTime.")
     );
+    // The rewritten header's CRC holds: recovery after a crash, which checks every
+    // batch past the recovery point, keeps both batches.
+    drop(t);
+    f.crash_and_reopen();
+    assert_eq!(f.topic("lat").log().log_end_offset(), 3);
 }
 
 #[test]
