@@ -31,15 +31,7 @@ impl ProducerIds {
     pub(crate) fn open(data_dir: &Path) -> Result<ProducerIds> {
         let path = data_dir.join(PRODUCER_ID_BLOCK_FILE);
         remove_stale_temporary(&path);
-        let next = match std::fs::read_to_string(&path) {
-            Ok(text) => parse(&text).ok_or_else(|| EngineError::Corrupt {
-                path: path.clone(),
-                position: 0,
-                reason: format!("not a producer id block file ({VERSION}, then the next block's first id): {text:?}"),
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(io_at(&path, "read")(e)),
-        };
+        let next = read_block_file(&path)?;
         Ok(ProducerIds {
             path,
             next,
@@ -62,6 +54,22 @@ impl ProducerIds {
         let id = self.next;
         self.next += 1;
         Ok(id)
+    }
+}
+
+/// The first id of the next block, as [`PRODUCER_ID_BLOCK_FILE`] at `path` says (0 when
+/// it is missing); a file that says anything else is refused, naming it.
+pub(crate) fn read_block_file(path: &Path) -> Result<i64> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse(&text).ok_or_else(|| EngineError::Corrupt {
+            path: path.to_path_buf(),
+            position: 0,
+            reason: format!(
+                "not a producer id block file ({VERSION}, then the next block's first id): {text:?}"
+            ),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(io_at(path, "read")(e)),
     }
 }
 
