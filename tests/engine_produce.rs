@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use kpfs::engine::codec::{Compression, CompressionCodec};
-use kpfs::engine::format::{decode_batch, BatchBuilder, BatchHeader, ClientBatch};
+use kpfs::engine::format::{BatchBuilder, ClientBatch};
 use kpfs::engine::producer_state::decode_snapshot;
 use kpfs::engine::{EngineError, Topic};
 use proptest::prelude::*;
@@ -46,21 +46,6 @@ fn plain(values: &[Vec<u8>], producer: (i64, i16, i32)) -> Vec<u8> {
 
 const NO_PRODUCER: (i64, i16, i32) = (-1, -1, -1);
 
-/// The batches stored in the topic, decoded.
-fn stored(t: &Topic) -> Vec<(BatchHeader, Vec<kpfs::engine::format::Record>)> {
-    let mut out = Vec::new();
-    for seg in t.log().snapshot().segments.iter() {
-        let bytes = seg.read_at(0, seg.size() as usize).unwrap();
-        let mut at = 0;
-        while at < bytes.len() {
-            let (h, records) = decode_batch(&bytes[at..]).unwrap();
-            at += h.size;
-            out.push((h, records));
-        }
-    }
-    out
-}
-
 /// Rewrites a field of a batch and its CRC, as a buggy client might send it.
 fn patched(mut batch: Vec<u8>, at: usize, bytes: &[u8]) -> Vec<u8> {
     batch[at..at + bytes.len()].copy_from_slice(bytes);
@@ -98,7 +83,7 @@ fn produced_records_take_offsets_at_the_log_end_and_show_in_cat() {
     assert_eq!(cat(&t, 7), expected);
     assert_eq!(t.stream_len(), expected.len() as u64);
 
-    let batches = stored(&t);
+    let batches = batches(&t);
     let (h, records) = &batches[1];
     assert_eq!((h.base_offset, h.record_count), (2, 3));
     assert_eq!(records[0].key.as_deref(), Some(&b"k1"[..]));
@@ -370,14 +355,14 @@ fn log_append_time_stamps_the_batch_with_the_append_time() {
         outcome.log_append_time_ms, T0,
         "a month-old timestamp is not checked"
     );
-    let (h, records) = &stored(&t)[0];
+    let (h, records) = &batches(&t)[0];
     assert!(h.is_log_append_time());
     assert_eq!(h.max_timestamp, T0);
     assert!(records.iter().all(|r| r.timestamp == T0));
     // Lines appended through the mount are stamped the same way.
     f.advance(7);
     t.append_lines(b"echo\n").unwrap();
-    let (h, _) = &stored(&t)[1];
+    let (h, _) = &batches(&t)[1];
     assert!(h.is_log_append_time());
     assert_eq!(h.max_timestamp, T0 + 7);
     assert_eq!(h.codec().unwrap(), CompressionCodec::None);
@@ -452,7 +437,7 @@ fn every_codec_is_kept_under_producer_and_recompressed_under_a_fixed_type() {
             }
         }
         for (topic, want) in [(&fixed, Some(target)), (&kept, None)] {
-            let batches = stored(topic);
+            let batches = batches(topic);
             for ((h, records), &sent) in batches.iter().zip(&codecs) {
                 assert_eq!(
                     h.codec().unwrap(),
