@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use kpfs::engine::format::{decode_batch, BatchHeader, Record, BATCH_HEADER_BYTES};
+use kpfs::engine::format::{Record, BATCH_HEADER_BYTES};
 use proptest::prelude::*;
 
 #[test]
@@ -516,21 +516,6 @@ fn a_write_in_two_pieces_appends_what_one_buffer_would() {
 /// Size of Kafka's batch holding one keyless record of `len` bytes.
 fn keyless_batch(len: usize) -> usize {
     kpfs::engine::format::BatchBuilder::single_record_batch_size(-1, len as i64)
-}
-
-/// Every batch on disk of a topic, decoded, in order.
-fn batches(t: &kpfs::engine::Topic) -> Vec<(BatchHeader, Vec<Record>)> {
-    let mut out = Vec::new();
-    for s in t.log().snapshot().segments.iter() {
-        let bytes = s.read_at(0, s.size() as usize).unwrap();
-        let mut at = 0;
-        while at < bytes.len() {
-            let (h, records) = decode_batch(&bytes[at..]).unwrap();
-            at += h.size;
-            out.push((h, records));
-        }
-    }
-    out
 }
 
 /// A keyless write becomes batches of whole lines, each at most 1 MiB unless one line

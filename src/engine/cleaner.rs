@@ -667,6 +667,8 @@ fn clean_into(
                         compression: Compression::default_level(codec),
                         identity: h.identity(),
                         empty_timestamp: h.max_timestamp,
+                        // Kafka's `filterTo` keeps the batch's timestamp type.
+                        log_append_time_ms: h.is_log_append_time().then_some(h.max_timestamp),
                     })
                     .map_err(|e| {
                         let what = format!(

@@ -54,6 +54,44 @@ pub enum EngineError {
     InvalidRecord {
         message: String,
     },
+    /// A produced batch refused whole by a rule of Kafka's produce path
+    /// (`InvalidRecordException`: the wire's INVALID_RECORD, without record errors).
+    InvalidProducedBatch {
+        message: String,
+    },
+    /// Records of a produced batch that Kafka's `LogValidator` refused
+    /// (`RecordValidationException`): the wire's INVALID_TIMESTAMP when one of them has
+    /// an out-of-range timestamp, else INVALID_RECORD; `errors` are its record errors.
+    RecordsRejected {
+        invalid_timestamp: bool,
+        errors: Vec<RecordError>,
+    },
+    /// A produced batch whose CRC does not match (`CorruptRecordException`:
+    /// CORRUPT_MESSAGE).
+    CorruptMessage {
+        message: String,
+    },
+    /// A produced batch over `max.message.bytes` once recompressed to the topic's codec
+    /// (`RecordTooLargeException`: MESSAGE_TOO_LARGE).
+    RecompressedTooLarge {
+        partition: String,
+        size: u64,
+        max: u64,
+    },
+    /// A batch from an older epoch of its producer (INVALID_PRODUCER_EPOCH).
+    InvalidProducerEpoch {
+        message: String,
+    },
+    /// A batch whose sequence does not follow its producer's last one
+    /// (OUT_OF_ORDER_SEQUENCE_NUMBER).
+    OutOfOrderSequence {
+        message: String,
+    },
+    /// A transactional batch: kpfs has no transaction coordinator, so no transaction is
+    /// ever ongoing (INVALID_TXN_STATE).
+    InvalidTxnState {
+        message: String,
+    },
     /// The data directory is held by another kpfs process.
     DataDirLocked {
         path: PathBuf,
@@ -151,7 +189,38 @@ impl fmt::Display for EngineError {
             EngineError::MissingKeySeparator { line_number, line } => {
                 write!(f, "No key separator found on line number {line_number}: {line}")
             }
-            EngineError::InvalidRecord { message } => f.write_str(message),
+            EngineError::InvalidRecord { message }
+            | EngineError::InvalidProducedBatch { message }
+            | EngineError::CorruptMessage { message }
+            | EngineError::InvalidProducerEpoch { message }
+            | EngineError::OutOfOrderSequence { message }
+            | EngineError::InvalidTxnState { message } => f.write_str(message),
+            // Kafka's `LogValidator.processRecordErrors`.
+            EngineError::RecordsRejected {
+                invalid_timestamp: true,
+                ..
+            } => f.write_str("One or more records have been rejected due to invalid timestamp"),
+            EngineError::RecordsRejected {
+                invalid_timestamp: false,
+                errors,
+            } => {
+                let shown: Vec<String> = errors.iter().take(3).map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+                    errors.len(),
+                    shown.join(", ")
+                )
+            }
+            // Kafka's text, its missing space ("topartition") included.
+            EngineError::RecompressedTooLarge {
+                partition,
+                size,
+                max,
+            } => write!(
+                f,
+                "Message batch size is {size} bytes in append topartition {partition} which exceeds the maximum configured size of {max}."
+            ),
             EngineError::DataDirLocked { path } => write!(
                 f,
                 "data directory {} is in use by another kpfs process",
@@ -206,6 +275,25 @@ impl From<ConfigError> for EngineError {
 }
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// One record a produced batch had refused (Kafka's `ProduceResponse.RecordError`): its
+/// index in the batch and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub message: String,
+}
+
+impl fmt::Display for RecordError {
+    /// As Kafka's `RecordError.toString`, which its error message lists.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "RecordError(batchIndex={}, message='{}')",
+            self.batch_index, self.message
+        )
+    }
+}
 
 /// The size of a refused record's batch: exact once the record is complete, a lower
 /// bound while its line has not ended yet.

@@ -48,6 +48,10 @@ pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 /// record was fsynced, so recovery after a crash validates only what follows.
 pub const RECOVERY_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
 
+/// The start of the next block of producer ids (`producer_ids`): text, the version `0`,
+/// then the id, each on its own line.
+pub(crate) const PRODUCER_ID_BLOCK_FILE: &str = "kpfs-producer-id-block";
+
 /// kpfs's own per-topic files live in `KPFS_TOPICS_DIR/TOPIC-0/`, outside the partition
 /// directory, which holds only what a Kafka partition directory holds.
 pub const KPFS_TOPICS_DIR: &str = "kpfs-topics";
@@ -201,7 +205,7 @@ const MAX_RECORD_OVERHEAD_BYTES: usize = 36;
 #[cfg(any(test, feature = "internals"))]
 pub struct Record {
     pub offset: u64,
-    pub(crate) timestamp: i64,
+    pub timestamp: i64,
     pub key: Option<Vec<u8>>,
     /// `None` is a tombstone.
     pub value: Option<Vec<u8>>,
@@ -220,7 +224,7 @@ pub struct BatchHeader {
     pub(crate) last_offset_delta: u32,
     /// The first record's timestamp, or with a delete horizon, the horizon (KIP-534).
     pub(crate) base_timestamp: i64,
-    pub(crate) max_timestamp: i64,
+    pub max_timestamp: i64,
     pub(crate) producer_id: i64,
     pub(crate) producer_epoch: i16,
     pub(crate) base_sequence: i32,
@@ -244,7 +248,7 @@ impl BatchHeader {
 
     /// The codec of the records section (an unknown one is refused when the records
     /// are read).
-    pub(crate) fn codec(&self) -> Result<CompressionCodec, CodecError> {
+    pub fn codec(&self) -> Result<CompressionCodec, CodecError> {
         CompressionCodec::from_attribute_bits(self.attributes)
     }
 
@@ -258,7 +262,7 @@ impl BatchHeader {
 
     /// Kafka's `TimestampType` of the batch: with `LogAppendTime` every record's
     /// timestamp is the batch's max timestamp, not its own delta.
-    pub(crate) fn is_log_append_time(&self) -> bool {
+    pub fn is_log_append_time(&self) -> bool {
         self.attributes & ATTR_LOG_APPEND_TIME != 0
     }
 
@@ -279,6 +283,60 @@ impl BatchHeader {
             transactional: self.is_transactional(),
             control: self.is_control(),
         }
+    }
+}
+
+/// The fixed header of a batch, to be rewritten in place before it is appended (Kafka's
+/// `DefaultRecordBatch` setters): `batch` holds at least [`BATCH_HEADER_BYTES`].
+pub(crate) fn header_bytes(batch: &[u8]) -> [u8; BATCH_HEADER_BYTES] {
+    batch[..BATCH_HEADER_BYTES]
+        .try_into()
+        .expect("a batch holds its header")
+}
+
+/// Kafka's `setLastOffset` for a batch whose offset span is fixed: moves its base offset
+/// (not covered by the CRC).
+pub(crate) fn set_base_offset(header: &mut [u8; BATCH_HEADER_BYTES], base_offset: u64) {
+    header[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&base_offset.to_be_bytes());
+}
+
+/// Kafka's `setPartitionLeaderEpoch` (not covered by the CRC).
+pub(crate) fn set_partition_leader_epoch(header: &mut [u8; BATCH_HEADER_BYTES], epoch: i32) {
+    header[PARTITION_LEADER_EPOCH_AT..PARTITION_LEADER_EPOCH_AT + 4]
+        .copy_from_slice(&epoch.to_be_bytes());
+}
+
+/// Kafka's `setMaxTimestamp(timestampType, maxTimestamp)`: the timestamp type bit and the
+/// max timestamp, with the CRC computed again over the header and `records` (the batch's
+/// records section) when either changed.
+pub(crate) fn set_max_timestamp(
+    header: &mut [u8; BATCH_HEADER_BYTES],
+    records: &[u8],
+    log_append_time: bool,
+    max_timestamp: i64,
+) {
+    let attributes = be_u16(header, ATTRIBUTES_AT);
+    let wanted = if log_append_time {
+        attributes | ATTR_LOG_APPEND_TIME
+    } else {
+        attributes & !ATTR_LOG_APPEND_TIME
+    };
+    if wanted == attributes && be_i64(header, MAX_TIMESTAMP_AT) == max_timestamp {
+        return;
+    }
+    header[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&wanted.to_be_bytes());
+    header[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[CRC_COVERS_FROM..]), records);
+    header[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Kafka's `DefaultRecordBatch.decrementSequence`: the sequence `delta` offsets before
+/// `sequence`, wrapping below 0 to `i32::MAX` as producers do.
+pub(crate) fn sequence_before(sequence: i32, delta: i32) -> i32 {
+    if sequence < delta {
+        i32::MAX - (delta - sequence) + 1
+    } else {
+        sequence - delta
     }
 }
 
@@ -611,7 +669,13 @@ impl<'a> RecordIter<'a> {
         }
         Ok(RecordRef {
             offset,
-            timestamp: self.header.base_timestamp.wrapping_add(timestamp_delta),
+            // Kafka's `DefaultRecordBatch` gives every record of a LogAppendTime batch the
+            // batch's max timestamp, the append time.
+            timestamp: if self.header.is_log_append_time() {
+                self.header.max_timestamp
+            } else {
+                self.header.base_timestamp.wrapping_add(timestamp_delta)
+            },
             key,
             value,
             headers,
@@ -753,6 +817,9 @@ pub(crate) struct BatchEnd {
     pub(crate) identity: BatchIdentity,
     /// Base and max timestamp of a batch left without records.
     pub(crate) empty_timestamp: i64,
+    /// Kafka's `LogAppendTime`: the batch's timestamp type bit is set and its max
+    /// timestamp is this append time, which readers give every record.
+    pub(crate) log_append_time_ms: Option<i64>,
 }
 
 impl BatchEnd {
@@ -763,6 +830,28 @@ impl BatchEnd {
         compression: Compression::NONE,
         identity: BatchIdentity::PLAIN,
         empty_timestamp: -1,
+        log_append_time_ms: None,
+    };
+}
+
+/// What a client's batch carries besides its records and producer (tests).
+#[cfg(any(test, feature = "internals"))]
+#[derive(Clone, Copy, Debug)]
+pub struct ClientBatch {
+    pub compression: Compression,
+    pub transactional: bool,
+    pub control: bool,
+    pub log_append_time_ms: Option<i64>,
+}
+
+#[cfg(any(test, feature = "internals"))]
+impl ClientBatch {
+    /// An uncompressed data batch with CreateTime timestamps.
+    pub const PLAIN: ClientBatch = ClientBatch {
+        compression: Compression::NONE,
+        transactional: false,
+        control: false,
+        log_append_time_ms: None,
     };
 }
 
@@ -959,6 +1048,52 @@ impl BatchBuilder {
         .to_vec()
     }
 
+    /// Adds a record with headers given as (key, value) pairs, as a client's producer does
+    /// (tests build clients' batches with it).
+    #[cfg(any(test, feature = "internals"))]
+    pub fn push_with_header_pairs(
+        &mut self,
+        offset: u64,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&[u8], Option<&[u8]>)],
+    ) {
+        let mut encoded = [0u8; 10];
+        let n = put_varint(&mut encoded, zigzag(headers.len() as i64));
+        let mut bytes = encoded[..n].to_vec();
+        for (k, v) in headers {
+            for field in [Some(*k), *v] {
+                let n = put_varint(&mut encoded, zigzag(field_len(field)));
+                bytes.extend_from_slice(&encoded[..n]);
+                bytes.extend_from_slice(field.unwrap_or_default());
+            }
+        }
+        self.push_with_headers(offset, timestamp, key, value, &bytes);
+    }
+
+    /// Finishes the batch as a client's producer sends it (tests): `producer` is its
+    /// producer id, epoch and base sequence ((-1, -1, -1) when not idempotent).
+    #[cfg(any(test, feature = "internals"))]
+    pub fn finish_client(&mut self, producer: (i64, i16, i32), client: ClientBatch) -> Vec<u8> {
+        let (producer_id, producer_epoch, base_sequence) = producer;
+        self.finish_parts(&BatchEnd {
+            compression: client.compression,
+            identity: BatchIdentity {
+                partition_leader_epoch: -1,
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                transactional: client.transactional,
+                control: client.control,
+            },
+            log_append_time_ms: client.log_append_time_ms,
+            ..BatchEnd::PLAIN
+        })
+        .expect("a client's batch compresses")
+        .to_vec()
+    }
+
     /// Finishes the batch as its header and records section, without copying the records
     /// into one buffer.
     pub(crate) fn finish_parts(&mut self, end: &BatchEnd) -> Result<BatchParts<'_>, CodecError> {
@@ -1009,6 +1144,13 @@ impl BatchBuilder {
         if end.identity.transactional {
             attributes |= ATTR_TRANSACTIONAL;
         }
+        let max_timestamp = match end.log_append_time_ms {
+            Some(append_time) => {
+                attributes |= ATTR_LOG_APPEND_TIME;
+                append_time
+            }
+            None => max_timestamp,
+        };
         if end.identity.control {
             attributes |= ATTR_CONTROL;
         }

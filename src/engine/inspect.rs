@@ -29,8 +29,8 @@ use super::format::{
 use super::format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DELETING_SUFFIX,
     DYNAMIC_BROKER_CONFIG_FILE, KPFS_TOPICS_DIR, LEADER_EPOCH_CHECKPOINT_FILE, LOCK_FILE,
-    MAX_SEGMENT_FILE_BYTES, PARTITION_METADATA_FILE, PARTITION_SUFFIX, RECOVERY_CHECKPOINT_FILE,
-    TMP_SUFFIX, TOPIC_CONFIG_FILE,
+    MAX_SEGMENT_FILE_BYTES, PARTITION_METADATA_FILE, PARTITION_SUFFIX, PRODUCER_ID_BLOCK_FILE,
+    RECOVERY_CHECKPOINT_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
 };
 use super::producer_state::{decode_snapshot, ProducerStateEntry};
 use super::stream_index::{
@@ -1271,6 +1271,11 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
             RECOVERY_CHECKPOINT_FILE => {
                 checkpoints.push((RECOVERY_CHECKPOINT_FILE, "recovery point"))
             }
+            PRODUCER_ID_BLOCK_FILE => {
+                if let Err(e) = super::producer_ids::read_block_file(&path) {
+                    report.problem(&path, format_args!("{e} (the next mount refuses to open)"));
+                }
+            }
             name if name.ends_with(TMP_SUFFIX) => report.note(
                 &path,
                 "left by an interrupted config or checkpoint write; kpfs never reads it",
@@ -2136,6 +2141,26 @@ mod tests {
         assert!(
             fs::metadata(index).unwrap().len() > 0,
             "the test indexes batches"
+        );
+    }
+
+    #[test]
+    fn the_producer_id_block_file_is_checked() {
+        let dir = build();
+        let engine = open(dir.path(), &Arc::new(ManualClock::new(T0)));
+        engine.init_producer_id().unwrap();
+        engine.shutdown().unwrap();
+        drop(engine);
+        let report = check_data_dir(dir.path());
+        healthy(&report);
+        assert!(report.notes.is_empty(), "{:#?}", report.notes);
+        fs::write(dir.path().join(PRODUCER_ID_BLOCK_FILE), "0\nlots\n").unwrap();
+        let report = check_data_dir(dir.path());
+        assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+        assert!(
+            format!("{:?}", report.problems[0]).contains("not a producer id block file"),
+            "{:#?}",
+            report.problems
         );
     }
 

@@ -45,6 +45,20 @@ const _: () = assert!(MAX_APPEND_BATCH_BYTES > BATCH_HEADER_BYTES as u64);
 /// ordinary writes never grow it, while one huge write does not pin its memory forever.
 pub(crate) const PARSED_RECORDS_KEPT: usize = 1 << 16;
 
+// --- Producers ---
+
+/// How many bytes of batches a log's open maps at a time while it replays the producer
+/// state after the latest snapshot: only headers are read, so the size only bounds how
+/// much of the segment is mapped at once.
+pub(crate) const PRODUCER_REPLAY_READ_BYTES: usize = 1 << 20;
+/// Kafka's internal `producer.id.expiration.check.interval.ms` default: how often idle
+/// producers are looked for (their expiry is `producer.id.expiration.ms`, a day).
+pub(crate) const PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS: i64 = 600_000;
+/// Kafka's `ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE`: producer ids are handed out from
+/// blocks this large, each recorded on disk before its first id is given, so a restart
+/// never reuses one and costs at most one unused block.
+pub(crate) const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+
 // --- Indexes ---
 
 /// The smallest `segment.index.bytes` an index accepts: room for one entry of the larger

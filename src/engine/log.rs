@@ -14,22 +14,23 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use super::clock::Clock;
-use super::config::TopicConfig;
+use super::config::{TimestampType, TopicConfig};
 use super::error::{EngineError, Result};
 use super::files::io_at;
 pub use super::files::remove_files;
 pub(crate) use super::files::sync_dir;
 use super::format::kpfs_topic_dir;
 use super::format::{
-    parse_segment_file_name, BatchBuilder, BatchEnd, DELETED_SUFFIX, MAX_RELATIVE_OFFSET,
-    MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX, SWAP_SUFFIX,
+    decode_header, parse_segment_file_name, set_base_offset, BatchBuilder, BatchEnd,
+    DELETED_SUFFIX, MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX, SWAP_SUFFIX,
 };
-use super::limits::MAX_APPEND_BATCH_BYTES;
+use super::limits::{MAX_APPEND_BATCH_BYTES, PRODUCER_REPLAY_READ_BYTES};
 pub use super::log_loader::Durability;
 use super::log_loader::LogLoader;
 pub(crate) use super::log_loader::OpenReport;
 use super::metadata_files::{load_topic_id, LeaderEpochCheckpoint, Uuid};
-use super::producer_state::ProducerSnapshots;
+use super::produce::{ProduceOutcome, ValidatedBatch};
+use super::producer_state::{Expiry, ProducerStateManager};
 use super::segment::{RollReason, Segment, SegmentSpec};
 use super::stream_index::{BatchStream, StreamMark, StreamShape};
 
@@ -351,9 +352,10 @@ pub struct Log {
     /// entries. Advanced only after an fsync; checkpointed by the engine, so recovery
     /// after a crash validates what follows it and trusts what precedes it.
     recovery_point: AtomicU64,
-    /// The producer-state snapshots of the partition directory (Kafka's
-    /// `ProducerStateManager`), taken at rolls and the close, removed with their segment.
-    producer_snapshots: Mutex<ProducerSnapshots>,
+    /// The partition's idempotent producers and their snapshots in the partition
+    /// directory (Kafka's `ProducerStateManager`), taken at rolls and the close, removed
+    /// with their segment. Locked inside the writer lock.
+    producer_state: Mutex<ProducerStateManager>,
     /// `leader-epoch-checkpoint`, which follows the log start.
     leader_epochs: Mutex<LeaderEpochCheckpoint>,
     /// The topic id of `partition.metadata`.
@@ -405,7 +407,7 @@ impl Log {
             poisoned: Mutex::new(None),
             jitter_seed: AtomicU64::new((now as u64) ^ 0x9E37_79B9_7F4A_7C15),
             recovery_point: AtomicU64::new(0),
-            producer_snapshots: Mutex::new(ProducerSnapshots::default()),
+            producer_state: Mutex::new(ProducerStateManager::default()),
             leader_epochs: Mutex::new(LeaderEpochCheckpoint::default()),
             topic_id: load_topic_id(dir)?,
         };
@@ -445,24 +447,48 @@ impl Log {
             sh.segments = Arc::new(segments);
         }
         log.check_invariants();
-        log.load_partition_files(durability, &mut report)?;
+        log.load_partition_files(durability, config, &mut report)?;
         Ok((log, report))
     }
 
-    /// Row 13 of the recovery case table: the producer-state snapshots and the leader
-    /// epoch checkpoint brought in line with the loaded segments.
-    fn load_partition_files(&self, durability: Durability, report: &mut OpenReport) -> Result<()> {
+    /// Row 13 of the recovery case table: the producer state (its latest snapshot and
+    /// the batches after it) and the leader epoch checkpoint brought in line with the
+    /// loaded segments.
+    fn load_partition_files(
+        &self,
+        durability: Durability,
+        config: &TopicConfig,
+        report: &mut OpenReport,
+    ) -> Result<()> {
         let snap = self.snapshot();
         let bases: Vec<u64> = snap.segments.iter().map(|s| s.base_offset()).collect();
         let log_end = snap.active().next_offset();
         let clean = durability == Durability::CleanShutdown;
-        let (snapshots, removed) =
-            ProducerSnapshots::load(&self.dir, &bases, snap.log_start_offset, log_end, clean)?;
+        let expiry = Expiry {
+            now_ms: self.clock.now_ms(),
+            expiration_ms: config.producer_id_expiration_ms,
+        };
+        let (state, removed) = ProducerStateManager::load(
+            &self.dir,
+            &bases,
+            (snap.log_start_offset, log_end),
+            clean,
+            expiry,
+            |state| replay_producers(&snap, state),
+        )?;
         report.removed_files.extend(removed);
-        *self.producer_snapshots.lock() = snapshots;
+        *self.producer_state.lock() = state;
         *self.leader_epochs.lock() =
             LeaderEpochCheckpoint::load(&self.dir, snap.log_start_offset, log_end)?;
         Ok(())
+    }
+
+    /// Kafka's `removeExpiredProducers`, run every `producer.id.expiration.check.interval.ms`.
+    pub(crate) fn remove_expired_producers(&self, config: &TopicConfig) {
+        self.producer_state.lock().remove_expired(Expiry {
+            now_ms: self.clock.now_ms(),
+            expiration_ms: config.producer_id_expiration_ms,
+        });
     }
 
     /// The topic id (`partition.metadata`), made when the topic was created.
@@ -569,6 +595,12 @@ impl Log {
         records: WriteRecords<'_>,
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
+        self.with_writer(|writer| self.append_locked(writer, data, records, config))
+    }
+
+    /// Runs `append` under the writer lock, on a log that takes writes: an I/O failure
+    /// that may have left part of it stored poisons the log.
+    fn with_writer<T>(&self, append: impl FnOnce(&mut WriterState) -> Result<T>) -> Result<T> {
         let mut writer = self.writer.lock();
         // Under the writer lock: a close or a failure that got it first is seen here.
         self.check_not_poisoned()?;
@@ -578,7 +610,7 @@ impl Log {
             });
         }
         let end_before = (self.log_end_offset(), self.stream_end());
-        let result = self.append_locked(&mut writer, data, records, config);
+        let result = append(&mut writer);
         if let Err(e @ EngineError::Io { .. }) = &result {
             // A full disk that failed the write's first batch, which was cut back (else
             // the error is not this one), leaves the log as it was: no hole for a later
@@ -595,6 +627,121 @@ impl Log {
             }
         }
         result
+    }
+
+    /// Kafka's `UnifiedLog.append` on the leader for a batch a client produced, checked
+    /// already ([`validate_produced`](super::produce::validate_produced)): a retry of one
+    /// of its producer's last batches is answered with that batch's offsets and not
+    /// appended again; otherwise the producer-state checks, then the batch goes at the
+    /// log end (rolling first when Kafka would) and its records take their places in the
+    /// `log` stream, under the rendering of `config` (the one it was validated with).
+    pub(crate) fn append_produced(
+        &self,
+        mut batch: ValidatedBatch<'_>,
+        config: &TopicConfig,
+    ) -> Result<(ProduceOutcome, AppendInfo)> {
+        assert_eq!(
+            batch.shape,
+            config.stream_shape(),
+            "a batch is placed under the rendering it was validated with"
+        );
+        self.with_writer(|writer| {
+            let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
+            let size = batch.size() as u64;
+            if size > segment_size {
+                return Err(EngineError::BatchOverSegmentSize {
+                    partition: self.partition.clone(),
+                    size,
+                    segment_size: config.segment_size(),
+                });
+            }
+            let (first_offset, stream_pos) = {
+                let info = self.snapshot().active().info();
+                (info.next_offset, info.stream_end)
+            };
+            let producers = self.producer_state.lock();
+            if let Some(producer) = &batch.producer {
+                if let Some(original) = producers.find_duplicate(producer) {
+                    let outcome = ProduceOutcome {
+                        base_offset: original.first_offset() as u64,
+                        log_append_time_ms: original.timestamp,
+                        log_start_offset: self.log_start_offset(),
+                    };
+                    return Ok((outcome, AppendInfo::default()));
+                }
+                producers.check(producer, first_offset, &self.partition)?;
+            }
+            drop(producers);
+            set_base_offset(&mut batch.header, first_offset);
+            let header = batch.decoded_header();
+            let now = self.clock.now_ms();
+            let mut info = AppendInfo {
+                first_offset,
+                last_offset: header.last_offset(),
+                records: u64::from(header.record_count),
+                bytes: size,
+                appended_at_ms: now,
+                rolls: Vec::new(),
+            };
+            let incoming_max_timestamp = header.max_timestamp;
+            let active = self.maybe_roll(
+                size,
+                incoming_max_timestamp,
+                segment_size,
+                config,
+                &mut info,
+            )?;
+            let stream_end = stream_pos + batch.stream_len;
+            let mark = StreamMark {
+                offset: first_offset,
+                stream_pos,
+                shape: batch.shape,
+            };
+            active.append_parts(
+                &[&batch.header, &batch.records],
+                BatchStream {
+                    marks: &[mark],
+                    stream_end,
+                },
+                config.index_interval_bytes.max(0) as u64,
+            )?;
+            let end = self.snapshot().active().info();
+            assert_eq!(
+                (end.next_offset, end.stream_end),
+                (header.next_offset(), stream_end),
+                "the log ends where the produced batch ends"
+            );
+            if let Some(producer) = batch.producer {
+                self.producer_state.lock().record_batch(producer, &header);
+            }
+            self.count_unflushed(writer, info.records, now, config)?;
+            let outcome = ProduceOutcome {
+                base_offset: first_offset,
+                log_append_time_ms: batch.log_append_time_ms,
+                log_start_offset: self.log_start_offset(),
+            };
+            Ok((outcome, info))
+        })
+    }
+
+    /// Kafka's flush after an append: when `flush.messages` records are unflushed, or
+    /// `flush.ms` passed since the last flush.
+    fn count_unflushed(
+        &self,
+        writer: &mut WriterState,
+        records: u64,
+        now: i64,
+        config: &TopicConfig,
+    ) -> Result<()> {
+        writer.unflushed_records += records;
+        let due_by_count = writer.unflushed_records >= config.flush_messages.max(1) as u64;
+        let due_by_time = now - writer.last_flush_ms >= config.flush_ms;
+        if due_by_count || due_by_time {
+            self.sync_unsynced()?;
+            writer.unflushed_records = 0;
+            writer.last_flush_ms = now;
+        }
+        Ok(())
     }
 
     fn append_locked(
@@ -642,6 +789,10 @@ impl Log {
         // Lines are uncompressed producer data: `compression.type` says what they become.
         let end = BatchEnd {
             compression: config.compression.for_fuse_append(),
+            // The records are stamped with the append time either way; under LogAppendTime
+            // the batch says so, as Kafka's would.
+            log_append_time_ms: (config.message_timestamp_type == TimestampType::LogAppendTime)
+                .then_some(now),
             ..BatchEnd::PLAIN
         };
         loop {
@@ -693,24 +844,17 @@ impl Log {
             info.records,
             "one offset per record"
         );
-        writer.unflushed_records += info.records;
-        let due_by_count = writer.unflushed_records >= config.flush_messages.max(1) as u64;
-        let due_by_time = now - writer.last_flush_ms >= config.flush_ms;
-        if due_by_count || due_by_time {
-            self.sync_unsynced()?;
-            writer.unflushed_records = 0;
-            writer.last_flush_ms = now;
-        }
+        self.count_unflushed(writer, info.records, now, config)?;
         Ok(info)
     }
 
-    /// Rolls first when Kafka would; returns the active segment the batch goes to. `now`
-    /// is both the clock and the incoming records' timestamp (stamped with the append
-    /// time).
+    /// Rolls first when Kafka would; returns the active segment the batch goes to
+    /// (`incoming_max_timestamp`: the batch's max timestamp, which a segment's age counts
+    /// to).
     fn maybe_roll(
         &self,
         incoming_bytes: u64,
-        now: i64,
+        incoming_max_timestamp: i64,
         segment_size: u64,
         config: &TopicConfig,
         info: &mut AppendInfo,
@@ -723,10 +867,10 @@ impl Log {
         } else {
             active.roll_reason(
                 incoming_bytes,
-                now,
+                incoming_max_timestamp,
                 segment_size,
                 config.max_segment_ms(),
-                now,
+                self.clock.now_ms(),
             )
         };
         match reason {
@@ -761,9 +905,9 @@ impl Log {
         // Kafka's `roll`: the producer state at the new base, synced by the flush of the
         // rolled segments (`takeSnapshot(false)`).
         // On a full disk the roll goes on without it (retention's roll is how space comes
-        // back): the state it would hold is empty until idempotent producers come, and an
-        // open rebuilds what is missing (row 13).
-        let taken = self.producer_snapshots.lock().take(info.next_offset, false);
+        // back): an open replays the producer state from the previous snapshot over the
+        // log instead (row 13), so nothing is lost but time.
+        let taken = self.producer_state.lock().take(info.next_offset, false);
         match taken {
             Err(e) if e.is_out_of_space() => {
                 tracing::warn!(partition = %self.partition, error = %e, "rolled without a producer snapshot for lack of space");
@@ -831,7 +975,7 @@ impl Log {
             seg.rename_suffix(DELETED_SUFFIX)?;
             deleted.push(self.deleted_with_snapshot(seg)?);
         }
-        self.producer_snapshots.lock().log_start_moved(log_start);
+        self.producer_state.lock().log_start_moved(log_start);
         self.leader_epochs.lock().log_start_moved(log_start)?;
         self.sync_dirs()?;
         self.check_invariants();
@@ -911,7 +1055,7 @@ impl Log {
     fn deleted_with_snapshot(&self, segment: Arc<Segment>) -> Result<DeletedSegment> {
         let mut files = segment.file_paths();
         if let Some(snapshot) = self
-            .producer_snapshots
+            .producer_state
             .lock()
             .mark_deleted(segment.base_offset())?
         {
@@ -1006,7 +1150,7 @@ impl Log {
         }
         let result = self
             .flush_sealed(&snap)
-            .and_then(|()| self.producer_snapshots.lock().sync_rolled());
+            .and_then(|()| self.producer_state.lock().sync_rolled());
         match &result {
             Ok(()) => {
                 self.recovery_point
@@ -1048,7 +1192,7 @@ impl Log {
             s.flush()?;
         }
         // Kafka's `close`: a snapshot at the log end, so a restart need not scan the log.
-        self.producer_snapshots
+        self.producer_state
             .lock()
             .take(snap.active().next_offset(), true)?;
         self.recovery_point
@@ -1108,6 +1252,35 @@ impl Log {
             "log start offset past the log end"
         );
     }
+}
+
+/// Kafka's `loadProducersFromRecords` over the batches from the producer state's map end
+/// to the log end (the headers only: a batch's producer fields are in its header).
+fn replay_producers(snap: &LogSnapshot, state: &mut ProducerStateManager) -> Result<()> {
+    let from = state.map_end_offset().max(snap.log_start_offset);
+    for segment in snap.segments.iter().filter(|s| s.next_offset() > from) {
+        let mut pos = if segment.base_offset() < from {
+            segment.lookup_position(from)?
+        } else {
+            0
+        };
+        loop {
+            let batches = segment.mapped_batches(pos, PRODUCER_REPLAY_READ_BYTES)?;
+            if batches.is_empty() {
+                break;
+            }
+            let mut at = 0;
+            while at < batches.len() {
+                let header = decode_header(&batches[at..]).expect("mapped batches decode");
+                if header.last_offset() >= from {
+                    state.replay(&header);
+                }
+                at += header.size;
+            }
+            pos += batches.len() as u64;
+        }
+    }
+    Ok(())
 }
 
 /// A new active segment at `base_offset` and `stream_pos`, its `.log` preallocated to the

@@ -19,6 +19,8 @@ pub(crate) mod log_loader;
 pub(crate) mod metadata_files;
 pub(crate) mod metrics;
 pub mod offset_map;
+pub mod produce;
+pub(crate) mod producer_ids;
 pub mod producer_state;
 pub(crate) mod retention;
 pub mod segment;
@@ -40,7 +42,7 @@ use crossbeam_channel::{Receiver, Sender};
 use format::DELETING_SUFFIX;
 use limits::{
     MAX_BACKGROUND_WAIT_MS, MAX_FILE_NAME_BYTES, MAX_OFFSET_MAP_BYTES, MAX_REJECTIONS,
-    MIN_OFFSET_MAP_BYTES, SCHEDULER_TICK_MS,
+    MIN_OFFSET_MAP_BYTES, PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS, SCHEDULER_TICK_MS,
 };
 use log_loader::Durability;
 use parking_lot::{Mutex, RwLock};
@@ -107,6 +109,10 @@ struct Inner {
     closed: Mutex<bool>,
     /// Recovery points as last written to [`RECOVERY_CHECKPOINT_FILE`], and when.
     recovery_checkpoint: Mutex<(BTreeMap<String, u64>, i64)>,
+    /// InitProducerId's ids, never reused (`producer_ids`).
+    producer_ids: Mutex<producer_ids::ProducerIds>,
+    /// When the scheduler last looked for expired producers.
+    producer_expiry_checked_ms: Mutex<i64>,
 }
 
 /// An open data directory.
@@ -370,6 +376,7 @@ impl Engine {
             topics.insert(topic_name.to_string(), Arc::new(topic));
         }
         load_cleaner_checkpoints(data_dir, &topics);
+        let producer_ids = producer_ids::ProducerIds::open(data_dir)?;
         let now_ms = clock.now_ms();
         tracing::info!(data_dir = %data_dir.display(), topics = topics.len(), clean_shutdown, "opened data directory");
         let engine = Engine {
@@ -386,6 +393,8 @@ impl Engine {
                 _lock_file: lock_file,
                 closed: Mutex::new(false),
                 recovery_checkpoint: Mutex::new((recovery_points, now_ms)),
+                producer_ids: Mutex::new(producer_ids),
+                producer_expiry_checked_ms: Mutex::new(now_ms),
             }),
             stop: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
@@ -465,6 +474,17 @@ impl Engine {
     }
 
     /// Topic names, sorted.
+    /// Kafka's InitProducerId for an idempotent producer (no transactional id): a
+    /// producer id never handed out before, durably, and epoch 0. Kafka answers a
+    /// request without a transactional id with a new id whatever id and epoch it names,
+    /// so this takes none.
+    // The Kafka listener (src/kafka) calls it; until it is built in, only tests do.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    pub fn init_producer_id(&self) -> Result<(i64, i16)> {
+        let id = self.inner.producer_ids.lock().next_id()?;
+        Ok((id, 0))
+    }
+
     pub fn topic_names(&self) -> Vec<String> {
         self.inner.topics.read().keys().cloned().collect()
     }
@@ -1107,6 +1127,24 @@ fn scheduler_loop(inner: &Inner, stop: &Receiver<()>) {
             }
         }
         run_recovery_checkpoint_if_due(inner);
+        run_producer_expiry_if_due(inner);
+    }
+}
+
+/// Kafka's `PeriodicProducerExpirationCheck`: every partition forgets its producers idle
+/// for `producer.id.expiration.ms`.
+fn run_producer_expiry_if_due(inner: &Inner) {
+    let now = inner.clock.now_ms();
+    {
+        let mut last = inner.producer_expiry_checked_ms.lock();
+        if now.saturating_sub(*last) < PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS {
+            return;
+        }
+        *last = now;
+    }
+    let topics: Vec<Arc<Topic>> = inner.topics.read().values().cloned().collect();
+    for t in topics {
+        t.remove_expired_producers();
     }
 }
 

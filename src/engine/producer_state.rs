@@ -1,11 +1,12 @@
-//! Kafka's producer-state snapshots (`ProducerStateManager`): `<offset>.snapshot` files in
-//! the partition directory, each the producer state (idempotent and transactional
-//! producers: last sequence, epoch, open transaction) as of that offset, so a restart
-//! reads the latest one and scans only the records after it.
+//! Kafka's producer state (`ProducerStateManager`, `ProducerStateEntry`,
+//! `ProducerAppendInfo`): per idempotent producer of a partition, its epoch and the
+//! metadata of its last five batches, which decide whether a batch is a retry of one
+//! already appended (answered with its offsets, not appended again), in sequence, or
+//! refused (an older epoch, a gap in sequences); and the `<offset>.snapshot` files that
+//! keep it, so a restart reads the latest one and replays only the batches after it.
 //!
-//! kpfs has no idempotent producers yet: its producer state is always empty, so every
-//! snapshot it writes holds zero entries (10 bytes). The files still follow Kafka's
-//! lifecycle, which `ls segments/` shows and the seed's demos count:
+//! The snapshot files follow Kafka's lifecycle, which `ls segments/` shows and the
+//! seed's demos count:
 //! - a roll writes one at the new segment's base offset (`UnifiedLog.roll`), not synced
 //!   there (`takeSnapshot(false)`) but by the flush of the rolled segments;
 //! - a clean close writes one at the log end offset (`UnifiedLog.close`);
@@ -14,14 +15,16 @@
 //! - retention and the cleaner rename a removed segment's snapshot `.deleted` with it, and
 //!   it goes with its files after `file.delete.delay.ms` (`deleteProducerSnapshots`);
 //! - opening a log removes stray snapshots and those outside the log, reads the latest
-//!   (a corrupt one is removed and the next tried) and writes one at the log end
-//!   ([`ProducerSnapshots::load`]: `removeStraySnapshots`, `rebuildProducerState`).
+//!   (a corrupt one is removed and the next tried), the log replays the batches after it
+//!   and a snapshot is written at the log end ([`ProducerStateManager::load`]:
+//!   `removeStraySnapshots`, `rebuildProducerState`).
 //!
-//! The byte layout is Kafka's `ProducerSnapshot` message, version 1 (docs/FORMAT.md):
-//! [`encode_snapshot`] and [`decode_snapshot`] handle entries already, so producers only
-//! have to fill them.
+//! kpfs has no transactions: every entry's coordinator epoch is -1 and it never has an
+//! open transaction (a transactional batch is refused before it gets here).
+//!
+//! The byte layout is Kafka's `ProducerSnapshot` message, version 1 (docs/FORMAT.md).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -30,8 +33,9 @@ use std::path::{Path, PathBuf};
 use super::error::{EngineError, Result};
 use super::files::{io_at, list_names, remove_file};
 use super::format::{
-    parse_segment_file_name, segment_file_name, DELETED_SUFFIX, SNAPSHOT_CRC_AT,
-    SNAPSHOT_ENTRIES_AT, SNAPSHOT_ENTRY_BYTES, SNAPSHOT_SUFFIX, SNAPSHOT_VERSION,
+    parse_segment_file_name, segment_file_name, sequence_before, BatchHeader, DELETED_SUFFIX,
+    NO_PRODUCER_EPOCH, NO_SEQUENCE, SNAPSHOT_CRC_AT, SNAPSHOT_ENTRIES_AT, SNAPSHOT_ENTRY_BYTES,
+    SNAPSHOT_SUFFIX, SNAPSHOT_VERSION,
 };
 
 /// One producer's state (Kafka's `ProducerSnapshot.ProducerEntry`, from its
@@ -162,17 +166,144 @@ impl Reader<'_> {
     }
 }
 
+/// Kafka's `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`: how many of a producer's last
+/// batches a retry is recognised among (a producer has at most five in flight).
+pub(crate) const BATCHES_TO_RETAIN: usize = 5;
+
+/// One appended batch of a producer (Kafka's `BatchMetadata`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BatchMetadata {
+    pub(crate) last_seq: i32,
+    pub(crate) last_offset: i64,
+    pub(crate) offset_delta: i32,
+    /// The batch's max timestamp (the append time under LogAppendTime).
+    pub(crate) timestamp: i64,
+}
+
+impl BatchMetadata {
+    pub(crate) fn first_seq(&self) -> i32 {
+        sequence_before(self.last_seq, self.offset_delta)
+    }
+
+    pub(crate) fn first_offset(&self) -> i64 {
+        self.last_offset - i64::from(self.offset_delta)
+    }
+}
+
+/// One producer's state in a partition (Kafka's `ProducerStateEntry`, without
+/// transactions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ProducerEntry {
+    epoch: i16,
+    coordinator_epoch: i32,
+    last_timestamp: i64,
+    /// The last [`BATCHES_TO_RETAIN`] batches, oldest first.
+    batches: VecDeque<BatchMetadata>,
+}
+
+impl ProducerEntry {
+    fn empty() -> ProducerEntry {
+        ProducerEntry {
+            epoch: NO_PRODUCER_EPOCH,
+            coordinator_epoch: -1,
+            last_timestamp: -1,
+            batches: VecDeque::new(),
+        }
+    }
+
+    fn last_seq(&self) -> i32 {
+        self.batches.back().map_or(NO_SEQUENCE, |b| b.last_seq)
+    }
+
+    /// Kafka's `addBatch`: a new epoch forgets the old epoch's batches.
+    fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {
+        if self.epoch != epoch {
+            self.batches.clear();
+            self.epoch = epoch;
+        }
+        if self.batches.len() == BATCHES_TO_RETAIN {
+            self.batches.pop_front();
+        }
+        self.batches.push_back(batch);
+        self.last_timestamp = batch.timestamp;
+    }
+
+    fn to_snapshot_entry(&self, producer_id: i64) -> ProducerStateEntry {
+        let last = self.batches.back();
+        ProducerStateEntry {
+            producer_id,
+            producer_epoch: self.epoch,
+            last_sequence: self.last_seq(),
+            last_offset: last.map_or(-1, |b| b.last_offset),
+            offset_delta: last.map_or(0, |b| b.offset_delta),
+            timestamp: self.last_timestamp,
+            coordinator_epoch: self.coordinator_epoch,
+            current_txn_first_offset: -1,
+        }
+    }
+
+    /// Kafka's `readSnapshot`: the entry's last batch, when it names one.
+    fn from_snapshot_entry(e: &ProducerStateEntry) -> ProducerEntry {
+        let mut batches = VecDeque::new();
+        if e.last_offset >= 0 {
+            batches.push_back(BatchMetadata {
+                last_seq: e.last_sequence,
+                last_offset: e.last_offset,
+                offset_delta: e.offset_delta,
+                timestamp: e.timestamp,
+            });
+        }
+        ProducerEntry {
+            epoch: e.producer_epoch,
+            coordinator_epoch: e.coordinator_epoch,
+            last_timestamp: e.timestamp,
+            batches,
+        }
+    }
+}
+
+/// A produced batch's producer fields, as the producer-state checks read them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ProducerBatch {
+    pub(crate) producer_id: i64,
+    pub(crate) epoch: i16,
+    pub(crate) first_seq: i32,
+    pub(crate) last_seq: i32,
+}
+
+impl ProducerBatch {
+    /// The producer fields of a batch an idempotent producer wrote (Kafka's
+    /// `hasProducerId`: a producer id of 0 or more).
+    pub(crate) fn of(header: &BatchHeader) -> Option<ProducerBatch> {
+        (header.producer_id >= 0).then(|| ProducerBatch {
+            producer_id: header.producer_id,
+            epoch: header.producer_epoch,
+            first_seq: header.base_sequence,
+            last_seq: header.last_sequence(),
+        })
+    }
+}
+
+/// Kafka's `ProducerAppendInfo.inSequence`.
+fn in_sequence(last_seq: i32, next_seq: i32) -> bool {
+    i64::from(next_seq) == i64::from(last_seq) + 1 || (next_seq == 0 && last_seq == i32::MAX)
+}
+
 /// The path of the snapshot at `offset` in `dir` (Kafka's `LogFileUtils.producerSnapshotFile`).
 pub(crate) fn snapshot_path(dir: &Path, offset: u64) -> PathBuf {
     dir.join(segment_file_name(offset, SNAPSHOT_SUFFIX))
 }
 
-/// The snapshot files of one partition directory, as Kafka's `ProducerStateManager`
-/// tracks them, with the (empty) producer state they hold. (`Default`: the placeholder a
-/// log holds until [`load`](Self::load) replaces it while the log opens.)
+/// A partition's producers and its snapshot files, as Kafka's `ProducerStateManager`
+/// tracks them. (`Default`: the placeholder a log holds until [`load`](Self::load)
+/// replaces it while the log opens.)
 #[derive(Debug, Default)]
-pub(crate) struct ProducerSnapshots {
+pub(crate) struct ProducerStateManager {
     dir: PathBuf,
+    /// Producer id -> its state (Kafka's `producers`).
+    producers: BTreeMap<i64, ProducerEntry>,
+    /// Kafka's `lastMapOffset`: the producer state reflects the log below it.
+    map_end_offset: u64,
     /// Offsets of the snapshot files in the directory (Kafka's `snapshots`).
     offsets: BTreeSet<u64>,
     /// Kafka's `lastSnapOffset`: a snapshot is taken only past it.
@@ -181,50 +312,52 @@ pub(crate) struct ProducerSnapshots {
     unsynced: Vec<u64>,
 }
 
-impl ProducerSnapshots {
+impl ProducerStateManager {
     /// Row 13 of the recovery case table, after the segments are loaded: removes stray
     /// snapshots (Kafka's `removeStraySnapshots`), then does what Kafka's
-    /// `rebuildProducerState` does with an empty producer state: after a clean shutdown
-    /// with no snapshot at all (a data directory from before snapshots), writes them at
-    /// the last two segments' bases and the log end; otherwise removes those past the log
-    /// end or at or below the log start (`truncateAndReload`), reads the latest (a
-    /// corrupt one is removed and the one before tried) and writes one at the log end.
-    /// Returns the names it removed.
+    /// `rebuildProducerState` does: after a clean shutdown with no snapshot at all (a data
+    /// directory from before snapshots), writes them at the last two segments' bases and
+    /// the log end; otherwise removes those past the log end or at or below the log start
+    /// (`truncateAndReload`), reads the latest (a corrupt one is removed and the one
+    /// before tried; producers idle past `expiry` are left out), has `replay` bring the
+    /// state from there to the log end (the log's batches after the snapshot), and writes
+    /// one at the log end. Returns the names it removed.
     pub(crate) fn load(
         dir: &Path,
         segment_bases: &[u64],
-        log_start: u64,
-        log_end: u64,
+        (log_start, log_end): (u64, u64),
         clean_shutdown: bool,
-    ) -> Result<(ProducerSnapshots, Vec<String>)> {
+        expiry: Expiry,
+        replay: impl FnOnce(&mut ProducerStateManager) -> Result<()>,
+    ) -> Result<(ProducerStateManager, Vec<String>)> {
         let mut removed = Vec::new();
-        let mut snapshots = ProducerSnapshots {
+        let mut state = ProducerStateManager {
             dir: dir.to_path_buf(),
             offsets: list_snapshots(dir)?,
-            last_snap_offset: 0,
-            unsynced: Vec::new(),
+            ..ProducerStateManager::default()
         };
-        snapshots.remove_strays(segment_bases, &mut removed)?;
-        if clean_shutdown && snapshots.offsets.is_empty() {
+        state.remove_strays(segment_bases, &mut removed)?;
+        if clean_shutdown && state.offsets.is_empty() {
             let n = segment_bases.len();
             let last_two = segment_bases[n.saturating_sub(2)..].iter().copied();
             for offset in last_two.chain([log_end]) {
-                snapshots.take(offset, true)?;
+                state.take(offset, true)?;
             }
-            return Ok((snapshots, removed));
+            return Ok((state, removed));
         }
-        let out_of_range: Vec<u64> = snapshots
+        let out_of_range: Vec<u64> = state
             .offsets
             .iter()
             .copied()
             .filter(|&o| o > log_end || o <= log_start)
             .collect();
         for offset in out_of_range {
-            snapshots.remove(offset, &mut removed)?;
+            state.remove(offset, &mut removed)?;
         }
-        snapshots.read_latest(&mut removed)?;
-        snapshots.take(log_end, true)?;
-        Ok((snapshots, removed))
+        state.read_latest(log_start, expiry, &mut removed)?;
+        replay(&mut state)?;
+        state.take(log_end, true)?;
+        Ok((state, removed))
     }
 
     /// Kafka's `removeStraySnapshots`: a snapshot whose offset is no segment's base goes,
@@ -249,15 +382,27 @@ impl ProducerSnapshots {
         Ok(())
     }
 
-    /// Kafka's `loadFromSnapshot`: the latest snapshot that decodes sets where the next
-    /// one may be taken; corrupt ones are removed on the way.
-    fn read_latest(&mut self, removed: &mut Vec<String>) -> Result<()> {
+    /// Kafka's `loadFromSnapshot`: the producers of the latest snapshot that decodes
+    /// (corrupt ones are removed on the way), without those expired; without one, the
+    /// state is empty as of the log start.
+    fn read_latest(
+        &mut self,
+        log_start: u64,
+        expiry: Expiry,
+        removed: &mut Vec<String>,
+    ) -> Result<()> {
         while let Some(&offset) = self.offsets.last() {
             let path = snapshot_path(&self.dir, offset);
             let bytes = fs::read(&path).map_err(io_at(&path, "read"))?;
             match decode_snapshot(&bytes) {
-                Ok(_) => {
+                Ok(entries) => {
+                    self.producers = entries
+                        .iter()
+                        .map(|e| (e.producer_id, ProducerEntry::from_snapshot_entry(e)))
+                        .filter(|(_, e)| !expiry.expired(e))
+                        .collect();
                     self.last_snap_offset = offset;
+                    self.map_end_offset = offset;
                     return Ok(());
                 }
                 Err(e) => {
@@ -266,7 +411,114 @@ impl ProducerSnapshots {
                 }
             }
         }
+        self.last_snap_offset = log_start;
+        self.map_end_offset = log_start;
         Ok(())
+    }
+
+    /// Where the producer state stops reflecting the log: the batches from here on are
+    /// replayed when a log opens.
+    pub(crate) fn map_end_offset(&self) -> u64 {
+        self.map_end_offset
+    }
+
+    /// Kafka's `loadProducersFromRecords` for one batch at or past
+    /// [`map_end_offset`](Self::map_end_offset) (`AppendOrigin.REPLICATION`: no checks,
+    /// the log already holds it).
+    pub(crate) fn replay(&mut self, header: &BatchHeader) {
+        if let Some(batch) = ProducerBatch::of(header).filter(|_| !header.is_control()) {
+            self.record_batch(batch, header);
+        }
+        self.map_end_offset = self.map_end_offset.max(header.next_offset());
+    }
+
+    /// The batch a retry of `batch` duplicates: one of the producer's cached batches with
+    /// its epoch and exact sequence range (Kafka's `findDuplicateBatch`).
+    pub(crate) fn find_duplicate(&self, batch: &ProducerBatch) -> Option<BatchMetadata> {
+        let entry = self.producers.get(&batch.producer_id)?;
+        if entry.epoch != batch.epoch {
+            return None;
+        }
+        entry
+            .batches
+            .iter()
+            .find(|b| b.first_seq() == batch.first_seq && b.last_seq == batch.last_seq)
+            .copied()
+    }
+
+    /// Kafka's `ProducerAppendInfo.checkProducerEpoch` and `checkSequence` for a client's
+    /// batch that would start at `first_offset` in `partition`.
+    pub(crate) fn check(
+        &self,
+        batch: &ProducerBatch,
+        first_offset: u64,
+        partition: &str,
+    ) -> Result<()> {
+        let pid = batch.producer_id;
+        let empty = ProducerEntry::empty();
+        let current = self.producers.get(&pid).unwrap_or(&empty);
+        if batch.epoch < current.epoch {
+            return Err(EngineError::InvalidProducerEpoch {
+                message: format!(
+                    "Epoch of producer {pid} at offset {first_offset} in {partition} is {}, which is smaller than the last seen epoch {}",
+                    batch.epoch, current.epoch
+                ),
+            });
+        }
+        if batch.epoch != current.epoch {
+            if batch.first_seq != 0 && current.epoch != NO_PRODUCER_EPOCH {
+                // Kafka's text, its missing space ("{pid}at") included.
+                return Err(EngineError::OutOfOrderSequence {
+                    message: format!(
+                        "Invalid sequence number for new epoch of producer {pid}at offset {first_offset} in partition {partition}: {} (request epoch), {} (seq. number), {} (current producer epoch)",
+                        batch.epoch, batch.first_seq, current.epoch
+                    ),
+                });
+            }
+            return Ok(());
+        }
+        let last_seq = current.last_seq();
+        // A producer whose batches retention removed (no epoch known) may go on at any
+        // sequence, as Kafka accepts since KIP-360.
+        if current.epoch != NO_PRODUCER_EPOCH && !in_sequence(last_seq, batch.first_seq) {
+            return Err(EngineError::OutOfOrderSequence {
+                message: format!(
+                    "Out of order sequence number for producer {pid} at offset {first_offset} in partition {partition}: {} (incoming seq. number), {last_seq} (current end sequence number)",
+                    batch.first_seq
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Kafka's `update` after an append: `header` is the batch as appended.
+    pub(crate) fn record_batch(&mut self, batch: ProducerBatch, header: &BatchHeader) {
+        let entry = self
+            .producers
+            .entry(batch.producer_id)
+            .or_insert_with(ProducerEntry::empty);
+        entry.add_batch(
+            batch.epoch,
+            BatchMetadata {
+                last_seq: batch.last_seq,
+                last_offset: header.last_offset() as i64,
+                offset_delta: header.last_offset_delta as i32,
+                timestamp: header.max_timestamp,
+            },
+        );
+    }
+
+    /// Kafka's `removeExpiredProducers`: forgets producers idle for `expiry`'s time.
+    pub(crate) fn remove_expired(&mut self, expiry: Expiry) {
+        self.producers.retain(|_, e| !expiry.expired(e));
+    }
+
+    /// The producers as a snapshot holds them, by producer id.
+    pub(crate) fn entries(&self) -> Vec<ProducerStateEntry> {
+        self.producers
+            .iter()
+            .map(|(&pid, e)| e.to_snapshot_entry(pid))
+            .collect()
     }
 
     fn remove(&mut self, offset: u64, removed: &mut Vec<String>) -> Result<()> {
@@ -280,12 +532,13 @@ impl ProducerSnapshots {
     /// state at `offset` unless a snapshot at or past it was already taken. A roll does
     /// not sync it ([`sync_rolled`](Self::sync_rolled) does); a close does.
     pub(crate) fn take(&mut self, offset: u64, sync: bool) -> Result<()> {
+        self.map_end_offset = offset;
         if offset <= self.last_snap_offset {
             return Ok(());
         }
         let path = snapshot_path(&self.dir, offset);
         let mut file = File::create(&path).map_err(io_at(&path, "create"))?;
-        if let Err(e) = file.write_all(&encode_snapshot(&[])) {
+        if let Err(e) = file.write_all(&encode_snapshot(&self.entries())) {
             // Not left torn: the next open would only remove it.
             let _ = std::fs::remove_file(&path);
             return Err(io_at(&path, "write")(e));
@@ -342,6 +595,7 @@ impl ProducerSnapshots {
     /// Kafka's `onLogStartOffsetIncremented`: the next snapshot is taken past the latest
     /// remaining one, or past the new log start.
     pub(crate) fn log_start_moved(&mut self, log_start: u64) {
+        self.map_end_offset = self.map_end_offset.max(log_start);
         self.last_snap_offset = self.offsets.last().copied().unwrap_or(log_start);
     }
 
@@ -349,6 +603,20 @@ impl ProducerSnapshots {
     #[cfg(test)]
     pub(crate) fn offsets(&self) -> Vec<u64> {
         self.offsets.iter().copied().collect()
+    }
+}
+
+/// Kafka's `isProducerExpired`: a producer idle for `producer.id.expiration.ms` is
+/// forgotten (kpfs has no transactions to keep one).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Expiry {
+    pub(crate) now_ms: i64,
+    pub(crate) expiration_ms: i64,
+}
+
+impl Expiry {
+    fn expired(&self, entry: &ProducerEntry) -> bool {
+        self.now_ms.saturating_sub(entry.last_timestamp) >= self.expiration_ms
     }
 }
 
@@ -365,6 +633,11 @@ fn list_snapshots(dir: &Path) -> Result<BTreeSet<u64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const NO_EXPIRY: Expiry = Expiry {
+        now_ms: 0,
+        expiration_ms: i64::MAX,
+    };
 
     /// Kafka's bytes for an empty producer state: version 1, CRC32C of the four bytes
     /// after it (CRC32C of four zero bytes is 0x48674BC7, computed bit by bit outside
@@ -453,7 +726,9 @@ mod tests {
     #[test]
     fn a_snapshot_is_taken_only_past_the_last_one_and_deleted_with_its_segment() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut s, removed) = ProducerSnapshots::load(dir.path(), &[0], 0, 0, true).unwrap();
+        let (mut s, removed) =
+            ProducerStateManager::load(dir.path(), &[0], (0, 0), true, NO_EXPIRY, |_| Ok(()))
+                .unwrap();
         assert!(removed.is_empty());
         assert!(
             names(dir.path()).is_empty(),
@@ -496,7 +771,10 @@ mod tests {
         }
         write(12, &EMPTY[..7]);
         let (s, mut removed) =
-            ProducerSnapshots::load(dir.path(), &[0, 5, 10], 0, 12, false).unwrap();
+            ProducerStateManager::load(dir.path(), &[0, 5, 10], (0, 12), false, NO_EXPIRY, |_| {
+                Ok(())
+            })
+            .unwrap();
         removed.sort();
         assert_eq!(
             removed,
@@ -512,7 +790,11 @@ mod tests {
         // A later stray than the clean close's (past the log end) replaces it as the one
         // kept, then goes as out of range: the log end gets a new one.
         write(14, &EMPTY);
-        let (s, removed) = ProducerSnapshots::load(dir.path(), &[0, 5, 10], 0, 12, false).unwrap();
+        let (s, removed) =
+            ProducerStateManager::load(dir.path(), &[0, 5, 10], (0, 12), false, NO_EXPIRY, |_| {
+                Ok(())
+            })
+            .unwrap();
         assert_eq!(removed.len(), 2, "{removed:?}");
         assert_eq!(s.offsets(), vec![5, 10, 12]);
     }
@@ -520,9 +802,17 @@ mod tests {
     #[test]
     fn a_clean_close_without_snapshots_writes_the_last_two_bases_and_the_log_end() {
         let dir = tempfile::tempdir().unwrap();
-        let (s, _) = ProducerSnapshots::load(dir.path(), &[0, 5, 10], 0, 12, true).unwrap();
+        let (s, _) =
+            ProducerStateManager::load(dir.path(), &[0, 5, 10], (0, 12), true, NO_EXPIRY, |_| {
+                Ok(())
+            })
+            .unwrap();
         assert_eq!(s.offsets(), vec![5, 10, 12]);
-        let (s, _) = ProducerSnapshots::load(dir.path(), &[0, 5, 10], 0, 12, true).unwrap();
+        let (s, _) =
+            ProducerStateManager::load(dir.path(), &[0, 5, 10], (0, 12), true, NO_EXPIRY, |_| {
+                Ok(())
+            })
+            .unwrap();
         assert_eq!(s.offsets(), vec![5, 10, 12], "found again, nothing new");
     }
 }

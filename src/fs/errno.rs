@@ -21,6 +21,15 @@ pub(crate) fn errno_of(error: &EngineError) -> i32 {
         EngineError::KeylessOnCompacted { .. }
         | EngineError::MissingKeySeparator { .. }
         | EngineError::InvalidRecord { .. } => libc::EINVAL,
+        // Refusals of the Kafka produce path, which no file operation takes; EINVAL and
+        // EFBIG say what they would mean there.
+        EngineError::InvalidProducedBatch { .. }
+        | EngineError::RecordsRejected { .. }
+        | EngineError::CorruptMessage { .. }
+        | EngineError::InvalidProducerEpoch { .. }
+        | EngineError::OutOfOrderSequence { .. }
+        | EngineError::InvalidTxnState { .. } => libc::EINVAL,
+        EngineError::RecompressedTooLarge { .. } => libc::EFBIG,
         // Cannot happen once mounted (the lock is taken before the mount); EBUSY is what a
         // second user of a held resource would expect if it ever did.
         EngineError::DataDirLocked { .. } => libc::EBUSY,

@@ -13,6 +13,7 @@ use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
+use kpfs::engine::format::{decode_batch, BatchHeader, Record};
 use kpfs::engine::{BrokerConfig, Engine, EngineOptions, LogCursor, ManualClock, Topic};
 
 pub const T0: i64 = 1_764_430_000_000;
@@ -123,4 +124,19 @@ pub fn copy_dir(from: &Path, to: &Path) {
             fs::copy(e.path(), to.join(e.file_name())).unwrap();
         }
     }
+}
+
+/// Every batch on disk of a topic, decoded, in order.
+pub fn batches(t: &Topic) -> Vec<(BatchHeader, Vec<Record>)> {
+    let mut out = Vec::new();
+    for s in t.log().snapshot().segments.iter() {
+        let bytes = s.read_at(0, s.size() as usize).unwrap();
+        let mut at = 0;
+        while at < bytes.len() {
+            let (h, records) = decode_batch(&bytes[at..]).unwrap();
+            at += h.size;
+            out.push((h, records));
+        }
+    }
+    out
 }

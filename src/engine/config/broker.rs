@@ -171,6 +171,11 @@ impl BrokerConfig {
         self.get(BrokerKey::LogFlushSchedulerIntervalMs)
     }
 
+    /// `producer.id.expiration.ms`. Default 86400000 (a day).
+    pub(crate) fn producer_id_expiration_ms(&self) -> i64 {
+        i64::from(self.get::<i32>(BrokerKey::ProducerIdExpirationMs))
+    }
+
     /// `log.flush.offset.checkpoint.interval.ms` (static). Default 60000.
     pub(crate) fn flush_offset_checkpoint_interval_ms(&self) -> i64 {
         self.get(BrokerKey::LogFlushOffsetCheckpointIntervalMs)

@@ -148,6 +148,8 @@ pub(super) const MS_PER_MINUTE: i64 = 60 * 1000;
 pub(super) const MS_PER_HOUR: i64 = 60 * MS_PER_MINUTE;
 const LONG_MAX: &str = "9223372036854775807";
 pub(super) const CLEANUP_POLICIES: [&str; 2] = ["compact", "delete"];
+/// `message.timestamp.type`'s values (Kafka's `TimestampType` names).
+pub(super) const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
 /// `BrokerCompressionType.names()`, in Kafka's order (its error text lists them so).
 pub(super) const BROKER_COMPRESSION_TYPES: &[&str] =
     &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
@@ -341,6 +343,34 @@ config_table! {
             ),
             synonyms: &[same(BrokerKey::MessageMaxBytes)],
         },
+        MessageTimestampType => TopicDef {
+            def: def(
+                "message.timestamp.type",
+                Kind::String,
+                Some("CreateTime"),
+                Check::OneOf(TIMESTAMP_TYPES),
+            ),
+            synonyms: &[same(BrokerKey::LogMessageTimestampType)],
+        },
+        MessageTimestampBeforeMaxMs => TopicDef {
+            def: def(
+                "message.timestamp.before.max.ms",
+                Kind::Long,
+                Some(LONG_MAX),
+                Check::AtLeast(0),
+            ),
+            synonyms: &[same(BrokerKey::LogMessageTimestampBeforeMaxMs)],
+        },
+        MessageTimestampAfterMaxMs => TopicDef {
+            // Long.MAX_VALUE until Kafka 4.0 (KAFKA-16368) made it one hour.
+            def: def(
+                "message.timestamp.after.max.ms",
+                Kind::Long,
+                Some("3600000"),
+                Check::AtLeast(0),
+            ),
+            synonyms: &[same(BrokerKey::LogMessageTimestampAfterMaxMs)],
+        },
         FlushMessages => TopicDef {
             def: def(
                 "flush.messages",
@@ -500,6 +530,32 @@ config_table! {
             Kind::Int,
             Some("1048588"),
             Check::AtLeast(0),
+        )),
+        LogMessageTimestampType => dynamic(def(
+            "log.message.timestamp.type",
+            Kind::String,
+            Some("CreateTime"),
+            Check::OneOf(TIMESTAMP_TYPES),
+        )),
+        LogMessageTimestampBeforeMaxMs => dynamic(def(
+            "log.message.timestamp.before.max.ms",
+            Kind::Long,
+            Some(LONG_MAX),
+            Check::AtLeast(0),
+        )),
+        LogMessageTimestampAfterMaxMs => dynamic(def(
+            "log.message.timestamp.after.max.ms",
+            Kind::Long,
+            Some("3600000"),
+            Check::AtLeast(0),
+        )),
+        // Kafka's `TransactionLogConfig`: how long a partition keeps an idle producer's
+        // state (dynamic: `DynamicProducerStateManagerConfig`).
+        ProducerIdExpirationMs => dynamic(def(
+            "producer.id.expiration.ms",
+            Kind::Int,
+            Some("86400000"),
+            Check::AtLeast(1),
         )),
         LogPreallocate => dynamic(def(
             "log.preallocate",

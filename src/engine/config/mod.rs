@@ -21,8 +21,8 @@ pub(crate) use def::TopicKey;
 pub(crate) use error::ConfigError;
 #[cfg(test)]
 pub(crate) use topic::TopicCompression;
-pub(crate) use topic::TopicConfig;
 pub use topic::TopicOverrides;
+pub(crate) use topic::{TimestampType, TopicConfig};
 
 #[cfg(test)]
 mod tests;

@@ -1143,3 +1143,47 @@ fn fuse_appends_are_written_as_uncompressed_producer_data() {
         Compression::default_level(CompressionCodec::Gzip)
     );
 }
+
+#[test]
+fn timestamp_configs_have_kafkas_defaults_synonyms_and_texts() {
+    let defaults = broker().topic_defaults();
+    assert_eq!(defaults.message_timestamp_type, TimestampType::CreateTime);
+    assert_eq!(defaults.message_timestamp_before_max_ms, i64::MAX);
+    assert_eq!(
+        defaults.message_timestamp_after_max_ms, 3_600_000,
+        "Kafka 4.0's default"
+    );
+    assert_eq!(
+        error("message.timestamp.type=Foo"),
+        "Invalid value Foo for configuration message.timestamp.type: String must be one of: CreateTime, LogAppendTime"
+    );
+    assert_eq!(
+        error("message.timestamp.after.max.ms=-1"),
+        "Invalid value -1 for configuration message.timestamp.after.max.ms: Value must be at least 0"
+    );
+    let b = broker()
+        .apply_dynamic(
+            "log.message.timestamp.type=LogAppendTime\nlog.message.timestamp.before.max.ms=5",
+        )
+        .unwrap();
+    assert_eq!(
+        b.topic_defaults().message_timestamp_type,
+        TimestampType::LogAppendTime
+    );
+    assert_eq!(b.topic_defaults().message_timestamp_before_max_ms, 5);
+    let overridden = b.resolve_topic(&apply("message.timestamp.type=CreateTime").unwrap());
+    assert_eq!(overridden.message_timestamp_type, TimestampType::CreateTime);
+}
+
+#[test]
+fn producer_id_expiration_is_a_dynamic_broker_config_of_at_least_one_ms() {
+    assert_eq!(broker().producer_id_expiration_ms(), 86_400_000);
+    let b = broker()
+        .apply_dynamic("producer.id.expiration.ms=1000")
+        .unwrap();
+    assert_eq!(b.topic_defaults().producer_id_expiration_ms, 1000);
+    assert_eq!(
+        broker_error("producer.id.expiration.ms=0"),
+        "Invalid value 0 for configuration producer.id.expiration.ms: Value must be at least 1"
+    );
+}

@@ -46,6 +46,16 @@ impl TopicCompression {
     }
 }
 
+/// Kafka's `TimestampType` as `message.timestamp.type` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TimestampType {
+    /// Records keep the timestamps their producer gave them (checked against
+    /// `message.timestamp.before.max.ms` and `message.timestamp.after.max.ms`).
+    CreateTime,
+    /// Every batch is stamped with the broker's clock when it is appended.
+    LogAppendTime,
+}
+
 /// The effective configuration of one topic (overrides resolved over broker defaults).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TopicConfig {
@@ -66,6 +76,12 @@ pub struct TopicConfig {
     pub(crate) max_message_bytes: i32,
     pub(crate) flush_messages: i64,
     pub(crate) flush_ms: i64,
+    pub(crate) message_timestamp_type: TimestampType,
+    pub(crate) message_timestamp_before_max_ms: i64,
+    pub(crate) message_timestamp_after_max_ms: i64,
+    /// The broker's `producer.id.expiration.ms`, which every partition's producer state
+    /// follows (no topic config overrides it).
+    pub(crate) producer_id_expiration_ms: i64,
     /// Kafka's `preallocate`: a new segment's `.log` is grown to the segment size at once.
     pub(crate) preallocate: bool,
     pub(crate) compression: TopicCompression,
@@ -231,6 +247,16 @@ impl BrokerConfig {
                     )
                 }
             };
+        let message_timestamp_type = match read::<String>(
+            TopicKey::MessageTimestampType,
+            value(TopicKey::MessageTimestampType),
+        )
+        .as_str()
+        {
+            "CreateTime" => TimestampType::CreateTime,
+            "LogAppendTime" => TimestampType::LogAppendTime,
+            other => panic!("message.timestamp.type {other} passed its validator"),
+        };
         let parse_key = boolean(TopicKey::ParseKey);
         let null_marker = text(TopicKey::NullMarker);
         let key_separator = text(TopicKey::KeySeparator);
@@ -260,6 +286,10 @@ impl BrokerConfig {
             max_message_bytes: int(TopicKey::MaxMessageBytes),
             flush_messages: long(TopicKey::FlushMessages),
             flush_ms: long(TopicKey::FlushMs),
+            message_timestamp_type,
+            message_timestamp_before_max_ms: long(TopicKey::MessageTimestampBeforeMaxMs),
+            message_timestamp_after_max_ms: long(TopicKey::MessageTimestampAfterMaxMs),
+            producer_id_expiration_ms: self.producer_id_expiration_ms(),
             preallocate: boolean(TopicKey::Preallocate),
             compression,
             parse_key,
