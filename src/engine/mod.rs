@@ -1,6 +1,7 @@
 //! The storage engine: topics, logs, segments, indexes, retention, the cleaner and
 //! recovery. It knows nothing of FUSE; the `fs` layer maps paths and handles onto it.
 
+pub(crate) mod append_watch;
 pub(crate) mod batch_validation;
 pub mod cleaner;
 pub mod cleaner_manager;
@@ -16,6 +17,7 @@ pub mod inspect;
 pub(crate) mod limits;
 pub mod log;
 pub(crate) mod log_loader;
+pub(crate) mod log_start_checkpoint;
 pub(crate) mod metadata_files;
 pub(crate) mod metrics;
 pub mod offset_map;
@@ -37,14 +39,18 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
+use files::{read_offset_checkpoint, write_offset_checkpoint};
 use format::DELETING_SUFFIX;
 use limits::{
     MAX_BACKGROUND_WAIT_MS, MAX_FILE_NAME_BYTES, MAX_OFFSET_MAP_BYTES, MAX_REJECTIONS,
     MIN_OFFSET_MAP_BYTES, SCHEDULER_TICK_MS,
 };
 use log_loader::Durability;
+use log_start_checkpoint::LogStartCheckpoint;
 use parking_lot::{Mutex, RwLock};
 
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))] // the Kafka listener's
+pub use append_watch::AppendWatch;
 pub(crate) use clock::format_time_ms;
 #[cfg(any(test, feature = "internals"))]
 pub use clock::ManualClock;
@@ -53,6 +59,8 @@ pub use config::BrokerConfig;
 #[cfg(feature = "internals")]
 pub use config::TopicOverrides;
 pub(crate) use config::{ConfigChange, ConfigScope};
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))] // the Kafka listener's
+pub use error::OffsetRequest;
 pub use error::{EngineError, Result};
 pub use format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DYNAMIC_BROKER_CONFIG_FILE,
@@ -60,6 +68,8 @@ pub use format::{
 };
 pub(crate) use format::{DAEMON_LOG_FILE, LOCK_FILE, PARTITION_SUFFIX};
 pub(crate) use limits::MAX_TOPIC_NAME_CHARS;
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))] // the Kafka listener's
+pub use topic::{FetchOutcome, FetchedRange, OffsetQuery};
 pub use topic::{LogCursor, Topic};
 
 /// Kafka's `LocalLog.logDeleteDirName`: `TOPIC-0.<unique id>-delete`, with the topic cut
@@ -107,6 +117,8 @@ struct Inner {
     closed: Mutex<bool>,
     /// Recovery points as last written to [`RECOVERY_CHECKPOINT_FILE`], and when.
     recovery_checkpoint: Mutex<(BTreeMap<String, u64>, i64)>,
+    /// `log-start-offset-checkpoint`, shared with the topics (DeleteRecords writes it).
+    log_starts: Arc<LogStartCheckpoint>,
 }
 
 /// An open data directory.
@@ -317,6 +329,7 @@ impl Engine {
         let recovery_path = data_dir.join(RECOVERY_CHECKPOINT_FILE);
         log_loader::remove_stale_temporary(&recovery_path);
         let recovery_points = read_offset_checkpoint(&recovery_path);
+        let log_starts = Arc::new(LogStartCheckpoint::load(data_dir));
         let broker = match fs::read_to_string(&dynamic_path) {
             Ok(text) => broker.with_dynamic_properties(&text)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => broker,
@@ -363,6 +376,7 @@ impl Engine {
                 broker.clone(),
                 clock.clone(),
                 durability,
+                log_starts.clone(),
             )?;
             if report != Default::default() {
                 tracing::info!(topic = topic_name, ?report, "recovered topic");
@@ -386,6 +400,7 @@ impl Engine {
                 _lock_file: lock_file,
                 closed: Mutex::new(false),
                 recovery_checkpoint: Mutex::new((recovery_points, now_ms)),
+                log_starts,
             }),
             stop: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
@@ -469,6 +484,12 @@ impl Engine {
         self.inner.topics.read().keys().cloned().collect()
     }
 
+    /// A handle to wait for appends with (long-poll Fetch): see [`AppendWatch`].
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // the Kafka listener's
+    pub fn append_watch(&self) -> AppendWatch {
+        AppendWatch::default()
+    }
+
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
         self.inner.topics.read().get(name).cloned()
     }
@@ -496,6 +517,9 @@ impl Engine {
         if self.inner.recovery_checkpoint.lock().0.contains_key(name) {
             save_recovery_checkpoint(&self.inner, &topics)?;
         }
+        // Nor may it start where a deleted namesake's DeleteRecords left off (the entry
+        // outlives a crash between the deletion and its removal).
+        self.inner.log_starts.forget(name)?;
         let dir = self
             .inner
             .data_dir
@@ -506,6 +530,7 @@ impl Engine {
             self.inner.broker.clone(),
             self.inner.clock.clone(),
             Durability::CleanShutdown,
+            self.inner.log_starts.clone(),
         )?;
         files::sync_dir(&self.inner.data_dir)?;
         let topic = Arc::new(topic);
@@ -541,6 +566,11 @@ impl Engine {
         if let Err(e) = removed {
             tracing::warn!(topic = name, error = %e, "deleted topic; its files go at the next open");
         }
+        if let Err(e) = self.inner.log_starts.forget(name) {
+            tracing::warn!(topic = name, error = %e, "deleted topic; its log start entry goes when a topic of that name is created");
+        }
+        // Long-poll fetches waiting on it look again, and find it gone.
+        topic.append_signal().appended();
         tracing::info!(topic = name, "deleted topic");
         Ok(())
     }
@@ -850,35 +880,6 @@ fn clean_filthiest(
             None
         }
     }
-}
-
-/// Reads one of Kafka's offset checkpoint files (`0\n<count>\n<topic> <partition>
-/// <offset>` lines). Anything unreadable is skipped, which only makes kpfs start from
-/// the log start (a cleaner checkpoint) or validate more (a recovery point), as Kafka.
-fn read_offset_checkpoint(path: &Path) -> BTreeMap<String, u64> {
-    let Ok(text) = fs::read_to_string(path) else {
-        return BTreeMap::new();
-    };
-    text.lines()
-        .skip(2)
-        .filter_map(|line| {
-            let mut parts = line.split(' ');
-            match (parts.next(), parts.next(), parts.next()) {
-                (Some(name), Some("0"), Some(offset)) => {
-                    Some((name.to_string(), offset.parse::<u64>().ok()?))
-                }
-                _ => None,
-            }
-        })
-        .collect()
-}
-
-fn write_offset_checkpoint(path: &Path, entries: &BTreeMap<String, u64>) -> Result<()> {
-    let mut text = format!("0\n{}\n", entries.len());
-    for (name, offset) in entries {
-        text.push_str(&format!("{name} 0 {offset}\n"));
-    }
-    files::write_atomically(path, text.as_bytes())
 }
 
 fn load_cleaner_checkpoints(data_dir: &Path, topics: &BTreeMap<String, Arc<Topic>>) {
