@@ -39,11 +39,13 @@ impl LogStartCheckpoint {
         self.entries.lock().get(topic).copied()
     }
 
-    /// Records `topic`'s new log start and rewrites the file (crash-safe).
+    /// Records `topic`'s new log start and rewrites the file (crash-safe). An entry
+    /// never moves back, so concurrent DeleteRecords on a topic leave the larger start.
     pub(crate) fn save(&self, topic: &str, log_start: u64) -> Result<()> {
         let mut entries = self.entries.lock();
         let mut updated = entries.clone();
-        updated.insert(topic.to_string(), log_start);
+        let entry = updated.entry(topic.to_string()).or_default();
+        *entry = (*entry).max(log_start);
         write_offset_checkpoint(&self.path, &updated)?;
         *entries = updated;
         Ok(())
@@ -75,6 +77,7 @@ mod tests {
         assert_eq!(checkpoint.get("a"), None);
         checkpoint.save("b", 7).unwrap();
         checkpoint.save("a", 42).unwrap();
+        checkpoint.save("a", 41).unwrap();
         let text = std::fs::read_to_string(dir.path().join(LOG_START_CHECKPOINT_FILE)).unwrap();
         assert_eq!(text, "0\n2\na 0 42\nb 0 7\n");
         checkpoint.forget("b").unwrap();

@@ -223,15 +223,16 @@ impl Topic {
         if offset > snap.active().next_offset() {
             return Err(self.out_of_range(offset, &snap, OffsetRequest::DeleteRecords));
         }
+        if offset <= self.log.log_start_offset() {
+            return Ok(self.log.log_start_offset());
+        }
         if offset > self.log.recovery_point() {
             // The checkpoint must never name an offset a crash could take back.
             self.log.flush()?;
         }
-        let Some(log_start) = self.log.increment_log_start_offset(offset)? else {
-            return Ok(self.log.log_start_offset());
-        };
-        {
-            self.log_starts.save(&self.name, log_start)?;
+        // Saved first: a failure leaves the log as it was.
+        self.log_starts.save(&self.name, offset)?;
+        if let Some(log_start) = self.log.increment_log_start_offset(offset)? {
             tracing::info!(topic = %self.name, log_start, "incremented log start offset due to client record deletion");
             self.events.record(
                 self.clock.now_ms(),
@@ -239,6 +240,6 @@ impl Topic {
                 &format!("log start offset moved to {log_start} (records deleted before it)"),
             );
         }
-        Ok(log_start)
+        Ok(self.log.log_start_offset())
     }
 }
