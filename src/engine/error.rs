@@ -117,6 +117,20 @@ pub enum EngineError {
         found: String,
         supported: u32,
     },
+    /// Kafka's `OffsetOutOfRangeException`: a fetch outside [log start, log end], or a
+    /// log start asked past the high watermark (the log end: one replica).
+    OffsetOutOfRange {
+        partition: String,
+        offset: u64,
+        log_start: u64,
+        log_end: u64,
+        request: OffsetRequest,
+    },
+    /// Kafka's `PolicyViolationException` of DeleteRecords: the topic's
+    /// `cleanup.policy` lacks `delete`.
+    RecordDeletionPolicy {
+        partition: String,
+    },
     /// A cleaning pass gave up without changing anything (the log moved under it).
     CleanAborted {
         reason: String,
@@ -128,6 +142,15 @@ pub enum EngineError {
         context: String,
         source: io::Error,
     },
+}
+
+/// What asked for an offset outside the log: Kafka's texts differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetRequest {
+    /// A fetch (`UnifiedLog.read`).
+    Fetch,
+    /// A new log start (`maybeIncrementLogStartOffset`, for DeleteRecords).
+    DeleteRecords,
 }
 
 impl EngineError {
@@ -248,6 +271,30 @@ impl fmt::Display for EngineError {
                 f,
                 "{} names data format version {found:?}; this kpfs reads version {supported}: a newer kpfs wrote this data directory",
                 path.display()
+            ),
+            EngineError::OffsetOutOfRange {
+                partition,
+                offset,
+                log_start,
+                log_end,
+                request,
+            } => match request {
+                OffsetRequest::Fetch if offset < log_start => write!(
+                    f,
+                    "Received request for offset {offset} for partition {partition}, but we only have log segments starting from offset: {log_start}."
+                ),
+                OffsetRequest::Fetch => write!(
+                    f,
+                    "Received request for offset {offset} for partition {partition}, but we only have log segments upto {log_end}."
+                ),
+                OffsetRequest::DeleteRecords => write!(
+                    f,
+                    "Cannot increment the log start offset to {offset} of partition {partition} since it is larger than the high watermark {log_end}"
+                ),
+            },
+            EngineError::RecordDeletionPolicy { partition } => write!(
+                f,
+                "Records of partition {partition} can not be deleted due to the configured policy"
             ),
             EngineError::CleanAborted { reason } => write!(f, "cleaning aborted: {reason}"),
             EngineError::CleanerPanicked => {

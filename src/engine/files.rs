@@ -3,6 +3,7 @@
 //! `kpfs-stream-start`), listing and removing files, and the directory fsync that makes
 //! creations, renames and removals survive a crash.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -106,6 +107,35 @@ pub(crate) fn write_or_defer(
         }
         Err(e) => Err(e),
     }
+}
+
+/// Reads one of Kafka's offset checkpoint files (`0\n<count>\n<topic> <partition>
+/// <offset>` lines). Anything unreadable is skipped, which only makes kpfs start from
+/// the log start (a cleaner checkpoint) or validate more (a recovery point), as Kafka.
+pub(crate) fn read_offset_checkpoint(path: &Path) -> BTreeMap<String, u64> {
+    let Ok(text) = fs::read_to_string(path) else {
+        return BTreeMap::new();
+    };
+    text.lines()
+        .skip(2)
+        .filter_map(|line| {
+            let mut parts = line.split(' ');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some(name), Some("0"), Some(offset)) => {
+                    Some((name.to_string(), offset.parse::<u64>().ok()?))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn write_offset_checkpoint(path: &Path, entries: &BTreeMap<String, u64>) -> Result<()> {
+    let mut text = format!("0\n{}\n", entries.len());
+    for (name, offset) in entries {
+        text.push_str(&format!("{name} 0 {offset}\n"));
+    }
+    write_atomically(path, text.as_bytes())
 }
 
 /// Where [`write_atomically`] writes `path`'s new contents before renaming them over it.

@@ -47,6 +47,9 @@ pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 /// Kafka's recovery-point checkpoint file: per partition, the offset below which every
 /// record was fsynced, so recovery after a crash validates only what follows.
 pub const RECOVERY_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
+/// Kafka's log-start checkpoint file: per partition whose log start offset is above its
+/// first segment's base (DeleteRecords moved it), that offset.
+pub const LOG_START_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
 
 /// The start of the next block of producer ids (`producer_ids`): text, the version `0`,
 /// then the id, each on its own line.

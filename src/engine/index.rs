@@ -559,6 +559,16 @@ impl TimeIndex {
         self.inner.push(&e)
     }
 
+    /// Kafka's `TimeIndex.lookup`: the greatest entry whose timestamp is at or below
+    /// `target`, else (-1, base offset).
+    pub(crate) fn lookup(&self, target: i64) -> io::Result<(i64, u64)> {
+        let n = self.inner.count_prefix(|e| self.decode(e).0 <= target)?;
+        match n.checked_sub(1) {
+            Some(i) => self.entry(i),
+            None => Ok((-1, self.base_offset)),
+        }
+    }
+
     /// Drops entries for offsets at or past `offset`.
     pub(crate) fn truncate_to_offset(&mut self, offset: u64) -> io::Result<()> {
         let keep = self.inner.count_prefix(|e| self.decode(e).1 < offset)?;

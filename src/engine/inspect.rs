@@ -29,8 +29,8 @@ use super::format::{
 use super::format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DELETING_SUFFIX,
     DYNAMIC_BROKER_CONFIG_FILE, KPFS_TOPICS_DIR, LEADER_EPOCH_CHECKPOINT_FILE, LOCK_FILE,
-    MAX_SEGMENT_FILE_BYTES, PARTITION_METADATA_FILE, PARTITION_SUFFIX, PRODUCER_ID_BLOCK_FILE,
-    RECOVERY_CHECKPOINT_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
+    LOG_START_CHECKPOINT_FILE, MAX_SEGMENT_FILE_BYTES, PARTITION_METADATA_FILE, PARTITION_SUFFIX,
+    PRODUCER_ID_BLOCK_FILE, RECOVERY_CHECKPOINT_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
 };
 use super::producer_state::{decode_snapshot, ProducerStateEntry};
 use super::stream_index::{
@@ -1275,6 +1275,9 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
                 if let Err(e) = super::producer_ids::read_block_file(&path) {
                     report.problem(&path, format_args!("{e} (the next mount refuses to open)"));
                 }
+            }
+            LOG_START_CHECKPOINT_FILE => {
+                checkpoints.push((LOG_START_CHECKPOINT_FILE, "log start offset"))
             }
             name if name.ends_with(TMP_SUFFIX) => report.note(
                 &path,

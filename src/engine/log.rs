@@ -982,6 +982,40 @@ impl Log {
         Ok(deleted)
     }
 
+    /// Kafka's `maybeIncrementLogStartOffset`: moves the log start offset up to
+    /// `offset` (at most the log end; never down), and the producer snapshots and the
+    /// leader-epoch checkpoint with it. Returns the new start if it moved. The segments
+    /// wholly below it stay until retention's log-start rule deletes them; readers skip
+    /// their records.
+    pub(crate) fn increment_log_start_offset(&self, offset: u64) -> Result<Option<u64>> {
+        let _w = self.writer.lock();
+        let log_end = self.log_end_offset();
+        assert!(offset <= log_end, "the log start never passes the log end");
+        {
+            let mut sh = self.shared.write();
+            if offset <= sh.log_start_offset {
+                return Ok(None);
+            }
+            sh.log_start_offset = offset;
+        }
+        self.producer_state.lock().log_start_moved(offset);
+        self.leader_epochs.lock().log_start_moved(offset)?;
+        self.check_invariants();
+        Ok(Some(offset))
+    }
+
+    /// At open: the log start of `log-start-offset-checkpoint`, if above the first
+    /// segment's base. A checkpoint past the log end (its records lost after it was
+    /// written, or files removed by hand) is held to the log end, with a warning.
+    pub(crate) fn restore_log_start_offset(&self, checkpointed: u64) -> Result<()> {
+        let log_end = self.log_end_offset();
+        if checkpointed > log_end {
+            tracing::warn!(partition = %self.partition, checkpointed, log_end, "the checkpointed log start offset is past the log end; the log starts at its end");
+        }
+        self.increment_log_start_offset(checkpointed.min(log_end))
+            .map(|_| ())
+    }
+
     /// Replaces the segments with the given base offsets (a contiguous run, never the
     /// active one) by `new_segments`, which are complete `.cleaned` segments: the
     /// crash-safe swap of docs/ARCHITECTURE.md (.cleaned -> .swap, old -> .deleted,

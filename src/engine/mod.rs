@@ -1,6 +1,7 @@
 //! The storage engine: topics, logs, segments, indexes, retention, the cleaner and
 //! recovery. It knows nothing of FUSE; the `fs` layer maps paths and handles onto it.
 
+pub(crate) mod append_watch;
 pub(crate) mod batch_validation;
 pub mod cleaner;
 pub mod cleaner_manager;
@@ -16,6 +17,7 @@ pub mod inspect;
 pub(crate) mod limits;
 pub mod log;
 pub(crate) mod log_loader;
+pub(crate) mod log_start_checkpoint;
 pub(crate) mod metadata_files;
 pub(crate) mod metrics;
 pub mod offset_map;
@@ -39,14 +41,18 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
+use files::{read_offset_checkpoint, write_offset_checkpoint};
 use format::DELETING_SUFFIX;
 use limits::{
     MAX_BACKGROUND_WAIT_MS, MAX_FILE_NAME_BYTES, MAX_OFFSET_MAP_BYTES, MAX_REJECTIONS,
     MIN_OFFSET_MAP_BYTES, PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS, SCHEDULER_TICK_MS,
 };
 use log_loader::Durability;
+use log_start_checkpoint::LogStartCheckpoint;
 use parking_lot::{Mutex, RwLock};
 
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))] // the Kafka listener's
+pub use append_watch::AppendWatch;
 pub(crate) use clock::format_time_ms;
 #[cfg(any(test, feature = "internals"))]
 pub use clock::ManualClock;
@@ -55,6 +61,8 @@ pub use config::BrokerConfig;
 #[cfg(feature = "internals")]
 pub use config::TopicOverrides;
 pub(crate) use config::{ConfigChange, ConfigScope};
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))] // the Kafka listener's
+pub use error::OffsetRequest;
 pub use error::{EngineError, Result};
 pub use format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DYNAMIC_BROKER_CONFIG_FILE,
@@ -62,6 +70,8 @@ pub use format::{
 };
 pub(crate) use format::{DAEMON_LOG_FILE, LOCK_FILE, PARTITION_SUFFIX};
 pub(crate) use limits::MAX_TOPIC_NAME_CHARS;
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))] // the Kafka listener's
+pub use topic::{FetchOutcome, FetchedRange, OffsetQuery};
 pub use topic::{LogCursor, Topic};
 
 /// Kafka's `LocalLog.logDeleteDirName`: `TOPIC-0.<unique id>-delete`, with the topic cut
@@ -113,6 +123,8 @@ struct Inner {
     producer_ids: Mutex<producer_ids::ProducerIds>,
     /// When the scheduler last looked for expired producers.
     producer_expiry_checked_ms: Mutex<i64>,
+    /// `log-start-offset-checkpoint`, shared with the topics (DeleteRecords writes it).
+    log_starts: Arc<LogStartCheckpoint>,
 }
 
 /// An open data directory.
@@ -323,6 +335,7 @@ impl Engine {
         let recovery_path = data_dir.join(RECOVERY_CHECKPOINT_FILE);
         log_loader::remove_stale_temporary(&recovery_path);
         let recovery_points = read_offset_checkpoint(&recovery_path);
+        let log_starts = Arc::new(LogStartCheckpoint::load(data_dir));
         let broker = match fs::read_to_string(&dynamic_path) {
             Ok(text) => broker.with_dynamic_properties(&text)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => broker,
@@ -369,6 +382,7 @@ impl Engine {
                 broker.clone(),
                 clock.clone(),
                 durability,
+                log_starts.clone(),
             )?;
             if report != Default::default() {
                 tracing::info!(topic = topic_name, ?report, "recovered topic");
@@ -395,6 +409,7 @@ impl Engine {
                 recovery_checkpoint: Mutex::new((recovery_points, now_ms)),
                 producer_ids: Mutex::new(producer_ids),
                 producer_expiry_checked_ms: Mutex::new(now_ms),
+                log_starts,
             }),
             stop: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
@@ -489,6 +504,12 @@ impl Engine {
         self.inner.topics.read().keys().cloned().collect()
     }
 
+    /// A handle to wait for appends with (long-poll Fetch): see [`AppendWatch`].
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // the Kafka listener's
+    pub fn append_watch(&self) -> AppendWatch {
+        AppendWatch::default()
+    }
+
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
         self.inner.topics.read().get(name).cloned()
     }
@@ -516,6 +537,9 @@ impl Engine {
         if self.inner.recovery_checkpoint.lock().0.contains_key(name) {
             save_recovery_checkpoint(&self.inner, &topics)?;
         }
+        // Nor may it start where a deleted namesake's DeleteRecords left off (the entry
+        // outlives a crash between the deletion and its removal).
+        self.inner.log_starts.forget(name)?;
         let dir = self
             .inner
             .data_dir
@@ -526,6 +550,7 @@ impl Engine {
             self.inner.broker.clone(),
             self.inner.clock.clone(),
             Durability::CleanShutdown,
+            self.inner.log_starts.clone(),
         )?;
         files::sync_dir(&self.inner.data_dir)?;
         let topic = Arc::new(topic);
@@ -561,6 +586,11 @@ impl Engine {
         if let Err(e) = removed {
             tracing::warn!(topic = name, error = %e, "deleted topic; its files go at the next open");
         }
+        if let Err(e) = self.inner.log_starts.forget(name) {
+            tracing::warn!(topic = name, error = %e, "deleted topic; its log start entry goes when a topic of that name is created");
+        }
+        // Long-poll fetches waiting on it look again, and find it gone.
+        topic.append_signal().appended();
         tracing::info!(topic = name, "deleted topic");
         Ok(())
     }
@@ -870,35 +900,6 @@ fn clean_filthiest(
             None
         }
     }
-}
-
-/// Reads one of Kafka's offset checkpoint files (`0\n<count>\n<topic> <partition>
-/// <offset>` lines). Anything unreadable is skipped, which only makes kpfs start from
-/// the log start (a cleaner checkpoint) or validate more (a recovery point), as Kafka.
-fn read_offset_checkpoint(path: &Path) -> BTreeMap<String, u64> {
-    let Ok(text) = fs::read_to_string(path) else {
-        return BTreeMap::new();
-    };
-    text.lines()
-        .skip(2)
-        .filter_map(|line| {
-            let mut parts = line.split(' ');
-            match (parts.next(), parts.next(), parts.next()) {
-                (Some(name), Some("0"), Some(offset)) => {
-                    Some((name.to_string(), offset.parse::<u64>().ok()?))
-                }
-                _ => None,
-            }
-        })
-        .collect()
-}
-
-fn write_offset_checkpoint(path: &Path, entries: &BTreeMap<String, u64>) -> Result<()> {
-    let mut text = format!("0\n{}\n", entries.len());
-    for (name, offset) in entries {
-        text.push_str(&format!("{name} 0 {offset}\n"));
-    }
-    files::write_atomically(path, text.as_bytes())
 }
 
 fn load_cleaner_checkpoints(data_dir: &Path, topics: &BTreeMap<String, Arc<Topic>>) {

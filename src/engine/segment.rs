@@ -26,7 +26,7 @@ use super::format::{
     STREAM_INDEX_SUFFIX, TIME_INDEX_SUFFIX,
 };
 use super::index::{IndexEntries, IndexLifecycle, OffsetIndex, TimeIndex};
-use super::limits::{PAGE_BYTES, READ_MAP_STEP_BYTES};
+use super::limits::{PAGE_BYTES, READ_MAP_STEP_BYTES, READ_MIN_BYTES};
 use super::stream_index::{
     BatchStream, StreamEntry, StreamIndex, StreamShape, StreamWalker, STREAM_INDEX_INTERVAL_BYTES,
 };
@@ -122,6 +122,25 @@ pub struct Segment {
 struct LogFile {
     path: PathBuf,
     file: Option<Arc<File>>,
+}
+
+/// Whole batches of a segment's `.log` for a fetch ([`Segment::fetch_span`]).
+#[derive(Debug)]
+pub(crate) struct FetchSpan {
+    pub(crate) file: File,
+    pub(crate) position: u64,
+    pub(crate) len: u64,
+    /// The batches reach the end of what the caller may read: a fetch goes on in the
+    /// next segment.
+    pub(crate) to_end: bool,
+}
+
+/// What [`Segment::first_record_from`] looks for: the batches to open, the record to
+/// take (by offset and timestamp), and whether only the first batch opened counts.
+struct BatchSearch<'a> {
+    batch: &'a dyn Fn(&BatchHeader) -> bool,
+    record: &'a dyn Fn(u64, i64) -> bool,
+    first_batch_only: bool,
 }
 
 /// Whole, verified batches borrowed from a segment's read mapping.
@@ -1220,8 +1239,181 @@ impl Segment {
         })
     }
 
+    /// Kafka's `LogSegment.read` for a fetch: the whole batches from the first one whose
+    /// last offset is at or above `offset` (`translateOffset`: the offset index, then a
+    /// walk of batch headers) that fit `max_bytes` from its start, at least that first
+    /// one when `min_one` (Kafka's `minOneMessage`), never past `max_position` (the
+    /// committed size the caller's high watermark stands at). `None` when no batch below
+    /// `max_position` reaches `offset`. The descriptor returned is the one walked, so the
+    /// bytes stay readable after retention or the cleaner removes the file.
+    pub(crate) fn fetch_span(
+        &self,
+        offset: u64,
+        max_bytes: u64,
+        max_position: u64,
+        min_one: bool,
+    ) -> Result<Option<FetchSpan>> {
+        let size = max_position.min(self.size());
+        if size == 0 {
+            return Ok(None);
+        }
+        let file = self.read_descriptor()?;
+        let map = self.read_mapping_of(size, Some(&file))?;
+        let limit = size as usize;
+        let header_at = |at: usize| -> Result<BatchHeader> {
+            let h = decode_header(&map[at..limit]).map_err(|e| self.corrupt(at as u64, e))?;
+            if at + h.size > limit {
+                let truncated = DecodeError::Truncated {
+                    needed: h.size,
+                    available: limit - at,
+                };
+                return Err(self.corrupt(at as u64, truncated));
+            }
+            Ok(h)
+        };
+        let indexed = self.lookup_position(offset)? as usize;
+        // An entry past what the caller may read cannot hold `offset`: walk from the start.
+        let mut start = if indexed < limit { indexed } else { 0 };
+        let first = loop {
+            if start >= limit {
+                return Ok(None);
+            }
+            let h = header_at(start)?;
+            if h.last_offset() >= offset {
+                break h;
+            }
+            start += h.size;
+        };
+        if !min_one && first.size as u64 > max_bytes {
+            return Ok(Some(FetchSpan {
+                file,
+                position: start as u64,
+                len: 0,
+                to_end: false,
+            }));
+        }
+        let mut end = start + first.size;
+        while end < limit {
+            let h = header_at(end)?;
+            if (end + h.size - start) as u64 > max_bytes {
+                break;
+            }
+            end += h.size;
+        }
+        Ok(Some(FetchSpan {
+            file,
+            position: start as u64,
+            len: (end - start) as u64,
+            to_end: end == limit,
+        }))
+    }
+
+    /// Kafka's `LogSegment.findOffsetByTimestamp`: from the time index entry at or below
+    /// `timestamp` (and not below `starting_offset`), the first record whose timestamp
+    /// is at or above `timestamp` and whose offset is at or above `starting_offset`
+    /// (`FileRecords.searchForTimestamp`), as (offset, timestamp).
+    pub(crate) fn find_offset_by_timestamp(
+        &self,
+        timestamp: i64,
+        starting_offset: u64,
+    ) -> Result<Option<(u64, i64)>> {
+        let indexed_offset = {
+            let st = self.state.lock();
+            st.time_index
+                .lookup(timestamp)
+                .map_err(|e| self.index_err(&st, e))?
+                .1
+        };
+        let position = self.lookup_position(indexed_offset.max(starting_offset))?;
+        let search = BatchSearch {
+            batch: &|h| h.max_timestamp >= timestamp,
+            record: &|offset, ts| ts >= timestamp && offset >= starting_offset,
+            first_batch_only: false,
+        };
+        self.first_record_from(position, &search)
+    }
+
+    /// Kafka's `MAX_TIMESTAMP` lookup in the segment holding the largest timestamp: the
+    /// first batch at or after the index entry of its offset whose max timestamp is that
+    /// timestamp, and in it the first record carrying it (`offsetOfMaxTimestamp`); `None`
+    /// when the segment has no timestamp or that batch no record (the cleaner emptied it).
+    pub(crate) fn max_timestamp_record(&self) -> Result<Option<(u64, i64)>> {
+        let (max_timestamp, offset) = {
+            let st = self.state.lock();
+            (st.tally.max_timestamp, st.tally.offset_of_max_timestamp)
+        };
+        if max_timestamp < 0 {
+            return Ok(None);
+        }
+        let position = self.lookup_position(offset)?;
+        let search = BatchSearch {
+            batch: &|h| h.max_timestamp == max_timestamp,
+            record: &|_, ts| ts == max_timestamp,
+            first_batch_only: true,
+        };
+        self.first_record_from(position, &search)
+    }
+
+    /// The first record from `position` on that `search` accepts, as (offset,
+    /// timestamp); a batch stamped with `LogAppendTime` gives each record its max
+    /// timestamp, as Kafka's `Record.timestamp()`.
+    fn first_record_from(
+        &self,
+        mut position: u64,
+        search: &BatchSearch<'_>,
+    ) -> Result<Option<(u64, i64)>> {
+        let mut scratch = Vec::new();
+        loop {
+            let bytes = self.mapped_batches(position, READ_MIN_BYTES)?;
+            if bytes.is_empty() {
+                return Ok(None);
+            }
+            let mut at = 0;
+            while at < bytes.len() {
+                let bad = |e| self.corrupt(position + at as u64, e);
+                let h = decode_header(&bytes[at..]).map_err(bad)?;
+                if (search.batch)(&h) {
+                    let section =
+                        records_section(&h, &bytes[at..at + h.size], &mut scratch).map_err(bad)?;
+                    for rec in RecordIter::new(&h, section) {
+                        let rec = rec.map_err(bad)?;
+                        let timestamp = if h.is_log_append_time() {
+                            h.max_timestamp
+                        } else {
+                            rec.timestamp
+                        };
+                        if (search.record)(rec.offset, timestamp) {
+                            return Ok(Some((rec.offset, timestamp)));
+                        }
+                    }
+                    if search.first_batch_only {
+                        return Ok(None);
+                    }
+                }
+                at += h.size;
+            }
+            position += bytes.len() as u64;
+        }
+    }
+
+    /// A descriptor of the `.log` for reading: a duplicate of the active segment's, or
+    /// the file opened by its current name (`.deleted` after a deletion).
+    fn read_descriptor(&self) -> Result<File> {
+        let log = self.log.lock();
+        match &log.file {
+            Some(file) => file.try_clone(),
+            None => File::open(&log.path),
+        }
+        .map_err(|e| EngineError::io(format!("open {}", log.path.display()), e))
+    }
+
     /// A read-only mapping covering at least `size` committed bytes.
     fn read_mapping(&self, size: u64) -> Result<Arc<Mmap>> {
+        self.read_mapping_of(size, None)
+    }
+
+    /// [`Segment::read_mapping`] of `file`, the `.log` the caller opened, if given.
+    fn read_mapping_of(&self, size: u64, file: Option<&File>) -> Result<Arc<Mmap>> {
         let mut slot = self.read_map.lock();
         if let Some(map) = slot.as_ref().filter(|m| m.len() as u64 >= size) {
             return Ok(map.clone());
@@ -1233,13 +1425,20 @@ impl Segment {
         } else {
             size
         };
-        let log = self.log_file()?;
+        let opened;
+        let log = match file {
+            Some(file) => file,
+            None => {
+                opened = self.log_file()?;
+                &*opened
+            }
+        };
         // SAFETY: the mapping may extend past the end of the file, but readers only touch
         // bytes below the committed size, which the file always holds: kpfs holds the
         // data directory lock, appends only grow the file, and the only truncations
         // (recovery at open) happen before a segment is shared or drop this
         // mapping first. A renamed or unlinked file stays mapped.
-        let map = unsafe { MmapOptions::new().len(len as usize).map(&*log) }
+        let map = unsafe { MmapOptions::new().len(len as usize).map(log) }
             .map_err(|e| self.io_err("map", e))?;
         let map = Arc::new(map);
         if active {

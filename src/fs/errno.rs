@@ -39,6 +39,10 @@ pub(crate) fn errno_of(error: &EngineError) -> i32 {
         // Corruption is not the caller's fault and not fixable by retrying: plain EIO, as
         // block filesystems report unreadable sectors.
         EngineError::Corrupt { .. } => libc::EIO,
+        // A number past the log end written to `log_start_offset`.
+        EngineError::OffsetOutOfRange { .. } => libc::ERANGE,
+        // `log_start_offset` of a topic whose policy keeps every record.
+        EngineError::RecordDeletionPolicy { .. } => libc::EPERM,
         // Refusals of a whole data directory at open, before any request is served: the
         // mount fails with their text; the errno only matters if one ever reaches a call.
         EngineError::LegacyDataDir { .. } | EngineError::UnknownDataDirFormat { .. } => {

@@ -166,6 +166,13 @@ pub(crate) enum HandleKind {
         /// A config file opened for writing; `None` for files opened read-only.
         writer: Option<ConfigWriter>,
     },
+    /// `TOPIC/log_start_offset`: the offset as of the open, and the unterminated rest of
+    /// what a writer wrote (each complete line is an offset, applied as it arrives).
+    LogStart {
+        topic: Arc<Topic>,
+        text: Vec<u8>,
+        pending: Mutex<Vec<u8>>,
+    },
     /// A file of the partition directory. Holding the `File` keeps reads working after
     /// the engine renames it to `.deleted` or unlinks it.
     Backing { file: File },

@@ -14,6 +14,9 @@ const BROKER_CONFIG_INO: u64 = 3;
 const ERRORS_INO: u64 = 4;
 const FIRST_DYNAMIC_INO: u64 = 5;
 
+/// The file of a topic folder that shows and moves its log start offset.
+pub(crate) const LOG_START_FILE: &str = "log_start_offset";
+
 /// The reserved control directory in the root.
 pub(crate) const CONTROL_DIR: &str = ".kpfs";
 
@@ -30,8 +33,14 @@ pub(crate) enum Node {
     TopicConfig(String),
     Status(String),
     Events(String),
+    /// `TOPIC/log_start_offset`: read it, or write an offset to delete the records
+    /// before it (Kafka's DeleteRecords).
+    LogStart(String),
     SegmentsDir(String),
-    Segment { topic: String, name: String },
+    Segment {
+        topic: String,
+        name: String,
+    },
 }
 
 impl Node {
@@ -48,6 +57,7 @@ impl Node {
             Node::TopicConfig(t) => format!("{t}/config"),
             Node::Status(t) => format!("{t}/status"),
             Node::Events(t) => format!("{t}/events"),
+            Node::LogStart(t) => format!("{t}/{LOG_START_FILE}"),
             Node::SegmentsDir(t) => format!("{t}/segments"),
             Node::Segment { topic, name } => format!("{topic}/segments/{name}"),
         }
@@ -78,6 +88,7 @@ impl Node {
             | Node::TopicConfig(t)
             | Node::Status(t)
             | Node::Events(t)
+            | Node::LogStart(t)
             | Node::SegmentsDir(t) => Some(t),
             Node::Segment { topic, .. } => Some(topic),
         }
@@ -91,6 +102,7 @@ impl Node {
             | Node::TopicConfig(t)
             | Node::Status(t)
             | Node::Events(t)
+            | Node::LogStart(t)
             | Node::SegmentsDir(t) => Node::TopicDir(t.clone()),
             Node::Segment { topic, .. } => Node::SegmentsDir(topic.clone()),
         }

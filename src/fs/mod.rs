@@ -20,12 +20,13 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::engine::error::Excerpt;
 use crate::engine::{
     metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, SystemClock, Topic,
 };
 use errno::errno_of;
 use handle::{ConfigTarget, ConfigWriter, Handle, HandleKind, HandleTable, LogState};
-use inode::{InodeTable, Node, CONTROL_DIR};
+use inode::{InodeTable, Node, CONTROL_DIR, LOG_START_FILE};
 
 /// Attributes of files are never cached: `tail -f` polls fstat once a second and must
 /// see every append, and config/status renderings change behind the kernel's back.
@@ -273,6 +274,10 @@ impl KpfsFs {
                 let len = topic.events_text().len() as u64;
                 self.file_attr(ino, len, 0o444, topic.modified_ms())
             }
+            Node::LogStart(_) => {
+                let len = log_start_text(&*self.topic(node)?).len() as u64;
+                self.file_attr(ino, len, 0o644, self.mounted_ms)
+            }
             Node::Segment { name, .. } => {
                 let topic = self.topic(node)?;
                 let files = topic
@@ -315,6 +320,7 @@ impl KpfsFs {
                     "config" => Node::TopicConfig(t.clone()),
                     "status" => Node::Status(t.clone()),
                     "events" => Node::Events(t.clone()),
+                    LOG_START_FILE => Node::LogStart(t.clone()),
                     "segments" => Node::SegmentsDir(t.clone()),
                     _ => return Err(missing()),
                 }
@@ -339,6 +345,7 @@ impl KpfsFs {
             | Node::TopicConfig(_)
             | Node::Status(_)
             | Node::Events(_)
+            | Node::LogStart(_)
             | Node::Segment { .. } => {
                 return Err(FsError {
                     errno: libc::ENOTDIR,
@@ -399,7 +406,8 @@ impl KpfsFs {
                         &path,
                         libc::EPERM,
                         "log is append-only: use >> to append; records leave only \
-                         through retention (retention.ms, retention.bytes)",
+                         through retention (retention.ms, retention.bytes) or an offset \
+                         written to log_start_offset (records before it are deleted)",
                     ))
                 }
                 // `>` (O_TRUNC) and ftruncate: what the handle writes next is the whole
@@ -414,6 +422,15 @@ impl KpfsFs {
                         format!(
                             "cannot resize a config file to {size} bytes; write key=value lines"
                         ),
+                    ))
+                }
+                // `echo N > log_start_offset`: the offset written is what counts.
+                Node::LogStart(_) if size == 0 => {}
+                Node::LogStart(_) => {
+                    return Err(self.refuse(
+                        &path,
+                        libc::EPERM,
+                        format!("cannot resize {LOG_START_FILE} to {size} bytes; write an offset"),
                     ))
                 }
                 Node::Root
@@ -504,7 +521,8 @@ impl KpfsFs {
             }
             NamespaceOp::Unlink => {
                 "cannot remove files: records leave only through retention \
-                 (retention.ms, retention.bytes); rmdir TOPIC deletes a topic"
+                 (retention.ms, retention.bytes) or an offset written to \
+                 log_start_offset; rmdir TOPIC deletes a topic"
             }
             NamespaceOp::Rename => "cannot rename: topic and file names are fixed",
             NamespaceOp::Link => "hard links are not supported",
@@ -584,6 +602,14 @@ impl KpfsFs {
                 text: self.topic(&node)?.events_text().into_bytes(),
                 writer: None,
             },
+            Node::LogStart(_) => {
+                let topic = self.topic(&node)?;
+                HandleKind::LogStart {
+                    text: log_start_text(&topic).into_bytes(),
+                    topic,
+                    pending: Mutex::new(Vec::new()),
+                }
+            }
             Node::Segment { .. } if writable => {
                 return read_only("segments/ is a view of the partition directory; it")
             }
@@ -634,6 +660,7 @@ impl KpfsFs {
                     Node::SegmentsDir(t.clone()),
                     Node::Status(t.clone()),
                     Node::Events(t.clone()),
+                    Node::LogStart(t.clone()),
                 ]
             }
             Node::SegmentsDir(t) => {
@@ -658,6 +685,7 @@ impl KpfsFs {
             | Node::TopicConfig(_)
             | Node::Status(_)
             | Node::Events(_)
+            | Node::LogStart(_)
             | Node::Segment { .. } => {
                 return Err(self.refuse(&node.path(), libc::ENOTDIR, "not a directory"))
             }
@@ -691,9 +719,10 @@ impl KpfsFs {
                 .skip(usize::try_from(offset).unwrap_or(usize::MAX))
                 .cloned()
                 .collect()),
-            HandleKind::Log { .. } | HandleKind::Text { .. } | HandleKind::Backing { .. } => {
-                Err(bad_handle(fh))
-            }
+            HandleKind::Log { .. }
+            | HandleKind::Text { .. }
+            | HandleKind::LogStart { .. }
+            | HandleKind::Backing { .. } => Err(bad_handle(fh)),
         }
     }
 
@@ -711,7 +740,7 @@ impl KpfsFs {
                     .read_log(&mut state.cursor, offset, size as usize)
                     .map_err(|e| self.engine_error(&path, &e))
             }
-            HandleKind::Text { text, .. } => {
+            HandleKind::Text { text, .. } | HandleKind::LogStart { text, .. } => {
                 let start = usize::try_from(offset)
                     .unwrap_or(usize::MAX)
                     .min(text.len());
@@ -775,6 +804,15 @@ impl KpfsFs {
                         self.engine.record_rejection(&path, &e.to_string());
                     }
                     return Err(self.refuse(&path, libc::EINVAL, first.to_string()));
+                }
+            }
+            HandleKind::LogStart { topic, pending, .. } => {
+                let mut pending = pending.lock();
+                pending.extend_from_slice(data);
+                let complete = memchr::memrchr(b'\n', &pending).map_or(0, |i| i + 1);
+                let lines: Vec<u8> = pending.drain(..complete).collect();
+                for line in lines.split(|&b| b == b'\n') {
+                    self.move_log_start(topic, line, &handle.node)?;
                 }
             }
             HandleKind::Text { writer: None, .. }
@@ -885,6 +923,10 @@ impl KpfsFs {
                 writer: Some(writer),
                 ..
             } => self.commit_config(&handle, writer, Some(closer)),
+            HandleKind::LogStart { topic, pending, .. } => {
+                let line = std::mem::take(&mut *pending.lock());
+                self.move_log_start(topic, &line, &handle.node)
+            }
             HandleKind::Text { writer: None, .. }
             | HandleKind::Backing { .. }
             | HandleKind::Dir { .. } => Ok(()),
@@ -959,6 +1001,30 @@ impl KpfsFs {
                 .record_rejection(&path, &format!("warning: {warning}"));
         }
         Ok(())
+    }
+
+    /// One line written to `log_start_offset`: an offset, before which the records are
+    /// deleted (Kafka's DeleteRecords); blank lines are nothing.
+    fn move_log_start(&self, topic: &Topic, line: &[u8], node: &Node) -> FsResult<()> {
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(());
+        }
+        let Ok(offset) = text.parse::<u64>() else {
+            return Err(self.refuse(
+                &node.path(),
+                libc::EINVAL,
+                format!(
+                    "{} is not an offset: write the offset before which records are deleted",
+                    Excerpt::quoted(text.as_bytes())
+                ),
+            ));
+        };
+        topic
+            .delete_records_before(offset)
+            .map(|_| ())
+            .map_err(|e| self.engine_error(&node.path(), &e))
     }
 
     /// `>` or ftruncate to zero on a config file: through an open handle, its next
@@ -1043,7 +1109,10 @@ impl KpfsFs {
                 .map_err(|e| self.engine_error(&handle.node.path(), &e)),
             // A config change is durable when the close that applies it returns; the rest
             // is read-only.
-            HandleKind::Text { .. } | HandleKind::Backing { .. } | HandleKind::Dir { .. } => Ok(()),
+            HandleKind::Text { .. }
+            | HandleKind::LogStart { .. }
+            | HandleKind::Backing { .. }
+            | HandleKind::Dir { .. } => Ok(()),
         }
     }
 
@@ -1112,6 +1181,11 @@ fn acl_is_mode(value: &[u8], perm: u16) -> bool {
         tags.push(tag);
     }
     true
+}
+
+/// The `log_start_offset` file: the offset and a newline.
+fn log_start_text(topic: &Topic) -> String {
+    format!("{}\n", topic.log().log_start_offset())
 }
 
 fn bad_handle(fh: u64) -> FsError {

@@ -453,7 +453,16 @@ fn events_and_metrics_are_listed_read_only_snapshots() {
     let dir = f.topic("t");
     assert_eq!(
         listing(&f, dir),
-        [".", "..", "log", "config", "segments", "status", "events"]
+        [
+            ".",
+            "..",
+            "log",
+            "config",
+            "segments",
+            "status",
+            "events",
+            "log_start_offset"
+        ]
     );
     let control = f.ino(ROOT_INO, ".kpfs");
     assert_eq!(
@@ -697,4 +706,47 @@ fn unmount_makes_the_lines_open_writers_left_records() {
     assert_eq!(f.read_all(f.ino(dir, "log")), "done\nfrag\n");
     f.fs.release(fh);
     assert_eq!(f.read_all(f.ino(dir, "log")), "done\nfrag\n");
+}
+
+#[test]
+fn an_offset_written_to_log_start_offset_deletes_the_records_before_it() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let log = f.ino(dir, "log");
+    let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
+    f.fs.write(fh, b"a\nb\nc\nd\n").unwrap();
+    f.fs.release(fh);
+    let start = f.ino(dir, "log_start_offset");
+    assert_eq!(f.read_all(start), "0\n");
+    // `echo 2 > log_start_offset`: truncation, then the line.
+    let fh = f.fs.open(start, libc::O_WRONLY | libc::O_TRUNC).unwrap().fh;
+    let truncate = SetAttr {
+        size: Some(0),
+        fh: Some(fh),
+        ..SetAttr::default()
+    };
+    f.fs.setattr(start, truncate).unwrap();
+    f.fs.write(fh, b"2\n").unwrap();
+    f.fs.release(fh);
+    assert_eq!(f.read_all(start), "2\n");
+    assert_eq!(f.read_all(log), "c\nd\n");
+    // `printf 3`: the unterminated offset applies at close, and close reports a refusal.
+    let fh = f.fs.open(start, libc::O_WRONLY).unwrap().fh;
+    f.fs.write(fh, b"3").unwrap();
+    f.fs.flush(fh, 1).unwrap();
+    f.fs.release(fh);
+    assert_eq!(f.read_all(log), "d\n");
+    let fh = f.fs.open(start, libc::O_WRONLY).unwrap().fh;
+    let err = f.fs.write(fh, b"9\n").unwrap_err();
+    assert_eq!(err.errno, libc::ERANGE);
+    let err = f.fs.write(fh, b"x\n").unwrap_err();
+    assert_eq!(err.errno, libc::EINVAL);
+    f.fs.release(fh);
+    assert!(f.errors().contains(
+        "t/log_start_offset: Cannot increment the log start offset to 9 of partition t-0 since it is larger than the high watermark 4"
+    ));
+    assert!(f.errors().contains(
+        "t/log_start_offset: 'x' is not an offset: write the offset before which records are deleted"
+    ));
+    assert_eq!(f.read_all(start), "3\n");
 }

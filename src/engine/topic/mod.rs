@@ -9,6 +9,7 @@
 //! A reader's kernel offset therefore advances by the bytes actually returned, and each
 //! open handle keeps a [`LogCursor`] that maps its offset back to a record.
 
+mod fetch;
 mod protocol;
 mod reader;
 mod retention;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
+use super::append_watch::AppendSignal;
 use super::clock::Clock;
 use super::config::{BrokerConfig, ConfigChange, TopicConfig, TopicOverrides};
 use super::error::{BatchSize, EngineError, Result};
@@ -33,9 +35,11 @@ use super::log::{
     first_oversized_record, AppendInfo, Durability, Log, OpenReport, WriteBytes, WriteRecords,
 };
 use super::log_loader::remove_stale_temporary;
+use super::log_start_checkpoint::LogStartCheckpoint;
 use super::produce::{validate_produced, ProduceOutcome};
 use protocol::{count_lines, parse_lines, PARSED};
 
+pub use fetch::{FetchOutcome, FetchedRange, OffsetQuery};
 pub use reader::LogCursor;
 
 /// A file in the partition directory, as `segments/` lists it.
@@ -134,6 +138,10 @@ pub struct Topic {
     pub(crate) stats: TopicStats,
     pub cleaner: super::cleaner_manager::LogCleaningState,
     pub(crate) events: super::events::EventLog,
+    /// The data directory's `log-start-offset-checkpoint`, which DeleteRecords writes.
+    log_starts: Arc<LogStartCheckpoint>,
+    /// Wakes long-poll fetches waiting for this topic's appends.
+    append_signal: AppendSignal,
 }
 
 impl std::fmt::Debug for Topic {
@@ -143,13 +151,15 @@ impl std::fmt::Debug for Topic {
 }
 
 impl Topic {
-    /// Opens (or creates) the topic stored in `dir` (`DATA_DIR/TOPIC-0`).
+    /// Opens (or creates) the topic stored in `dir` (`DATA_DIR/TOPIC-0`), starting its
+    /// log where `log_starts` says, if above its first segment.
     pub(crate) fn open(
         name: &str,
         dir: &Path,
         broker: Arc<RwLock<BrokerConfig>>,
         clock: Arc<dyn Clock>,
         durability: Durability,
+        log_starts: Arc<LogStartCheckpoint>,
     ) -> Result<(Topic, OpenReport)> {
         let config_path = kpfs_topic_dir(dir).join(TOPIC_CONFIG_FILE);
         remove_stale_temporary(&config_path);
@@ -165,6 +175,9 @@ impl Topic {
         };
         let config = broker.read().resolve_topic(&overrides);
         let (log, report) = Log::open(dir, name, &config, clock.clone(), durability)?;
+        if let Some(log_start) = log_starts.get(name) {
+            log.restore_log_start_offset(log_start)?;
+        }
         let modified = log
             .snapshot()
             .active()
@@ -185,6 +198,8 @@ impl Topic {
                 stats: TopicStats::default(),
                 cleaner: Default::default(),
                 events: Default::default(),
+                log_starts,
+                append_signal: AppendSignal::default(),
             },
             report,
         ))
@@ -335,6 +350,7 @@ impl Topic {
         if info.records == 0 {
             return;
         }
+        self.append_signal.appended();
         self.stats
             .appended_records
             .fetch_add(info.records, Ordering::Relaxed);
@@ -399,6 +415,10 @@ impl Topic {
     /// Forgets the producers idle for `producer.id.expiration.ms`.
     pub(crate) fn remove_expired_producers(&self) {
         self.log.remove_expired_producers(&self.config());
+    }
+
+    pub(crate) fn append_signal(&self) -> &AppendSignal {
+        &self.append_signal
     }
 
     /// The size of `log`: the logical end of the rendered stream. Never decreases.

@@ -85,6 +85,12 @@ impl Topic {
                 }
                 snap = self.log.snapshot();
             }
+            if cursor.next_offset < snap.log_start_offset {
+                // The position falls on a record below the log start (DeleteRecords
+                // leaves them in the segment): the stream goes on at the log start.
+                cursor.next_offset = snap.log_start_offset;
+                cursor.skip = 0;
+            }
         }
         let buffered = (cursor.pending.len() - cursor.pending_at).min(len - out.len());
         out.extend_from_slice(&cursor.pending[cursor.pending_at..cursor.pending_at + buffered]);
@@ -120,7 +126,7 @@ impl Topic {
     /// descriptor, so once retention or the cleaner removed one its files may be gone and
     /// reading it through an old snapshot fails; such a read retries on a fresh snapshot,
     /// where the cursor moves on to the log start or the cleaned segment.
-    fn outdated(&self, snap: &LogSnapshot) -> bool {
+    pub(super) fn outdated(&self, snap: &LogSnapshot) -> bool {
         let fresh = self.log.snapshot();
         let mut live: Vec<u64> = fresh.segments.iter().map(|s| s.id()).collect();
         live.sort_unstable();
@@ -365,6 +371,7 @@ mod tests {
     use crate::engine::config::BrokerConfig;
     use crate::engine::log::remove_files;
     use crate::engine::log::Durability;
+    use crate::engine::log_start_checkpoint::LogStartCheckpoint;
     use crate::engine::segment::RollReason;
     use parking_lot::RwLock;
     use std::sync::Arc;
@@ -383,6 +390,7 @@ mod tests {
             broker,
             clock,
             Durability::CleanShutdown,
+            Arc::new(LogStartCheckpoint::load(dir.path())),
         )
         .unwrap();
         let config = topic.config();

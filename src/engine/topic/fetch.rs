@@ -1,0 +1,245 @@
+//! The read side Kafka clients use: Fetch (`UnifiedLog.read`: whole batches as file
+//! ranges to send with sendfile(2)), ListOffsets (`fetchOffsetByTimestamp`) and
+//! DeleteRecords (`maybeIncrementLogStartOffset`). One partition, one replica: the high
+//! watermark is the log end offset. No transactions: nothing is aborted, and the last
+//! stable offset is the high watermark too.
+
+// Its user is the Kafka listener (`src/kafka`, issue 15's wire adapter), built in
+// parallel: until it lands, only the tests (`internals`) call this. The merge with it
+// removes this line.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
+
+use std::fs::File;
+
+use crate::engine::error::{EngineError, OffsetRequest, Result};
+use crate::engine::limits::STALE_READ_RETRIES;
+use crate::engine::log::LogSnapshot;
+
+use super::Topic;
+
+/// Bytes of one segment's `.log` to send as they are: whole batches.
+#[derive(Debug)]
+pub struct FetchedRange {
+    /// Opened for this fetch: it keeps the bytes readable after retention or the
+    /// cleaner renamed or removed the segment.
+    pub file: File,
+    pub position: u64,
+    pub len: u64,
+}
+
+/// What a fetch found: the batches from the one holding the fetch offset on, in offset
+/// order, and the offsets a Fetch response carries beside them.
+#[derive(Debug)]
+pub struct FetchOutcome {
+    pub ranges: Vec<FetchedRange>,
+    pub high_watermark: u64,
+    pub log_start_offset: u64,
+}
+
+impl FetchOutcome {
+    /// The bytes of all ranges.
+    pub fn bytes(&self) -> u64 {
+        self.ranges.iter().map(|r| r.len).sum()
+    }
+}
+
+/// A ListOffsets query: the special timestamps of Kafka's `ListOffsetsRequest`, or a
+/// time in ms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetQuery {
+    /// -2: the log start offset.
+    Earliest,
+    /// -1: the log end offset.
+    Latest,
+    /// -3: the record with the largest timestamp.
+    MaxTimestamp,
+    /// -4: the start of the local log; without tiered storage, the log start.
+    EarliestLocal,
+    /// -5: the last offset in tiered storage; without it, none (Kafka answers -1).
+    LatestTiered,
+    /// The first record whose timestamp is at or above this.
+    Timestamp(i64),
+}
+
+impl OffsetQuery {
+    /// The query a ListOffsets request's timestamp field asks.
+    pub fn from_request_timestamp(timestamp: i64) -> OffsetQuery {
+        match timestamp {
+            -1 => OffsetQuery::Latest,
+            -2 => OffsetQuery::Earliest,
+            -3 => OffsetQuery::MaxTimestamp,
+            -4 => OffsetQuery::EarliestLocal,
+            -5 => OffsetQuery::LatestTiered,
+            t => OffsetQuery::Timestamp(t),
+        }
+    }
+}
+
+/// Kafka's `RecordBatch.NO_TIMESTAMP`: the earliest and latest answers carry none.
+const NO_TIMESTAMP: i64 = -1;
+
+impl Topic {
+    /// Moves on with every append to the topic (and at its deletion): a long-poll fetch
+    /// compares it with what it saw ([`AppendWatch`](crate::engine::AppendWatch)).
+    pub fn append_generation(&self) -> u64 {
+        self.append_signal.generation()
+    }
+
+    /// Kafka's `UnifiedLog.read` up to the high watermark, with `minOneMessage`: the
+    /// whole batches from the one holding `offset` (a fetch from inside a batch gets
+    /// that batch; the client skips the records before its offset), at least that one
+    /// even when it is over `max_bytes`, then as many whole batches as fit `max_bytes`,
+    /// going on into later segments (Kafka stops at the segment's end). `offset` equal
+    /// to the log end gives no range; below the log start or past the log end is
+    /// [`EngineError::OffsetOutOfRange`].
+    pub fn fetch(&self, offset: u64, max_bytes: u64) -> Result<FetchOutcome> {
+        let mut snap = self.log.snapshot();
+        let mut attempts = 0;
+        loop {
+            match self.fetch_in(&snap, offset, max_bytes) {
+                Err(e) if attempts < STALE_READ_RETRIES && self.outdated(&snap) => {
+                    // A segment of the snapshot was removed before it could be opened: a
+                    // fresh snapshot has its replacement, or a log start past `offset`.
+                    tracing::debug!(topic = %self.name, error = %e, "fetch retried on a fresh snapshot");
+                    attempts += 1;
+                    snap = self.log.snapshot();
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn fetch_in(&self, snap: &LogSnapshot, offset: u64, max_bytes: u64) -> Result<FetchOutcome> {
+        let active = snap.active().info();
+        let mut outcome = FetchOutcome {
+            ranges: Vec::new(),
+            high_watermark: active.next_offset,
+            log_start_offset: snap.log_start_offset,
+        };
+        if offset < outcome.log_start_offset || offset > outcome.high_watermark {
+            return Err(self.out_of_range(offset, snap, OffsetRequest::Fetch));
+        }
+        let Some(first) = snap
+            .segment_for(offset)
+            .filter(|_| offset < active.next_offset)
+        else {
+            return Ok(outcome);
+        };
+        let mut remaining = max_bytes;
+        for segment in &snap.segments[first..] {
+            // The active segment is read up to where the high watermark stood.
+            let max_position = if segment.id() == active.id {
+                active.size
+            } else {
+                u64::MAX
+            };
+            let from = offset.max(segment.base_offset());
+            let min_one = outcome.ranges.is_empty();
+            let Some(span) = segment.fetch_span(from, remaining, max_position, min_one)? else {
+                continue;
+            };
+            if span.len > 0 {
+                remaining = remaining.saturating_sub(span.len);
+                outcome.ranges.push(FetchedRange {
+                    file: span.file,
+                    position: span.position,
+                    len: span.len,
+                });
+            }
+            if !span.to_end || remaining == 0 {
+                break;
+            }
+        }
+        Ok(outcome)
+    }
+
+    fn out_of_range(&self, offset: u64, snap: &LogSnapshot, request: OffsetRequest) -> EngineError {
+        EngineError::OffsetOutOfRange {
+            partition: self.log.partition().to_string(),
+            offset,
+            log_start: snap.log_start_offset,
+            log_end: snap.active().next_offset(),
+            request,
+        }
+    }
+
+    /// Kafka's `UnifiedLog.fetchOffsetByTimestamp`, as (offset, timestamp); `None` where
+    /// Kafka answers offset -1 (no record at or after the timestamp, no tiered storage).
+    /// A timestamp search takes the first segment whose largest timestamp (its mtime
+    /// when it holds none) is at or above the target, and in it the first record at or
+    /// above it, through the time index; it does not go on into later segments, as
+    /// Kafka's `searchOffsetInLocalLog`.
+    pub fn list_offset(&self, query: OffsetQuery) -> Result<Option<(u64, i64)>> {
+        let snap = self.log.snapshot();
+        let answer = match query {
+            OffsetQuery::Earliest | OffsetQuery::EarliestLocal => {
+                Some((snap.log_start_offset, NO_TIMESTAMP))
+            }
+            OffsetQuery::Latest => Some((snap.active().next_offset(), NO_TIMESTAMP)),
+            OffsetQuery::LatestTiered => None,
+            OffsetQuery::MaxTimestamp => {
+                // The first segment holding the largest timestamp (Kafka's `maxBy`).
+                let mut best: Option<(i64, usize)> = None;
+                for (i, s) in snap.segments.iter().enumerate() {
+                    let ts = s.info().max_timestamp;
+                    if best.is_none_or(|(b, _)| ts > b) {
+                        best = Some((ts, i));
+                    }
+                }
+                match best {
+                    Some((_, i)) => snap.segments[i].max_timestamp_record()?,
+                    None => None,
+                }
+            }
+            OffsetQuery::Timestamp(target) => {
+                match snap
+                    .segments
+                    .iter()
+                    .find(|s| s.largest_timestamp() >= target)
+                {
+                    Some(s) => s.find_offset_by_timestamp(target, snap.log_start_offset)?,
+                    None => None,
+                }
+            }
+        };
+        Ok(answer)
+    }
+
+    /// Kafka's DeleteRecords (`Partition.deleteRecordsOnLeader`): moves the log start
+    /// offset up to `offset` (never down) and returns the new low watermark, the log
+    /// start. Refused past the high watermark (`OFFSET_OUT_OF_RANGE`) and on a topic
+    /// whose `cleanup.policy` lacks `delete` (`POLICY_VIOLATION`). Readers of `log` and
+    /// fetches no longer see the records below it, retention's log-start rule deletes
+    /// the segments wholly below it, and `log-start-offset-checkpoint` keeps it across
+    /// a restart; it is written, with the records below the new start made durable,
+    /// before this returns.
+    pub fn delete_records_before(&self, offset: u64) -> Result<u64> {
+        if !self.config().cleanup_policy.delete {
+            return Err(EngineError::RecordDeletionPolicy {
+                partition: self.log.partition().to_string(),
+            });
+        }
+        let snap = self.log.snapshot();
+        if offset > snap.active().next_offset() {
+            return Err(self.out_of_range(offset, &snap, OffsetRequest::DeleteRecords));
+        }
+        if offset <= self.log.log_start_offset() {
+            return Ok(self.log.log_start_offset());
+        }
+        if offset > self.log.recovery_point() {
+            // The checkpoint must never name an offset a crash could take back.
+            self.log.flush()?;
+        }
+        // Saved first: a failure leaves the log as it was.
+        self.log_starts.save(&self.name, offset)?;
+        if let Some(log_start) = self.log.increment_log_start_offset(offset)? {
+            tracing::info!(topic = %self.name, log_start, "incremented log start offset due to client record deletion");
+            self.events.record(
+                self.clock.now_ms(),
+                "log-start",
+                &format!("log start offset moved to {log_start} (records deleted before it)"),
+            );
+        }
+        Ok(self.log.log_start_offset())
+    }
+}
