@@ -79,6 +79,12 @@ pub enum EngineError {
         found: String,
         supported: u32,
     },
+    /// The data directory's `meta.properties` names another node than `node.id`.
+    NodeIdMismatch {
+        stored: i32,
+        configured: i32,
+        path: PathBuf,
+    },
     /// A cleaning pass gave up without changing anything (the log moved under it).
     CleanAborted {
         reason: String,
@@ -178,6 +184,18 @@ impl fmt::Display for EngineError {
             } => write!(
                 f,
                 "{} names data format version {found:?}; this kpfs reads version {supported}: a newer kpfs wrote this data directory",
+                path.display()
+            ),
+            EngineError::NodeIdMismatch {
+                stored,
+                configured,
+                path,
+            } => write!(
+                f,
+                "Stored node id {stored} doesn't match previous node id {configured} in {}. \
+                 If you moved your data, make sure your configured node id matches. If you \
+                 intend to create a new node, you should remove all data in your data \
+                 directories.",
                 path.display()
             ),
             EngineError::CleanAborted { reason } => write!(f, "cleaning aborted: {reason}"),
