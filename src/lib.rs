@@ -1,6 +1,7 @@
 //! kpfs: a FUSE filesystem over a Kafka-faithful, self-retaining local log store.
 //!
-//! Layers, with one direction of dependency: `cli` -> `fs` -> `engine`. The engine knows
+//! Layers, with one direction of dependency: `cli` -> `fs` -> `engine`, and beside `fs`
+//! the Kafka wire adapter: `cli` -> `kafka` -> `engine`. The engine knows
 //! nothing of FUSE and is fully testable without a mount.
 
 //!
@@ -17,3 +18,4 @@ pub mod engine;
 #[cfg(not(feature = "internals"))]
 mod engine;
 mod fs;
+mod kafka;

@@ -20,7 +20,11 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub(super) enum CliCommand {
     /// Mount a data directory: each topic is a folder, append with `>> TOPIC/log`.
+    /// Kafka clients connect too when `listeners` is set.
     Mount(MountArgs),
+    /// Serve a data directory to Kafka clients only, without a mount (no /dev/fuse
+    /// needed): in the foreground, logging to stderr, until SIGTERM or Ctrl-C.
+    Serve(ServeArgs),
     /// Unmount a kpfs mount point and wait for its daemon to shut down cleanly.
     Umount(UmountArgs),
     /// Print segment, index and time-index files like Kafka's kafka-dump-log.sh.
@@ -63,10 +67,9 @@ pub(super) struct UpgradeArgs {
     pub(super) data_dir: PathBuf,
 }
 
+/// What both `mount` and `serve` open: a data directory with a broker configuration.
 #[derive(Debug, Args)]
-pub(super) struct MountArgs {
-    /// Where the filesystem appears (created if missing; must be an empty directory).
-    pub(super) mountpoint: PathBuf,
+pub(super) struct BrokerArgs {
     /// Where topics are stored [default: $XDG_DATA_HOME/kpfs or ~/.local/share/kpfs].
     #[arg(long, value_name = "DIR")]
     pub(super) data_dir: Option<PathBuf>,
@@ -76,6 +79,20 @@ pub(super) struct MountArgs {
     /// One broker config, applied over --config; repeatable.
     #[arg(long = "override", value_name = "KEY=VALUE", value_parser = parse_override)]
     pub(super) overrides: Vec<(String, String)>,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ServeArgs {
+    #[command(flatten)]
+    pub(super) broker: BrokerArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct MountArgs {
+    /// Where the filesystem appears (created if missing; must be an empty directory).
+    pub(super) mountpoint: PathBuf,
+    #[command(flatten)]
+    pub(super) broker: BrokerArgs,
     /// Stay attached to the terminal and log to stderr too.
     #[arg(long)]
     pub(super) foreground: bool,
@@ -101,31 +118,47 @@ fn parse_override(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Mount arguments with every path made absolute, so the daemon (which changes its
+/// The broker arguments with every path made absolute, so the daemon (which changes its
 /// working directory to `/`) and `/proc/self/mountinfo` see the same paths.
-pub(super) struct MountPlan {
-    pub(super) mountpoint: PathBuf,
+pub(super) struct BrokerPlan {
     pub(super) data_dir: PathBuf,
     pub(super) config: Option<PathBuf>,
     pub(super) overrides: Vec<(String, String)>,
+}
+
+impl BrokerPlan {
+    pub(super) fn new(args: BrokerArgs) -> Result<BrokerPlan, CliError> {
+        let data_dir = match args.data_dir {
+            Some(dir) => dir,
+            None => default_data_dir()?,
+        };
+        Ok(BrokerPlan {
+            data_dir: absolute(&data_dir)?,
+            config: args.config.as_deref().map(absolute).transpose()?,
+            overrides: args.overrides,
+        })
+    }
+}
+
+/// Mount arguments with every path made absolute.
+pub(super) struct MountPlan {
+    pub(super) mountpoint: PathBuf,
+    pub(super) broker: BrokerPlan,
     pub(super) allow_other: bool,
 }
 
 impl MountPlan {
     pub(super) fn new(args: MountArgs) -> Result<MountPlan, CliError> {
-        let data_dir = match args.data_dir {
-            Some(dir) => dir,
-            None => default_data_dir()?,
-        };
-        let absolute = |p: &Path| std::path::absolute(p).map_err(|e| io_error(p.display(), e));
         Ok(MountPlan {
             mountpoint: absolute(&args.mountpoint)?,
-            data_dir: absolute(&data_dir)?,
-            config: args.config.as_deref().map(absolute).transpose()?,
-            overrides: args.overrides,
+            broker: BrokerPlan::new(args.broker)?,
             allow_other: args.allow_other,
         })
     }
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, CliError> {
+    std::path::absolute(path).map_err(|e| io_error(path.display(), e))
 }
 
 fn default_data_dir() -> Result<PathBuf, CliError> {

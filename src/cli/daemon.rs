@@ -4,26 +4,27 @@
 //! thread) or an external unmount, and shuts down cleanly. Filesystem semantics stay in
 //! `fs`, storage in `engine`, mount-table reading in `mount_table`.
 
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
 use super::args::{MountArgs, MountPlan};
+use super::broker::{load_broker_config, open_engine, prepare_data_dir, start_listener};
 use super::error::{io_error, CliError};
 use super::logging::init_logging;
 use super::mount_table::prepare_mountpoint;
-use super::rlimit;
-use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock, DAEMON_LOG_FILE};
+use super::signals::{block_shutdown_signals, spawn_signal_thread};
+use crate::engine::{Engine, DAEMON_LOG_FILE};
 use crate::fs::fuser_glue::{self, MountConfig, Mounted};
 use crate::fs::KpfsFs;
+use crate::kafka::ListenerHandle;
 
 /// How long the daemon waits, after unmounting, for in-flight requests and the closes
 /// of open descriptors, before it closes the engine anyway.
@@ -76,11 +77,11 @@ fn spawn_daemon(plan: &MountPlan) -> Result<(), CliError> {
         .arg("--ready-fd")
         .arg(ready_fd.to_string())
         .arg("--data-dir")
-        .arg(&plan.data_dir);
-    if let Some(config) = &plan.config {
+        .arg(&plan.broker.data_dir);
+    if let Some(config) = &plan.broker.config {
         command.arg("--config").arg(config);
     }
-    for (key, value) in &plan.overrides {
+    for (key, value) in &plan.broker.overrides {
         command.arg("--override").arg(format!("{key}={value}"));
     }
     if plan.allow_other {
@@ -129,7 +130,7 @@ fn spawn_daemon(plan: &MountPlan) -> Result<(), CliError> {
         .map_or_else(|e| e.to_string(), |s| s.to_string());
     Err(CliError::new(format!(
         "the daemon exited before the mount was ready ({status}); see {}",
-        plan.data_dir.join(DAEMON_LOG_FILE).display()
+        plan.broker.data_dir.join(DAEMON_LOG_FILE).display()
     )))
 }
 
@@ -143,55 +144,9 @@ struct Daemon {
     engine: Arc<Engine>,
     fs: Arc<KpfsFs>,
     mounted: Mounted,
+    /// The Kafka listener, when `listeners` is set.
+    listener: Option<ListenerHandle>,
     events: Receiver<Event>,
-}
-
-const SHUTDOWN_SIGNALS: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
-
-fn shutdown_sigset() -> libc::sigset_t {
-    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::zeroed();
-    // SAFETY: `set` is valid writable memory for a sigset_t; sigemptyset initialises it
-    // and sigaddset only gets valid signal numbers.
-    unsafe {
-        libc::sigemptyset(set.as_mut_ptr());
-        for signal in SHUTDOWN_SIGNALS {
-            libc::sigaddset(set.as_mut_ptr(), signal);
-        }
-        set.assume_init()
-    }
-}
-
-/// Blocks the shutdown signals in the calling thread, and so in every thread it spawns
-/// afterwards; they are then only ever delivered to the sigwait thread.
-fn block_shutdown_signals() -> Result<(), CliError> {
-    let set = shutdown_sigset();
-    // SAFETY: `set` is an initialised sigset_t; the old mask is not wanted.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-    if rc != 0 {
-        return Err(io_error(
-            "pthread_sigmask",
-            io::Error::from_raw_os_error(rc),
-        ));
-    }
-    Ok(())
-}
-
-fn spawn_signal_thread(events: Sender<Event>) -> Result<(), CliError> {
-    std::thread::Builder::new()
-        .name("kpfs-signals".into())
-        .spawn(move || {
-            let set = shutdown_sigset();
-            loop {
-                let mut signal = 0;
-                // SAFETY: `set` is initialised and `signal` is a valid out-pointer.
-                let rc = unsafe { libc::sigwait(&set, &mut signal) };
-                if rc == 0 && events.send(Event::Signal(signal)).is_err() {
-                    return;
-                }
-            }
-        })
-        .map(|_| ())
-        .map_err(|e| io_error("cannot start the signal thread", e))
 }
 
 fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
@@ -199,35 +154,24 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
     if !Path::new("/dev/fuse").exists() {
         return Err(CliError::new(
             "no /dev/fuse: load the fuse kernel module (modprobe fuse) or, in a container, \
-             pass --device /dev/fuse",
+             pass --device /dev/fuse (or use `kpfs serve`, which needs no mount)",
         ));
     }
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&plan.data_dir)
-        .map_err(|e| io_error(format!("data directory {}", plan.data_dir.display()), e))?;
-    let data_dir = plan
-        .data_dir
-        .canonicalize()
-        .map_err(|e| io_error(plan.data_dir.display(), e))?;
+    let data_dir = prepare_data_dir(&plan.broker.data_dir)?;
     init_logging(&data_dir, to_stderr)?;
     prepare_mountpoint(&plan.mountpoint)?;
-    let broker = load_broker_config(plan)?;
-    match rlimit::raise_open_file_limit() {
-        Ok(open_files) => tracing::info!(open_files, "open-file limit"),
-        Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
-    }
-    let engine = Engine::open(
-        &data_dir,
-        broker,
-        Arc::new(SystemClock),
-        EngineOptions {
-            background_threads: true,
-        },
-    )
-    .map_err(|e| CliError::new(e.to_string()))?;
-    let engine = Arc::new(engine);
+    let broker = load_broker_config(&plan.broker)?;
+    let engine = open_engine(&data_dir, broker)?;
+    // Before the mount, so a listener that cannot start leaves nothing mounted.
+    let listener = match start_listener(&engine) {
+        Ok(listener) => listener,
+        Err(e) => {
+            if let Err(shutdown) = engine.shutdown() {
+                tracing::error!("engine shutdown after a failed listener start: {shutdown}");
+            }
+            return Err(e);
+        }
+    };
     // The daemon must not keep whatever directory it was started from busy.
     std::env::set_current_dir("/").map_err(|e| io_error("chdir /", e))?;
 
@@ -246,6 +190,9 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
     }) {
         Ok(mounted) => mounted,
         Err(e) => {
+            if let Some(listener) = listener {
+                listener.shutdown();
+            }
             if let Err(shutdown) = engine.shutdown() {
                 tracing::error!("engine shutdown after a failed mount: {shutdown}");
             }
@@ -260,7 +207,7 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
             return Err(CliError::new(reason));
         }
     };
-    spawn_signal_thread(sender)?;
+    spawn_signal_thread(sender, Event::Signal)?;
     tracing::info!(
         "mounted {} (data directory {}, pid {})",
         plan.mountpoint.display(),
@@ -271,6 +218,7 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
         engine,
         fs,
         mounted,
+        listener,
         events,
     })
 }
@@ -304,6 +252,9 @@ impl Daemon {
             );
         }
         self.fs.finish_open_writes();
+        if let Some(listener) = self.listener.take() {
+            listener.shutdown();
+        }
         self.engine
             .shutdown()
             .map_err(|e| CliError::new(format!("engine shutdown failed: {e}")))?;
@@ -322,19 +273,6 @@ impl Daemon {
             }
         }
     }
-}
-
-fn load_broker_config(plan: &MountPlan) -> Result<BrokerConfig, CliError> {
-    let properties = plan
-        .config
-        .as_ref()
-        .map(|path| {
-            std::fs::read_to_string(path)
-                .map_err(|e| io_error(format!("--config {}", path.display()), e))
-        })
-        .transpose()?;
-    BrokerConfig::load(properties.as_deref(), &plan.overrides)
-        .map_err(|e| CliError::new(format!("invalid broker configuration: {e}")))
 }
 
 /// What a user other than root lacks when a mount fails, and how to get it. Root mounts

@@ -1,13 +1,16 @@
 //! The command line, thin over `fs` and `engine`: `run` dispatches each `kpfs`
 //! subcommand and returns the one error `main` prints. Split as ripgrep splits its binary
 //! crate, one concern per file: `args` (clap definitions; the mount arguments made
-//! absolute), `daemon` (`kpfs mount`: spawning the daemon, its life, signals),
-//! `mount_table` (mountinfo, mount points, `kpfs umount`), `logging`, `rlimit` and
-//! `error`. The offline commands `dump-log` and `check` only print what `engine::inspect`
-//! finds, and `upgrade` what `engine::upgrade` did, so they live here. No filesystem semantics (those are in `fs`) and no storage
-//! logic (`engine`).
+//! absolute), `broker` (what mount and serve share: data dir, broker config, engine, the
+//! Kafka listener), `daemon` (`kpfs mount`: spawning the daemon, its life), `serve`
+//! (`kpfs serve`: engine and listener without a mount), `signals`, `mount_table`
+//! (mountinfo, mount points, `kpfs umount`), `logging`, `rlimit` and `error`. The
+//! offline commands `dump-log` and `check` only print what `engine::inspect` finds, and
+//! `upgrade` what `engine::upgrade` did, so they live here. No filesystem semantics
+//! (those are in `fs`), no wire protocol (`kafka`) and no storage logic (`engine`).
 
 mod args;
+mod broker;
 mod daemon;
 mod error;
 mod logging;
@@ -17,6 +20,8 @@ mod mount_table;
 pub mod rlimit;
 #[cfg(not(feature = "internals"))]
 mod rlimit;
+mod serve;
+mod signals;
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -32,6 +37,7 @@ pub use error::CliError;
 pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         CliCommand::Mount(args) => daemon::mount(args),
+        CliCommand::Serve(args) => serve::serve(args),
         CliCommand::Umount(args) => mount_table::umount(&args.mountpoint),
         CliCommand::DumpLog(args) => dump_log(&args),
         CliCommand::Check(args) => check(&args.data_dir),

@@ -131,6 +131,12 @@ pub enum EngineError {
     RecordDeletionPolicy {
         partition: String,
     },
+    /// The data directory's `meta.properties` names another node than `node.id`.
+    NodeIdMismatch {
+        stored: i32,
+        configured: i32,
+        path: PathBuf,
+    },
     /// A cleaning pass gave up without changing anything (the log moved under it).
     CleanAborted {
         reason: String,
@@ -295,6 +301,18 @@ impl fmt::Display for EngineError {
             EngineError::RecordDeletionPolicy { partition } => write!(
                 f,
                 "Records of partition {partition} can not be deleted due to the configured policy"
+            ),
+            EngineError::NodeIdMismatch {
+                stored,
+                configured,
+                path,
+            } => write!(
+                f,
+                "Stored node id {stored} doesn't match previous node id {configured} in {}. \
+                 If you moved your data, make sure your configured node id matches. If you \
+                 intend to create a new node, you should remove all data in your data \
+                 directories.",
+                path.display()
             ),
             EngineError::CleanAborted { reason } => write!(f, "cleaning aborted: {reason}"),
             EngineError::CleanerPanicked => {

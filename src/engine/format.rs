@@ -40,6 +40,8 @@ pub const CLEAN_SHUTDOWN_FILE: &str = ".kpfs_cleanshutdown";
 pub(crate) const LOCK_FILE: &str = "kpfs.lock";
 /// The daemon's own log (written by the CLI, named here so `kpfs check` knows it).
 pub(crate) const DAEMON_LOG_FILE: &str = "kpfs.log";
+/// Kafka's `meta.properties` (KRaft, version 1): the cluster id, node id and directory id.
+pub(crate) const META_PROPERTIES_FILE: &str = "meta.properties";
 /// Dynamic broker config overrides written through `.kpfs/config`.
 pub const DYNAMIC_BROKER_CONFIG_FILE: &str = "kpfs-dynamic-broker.properties";
 /// Kafka's cleaner checkpoint file: first dirty offset per partition.

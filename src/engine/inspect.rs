@@ -29,9 +29,11 @@ use super::format::{
 use super::format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DELETING_SUFFIX,
     DYNAMIC_BROKER_CONFIG_FILE, KPFS_TOPICS_DIR, LEADER_EPOCH_CHECKPOINT_FILE, LOCK_FILE,
-    LOG_START_CHECKPOINT_FILE, MAX_SEGMENT_FILE_BYTES, PARTITION_METADATA_FILE, PARTITION_SUFFIX,
-    PRODUCER_ID_BLOCK_FILE, RECOVERY_CHECKPOINT_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
+    LOG_START_CHECKPOINT_FILE, MAX_SEGMENT_FILE_BYTES, META_PROPERTIES_FILE,
+    PARTITION_METADATA_FILE, PARTITION_SUFFIX, PRODUCER_ID_BLOCK_FILE, RECOVERY_CHECKPOINT_FILE,
+    TMP_SUFFIX, TOPIC_CONFIG_FILE,
 };
+use super::metadata_files::parse_meta_properties;
 use super::producer_state::{decode_snapshot, ProducerStateEntry};
 use super::stream_index::{
     decode_entry as decode_stream_entry, decode_header as decode_stream_header, StreamEntry,
@@ -1265,6 +1267,7 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
             // The daemon's log: plain text, nothing to verify.
             DAEMON_LOG_FILE => {}
             DYNAMIC_BROKER_CONFIG_FILE => check_broker_config(&path, &mut report),
+            META_PROPERTIES_FILE => check_meta_properties(&path, &mut report),
             CLEANER_CHECKPOINT_FILE => {
                 checkpoints.push((CLEANER_CHECKPOINT_FILE, "cleaner offset"))
             }
@@ -1354,6 +1357,20 @@ fn check_broker_config(path: &Path, report: &mut CheckReport) {
     match fs::read_to_string(path) {
         Ok(text) => {
             if let Err(e) = BrokerConfig::defaults().with_dynamic_properties(&text) {
+                report.problem(
+                    path,
+                    format_args!("{e} (opening the data directory fails on this)"),
+                );
+            }
+        }
+        Err(e) => report.problem(path, format_args!("cannot read: {e}")),
+    }
+}
+
+fn check_meta_properties(path: &Path, report: &mut CheckReport) {
+    match fs::read_to_string(path) {
+        Ok(text) => {
+            if let Err(e) = parse_meta_properties(path, &text) {
                 report.problem(
                     path,
                     format_args!("{e} (opening the data directory fails on this)"),

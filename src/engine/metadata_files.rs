@@ -1,7 +1,8 @@
-//! Kafka's small text files beside the segments of a partition directory:
-//! `partition.metadata` (the topic id, Kafka's `PartitionMetadataFile`) and
-//! `leader-epoch-checkpoint` (Kafka's `LeaderEpochFileCache` checkpoint), and the
-//! [`Uuid`] they and `meta.properties` name. Each is written as Kafka writes it: to
+//! Kafka's small text files: `meta.properties` in the data directory (Kafka's
+//! `MetaProperties`: cluster id, node id, directory id) and, beside the segments of a
+//! partition directory, `partition.metadata` (the topic id, Kafka's
+//! `PartitionMetadataFile`) and `leader-epoch-checkpoint` (Kafka's `LeaderEpochFileCache`
+//! checkpoint), and the [`Uuid`] they name. Each is written as Kafka writes it: to
 //! `NAME.tmp`, fsynced, renamed over `NAME` ([`write_atomically`]).
 //!
 //! kpfs is one broker that leads every partition at leader epoch 0 (the epoch its batches
@@ -21,9 +22,13 @@ use std::path::{Path, PathBuf};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
+use super::clock::java_date_string;
+use super::config::parse_properties;
 use super::error::{EngineError, Result};
 use super::files::{io_at, write_atomically, write_or_defer};
-use super::format::{LEADER_EPOCH, LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE};
+use super::format::{
+    LEADER_EPOCH, LEADER_EPOCH_CHECKPOINT_FILE, META_PROPERTIES_FILE, PARTITION_METADATA_FILE,
+};
 use super::log_loader::remove_stale_temporary;
 
 /// Kafka's `Uuid`: 128 bits, written as URL-safe base64 without padding (22 characters).
@@ -105,6 +110,117 @@ pub(crate) fn load_topic_id(partition_dir: &Path) -> Result<Uuid> {
         }
         Err(e) => Err(io_at(&path, "read")(e)),
     }
+}
+
+/// `meta.properties` (Kafka's `MetaProperties`, version 1 as KRaft writes it): which
+/// cluster and node the data directory belongs to, and its own id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct MetaProperties {
+    /// Any text in Kafka (`kafka-storage.sh format --cluster-id`); kpfs draws a [`Uuid`].
+    pub(crate) cluster_id: String,
+    pub(crate) node_id: i32,
+    pub(crate) directory_id: Uuid,
+}
+
+impl MetaProperties {
+    /// The file as `PropertiesUtils.writePropertiesFile` writes it:
+    /// `Properties.store(writer, "")` puts an empty comment and the date first, then the
+    /// entries sorted by key (Java 18 and later sort them).
+    fn text(&self, now_ms: i64) -> String {
+        format!(
+            "#\n#{}\ncluster.id={}\ndirectory.id={}\nnode.id={}\nversion=1\n",
+            java_date_string(now_ms),
+            self.cluster_id,
+            self.directory_id,
+            self.node_id
+        )
+    }
+}
+
+/// The data directory's `meta.properties`, read, or written when missing: a new
+/// directory gets a new cluster id, kept from then on. The configured `node_id` must be
+/// the stored one (Kafka's `MetaPropertiesEnsemble.verify`); a file without a
+/// `directory.id` gets one, as Kafka's startup adds it.
+pub(crate) fn load_meta_properties(
+    data_dir: &Path,
+    node_id: i32,
+    now_ms: i64,
+) -> Result<MetaProperties> {
+    let path = data_dir.join(META_PROPERTIES_FILE);
+    remove_stale_temporary(&path);
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let meta = MetaProperties {
+                cluster_id: Uuid::random()?.to_string(),
+                node_id,
+                directory_id: Uuid::random()?,
+            };
+            write_atomically(&path, meta.text(now_ms).as_bytes())?;
+            return Ok(meta);
+        }
+        Err(e) => return Err(io_at(&path, "read")(e)),
+    };
+    let (meta, has_directory_id) = parse_meta_properties(&path, &text)?;
+    if meta.node_id != node_id {
+        return Err(EngineError::NodeIdMismatch {
+            stored: meta.node_id,
+            configured: node_id,
+            path,
+        });
+    }
+    if !has_directory_id {
+        write_atomically(&path, meta.text(now_ms).as_bytes())?;
+    }
+    Ok(meta)
+}
+
+/// A `meta.properties` text, with Kafka's refusals (`MetaProperties.Builder`,
+/// `PropertiesUtils.loadRequiredIntProp`); whether it named a directory id (a missing
+/// one is drawn).
+pub(crate) fn parse_meta_properties(path: &Path, text: &str) -> Result<(MetaProperties, bool)> {
+    let corrupt = |reason: String| EngineError::Corrupt {
+        path: path.to_path_buf(),
+        position: 0,
+        reason,
+    };
+    let pairs = parse_properties(text).map_err(|e| corrupt(e.to_string()))?;
+    let get = |key: &str| pairs.iter().rev().find(|(k, _)| *k == key).map(|(_, v)| *v);
+    match get("version").unwrap_or("0") {
+        "1" => {}
+        other => {
+            return Err(corrupt(format!(
+                "meta.properties version {other}: kpfs reads version 1 (KRaft) only"
+            )))
+        }
+    }
+    let cluster_id = get("cluster.id").ok_or_else(|| {
+        corrupt(format!(
+            "cluster.id was not specified in the v1 file: {}",
+            path.display()
+        ))
+    })?;
+    let node_id = get("node.id")
+        .ok_or_else(|| corrupt("Failed to find node.id".into()))?
+        .parse()
+        .map_err(|_| corrupt("Unable to read node.id as a base-10 number.".into()))?;
+    let directory_id = match get("directory.id") {
+        Some(text) => Some(Uuid::parse(text).ok_or_else(|| {
+            corrupt(format!(
+                "Unable to read directory.id as a Uuid: {text} is not a Kafka Uuid"
+            ))
+        })?),
+        None => None,
+    };
+    let meta = MetaProperties {
+        cluster_id: cluster_id.to_string(),
+        node_id,
+        directory_id: match directory_id {
+            Some(id) => id,
+            None => Uuid::random()?,
+        },
+    };
+    Ok((meta, directory_id.is_some()))
 }
 
 /// The partition's leader-epoch checkpoint: the one entry `0 start_offset`. (`Default`:
@@ -218,6 +334,119 @@ mod tests {
         assert_eq!(id.0[8] >> 6, 0b10, "IETF variant");
         assert_eq!(Uuid::parse(&text), Some(id));
         assert_ne!(Uuid::random().unwrap(), id);
+    }
+
+    #[test]
+    fn meta_properties_are_written_once_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(META_PROPERTIES_FILE);
+        // 2024-02-29T23:59:59Z.
+        let now_ms = 1_709_251_199_000;
+        let meta = load_meta_properties(dir.path(), 1, now_ms).unwrap();
+        assert_eq!(meta.node_id, 1);
+        assert_eq!(
+            Uuid::parse(&meta.cluster_id).map(|id| id.to_string()),
+            Some(meta.cluster_id.clone())
+        );
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            format!(
+                "#\n#Thu Feb 29 23:59:59 UTC 2024\ncluster.id={}\ndirectory.id={}\nnode.id=1\nversion=1\n",
+                meta.cluster_id, meta.directory_id
+            )
+        );
+        // Kept: the same ids at every open, the file untouched.
+        let written = fs::read(&path).unwrap();
+        assert_eq!(
+            load_meta_properties(dir.path(), 1, now_ms + 1000).unwrap(),
+            meta
+        );
+        assert_eq!(fs::read(&path).unwrap(), written);
+        // Row 11: a crash while writing it leaves `meta.properties.tmp`.
+        let tmp = dir.path().join("meta.properties.tmp");
+        fs::write(&tmp, b"torn").unwrap();
+        assert_eq!(load_meta_properties(dir.path(), 1, now_ms).unwrap(), meta);
+        assert!(!tmp.exists());
+        // Another directory is another cluster.
+        let other = tempfile::tempdir().unwrap();
+        assert_ne!(
+            load_meta_properties(other.path(), 1, now_ms)
+                .unwrap()
+                .cluster_id,
+            meta.cluster_id
+        );
+    }
+
+    #[test]
+    fn a_node_id_other_than_the_stored_one_is_refused_as_kafka_refuses_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(META_PROPERTIES_FILE);
+        load_meta_properties(dir.path(), 1, 0).unwrap();
+        let written = fs::read(&path).unwrap();
+        let e = load_meta_properties(dir.path(), 2, 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "Stored node id 1 doesn't match previous node id 2 in {}. If you moved your \
+                 data, make sure your configured node id matches. If you intend to create a \
+                 new node, you should remove all data in your data directories.",
+                path.display()
+            )
+        );
+        assert_eq!(fs::read(&path).unwrap(), written, "nothing changed");
+    }
+
+    #[test]
+    fn meta_properties_from_kafka_are_read_and_bad_ones_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(META_PROPERTIES_FILE);
+        // As Kafka 3.x/4.x wrote it (hash order, no directory.id before 3.7): the
+        // missing directory id is drawn and written, the rest kept.
+        fs::write(
+            &path,
+            "#\n#Tue Jan 09 10:00:00 UTC 2024\nnode.id=3\nversion=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qg\n",
+        )
+        .unwrap();
+        let meta = load_meta_properties(dir.path(), 3, 0).unwrap();
+        assert_eq!(meta.cluster_id, "MkU3OEVBNTcwNTJENDM2Qg");
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains(&format!("directory.id={}\n", meta.directory_id)),
+            "{text}"
+        );
+        assert_eq!(load_meta_properties(dir.path(), 3, 0).unwrap(), meta);
+        for (text, reason) in [
+            (
+                "version=0\nbroker.id=1\n",
+                "meta.properties version 0: kpfs reads version 1 (KRaft) only",
+            ),
+            (
+                "version=1\nnode.id=1\n",
+                &format!(
+                    "cluster.id was not specified in the v1 file: {}",
+                    path.display()
+                ),
+            ),
+            ("version=1\ncluster.id=x\n", "Failed to find node.id"),
+            (
+                "version=1\ncluster.id=x\nnode.id=one\n",
+                "Unable to read node.id as a base-10 number.",
+            ),
+            (
+                "version=1\ncluster.id=x\nnode.id=1\ndirectory.id=nope\n",
+                "Unable to read directory.id as a Uuid: nope is not a Kafka Uuid",
+            ),
+        ] {
+            fs::write(&path, text).unwrap();
+            assert_eq!(
+                load_meta_properties(dir.path(), 1, 0)
+                    .unwrap_err()
+                    .to_string(),
+                format!("{} at byte 0: {reason}", path.display()),
+                "{text}"
+            );
+            assert_eq!(fs::read_to_string(&path).unwrap(), text, "left as it was");
+        }
     }
 
     #[test]

@@ -57,9 +57,9 @@ pub(crate) use clock::format_time_ms;
 #[cfg(any(test, feature = "internals"))]
 pub use clock::ManualClock;
 pub use clock::{Clock, SystemClock};
-pub use config::BrokerConfig;
 #[cfg(feature = "internals")]
 pub use config::TopicOverrides;
+pub use config::{BrokerConfig, ListenerSettings};
 pub(crate) use config::{ConfigChange, ConfigScope};
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))] // the Kafka listener's
 pub use error::OffsetRequest;
@@ -116,6 +116,8 @@ struct Inner {
     deletions: Mutex<Vec<PendingDeletion>>,
     /// Held for the engine's lifetime: the data directory lock.
     _lock_file: fs::File,
+    /// The data directory's `meta.properties`: its cluster id stays for its life.
+    meta: metadata_files::MetaProperties,
     closed: Mutex<bool>,
     /// Recovery points as last written to [`RECOVERY_CHECKPOINT_FILE`], and when.
     recovery_checkpoint: Mutex<(BTreeMap<String, u64>, i64)>,
@@ -321,6 +323,8 @@ impl Engine {
         }
         let lock_file = take_lock(data_dir)?;
         upgrade::prepare_for_open(data_dir)?;
+        let meta =
+            metadata_files::load_meta_properties(data_dir, broker.node_id(), clock.now_ms())?;
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
         let clean_shutdown = marker.exists();
         if clean_shutdown {
@@ -405,6 +409,7 @@ impl Engine {
                 rejections: Mutex::new(VecDeque::new()),
                 deletions: Mutex::new(Vec::new()),
                 _lock_file: lock_file,
+                meta,
                 closed: Mutex::new(false),
                 recovery_checkpoint: Mutex::new((recovery_points, now_ms)),
                 producer_ids: Mutex::new(producer_ids),
@@ -477,6 +482,12 @@ impl Engine {
         *closed = true;
         tracing::info!(data_dir = %self.inner.data_dir.display(), "closed cleanly");
         Ok(())
+    }
+
+    /// Kafka's cluster id, drawn when the data directory was first opened and kept in
+    /// its `meta.properties`.
+    pub fn cluster_id(&self) -> &str {
+        &self.inner.meta.cluster_id
     }
 
     #[cfg(test)]
@@ -603,6 +614,12 @@ impl Engine {
             text.push_str(&format!("# warning: {warning}\n"));
         }
         text
+    }
+
+    /// The Kafka listener's broker configs as they are now (`None`: `listeners` unset);
+    /// read again after a dynamic update to follow `max.connections`.
+    pub fn listener_settings(&self) -> Option<ListenerSettings> {
+        self.inner.broker.read().listener_settings()
     }
 
     #[cfg(any(test, feature = "internals"))]

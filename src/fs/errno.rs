@@ -45,9 +45,9 @@ pub(crate) fn errno_of(error: &EngineError) -> i32 {
         EngineError::RecordDeletionPolicy { .. } => libc::EPERM,
         // Refusals of a whole data directory at open, before any request is served: the
         // mount fails with their text; the errno only matters if one ever reaches a call.
-        EngineError::LegacyDataDir { .. } | EngineError::UnknownDataDirFormat { .. } => {
-            libc::EINVAL
-        }
+        EngineError::LegacyDataDir { .. }
+        | EngineError::UnknownDataDirFormat { .. }
+        | EngineError::NodeIdMismatch { .. } => libc::EINVAL,
         // Internal to the cleaner thread and never returned by a call the adapter makes;
         // EAGAIN says the truth if it ever is: nothing changed, try again.
         EngineError::CleanAborted { .. } | EngineError::CleanerPanicked => libc::EAGAIN,

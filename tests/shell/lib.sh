@@ -142,3 +142,32 @@ umount_kpfs() {
     ! mountpoint -q "$MNT" || fail "$MNT is still mounted after kpfs umount"
     ! _kpfs_daemon_pid "$DATA" >/dev/null || fail "the daemon of $DATA still runs"
 }
+
+# listening_on PORT: the local addresses TCP sockets listen on at PORT (none: empty).
+listening_on() {
+    ss -ltnH "sport = :$1" | awk '{ print $4 }'
+}
+
+is_listening() {
+    [ -n "$(listening_on "$1")" ]
+}
+
+# random_port VAR: sets VAR to a random high port nothing listens on now. Someone may
+# take it before kpfs binds it: callers retry with another on "Address already in use".
+random_port() {
+    local p
+    while :; do
+        p=$((20000 + RANDOM % 40000))
+        is_listening "$p" || break
+    done
+    printf -v "$1" '%s' "$p"
+}
+
+# serve_kpfs LOG ARGS...: starts `kpfs serve ARGS...` in the background, stderr to LOG,
+# and sets SERVE_PID. The data directory's cleanup kills it if the test does not.
+serve_kpfs() {
+    local log=$1
+    shift
+    "$KPFS" serve "$@" 2>"$log" &
+    SERVE_PID=$!
+}

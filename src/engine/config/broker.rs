@@ -7,7 +7,8 @@ use std::fmt;
 
 use super::change::ConfigChange;
 use super::def::{BrokerKey, Kind, TopicKey};
-use super::error::{BrokerRule, ConfigError};
+use super::error::{BrokerRule, ConfigError, ListenerRule};
+use super::listeners::{parse_listeners, Endpoint};
 use super::properties::{parse_properties, read_persisted, write_persisted};
 use super::value::{builtin, parse_setting, read, ConfigType, Setting, Value};
 use crate::engine::limits::MIN_OFFSET_MAP_BYTES;
@@ -89,20 +90,29 @@ impl BrokerConfig {
     pub fn with_dynamic_properties(&self, text: &str) -> Result<BrokerConfig, ConfigError> {
         let mut next = self.clone();
         next.dynamic_values.clear();
-        let mut not_dynamic: Vec<String> = Vec::new();
+        let mut not_dynamic: Vec<BrokerKey> = Vec::new();
         for (key, raw) in read_persisted(text)? {
             let key = BrokerKey::known(&key)?;
             if !key.is_dynamic() {
-                if !not_dynamic.iter().any(|n| n == key.name()) {
-                    not_dynamic.push(key.name().to_string());
+                if !not_dynamic.contains(&key) {
+                    not_dynamic.push(key);
                 }
                 continue;
             }
             let setting = parse_setting(key.def(), &raw)?;
             next.dynamic_values.insert(key, setting);
         }
-        if !not_dynamic.is_empty() {
-            return Err(ConfigError::NotDynamic { names: not_dynamic });
+        if let Some(&first) = not_dynamic.first() {
+            // The first one's refusal, naming every key refused the same way.
+            let kind = |key: BrokerKey| key.refusal_at_cluster_level(Vec::new());
+            let names = not_dynamic
+                .iter()
+                .filter(|&&key| kind(key) == kind(first))
+                .map(|key| key.name().to_string())
+                .collect();
+            return Err(first
+                .refusal_at_cluster_level(names)
+                .expect("a key that is not dynamic at the cluster level"));
         }
         next.check_rules()?;
         Ok(next)
@@ -275,8 +285,126 @@ impl BrokerConfig {
         if self.cleaner_dedupe_buffer_size() / i64::from(threads) <= MIN_OFFSET_MAP_BYTES {
             return Err(ConfigError::Broker(BrokerRule::DedupeBufferPerThread));
         }
+        if self.node_id() < 0 {
+            return Err(ConfigError::Broker(BrokerRule::NodeIdMissing));
+        }
+        if self.get::<i32>(BrokerKey::NumPartitions) > 1 {
+            return Err(ConfigError::Broker(BrokerRule::NumPartitionsAboveOne));
+        }
+        self.check_listener_rules()
+    }
+
+    /// `KafkaConfig.validateValues`' listener checks, on the effective lists (advertised
+    /// defaults to the listeners). Unset `listeners` is kpfs's "no socket": then only an
+    /// advertised list is refused, having nothing to advertise.
+    fn check_listener_rules(&self) -> Result<(), ConfigError> {
+        let listeners = self.endpoints(BrokerKey::Listeners);
+        let advertised = self.advertised_endpoints();
+        if self.setting(BrokerKey::Listeners).is_some() && advertised.is_empty() {
+            return Err(ConfigError::Listeners(ListenerRule::NoAdvertisedListener));
+        }
+        let names = |endpoints: &[Endpoint]| -> Vec<String> {
+            endpoints.iter().map(|e| e.listener_name.clone()).collect()
+        };
+        let known = names(&listeners);
+        if advertised.iter().any(|e| !known.contains(&e.listener_name)) {
+            return Err(ConfigError::Listeners(ListenerRule::AdvertisedNotSubset {
+                found: names(&advertised).join(","),
+                valid: known.join(","),
+            }));
+        }
+        if advertised
+            .iter()
+            .any(|e| e.host.as_deref() == Some("0.0.0.0"))
+        {
+            return Err(ConfigError::Listeners(ListenerRule::AdvertisedWildcard));
+        }
         Ok(())
     }
+
+    /// The endpoints of a listener list; none when it is unset.
+    fn endpoints(&self, key: BrokerKey) -> Vec<Endpoint> {
+        match self.setting(key) {
+            // Parsed when it was set, so it parses again.
+            Some(setting) => parse_listeners(&setting.text)
+                .unwrap_or_else(|e| panic!("{key} was validated when set: {e}")),
+            None => Vec::new(),
+        }
+    }
+
+    /// `advertised.listeners`, or `listeners` when it is unset (Kafka's
+    /// `effectiveAdvertisedBrokerListeners`).
+    fn advertised_endpoints(&self) -> Vec<Endpoint> {
+        match self.setting(BrokerKey::AdvertisedListeners) {
+            Some(_) => self.endpoints(BrokerKey::AdvertisedListeners),
+            None => self.endpoints(BrokerKey::Listeners),
+        }
+    }
+
+    /// `node.id` (static). Default 1 (Kafka's quickstart value; Kafka's own default -1
+    /// is refused).
+    pub(crate) fn node_id(&self) -> i32 {
+        self.get(BrokerKey::NodeId)
+    }
+
+    /// Sets `listeners` as a static value unless the mount's or the command's
+    /// configuration gave one: `kpfs serve`'s default, which a mount does not have.
+    pub(crate) fn with_default_listeners(
+        &self,
+        listeners: &str,
+    ) -> Result<BrokerConfig, ConfigError> {
+        let mut next = self.clone();
+        if self.setting(BrokerKey::Listeners).is_none() {
+            let setting = parse_setting(BrokerKey::Listeners.def(), listeners)?;
+            next.static_values.insert(BrokerKey::Listeners, setting);
+        }
+        next.check_rules()?;
+        Ok(next)
+    }
+
+    /// What the Kafka listener runs with, or `None` when `listeners` is unset (no
+    /// socket). Read again after a dynamic update to follow `max.connections`.
+    pub fn listener_settings(&self) -> Option<ListenerSettings> {
+        let listener = self.endpoints(BrokerKey::Listeners).into_iter().next()?;
+        let advertised = self
+            .advertised_endpoints()
+            .into_iter()
+            .find(|e| e.listener_name == listener.listener_name)
+            .unwrap_or_else(|| listener.clone());
+        let idle_ms: i64 = self.get(BrokerKey::ConnectionsMaxIdleMs);
+        let count = |key: BrokerKey| usize::try_from(self.get::<i32>(key)).unwrap_or(0);
+        Some(ListenerSettings {
+            listener,
+            advertised,
+            node_id: self.node_id(),
+            socket_request_max_bytes: count(BrokerKey::SocketRequestMaxBytes),
+            max_connections: count(BrokerKey::MaxConnections),
+            connections_max_idle_ms: u64::try_from(idle_ms).ok(),
+            auto_create_topics: self.get(BrokerKey::AutoCreateTopicsEnable),
+            num_partitions: self.get(BrokerKey::NumPartitions),
+            delete_topic_enable: self.get(BrokerKey::DeleteTopicEnable),
+        })
+    }
+}
+
+/// The broker configs of the Kafka listener, read (`BrokerConfig::listener_settings`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerSettings {
+    /// What to bind (`listeners`).
+    pub listener: Endpoint,
+    /// What Metadata responses tell clients to connect to (`advertised.listeners`, by
+    /// default the listener itself); a `None` host is the machine's name.
+    pub advertised: Endpoint,
+    pub node_id: i32,
+    pub socket_request_max_bytes: usize,
+    pub max_connections: usize,
+    /// `None`: idle connections are never closed (a negative `connections.max.idle.ms`,
+    /// which Kafka's `Selector` takes as "no idle expiry").
+    pub connections_max_idle_ms: Option<u64>,
+    pub auto_create_topics: bool,
+    /// Always 1 (`check_rules`), the partitions of an auto-created topic.
+    pub num_partitions: i32,
+    pub delete_topic_enable: bool,
 }
 
 /// Where a config value that is not an override comes from, named as

@@ -169,10 +169,8 @@ impl ConfigChange {
             Edits::Broker(edits) => {
                 let key = BrokerKey::known(op.key())?;
                 // Refused before the value is looked at, as Kafka does.
-                if !key.is_dynamic() {
-                    return Err(ConfigError::NotDynamic {
-                        names: vec![key.name().to_string()],
-                    });
+                if let Some(refusal) = key.refusal_at_cluster_level(vec![key.name().to_string()]) {
+                    return Err(refusal);
                 }
                 edits.insert(key, op.setting(key.def())?);
             }

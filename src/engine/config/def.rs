@@ -100,6 +100,9 @@ pub(super) enum Check {
     /// `atLeast(4)` as Kafka validates it, then what creating an index requires: room for
     /// one entry of the larger index (`AbstractIndex`'s "Invalid max index size").
     IndexSize,
+    /// A listener list, parsed as `KafkaConfig` parses `listeners` (Kafka checks it when
+    /// the broker's config is built rather than in a `ConfigDef` validator).
+    Listeners,
 }
 
 pub(super) struct Def {
@@ -123,9 +126,21 @@ pub(super) struct TopicDef {
     pub(super) synonyms: &'static [Synonym],
 }
 
+/// How a broker config may change while kpfs runs (`DynamicBrokerConfig`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Update {
+    /// Read-only: only a remount (Kafka: a restart) changes it.
+    Static,
+    /// Dynamic at the cluster-wide default level, which `.kpfs/config` is.
+    ClusterWide,
+    /// Dynamic only for one broker by id (`DynamicBrokerConfig.PerBrokerConfigs`), a
+    /// level kpfs has no file for: refused in `.kpfs/config` in Kafka's words.
+    PerBroker,
+}
+
 pub(super) struct BrokerDef {
     pub(super) def: Def,
-    pub(super) dynamic: bool,
+    pub(super) update: Update,
 }
 
 const fn def(name: &'static str, kind: Kind, default: Option<&'static str>, check: Check) -> Def {
@@ -428,20 +443,32 @@ config_table! {
 }
 
 const fn dynamic(def: Def) -> BrokerDef {
-    BrokerDef { def, dynamic: true }
+    BrokerDef {
+        def,
+        update: Update::ClusterWide,
+    }
 }
 
 const fn fixed(def: Def) -> BrokerDef {
     BrokerDef {
         def,
-        dynamic: false,
+        update: Update::Static,
+    }
+}
+
+const fn per_broker(def: Def) -> BrokerDef {
+    BrokerDef {
+        def,
+        update: Update::PerBroker,
     }
 }
 
 config_table! {
     /// A broker config (Kafka's `KafkaConfig` names): a misspelt one does not compile.
     /// Dynamic = the first synonym of every topic config (`DynamicLogConfig`) plus
-    /// `LogCleaner.RECONFIGURABLE_CONFIGS`; everything else needs a restart (remount).
+    /// `LogCleaner.RECONFIGURABLE_CONFIGS` plus `max.connections` (a cluster-level
+    /// listener config); the listener lists are per-broker (`DynamicListenerConfig`);
+    /// everything else needs a restart (remount).
     enum BrokerKey, const BROKER_DEFS: [BrokerDef] {
         LogCleanupPolicy => dynamic(def(
             "log.cleanup.policy",
@@ -634,6 +661,49 @@ config_table! {
             Some("1.7976931348623157E308"),
             Check::None,
         )),
+        // Kafka's default is `PLAINTEXT://:9092`; kpfs's is unset, so a mount opens no
+        // port unless asked to (`kpfs serve` sets its own default).
+        Listeners => per_broker(def("listeners", Kind::String, None, Check::Listeners)),
+        AdvertisedListeners => per_broker(def(
+            "advertised.listeners",
+            Kind::String,
+            None,
+            Check::Listeners,
+        )),
+        // Kafka's default is -1, which KRaft refuses; 1 is what Kafka's quickstart
+        // `config/server.properties` sets, and kpfs is one broker.
+        NodeId => fixed(def("node.id", Kind::Int, Some("1"), Check::None)),
+        AutoCreateTopicsEnable => fixed(def(
+            "auto.create.topics.enable",
+            Kind::Boolean,
+            Some("true"),
+            Check::None,
+        )),
+        NumPartitions => fixed(def("num.partitions", Kind::Int, Some("1"), Check::AtLeast(1))),
+        SocketRequestMaxBytes => fixed(def(
+            "socket.request.max.bytes",
+            Kind::Int,
+            Some("104857600"),
+            Check::AtLeast(1),
+        )),
+        MaxConnections => dynamic(def(
+            "max.connections",
+            Kind::Int,
+            Some("2147483647"),
+            Check::AtLeast(0),
+        )),
+        ConnectionsMaxIdleMs => fixed(def(
+            "connections.max.idle.ms",
+            Kind::Long,
+            Some("600000"),
+            Check::None,
+        )),
+        DeleteTopicEnable => fixed(def(
+            "delete.topic.enable",
+            Kind::Boolean,
+            Some("true"),
+            Check::None,
+        )),
     }
 }
 
@@ -654,7 +724,18 @@ impl BrokerKey {
         })
     }
 
+    /// Whether `.kpfs/config` (the cluster-wide default level) may change it.
     pub(super) fn is_dynamic(self) -> bool {
-        self.row().dynamic
+        self.row().update == Update::ClusterWide
+    }
+
+    /// The refusal of a change to `.kpfs/config` naming `names` (this key's kind of
+    /// config), or `None` when the key may change there.
+    pub(super) fn refusal_at_cluster_level(self, names: Vec<String>) -> Option<ConfigError> {
+        match self.row().update {
+            Update::ClusterWide => None,
+            Update::Static => Some(ConfigError::NotDynamic { names }),
+            Update::PerBroker => Some(ConfigError::PerBrokerOnly { names }),
+        }
     }
 }

@@ -58,6 +58,92 @@ pub enum ConfigError {
     PropertiesSyntax {
         line: String,
     },
+    /// A config only a per-broker update may change (`listeners`), written to
+    /// `.kpfs/config`, the cluster-wide default level.
+    PerBrokerOnly {
+        names: Vec<String>,
+    },
+    /// A `listeners` or `advertised.listeners` value Kafka refuses, or one kpfs does not
+    /// serve.
+    Listeners(ListenerRule),
+}
+
+/// What is wrong with a listener list: Kafka's `listenerListToEndPoints` and
+/// `KafkaConfig.validateValues` texts, and what kpfs does not serve (yet).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListenerRule {
+    /// An entry that is not `NAME://host:port` (Kafka's `URI_PARSE_REGEXP`), or a
+    /// port that `Integer.parseInt` or a socket address refuses; Kafka wraps these
+    /// in "Error creating broker listeners from".
+    Unparsable {
+        listeners: String,
+        reason: String,
+    },
+    /// A listener name that is not a security protocol (kpfs has no
+    /// `listener.security.protocol.map`).
+    NoSecurityProtocol {
+        listeners: String,
+        name: String,
+    },
+    /// SSL, SASL_PLAINTEXT or SASL_SSL.
+    NotPlaintext {
+        listeners: String,
+        name: String,
+    },
+    /// Port 0 (a port the system picks): clients would be told port 0.
+    PortZero {
+        listeners: String,
+    },
+    DuplicateName {
+        listeners: String,
+    },
+    /// `listeners` set to an empty list.
+    NoAdvertisedListener,
+    AdvertisedNotSubset {
+        found: String,
+        valid: String,
+    },
+    AdvertisedWildcard,
+}
+
+impl fmt::Display for ListenerRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListenerRule::Unparsable { listeners, reason } => {
+                write!(f, "Error creating broker listeners from '{listeners}': {reason}")
+            }
+            ListenerRule::NoSecurityProtocol { listeners, name } => write!(
+                f,
+                "Error creating broker listeners from '{listeners}': No security protocol defined for listener {name}"
+            ),
+            ListenerRule::NotPlaintext { listeners, name } => write!(
+                f,
+                "Error creating broker listeners from '{listeners}': kpfs serves PLAINTEXT listeners only, \
+                 not {name}: TLS and SASL authentication are out of scope for now"
+            ),
+            ListenerRule::PortZero { listeners } => write!(
+                f,
+                "Error creating broker listeners from '{listeners}': port 0 (any free port) is not \
+                 supported: kpfs advertises the configured port, so clients would be told port 0"
+            ),
+            ListenerRule::DuplicateName { listeners } => write!(
+                f,
+                "Each listener must have a different name, listeners: {listeners}"
+            ),
+            ListenerRule::NoAdvertisedListener => {
+                f.write_str("There must be at least one broker advertised listener.")
+            }
+            ListenerRule::AdvertisedNotSubset { found, valid } => write!(
+                f,
+                "advertised.listeners listener names must be equal to or a subset of the ones \
+                 defined in listeners. Found {found}. The valid options based on the current \
+                 configuration are {valid}"
+            ),
+            ListenerRule::AdvertisedWildcard => f.write_str(
+                "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. Use a routable IP address.",
+            ),
+        }
+    }
 }
 
 /// A broker-wide rule that involves more than one config or the current state.
@@ -78,6 +164,11 @@ pub enum BrokerRule {
     CleanerThreadsDoubled {
         current: i32,
     },
+    /// `node.id` below 0 (Kafka's default -1 means unset, which KRaft refuses).
+    NodeIdMissing,
+    /// kpfs topics have one partition: `num.partitions` above 1 would make every
+    /// auto-created topic fail.
+    NumPartitionsAboveOne,
 }
 
 impl fmt::Display for BrokerRule {
@@ -103,6 +194,13 @@ impl fmt::Display for BrokerRule {
             BrokerRule::CleanerThreadsDoubled { current } => write!(
                 f,
                 "Log cleaner threads cannot be increased to more than double the current value {current}"
+            ),
+            BrokerRule::NodeIdMissing => f.write_str(
+                "Missing configuration `node.id` which is required when `process.roles` is \
+                 defined (i.e. when running in KRaft mode).",
+            ),
+            BrokerRule::NumPartitionsAboveOne => f.write_str(
+                "num.partitions must be 1: kpfs topics have one partition for now",
             ),
         }
     }
@@ -172,6 +270,12 @@ impl fmt::Display for ConfigError {
                 "Invalid properties line {}: expected key=value or key: value",
                 Excerpt::quoted(line.as_bytes())
             ),
+            ConfigError::PerBrokerOnly { names } => write!(
+                f,
+                "Cannot update these configs at default cluster level, broker id must be specified: [{}]",
+                names.join(", ")
+            ),
+            ConfigError::Listeners(rule) => write!(f, "{rule}"),
         }
     }
 }

@@ -10,15 +10,17 @@ mod broker;
 mod change;
 mod def;
 mod error;
+mod listeners;
 mod properties;
 mod render;
 mod topic;
 mod value;
 
-pub use broker::BrokerConfig;
+pub use broker::{BrokerConfig, ListenerSettings};
 pub(crate) use change::{ConfigChange, ConfigScope};
 pub(crate) use def::TopicKey;
 pub(crate) use error::ConfigError;
+pub(crate) use properties::parse_properties;
 #[cfg(test)]
 pub(crate) use topic::TopicCompression;
 pub use topic::TopicOverrides;

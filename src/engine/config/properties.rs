@@ -121,7 +121,7 @@ pub(super) fn read_persisted(text: &str) -> Result<Vec<(String, String)>, Config
 
 /// Java-properties lines: `key=value`, `key: value` or `key value`; `#`/`!` comments.
 /// Line continuations and escapes are not supported (no Kafka broker config needs them).
-pub(super) fn parse_properties(text: &str) -> Result<Vec<(&str, &str)>, ConfigError> {
+pub(crate) fn parse_properties(text: &str) -> Result<Vec<(&str, &str)>, ConfigError> {
     let mut pairs = Vec::new();
     for line in text.lines() {
         let line = line.trim_start();

@@ -1,4 +1,5 @@
-use super::def::{TopicKey, BROKER_DEFS, MS_PER_HOUR, MS_PER_MINUTE, TOPIC_DEFS};
+use super::def::{TopicKey, Update, BROKER_DEFS, MS_PER_HOUR, MS_PER_MINUTE, TOPIC_DEFS};
+use super::listeners::Endpoint;
 use super::topic::CleanupPolicy;
 use super::value::{java_double_string, parse_java_double, parse_setting};
 use super::*;
@@ -71,7 +72,12 @@ fn synonyms_are_broker_configs_and_only_the_first_is_dynamic() {
     for topic in TOPIC_DEFS {
         for (i, synonym) in topic.synonyms.iter().enumerate() {
             let broker = synonym.key.row();
-            assert_eq!(broker.dynamic, i == 0, "{}", synonym.key);
+            assert_eq!(
+                broker.update == Update::ClusterWide,
+                i == 0,
+                "{}",
+                synonym.key
+            );
             if synonym.ms_per_unit == 1 {
                 assert_eq!(broker.def.kind, topic.def.kind, "{}", synonym.key);
             }
@@ -699,7 +705,10 @@ fn static_broker_configs_are_refused_dynamically() {
 
 #[test]
 fn every_dynamic_config_is_accepted() {
-    for def in BROKER_DEFS.iter().filter(|b| b.dynamic) {
+    for def in BROKER_DEFS
+        .iter()
+        .filter(|b| b.update == Update::ClusterWide)
+    {
         let value = def.def.default.unwrap_or("1000");
         let b = broker()
             .apply_dynamic(&format!("{}={value}", def.def.name))
@@ -1185,5 +1194,274 @@ fn producer_id_expiration_is_a_dynamic_broker_config_of_at_least_one_ms() {
     assert_eq!(
         broker_error("producer.id.expiration.ms=0"),
         "Invalid value 0 for configuration producer.id.expiration.ms: Value must be at least 1"
+    );
+}
+
+fn plaintext(host: Option<&str>, port: u16) -> Endpoint {
+    Endpoint {
+        listener_name: "PLAINTEXT".into(),
+        host: host.map(str::to_string),
+        port,
+    }
+}
+
+#[test]
+fn listener_configs_default_as_kafka_except_listeners() {
+    let b = broker();
+    // Unset `listeners` is kpfs's "no socket" (Kafka's default is PLAINTEXT://:9092).
+    assert_eq!(b.listener_settings(), None);
+    assert_eq!(b.node_id(), 1);
+    let b = load(&[("listeners", "PLAINTEXT://127.0.0.1:9092")]).unwrap();
+    assert_eq!(
+        b.listener_settings(),
+        Some(ListenerSettings {
+            listener: plaintext(Some("127.0.0.1"), 9092),
+            advertised: plaintext(Some("127.0.0.1"), 9092),
+            node_id: 1,
+            socket_request_max_bytes: 104_857_600,
+            max_connections: 2_147_483_647,
+            connections_max_idle_ms: Some(600_000),
+            auto_create_topics: true,
+            num_partitions: 1,
+            delete_topic_enable: true,
+        })
+    );
+    let text = b.render();
+    for expected in [
+        "# listeners=PLAINTEXT://127.0.0.1:9092 (STATIC_BROKER_CONFIG, read-only)",
+        "# advertised.listeners is unset (read-only)",
+        "# node.id=1 (DEFAULT_CONFIG, read-only)",
+        "# auto.create.topics.enable=true (DEFAULT_CONFIG, read-only)",
+        "# num.partitions=1 (DEFAULT_CONFIG, read-only)",
+        "# socket.request.max.bytes=104857600 (DEFAULT_CONFIG, read-only)",
+        "# max.connections=2147483647 (DEFAULT_CONFIG)",
+        "# connections.max.idle.ms=600000 (DEFAULT_CONFIG, read-only)",
+        "# delete.topic.enable=true (DEFAULT_CONFIG, read-only)",
+    ] {
+        assert!(text.lines().any(|l| l == expected), "{expected} in\n{text}");
+    }
+    assert!(broker()
+        .render()
+        .contains("# listeners is unset (read-only)\n"));
+}
+
+#[test]
+fn listener_settings_follow_the_configs() {
+    let b = load(&[
+        ("listeners", " plaintext://:19092 "),
+        ("advertised.listeners", "PLAINTEXT://kpfs.example:29092"),
+        ("node.id", "7"),
+        ("auto.create.topics.enable", "false"),
+        ("socket.request.max.bytes", "1000"),
+        ("max.connections", "0"),
+        ("connections.max.idle.ms", "-1"),
+        ("delete.topic.enable", "false"),
+    ])
+    .unwrap();
+    let s = b.listener_settings().unwrap();
+    assert_eq!(s.listener, plaintext(None, 19092));
+    assert_eq!(s.advertised, plaintext(Some("kpfs.example"), 29092));
+    assert_eq!(s.node_id, 7);
+    assert!(!s.auto_create_topics);
+    assert_eq!(s.socket_request_max_bytes, 1000);
+    assert_eq!(s.max_connections, 0);
+    assert_eq!(s.connections_max_idle_ms, None, "negative: never");
+    assert!(!s.delete_topic_enable);
+    // IPv6 in brackets.
+    let v6 = load(&[("listeners", "PLAINTEXT://[::1]:9092")]).unwrap();
+    assert_eq!(
+        v6.listener_settings().unwrap().listener,
+        plaintext(Some("::1"), 9092)
+    );
+    // `max.connections` is dynamic (cluster-wide): the settings read after follow it.
+    let updated = b.apply_dynamic("max.connections=5").unwrap();
+    assert_eq!(updated.listener_settings().unwrap().max_connections, 5);
+}
+
+#[test]
+fn serve_sets_its_listener_unless_one_is_configured() {
+    let served = broker()
+        .with_default_listeners("PLAINTEXT://127.0.0.1:9092")
+        .unwrap();
+    assert_eq!(
+        served.listener_settings().unwrap().listener,
+        plaintext(Some("127.0.0.1"), 9092)
+    );
+    let own = load(&[("listeners", "PLAINTEXT://127.0.0.1:1234")])
+        .unwrap()
+        .with_default_listeners("PLAINTEXT://127.0.0.1:9092")
+        .unwrap();
+    assert_eq!(own.listener_settings().unwrap().listener.port, 1234);
+    // The default still meets the rules across configs.
+    assert_eq!(
+        load(&[("advertised.listeners", "PLAINTEXT://0.0.0.0:1")])
+            .unwrap_err()
+            .to_string(),
+        "advertised.listeners listener names must be equal to or a subset of the ones defined \
+         in listeners. Found PLAINTEXT. The valid options based on the current configuration are "
+    );
+}
+
+#[test]
+fn listener_lists_are_refused_in_kafkas_words() {
+    let refusal = |listeners: &str| load(&[("listeners", listeners)]).unwrap_err().to_string();
+    assert_eq!(
+        refusal("localhost:9092"),
+        "Error creating broker listeners from 'localhost:9092': Unable to parse localhost:9092 to a broker endpoint"
+    );
+    assert_eq!(
+        refusal("PLAINTEXT://host:port"),
+        "Error creating broker listeners from 'PLAINTEXT://host:port': Unable to parse PLAINTEXT://host:port to a broker endpoint"
+    );
+    assert_eq!(
+        refusal("PLAINTEXT://h*st:1"),
+        "Error creating broker listeners from 'PLAINTEXT://h*st:1': Unable to parse PLAINTEXT://h*st:1 to a broker endpoint"
+    );
+    assert_eq!(
+        refusal("PLAINTEXT://:99999999999"),
+        "Error creating broker listeners from 'PLAINTEXT://:99999999999': For input string: \"99999999999\""
+    );
+    assert_eq!(
+        refusal("PLAINTEXT://:70000"),
+        "Error creating broker listeners from 'PLAINTEXT://:70000': port out of range:70000"
+    );
+    assert_eq!(
+        refusal("CLIENT://:9092"),
+        "Error creating broker listeners from 'CLIENT://:9092': No security protocol defined for listener CLIENT"
+    );
+    assert_eq!(
+        refusal("PLAINTEXT://:9092,PLAINTEXT://:9093"),
+        "Each listener must have a different name, listeners: PLAINTEXT://:9092,PLAINTEXT://:9093"
+    );
+    assert_eq!(
+        refusal(""),
+        "There must be at least one broker advertised listener."
+    );
+    // What kpfs does not serve, said plainly.
+    for protocol in ["SSL", "SASL_PLAINTEXT", "sasl_ssl"] {
+        let listeners = format!("{protocol}://:9093");
+        assert_eq!(
+            refusal(&listeners),
+            format!(
+                "Error creating broker listeners from '{listeners}': kpfs serves PLAINTEXT \
+                 listeners only, not {}: TLS and SASL authentication are out of scope for now",
+                protocol.to_uppercase()
+            )
+        );
+    }
+    assert_eq!(
+        refusal("PLAINTEXT://127.0.0.1:0"),
+        "Error creating broker listeners from 'PLAINTEXT://127.0.0.1:0': port 0 (any free port) \
+         is not supported: kpfs advertises the configured port, so clients would be told port 0"
+    );
+    // Advertised listeners: Kafka's rules across the two lists.
+    let both = |advertised: &str| {
+        load(&[
+            ("listeners", "PLAINTEXT://0.0.0.0:9092"),
+            ("advertised.listeners", advertised),
+        ])
+    };
+    assert_eq!(
+        both("PLAINTEXT://0.0.0.0:9092").unwrap_err().to_string(),
+        "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. Use a routable IP address."
+    );
+    assert_eq!(
+        load(&[("listeners", "PLAINTEXT://0.0.0.0:9092")])
+            .unwrap_err()
+            .to_string(),
+        "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. Use a routable IP address.",
+        "advertised defaults to the listeners"
+    );
+    assert_eq!(
+        both("").unwrap_err().to_string(),
+        "There must be at least one broker advertised listener."
+    );
+    assert!(both("PLAINTEXT://kpfs.example:9092").is_ok());
+    // Different ports may be advertised (a proxy in front).
+    assert_eq!(
+        both("PLAINTEXT://kpfs.example:1")
+            .unwrap()
+            .listener_settings()
+            .unwrap()
+            .advertised
+            .port,
+        1
+    );
+}
+
+#[test]
+fn broker_wide_listener_configs_use_kafkas_validators() {
+    let refusal = |key: &str, value: &str| load(&[(key, value)]).unwrap_err().to_string();
+    assert_eq!(
+        refusal("socket.request.max.bytes", "0"),
+        "Invalid value 0 for configuration socket.request.max.bytes: Value must be at least 1"
+    );
+    assert_eq!(
+        refusal("max.connections", "-1"),
+        "Invalid value -1 for configuration max.connections: Value must be at least 0"
+    );
+    assert_eq!(
+        refusal("num.partitions", "0"),
+        "Invalid value 0 for configuration num.partitions: Value must be at least 1"
+    );
+    assert_eq!(
+        refusal("num.partitions", "3"),
+        "num.partitions must be 1: kpfs topics have one partition for now"
+    );
+    assert_eq!(
+        refusal("node.id", "-1"),
+        "Missing configuration `node.id` which is required when `process.roles` is defined \
+         (i.e. when running in KRaft mode)."
+    );
+    assert_eq!(
+        refusal("node.id", "one"),
+        "Invalid value one for configuration node.id: Not a number of type INT"
+    );
+    assert_eq!(
+        refusal("auto.create.topics.enable", "yes"),
+        "Invalid value yes for configuration auto.create.topics.enable: Expected value to be either true or false"
+    );
+    assert_eq!(
+        refusal("connections.max.idle.ms", "1.5"),
+        "Invalid value 1.5 for configuration connections.max.idle.ms: Not a number of type LONG"
+    );
+    assert!(load(&[("node.id", "0"), ("connections.max.idle.ms", "0")]).is_ok());
+}
+
+#[test]
+fn listener_configs_static_dynamic_and_per_broker() {
+    // Kafka's `DynamicListenerConfig`: the listener lists change only per broker (and
+    // not at all under KRaft), never at the cluster-wide default level `.kpfs/config` is.
+    assert_eq!(
+        broker_error("listeners=PLAINTEXT://127.0.0.1:9092"),
+        "Cannot update these configs at default cluster level, broker id must be specified: [listeners]"
+    );
+    assert_eq!(
+        broker_error("-advertised.listeners"),
+        "Cannot update these configs at default cluster level, broker id must be specified: [advertised.listeners]"
+    );
+    for key in [
+        "node.id",
+        "auto.create.topics.enable",
+        "num.partitions",
+        "socket.request.max.bytes",
+        "connections.max.idle.ms",
+        "delete.topic.enable",
+    ] {
+        assert_eq!(
+            broker_error(&format!("{key}=1")),
+            format!("Cannot update these configs dynamically: [{key}]")
+        );
+    }
+    // `max.connections` is a cluster-level listener config: dynamic.
+    let b = broker().apply_dynamic("max.connections=100").unwrap();
+    assert_eq!(b.dynamic_properties(), "max.connections=100\n");
+    // A persisted file naming them (edited by hand) is refused at open.
+    assert_eq!(
+        broker()
+            .with_dynamic_properties("listeners=PLAINTEXT://:1\nadvertised.listeners=PLAINTEXT://h:1\nnode.id=2\n")
+            .unwrap_err()
+            .to_string(),
+        "Cannot update these configs at default cluster level, broker id must be specified: [listeners, advertised.listeners]"
     );
 }

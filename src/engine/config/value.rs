@@ -3,6 +3,7 @@
 
 use super::def::{Check, Def, Kind, CLEANUP_POLICIES};
 use super::error::ConfigError;
+use super::listeners::parse_listeners;
 use crate::engine::limits::MIN_INDEX_BYTES;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -269,6 +270,12 @@ pub(super) fn check(def: &Def, value: &Value, raw: &str) -> Result<(), ConfigErr
                 Value::Text(s) if s.is_empty() => {
                     Err(invalid(def.name, raw, "String must be non-empty"))
                 }
+                _ => Ok(()),
+            };
+        }
+        Check::Listeners => {
+            return match value {
+                Value::Text(s) => parse_listeners(s).map(|_| ()),
                 _ => Ok(()),
             };
         }
