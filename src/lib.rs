@@ -17,3 +17,10 @@ pub mod engine;
 #[cfg(not(feature = "internals"))]
 mod engine;
 mod fs;
+#[cfg(feature = "internals")]
+pub mod kafka;
+// Until `kpfs serve` and `kpfs mount` start it (issue 15's CLI part), the binary's build
+// reaches none of it.
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code)]
+mod kafka;

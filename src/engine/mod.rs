@@ -560,6 +560,11 @@ impl Engine {
         self.inner.broker.read().clone()
     }
 
+    /// Every broker config with its value and source, as Kafka's `DescribeConfigs`.
+    pub(crate) fn describe_broker_config(&self) -> Vec<config::DescribedConfig> {
+        self.inner.broker.read().describe()
+    }
+
     /// A whole command to `.kpfs/config` (`key=value` lines of dynamic broker configs)
     /// that changes the keys it names; all or nothing.
     #[cfg(feature = "internals")]

@@ -16,9 +16,11 @@ mod topic;
 mod value;
 
 pub use broker::BrokerConfig;
+pub(crate) use broker::ConfigSource;
 pub(crate) use change::{ConfigChange, ConfigScope};
 pub(crate) use def::TopicKey;
 pub(crate) use error::ConfigError;
+pub(crate) use render::{DescribedConfig, DescribedSource};
 #[cfg(test)]
 pub(crate) use topic::TopicCompression;
 pub(crate) use topic::TopicConfig;

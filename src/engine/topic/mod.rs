@@ -23,7 +23,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use super::clock::Clock;
-use super::config::{BrokerConfig, ConfigChange, TopicConfig, TopicOverrides};
+use super::config::{BrokerConfig, ConfigChange, DescribedConfig, TopicConfig, TopicOverrides};
 use super::error::{BatchSize, EngineError, Result};
 use super::files::write_or_defer;
 pub use super::format::TOPIC_CONFIG_FILE;
@@ -371,6 +371,11 @@ impl Topic {
     /// The `config` file: every effective topic config as `key=value`.
     pub fn config_text(&self) -> String {
         self.overrides.read().render_effective(&self.broker.read())
+    }
+
+    /// Every topic config with its value and source, as Kafka's `DescribeConfigs`.
+    pub(crate) fn describe_config(&self) -> Vec<DescribedConfig> {
+        self.overrides.read().describe(&self.broker.read())
     }
 
     /// A whole command to `config` (`key=value`, `-key`, blank and `#` lines) that
