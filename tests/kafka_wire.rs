@@ -9,7 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::alter_configs_request;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::incremental_alter_configs_request::{
@@ -19,9 +24,11 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-    FetchRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest,
-    MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader, TopicName, TransactionalId,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
+    FindCoordinatorRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader, TopicName,
+    TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use kpfs::engine::format::{decode_batch, BatchBuilder};
@@ -358,32 +365,168 @@ fn a_parked_fetch_answers_when_a_record_arrives() {
     assert_eq!(values_of(records), ["late"]);
 }
 
+fn list_offset(client: &mut Client, version: i16, topic: &str, timestamp: i64) -> (i16, i64) {
+    let mut p = ListOffsetsPartition::default();
+    p.partition_index = 0;
+    p.timestamp = timestamp;
+    let mut t = ListOffsetsTopic::default();
+    t.name = name(topic);
+    t.partitions = vec![p];
+    let mut request = ListOffsetsRequest::default();
+    request.replica_id = kafka_protocol::messages::BrokerId(-1);
+    request.topics = vec![t];
+    let response = client.send(version, &request);
+    let p = &response.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
 #[test]
 fn list_offsets_gives_the_log_start_and_end() {
     let broker = Broker::start();
     let mut client = broker.client();
     broker.engine.create_topic("t").unwrap();
-    broker
-        .engine
-        .topic("t")
-        .unwrap()
-        .append_lines(b"a\nb\nc\n")
-        .unwrap();
-    let offset = |client: &mut Client, timestamp: i64| {
-        let mut p = ListOffsetsPartition::default();
+    let topic = broker.engine.topic("t").unwrap();
+    topic.append_lines(b"a\nb\nc\n").unwrap();
+    for version in 1..=7 {
+        assert_eq!(
+            list_offset(&mut client, version, "t", -2),
+            (0, 0),
+            "v{version}"
+        );
+        assert_eq!(
+            list_offset(&mut client, version, "t", -1),
+            (0, 3),
+            "v{version}"
+        );
+    }
+}
+
+/// Each served version of each API is answered with a response that decodes at that
+/// version (kafka-protocol refuses to encode a field a version lacks).
+#[test]
+fn every_served_version_is_answered() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t").unwrap();
+    for version in 0..=4 {
+        assert_eq!(
+            client
+                .send(version, &ApiVersionsRequest::default())
+                .error_code,
+            0
+        );
+    }
+    for version in 0..=12 {
+        assert_eq!(
+            metadata(&mut client, version, "t", true),
+            0,
+            "Metadata v{version}"
+        );
+    }
+    for version in 3..=12 {
+        let (code, _) = produce(&mut client, version, "t", batch(&[(None, "x")]));
+        assert_eq!(code, 0, "Produce v{version}");
+    }
+    for version in 4..=12 {
+        assert_eq!(
+            fetch(&mut client, version, "t", 0, 0).0,
+            0,
+            "Fetch v{version}"
+        );
+    }
+    for version in 0..=6 {
+        let mut request = FindCoordinatorRequest::default();
+        if version < 4 {
+            request.key = StrBytes::from_static_str("group");
+        } else {
+            request.coordinator_keys = vec![StrBytes::from_static_str("group")];
+        }
+        let response = client.send(version, &request);
+        let code = if version < 4 {
+            response.error_code
+        } else {
+            response.coordinators[0].error_code
+        };
+        assert_eq!(code, 15, "FindCoordinator v{version}");
+    }
+    for version in 0..=1 {
+        let response = client.send(version, &DescribeClusterRequest::default());
+        assert_eq!(response.brokers.len(), 1, "DescribeCluster v{version}");
+    }
+    for version in 0..=5 {
+        let mut request = InitProducerIdRequest::default();
+        request.transactional_id = None;
+        request.transaction_timeout_ms = -1;
+        assert_eq!(
+            client.send(version, &request).error_code,
+            0,
+            "InitProducerId v{version}"
+        );
+    }
+    for version in 0..=2 {
+        let mut p = DeleteRecordsPartition::default();
         p.partition_index = 0;
-        p.timestamp = timestamp;
-        let mut t = ListOffsetsTopic::default();
+        p.offset = 0;
+        let mut t = DeleteRecordsTopic::default();
         t.name = name("t");
         t.partitions = vec![p];
-        let mut request = ListOffsetsRequest::default();
-        request.replica_id = kafka_protocol::messages::BrokerId(-1);
+        let mut request = DeleteRecordsRequest::default();
         request.topics = vec![t];
-        let response = client.send(7, &request);
-        response.topics[0].partitions[0].offset
-    };
-    assert_eq!(offset(&mut client, -2), 0);
-    assert_eq!(offset(&mut client, -1), 3);
+        let response = client.send(version, &request);
+        let code = response.topics[0].partitions[0].error_code;
+        assert_eq!(code, 0, "DeleteRecords v{version}");
+    }
+    for version in 1..=4 {
+        let mut r = DescribeConfigsResource::default();
+        r.resource_type = 2;
+        r.resource_name = StrBytes::from_static_str("t");
+        let mut request = DescribeConfigsRequest::default();
+        request.resources = vec![r];
+        let response = client.send(version, &request);
+        assert_eq!(
+            response.results[0].error_code, 0,
+            "DescribeConfigs v{version}"
+        );
+    }
+    for version in 0..=2 {
+        let mut resource = alter_configs_request::AlterConfigsResource::default();
+        resource.resource_type = 2;
+        resource.resource_name = StrBytes::from_static_str("t");
+        let mut request = AlterConfigsRequest::default();
+        request.resources = vec![resource];
+        let response = client.send(version, &request);
+        assert_eq!(
+            response.responses[0].error_code, 0,
+            "AlterConfigs v{version}"
+        );
+    }
+    for version in 2..=7 {
+        let mut t = CreatableTopic::default();
+        t.name = name(&format!("created-v{version}"));
+        t.num_partitions = 1;
+        t.replication_factor = 1;
+        let mut request = CreateTopicsRequest::default();
+        request.topics = vec![t];
+        let response = client.send(version, &request);
+        assert_eq!(response.topics[0].error_code, 0, "CreateTopics v{version}");
+    }
+    for version in 1..=6 {
+        let mut request = DeleteTopicsRequest::default();
+        let topic = format!("created-v{}", version + 1);
+        if version < 6 {
+            request.topic_names = vec![name(&topic)];
+        } else {
+            let mut state = DeleteTopicState::default();
+            state.name = Some(name(&topic));
+            request.topics = vec![state];
+        }
+        let response = client.send(version, &request);
+        assert_eq!(
+            response.responses[0].error_code, 0,
+            "DeleteTopics v{version}"
+        );
+        assert!(broker.engine.topic(&topic).is_none());
+    }
 }
 
 #[test]

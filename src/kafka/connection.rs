@@ -61,6 +61,12 @@ pub(crate) fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
             Err(e) => break Some(e.to_string()),
         };
         if let Err(e) = written {
+            if is_client_gone(&e) {
+                // The client closed first (e.g. kcat exiting while its Fetch was parked):
+                // nothing wrong with the connection to report.
+                tracing::debug!(%peer, error = %e, "Kafka client left before its response");
+                break None;
+            }
             break Some(format!("writing a response failed: {e}"));
         }
     };
@@ -72,6 +78,13 @@ pub(crate) fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
     // The listener keeps a second descriptor of the socket: close(2) of this one alone
     // would not end the TCP connection.
     let _ = stream.shutdown(Shutdown::Both);
+}
+
+fn is_client_gone(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+    )
 }
 
 /// The response header and body of `api_key` at `version`, behind a placeholder size.

@@ -54,7 +54,9 @@ pub(crate) fn handle(shared: &Shared, request: Request) -> Reply {
         }
         RequestKind::Produce(r) => return records::produce(shared, r),
         RequestKind::Fetch(r) => return Reply::Fetch(records::fetch(shared, &r)),
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(records::list_offsets(shared, &r)),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(records::list_offsets(shared, &r, version))
+        }
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(records::delete_records(shared, &r))
         }

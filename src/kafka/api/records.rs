@@ -218,7 +218,11 @@ fn fetch_once(shared: &Shared, request: &FetchRequest) -> FetchReply {
 
 /// ListOffsets: `-1` latest, `-2` earliest, `-3` the record with the largest timestamp
 /// (v7+), any other a timestamp looked up in the time index.
-pub(crate) fn list_offsets(shared: &Shared, request: &ListOffsetsRequest) -> ListOffsetsResponse {
+pub(crate) fn list_offsets(
+    shared: &Shared,
+    request: &ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
     let mut response = ListOffsetsResponse::default();
     for asked in &request.topics {
         let topic = shared.engine.topic(&asked.name.0);
@@ -229,7 +233,10 @@ pub(crate) fn list_offsets(shared: &Shared, request: &ListOffsetsRequest) -> Lis
             result.partition_index = p.partition_index;
             result.timestamp = -1;
             result.offset = -1;
-            result.leader_epoch = 0;
+            // A field of v4+: encoding refuses it set in older versions.
+            if version >= 4 {
+                result.leader_epoch = 0;
+            }
             let query = match p.timestamp {
                 -1 => OffsetQuery::Latest,
                 -2 => OffsetQuery::Earliest,
@@ -298,9 +305,17 @@ pub(crate) fn init_producer_id(request: &InitProducerIdRequest) -> InitProducerI
     let mut response = InitProducerIdResponse::default();
     response.producer_id = ProducerId(-1);
     response.producer_epoch = -1;
-    if request.transactional_id.is_some() {
-        response.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
-        return response;
+    match &request.transactional_id {
+        None => {}
+        // Kafka's TransactionCoordinator: an empty id is a malformed request.
+        Some(id) if id.is_empty() => {
+            response.error_code = ResponseError::InvalidRequest.code();
+            return response;
+        }
+        Some(_) => {
+            response.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
+            return response;
+        }
     }
     match engine_shim::init_producer_id() {
         Ok((id, epoch)) => {
