@@ -760,3 +760,54 @@ fn connections_over_max_connections_are_closed_at_once() {
         );
     }
 }
+
+/// A client that sends Fetches and never reads the answers: the server's write blocks
+/// (it reads no next request meanwhile, so nothing piles up) until
+/// `connections.max.idle.ms`, then the connection closes.
+#[test]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the server's write timeout runs in real time: polled against a deadline"
+)]
+fn a_client_that_never_reads_is_closed_without_growing_memory() {
+    let broker = Broker::start_with(|c| c.connections_max_idle_ms = 300);
+    broker.engine.create_topic("t").unwrap();
+    let line = vec![b'x'; 1000];
+    let topic = broker.engine.topic("t").unwrap();
+    for _ in 0..1000 {
+        let mut write = line.clone();
+        write.push(b'\n');
+        topic.append_lines(&write).unwrap();
+    }
+    let mut client = broker.client();
+    let mut partition = FetchPartition::default();
+    partition.partition_max_bytes = 1 << 20;
+    let mut t = FetchTopic::default();
+    t.topic = name("t");
+    t.partitions = vec![partition];
+    let mut request = FetchRequest::default();
+    request.max_bytes = 1 << 20;
+    request.topics = vec![t];
+    let frame = client.frame(12, &request);
+    // Once the server stops reading, this client's writes block: bounded too.
+    client
+        .stream
+        .set_write_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let closed = loop {
+        match client.stream.write_all(&frame) {
+            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => break true,
+            _ => {}
+        }
+        if std::time::Instant::now() > deadline {
+            break false;
+        }
+    };
+    assert!(
+        closed,
+        "the server kept a connection whose client never reads"
+    );
+    let mut other = broker.client();
+    assert_eq!(other.send(3, &ApiVersionsRequest::default()).error_code, 0);
+}

@@ -75,8 +75,8 @@ pub(crate) fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
     } else {
         tracing::debug!(%peer, "Kafka connection closed by the client");
     }
-    // The listener keeps a second descriptor of the socket: close(2) of this one alone
-    // would not end the TCP connection.
+    // The listener holds a second descriptor of the socket until this thread removes it:
+    // shut the connection down now rather than at the last close(2).
     let _ = stream.shutdown(Shutdown::Both);
 }
 

@@ -68,9 +68,12 @@ pub(crate) struct Shared {
     pub(crate) engine: Arc<Engine>,
     pub(crate) config: ListenerConfig,
     pub(crate) stopping: AtomicBool,
-    /// Open connections, each with a second handle on its socket so that shutdown can
-    /// end its reads.
-    connections: Mutex<HashMap<u64, (TcpStream, JoinHandle<()>)>>,
+    /// A second handle on each open connection's socket, so that shutdown can end its
+    /// reads; the connection's thread removes it as it ends, so a closed connection
+    /// keeps no descriptor.
+    sockets: Mutex<HashMap<u64, TcpStream>>,
+    /// Connection threads, joined at shutdown and forgotten once finished.
+    threads: Mutex<Vec<JoinHandle<()>>>,
     open: AtomicUsize,
     next_id: AtomicU64,
 }
@@ -111,7 +114,8 @@ impl Listener {
             engine,
             config,
             stopping: AtomicBool::new(false),
-            connections: Mutex::new(HashMap::new()),
+            sockets: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
         });
@@ -158,12 +162,12 @@ impl ListenerHandle {
         if self.acceptor.join().is_err() {
             tracing::error!("the Kafka acceptor thread panicked");
         }
-        let connections: Vec<_> = self.shared.connections.lock().drain().collect();
-        for (_, (socket, _)) in &connections {
+        for socket in self.shared.sockets.lock().values() {
             // Ends the connection's next read; a response being written still goes out.
             let _ = socket.shutdown(std::net::Shutdown::Read);
         }
-        for (_, (_, thread)) in connections {
+        let threads = std::mem::take(&mut *self.shared.threads.lock());
+        for thread in threads {
             if thread.join().is_err() {
                 tracing::error!("a Kafka connection thread panicked");
             }
@@ -202,7 +206,8 @@ fn accept_loop(shared: &Arc<Shared>, socket: &TcpListener) {
 
 fn spawn_connection(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-    let handle = stream.try_clone()?;
+    // Registered before the thread starts, so its removal at the end cannot come first.
+    shared.sockets.lock().insert(id, stream.try_clone()?);
     shared.open.fetch_add(1, Ordering::SeqCst);
     let conn_shared = shared.clone();
     let spawned = std::thread::Builder::new()
@@ -210,24 +215,23 @@ fn spawn_connection(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -
         .stack_size(CONNECTION_STACK_BYTES)
         .spawn(move || {
             connection::serve(&conn_shared, stream, peer);
+            conn_shared.sockets.lock().remove(&id);
             conn_shared.open.fetch_sub(1, Ordering::SeqCst);
         });
     match spawned {
         Ok(thread) => {
-            shared.connections.lock().insert(id, (handle, thread));
+            shared.threads.lock().push(thread);
             Ok(())
         }
         Err(e) => {
+            shared.sockets.lock().remove(&id);
             shared.open.fetch_sub(1, Ordering::SeqCst);
             Err(e)
         }
     }
 }
 
-/// Forgets the threads of closed connections (their sockets are closed already).
+/// Forgets the threads of closed connections.
 fn reap_finished(shared: &Shared) {
-    shared
-        .connections
-        .lock()
-        .retain(|_, (_, thread)| !thread.is_finished());
+    shared.threads.lock().retain(|thread| !thread.is_finished());
 }
