@@ -811,3 +811,64 @@ fn a_client_that_never_reads_is_closed_without_growing_memory() {
     let mut other = broker.client();
     assert_eq!(other.send(3, &ApiVersionsRequest::default()).error_code, 0);
 }
+
+/// A config change made through the mount's files shows in DescribeConfigs, and one made
+/// over the wire shows in the engine's broker config.
+#[test]
+fn config_changes_show_both_ways() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t").unwrap();
+    broker
+        .engine
+        .topic("t")
+        .unwrap()
+        .update_config(b"retention.ms=5000\n")
+        .unwrap();
+    broker
+        .engine
+        .update_broker_config(b"log.retention.bytes=777\n")
+        .unwrap();
+    let describe = |client: &mut Client, kind: i8, resource: &str, key: &str| {
+        let mut r = DescribeConfigsResource::default();
+        r.resource_type = kind;
+        r.resource_name = StrBytes::from_string(resource.to_string());
+        r.configuration_keys = Some(vec![StrBytes::from_string(key.to_string())]);
+        let mut request = DescribeConfigsRequest::default();
+        request.resources = vec![r];
+        let mut result = client.send(4, &request).results.remove(0);
+        assert_eq!(result.configs.len(), 1);
+        let c = result.configs.remove(0);
+        (c.value.map(|v| v.to_string()), c.config_source)
+    };
+    assert_eq!(
+        describe(&mut client, 2, "t", "retention.ms"),
+        (Some("5000".into()), 1)
+    );
+    // Inherited from the dynamic broker config: DYNAMIC_DEFAULT_BROKER_CONFIG.
+    assert_eq!(
+        describe(&mut client, 2, "t", "retention.bytes"),
+        (Some("777".into()), 3)
+    );
+    assert_eq!(
+        describe(&mut client, 4, "", "log.retention.bytes"),
+        (Some("777".into()), 3)
+    );
+
+    let mut c = AlterableConfig::default();
+    c.name = StrBytes::from_static_str("log.retention.bytes");
+    c.config_operation = 1;
+    let mut resource = AlterConfigsResource::default();
+    resource.resource_type = 4;
+    resource.resource_name = StrBytes::from_static_str("1");
+    resource.configs = vec![c];
+    let mut request = IncrementalAlterConfigsRequest::default();
+    request.resources = vec![resource];
+    assert_eq!(client.send(1, &request).responses[0].error_code, 0);
+    // The topic's `config` file, as `cat` shows it, no longer inherits the removed value.
+    let text = broker.engine.topic("t").unwrap().config_text();
+    assert!(
+        text.contains("# retention.bytes=-1 (DEFAULT_CONFIG"),
+        "{text}"
+    );
+}
