@@ -3,7 +3,6 @@
 //! Layers, with one direction of dependency: `cli` -> `fs` -> `engine`, and beside `fs`
 //! the Kafka wire adapter: `cli` -> `kafka` -> `engine`. The engine knows
 //! nothing of FUSE and is fully testable without a mount.
-
 //!
 //! The library's public API is what `main.rs` needs: `cli::Cli` and `cli::run`. Everything
 //! else is crate-private (`pub(crate)`), so rustc's dead-code lint sees every unused item.
@@ -18,4 +17,7 @@ pub mod engine;
 #[cfg(not(feature = "internals"))]
 mod engine;
 mod fs;
+#[cfg(feature = "internals")]
+pub mod kafka;
+#[cfg(not(feature = "internals"))]
 mod kafka;

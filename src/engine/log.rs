@@ -492,7 +492,6 @@ impl Log {
     }
 
     /// The topic id (`partition.metadata`), made when the topic was created.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn topic_id(&self) -> Uuid {
         self.topic_id
     }

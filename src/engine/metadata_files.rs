@@ -54,6 +54,11 @@ impl Uuid {
         }
     }
 
+    /// The 128 bits, most significant byte first (Kafka's two longs, as the wire sends them).
+    pub fn to_bytes(self) -> [u8; 16] {
+        self.0
+    }
+
     /// Kafka's `Uuid.fromString`.
     pub fn parse(text: &str) -> Option<Uuid> {
         let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;

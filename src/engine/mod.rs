@@ -51,7 +51,6 @@ use log_loader::Durability;
 use log_start_checkpoint::LogStartCheckpoint;
 use parking_lot::{Mutex, RwLock};
 
-#[cfg_attr(not(feature = "internals"), allow(unused_imports))] // the Kafka listener's
 pub use append_watch::AppendWatch;
 pub(crate) use clock::format_time_ms;
 #[cfg(any(test, feature = "internals"))]
@@ -61,7 +60,7 @@ pub use clock::{Clock, SystemClock};
 pub use config::TopicOverrides;
 pub use config::{BrokerConfig, ListenerSettings};
 pub(crate) use config::{ConfigChange, ConfigScope};
-#[cfg_attr(not(feature = "internals"), allow(unused_imports))] // the Kafka listener's
+#[cfg(feature = "internals")]
 pub use error::OffsetRequest;
 pub use error::{EngineError, Result};
 pub use format::{
@@ -70,8 +69,9 @@ pub use format::{
 };
 pub(crate) use format::{DAEMON_LOG_FILE, LOCK_FILE, PARTITION_SUFFIX};
 pub(crate) use limits::MAX_TOPIC_NAME_CHARS;
-#[cfg_attr(not(feature = "internals"), allow(unused_imports))] // the Kafka listener's
-pub use topic::{FetchOutcome, FetchedRange, OffsetQuery};
+#[cfg(feature = "internals")]
+pub use topic::FetchOutcome;
+pub use topic::{FetchedRange, OffsetQuery};
 pub use topic::{LogCursor, Topic};
 
 /// Kafka's `LocalLog.logDeleteDirName`: `TOPIC-0.<unique id>-delete`, with the topic cut
@@ -505,7 +505,6 @@ impl Engine {
     /// request without a transactional id with a new id whatever id and epoch it names,
     /// so this takes none.
     // The Kafka listener (src/kafka) calls it; until it is built in, only tests do.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn init_producer_id(&self) -> Result<(i64, i16)> {
         let id = self.inner.producer_ids.lock().next_id()?;
         Ok((id, 0))
@@ -516,7 +515,6 @@ impl Engine {
     }
 
     /// A handle to wait for appends with (long-poll Fetch): see [`AppendWatch`].
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))] // the Kafka listener's
     pub fn append_watch(&self) -> AppendWatch {
         AppendWatch::default()
     }
@@ -625,6 +623,11 @@ impl Engine {
     #[cfg(any(test, feature = "internals"))]
     pub fn broker_config(&self) -> BrokerConfig {
         self.inner.broker.read().clone()
+    }
+
+    /// Every broker config with its value and source, as Kafka's `DescribeConfigs`.
+    pub(crate) fn describe_broker_config(&self) -> Vec<config::DescribedConfig> {
+        self.inner.broker.read().describe()
     }
 
     /// A whole command to `.kpfs/config` (`key=value` lines of dynamic broker configs)

@@ -1,93 +1,237 @@
-//! PLACEHOLDER for the Kafka wire adapter (issue 15, part C), which replaces this file
-//! at merge. It has the agreed interface — `Listener::start` and
-//! `ListenerHandle::shutdown` over a `ListenerConfig` — so `kpfs serve` and `kpfs mount`
-//! can be built and tested for what they own (the port opens on the configured address,
-//! closes at shutdown, and a plain mount opens none): it binds the socket and accepts
-//! and closes every connection, speaking no protocol.
+//! The Kafka wire adapter: a second adapter beside `fs`, depending only on the engine.
+//! Kafka clients reach the same topics that shell tools read and write in the mount.
+//!
+//! Threads, not an event loop (docs/ARCHITECTURE.md, "Kafka listener"): one acceptor, and
+//! one thread per connection that reads a whole request, handles it, writes the response
+//! (records with sendfile(2)) and only then reads the next. Kafka's muting falls out of
+//! that: a client that never reads its responses blocks its own thread's write until
+//! `connections.max.idle.ms`, never anyone's memory.
 
+mod api;
+mod connection;
+mod deadline;
+mod error_code;
+mod frame;
+mod versions;
+
+use std::collections::HashMap;
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use crate::engine::Engine;
 
-/// What the listener runs with, built by the CLI from the broker config
-/// (`BrokerConfig::listener_settings`) and the data directory's cluster id.
+/// Everything the listener needs from Kafka's broker configs (`listeners`,
+/// `advertised.listeners`, `node.id`, `meta.properties`'s `cluster.id`, ...).
 #[derive(Clone, Debug)]
-pub(crate) struct ListenerConfig {
-    pub(crate) bind: SocketAddr,
-    pub(crate) advertised_host: String,
-    pub(crate) advertised_port: u16,
-    pub(crate) node_id: i32,
-    pub(crate) cluster_id: String,
-    pub(crate) socket_request_max_bytes: usize,
-    pub(crate) max_connections: usize,
-    /// `u64::MAX`: never close an idle connection.
-    pub(crate) connections_max_idle_ms: u64,
-    pub(crate) auto_create_topics: bool,
-    pub(crate) num_partitions: i32,
-    pub(crate) delete_topic_enable: bool,
+pub struct ListenerConfig {
+    pub bind: SocketAddr,
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    pub node_id: i32,
+    pub cluster_id: String,
+    pub socket_request_max_bytes: usize,
+    pub max_connections: usize,
+    pub connections_max_idle_ms: u64,
+    pub auto_create_topics: bool,
+    pub num_partitions: i32,
+    pub delete_topic_enable: bool,
 }
 
-pub(crate) struct Listener;
+/// Why the listener could not start.
+#[derive(Debug)]
+pub struct ListenerError {
+    context: String,
+    source: io::Error,
+}
 
-/// A running listener; [`ListenerHandle::shutdown`] closes its socket.
-pub(crate) struct ListenerHandle {
+impl std::fmt::Display for ListenerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.context, self.source)
+    }
+}
+
+impl std::error::Error for ListenerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// What the acceptor and every connection share.
+pub(crate) struct Shared {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) config: ListenerConfig,
+    pub(crate) stopping: AtomicBool,
+    /// A second handle on each open connection's socket, so that shutdown can end its
+    /// reads; the connection's thread removes it as it ends, so a closed connection
+    /// keeps no descriptor.
+    sockets: Mutex<HashMap<u64, TcpStream>>,
+    /// Connection threads, joined at shutdown and forgotten once finished.
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    open: AtomicUsize,
+    next_id: AtomicU64,
+}
+
+/// The Kafka listener.
+pub struct Listener;
+
+/// A running listener; [`ListenerHandle::shutdown`] stops it.
+pub struct ListenerHandle {
+    shared: Arc<Shared>,
     local_addr: SocketAddr,
-    stopping: Arc<AtomicBool>,
     acceptor: JoinHandle<()>,
 }
 
+/// A connection thread's stack: handlers keep no large buffers on the stack, and a
+/// thousand connections then reserve 256 MiB of address space, little of it touched.
+const CONNECTION_STACK_BYTES: usize = 256 * 1024;
+
 impl Listener {
-    /// Binds `config.bind` and accepts connections until shutdown.
-    pub(crate) fn start(
-        _engine: Arc<Engine>,
+    /// Binds `config.bind` and serves Kafka clients on it until
+    /// [`ListenerHandle::shutdown`].
+    pub fn start(
+        engine: Arc<Engine>,
         config: ListenerConfig,
-    ) -> io::Result<ListenerHandle> {
-        let socket = TcpListener::bind(config.bind)?;
-        let local_addr = socket.local_addr()?;
-        tracing::info!(
-            bind = %local_addr,
-            advertised = %format_args!("{}:{}", config.advertised_host, config.advertised_port),
-            node_id = config.node_id,
-            cluster_id = %config.cluster_id,
-            socket_request_max_bytes = config.socket_request_max_bytes,
-            max_connections = config.max_connections,
-            connections_max_idle_ms = config.connections_max_idle_ms,
-            auto_create_topics = config.auto_create_topics,
-            num_partitions = config.num_partitions,
-            delete_topic_enable = config.delete_topic_enable,
-            "Kafka listener started (placeholder: connections are closed at once)"
-        );
-        let stopping = Arc::new(AtomicBool::new(false));
-        let stop = stopping.clone();
+    ) -> Result<ListenerHandle, ListenerError> {
+        let socket = TcpListener::bind(config.bind).map_err(|source| ListenerError {
+            context: format!("bind the Kafka listener to {}", config.bind),
+            source,
+        })?;
+        let local_addr = socket.local_addr().map_err(|source| ListenerError {
+            context: "read the Kafka listener's address".into(),
+            source,
+        })?;
+        if !local_addr.ip().is_loopback() {
+            tracing::warn!(address = %local_addr, "the Kafka listener is PLAINTEXT on a non-loopback address: anyone who can reach it can read and write every topic (no authentication, no TLS)");
+        }
+        let shared = Arc::new(Shared {
+            engine,
+            config,
+            stopping: AtomicBool::new(false),
+            sockets: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Vec::new()),
+            open: AtomicUsize::new(0),
+            next_id: AtomicU64::new(0),
+        });
+        let acceptor_shared = shared.clone();
         let acceptor = std::thread::Builder::new()
-            .name("kpfs-kafka-acceptor".into())
-            .spawn(move || {
-                for connection in socket.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    drop(connection);
-                }
+            .name("kpfs-kafka-accept".into())
+            .spawn(move || accept_loop(&acceptor_shared, &socket))
+            .map_err(|source| ListenerError {
+                context: "start the Kafka listener's thread".into(),
+                source,
             })?;
+        tracing::info!(address = %local_addr, "Kafka listener started");
         Ok(ListenerHandle {
+            shared,
             local_addr,
-            stopping,
             acceptor,
         })
     }
 }
 
 impl ListenerHandle {
-    /// Stops accepting and closes the socket; returns once the port is free.
-    pub(crate) fn shutdown(self) {
-        self.stopping.store(true, Ordering::SeqCst);
-        // accept(2) has no timeout: a connection of our own wakes it to see the flag.
-        let _ = TcpStream::connect(self.local_addr);
-        let _ = self.acceptor.join();
-        tracing::info!(bind = %self.local_addr, "Kafka listener stopped");
+    /// The bound address (the port chosen for `:0`).
+    #[cfg(any(test, feature = "internals"))]
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
     }
+
+    /// Stops accepting, lets every connection finish the request it is handling (a parked
+    /// Fetch answers with what it has), closes them and waits for their threads.
+    pub fn shutdown(self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        // accept(2) has no timeout: a connection of our own wakes it to see the flag.
+        let wake = match self.local_addr {
+            SocketAddr::V4(a) if a.ip().is_unspecified() => {
+                SocketAddr::new(Ipv4Addr::LOCALHOST.into(), a.port())
+            }
+            SocketAddr::V6(a) if a.ip().is_unspecified() => {
+                SocketAddr::new(Ipv6Addr::LOCALHOST.into(), a.port())
+            }
+            other => other,
+        };
+        if let Err(e) = TcpStream::connect_timeout(&wake, Duration::from_secs(5)) {
+            tracing::warn!(error = %e, "waking the Kafka acceptor failed");
+        }
+        if self.acceptor.join().is_err() {
+            tracing::error!("the Kafka acceptor thread panicked");
+        }
+        for socket in self.shared.sockets.lock().values() {
+            // Ends the connection's next read; a response being written still goes out.
+            let _ = socket.shutdown(std::net::Shutdown::Read);
+        }
+        let threads = std::mem::take(&mut *self.shared.threads.lock());
+        for thread in threads {
+            if thread.join().is_err() {
+                tracing::error!("a Kafka connection thread panicked");
+            }
+        }
+        tracing::info!(address = %self.local_addr, "Kafka listener stopped");
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // the back-off after a failed accept(2), in real time
+fn accept_loop(shared: &Arc<Shared>, socket: &TcpListener) {
+    loop {
+        let accepted = socket.accept();
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // EMFILE and the like: the listener stays up; a pause lets descriptors
+                // free instead of spinning on the same error.
+                tracing::warn!(error = %e, "accepting a Kafka connection failed");
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        reap_finished(shared);
+        if shared.open.load(Ordering::SeqCst) >= shared.config.max_connections {
+            tracing::warn!(%peer, max = shared.config.max_connections, "closing a Kafka connection: max.connections reached");
+            continue;
+        }
+        if let Err(e) = spawn_connection(shared, stream, peer) {
+            tracing::warn!(%peer, error = %e, "closing a Kafka connection: no thread for it");
+        }
+    }
+}
+
+fn spawn_connection(shared: &Arc<Shared>, stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    // Registered before the thread starts, so its removal at the end cannot come first.
+    shared.sockets.lock().insert(id, stream.try_clone()?);
+    shared.open.fetch_add(1, Ordering::SeqCst);
+    let conn_shared = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("kpfs-kafka-{id}"))
+        .stack_size(CONNECTION_STACK_BYTES)
+        .spawn(move || {
+            connection::serve(&conn_shared, stream, peer);
+            conn_shared.sockets.lock().remove(&id);
+            conn_shared.open.fetch_sub(1, Ordering::SeqCst);
+        });
+    match spawned {
+        Ok(thread) => {
+            shared.threads.lock().push(thread);
+            Ok(())
+        }
+        Err(e) => {
+            shared.sockets.lock().remove(&id);
+            shared.open.fetch_sub(1, Ordering::SeqCst);
+            Err(e)
+        }
+    }
+}
+
+/// Forgets the threads of closed connections.
+fn reap_finished(shared: &Shared) {
+    shared.threads.lock().retain(|thread| !thread.is_finished());
 }

@@ -411,7 +411,7 @@ pub struct ListenerSettings {
 /// `kafka-configs.sh --describe --all` names the source of a config entry (a topic's
 /// overrides are its `DYNAMIC_TOPIC_CONFIG`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum ConfigSource {
+pub(crate) enum ConfigSource {
     /// A value written to `.kpfs/config` (`kafka-configs.sh --alter --entity-default`).
     DynamicDefaultBroker,
     /// Set at mount: `--config FILE` or `--override`.

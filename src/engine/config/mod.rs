@@ -16,11 +16,13 @@ mod render;
 mod topic;
 mod value;
 
+pub(crate) use broker::ConfigSource;
 pub use broker::{BrokerConfig, ListenerSettings};
 pub(crate) use change::{ConfigChange, ConfigScope};
 pub(crate) use def::TopicKey;
 pub(crate) use error::ConfigError;
 pub(crate) use properties::parse_properties;
+pub(crate) use render::{DescribedConfig, DescribedSource};
 #[cfg(test)]
 pub(crate) use topic::TopicCompression;
 pub use topic::TopicOverrides;

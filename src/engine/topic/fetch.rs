@@ -7,7 +7,6 @@
 // Its user is the Kafka listener (`src/kafka`, issue 15's wire adapter), built in
 // parallel: until it lands, only the tests (`internals`) call this. The merge with it
 // removes this line.
-#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
 use std::fs::File;
 

@@ -25,7 +25,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::append_watch::AppendSignal;
 use super::clock::Clock;
-use super::config::{BrokerConfig, ConfigChange, TopicConfig, TopicOverrides};
+use super::config::{BrokerConfig, ConfigChange, DescribedConfig, TopicConfig, TopicOverrides};
 use super::error::{BatchSize, EngineError, Result};
 use super::files::write_or_defer;
 pub use super::format::TOPIC_CONFIG_FILE;
@@ -39,7 +39,9 @@ use super::log_start_checkpoint::LogStartCheckpoint;
 use super::produce::{validate_produced, ProduceOutcome};
 use protocol::{count_lines, parse_lines, PARSED};
 
-pub use fetch::{FetchOutcome, FetchedRange, OffsetQuery};
+#[cfg(feature = "internals")]
+pub use fetch::FetchOutcome;
+pub use fetch::{FetchedRange, OffsetQuery};
 pub use reader::LogCursor;
 
 /// A file in the partition directory, as `segments/` lists it.
@@ -393,7 +395,6 @@ impl Topic {
     /// A retry of one of its producer's last five batches gets the original offsets and
     /// is not appended again.
     // The Kafka listener (src/kafka) calls it; until it is built in, only tests do.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn append_produced(&self, records: &[u8]) -> Result<ProduceOutcome> {
         let config = self.config();
         let partition = self.log.partition();
@@ -434,6 +435,11 @@ impl Topic {
     /// The `config` file: every effective topic config as `key=value`.
     pub fn config_text(&self) -> String {
         self.overrides.read().render_effective(&self.broker.read())
+    }
+
+    /// Every topic config with its value and source, as Kafka's `DescribeConfigs`.
+    pub(crate) fn describe_config(&self) -> Vec<DescribedConfig> {
+        self.overrides.read().describe(&self.broker.read())
     }
 
     /// A whole command to `config` (`key=value`, `-key`, blank and `#` lines) that

@@ -1,0 +1,287 @@
+//! One handler per served API: a decoded request in, engine calls, a response out. The
+//! handlers return plain values; `connection` encodes and writes them.
+
+mod admin;
+mod records;
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    ApiVersionsResponse, BrokerId, DescribeClusterRequest, DescribeClusterResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
+    RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::error_code::error_code;
+use super::frame::Request;
+use super::versions::SERVED;
+use super::Shared;
+use crate::engine::{Engine, EngineError, Topic};
+
+pub(crate) use records::{marker as records_marker, FetchReply};
+
+/// What a request gets back.
+pub(crate) enum Reply {
+    Message(ResponseKind),
+    /// A Fetch response: its records are file ranges, sent after the message around them.
+    Fetch(FetchReply),
+    /// Produce with acks=0 that succeeded: Kafka sends nothing back.
+    Nothing,
+    /// Produce with acks=0 that failed: Kafka closes the connection, the only way it has
+    /// to tell such a producer.
+    Close(String),
+}
+
+/// Calls the request's handler.
+pub(crate) fn handle(shared: &Shared, request: Request) -> Reply {
+    let version = request.version;
+    let message = match request.body {
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions(0)),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata(shared, &r, version)),
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(describe_cluster(shared, &r))
+        }
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(find_coordinator(&r, version))
+        }
+        RequestKind::Produce(r) => return records::produce(shared, r, version),
+        RequestKind::Fetch(r) => return Reply::Fetch(records::fetch(shared, &r)),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(records::list_offsets(shared, &r, version))
+        }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(records::delete_records(shared, &r))
+        }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(records::init_producer_id(shared, &r))
+        }
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(admin::create_topics(shared, &r, version))
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(admin::delete_topics(shared, &r))
+        }
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(admin::describe_configs(shared, &r))
+        }
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(admin::alter_configs(shared, &r))
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(shared, &r))
+        }
+        // decode_request lets through only the APIs of versions::SERVED, all matched above.
+        other => unreachable!("request of an API kpfs does not serve: {other:?}"),
+    };
+    Reply::Message(message)
+}
+
+/// ApiVersions: every served API with its range (also the body of the `UNSUPPORTED_VERSION`
+/// answer to a version kpfs does not know, KIP-511).
+pub(crate) fn api_versions(error_code: i16) -> ApiVersionsResponse {
+    let mut response = ApiVersionsResponse::default();
+    response.error_code = error_code;
+    response.api_keys = SERVED
+        .iter()
+        .map(|&(key, min, max)| {
+            let mut v = ApiVersion::default();
+            v.api_key = key as i16;
+            v.min_version = min;
+            v.max_version = max;
+            v
+        })
+        .collect();
+    response
+}
+
+pub(crate) fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+pub(crate) fn topic_name(s: &str) -> TopicName {
+    TopicName(str_bytes(s))
+}
+
+/// kafka-protocol's Uuid of a topic.
+pub(crate) fn topic_uuid(topic: &Topic) -> uuid::Uuid {
+    uuid::Uuid::from_bytes(topic.log().topic_id().to_bytes())
+}
+
+/// The topic whose id is `id`.
+pub(crate) fn topic_by_id(engine: &Engine, id: uuid::Uuid) -> Option<Arc<Topic>> {
+    engine
+        .topic_names()
+        .into_iter()
+        .filter_map(|name| engine.topic(&name))
+        .find(|t| topic_uuid(t) == id)
+}
+
+/// Kafka's error code and message for an engine error.
+pub(crate) fn engine_error(error: &EngineError) -> (i16, Option<StrBytes>) {
+    (
+        error_code(error).code(),
+        Some(str_bytes(&error.to_string())),
+    )
+}
+
+/// Metadata: the one broker, and each asked-for topic with its one partition, led by that
+/// broker. Missing topics are created when the client allows it and
+/// `auto.create.topics.enable` is on, as Kafka's `KafkaApis.handleTopicMetadataRequest`.
+fn metadata(shared: &Shared, request: &MetadataRequest, version: i16) -> MetadataResponse {
+    let config = &shared.config;
+    let engine = &shared.engine;
+    let mut response = MetadataResponse::default();
+    let mut broker = MetadataResponseBroker::default();
+    broker.node_id = BrokerId(config.node_id);
+    broker.host = str_bytes(&config.advertised_host);
+    broker.port = i32::from(config.advertised_port);
+    response.brokers = vec![broker];
+    response.cluster_id = Some(str_bytes(&config.cluster_id));
+    response.controller_id = BrokerId(config.node_id);
+    // v0 asks for every topic with an empty list; v1+ with null.
+    let every_topic = match &request.topics {
+        None => true,
+        Some(topics) => version == 0 && topics.is_empty(),
+    };
+    // Before v4 the request has no flag, and Kafka allows creation.
+    let allow_create = version < 4 || request.allow_auto_topic_creation;
+    let requested: Vec<(Option<String>, uuid::Uuid)> = if every_topic {
+        engine
+            .topic_names()
+            .into_iter()
+            .map(|n| (Some(n), uuid::Uuid::nil()))
+            .collect()
+    } else {
+        request
+            .topics
+            .iter()
+            .flatten()
+            .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id))
+            .collect()
+    };
+    response.topics = requested
+        .into_iter()
+        .map(|(name, id)| {
+            let found = match &name {
+                Some(name) => match engine.topic(name) {
+                    Some(topic) => Ok(topic),
+                    None if allow_create && config.auto_create_topics => auto_create(engine, name),
+                    None => Err(ResponseError::UnknownTopicOrPartition),
+                },
+                None => topic_by_id(engine, id).ok_or(ResponseError::UnknownTopicId),
+            };
+            metadata_topic(shared, name, id, found)
+        })
+        .collect();
+    response
+}
+
+/// Kafka's auto-creation: an invalid name is `INVALID_TOPIC_EXCEPTION`; a topic another
+/// request created meanwhile is simply there.
+fn auto_create(engine: &Engine, name: &str) -> Result<Arc<Topic>, ResponseError> {
+    match engine.create_topic(name) {
+        Ok(topic) => {
+            tracing::info!(
+                topic = name,
+                "auto-created topic (auto.create.topics.enable)"
+            );
+            Ok(topic)
+        }
+        Err(EngineError::TopicExists { .. }) => engine
+            .topic(name)
+            .ok_or(ResponseError::UnknownTopicOrPartition),
+        Err(e) => {
+            tracing::warn!(topic = name, error = %e, "auto-creating a topic failed");
+            Err(error_code(&e))
+        }
+    }
+}
+
+fn metadata_topic(
+    shared: &Shared,
+    name: Option<String>,
+    id: uuid::Uuid,
+    found: Result<Arc<Topic>, ResponseError>,
+) -> MetadataResponseTopic {
+    let mut out = MetadataResponseTopic::default();
+    out.name = name.as_deref().map(topic_name);
+    out.topic_id = id;
+    match found {
+        Ok(topic) => {
+            out.name = Some(topic_name(topic.name()));
+            out.topic_id = topic_uuid(&topic);
+            let node = BrokerId(shared.config.node_id);
+            let mut partition = MetadataResponsePartition::default();
+            partition.partition_index = 0;
+            partition.leader_id = node;
+            partition.leader_epoch = 0;
+            partition.replica_nodes = vec![node];
+            partition.isr_nodes = vec![node];
+            out.partitions = vec![partition];
+        }
+        Err(code) => out.error_code = code.code(),
+    }
+    out
+}
+
+/// DescribeCluster: one node, broker and controller at once.
+fn describe_cluster(shared: &Shared, request: &DescribeClusterRequest) -> DescribeClusterResponse {
+    let config = &shared.config;
+    let mut broker = DescribeClusterBroker::default();
+    broker.broker_id = BrokerId(config.node_id);
+    broker.host = str_bytes(&config.advertised_host);
+    broker.port = i32::from(config.advertised_port);
+    let mut response = DescribeClusterResponse::default();
+    response.endpoint_type = request.endpoint_type;
+    response.cluster_id = str_bytes(&config.cluster_id);
+    response.controller_id = BrokerId(config.node_id);
+    response.brokers = vec![broker];
+    response
+}
+
+/// FindCoordinator: consumer groups are not served yet, so `COORDINATOR_NOT_AVAILABLE`
+/// (retriable: a group client waits rather than fails); transactions never are, so a
+/// transactional id gets the fatal `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`.
+fn find_coordinator(request: &FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
+    const TRANSACTION_KEY_TYPE: i8 = 1;
+    let code = if request.key_type == TRANSACTION_KEY_TYPE {
+        ResponseError::TransactionalIdAuthorizationFailed
+    } else {
+        ResponseError::CoordinatorNotAvailable
+    };
+    let message = if request.key_type == TRANSACTION_KEY_TYPE {
+        "kpfs does not support transactions"
+    } else {
+        "kpfs has no group coordinator yet: consumer groups are not supported"
+    };
+    let mut response = FindCoordinatorResponse::default();
+    if version < 4 {
+        response.error_code = code.code();
+        response.error_message = Some(str_bytes(message));
+        response.node_id = BrokerId(-1);
+        response.port = -1;
+    } else {
+        response.coordinators = request
+            .coordinator_keys
+            .iter()
+            .map(|key| {
+                let mut c = Coordinator::default();
+                c.key = key.clone();
+                c.node_id = BrokerId(-1);
+                c.port = -1;
+                c.error_code = code.code();
+                c.error_message = Some(str_bytes(message));
+                c
+            })
+            .collect();
+    }
+    response
+}

@@ -1,0 +1,250 @@
+//! One client connection: read a whole request, handle it, write the response, and only
+//! then read the next (Kafka's muting, so memory per connection is one request and one
+//! response). Anything wrong with the bytes closes this connection with a log line.
+
+use std::io::{self, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::unix::io::AsRawFd;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::Encodable;
+use kafka_protocol::ResponseError;
+
+use super::api::{self, FetchReply, Reply};
+use super::frame::{decode_request, read_frame, FrameError, RequestError};
+use super::Shared;
+use crate::engine::FetchedRange;
+
+pub(crate) fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
+    let idle = Duration::from_millis(shared.config.connections_max_idle_ms.max(1));
+    // A client that stops reading its responses fills the socket buffers; the write
+    // then times out like an idle read and the connection closes.
+    let ready = stream
+        .set_nodelay(true)
+        .and_then(|()| stream.set_write_timeout(Some(idle)));
+    if let Err(e) = ready {
+        tracing::warn!(%peer, error = %e, "closing a Kafka connection: socket setup failed");
+        return;
+    }
+    tracing::debug!(%peer, "Kafka connection opened");
+    let reason = loop {
+        let frame = match read_frame(&mut stream, shared.config.socket_request_max_bytes, idle) {
+            Ok(frame) => frame,
+            Err(FrameError::Closed) => break None,
+            Err(e) => break Some(e.to_string()),
+        };
+        let written = match decode_request(frame) {
+            Ok(request) => {
+                let (api_key, version) = (request.api_key, request.version);
+                let correlation_id = request.header.correlation_id;
+                match api::handle(shared, request) {
+                    Reply::Message(body) => {
+                        write_message(&mut stream, api_key, version, correlation_id, &body)
+                    }
+                    Reply::Fetch(reply) => write_fetch(&mut stream, version, correlation_id, reply),
+                    Reply::Nothing => Ok(()),
+                    Reply::Close(reason) => break Some(reason),
+                }
+            }
+            Err(RequestError::ApiVersionsUnsupported {
+                version,
+                correlation_id,
+            }) => {
+                tracing::debug!(%peer, version, "ApiVersions of an unknown version: answered with v0 (KIP-511)");
+                let body = ResponseKind::ApiVersions(api::api_versions(
+                    ResponseError::UnsupportedVersion.code(),
+                ));
+                write_message(&mut stream, ApiKey::ApiVersions, 0, correlation_id, &body)
+            }
+            Err(e) => break Some(e.to_string()),
+        };
+        if let Err(e) = written {
+            if is_client_gone(&e) {
+                // The client closed first (e.g. kcat exiting while its Fetch was parked):
+                // nothing wrong with the connection to report.
+                tracing::debug!(%peer, error = %e, "Kafka client left before its response");
+                break None;
+            }
+            break Some(format!("writing a response failed: {e}"));
+        }
+    };
+    if let Some(reason) = reason {
+        tracing::warn!(%peer, %reason, "closing Kafka connection");
+    } else {
+        tracing::debug!(%peer, "Kafka connection closed by the client");
+    }
+    // The listener holds a second descriptor of the socket until this thread removes it:
+    // shut the connection down now rather than at the last close(2).
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+fn is_client_gone(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+    )
+}
+
+/// The response header and body of `api_key` at `version`, behind a placeholder size.
+fn encode(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> io::Result<BytesMut> {
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    header
+        .encode(&mut buf, api_key.response_header_version(version))
+        .and_then(|()| body.encode(&mut buf, version))
+        .map_err(|e| io::Error::other(format!("encode {api_key:?} v{version}: {e}")))?;
+    Ok(buf)
+}
+
+fn write_message(
+    stream: &mut TcpStream,
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> io::Result<()> {
+    let mut buf = encode(api_key, version, correlation_id, body)?;
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    stream.write_all(&buf)
+}
+
+/// A response as it goes out: encoded bytes, and file ranges sent with sendfile(2).
+enum Piece {
+    Bytes(Bytes),
+    File(FetchedRange),
+}
+
+impl Piece {
+    fn len(&self) -> u64 {
+        match self {
+            Piece::Bytes(b) => b.len() as u64,
+            Piece::File(r) => r.len,
+        }
+    }
+}
+
+/// Fetch v12+ is a flexible version: the records' length is an unsigned varint of
+/// length + 1 rather than an `int32`.
+const FIRST_FLEXIBLE_FETCH: i16 = 12;
+
+/// Splits the encoded response at each records marker, putting the marker's file ranges
+/// (and their length prefix) in its place.
+fn fetch_pieces(
+    encoded: BytesMut,
+    version: i16,
+    ranges: Vec<Vec<FetchedRange>>,
+) -> io::Result<Vec<Piece>> {
+    let mut encoded = encoded.freeze();
+    let mut pieces = Vec::new();
+    let flexible = version >= FIRST_FLEXIBLE_FETCH;
+    let prefix_len = if flexible { 1 } else { 4 };
+    for (i, partition) in ranges.into_iter().enumerate() {
+        let marker = api::records_marker(i);
+        let at = memchr::memmem::find(&encoded, &marker).ok_or_else(|| {
+            io::Error::other(format!("Fetch response lost the marker of partition {i}"))
+        })?;
+        let len: u64 = partition.iter().map(|r| r.len).sum();
+        let mut head = BytesMut::from(&encoded[..at - prefix_len]);
+        if flexible {
+            put_unsigned_varint(&mut head, len + 1);
+        } else {
+            let len =
+                i32::try_from(len).map_err(|_| io::Error::other("Fetch records over 2 GiB"))?;
+            head.put_i32(len);
+        }
+        pieces.push(Piece::Bytes(head.freeze()));
+        pieces.extend(partition.into_iter().map(Piece::File));
+        encoded = encoded.slice(at + marker.len()..);
+    }
+    pieces.push(Piece::Bytes(encoded));
+    Ok(pieces)
+}
+
+fn put_unsigned_varint(buf: &mut BytesMut, mut value: u64) {
+    while value >= 0x80 {
+        buf.put_u8((value as u8) | 0x80);
+        value >>= 7;
+    }
+    buf.put_u8(value as u8);
+}
+
+fn write_fetch(
+    stream: &mut TcpStream,
+    version: i16,
+    correlation_id: i32,
+    reply: FetchReply,
+) -> io::Result<()> {
+    let body = ResponseKind::Fetch(reply.response);
+    let mut encoded = encode(ApiKey::Fetch, version, correlation_id, &body)?;
+    let pieces = fetch_pieces(encoded.split_off(4), version, reply.ranges)?;
+    let size: u64 = pieces.iter().map(Piece::len).sum();
+    let size = i32::try_from(size).map_err(|_| io::Error::other("Fetch response over 2 GiB"))?;
+    stream.write_all(&size.to_be_bytes())?;
+    for piece in pieces {
+        match piece {
+            Piece::Bytes(b) => stream.write_all(&b)?,
+            Piece::File(range) => send_range(stream, &range)?,
+        }
+    }
+    Ok(())
+}
+
+/// Kafka's `FileRecords.transferTo`: the range goes from the page cache to the socket
+/// without passing through this process. The frame's size is already sent, so a range
+/// that comes up short (its segment was truncated) can only end the connection.
+fn send_range(stream: &mut TcpStream, range: &FetchedRange) -> io::Result<()> {
+    let mut offset = libc::off_t::try_from(range.position)
+        .map_err(|_| io::Error::other("segment position over off_t"))?;
+    let mut left = range.len;
+    while left > 0 {
+        let chunk = usize::try_from(left).unwrap_or(usize::MAX).min(1 << 30);
+        // SAFETY: both descriptors are open for the call (the stream and the file are
+        // borrowed), and `offset` is a valid off_t the kernel advances.
+        let sent = unsafe {
+            libc::sendfile(
+                stream.as_raw_fd(),
+                range.file.as_raw_fd(),
+                &mut offset,
+                chunk,
+            )
+        };
+        match sent {
+            n if n > 0 => left -= n as u64,
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "a segment ended before its fetched range",
+                ))
+            }
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_are_kafkas_unsigned_varints() {
+        let mut buf = BytesMut::new();
+        put_unsigned_varint(&mut buf, 1);
+        put_unsigned_varint(&mut buf, 300);
+        assert_eq!(&buf[..], &[1, 0xac, 0x02]);
+    }
+}

@@ -1,0 +1,87 @@
+//! The one place that decides which Kafka error code a client sees for an engine error
+//! (as `fs/errno.rs` decides the errno). The match is exhaustive on purpose: a new
+//! `EngineError` variant fails to compile here until someone decides what a Kafka client
+//! should be told.
+
+use kafka_protocol::ResponseError;
+
+use crate::engine::EngineError;
+
+/// Kafka's error code for an engine error.
+pub(crate) fn error_code(error: &EngineError) -> ResponseError {
+    match error {
+        EngineError::InvalidTopicName { .. } | EngineError::TopicCollision { .. } => {
+            ResponseError::InvalidTopicException
+        }
+        EngineError::TopicExists { .. } => ResponseError::TopicAlreadyExists,
+        EngineError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition,
+        EngineError::Config(_) => ResponseError::InvalidConfig,
+        // Kafka's RecordTooLargeException and RecordBatchTooLargeException.
+        EngineError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
+        EngineError::BatchOverSegmentSize { .. } => ResponseError::RecordListTooLarge,
+        // LogValidator refuses a keyless record on a compacted topic with
+        // InvalidRecordException (INVALID_RECORD); a bad batch is CORRUPT_MESSAGE.
+        EngineError::KeylessOnCompacted { .. } | EngineError::MissingKeySeparator { .. } => {
+            ResponseError::InvalidRecord
+        }
+        EngineError::InvalidRecord { .. } | EngineError::CorruptMessage { .. } => {
+            ResponseError::CorruptMessage
+        }
+        EngineError::InvalidProducedBatch { .. } => ResponseError::InvalidRecord,
+        EngineError::RecordsRejected {
+            invalid_timestamp: true,
+            ..
+        } => ResponseError::InvalidTimestamp,
+        EngineError::RecordsRejected { .. } => ResponseError::InvalidRecord,
+        EngineError::RecompressedTooLarge { .. } => ResponseError::MessageTooLarge,
+        EngineError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        EngineError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        EngineError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+        EngineError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        EngineError::RecordDeletionPolicy { .. } => ResponseError::PolicyViolation,
+        // A failed disk: Kafka takes the log directory offline and answers
+        // KAFKA_STORAGE_ERROR, which clients retry (on another replica, in Kafka).
+        EngineError::Poisoned { .. } | EngineError::Corrupt { .. } | EngineError::Io { .. } => {
+            ResponseError::KafkaStorageError
+        }
+        // Refusals at open and the cleaner's own outcomes: never returned by a call the
+        // adapter makes; an unexpected server error if one ever is.
+        EngineError::DataDirLocked { .. }
+        | EngineError::LegacyDataDir { .. }
+        | EngineError::UnknownDataDirFormat { .. }
+        | EngineError::NodeIdMismatch { .. }
+        | EngineError::CleanAborted { .. }
+        | EngineError::CleanerPanicked => ResponseError::UnknownServerError,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    #[test]
+    fn user_errors_map_to_kafkas_codes() {
+        let unknown = EngineError::UnknownTopic { name: "t".into() };
+        assert_eq!(error_code(&unknown).code(), 3);
+        let exists = EngineError::TopicExists { name: "t".into() };
+        assert_eq!(error_code(&exists).code(), 36);
+        let too_large = EngineError::RecordTooLarge {
+            partition: "t-0".into(),
+            size: crate::engine::error::BatchSize::Exactly(2),
+            max: 1,
+        };
+        assert_eq!(error_code(&too_large).code(), 10);
+        let keyless = EngineError::KeylessOnCompacted {
+            partition: "t-0".into(),
+        };
+        assert_eq!(error_code(&keyless).code(), 87);
+    }
+
+    #[test]
+    fn disk_failures_are_storage_errors_clients_retry() {
+        let full = EngineError::io("append", io::Error::from_raw_os_error(libc::ENOSPC));
+        assert_eq!(error_code(&full), ResponseError::KafkaStorageError);
+        assert!(error_code(&full).is_retriable());
+    }
+}

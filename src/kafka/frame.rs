@@ -1,0 +1,459 @@
+//! Kafka's framing: a request is a big-endian `int32` size and that many bytes (header and
+//! body). A request is read whole before anything decodes it, within two bounds:
+//! `socket.request.max.bytes` (checked on the size, before a byte of the body is kept) and
+//! `connections.max.idle.ms` (the whole request must arrive within it). The buffer grows
+//! with the bytes that actually arrived, so a client announcing 100 MiB and sending 10
+//! bytes holds 10 bytes of memory.
+
+use std::io::{self, Read};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
+use kafka_protocol::protocol::Decodable;
+
+use super::deadline::Deadline;
+use super::versions::supported_versions;
+
+/// Kafka's request header starts with api key, api version and correlation id.
+const MIN_REQUEST_BYTES: usize = 8;
+/// Bytes read from the socket at a time while a request body arrives.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Why a connection stops reading requests. Every one but `Closed` closes the connection
+/// with a log line.
+#[derive(Debug)]
+pub(crate) enum FrameError {
+    /// The client closed the connection between requests.
+    Closed,
+    /// No request started within `connections.max.idle.ms`.
+    Idle,
+    /// A request that started did not arrive whole within `connections.max.idle.ms`.
+    Slow {
+        received: usize,
+        size: usize,
+    },
+    /// The client closed the connection inside a request.
+    Truncated {
+        received: usize,
+        size: usize,
+    },
+    /// The size prefix is over `socket.request.max.bytes` (Kafka's
+    /// `InvalidReceiveException`).
+    TooLarge {
+        size: i64,
+        max: usize,
+    },
+    /// The size prefix cannot hold a request header.
+    TooSmall {
+        size: i64,
+    },
+    Io(io::Error),
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Closed => write!(f, "closed by the client"),
+            FrameError::Idle => write!(f, "idle for connections.max.idle.ms"),
+            FrameError::Slow { received, size } => write!(
+                f,
+                "a request of {size} bytes did not arrive within connections.max.idle.ms ({received} bytes came)"
+            ),
+            FrameError::Truncated { received, size } => write!(
+                f,
+                "closed by the client {received} bytes into a request of {size} bytes"
+            ),
+            FrameError::TooLarge { size, max } => write!(
+                f,
+                "Invalid receive (size = {size} larger than {max}): over socket.request.max.bytes"
+            ),
+            FrameError::TooSmall { size } => write!(
+                f,
+                "Invalid receive (size = {size}): too small for a request header"
+            ),
+            FrameError::Io(e) => write!(f, "read failed: {e}"),
+        }
+    }
+}
+
+/// A byte source whose reads can be given a deadline (a socket's `SO_RCVTIMEO`).
+pub(crate) trait TimedRead: Read {
+    fn set_read_deadline(&mut self, timeout: Duration) -> io::Result<()>;
+}
+
+impl TimedRead for std::net::TcpStream {
+    fn set_read_deadline(&mut self, timeout: Duration) -> io::Result<()> {
+        // A zero timeout means "block forever" to the socket: one microsecond is the
+        // nearest that still times out.
+        self.set_read_timeout(Some(timeout.max(Duration::from_micros(1))))
+    }
+}
+
+/// Reads one whole request of at most `max` bytes; the size prefix is not returned.
+pub(crate) fn read_frame<R: TimedRead>(
+    source: &mut R,
+    max: usize,
+    idle: Duration,
+) -> Result<Vec<u8>, FrameError> {
+    let deadline = Deadline::after(idle);
+    let mut prefix = [0u8; 4];
+    let got = read_until(source, &mut prefix, deadline)?;
+    match got {
+        0 => return Err(FrameError::Closed),
+        4 => {}
+        received if deadline.passed() => return Err(FrameError::Slow { received, size: 4 }),
+        received => return Err(FrameError::Truncated { received, size: 4 }),
+    }
+    let size = i64::from(i32::from_be_bytes(prefix));
+    check_size(size, max)?;
+    let size = size as usize;
+    let mut body = Vec::with_capacity(size.min(READ_CHUNK_BYTES));
+    while body.len() < size {
+        let start = body.len();
+        let chunk = (size - start).min(READ_CHUNK_BYTES);
+        body.resize(start + chunk, 0);
+        let got = read_until(source, &mut body[start..], deadline)?;
+        body.truncate(start + got);
+        if got < chunk {
+            let received = body.len();
+            return Err(if deadline.passed() {
+                FrameError::Slow { received, size }
+            } else {
+                FrameError::Truncated { received, size }
+            });
+        }
+    }
+    Ok(body)
+}
+
+/// Kafka's `NetworkReceive` checks: the size is known before a byte of the body is read.
+pub(crate) fn check_size(size: i64, max: usize) -> Result<(), FrameError> {
+    if size < MIN_REQUEST_BYTES as i64 {
+        return Err(FrameError::TooSmall { size });
+    }
+    if size > max as i64 {
+        return Err(FrameError::TooLarge { size, max });
+    }
+    Ok(())
+}
+
+/// Fills `buf` until it is full, the source ends, or the deadline passes; returns the
+/// bytes read. A deadline that passes before the first byte is `Idle`.
+fn read_until<R: TimedRead>(
+    source: &mut R,
+    buf: &mut [u8],
+    deadline: Deadline,
+) -> Result<usize, FrameError> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let left = deadline.remaining();
+        if left.is_zero() {
+            break;
+        }
+        source.set_read_deadline(left).map_err(FrameError::Io)?;
+        match source.read(&mut buf[filled..]) {
+            Ok(0) => return Ok(filled),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                break
+            }
+            Err(e) => return Err(FrameError::Io(e)),
+        }
+    }
+    if filled == 0 && !buf.is_empty() && deadline.passed() {
+        return Err(FrameError::Idle);
+    }
+    Ok(filled)
+}
+
+/// A decoded request.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) api_key: ApiKey,
+    pub(crate) version: i16,
+    pub(crate) header: RequestHeader,
+    pub(crate) body: RequestKind,
+}
+
+/// Why a whole frame is not a request kpfs serves.
+#[derive(Debug)]
+pub(crate) enum RequestError {
+    /// An API key Kafka does not define, or one kpfs does not serve.
+    UnknownApi { api_key: i16, version: i16 },
+    /// An ApiVersions request of a version kpfs does not serve: answered with
+    /// `UNSUPPORTED_VERSION` and the ranges (KIP-511), not closed.
+    ApiVersionsUnsupported { version: i16, correlation_id: i32 },
+    /// A served API at a version kpfs does not serve.
+    UnsupportedVersion { api_key: ApiKey, version: i16 },
+    /// The header or body does not decode at its version.
+    Malformed {
+        api_key: ApiKey,
+        version: i16,
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestError::UnknownApi { api_key, version } => {
+                write!(f, "unknown API key {api_key} (version {version})")
+            }
+            RequestError::ApiVersionsUnsupported { version, .. } => {
+                write!(f, "ApiVersions version {version} is not supported")
+            }
+            RequestError::UnsupportedVersion { api_key, version } => {
+                write!(f, "{api_key:?} version {version} is not supported")
+            }
+            RequestError::Malformed {
+                api_key,
+                version,
+                reason,
+            } => write!(f, "malformed {api_key:?} v{version} request: {reason}"),
+        }
+    }
+}
+
+/// Decodes a whole frame: the header at the version its API and version call for, then the
+/// body, which must use up the frame exactly.
+pub(crate) fn decode_request(frame: Vec<u8>) -> Result<Request, RequestError> {
+    let mut buf = Bytes::from(frame);
+    // read_frame guarantees MIN_REQUEST_BYTES; a frame from elsewhere is checked anyway.
+    if buf.len() < MIN_REQUEST_BYTES {
+        return Err(RequestError::UnknownApi {
+            api_key: -1,
+            version: -1,
+        });
+    }
+    let raw_key = i16::from_be_bytes([buf[0], buf[1]]);
+    let version = i16::from_be_bytes([buf[2], buf[3]]);
+    let correlation_id = i32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
+    let Some((api_key, range)) = ApiKey::try_from(raw_key)
+        .ok()
+        .and_then(|key| supported_versions(key).map(|range| (key, range)))
+    else {
+        return Err(RequestError::UnknownApi {
+            api_key: raw_key,
+            version,
+        });
+    };
+    if version < range.min || version > range.max {
+        return Err(if api_key == ApiKey::ApiVersions {
+            RequestError::ApiVersionsUnsupported {
+                version,
+                correlation_id,
+            }
+        } else {
+            RequestError::UnsupportedVersion { api_key, version }
+        });
+    }
+    let malformed = |reason: String| RequestError::Malformed {
+        api_key,
+        version,
+        reason,
+    };
+    let header = RequestHeader::decode(&mut buf, api_key.request_header_version(version))
+        .map_err(|e| malformed(format!("header: {e}")))?;
+    let body = RequestKind::decode(api_key, &mut buf, version)
+        .map_err(|e| malformed(format!("body: {e}")))?;
+    if buf.has_remaining() {
+        return Err(malformed(format!(
+            "{} bytes after the body",
+            buf.remaining()
+        )));
+    }
+    Ok(Request {
+        api_key,
+        version,
+        header,
+        body,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::messages::{MetadataRequest, RequestKind};
+    use kafka_protocol::protocol::Encodable;
+    use proptest::prelude::*;
+
+    /// A byte source with no clock: what it holds, then the end.
+    struct Bytes2(io::Cursor<Vec<u8>>);
+
+    impl Read for Bytes2 {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.0.read(buf)
+        }
+    }
+
+    impl TimedRead for Bytes2 {
+        fn set_read_deadline(&mut self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn read(bytes: &[u8], max: usize) -> Result<Vec<u8>, FrameError> {
+        read_frame(
+            &mut Bytes2(io::Cursor::new(bytes.to_vec())),
+            max,
+            Duration::from_secs(10),
+        )
+    }
+
+    fn framed(body: &[u8]) -> Vec<u8> {
+        let mut out = (body.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(body);
+        out
+    }
+
+    fn metadata_request(version: i16) -> Vec<u8> {
+        let mut buf = BytesMut::new();
+        let header = RequestHeader::default()
+            .with_request_api_key(ApiKey::Metadata as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(7);
+        header
+            .encode(&mut buf, ApiKey::Metadata.request_header_version(version))
+            .unwrap();
+        MetadataRequest::default()
+            .with_topics(None)
+            .encode(&mut buf, version)
+            .unwrap();
+        buf.to_vec()
+    }
+
+    #[test]
+    fn a_whole_frame_is_returned_without_its_prefix() {
+        let body = metadata_request(4);
+        assert_eq!(read(&framed(&body), 1024).unwrap(), body);
+    }
+
+    #[test]
+    fn end_between_frames_is_a_close_and_inside_one_a_truncation() {
+        assert!(matches!(read(&[], 1024), Err(FrameError::Closed)));
+        assert!(matches!(
+            read(&[0, 0], 1024),
+            Err(FrameError::Truncated {
+                received: 2,
+                size: 4
+            })
+        ));
+        let whole = framed(&metadata_request(4));
+        assert!(matches!(
+            read(&whole[..whole.len() - 1], 1024),
+            Err(FrameError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn sizes_over_the_limit_or_under_a_header_are_refused_before_reading_the_body() {
+        let huge = i32::MAX.to_be_bytes();
+        assert!(matches!(
+            read(&huge, 1024),
+            Err(FrameError::TooLarge { max: 1024, .. })
+        ));
+        assert!(matches!(
+            read(&(-1i32).to_be_bytes(), 1024),
+            Err(FrameError::TooSmall { size: -1 })
+        ));
+        assert!(matches!(
+            read(&framed(&[0; 7]), 1024),
+            Err(FrameError::TooSmall { size: 7 })
+        ));
+    }
+
+    #[test]
+    fn a_request_decodes_at_its_version() {
+        let request = decode_request(metadata_request(4)).unwrap();
+        assert_eq!(request.api_key, ApiKey::Metadata);
+        assert_eq!(request.header.correlation_id, 7);
+        assert!(matches!(request.body, RequestKind::Metadata(_)));
+    }
+
+    #[test]
+    fn unknown_keys_unsupported_versions_and_trailing_bytes_are_refused() {
+        let mut unknown = metadata_request(4);
+        unknown[0..2].copy_from_slice(&999i16.to_be_bytes());
+        assert!(matches!(
+            decode_request(unknown),
+            Err(RequestError::UnknownApi { api_key: 999, .. })
+        ));
+        let mut future = metadata_request(4);
+        future[2..4].copy_from_slice(&99i16.to_be_bytes());
+        assert!(matches!(
+            decode_request(future),
+            Err(RequestError::UnsupportedVersion { .. })
+        ));
+        let mut api_versions = metadata_request(4);
+        api_versions[0..2].copy_from_slice(&(ApiKey::ApiVersions as i16).to_be_bytes());
+        api_versions[2..4].copy_from_slice(&99i16.to_be_bytes());
+        assert!(matches!(
+            decode_request(api_versions),
+            Err(RequestError::ApiVersionsUnsupported {
+                version: 99,
+                correlation_id: 7
+            })
+        ));
+        let mut trailing = metadata_request(4);
+        trailing.push(0);
+        assert!(matches!(
+            decode_request(trailing),
+            Err(RequestError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn an_array_count_over_the_frame_is_refused_without_allocating_it() {
+        // Metadata v0 whose topic count is i32::MAX: upstream kafka-protocol 0.18.0 asked
+        // for ~150 GiB here and aborted the process.
+        let mut frame = metadata_request(0);
+        let at = frame.len() - 4;
+        frame[at..].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert!(matches!(
+            decode_request(frame),
+            Err(RequestError::Malformed { .. })
+        ));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Random bytes after a valid key and version never panic the decoder.
+        #[test]
+        fn random_bodies_never_panic(
+            key in 0i16..80,
+            version in 0i16..20,
+            body in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let mut frame = key.to_be_bytes().to_vec();
+            frame.extend_from_slice(&version.to_be_bytes());
+            frame.extend_from_slice(&body);
+            let _ = decode_request(frame);
+        }
+
+        /// Every prefix of a valid request is refused or decoded, never a panic.
+        #[test]
+        fn truncated_requests_never_panic(version in 0i16..13, cut in 0usize..64) {
+            let whole = metadata_request(version);
+            let cut = cut.min(whole.len());
+            let _ = decode_request(whole[..cut].to_vec());
+            let _ = read(&framed(&whole)[..cut], 1 << 20);
+        }
+
+        /// Any byte stream gives a frame or a refusal, never a panic or a frame over max.
+        #[test]
+        fn random_streams_frame_within_bounds(stream in proptest::collection::vec(any::<u8>(), 0..64)) {
+            if let Ok(frame) = read(&stream, 32) {
+                prop_assert!(frame.len() <= 32);
+            }
+        }
+    }
+}

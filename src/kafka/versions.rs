@@ -1,0 +1,62 @@
+//! The APIs and versions kpfs serves: what ApiVersions advertises and what a request is
+//! checked against. Each range is Kafka 4.x's where kpfs handles every field of every
+//! version in it, and stops lower where a newer version needs what kpfs lacks
+//! (docs/KAFKA-PROTOCOL.md says which and why).
+
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::VersionRange;
+
+/// Every served API with its versions, in ApiVersions's order (by key).
+pub(crate) const SERVED: &[(ApiKey, i16, i16)] = &[
+    // v13 names topics by id only.
+    (ApiKey::Produce, 3, 12),
+    // v13+ name topics by id; v4 is the first with magic 2 (librdkafka needs it advertised).
+    (ApiKey::Fetch, 4, 12),
+    // v8+ add tiered-storage timestamps (-4, -5) kpfs has no meaning for.
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    // v6 names topics by id too; both are served.
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    // v2 lists controllers with endpoint type 2, which a single node does not split.
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+/// The versions kpfs serves of `key`, `None` when it does not serve the API.
+pub(crate) fn supported_versions(key: ApiKey) -> Option<VersionRange> {
+    SERVED
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|&(_, min, max)| VersionRange { min, max })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_range_is_one_the_protocol_crate_can_encode() {
+        for &(key, min, max) in SERVED {
+            let known = key.valid_versions();
+            assert!(min <= max, "{key:?}");
+            assert!(
+                known.min <= min && max <= known.max,
+                "{key:?} {min}..{max} vs {known}"
+            );
+        }
+    }
+
+    #[test]
+    fn librdkafka_writes_magic_2_only_with_produce_3_and_fetch_4() {
+        assert!(supported_versions(ApiKey::Produce).unwrap().max >= 3);
+        assert!(supported_versions(ApiKey::Fetch).unwrap().max >= 4);
+        assert!(supported_versions(ApiKey::Metadata).unwrap().max >= 4);
+    }
+}

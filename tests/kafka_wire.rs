@@ -1,0 +1,874 @@
+//! The Kafka listener driven over a real socket on 127.0.0.1 with kafka-protocol's
+//! messages as the client, and the engine read back as `cat` would.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::alter_configs_request;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
+    FindCoordinatorRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestHeader, ResponseHeader, TopicName,
+    TransactionalId,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
+use kpfs::engine::format::{decode_batch, BatchBuilder};
+use kpfs::engine::{BrokerConfig, Engine, EngineOptions, ManualClock};
+use kpfs::kafka::{Listener, ListenerConfig, ListenerHandle};
+
+const MAX_REQUEST: usize = 1 << 20;
+
+struct Broker {
+    engine: Arc<Engine>,
+    listener: Option<ListenerHandle>,
+    _dir: tempfile::TempDir,
+}
+
+impl Broker {
+    fn start() -> Broker {
+        Broker::start_with(|_| {})
+    }
+
+    fn start_with(adjust: impl FnOnce(&mut ListenerConfig)) -> Broker {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(common::T0));
+        let engine = Arc::new(
+            Engine::open(
+                dir.path(),
+                BrokerConfig::defaults(),
+                clock,
+                EngineOptions::default(),
+            )
+            .unwrap(),
+        );
+        let mut config = ListenerConfig {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            advertised_host: "127.0.0.1".into(),
+            advertised_port: 0,
+            node_id: 1,
+            cluster_id: "kpfs-test-cluster".into(),
+            socket_request_max_bytes: MAX_REQUEST,
+            max_connections: 100,
+            connections_max_idle_ms: 60_000,
+            auto_create_topics: true,
+            num_partitions: 1,
+            delete_topic_enable: true,
+        };
+        adjust(&mut config);
+        let listener = Listener::start(engine.clone(), config).unwrap();
+        Broker {
+            engine,
+            listener: Some(listener),
+            _dir: dir,
+        }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.listener.as_ref().unwrap().local_addr()
+    }
+
+    fn client(&self) -> Client {
+        Client::connect(self.addr())
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(listener) = self.listener.take() {
+            listener.shutdown();
+        }
+        self.engine.shutdown().unwrap();
+    }
+}
+
+struct Client {
+    stream: TcpStream,
+    correlation_id: i32,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Client {
+            stream,
+            correlation_id: 0,
+        }
+    }
+
+    fn frame<R: Request>(&mut self, version: i16, request: &R) -> Vec<u8> {
+        self.correlation_id += 1;
+        let key = ApiKey::try_from(R::KEY).unwrap();
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("kpfs-test")))
+            .encode(&mut buf, key.request_header_version(version))
+            .unwrap();
+        request.encode(&mut buf, version).unwrap();
+        let size = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        buf.to_vec()
+    }
+
+    fn send<R: Request>(&mut self, version: i16, request: &R) -> R::Response {
+        let frame = self.frame(version, request);
+        self.stream.write_all(&frame).unwrap();
+        let key = ApiKey::try_from(R::KEY).unwrap();
+        let mut body = self.read_response().expect("a response");
+        let header =
+            ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
+        assert_eq!(header.correlation_id, self.correlation_id);
+        let response = R::Response::decode(&mut body, version).unwrap();
+        assert_eq!(body.remaining(), 0, "bytes after the {key:?} response");
+        response
+    }
+
+    /// The next response frame, or `None` once the server closed the connection.
+    fn read_response(&mut self) -> Option<Bytes> {
+        let mut size = [0u8; 4];
+        match self.stream.read_exact(&mut size) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return None,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+            Err(e) => panic!("reading a response: {e}"),
+        }
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut body).unwrap();
+        Some(Bytes::from(body))
+    }
+
+    /// The server closed this connection (within the read timeout).
+    fn is_closed(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        match self.stream.read(&mut byte) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    }
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn batch(values: &[(Option<&str>, &str)]) -> Bytes {
+    let mut builder = BatchBuilder::new(0);
+    for (i, (key, value)) in values.iter().enumerate() {
+        builder.push(
+            i as u64,
+            common::T0,
+            key.map(str::as_bytes),
+            Some(value.as_bytes()),
+        );
+    }
+    Bytes::from(builder.finish(None, None))
+}
+
+fn produce(client: &mut Client, version: i16, topic: &str, records: Bytes) -> (i16, i64) {
+    let mut partition = PartitionProduceData::default();
+    partition.index = 0;
+    partition.records = Some(records);
+    let mut data = TopicProduceData::default();
+    data.name = name(topic);
+    data.partition_data = vec![partition];
+    let mut request = ProduceRequest::default();
+    request.acks = -1;
+    request.timeout_ms = 5000;
+    request.topic_data = vec![data];
+    let response = client.send(version, &request);
+    let p = &response.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+fn metadata(client: &mut Client, version: i16, topic: &str, create: bool) -> i16 {
+    let mut t = MetadataRequestTopic::default();
+    t.name = Some(name(topic));
+    let mut request = MetadataRequest::default();
+    request.topics = Some(vec![t]);
+    request.allow_auto_topic_creation = create;
+    let response = client.send(version, &request);
+    assert_eq!(response.brokers.len(), 1);
+    response.topics[0].error_code
+}
+
+fn fetch(
+    client: &mut Client,
+    version: i16,
+    topic: &str,
+    offset: i64,
+    wait_ms: i32,
+) -> (i16, Bytes) {
+    let mut partition = FetchPartition::default();
+    partition.partition = 0;
+    partition.fetch_offset = offset;
+    partition.partition_max_bytes = 1 << 20;
+    let mut t = FetchTopic::default();
+    t.topic = name(topic);
+    t.partitions = vec![partition];
+    let mut request = FetchRequest::default();
+    request.max_wait_ms = wait_ms;
+    request.min_bytes = 1;
+    request.max_bytes = 1 << 20;
+    request.topics = vec![t];
+    let response = client.send(version, &request);
+    let p = &response.responses[0].partitions[0];
+    (p.error_code, p.records.clone().unwrap_or_default())
+}
+
+fn values_of(mut records: Bytes) -> Vec<String> {
+    let mut out = Vec::new();
+    while records.has_remaining() {
+        let (header, batch) = decode_batch(&records).unwrap();
+        out.extend(
+            batch
+                .into_iter()
+                .map(|r| String::from_utf8(r.value.unwrap()).unwrap()),
+        );
+        records.advance(header.size);
+    }
+    out
+}
+
+#[test]
+fn api_versions_lists_the_served_ranges_and_answers_unknown_versions_with_them() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    let response = client.send(3, &ApiVersionsRequest::default());
+    assert_eq!(response.error_code, 0);
+    let range = |key: ApiKey| {
+        let v = response
+            .api_keys
+            .iter()
+            .find(|v| v.api_key == key as i16)
+            .unwrap();
+        (v.min_version, v.max_version)
+    };
+    assert_eq!(range(ApiKey::Produce), (3, 12));
+    assert_eq!(range(ApiKey::Fetch), (4, 12));
+    assert!(range(ApiKey::Metadata).1 >= 4);
+
+    // KIP-511: a version from the future gets UNSUPPORTED_VERSION in a v0 response.
+    let mut frame = client.frame(3, &ApiVersionsRequest::default());
+    frame[6..8].copy_from_slice(&99i16.to_be_bytes());
+    client.stream.write_all(&frame).unwrap();
+    let mut body = client.read_response().unwrap();
+    let header = ResponseHeader::decode(&mut body, 0).unwrap();
+    assert_eq!(header.correlation_id, client.correlation_id);
+    let error = kafka_protocol::messages::ApiVersionsResponse::decode(&mut body, 0).unwrap();
+    assert_eq!(error.error_code, 35);
+    assert!(!error.api_keys.is_empty());
+    // The connection stays open.
+    assert_eq!(client.send(0, &ApiVersionsRequest::default()).error_code, 0);
+}
+
+#[test]
+fn metadata_creates_topics_when_allowed_and_reports_the_topic_id() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    assert_eq!(metadata(&mut client, 12, "refused", false), 3);
+    assert!(broker.engine.topic("refused").is_none());
+    assert_eq!(metadata(&mut client, 12, "orders", true), 0);
+    let topic = broker.engine.topic("orders").expect("auto-created");
+    let mut request = MetadataRequest::default();
+    request.topics = None;
+    let response = client.send(12, &request);
+    let listed = &response.topics[0];
+    assert_eq!(listed.name.as_ref().unwrap().0.as_str(), "orders");
+    assert_eq!(
+        listed.topic_id.as_bytes(),
+        &topic.log().topic_id().to_bytes()
+    );
+    assert_eq!(listed.partitions.len(), 1);
+    assert_eq!(listed.partitions[0].leader_id.0, 1);
+    // v0 (empty list = every topic) and an invalid name.
+    assert_eq!(metadata(&mut client, 0, "orders", true), 0);
+    assert_eq!(metadata(&mut client, 4, "bad/name", true), 17);
+}
+
+#[test]
+fn produced_batches_are_read_back_by_cat_and_by_fetch() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t").unwrap();
+    for version in [3, 9, 12] {
+        let (code, _) = produce(
+            &mut client,
+            version,
+            "t",
+            batch(&[(None, &format!("v{version}"))]),
+        );
+        assert_eq!(code, 0, "Produce v{version}");
+    }
+    let (code, base) = produce(&mut client, 12, "t", batch(&[(None, "a"), (None, "b")]));
+    assert_eq!((code, base), (0, 3));
+    let topic = broker.engine.topic("t").unwrap();
+    assert_eq!(common::cat_string(&topic), "v3\nv9\nv12\na\nb\n");
+
+    for version in [4, 11, 12] {
+        let (code, records) = fetch(&mut client, version, "t", 0, 0);
+        assert_eq!(code, 0, "Fetch v{version}");
+        assert_eq!(
+            values_of(records),
+            ["v3", "v9", "v12", "a", "b"],
+            "Fetch v{version}"
+        );
+    }
+    // From inside the last batch: that batch whole (the client skips offset 3).
+    let (_, records) = fetch(&mut client, 12, "t", 4, 0);
+    assert_eq!(values_of(records), ["a", "b"]);
+    // Unknown partition or topic.
+    assert_eq!(
+        produce(&mut client, 9, "missing", batch(&[(None, "x")])).0,
+        3
+    );
+}
+
+#[test]
+fn a_parked_fetch_answers_when_a_record_arrives() {
+    let broker = Broker::start();
+    broker.engine.create_topic("t").unwrap();
+    let mut consumer = broker.client();
+    let topic = broker.engine.topic("t").unwrap();
+    let writer = std::thread::spawn(move || {
+        // The consumer is parked by now or soon; either way it must get the record.
+        topic.append_lines(b"late\n").unwrap();
+    });
+    let (code, records) = fetch(&mut consumer, 12, "t", 0, 30_000);
+    writer.join().unwrap();
+    assert_eq!(code, 0);
+    assert_eq!(values_of(records), ["late"]);
+}
+
+fn list_offset(client: &mut Client, version: i16, topic: &str, timestamp: i64) -> (i16, i64) {
+    let mut p = ListOffsetsPartition::default();
+    p.partition_index = 0;
+    p.timestamp = timestamp;
+    let mut t = ListOffsetsTopic::default();
+    t.name = name(topic);
+    t.partitions = vec![p];
+    let mut request = ListOffsetsRequest::default();
+    request.replica_id = kafka_protocol::messages::BrokerId(-1);
+    request.topics = vec![t];
+    let response = client.send(version, &request);
+    let p = &response.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
+#[test]
+fn list_offsets_gives_the_log_start_and_end() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t").unwrap();
+    let topic = broker.engine.topic("t").unwrap();
+    topic.append_lines(b"a\nb\nc\n").unwrap();
+    for version in 1..=7 {
+        assert_eq!(
+            list_offset(&mut client, version, "t", -2),
+            (0, 0),
+            "v{version}"
+        );
+        assert_eq!(
+            list_offset(&mut client, version, "t", -1),
+            (0, 3),
+            "v{version}"
+        );
+    }
+}
+
+/// Each served version of each API is answered with a response that decodes at that
+/// version (kafka-protocol refuses to encode a field a version lacks).
+#[test]
+fn every_served_version_is_answered() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t").unwrap();
+    for version in 0..=4 {
+        assert_eq!(
+            client
+                .send(version, &ApiVersionsRequest::default())
+                .error_code,
+            0
+        );
+    }
+    for version in 0..=12 {
+        assert_eq!(
+            metadata(&mut client, version, "t", true),
+            0,
+            "Metadata v{version}"
+        );
+    }
+    for version in 3..=12 {
+        let (code, _) = produce(&mut client, version, "t", batch(&[(None, "x")]));
+        assert_eq!(code, 0, "Produce v{version}");
+    }
+    for version in 4..=12 {
+        assert_eq!(
+            fetch(&mut client, version, "t", 0, 0).0,
+            0,
+            "Fetch v{version}"
+        );
+    }
+    for version in 0..=6 {
+        let mut request = FindCoordinatorRequest::default();
+        if version < 4 {
+            request.key = StrBytes::from_static_str("group");
+        } else {
+            request.coordinator_keys = vec![StrBytes::from_static_str("group")];
+        }
+        let response = client.send(version, &request);
+        let code = if version < 4 {
+            response.error_code
+        } else {
+            response.coordinators[0].error_code
+        };
+        assert_eq!(code, 15, "FindCoordinator v{version}");
+    }
+    for version in 0..=1 {
+        let response = client.send(version, &DescribeClusterRequest::default());
+        assert_eq!(response.brokers.len(), 1, "DescribeCluster v{version}");
+    }
+    for version in 0..=5 {
+        let mut request = InitProducerIdRequest::default();
+        request.transactional_id = None;
+        request.transaction_timeout_ms = -1;
+        assert_eq!(
+            client.send(version, &request).error_code,
+            0,
+            "InitProducerId v{version}"
+        );
+    }
+    for version in 0..=2 {
+        let mut p = DeleteRecordsPartition::default();
+        p.partition_index = 0;
+        p.offset = 0;
+        let mut t = DeleteRecordsTopic::default();
+        t.name = name("t");
+        t.partitions = vec![p];
+        let mut request = DeleteRecordsRequest::default();
+        request.topics = vec![t];
+        let response = client.send(version, &request);
+        let code = response.topics[0].partitions[0].error_code;
+        assert_eq!(code, 0, "DeleteRecords v{version}");
+    }
+    for version in 1..=4 {
+        let mut r = DescribeConfigsResource::default();
+        r.resource_type = 2;
+        r.resource_name = StrBytes::from_static_str("t");
+        let mut request = DescribeConfigsRequest::default();
+        request.resources = vec![r];
+        let response = client.send(version, &request);
+        assert_eq!(
+            response.results[0].error_code, 0,
+            "DescribeConfigs v{version}"
+        );
+    }
+    for version in 0..=2 {
+        let mut resource = alter_configs_request::AlterConfigsResource::default();
+        resource.resource_type = 2;
+        resource.resource_name = StrBytes::from_static_str("t");
+        let mut request = AlterConfigsRequest::default();
+        request.resources = vec![resource];
+        let response = client.send(version, &request);
+        assert_eq!(
+            response.responses[0].error_code, 0,
+            "AlterConfigs v{version}"
+        );
+    }
+    for version in 2..=7 {
+        let mut t = CreatableTopic::default();
+        t.name = name(&format!("created-v{version}"));
+        t.num_partitions = 1;
+        t.replication_factor = 1;
+        let mut request = CreateTopicsRequest::default();
+        request.topics = vec![t];
+        let response = client.send(version, &request);
+        assert_eq!(response.topics[0].error_code, 0, "CreateTopics v{version}");
+    }
+    for version in 1..=6 {
+        let mut request = DeleteTopicsRequest::default();
+        let topic = format!("created-v{}", version + 1);
+        if version < 6 {
+            request.topic_names = vec![name(&topic)];
+        } else {
+            let mut state = DeleteTopicState::default();
+            state.name = Some(name(&topic));
+            request.topics = vec![state];
+        }
+        let response = client.send(version, &request);
+        assert_eq!(
+            response.responses[0].error_code, 0,
+            "DeleteTopics v{version}"
+        );
+        assert!(broker.engine.topic(&topic).is_none());
+    }
+}
+
+#[test]
+fn create_topics_refuses_partitions_and_bad_configs_in_kafkas_words() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    let create = |client: &mut Client, topic: &str, partitions: i32, configs: &[(&str, &str)]| {
+        let mut t = CreatableTopic::default();
+        t.name = name(topic);
+        t.num_partitions = partitions;
+        t.replication_factor = -1;
+        t.configs = configs
+            .iter()
+            .map(|(k, v)| {
+                let mut c = CreatableTopicConfig::default();
+                c.name = StrBytes::from_string(k.to_string());
+                c.value = Some(StrBytes::from_string(v.to_string()));
+                c
+            })
+            .collect();
+        let mut request = CreateTopicsRequest::default();
+        request.topics = vec![t];
+        request.timeout_ms = 5000;
+        let response = client.send(7, &request);
+        let r = &response.topics[0];
+        (
+            r.error_code,
+            r.error_message
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default(),
+        )
+    };
+    let (code, message) = create(&mut client, "wide", 3, &[]);
+    assert_eq!(code, 37);
+    assert!(message.contains("one partition"), "{message}");
+    assert!(broker.engine.topic("wide").is_none());
+
+    let (code, message) = create(&mut client, "bad", 1, &[("retention.ms", "-7")]);
+    assert_eq!(code, 40);
+    assert!(message.contains("retention.ms"), "{message}");
+    assert!(broker.engine.topic("bad").is_none());
+
+    assert_eq!(
+        create(&mut client, "good", 1, &[("retention.ms", "1000")]).0,
+        0
+    );
+    assert!(broker
+        .engine
+        .topic("good")
+        .unwrap()
+        .config_text()
+        .contains("retention.ms=1000\n"));
+    assert_eq!(create(&mut client, "good", -1, &[]).0, 36);
+
+    let mut request = DeleteTopicsRequest::default();
+    request.topic_names = vec![name("good")];
+    let response = client.send(5, &request);
+    assert_eq!(response.responses[0].error_code, 0);
+    assert!(broker.engine.topic("good").is_none());
+}
+
+#[test]
+fn configs_are_described_and_altered_through_the_engines_validators() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t").unwrap();
+    let alter = |client: &mut Client, value: &str| {
+        let mut c = AlterableConfig::default();
+        c.name = StrBytes::from_static_str("cleanup.policy");
+        c.config_operation = 0;
+        c.value = Some(StrBytes::from_string(value.to_string()));
+        let mut resource = AlterConfigsResource::default();
+        resource.resource_type = 2;
+        resource.resource_name = StrBytes::from_static_str("t");
+        resource.configs = vec![c];
+        let mut request = IncrementalAlterConfigsRequest::default();
+        request.resources = vec![resource];
+        let response = client.send(1, &request);
+        let r = &response.responses[0];
+        (
+            r.error_code,
+            r.error_message
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default(),
+        )
+    };
+    assert_eq!(alter(&mut client, "compact").0, 0);
+    assert!(broker
+        .engine
+        .topic("t")
+        .unwrap()
+        .config_text()
+        .contains("cleanup.policy=compact\n"));
+    let (code, message) = alter(&mut client, "shred");
+    assert_eq!(code, 40);
+    assert!(message.contains("shred"), "{message}");
+
+    let describe = |client: &mut Client, kind: i8, resource: &str| {
+        let mut r = DescribeConfigsResource::default();
+        r.resource_type = kind;
+        r.resource_name = StrBytes::from_string(resource.to_string());
+        r.configuration_keys = None;
+        let mut request = DescribeConfigsRequest::default();
+        request.resources = vec![r];
+        request.include_synonyms = true;
+        client.send(4, &request).results.remove(0)
+    };
+    let topic = describe(&mut client, 2, "t");
+    assert_eq!(topic.error_code, 0);
+    let policy = topic
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == "cleanup.policy")
+        .unwrap();
+    assert_eq!(policy.value.as_deref(), Some("compact"));
+    assert_eq!(policy.config_source, 1);
+    let broker_configs = describe(&mut client, 4, "1");
+    assert_eq!(broker_configs.error_code, 0);
+    assert!(broker_configs
+        .configs
+        .iter()
+        .any(|c| c.name.as_str() == "log.retention.hours"));
+    assert_eq!(describe(&mut client, 2, "missing").error_code, 3);
+}
+
+#[test]
+fn transactional_producers_are_refused_and_idempotent_ones_get_an_id() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    let mut request = InitProducerIdRequest::default();
+    request.transactional_id = None;
+    request.transaction_timeout_ms = -1;
+    let response = client.send(4, &request);
+    assert_eq!(response.error_code, 0);
+    assert!(response.producer_id.0 >= 0);
+    request.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
+    assert_eq!(client.send(4, &request).error_code, 53);
+}
+
+/// Every kind of bad input closes its own connection and leaves another client served.
+#[test]
+fn bad_input_closes_only_the_offending_connection() {
+    let broker = Broker::start();
+    broker.engine.create_topic("t").unwrap();
+    let mut bystander = broker.client();
+    assert_eq!(
+        bystander.send(3, &ApiVersionsRequest::default()).error_code,
+        0
+    );
+
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![
+        ("garbage", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        (
+            "huge frame",
+            ((MAX_REQUEST + 1) as i32).to_be_bytes().to_vec(),
+        ),
+        ("negative size", (-5i32).to_be_bytes().to_vec()),
+    ];
+    // Unknown API key 999 in an otherwise whole frame.
+    let mut unknown = bystander.frame(0, &ApiVersionsRequest::default());
+    unknown[4..6].copy_from_slice(&999i16.to_be_bytes());
+    cases.push(("unknown api key", unknown));
+    // A Metadata frame whose body is cut short, its size prefix matching what was sent.
+    let mut cut = bystander.frame(12, &MetadataRequest::default());
+    cut.truncate(cut.len() - 1);
+    let size = (cut.len() - 4) as i32;
+    cut[..4].copy_from_slice(&size.to_be_bytes());
+    cases.push(("malformed body", cut));
+    for (what, bytes) in cases {
+        let mut client = broker.client();
+        client.stream.write_all(&bytes).unwrap();
+        assert!(client.is_closed(), "{what}: the connection stays open");
+    }
+    // A frame that never completes: the client closes halfway.
+    let mut truncated = broker.client();
+    truncated.stream.write_all(&100i32.to_be_bytes()).unwrap();
+    truncated.stream.write_all(&[0; 10]).unwrap();
+    truncated
+        .stream
+        .shutdown(std::net::Shutdown::Write)
+        .unwrap();
+    assert!(truncated.is_closed());
+
+    assert_eq!(
+        bystander.send(3, &ApiVersionsRequest::default()).error_code,
+        0
+    );
+    assert_eq!(broker.engine.topic("t").unwrap().log().log_end_offset(), 0);
+}
+
+#[test]
+fn idle_and_slow_connections_are_closed_after_connections_max_idle_ms() {
+    let broker = Broker::start_with(|c| c.connections_max_idle_ms = 300);
+    let mut idle = broker.client();
+    assert!(idle.is_closed());
+    // One byte of a request, then nothing: the request does not arrive in time.
+    let mut slow = broker.client();
+    slow.stream.write_all(&[0]).unwrap();
+    assert!(slow.is_closed());
+    let mut fresh = broker.client();
+    assert_eq!(fresh.send(3, &ApiVersionsRequest::default()).error_code, 0);
+}
+
+#[test]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the listener frees a slot in real time: polled against a deadline"
+)]
+fn connections_over_max_connections_are_closed_at_once() {
+    let broker = Broker::start_with(|c| c.max_connections = 2);
+    let mut first = broker.client();
+    let mut second = broker.client();
+    assert_eq!(first.send(3, &ApiVersionsRequest::default()).error_code, 0);
+    assert_eq!(second.send(3, &ApiVersionsRequest::default()).error_code, 0);
+    let mut third = broker.client();
+    assert!(third.is_closed());
+    drop(first);
+    // The slot frees once the server sees the close: poll with a deadline.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut again = broker.client();
+        let frame = again.frame(3, &ApiVersionsRequest::default());
+        if again.stream.write_all(&frame).is_ok() && again.read_response().is_some() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the freed slot is never reused"
+        );
+    }
+}
+
+/// A client that sends Fetches and never reads the answers: the server's write blocks
+/// (it reads no next request meanwhile, so nothing piles up) until
+/// `connections.max.idle.ms`, then the connection closes.
+#[test]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the server's write timeout runs in real time: polled against a deadline"
+)]
+fn a_client_that_never_reads_is_closed_without_growing_memory() {
+    let broker = Broker::start_with(|c| c.connections_max_idle_ms = 300);
+    broker.engine.create_topic("t").unwrap();
+    let line = vec![b'x'; 1000];
+    let topic = broker.engine.topic("t").unwrap();
+    for _ in 0..1000 {
+        let mut write = line.clone();
+        write.push(b'\n');
+        topic.append_lines(&write).unwrap();
+    }
+    let mut client = broker.client();
+    let mut partition = FetchPartition::default();
+    partition.partition_max_bytes = 1 << 20;
+    let mut t = FetchTopic::default();
+    t.topic = name("t");
+    t.partitions = vec![partition];
+    let mut request = FetchRequest::default();
+    request.max_bytes = 1 << 20;
+    request.topics = vec![t];
+    let frame = client.frame(12, &request);
+    // Once the server stops reading, this client's writes block: bounded too.
+    client
+        .stream
+        .set_write_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let closed = loop {
+        match client.stream.write_all(&frame) {
+            Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => break true,
+            _ => {}
+        }
+        if std::time::Instant::now() > deadline {
+            break false;
+        }
+    };
+    assert!(
+        closed,
+        "the server kept a connection whose client never reads"
+    );
+    let mut other = broker.client();
+    assert_eq!(other.send(3, &ApiVersionsRequest::default()).error_code, 0);
+}
+
+/// A config change made through the mount's files shows in DescribeConfigs, and one made
+/// over the wire shows in the engine's broker config.
+#[test]
+fn config_changes_show_both_ways() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t").unwrap();
+    broker
+        .engine
+        .topic("t")
+        .unwrap()
+        .update_config(b"retention.ms=5000\n")
+        .unwrap();
+    broker
+        .engine
+        .update_broker_config(b"log.retention.bytes=777\n")
+        .unwrap();
+    let describe = |client: &mut Client, kind: i8, resource: &str, key: &str| {
+        let mut r = DescribeConfigsResource::default();
+        r.resource_type = kind;
+        r.resource_name = StrBytes::from_string(resource.to_string());
+        r.configuration_keys = Some(vec![StrBytes::from_string(key.to_string())]);
+        let mut request = DescribeConfigsRequest::default();
+        request.resources = vec![r];
+        let mut result = client.send(4, &request).results.remove(0);
+        assert_eq!(result.configs.len(), 1);
+        let c = result.configs.remove(0);
+        (c.value.map(|v| v.to_string()), c.config_source)
+    };
+    assert_eq!(
+        describe(&mut client, 2, "t", "retention.ms"),
+        (Some("5000".into()), 1)
+    );
+    // Inherited from the dynamic broker config: DYNAMIC_DEFAULT_BROKER_CONFIG.
+    assert_eq!(
+        describe(&mut client, 2, "t", "retention.bytes"),
+        (Some("777".into()), 3)
+    );
+    assert_eq!(
+        describe(&mut client, 4, "", "log.retention.bytes"),
+        (Some("777".into()), 3)
+    );
+
+    let mut c = AlterableConfig::default();
+    c.name = StrBytes::from_static_str("log.retention.bytes");
+    c.config_operation = 1;
+    let mut resource = AlterConfigsResource::default();
+    resource.resource_type = 4;
+    resource.resource_name = StrBytes::from_static_str("1");
+    resource.configs = vec![c];
+    let mut request = IncrementalAlterConfigsRequest::default();
+    request.resources = vec![resource];
+    assert_eq!(client.send(1, &request).responses[0].error_code, 0);
+    // The topic's `config` file, as `cat` shows it, no longer inherits the removed value.
+    let text = broker.engine.topic("t").unwrap().config_text();
+    assert!(
+        text.contains("# retention.bytes=-1 (DEFAULT_CONFIG"),
+        "{text}"
+    );
+}
