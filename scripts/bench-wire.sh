@@ -153,7 +153,7 @@ wire_round() {
     s2=$(cpu_s "$pid")
     expect_last_offset "$dir/last" "$n"
     if [ "$setup" = kpfs ]; then
-        echo "$(proc_kib "$pid" VmHWM)" >"$2/kpfs_hwm"
+        echo "$(proc_kib "$pid" VmHWM) $(proc_kib "$pid" RssAnon)" >"$2/kpfs_memory"
     fi
     wire_stop "$dir"
     echo "$pw $pr $(cat "$dir/cpu_w") $(cat "$dir/cpu_r") $(calc "$s1 - $s0" 2) $(calc "$s2 - $s1" 2)" \
@@ -199,7 +199,12 @@ scenario_wire_stream() {
         "$(calc "100 * $k / $f" 0)%" ">= 80% of floor" "$(verdict "$k >= 0.8 * $f")"
     row "W1,W2 server CPU s, produce / fetch (best rounds)" "$(server_cpu kpfs 1) / $(server_cpu kpfs 2)" \
         "$(server_cpu floor 1) / $(server_cpu floor 2) floor" "-" "-" "info"
-    row "W1,W2 kpfs serve peak RSS (VmHWM), MiB" "$(mib $(($(cat "$dir/kpfs_hwm") * 1024)))" "-" "-" "-" "info"
+    # Mapped index and segment pages count as resident: the anonymous part is the
+    # server's own memory.
+    local -a memory
+    read -r -a memory <"$dir/kpfs_memory"
+    row "W1,W2 kpfs serve peak RSS (VmHWM), MiB (anonymous at the end)" \
+        "$(mib $((memory[0] * 1024))) ($(mib $((memory[1] * 1024))))" "-" "-" "-" "info"
 }
 
 # latency_figures PORT: bench-wire-latency.py's p50 and p99 through the server at PORT.
