@@ -220,13 +220,18 @@ scenario_wire_latency() {
     local dir=$B/wire_latency port
     WIRE_PYTHON=$(scripts/python-venv)
     local -a k f
+    local figures
+    # Assigned first: a failure of the client then fails the scenario (a here-string
+    # of a failed command substitution would just read nothing).
     wire_floor_start "$dir/floor"
     port=$(cat "$dir/floor/port")
-    read -r -a f <<<"$(latency_figures "$port")"
+    figures=$(latency_figures "$port")
+    read -r -a f <<<"$figures"
     wire_stop "$dir/floor"
     wire_kpfs_start "$dir/kpfs"
     port=$(cat "$dir/kpfs/port")
-    read -r -a k <<<"$(latency_figures "$port")"
+    figures=$(latency_figures "$port")
+    read -r -a k <<<"$figures"
     wire_stop "$dir/kpfs"
     row "W3 end-to-end latency p50/p99 ms, acks=1, $WIRE_LATENCY_RATE records/s, $WIRE_LATENCY_RECORDS records" \
         "${k[0]}/${k[1]}" "${f[0]}/${f[1]} floor" "-" "p99 < 10" "$(verdict "${k[1]} < 10")"
