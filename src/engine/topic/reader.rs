@@ -431,6 +431,7 @@ mod tests {
                 broker,
                 clock,
                 Durability::CleanShutdown,
+                Arc::new(LogStartCheckpoint::load(dir.path())),
             )
             .unwrap();
             topic
