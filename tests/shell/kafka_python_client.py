@@ -5,7 +5,8 @@ Usage: kafka_python_client.py COMMAND BOOTSTRAP ARGS...
   consume TOPIC OFFSET COUNT [RESET]  a consumer without a group, assigned partition 0 and
         positioned at OFFSET (or, for "-", by RESET alone); prints COUNT records, one
         "offset key value" line each (key and value as Python reprs, None for null), then
-        the position. RESET is auto_offset_reset: earliest (default), latest or none.
+        the position. RESET is auto_offset_reset: earliest (default), latest or none; an
+        error the consumer raises ends it with the error's name and text.
   produce TOPIC COUNT   KafkaProducer with its defaults (idempotent, acks=all): COUNT
         records key-I value-I, flushed; prints each record's offset, then the producer id.
   retry TOPIC           the same idempotent batch sent again, as a producer retries it, on
@@ -33,6 +34,7 @@ import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+from kafka.errors import KafkaError
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.producer import (
     InitProducerIdRequest,
@@ -65,10 +67,13 @@ def consume(bootstrap, topic, offset, count, reset="earliest"):
     deadline = time.monotonic() + TIMEOUT_MS / 1000
     got = 0
     while got < wanted and time.monotonic() < deadline:
-        for record in consumer.poll(timeout_ms=500).get(partition, []):
-            if got < wanted:
-                print(record.offset, shown(record.key), shown(record.value))
-                got += 1
+        try:
+            records = consumer.poll(timeout_ms=500, max_records=wanted - got).get(partition, [])
+        except KafkaError as error:  # e.g. OffsetOutOfRangeError under reset "none"
+            sys.exit(f"{type(error).__name__}: {error}")
+        for record in records:
+            print(record.offset, shown(record.key), shown(record.value))
+        got += len(records)
     if got < wanted:
         sys.exit(f"only {got} of {wanted} records within {TIMEOUT_MS} ms")
     print("position", consumer.position(partition))
