@@ -2,16 +2,20 @@
 client tests.
 
 Usage: confluent_client.py produce BOOTSTRAP TOPIC CODEC COUNT
+       confluent_client.py topics BOOTSTRAP
   An idempotent Producer (enable.idempotence=true, so acks=all) with
   compression.type=CODEC (none, gzip, snappy, lz4, zstd) sends COUNT records
   "CODEC record I of a compressible payload ..." lingering long enough that they go in
   one batch, waits for every delivery report and prints "delivered N offsets A..B", or
   the first delivery error.
+topics: the AdminClient's list_topics (librdkafka's Metadata request for every topic),
+  one name a line.
 """
 
 import sys
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 TIMEOUT_S = 10
 
@@ -45,7 +49,16 @@ def produce(bootstrap, topic, codec, count):
     print(f"delivered {len(offsets)} offsets {min(offsets)}..{max(offsets)}")
 
 
+def topics(bootstrap):
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=TIMEOUT_S)
+    for name in sorted(metadata.topics):
+        print(name)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 6 or sys.argv[1] != "produce":
+    if sys.argv[1:2] == ["produce"] and len(sys.argv) == 6:
+        produce(*sys.argv[2:])
+    elif sys.argv[1:2] == ["topics"] and len(sys.argv) == 3:
+        topics(sys.argv[2])
+    else:
         sys.exit(__doc__)
-    produce(*sys.argv[2:])

@@ -2,7 +2,8 @@
 # through a mount's Kafka listener: under compression.type=producer they are stored as
 # sent (dump-log names the codec and the producer), `cat log` renders their records, and
 # kcat (librdkafka 2.0.2) and kafka-python fetch them back; a topic with its own
-# compression.type stores a producer's batch recompressed in it.
+# compression.type stores a producer's batch recompressed in it; confluent-kafka's
+# AdminClient lists the topics.
 source "$(dirname "$0")/lib.sh"
 
 PY=$(kafka_python)
@@ -38,5 +39,10 @@ timeout 60 "$PY" "$CONFLUENT" produce "$BOOTSTRAP" recompressed gzip "$count" >/
 expect_eq "$(expected gzip)" "$(cat "$MNT/recompressed/log")" "cat log of the recompressed topic"
 [[ $(batch_fields recompressed) =~ ^zstd\ producer=[0-9]+$ ]] ||
     fail "recompressed topic's batches: $(batch_fields recompressed)"
+
+# confluent-kafka's AdminClient lists them (its Metadata request carries bytes after the
+# body, which Kafka ignores).
+expect_eq $'gzip\nlz4\nrecompressed\nsnappy\nzstd' \
+    "$(timeout 60 "$PY" "$CONFLUENT" topics "$BOOTSTRAP")" "confluent-kafka's list_topics"
 
 umount_kpfs
