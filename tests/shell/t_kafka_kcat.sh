@@ -1,9 +1,9 @@
 # kcat (Debian's, librdkafka 2.0.2) and the shell on the same topics through a mount with
 # a Kafka listener: what kcat produces is in `cat log` (with acks 0, 1 and all; keys, null
-# keys and values, headers and binary values rendered as docs/SEMANTICS.md says), what
-# `echo >>` appends kcat consumes, also from an offset inside a batch and while it waits
-# at the end of the log; a topic kcat produces to is created and appears in the mount, and
-# one made with mkdir is in kcat's metadata.
+# keys and values, headers and binary values rendered as docs/SEMANTICS.md says; a keyless
+# record to a compacted topic refused), what `echo >>` appends kcat consumes, also from an
+# offset inside a batch and while it waits at the end of the log; a topic kcat produces to
+# is created and appears in the mount, and one made with mkdir is in kcat's metadata.
 source "$(dirname "$0")/lib.sh"
 
 command -v kcat >/dev/null || fail "no kcat (Debian's package kcat; .ci/run installs it)"
@@ -40,25 +40,39 @@ printf 'k1|v1\nk2|\n|keyless value\nk4|with:separator\n' |
 # message. cat prints its bytes as they are (and its key and separator before them).
 for i in $(seq 0 255); do printf "\\$(printf %03o "$i")"; done >"$scratch/binary"
 kc -P -t kinds -k binkey "$scratch/binary"
+# An empty key (without -Z) and a value of two lines, delimited by a byte it lacks.
+printf '|two\nlines\x1e' | kc -P -t kinds -K '|' -D '\x1e'
 {
     printf 'k1:v1\nk2:NULL\nNULL:keyless value\nk4:with:separator\nbinkey:'
     cat "$scratch/binary"
-    printf '\n'
+    printf '\n:two\nlines\n'
 } >"$scratch/expected"
 cat "$MNT/kinds/log" >"$scratch/got"
 cmp "$scratch/expected" "$scratch/got" || fail "cat log of kinds: $(od -c "$scratch/got" | head -20)"
 # The headers are stored (dump-log lists their keys) but cat shows none.
-dump=$("$KPFS" dump-log "$MNT/kinds/segments/00000000000000000000.log" --print-data-log)
+dump=$("$KPFS" dump-log "$MNT/kinds/segments/00000000000000000000.log" --deep-iteration)
 expect_contains "$dump" "offset: 0 CreateTime:" "dump-log of kinds"
 expect_eq 4 "$(grep -c 'headerKeys: \[trace,origin\]' <<<"$dump")" "records with both headers in dump-log"
 expect_contains "$dump" "keySize: 2 valueSize: -1" "dump-log of the null value"
 expect_contains "$dump" "keySize: -1 valueSize: 13" "dump-log of the null key"
 expect_contains "$dump" "keySize: 6 valueSize: 256" "dump-log of the binary value"
+expect_contains "$dump" "keySize: 0 valueSize: 9" "dump-log of the empty key"
 # And kcat reads the same records back: nulls as null, headers as sent, binary intact.
 expect_eq $'0 k1 v1 trace=abc,origin=kcat\n1 k2 NULL trace=abc,origin=kcat\n2 NULL keyless value trace=abc,origin=kcat\n3 k4 with:separator trace=abc,origin=kcat' \
     "$(kc -C -t kinds -o beginning -c 4 -Z -f '%o %k %s %h\n')" "kcat -C of kinds"
 kc -C -t kinds -o 4 -c 1 -f '%s' >"$scratch/binary-back"
 cmp "$scratch/binary" "$scratch/binary-back" || fail "kcat read back another binary value"
+
+# A keyless record on a compacted topic is refused (INVALID_RECORD, which librdkafka
+# words as below) and appends nothing; a keyed one is taken.
+mkdir "$MNT/compacted"
+echo "cleanup.policy=compact" >"$MNT/compacted/config"
+status=0
+err=$(echo "no key" | timeout 30 kcat -b "$BOOTSTRAP" -P -t compacted 2>&1) || status=$?
+expect_eq 1 "$status" "exit status of kcat -P of a keyless record to a compacted topic"
+expect_contains "$err" "Delivery failed for message: Broker: Broker failed to validate record" "kcat's stderr"
+echo "k:v" | kc -P -t compacted -K :
+expect_eq v "$(cat "$MNT/compacted/log")" "cat log of the compacted topic"
 
 # --- echo >> log, then kcat's simple consumer (-C -t: no group).
 mkdir "$MNT/echoed"
@@ -87,7 +101,7 @@ meta=$(kc -L -t made-by-mkdir)
 expect_contains "$meta" 'topic "made-by-mkdir" with 1 partitions:' "kcat -L"
 expect_contains "$meta" "partition 0, leader 1, replicas: 1, isrs: 1" "kcat -L"
 all=$(kc -L)
-for t in acks echoed kinds made-by-kcat made-by-mkdir; do
+for t in acks compacted echoed kinds made-by-kcat made-by-mkdir; do
     expect_contains "$all" "topic \"$t\" with 1 partitions" "kcat -L of every topic"
 done
 
