@@ -15,7 +15,7 @@ client() {
     shift
     timeout 60 "$PY" "$CLIENT" "$command" "$BOOTSTRAP" "$@"
 }
-# the_override TOPIC: the override lines of TOPIC's config file.
+# the_overrides FILE: the override lines of a config file.
 the_overrides() { sed -n '/^# overrides/,/^# defaults/p' "$1" | grep -v '^#' || true; }
 
 # --- CreateTopics.

@@ -1,9 +1,10 @@
 # kcat (Debian's, librdkafka 2.0.2) and the shell on the same topics through a mount with
-# a Kafka listener: what kcat produces is in `cat log` (with acks 0, 1 and all; keys, null
-# keys and values, headers and binary values rendered as docs/SEMANTICS.md says; a keyless
-# record to a compacted topic refused), what `echo >>` appends kcat consumes, also from an
-# offset inside a batch and while it waits at the end of the log; a topic kcat produces to
-# is created and appears in the mount, and one made with mkdir is in kcat's metadata.
+# a Kafka listener: what kcat produces is in `cat log` and `tail -f log` (with acks 0, 1
+# and all; keys, null keys and values, headers and binary values rendered as
+# docs/SEMANTICS.md says; a keyless record to a compacted topic refused), what `echo >>`
+# appends kcat consumes, also from an offset inside a batch and while it waits at the end
+# of the log; a topic kcat produces to is created and appears in the mount, and one made
+# with mkdir is in kcat's metadata.
 source "$(dirname "$0")/lib.sh"
 
 command -v kcat >/dev/null || fail "no kcat (Debian's package kcat; .ci/run installs it)"
@@ -19,6 +20,15 @@ printf 'first\nsecond with spaces\nthird\n' | kc -P -t made-by-kcat
 [ -d "$MNT/made-by-kcat" ] || fail "kcat's topic is not a folder of the mount: $(ls "$MNT")"
 expect_eq $'first\nsecond with spaces\nthird' "$(cat "$MNT/made-by-kcat/log")" "cat log after kcat -P"
 expect_eq 3 "$(status_field made-by-kcat log_end_offset)" "log end after kcat -P"
+
+# tail -f follows what kcat produces.
+tail -n +1 -f "$MNT/made-by-kcat/log" >"$scratch/followed" &
+follower=$!
+printf 'fourth\nfifth\n' | kc -P -t made-by-kcat
+followed_all() { [ "$(cat "$scratch/followed")" == $'first\nsecond with spaces\nthird\nfourth\nfifth' ]; }
+wait_until 10 followed_all || fail "tail -f of kcat's topic: $(cat "$scratch/followed")"
+kill "$follower"
+wait "$follower" 2>/dev/null || true
 
 # --- acks 0, 1 and all: each set of records is there once. With acks=0 kcat has no answer
 # to wait for, so the records are polled for.
