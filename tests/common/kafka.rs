@@ -173,7 +173,8 @@ pub fn batch(values: &[(Option<&str>, &str)]) -> Bytes {
     Bytes::from(builder.finish(None, None))
 }
 
-pub fn produce(client: &mut Client, version: i16, topic: &str, records: Bytes) -> (i16, i64) {
+/// A Produce request of `records` to partition 0 of `topic`, with acks=all.
+pub fn produce_request(topic: &str, records: Bytes) -> ProduceRequest {
     let mut partition = PartitionProduceData::default();
     partition.index = 0;
     partition.records = Some(records);
@@ -184,7 +185,11 @@ pub fn produce(client: &mut Client, version: i16, topic: &str, records: Bytes) -
     request.acks = -1;
     request.timeout_ms = 5000;
     request.topic_data = vec![data];
-    let response = client.send(version, &request);
+    request
+}
+
+pub fn produce(client: &mut Client, version: i16, topic: &str, records: Bytes) -> (i16, i64) {
+    let response = client.send(version, &produce_request(topic, records));
     let p = &response.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
 }
