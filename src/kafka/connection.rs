@@ -36,19 +36,13 @@ pub(crate) fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
                 let (api_key, version) = (request.api_key, request.version);
                 let correlation_id = request.header.correlation_id;
                 match api::handle(shared, request) {
-                    Reply::Message(body) => write_message(
-                        &mut ResponseOut::new(&mut stream, idle),
-                        api_key,
-                        version,
-                        correlation_id,
-                        &body,
-                    ),
-                    Reply::Fetch(reply) => write_fetch(
-                        &mut ResponseOut::new(&mut stream, idle),
-                        version,
-                        correlation_id,
-                        reply,
-                    ),
+                    Reply::Message(body) => {
+                        ResponseOut::new(&mut stream, idle).and_then(|mut out| {
+                            write_message(&mut out, api_key, version, correlation_id, &body)
+                        })
+                    }
+                    Reply::Fetch(reply) => ResponseOut::new(&mut stream, idle)
+                        .and_then(|mut out| write_fetch(&mut out, version, correlation_id, reply)),
                     Reply::Nothing => Ok(()),
                     Reply::Close(reason) => break Some(reason),
                 }
@@ -61,13 +55,9 @@ pub(crate) fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
                 let body = ResponseKind::ApiVersions(api::api_versions(
                     ResponseError::UnsupportedVersion.code(),
                 ));
-                write_message(
-                    &mut ResponseOut::new(&mut stream, idle),
-                    ApiKey::ApiVersions,
-                    0,
-                    correlation_id,
-                    &body,
-                )
+                ResponseOut::new(&mut stream, idle).and_then(|mut out| {
+                    write_message(&mut out, ApiKey::ApiVersions, 0, correlation_id, &body)
+                })
             }
             Err(e) => break Some(e.to_string()),
         };
@@ -93,53 +83,72 @@ pub(crate) fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
 
 /// Where a response goes: the client must take the whole of it within
 /// `connections.max.idle.ms` (a client that stops reading then loses its connection, and
-/// its thread is free). A socket timeout alone bounds one write call, and a client whose
-/// kernel frees a little receive space now and then (collapsing its receive queue) lets
-/// each call make some progress: a client that never read kept its thread four times
-/// `connections.max.idle.ms` that way (tests/kafka_load.rs).
+/// its thread is free). The socket is non-blocking while the response goes out, and
+/// waits for room are `poll(2)`s bounded by what is left of that one deadline. A send
+/// timeout (`SO_SNDTIMEO`) would not do: it bounds each wait inside a call, and a client
+/// whose kernel frees a little receive space now and then (collapsing its receive queue)
+/// lets every wait end in some progress, so one blocking sendfile(2) ran three times
+/// `connections.max.idle.ms` that way, and a timeout per call four times
+/// (tests/kafka_load.rs).
 struct ResponseOut<'a> {
     stream: &'a mut TcpStream,
     deadline: Deadline,
 }
 
 impl<'a> ResponseOut<'a> {
-    fn new(stream: &'a mut TcpStream, within: Duration) -> ResponseOut<'a> {
-        ResponseOut {
+    fn new(stream: &'a mut TcpStream, within: Duration) -> io::Result<ResponseOut<'a>> {
+        stream.set_nonblocking(true)?;
+        Ok(ResponseOut {
             stream,
             deadline: Deadline::after(within),
-        }
+        })
     }
 
-    /// The socket's send timeout set to what is left of the deadline.
-    fn arm(&mut self) -> io::Result<()> {
+    /// Waits until the socket has room for more bytes (or is closed: the next write
+    /// says so), or fails once the deadline has passed.
+    fn wait_for_room(&self) -> io::Result<()> {
         let left = self.deadline.remaining();
         if left.is_zero() {
-            return Err(not_taken());
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client did not take the response within connections.max.idle.ms",
+            ));
         }
-        self.stream.set_write_timeout(Some(left))
+        // Rounded up: a wait that ends a little early only polls again.
+        let millis = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+        let mut fd = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the call; the borrowed stream keeps its descriptor
+        // open.
+        if unsafe { libc::poll(&mut fd, 1, millis) } < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 }
 
-/// The send timeout's `EAGAIN`, named for the log line.
-fn not_taken() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::TimedOut,
-        "the client did not take the response within connections.max.idle.ms",
-    )
-}
-
-fn timeout_named(e: io::Error) -> io::Error {
-    if e.kind() == io::ErrorKind::WouldBlock {
-        not_taken()
-    } else {
-        e
+impl Drop for ResponseOut<'_> {
+    fn drop(&mut self) {
+        // Requests are read blocking, with a receive timeout. Should this fail, the next
+        // read finds no data and the connection closes as idle.
+        let _ = self.stream.set_nonblocking(false);
     }
 }
 
 impl Write for ResponseOut<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.arm()?;
-        self.stream.write(buf).map_err(timeout_named)
+        loop {
+            match self.stream.write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_for_room()?,
+                done => return done,
+            }
+        }
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -274,7 +283,6 @@ fn send_range(out: &mut ResponseOut<'_>, range: &FetchedRange) -> io::Result<()>
     let mut left = range.len;
     while left > 0 {
         let chunk = usize::try_from(left).unwrap_or(usize::MAX).min(1 << 30);
-        out.arm()?;
         // SAFETY: both descriptors are open for the call (the stream and the file are
         // borrowed), and `offset` is a valid off_t the kernel advances.
         let sent = unsafe {
@@ -295,8 +303,10 @@ fn send_range(out: &mut ResponseOut<'_>, range: &FetchedRange) -> io::Result<()>
             }
             _ => {
                 let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(timeout_named(e));
+                match e.kind() {
+                    io::ErrorKind::Interrupted => {}
+                    io::ErrorKind::WouldBlock => out.wait_for_room()?,
+                    _ => return Err(e),
                 }
             }
         }
