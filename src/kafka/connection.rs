@@ -7,14 +7,14 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::unix::io::AsRawFd;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, ResponseHeader, ResponseKind};
-use kafka_protocol::protocol::Encodable;
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, ResponseKind};
 use kafka_protocol::ResponseError;
 
 use super::api::{self, FetchReply, Reply};
 use super::deadline::Deadline;
 use super::frame::{decode_request, read_frame, FrameError, RequestError};
+use super::response::{encode_response, framed_response, splice_records};
 use super::Shared;
 use crate::engine::FetchedRange;
 
@@ -163,23 +163,6 @@ fn is_client_gone(e: &io::Error) -> bool {
     )
 }
 
-/// The response header and body of `api_key` at `version`, behind a placeholder size.
-fn encode(
-    api_key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    body: &ResponseKind,
-) -> io::Result<BytesMut> {
-    let mut buf = BytesMut::new();
-    buf.put_i32(0);
-    let header = ResponseHeader::default().with_correlation_id(correlation_id);
-    header
-        .encode(&mut buf, api_key.response_header_version(version))
-        .and_then(|()| body.encode(&mut buf, version))
-        .map_err(|e| io::Error::other(format!("encode {api_key:?} v{version}: {e}")))?;
-    Ok(buf)
-}
-
 fn write_message(
     out: &mut ResponseOut<'_>,
     api_key: ApiKey,
@@ -187,10 +170,7 @@ fn write_message(
     correlation_id: i32,
     body: &ResponseKind,
 ) -> io::Result<()> {
-    let mut buf = encode(api_key, version, correlation_id, body)?;
-    let size = (buf.len() - 4) as i32;
-    buf[..4].copy_from_slice(&size.to_be_bytes());
-    out.write_all(&buf)
+    out.write_all(&framed_response(api_key, version, correlation_id, body)?)
 }
 
 /// A response as it goes out: encoded bytes, and file ranges sent with sendfile(2).
@@ -208,49 +188,25 @@ impl Piece {
     }
 }
 
-/// Fetch v12+ is a flexible version: the records' length is an unsigned varint of
-/// length + 1 rather than an `int32`.
-const FIRST_FLEXIBLE_FETCH: i16 = 12;
-
 /// Splits the encoded response at each records marker, putting the marker's file ranges
-/// (and their length prefix) in its place.
+/// in its place.
 fn fetch_pieces(
     encoded: BytesMut,
     version: i16,
     ranges: Vec<Vec<FetchedRange>>,
 ) -> io::Result<Vec<Piece>> {
-    let mut encoded = encoded.freeze();
+    let lens: Vec<u64> = ranges
+        .iter()
+        .map(|partition| partition.iter().map(|r| r.len).sum())
+        .collect();
+    let mut around = splice_records(encoded.freeze(), version, &lens)?.into_iter();
     let mut pieces = Vec::new();
-    let flexible = version >= FIRST_FLEXIBLE_FETCH;
-    let prefix_len = if flexible { 1 } else { 4 };
-    for (i, partition) in ranges.into_iter().enumerate() {
-        let marker = api::records_marker(i);
-        let at = memchr::memmem::find(&encoded, &marker).ok_or_else(|| {
-            io::Error::other(format!("Fetch response lost the marker of partition {i}"))
-        })?;
-        let len: u64 = partition.iter().map(|r| r.len).sum();
-        let mut head = BytesMut::from(&encoded[..at - prefix_len]);
-        if flexible {
-            put_unsigned_varint(&mut head, len + 1);
-        } else {
-            let len =
-                i32::try_from(len).map_err(|_| io::Error::other("Fetch records over 2 GiB"))?;
-            head.put_i32(len);
-        }
-        pieces.push(Piece::Bytes(head.freeze()));
+    for partition in ranges {
+        pieces.extend(around.next().map(Piece::Bytes));
         pieces.extend(partition.into_iter().map(Piece::File));
-        encoded = encoded.slice(at + marker.len()..);
     }
-    pieces.push(Piece::Bytes(encoded));
+    pieces.extend(around.map(Piece::Bytes));
     Ok(pieces)
-}
-
-fn put_unsigned_varint(buf: &mut BytesMut, mut value: u64) {
-    while value >= 0x80 {
-        buf.put_u8((value as u8) | 0x80);
-        value >>= 7;
-    }
-    buf.put_u8(value as u8);
 }
 
 fn write_fetch(
@@ -260,7 +216,7 @@ fn write_fetch(
     reply: FetchReply,
 ) -> io::Result<()> {
     let body = ResponseKind::Fetch(reply.response);
-    let mut encoded = encode(ApiKey::Fetch, version, correlation_id, &body)?;
+    let mut encoded = encode_response(ApiKey::Fetch, version, correlation_id, &body)?;
     let pieces = fetch_pieces(encoded.split_off(4), version, reply.ranges)?;
     let size: u64 = pieces.iter().map(Piece::len).sum();
     let size = i32::try_from(size).map_err(|_| io::Error::other("Fetch response over 2 GiB"))?;
@@ -312,17 +268,4 @@ fn send_range(out: &mut ResponseOut<'_>, range: &FetchedRange) -> io::Result<()>
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn varints_are_kafkas_unsigned_varints() {
-        let mut buf = BytesMut::new();
-        put_unsigned_varint(&mut buf, 1);
-        put_unsigned_varint(&mut buf, 300);
-        assert_eq!(&buf[..], &[1, 0xac, 0x02]);
-    }
 }

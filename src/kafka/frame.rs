@@ -4,6 +4,9 @@
 //! `connections.max.idle.ms` (the whole request must arrive within it). The buffer grows
 //! with the bytes that actually arrived, so a client announcing 100 MiB and sending 10
 //! bytes holds 10 bytes of memory.
+//!
+//! Public under `internals` for examples/wire_floor.rs, the benchmark's floor, which must
+//! read and decode requests exactly as the listener does.
 
 use std::io::{self, Read};
 use std::time::Duration;
@@ -23,7 +26,7 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Why a connection stops reading requests. Every one but `Closed` closes the connection
 /// with a log line.
 #[derive(Debug)]
-pub(crate) enum FrameError {
+pub enum FrameError {
     /// The client closed the connection between requests.
     Closed,
     /// No request started within `connections.max.idle.ms`.
@@ -78,7 +81,7 @@ impl std::fmt::Display for FrameError {
 }
 
 /// A byte source whose reads can be given a deadline (a socket's `SO_RCVTIMEO`).
-pub(crate) trait TimedRead: Read {
+pub trait TimedRead: Read {
     fn set_read_deadline(&mut self, timeout: Duration) -> io::Result<()>;
 }
 
@@ -91,7 +94,7 @@ impl TimedRead for std::net::TcpStream {
 }
 
 /// Reads one whole request of at most `max` bytes; the size prefix is not returned.
-pub(crate) fn read_frame<R: TimedRead>(
+pub fn read_frame<R: TimedRead>(
     source: &mut R,
     max: usize,
     idle: Duration,
@@ -175,16 +178,16 @@ fn read_until<R: TimedRead>(
 
 /// A decoded request.
 #[derive(Debug)]
-pub(crate) struct Request {
-    pub(crate) api_key: ApiKey,
-    pub(crate) version: i16,
-    pub(crate) header: RequestHeader,
-    pub(crate) body: RequestKind,
+pub struct Request {
+    pub api_key: ApiKey,
+    pub version: i16,
+    pub header: RequestHeader,
+    pub body: RequestKind,
 }
 
 /// Why a whole frame is not a request kpfs serves.
 #[derive(Debug)]
-pub(crate) enum RequestError {
+pub enum RequestError {
     /// An API key Kafka does not define, or one kpfs does not serve.
     UnknownApi { api_key: i16, version: i16 },
     /// An ApiVersions request of a version kpfs does not serve: answered with
@@ -225,7 +228,7 @@ impl std::fmt::Display for RequestError {
 /// body. Bytes after the body are ignored, as Kafka's parsers ignore them: librdkafka 2.x
 /// sends its Metadata request for every topic (v9+) with 3 bytes after the body (the
 /// placeholder of its topic count, which it leaves 4 bytes long, reads as the whole body).
-pub(crate) fn decode_request(frame: Vec<u8>) -> Result<Request, RequestError> {
+pub fn decode_request(frame: Vec<u8>) -> Result<Request, RequestError> {
     let mut buf = Bytes::from(frame);
     // read_frame guarantees MIN_REQUEST_BYTES; a frame from elsewhere is checked anyway.
     if buf.len() < MIN_REQUEST_BYTES {

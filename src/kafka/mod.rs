@@ -11,8 +11,21 @@ mod api;
 mod connection;
 mod deadline;
 mod error_code;
+#[cfg(feature = "internals")]
+pub mod frame;
+#[cfg(not(feature = "internals"))]
 mod frame;
+#[cfg(feature = "internals")]
+pub mod response;
+#[cfg(not(feature = "internals"))]
+mod response;
 mod versions;
+
+/// The answers of examples/wire_floor.rs that must be the listener's: the same versions
+/// (so clients send both the same requests) and the same lack of a group coordinator (so
+/// a consumer with a `group.id` behaves the same).
+#[cfg(feature = "internals")]
+pub use api::{api_versions, find_coordinator};
 
 use std::collections::HashMap;
 use std::io;

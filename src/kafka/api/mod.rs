@@ -26,7 +26,7 @@ use super::versions::SERVED;
 use super::Shared;
 use crate::engine::{Engine, EngineError, Topic};
 
-pub(crate) use records::{marker as records_marker, FetchReply};
+pub(crate) use records::FetchReply;
 
 /// What a request gets back.
 pub(crate) enum Reply {
@@ -86,7 +86,7 @@ pub(crate) fn handle(shared: &Shared, request: Request) -> Reply {
 
 /// ApiVersions: every served API with its range (also the body of the `UNSUPPORTED_VERSION`
 /// answer to a version kpfs does not know, KIP-511).
-pub(crate) fn api_versions(error_code: i16) -> ApiVersionsResponse {
+pub fn api_versions(error_code: i16) -> ApiVersionsResponse {
     let mut response = ApiVersionsResponse::default();
     response.error_code = error_code;
     response.api_keys = SERVED
@@ -250,7 +250,7 @@ fn describe_cluster(shared: &Shared, request: &DescribeClusterRequest) -> Descri
 /// FindCoordinator: consumer groups are not served yet, so `COORDINATOR_NOT_AVAILABLE`
 /// (retriable: a group client waits rather than fails); transactions never are, so a
 /// transactional id gets the fatal `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`.
-fn find_coordinator(request: &FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
+pub fn find_coordinator(request: &FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
     const TRANSACTION_KEY_TYPE: i8 = 1;
     let code = if request.key_type == TRANSACTION_KEY_TYPE {
         ResponseError::TransactionalIdAuthorizationFailed

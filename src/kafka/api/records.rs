@@ -24,6 +24,7 @@ use kafka_protocol::ResponseError;
 use super::{engine_error, str_bytes, topic_by_id, Reply};
 use crate::engine::{EngineError, FetchedRange, OffsetQuery, Topic};
 use crate::kafka::deadline::Deadline;
+use crate::kafka::response::records_marker;
 use crate::kafka::Shared;
 
 /// Kafka's only partition of a kpfs topic.
@@ -117,21 +118,11 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
 }
 
 /// A Fetch response whose records are file ranges: `response` holds, in each partition
-/// with records, a marker that `connection` replaces with `ranges[i]`.
+/// with records, a marker (`response::records_marker`) that `connection` replaces with
+/// `ranges[i]`.
 pub(crate) struct FetchReply {
     pub(crate) response: FetchResponse,
     pub(crate) ranges: Vec<Vec<FetchedRange>>,
-}
-
-/// The bytes standing for the `i`th partition's records until the response is written:
-/// `MARKER_PREFIX` and `i`. Nothing else in a Fetch response holds these bytes (topic
-/// names are `[a-zA-Z0-9._-]`, and the numbers around them are not 8 ASCII bytes of this).
-const MARKER_PREFIX: &[u8; 8] = b"\0kpfs\0rg";
-
-pub(crate) fn marker(i: usize) -> Bytes {
-    let mut m = MARKER_PREFIX.to_vec();
-    m.extend_from_slice(&(i as u64).to_be_bytes());
-    Bytes::from(m)
 }
 
 /// Fetch: each asked-for partition from its offset, whole batches as file ranges; waits
@@ -224,7 +215,7 @@ fn fetch_once(shared: &Shared, request: &FetchRequest) -> FetchReply {
                     let len = outcome.bytes();
                     if len > 0 {
                         left = left.saturating_sub(len);
-                        data.records = Some(marker(ranges.len()));
+                        data.records = Some(records_marker(ranges.len()));
                         ranges.push(outcome.ranges);
                     }
                 }
