@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! crash_appender append LOG STATE_DIR ID [--keys N] [--max N] [--pause-us N]
+//! crash_appender produce ADDRESS TOPIC STATE_DIR ID [--acks all|1] [--idempotent [--lose-an-answer]] [--max N] [--pause-us N]
 //! crash_appender verify KIND CAT_FILE STATE_DIR IDS [--keys N] [--offsets START END]
 //! ```
 //!
@@ -14,28 +15,60 @@
 //! number goes to `ID.maybe` and the appender stops. A later run of the same id continues
 //! after the highest number in either file, so sequence numbers are never reused.
 //!
+//! `produce` is a Kafka client of kpfs's listener at ADDRESS (kafka-protocol's messages
+//! and record batches, one Produce in flight, each a batch of 1-8 lines as records, in any
+//! of the five codecs, at Produce v3, v7, v9 or v12). For each acknowledged record it
+//! adds the sequence number to `ID.acked` and `SEQ OFFSET` to `ID.offsets`: the offset
+//! the response gave. When the connection fails (the daemon was killed), a plain producer
+//! marks its batch in flight as maybe and stops. An `--idempotent` one (an id from
+//! InitProducerId, sequence numbers in its batches) reconnects instead, within a minute,
+//! and sends the same batch again, as a Kafka producer retries: the answer must be success
+//! (the original offsets when the batch had been appended before the kill), so every batch
+//! it sent ends up acknowledged, none maybe; any error code fails it (exit status 1). With
+//! `--lose-an-answer` it stops reading answers at a moment of its own choosing: it sends
+//! one more batch and leaves the answer unread until the connection closes (the daemon
+//! was killed), then retries that batch: the answer must be its original offsets, from the
+//! producer state the daemon rebuilt after the crash.
+//!
 //! `verify` KINDs: `keep` (no retention: every acknowledged line exactly once, in
 //! order), `delete` (retention may remove a prefix: from each appender's first visible
 //! line on, every acknowledged line exactly once, in order) and `compact` (per key, the
 //! last value in the log is the latest acknowledged one or a later maybe). In every kind
 //! a visible line must be whole, must be acknowledged or maybe, and each appender's lines
-//! must appear in increasing sequence order. It prints one summary line and exits 1
-//! after listing the first violations.
+//! must appear in increasing sequence order. For `keep` with `--offsets`, a record a
+//! producer was told is at offset O must be line O - START of the log. It prints one
+//! summary line and exits 1 after listing the first violations.
 #![allow(
     clippy::disallowed_methods,
-    reason = "pauses between appends so a kill lands mid-stream"
+    reason = "pauses between appends so a kill lands mid-stream; a producer's record timestamps and reconnection deadline are real time"
 )]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, InitProducerIdRequest, ListOffsetsRequest, ProduceRequest, RequestHeader,
+    ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 
 fn usage() -> ExitCode {
     eprintln!(
         "usage: crash_appender append LOG STATE_DIR ID [--keys N] [--max N] [--pause-us N]\n       \
+         crash_appender produce ADDRESS TOPIC STATE_DIR ID [--acks all|1] [--idempotent [--lose-an-answer]] [--max N] [--pause-us N]\n       \
          crash_appender verify keep|delete|compact CAT_FILE STATE_DIR ID,ID,... [--keys N] [--offsets START END]"
     );
     ExitCode::from(2)
@@ -90,11 +123,33 @@ fn read_seqs(path: &Path) -> Vec<u64> {
         .collect()
 }
 
+/// A producer's `SEQ OFFSET` ledger.
+fn read_offsets(path: &Path) -> Vec<(u64, u64)> {
+    let Ok(file) = File::open(path) else {
+        return Vec::new();
+    };
+    BufReader::new(file)
+        .lines()
+        .map(|l| l.expect("read ledger"))
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (seq, offset) = l.split_once(' ').expect("ledger lines are SEQ OFFSET");
+            (
+                seq.parse().expect("a sequence number"),
+                offset.parse().expect("an offset"),
+            )
+        })
+        .collect()
+}
+
 struct Flags {
     keys: Option<u32>,
     max: u64,
     pause_us: u64,
     offsets: Option<(u64, u64)>,
+    acks: i16,
+    idempotent: bool,
+    lose_an_answer: bool,
 }
 
 fn flags(args: &[String]) -> Option<Flags> {
@@ -103,6 +158,9 @@ fn flags(args: &[String]) -> Option<Flags> {
         max: u64::MAX,
         pause_us: 0,
         offsets: None,
+        acks: -1,
+        idempotent: false,
+        lose_an_answer: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -111,6 +169,15 @@ fn flags(args: &[String]) -> Option<Flags> {
             "--max" => f.max = it.next()?.parse().ok()?,
             "--pause-us" => f.pause_us = it.next()?.parse().ok()?,
             "--offsets" => f.offsets = Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?)),
+            "--acks" => {
+                f.acks = match it.next()?.as_str() {
+                    "all" => -1,
+                    "1" => 1,
+                    _ => return None,
+                }
+            }
+            "--idempotent" => f.idempotent = true,
+            "--lose-an-answer" => f.lose_an_answer = true,
             _ => return None,
         }
     }
@@ -121,21 +188,27 @@ fn state_file(dir: &Path, id: u32, what: &str) -> PathBuf {
     dir.join(format!("{id}.{what}"))
 }
 
+/// After the highest sequence number a previous run acknowledged or attempted.
+fn next_seq(state: &Path, id: u32) -> u64 {
+    read_seqs(&state_file(state, id, "acked"))
+        .into_iter()
+        .chain(read_seqs(&state_file(state, id, "maybe")))
+        .max()
+        .map_or(0, |m| m + 1)
+}
+
+fn open_state(p: &Path) -> File {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .unwrap_or_else(|e| panic!("open {}: {e}", p.display()))
+}
+
 fn append(log: &Path, state: &Path, id: u32, f: &Flags) -> ExitCode {
     let acked_path = state_file(state, id, "acked");
     let maybe_path = state_file(state, id, "maybe");
-    let start = read_seqs(&acked_path)
-        .into_iter()
-        .chain(read_seqs(&maybe_path))
-        .max()
-        .map_or(0, |m| m + 1);
-    let open_state = |p: &Path| {
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .unwrap_or_else(|e| panic!("open {}: {e}", p.display()))
-    };
+    let start = next_seq(state, id);
     let mut acked = BufWriter::new(open_state(&acked_path));
     let mut out = match OpenOptions::new().append(true).open(log) {
         Ok(f) => f,
@@ -175,6 +248,341 @@ fn append(log: &Path, state: &Path, id: u32, f: &Flags) -> ExitCode {
     acked.flush().expect("flush ledger");
     println!("appender {id}: {count} acked from {start}, stopped: {stopped}");
     ExitCode::SUCCESS
+}
+
+/// A Kafka client connection: one request at a time.
+struct Wire {
+    stream: TcpStream,
+    correlation_id: i32,
+}
+
+impl Wire {
+    fn connect(address: &str) -> io::Result<Wire> {
+        let stream = TcpStream::connect(address)?;
+        // A killed daemon's socket ends at once; this only bounds a hung one.
+        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+        stream.set_nodelay(true)?;
+        Ok(Wire {
+            stream,
+            correlation_id: 0,
+        })
+    }
+
+    /// Sends `request` and reads its response; an I/O error means the connection failed
+    /// (a response that does not decode is a bug and panics).
+    fn call<R: Request>(&mut self, version: i16, request: &R) -> io::Result<R::Response> {
+        self.send(version, request)?;
+        self.receive::<R>(version)
+    }
+
+    fn send<R: Request>(&mut self, version: i16, request: &R) -> io::Result<()> {
+        self.correlation_id += 1;
+        let key = ApiKey::try_from(R::KEY).expect("a known API");
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("crash-producer")))
+            .encode(&mut buf, key.request_header_version(version))
+            .expect("encode a request header");
+        request.encode(&mut buf, version).expect("encode a request");
+        let size = (buf.len() - 4) as i32;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        self.stream.write_all(&buf)
+    }
+
+    /// The response to the request sent last.
+    fn receive<R: Request>(&mut self, version: i16) -> io::Result<R::Response> {
+        let key = ApiKey::try_from(R::KEY).expect("a known API");
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size)?;
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut body)?;
+        let mut body = Bytes::from(body);
+        let header = ResponseHeader::decode(&mut body, key.response_header_version(version))
+            .expect("decode a response header");
+        assert_eq!(header.correlation_id, self.correlation_id);
+        let response = R::Response::decode(&mut body, version).expect("decode a response");
+        assert_eq!(body.remaining(), 0, "bytes after the {key:?} response");
+        Ok(response)
+    }
+
+    /// Sends `request` and leaves its answer unread until the server's end of the
+    /// connection closes (the harness kills the daemon): to the server, an answer lost
+    /// with the crash of a batch it had appended.
+    fn send_and_lose_the_answer<R: Request>(
+        &mut self,
+        version: i16,
+        request: &R,
+    ) -> io::Result<R::Response> {
+        self.send(version, request)?;
+        let mut poll = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events: libc::POLLRDHUP,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the call; the stream keeps the descriptor open.
+        let ready = unsafe { libc::poll(&mut poll, 1, 60_000) };
+        if ready < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Err(io::Error::other(if ready == 0 {
+            "its answer left unread, and the connection still open after 60 s"
+        } else {
+            "its answer left unread until the connection closed"
+        }))
+    }
+}
+
+/// An idempotent producer's identity (`-1`s for a plain producer) and its next sequence.
+struct ProducerId {
+    id: i64,
+    epoch: i16,
+    next_sequence: i32,
+}
+
+const CODECS: [Compression; 5] = [
+    Compression::None,
+    Compression::Gzip,
+    Compression::Snappy,
+    Compression::Lz4,
+    Compression::Zstd,
+];
+const PRODUCE_VERSIONS: [i16; 4] = [3, 7, 9, 12];
+
+/// The batch of lines `seq..seq + count` of producer `id`, one record each.
+fn produced_batch(id: u32, seq: u64, count: u64, producer: &ProducerId) -> Bytes {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_millis() as i64;
+    let records: Vec<Record> = (0..count)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: producer.id,
+            producer_epoch: producer.epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // The encoder keeps records in one batch while offset - sequence holds: a
+            // plain producer's batch has base sequence -1.
+            sequence: if producer.id < 0 {
+                (i as i32) - 1
+            } else {
+                producer.next_sequence + i as i32
+            },
+            timestamp: now,
+            key: None,
+            value: Some(Bytes::from(line(id, seq + i, None))),
+            headers: IndexMap::new(),
+        })
+        .collect();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: CODECS[(mix(id, seq) % CODECS.len() as u64) as usize],
+    };
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode a record batch");
+    buf.freeze()
+}
+
+fn produce_request(topic: &str, acks: i16, records: Bytes) -> ProduceRequest {
+    let mut partition = PartitionProduceData::default();
+    partition.index = 0;
+    partition.records = Some(records);
+    let mut data = TopicProduceData::default();
+    data.name = TopicName(StrBytes::from_string(topic.to_string()));
+    data.partition_data = vec![partition];
+    let mut request = ProduceRequest::default();
+    request.acks = acks;
+    request.timeout_ms = 30_000;
+    request.topic_data = vec![data];
+    request
+}
+
+/// The partition's error code and base offset in a Produce response.
+fn produce_outcome(response: &kafka_protocol::messages::ProduceResponse) -> (i16, i64) {
+    let p = &response.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+/// The topic's log end offset (ListOffsets, latest).
+fn log_end_offset(wire: &mut Wire, topic: &str) -> io::Result<i64> {
+    let mut partition = ListOffsetsPartition::default();
+    partition.timestamp = -1;
+    let mut t = ListOffsetsTopic::default();
+    t.name = TopicName(StrBytes::from_string(topic.to_string()));
+    t.partitions = vec![partition];
+    let mut request = ListOffsetsRequest::default();
+    request.replica_id = BrokerId(-1);
+    request.topics = vec![t];
+    let response = wire.call(7, &request)?;
+    let p = &response.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0, "ListOffsets of {topic}");
+    Ok(p.offset)
+}
+
+/// Connects again and again until `deadline` (the daemon is being mounted again).
+fn reconnect(address: &str, deadline: Instant) -> io::Result<Wire> {
+    loop {
+        match Wire::connect(address) {
+            Ok(wire) => return Ok(wire),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+fn produce(address: &str, topic: &str, state: &Path, id: u32, f: &Flags) -> ExitCode {
+    let start = next_seq(state, id);
+    let mut acked = BufWriter::new(open_state(&state_file(state, id, "acked")));
+    let mut offsets = BufWriter::new(open_state(&state_file(state, id, "offsets")));
+    let mut wire = match Wire::connect(address) {
+        Ok(wire) => wire,
+        Err(e) => {
+            println!("producer {id}: connect failed: {e}");
+            return ExitCode::SUCCESS;
+        }
+    };
+    let mut producer = ProducerId {
+        id: -1,
+        epoch: -1,
+        next_sequence: 0,
+    };
+    if f.idempotent {
+        let mut request = InitProducerIdRequest::default();
+        request.transactional_id = None;
+        request.transaction_timeout_ms = -1;
+        match wire.call(4, &request) {
+            Ok(r) if r.error_code == 0 => {
+                producer.id = r.producer_id.0;
+                producer.epoch = r.producer_epoch;
+            }
+            Ok(r) => {
+                println!(
+                    "producer {id}: InitProducerId failed: error code {}",
+                    r.error_code
+                );
+                return ExitCode::FAILURE;
+            }
+            Err(e) => {
+                println!("producer {id}: InitProducerId failed: {e}");
+                return ExitCode::SUCCESS;
+            }
+        }
+    }
+    let mut seq = start;
+    let mut count = 0u64;
+    let mut batches = 0usize;
+    let mut failed = false;
+    // When to stop reading answers (--lose-an-answer): 0.1-1.6 s in, so the harness's
+    // kill (0.2-2 s in) comes sometimes after, sometimes before.
+    let mut lose_at = f
+        .lose_an_answer
+        .then(|| Instant::now() + Duration::from_millis(100 + mix(id, start) % 1500));
+    let stopped = loop {
+        if count >= f.max {
+            break "reached --max".to_string();
+        }
+        let n = 1 + mix(id, seq) % 8;
+        let request = produce_request(topic, f.acks, produced_batch(id, seq, n, &producer));
+        let version = PRODUCE_VERSIONS[batches % PRODUCE_VERSIONS.len()];
+        batches += 1;
+        let sent = match lose_at {
+            Some(at) if Instant::now() >= at => {
+                lose_at = None;
+                wire.send_and_lose_the_answer(version, &request)
+            }
+            _ => wire.call(version, &request),
+        };
+        let (answer, retried) = match sent {
+            Ok(response) => (produce_outcome(&response), None),
+            Err(e) if f.idempotent => {
+                // Kafka's producer retries the batch as it was, same id and sequence,
+                // until delivery.timeout.ms: the first attempts may reach the killed
+                // daemon's listening socket while the kernel tears it down.
+                let deadline = Instant::now() + Duration::from_secs(60);
+                let response = loop {
+                    // The log end before the retry tells a duplicate (answered with its
+                    // offsets below it) from a batch the retry appended.
+                    let attempt = reconnect(address, deadline).and_then(|w| {
+                        wire = w;
+                        let end = log_end_offset(&mut wire, topic)?;
+                        Ok((end, wire.call(version, &request)?))
+                    });
+                    match attempt {
+                        Ok(response) => break Ok(response),
+                        Err(again) if Instant::now() >= deadline => break Err(again),
+                        Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                    }
+                };
+                match response {
+                    Ok((end, response)) => {
+                        let outcome = produce_outcome(&response);
+                        let how = if outcome.1 < end {
+                            "it was in the log: a duplicate, answered with its offsets"
+                        } else {
+                            "appended by the retry"
+                        };
+                        (
+                            outcome,
+                            Some(format!("{e}; retried after reconnecting: {how}")),
+                        )
+                    }
+                    Err(again) => {
+                        failed = true;
+                        break format!("{e}; the retries failed until: {again}");
+                    }
+                }
+            }
+            Err(e) => {
+                let mut maybe = open_state(&state_file(state, id, "maybe"));
+                for s in seq..seq + n {
+                    writeln!(maybe, "{s}").expect("write maybe file");
+                }
+                break e.to_string();
+            }
+        };
+        match answer {
+            (0, base) if base >= 0 => {
+                for i in 0..n {
+                    writeln!(acked, "{}", seq + i).expect("write ledger");
+                    writeln!(offsets, "{} {}", seq + i, base as u64 + i).expect("write ledger");
+                }
+                count += n;
+                seq += n;
+                producer.next_sequence += n as i32;
+            }
+            (code, base) => {
+                // The batch is not acknowledged; with a plain producer it may still be
+                // in the log (maybe). An idempotent one must never get here.
+                let mut maybe = open_state(&state_file(state, id, "maybe"));
+                for s in seq..seq + n {
+                    writeln!(maybe, "{s}").expect("write maybe file");
+                }
+                failed = f.idempotent;
+                break format!("error code {code} (base offset {base})");
+            }
+        }
+        if let Some(how) = retried {
+            break how;
+        }
+        if f.pause_us > 0 {
+            std::thread::sleep(Duration::from_micros(f.pause_us));
+        }
+    };
+    acked.flush().expect("flush ledger");
+    offsets.flush().expect("flush ledger");
+    println!("producer {id}: {count} acked from {start}, stopped: {stopped}");
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 struct Appender {
@@ -219,12 +627,15 @@ fn verify(kind: &str, cat: &Path, state: &Path, ids: &[u32], f: &Flags) -> ExitC
     // Last visible (seq) per (id, key), for compaction.
     let mut last_of_key: BTreeMap<(u32, u32), u64> = BTreeMap::new();
     let mut lines = 0u64;
+    // (appender, seq) of each line in log order, for the offsets producers were given.
+    let mut at_line: Vec<Option<(u32, u64)>> = Vec::new();
     let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
     let records = (!bytes.is_empty()).then(|| body.split(|&b| b == b'\n'));
     for (n, raw) in records.into_iter().flatten().enumerate() {
         lines += 1;
         let text = String::from_utf8_lossy(raw);
         let parsed = parse(&text, keyed).filter(|&(id, seq)| line(id, seq, keys) == text);
+        at_line.push(parsed);
         let Some((id, seq)) = parsed else {
             violate(format!(
                 "line {}: not a line any appender wrote: {text:?}",
@@ -304,6 +715,24 @@ fn verify(kind: &str, cat: &Path, state: &Path, ids: &[u32], f: &Flags) -> ExitC
             }
         }
     }
+    let mut offsets_checked = 0usize;
+    if let (Some((start, _)), "keep") = (f.offsets, kind) {
+        // Nothing is ever removed from a `keep` log: line i is offset start + i, so a
+        // record a producer was told is at offset o must be line o - start.
+        for &id in ids {
+            for (seq, offset) in read_offsets(&state_file(state, id, "offsets")) {
+                offsets_checked += 1;
+                let got = offset
+                    .checked_sub(start)
+                    .and_then(|i| at_line.get(usize::try_from(i).ok()?).copied().flatten());
+                if got != Some((id, seq)) {
+                    violate(format!(
+                        "producer {id}: seq {seq} was acknowledged at offset {offset}, where the log has {got:?}"
+                    ));
+                }
+            }
+        }
+    }
     if let Some((start, end)) = f.offsets {
         // Neither retention (whole segments) nor a crash may leave a hole in the offsets of
         // a log that is never compacted: offsets [start, end) are exactly the lines shown.
@@ -319,7 +748,7 @@ fn verify(kind: &str, cat: &Path, state: &Path, ids: &[u32], f: &Flags) -> ExitC
         }
     }
     println!(
-        "{kind}: {lines} lines visible, {acked_total} acked in total, {expected_present} required present, maybe {maybe_present}/{maybe_total} present, {} violations",
+        "{kind}: {lines} lines visible, {acked_total} acked in total, {expected_present} required present, {offsets_checked} acknowledged offsets checked, maybe {maybe_present}/{maybe_total} present, {} violations",
         violations.len()
     );
     if violations.is_empty() {
@@ -339,6 +768,12 @@ fn main() -> ExitCode {
                 return usage();
             };
             append(Path::new(&args[1]), Path::new(&args[2]), id, &f)
+        }
+        Some("produce") if args.len() >= 5 => {
+            let (Ok(id), Some(f)) = (args[4].parse::<u32>(), flags(&args[5..])) else {
+                return usage();
+            };
+            produce(&args[1], &args[2], Path::new(&args[3]), id, &f)
         }
         Some("verify") if args.len() >= 5 => {
             let ids: Option<Vec<u32>> = args[4].split(',').map(|s| s.parse().ok()).collect();

@@ -12,6 +12,7 @@ use kafka_protocol::messages::{ApiKey, ResponseKind};
 use kafka_protocol::ResponseError;
 
 use super::api::{self, FetchReply, Reply};
+use super::deadline::Deadline;
 use super::frame::{decode_request, read_frame, FrameError, RequestError};
 use super::response::{encode_response, framed_response, splice_records};
 use super::Shared;
@@ -19,12 +20,7 @@ use crate::engine::FetchedRange;
 
 pub(crate) fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
     let idle = Duration::from_millis(shared.config.connections_max_idle_ms.max(1));
-    // A client that stops reading its responses fills the socket buffers; the write
-    // then times out like an idle read and the connection closes.
-    let ready = stream
-        .set_nodelay(true)
-        .and_then(|()| stream.set_write_timeout(Some(idle)));
-    if let Err(e) = ready {
+    if let Err(e) = stream.set_nodelay(true) {
         tracing::warn!(%peer, error = %e, "closing a Kafka connection: socket setup failed");
         return;
     }
@@ -41,9 +37,12 @@ pub(crate) fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
                 let correlation_id = request.header.correlation_id;
                 match api::handle(shared, request) {
                     Reply::Message(body) => {
-                        write_message(&mut stream, api_key, version, correlation_id, &body)
+                        ResponseOut::new(&mut stream, idle).and_then(|mut out| {
+                            write_message(&mut out, api_key, version, correlation_id, &body)
+                        })
                     }
-                    Reply::Fetch(reply) => write_fetch(&mut stream, version, correlation_id, reply),
+                    Reply::Fetch(reply) => ResponseOut::new(&mut stream, idle)
+                        .and_then(|mut out| write_fetch(&mut out, version, correlation_id, reply)),
                     Reply::Nothing => Ok(()),
                     Reply::Close(reason) => break Some(reason),
                 }
@@ -56,7 +55,9 @@ pub(crate) fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
                 let body = ResponseKind::ApiVersions(api::api_versions(
                     ResponseError::UnsupportedVersion.code(),
                 ));
-                write_message(&mut stream, ApiKey::ApiVersions, 0, correlation_id, &body)
+                ResponseOut::new(&mut stream, idle).and_then(|mut out| {
+                    write_message(&mut out, ApiKey::ApiVersions, 0, correlation_id, &body)
+                })
             }
             Err(e) => break Some(e.to_string()),
         };
@@ -80,6 +81,81 @@ pub(crate) fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
     let _ = stream.shutdown(Shutdown::Both);
 }
 
+/// Where a response goes: the client must take the whole of it within
+/// `connections.max.idle.ms` (a client that stops reading then loses its connection, and
+/// its thread is free). The socket is non-blocking while the response goes out, and
+/// waits for room are `poll(2)`s bounded by what is left of that one deadline. A send
+/// timeout (`SO_SNDTIMEO`) would not do: it bounds each wait inside a call, and a client
+/// whose kernel frees a little receive space now and then (collapsing its receive queue)
+/// lets every wait end in some progress, so one blocking sendfile(2) ran three times
+/// `connections.max.idle.ms` that way, and a timeout per call four times
+/// (tests/kafka_load.rs).
+struct ResponseOut<'a> {
+    stream: &'a mut TcpStream,
+    deadline: Deadline,
+}
+
+impl<'a> ResponseOut<'a> {
+    fn new(stream: &'a mut TcpStream, within: Duration) -> io::Result<ResponseOut<'a>> {
+        stream.set_nonblocking(true)?;
+        Ok(ResponseOut {
+            stream,
+            deadline: Deadline::after(within),
+        })
+    }
+
+    /// Waits until the socket has room for more bytes (or is closed: the next write
+    /// says so), or fails once the deadline has passed.
+    fn wait_for_room(&self) -> io::Result<()> {
+        let left = self.deadline.remaining();
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client did not take the response within connections.max.idle.ms",
+            ));
+        }
+        // Rounded up: a wait that ends a little early only polls again.
+        let millis = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+        let mut fd = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the call; the borrowed stream keeps its descriptor
+        // open.
+        if unsafe { libc::poll(&mut fd, 1, millis) } < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ResponseOut<'_> {
+    fn drop(&mut self) {
+        // Requests are read blocking, with a receive timeout. Should this fail, the next
+        // read finds no data and the connection closes as idle.
+        let _ = self.stream.set_nonblocking(false);
+    }
+}
+
+impl Write for ResponseOut<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.stream.write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_for_room()?,
+                done => return done,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
+    }
+}
+
 fn is_client_gone(e: &io::Error) -> bool {
     matches!(
         e.kind(),
@@ -88,13 +164,13 @@ fn is_client_gone(e: &io::Error) -> bool {
 }
 
 fn write_message(
-    stream: &mut TcpStream,
+    out: &mut ResponseOut<'_>,
     api_key: ApiKey,
     version: i16,
     correlation_id: i32,
     body: &ResponseKind,
 ) -> io::Result<()> {
-    stream.write_all(&framed_response(api_key, version, correlation_id, body)?)
+    out.write_all(&framed_response(api_key, version, correlation_id, body)?)
 }
 
 /// A response as it goes out: encoded bytes, and file ranges sent with sendfile(2).
@@ -134,7 +210,7 @@ fn fetch_pieces(
 }
 
 fn write_fetch(
-    stream: &mut TcpStream,
+    out: &mut ResponseOut<'_>,
     version: i16,
     correlation_id: i32,
     reply: FetchReply,
@@ -144,11 +220,11 @@ fn write_fetch(
     let pieces = fetch_pieces(encoded.split_off(4), version, reply.ranges)?;
     let size: u64 = pieces.iter().map(Piece::len).sum();
     let size = i32::try_from(size).map_err(|_| io::Error::other("Fetch response over 2 GiB"))?;
-    stream.write_all(&size.to_be_bytes())?;
+    out.write_all(&size.to_be_bytes())?;
     for piece in pieces {
         match piece {
-            Piece::Bytes(b) => stream.write_all(&b)?,
-            Piece::File(range) => send_range(stream, &range)?,
+            Piece::Bytes(b) => out.write_all(&b)?,
+            Piece::File(range) => send_range(out, &range)?,
         }
     }
     Ok(())
@@ -157,7 +233,7 @@ fn write_fetch(
 /// Kafka's `FileRecords.transferTo`: the range goes from the page cache to the socket
 /// without passing through this process. The frame's size is already sent, so a range
 /// that comes up short (its segment was truncated) can only end the connection.
-fn send_range(stream: &mut TcpStream, range: &FetchedRange) -> io::Result<()> {
+fn send_range(out: &mut ResponseOut<'_>, range: &FetchedRange) -> io::Result<()> {
     let mut offset = libc::off_t::try_from(range.position)
         .map_err(|_| io::Error::other("segment position over off_t"))?;
     let mut left = range.len;
@@ -167,7 +243,7 @@ fn send_range(stream: &mut TcpStream, range: &FetchedRange) -> io::Result<()> {
         // borrowed), and `offset` is a valid off_t the kernel advances.
         let sent = unsafe {
             libc::sendfile(
-                stream.as_raw_fd(),
+                out.stream.as_raw_fd(),
                 range.file.as_raw_fd(),
                 &mut offset,
                 chunk,
@@ -183,8 +259,10 @@ fn send_range(stream: &mut TcpStream, range: &FetchedRange) -> io::Result<()> {
             }
             _ => {
                 let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    return Err(e);
+                match e.kind() {
+                    io::ErrorKind::Interrupted => {}
+                    io::ErrorKind::WouldBlock => out.wait_for_room()?,
+                    _ => return Err(e),
                 }
             }
         }

@@ -11,7 +11,7 @@
 use std::io::{self, Read};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use kafka_protocol::protocol::Decodable;
 
@@ -225,7 +225,9 @@ impl std::fmt::Display for RequestError {
 }
 
 /// Decodes a whole frame: the header at the version its API and version call for, then the
-/// body, which must use up the frame exactly.
+/// body. Bytes after the body are ignored, as Kafka's parsers ignore them: librdkafka 2.x
+/// sends its Metadata request for every topic (v9+) with 3 bytes after the body (the
+/// placeholder of its topic count, which it leaves 4 bytes long, reads as the whole body).
 pub fn decode_request(frame: Vec<u8>) -> Result<Request, RequestError> {
     let mut buf = Bytes::from(frame);
     // read_frame guarantees MIN_REQUEST_BYTES; a frame from elsewhere is checked anyway.
@@ -266,12 +268,6 @@ pub fn decode_request(frame: Vec<u8>) -> Result<Request, RequestError> {
         .map_err(|e| malformed(format!("header: {e}")))?;
     let body = RequestKind::decode(api_key, &mut buf, version)
         .map_err(|e| malformed(format!("body: {e}")))?;
-    if buf.has_remaining() {
-        return Err(malformed(format!(
-            "{} bytes after the body",
-            buf.remaining()
-        )));
-    }
     Ok(Request {
         api_key,
         version,
@@ -284,9 +280,260 @@ pub fn decode_request(frame: Vec<u8>) -> Result<Request, RequestError> {
 mod tests {
     use super::*;
     use bytes::BytesMut;
-    use kafka_protocol::messages::{MetadataRequest, RequestKind};
-    use kafka_protocol::protocol::Encodable;
+    use kafka_protocol::messages::{
+        alter_configs_request, create_topics_request, delete_records_request,
+        delete_topics_request, describe_configs_request, fetch_request,
+        incremental_alter_configs_request, list_offsets_request, metadata_request, produce_request,
+        AlterConfigsRequest, ApiVersionsRequest, BrokerId, CreateTopicsRequest,
+        DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+        FetchRequest, FindCoordinatorRequest, IncrementalAlterConfigsRequest,
+        InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestKind,
+        TopicName,
+    };
+    use kafka_protocol::protocol::{Encodable, StrBytes};
     use proptest::prelude::*;
+
+    use crate::kafka::versions::SERVED;
+
+    /// Every (API, version) kpfs serves.
+    fn served_pairs() -> Vec<(ApiKey, i16)> {
+        SERVED
+            .iter()
+            .flat_map(|&(key, min, max)| (min..=max).map(move |version| (key, version)))
+            .collect()
+    }
+
+    fn text(s: &'static str) -> StrBytes {
+        StrBytes::from_static_str(s)
+    }
+
+    fn topic_name() -> TopicName {
+        TopicName(text("t"))
+    }
+
+    /// A request of `key` with its arrays, strings and nullable fields filled in, as far
+    /// as `version` has them, so that a fuzzed copy reaches every part of its decoder.
+    fn sample(key: ApiKey, version: i16) -> RequestKind {
+        let flexible = key.request_header_version(version) >= 2;
+        let mut kind = match key {
+            ApiKey::Produce => {
+                let mut p = produce_request::PartitionProduceData::default();
+                p.records = Some(Bytes::from_static(b"records are bytes to the decoder"));
+                let mut t = produce_request::TopicProduceData::default();
+                t.name = topic_name();
+                t.partition_data = vec![p.clone(), p];
+                let mut r = ProduceRequest::default();
+                r.acks = -1;
+                r.timeout_ms = 5000;
+                r.topic_data = vec![t];
+                RequestKind::Produce(r)
+            }
+            ApiKey::Fetch => {
+                let mut p = fetch_request::FetchPartition::default();
+                p.fetch_offset = 5;
+                p.partition_max_bytes = 1 << 20;
+                let mut t = fetch_request::FetchTopic::default();
+                t.topic = topic_name();
+                t.partitions = vec![p.clone(), p];
+                let mut r = FetchRequest::default();
+                r.max_wait_ms = 500;
+                r.min_bytes = 1;
+                r.max_bytes = 1 << 20;
+                r.topics = vec![t];
+                RequestKind::Fetch(r)
+            }
+            ApiKey::ListOffsets => {
+                let mut p = list_offsets_request::ListOffsetsPartition::default();
+                p.timestamp = -1;
+                let mut t = list_offsets_request::ListOffsetsTopic::default();
+                t.name = topic_name();
+                t.partitions = vec![p];
+                let mut r = ListOffsetsRequest::default();
+                r.replica_id = BrokerId(-1);
+                r.topics = vec![t];
+                RequestKind::ListOffsets(r)
+            }
+            ApiKey::Metadata => {
+                let mut t = metadata_request::MetadataRequestTopic::default();
+                t.name = Some(topic_name());
+                let mut r = MetadataRequest::default();
+                r.topics = Some(vec![t.clone(), t]);
+                RequestKind::Metadata(r)
+            }
+            ApiKey::FindCoordinator => {
+                let mut r = FindCoordinatorRequest::default();
+                if version < 4 {
+                    r.key = text("group");
+                } else {
+                    r.coordinator_keys = vec![text("group"), text("other")];
+                }
+                RequestKind::FindCoordinator(r)
+            }
+            ApiKey::ApiVersions => RequestKind::ApiVersions(ApiVersionsRequest::default()),
+            ApiKey::CreateTopics => {
+                let mut c = create_topics_request::CreatableTopicConfig::default();
+                c.name = text("retention.ms");
+                c.value = Some(text("1000"));
+                let mut t = create_topics_request::CreatableTopic::default();
+                t.name = topic_name();
+                t.num_partitions = 1;
+                t.replication_factor = 1;
+                t.configs = vec![c];
+                let mut r = CreateTopicsRequest::default();
+                r.topics = vec![t];
+                r.timeout_ms = 1000;
+                RequestKind::CreateTopics(r)
+            }
+            ApiKey::DeleteTopics => {
+                let mut r = DeleteTopicsRequest::default();
+                if version < 6 {
+                    r.topic_names = vec![topic_name()];
+                } else {
+                    let mut t = delete_topics_request::DeleteTopicState::default();
+                    t.name = Some(topic_name());
+                    r.topics = vec![t];
+                }
+                RequestKind::DeleteTopics(r)
+            }
+            ApiKey::DeleteRecords => {
+                let mut p = delete_records_request::DeleteRecordsPartition::default();
+                p.offset = 3;
+                let mut t = delete_records_request::DeleteRecordsTopic::default();
+                t.name = topic_name();
+                t.partitions = vec![p];
+                let mut r = DeleteRecordsRequest::default();
+                r.topics = vec![t];
+                RequestKind::DeleteRecords(r)
+            }
+            ApiKey::InitProducerId => {
+                let mut r = InitProducerIdRequest::default();
+                r.transaction_timeout_ms = -1;
+                RequestKind::InitProducerId(r)
+            }
+            ApiKey::DescribeConfigs => {
+                let mut res = describe_configs_request::DescribeConfigsResource::default();
+                res.resource_type = 2;
+                res.resource_name = text("t");
+                res.configuration_keys = Some(vec![text("retention.ms")]);
+                let mut r = DescribeConfigsRequest::default();
+                r.resources = vec![res];
+                RequestKind::DescribeConfigs(r)
+            }
+            ApiKey::AlterConfigs => {
+                let mut c = alter_configs_request::AlterableConfig::default();
+                c.name = text("retention.ms");
+                c.value = Some(text("1000"));
+                let mut res = alter_configs_request::AlterConfigsResource::default();
+                res.resource_type = 2;
+                res.resource_name = text("t");
+                res.configs = vec![c];
+                let mut r = AlterConfigsRequest::default();
+                r.resources = vec![res];
+                RequestKind::AlterConfigs(r)
+            }
+            ApiKey::IncrementalAlterConfigs => {
+                let mut c = incremental_alter_configs_request::AlterableConfig::default();
+                c.name = text("retention.ms");
+                c.value = Some(text("1000"));
+                let mut res = incremental_alter_configs_request::AlterConfigsResource::default();
+                res.resource_type = 2;
+                res.resource_name = text("t");
+                res.configs = vec![c];
+                let mut r = IncrementalAlterConfigsRequest::default();
+                r.resources = vec![res];
+                RequestKind::IncrementalAlterConfigs(r)
+            }
+            ApiKey::DescribeCluster => {
+                RequestKind::DescribeCluster(DescribeClusterRequest::default())
+            }
+            other => panic!("{other:?} is not served: give it a sample"),
+        };
+        if flexible {
+            // A tagged field kpfs does not know: the decoder must skip it.
+            let tag = (99, Bytes::from_static(b"tag"));
+            match &mut kind {
+                RequestKind::Produce(r) => r.unknown_tagged_fields.extend([tag]),
+                RequestKind::Fetch(r) => r.unknown_tagged_fields.extend([tag]),
+                RequestKind::Metadata(r) => r.unknown_tagged_fields.extend([tag]),
+                _ => {}
+            }
+        }
+        kind
+    }
+
+    /// The frame (without its size prefix) of `sample(key, version)`.
+    fn sample_frame(key: ApiKey, version: i16) -> Vec<u8> {
+        let mut buf = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(7)
+            .with_client_id(Some(text("fuzz")))
+            .encode(&mut buf, key.request_header_version(version))
+            .unwrap();
+        sample(key, version)
+            .encode(&mut buf, version)
+            .unwrap_or_else(|e| panic!("{key:?} v{version}: {e}"));
+        buf.to_vec()
+    }
+
+    /// A valid header of `key` at `version` and then `body`.
+    fn header_then(key: ApiKey, version: i16, body: &[u8]) -> Vec<u8> {
+        let mut buf = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(7)
+            .encode(&mut buf, key.request_header_version(version))
+            .unwrap();
+        buf.extend_from_slice(body);
+        buf.to_vec()
+    }
+
+    /// A frame that starts with a served key and version decodes to that API or is
+    /// refused as malformed, nothing else.
+    fn decoded_or_malformed(
+        frame: Vec<u8>,
+        key: ApiKey,
+        version: i16,
+    ) -> Result<(), TestCaseError> {
+        match decode_request(frame) {
+            Ok(request) => {
+                prop_assert_eq!(request.api_key, key);
+                prop_assert_eq!(request.version, version);
+            }
+            Err(RequestError::Malformed {
+                api_key,
+                version: v,
+                ..
+            }) => prop_assert_eq!((api_key, v), (key, version)),
+            Err(e) => prop_assert!(false, "{key:?} v{version}: {e}"),
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn every_served_request_decodes_whole_and_is_refused_cut_anywhere() {
+        for (key, version) in served_pairs() {
+            let frame = sample_frame(key, version);
+            let request =
+                decode_request(frame.clone()).unwrap_or_else(|e| panic!("{key:?} v{version}: {e}"));
+            assert_eq!(request.header.correlation_id, 7);
+            let mut again = BytesMut::new();
+            request.body.encode(&mut again, version).unwrap();
+            assert!(
+                frame.ends_with(&again),
+                "{key:?} v{version}: decoded body encodes differently"
+            );
+            for cut in 0..frame.len() {
+                assert!(
+                    decode_request(frame[..cut].to_vec()).is_err(),
+                    "{key:?} v{version} cut at {cut} of {} decoded",
+                    frame.len()
+                );
+            }
+        }
+    }
 
     /// A byte source with no clock: what it holds, then the end.
     struct Bytes2(io::Cursor<Vec<u8>>);
@@ -382,7 +629,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_keys_unsupported_versions_and_trailing_bytes_are_refused() {
+    fn unknown_keys_and_unsupported_versions_are_refused() {
         let mut unknown = metadata_request(4);
         unknown[0..2].copy_from_slice(&999i16.to_be_bytes());
         assert!(matches!(
@@ -405,12 +652,25 @@ mod tests {
                 correlation_id: 7
             })
         ));
-        let mut trailing = metadata_request(4);
-        trailing.push(0);
-        assert!(matches!(
-            decode_request(trailing),
-            Err(RequestError::Malformed { .. })
-        ));
+    }
+
+    #[test]
+    fn bytes_after_the_body_are_ignored_as_kafka_does() {
+        // librdkafka 2.16's Metadata v12 for every topic, as captured from confluent-kafka's
+        // AdminClient.list_topics: header (key 3, v12, correlation id 3, client id
+        // "rdkafka", no tags), then its 4-byte topic count placeholder 0 0 0 0, which is a
+        // whole body (null topics, no auto-creation, no authorized operations, no tags),
+        // then the fields it meant: 1 0 0.
+        let mut frame = vec![0, 3, 0, 12, 0, 0, 0, 3, 0, 7];
+        frame.extend_from_slice(b"rdkafka");
+        frame.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0]);
+        let request = decode_request(frame).unwrap();
+        assert_eq!(request.header.correlation_id, 3);
+        let RequestKind::Metadata(metadata) = request.body else {
+            panic!("not a Metadata request: {:?}", request.body);
+        };
+        assert_eq!(metadata.topics, None);
+        assert!(!metadata.allow_auto_topic_creation);
     }
 
     #[test]
@@ -440,6 +700,44 @@ mod tests {
             frame.extend_from_slice(&version.to_be_bytes());
             frame.extend_from_slice(&body);
             let _ = decode_request(frame);
+        }
+
+        /// Random bytes after a valid header of every served API and version: decoded as
+        /// that API or refused as malformed, never a panic or an allocation sized by a
+        /// count read off the wire.
+        #[test]
+        fn served_requests_with_random_bodies_are_decoded_or_refused(
+            (key, version) in proptest::sample::select(served_pairs()),
+            body in proptest::collection::vec(any::<u8>(), 0..400),
+        ) {
+            decoded_or_malformed(header_then(key, version, &body), key, version)?;
+        }
+
+        /// A valid request of every served API and version with bytes overwritten,
+        /// inserted or cut after its key and version: decoded or refused, never a panic.
+        #[test]
+        fn mutated_served_requests_are_decoded_or_refused(
+            (key, version) in proptest::sample::select(served_pairs()),
+            overwrites in proptest::collection::vec((any::<proptest::sample::Index>(), any::<u8>()), 0..6),
+            insert in proptest::option::of((any::<proptest::sample::Index>(), proptest::collection::vec(any::<u8>(), 1..8))),
+            cut in proptest::option::of(any::<proptest::sample::Index>()),
+        ) {
+            let mut frame = sample_frame(key, version);
+            // The first four bytes name the API and version: leave them be.
+            let body = 4..frame.len();
+            for (at, byte) in overwrites {
+                frame[body.start + at.index(body.len())] = byte;
+            }
+            if let Some((at, bytes)) = insert {
+                let at = 4 + at.index(frame.len() - 3);
+                frame.splice(at..at, bytes);
+            }
+            if let Some(at) = cut {
+                // read_frame never returns less than a header's first fields.
+                let shortest = MIN_REQUEST_BYTES;
+                frame.truncate(shortest + at.index(frame.len() - shortest + 1));
+            }
+            decoded_or_malformed(frame, key, version)?;
         }
 
         /// Every prefix of a valid request is refused or decoded, never a panic.

@@ -9,6 +9,8 @@ compile_error!(
     "the integration tests drive the engine: run them with `--features internals` (scripts/test does)"
 );
 
+pub mod kafka;
+
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;

@@ -1,13 +1,21 @@
-# The crash harness at CI size: 20 rounds of kill -9 under concurrent appenders on a
-# rolling+retained, a compacted and a plain topic, each followed by remount, ledger
-# verification, and every 5th round a clean umount and `kpfs check`.
+# The crash harness at CI size: 10 rounds of kill -9 under concurrent appenders on a
+# rolling+retained, a compacted and a plain topic, and Kafka producers (acks=all, acks=1,
+# idempotent) with an appender on a fourth, each followed by remount, ledger verification
+# (acknowledged records at their acknowledged offsets), and every 5th round a clean umount
+# and `kpfs check`.
 source "$(dirname "$0")/lib.sh"
 
 helper=$KPFS_ROOT/target/debug/examples/crash_appender
 [ -x "$helper" ] || fail "no $helper (cargo build --examples first)"
-out=$(KPFS=$KPFS CRASH_APPENDER=$helper timeout 300 "$KPFS_ROOT/scripts/crash-harness" --rounds 20 2>&1) ||
+out=$(KPFS=$KPFS CRASH_APPENDER=$helper timeout 300 "$KPFS_ROOT/scripts/crash-harness" --rounds 10 2>&1) ||
     fail "crash harness failed:
 $out"
-expect_contains "$out" "rounds: 20  kills: 20" "harness summary"
+expect_contains "$out" "rounds: 10  kills: 10" "harness summary"
 expect_contains "$out" "violations: 0" "harness summary"
+# The idempotent producer had a batch in flight at every kill, and every one was
+# acknowledged once the daemon was back (a duplicate or appended by the retry).
+retried=$(printf '%s\n' "$out" | sed -n "s/.*batch in flight at a kill, retried: \([0-9]*\) appended by the retry, \([0-9]*\) in the log.*/\1 + \2/p")
+[ -n "$retried" ] || fail "no line about the idempotent producer's retries:
+$out"
+expect_eq 10 "$((retried))" "idempotent producer's batches retried after a kill"
 printf '%s\n' "$out" | sed -n '/summary/,$p'
