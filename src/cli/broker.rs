@@ -74,9 +74,10 @@ pub(super) fn start_listener(engine: &Arc<Engine>) -> Result<Option<ListenerHand
             config.bind
         );
     }
+    let bind = config.bind;
     Listener::start(engine.clone(), config)
         .map(Some)
-        .map_err(|e| CliError::new(format!("cannot start the Kafka listener: {e}")))
+        .map_err(|e| io_error(format!("cannot listen on {bind}"), e.into_io_error()))
 }
 
 /// The listener's configuration: the bind address resolved, the advertised host filled

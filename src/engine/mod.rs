@@ -85,6 +85,25 @@ fn delete_dir_name(topic: &str, unique_id: i64) -> String {
     format!("{}{suffix}", &topic[..kept])
 }
 
+/// Closes every topic, [`SHUTDOWN_CLOSE_THREADS`] at a time: a close is a few fsyncs of
+/// files no other topic shares, so with 10,000 topics one after the other the fsync
+/// latency alone outlasted `kpfs umount`'s wait; the disk takes them concurrently.
+fn close_topics(topics: &BTreeMap<String, Arc<Topic>>) -> Result<()> {
+    let all: Vec<&Arc<Topic>> = topics.values().collect();
+    let per_thread = all.len().div_ceil(limits::SHUTDOWN_CLOSE_THREADS).max(1);
+    std::thread::scope(|scope| {
+        let closers: Vec<_> = all
+            .chunks(per_thread)
+            .map(|chunk| scope.spawn(move || chunk.iter().try_for_each(|t| t.close())))
+            .collect();
+        closers
+            .into_iter()
+            .map(|c| c.join().expect("a topic close does not panic"))
+            .collect::<Result<Vec<()>>>()
+    })?;
+    Ok(())
+}
+
 /// Options that are not Kafka configs.
 #[derive(Clone, Debug, Default)]
 pub struct EngineOptions {
@@ -471,9 +490,7 @@ impl Engine {
                 tracing::error!(%reason, "closing with dynamic broker configs that could not be saved; they are lost");
             }
         }
-        for topic in self.inner.topics.read().values() {
-            topic.close()?;
-        }
+        close_topics(&self.inner.topics.read())?;
         save_recovery_checkpoint(&self.inner, &self.inner.topics.read())?;
         let marker = self.inner.data_dir.join(CLEAN_SHUTDOWN_FILE);
         fs::write(&marker, b"{\"version\":0}\n")

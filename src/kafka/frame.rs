@@ -8,7 +8,7 @@
 use std::io::{self, Read};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use kafka_protocol::protocol::Decodable;
 
@@ -222,7 +222,9 @@ impl std::fmt::Display for RequestError {
 }
 
 /// Decodes a whole frame: the header at the version its API and version call for, then the
-/// body, which must use up the frame exactly.
+/// body. Bytes after the body are ignored, as Kafka's parsers ignore them: librdkafka 2.x
+/// sends its Metadata request for every topic (v9+) with 3 bytes after the body (the
+/// placeholder of its topic count, which it leaves 4 bytes long, reads as the whole body).
 pub(crate) fn decode_request(frame: Vec<u8>) -> Result<Request, RequestError> {
     let mut buf = Bytes::from(frame);
     // read_frame guarantees MIN_REQUEST_BYTES; a frame from elsewhere is checked anyway.
@@ -263,12 +265,6 @@ pub(crate) fn decode_request(frame: Vec<u8>) -> Result<Request, RequestError> {
         .map_err(|e| malformed(format!("header: {e}")))?;
     let body = RequestKind::decode(api_key, &mut buf, version)
         .map_err(|e| malformed(format!("body: {e}")))?;
-    if buf.has_remaining() {
-        return Err(malformed(format!(
-            "{} bytes after the body",
-            buf.remaining()
-        )));
-    }
     Ok(Request {
         api_key,
         version,
@@ -630,7 +626,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_keys_unsupported_versions_and_trailing_bytes_are_refused() {
+    fn unknown_keys_and_unsupported_versions_are_refused() {
         let mut unknown = metadata_request(4);
         unknown[0..2].copy_from_slice(&999i16.to_be_bytes());
         assert!(matches!(
@@ -653,12 +649,25 @@ mod tests {
                 correlation_id: 7
             })
         ));
-        let mut trailing = metadata_request(4);
-        trailing.push(0);
-        assert!(matches!(
-            decode_request(trailing),
-            Err(RequestError::Malformed { .. })
-        ));
+    }
+
+    #[test]
+    fn bytes_after_the_body_are_ignored_as_kafka_does() {
+        // librdkafka 2.16's Metadata v12 for every topic, as captured from confluent-kafka's
+        // AdminClient.list_topics: header (key 3, v12, correlation id 3, client id
+        // "rdkafka", no tags), then its 4-byte topic count placeholder 0 0 0 0, which is a
+        // whole body (null topics, no auto-creation, no authorized operations, no tags),
+        // then the fields it meant: 1 0 0.
+        let mut frame = vec![0, 3, 0, 12, 0, 0, 0, 3, 0, 7];
+        frame.extend_from_slice(b"rdkafka");
+        frame.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0]);
+        let request = decode_request(frame).unwrap();
+        assert_eq!(request.header.correlation_id, 3);
+        let RequestKind::Metadata(metadata) = request.body else {
+            panic!("not a Metadata request: {:?}", request.body);
+        };
+        assert_eq!(metadata.topics, None);
+        assert!(!metadata.allow_auto_topic_creation);
     }
 
     #[test]

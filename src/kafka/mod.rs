@@ -50,6 +50,13 @@ pub struct ListenerError {
     source: io::Error,
 }
 
+impl ListenerError {
+    /// The system's error, for a caller that names the address itself.
+    pub fn into_io_error(self) -> io::Error {
+        self.source
+    }
+}
+
 impl std::fmt::Display for ListenerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.context, self.source)

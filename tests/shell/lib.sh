@@ -171,3 +171,52 @@ serve_kpfs() {
     "$KPFS" serve "$@" 2>"$log" &
     SERVE_PID=$!
 }
+
+# mount_kpfs_listening [ARGS...]: mount_kpfs with a Kafka listener on a free loopback port:
+# sets $PORT and $BOOTSTRAP (host:port for clients). Another port when someone takes the
+# chosen one before kpfs binds it.
+mount_kpfs_listening() {
+    local attempt err status
+    new_data_dir DATA
+    new_mountpoint MNT
+    for attempt in 1 2 3 4 5; do
+        random_port PORT
+        status=0
+        err=$("$KPFS" mount "$MNT" --data-dir "$DATA" \
+            --override "listeners=PLAINTEXT://127.0.0.1:$PORT" "$@" 2>&1) || status=$?
+        if [ "$status" -eq 0 ]; then
+            wait_until 10 mountpoint -q "$MNT" || fail "$MNT is not a mount point after 10 s"
+            BOOTSTRAP=127.0.0.1:$PORT
+            return
+        fi
+        expect_contains "$err" "Address already in use" "kpfs mount with a listener"
+    done
+    fail "kpfs mount found no free port in $attempt attempts"
+}
+
+# serve_kpfs_listening LOG DATA_DIR [ARGS...]: serve_kpfs on DATA_DIR with a listener on a
+# free loopback port; returns once it listens, with $PORT, $BOOTSTRAP and $SERVE_PID set.
+serve_kpfs_listening() {
+    local log=$1 dir=$2 attempt
+    shift 2
+    for attempt in 1 2 3 4 5; do
+        random_port PORT
+        serve_kpfs "$log" --data-dir "$dir" --override "listeners=PLAINTEXT://127.0.0.1:$PORT" "$@"
+        if wait_until 10 is_listening "$PORT"; then
+            BOOTSTRAP=127.0.0.1:$PORT
+            return
+        fi
+        wait "$SERVE_PID" || true
+        expect_contains "$(cat "$log")" "Address already in use" "kpfs serve's stderr"
+    done
+    fail "kpfs serve found no free port in $attempt attempts"
+}
+
+# kafka_python: the venv's python with Kafka clients (KPFS_PYTHON, else scripts/python-venv
+# makes it), checked to import kafka-python and confluent-kafka.
+kafka_python() {
+    local py=${KPFS_PYTHON:-$("$KPFS_ROOT/scripts/python-venv")}
+    "$py" -c 'import kafka, confluent_kafka' ||
+        fail "$py lacks kafka-python or confluent-kafka (scripts/python-venv installs them)"
+    echo "$py"
+}

@@ -7,12 +7,14 @@ use std::sync::atomic::Ordering;
 
 use crate::engine::config::TopicConfig;
 use crate::engine::error::{EngineError, Result};
-use crate::engine::format::{decode_header, records_section, RecordIter, RecordRef};
+use crate::engine::format::{
+    decode_header, records_section, RecordIter, RecordRef, RecordsProgress,
+};
 use crate::engine::limits::{
     READ_MAX_BYTES, READ_MIN_BYTES, REPLAY_LIMIT_BYTES, REPOSITION_SCAN_BYTES, STALE_READ_RETRIES,
 };
 use crate::engine::log::LogSnapshot;
-use crate::engine::segment::{MappedBatches, Segment};
+use crate::engine::segment::Segment;
 use crate::engine::stream_index::StreamWalker;
 
 use super::Topic;
@@ -31,8 +33,13 @@ pub struct LogCursor {
     /// Rendered bytes not yet returned (the tail of the last batch rendered).
     pending: Vec<u8>,
     pending_at: usize,
-    /// (segment id, file position) of the batch after the last one rendered.
+    /// (segment id, file position) of the next batch to render: the one after the last
+    /// one rendered, or the one the last read stopped inside.
     hint: Option<(u64, u64)>,
+    /// Where the records of the batch at `hint` go on, when the last read stopped inside
+    /// it: the rest of an uncompressed batch stays in the segment for the next read rather
+    /// than being rendered aside and copied again.
+    resume: Option<RecordsProgress>,
     /// The bytes the last read returned, when it was small, and the kernel offset they
     /// started at. Tools such as bash's `read` and `head` read a block, then seek back to
     /// just after what they used; once retention or compaction has left gaps, kernel
@@ -152,6 +159,7 @@ impl Topic {
             cursor.next_offset = snap.log_start_offset;
             cursor.skip = 0;
             cursor.hint = None;
+            cursor.resume = None;
             self.stats.reader_skips.fetch_add(1, Ordering::Relaxed);
         }
         let Some(mut seg_idx) = snap.segment_for(cursor.next_offset) else {
@@ -169,32 +177,42 @@ impl Topic {
             cursor.next_offset = cursor.next_offset.max(next.base_offset());
         }
         let seg = &snap.segments[seg_idx];
-        let file_pos = match cursor.hint {
-            Some((id, at)) if id == seg.id() => at,
-            _ => seg.lookup_position(cursor.next_offset)?,
+        let resume = cursor.resume.take();
+        let (file_pos, resume) = match cursor.hint {
+            Some((id, at)) if id == seg.id() => (at, resume),
+            _ => (seg.lookup_position(cursor.next_offset)?, None),
         };
         let bytes = seg.mapped_batches(
             file_pos,
             (len - out.len()).clamp(READ_MIN_BYTES, READ_MAX_BYTES),
         )?;
-        self.render_batches(cursor, seg, file_pos, &bytes, render, out, len)
+        let batches = MappedAt {
+            seg,
+            file_pos,
+            bytes: &bytes,
+            resume,
+        };
+        self.render_batches(cursor, batches, render, out, len)
     }
 
-    /// Renders the records of `mapped` (whole batches read at `file_pos`) from the
-    /// cursor's offset into `out` until it holds `len` bytes; the rest of the batch that
-    /// filled it goes to the cursor's pending buffer.
-    #[allow(clippy::too_many_arguments)]
+    /// Renders the records of `batches` from the cursor's offset into `out` until it
+    /// holds `len` bytes; the rest of the record that filled it goes to the cursor's
+    /// pending buffer, and so does the rest of its batch if that is compressed (else the
+    /// next read goes on inside the batch).
     fn render_batches(
         &self,
         cursor: &mut LogCursor,
-        seg: &Segment,
-        file_pos: u64,
-        mapped: &MappedBatches,
+        batches: MappedAt<'_>,
         render: &Render,
         out: &mut Vec<u8>,
         len: usize,
     ) -> Result<bool> {
-        let bytes: &[u8] = mapped;
+        let MappedAt {
+            seg,
+            file_pos,
+            bytes,
+            mut resume,
+        } = batches;
         if bytes.is_empty() {
             return Ok(false);
         }
@@ -204,10 +222,16 @@ impl Topic {
         while at < bytes.len() && cursor.pending.is_empty() {
             let bad = |e| corrupt(seg.log_path(), file_pos + at as u64, e);
             let h = decode_header(&bytes[at..]).map_err(bad)?;
+            // Only the first batch is the one the last read stopped inside.
+            let from = resume.take();
             if h.last_offset() >= cursor.next_offset {
                 let section =
                     records_section(&h, &bytes[at..at + h.size], &mut scratch).map_err(bad)?;
-                for rec in RecordIter::new(&h, section) {
+                let mut records = match from {
+                    Some(from) => RecordIter::resume(&h, section, from),
+                    None => RecordIter::new(&h, section),
+                };
+                while let Some(rec) = records.next() {
                     let rec = rec.map_err(bad)?;
                     if rec.offset < cursor.next_offset {
                         continue;
@@ -225,6 +249,12 @@ impl Topic {
                     let take = (line.len() - from).min(room);
                     out.extend_from_slice(&line[from..from + take]);
                     cursor.pending.extend_from_slice(&line[from + take..]);
+                    if !cursor.pending.is_empty() && !h.is_compressed() {
+                        cursor.next_offset = rec.offset + 1;
+                        cursor.hint = Some((seg.id(), file_pos + at as u64));
+                        cursor.resume = Some(records.progress());
+                        return Ok(true);
+                    }
                 }
                 cursor.next_offset = cursor.next_offset.max(h.next_offset());
             }
@@ -248,6 +278,7 @@ impl Topic {
         cursor.pending.clear();
         cursor.pending_at = 0;
         cursor.hint = None;
+        cursor.resume = None;
         cursor.next_offset = snap.log_start_offset;
         if pos == 0 {
             return Ok(());
@@ -319,6 +350,15 @@ impl Topic {
     }
 }
 
+/// Whole batches mapped at `file_pos` of `seg`, and where the records of the first go on
+/// when the last read stopped inside it.
+struct MappedAt<'a> {
+    seg: &'a Segment,
+    file_pos: u64,
+    bytes: &'a [u8],
+    resume: Option<RecordsProgress>,
+}
+
 fn corrupt(path: PathBuf, position: u64, e: crate::engine::format::DecodeError) -> EngineError {
     EngineError::Corrupt {
         path,
@@ -375,6 +415,48 @@ mod tests {
     use crate::engine::segment::RollReason;
     use parking_lot::RwLock;
     use std::sync::Arc;
+
+    /// Reads of any size render each batch once and in order: a read that ends inside an
+    /// uncompressed batch leaves the rest of it for the next read to go on with, one that
+    /// ends inside a compressed batch keeps the rest of it rendered aside.
+    #[test]
+    fn reads_that_end_inside_batches_go_on_where_they_stopped() {
+        for compression in ["uncompressed", "gzip"] {
+            let dir = tempfile::tempdir().unwrap();
+            let broker = Arc::new(RwLock::new(BrokerConfig::defaults()));
+            let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_764_430_000_000));
+            let (topic, _) = Topic::open(
+                "t",
+                &dir.path().join("t-0"),
+                broker,
+                clock,
+                Durability::CleanShutdown,
+                Arc::new(LogStartCheckpoint::load(dir.path())),
+            )
+            .unwrap();
+            topic
+                .update_config(format!("compression.type={compression}").as_bytes())
+                .unwrap();
+            let mut expected = Vec::new();
+            for write in 0..3 {
+                let lines: String = (0..200).map(|i| format!("w{write}-line-{i}\n")).collect();
+                topic.append_lines(lines.as_bytes()).unwrap();
+                expected.extend_from_slice(lines.as_bytes());
+            }
+            for len in [1, 7, 100, 4096, 1 << 20] {
+                let (mut cursor, mut got) = (LogCursor::default(), Vec::new());
+                loop {
+                    let bytes = topic.read_log(&mut cursor, got.len() as u64, len).unwrap();
+                    if bytes.is_empty() {
+                        break;
+                    }
+                    assert!(bytes.len() <= len);
+                    got.extend_from_slice(&bytes);
+                }
+                assert_eq!(got, expected, "{compression}, reads of {len} bytes");
+            }
+        }
+    }
 
     /// Sealed segments hold no descriptor, so once retention removed one its files are
     /// gone: a read through a snapshot taken before starts again on a fresh one, at the

@@ -1,0 +1,71 @@
+# kafka-python (tests/shell/kafka_python_client.py, in the venv) against a mount with a
+# Kafka listener: it consumes what `echo >>` appended, also from an offset inside a batch;
+# its producer with the default settings (idempotent, acks=all) lands in `cat log` with
+# its producer id and sequences, which the producer-state snapshot keeps; a batch sent
+# again (on the same connection, and after the connection dropped before the answer) is
+# answered with its first offsets and stored once, a sequence gap is refused; a consumer in
+# a group finds no coordinator (COORDINATOR_NOT_AVAILABLE), gets nothing, and gives up at
+# its timeout.
+source "$(dirname "$0")/lib.sh"
+
+PY=$(kafka_python)
+CLIENT=$KPFS_ROOT/tests/shell/kafka_python_client.py
+mount_kpfs_listening
+new_data_dir scratch
+
+# client COMMAND ARGS...: the script against the listener, bounded in time.
+client() {
+    local command=$1
+    shift
+    timeout 60 "$PY" "$CLIENT" "$command" "$BOOTSTRAP" "$@"
+}
+
+# --- echo >> log, then a consumer without a group.
+mkdir "$MNT/echoed"
+echo "echo line 0" >>"$MNT/echoed/log"
+printf 'batch line %s\n' 1 2 3 4 >"$scratch/four"
+cat "$scratch/four" >>"$MNT/echoed/log" # one batch, offsets 1 to 4
+expect_eq "$(printf "0 None b'echo line 0'\n"; for i in 1 2 3 4; do printf "%s None b'batch line %s'\n" "$i" "$i"; done; echo "position 5")" \
+    "$(client consume echoed 0 5)" "kafka-python consuming the echoed lines"
+expect_eq "$(printf "3 None b'batch line 3'\n4 None b'batch line 4'\nposition 5")" \
+    "$(client consume echoed 3 2)" "kafka-python consuming from offset 3, inside the batch 1..4"
+
+# --- KafkaProducer's defaults: idempotent, acks=all. The topic is created by its Metadata.
+produced=$(client produce from-python 20)
+expect_eq "$(seq 0 19)" "$(head -n 20 <<<"$produced")" "offsets the producer was told"
+producer_id=$(sed -n 's/^producer_id //p' <<<"$produced")
+[[ $producer_id =~ ^[0-9]+$ ]] || fail "the producer has no producer id: $produced"
+expect_eq "$(for i in $(seq 0 19); do echo "value-$i"; done)" "$(cat "$MNT/from-python/log")" "cat log of the producer's records"
+echo "parse.key=true" >"$MNT/from-python/config"
+expect_eq "$(printf 'key-%s\tvalue-%s\n' 0 0 19 19)" "$(sed -n '1p;20p' "$MNT/from-python/log")" \
+    "cat log with parse.key=true"
+dump=$("$KPFS" dump-log "$MNT/from-python/segments/00000000000000000000.log")
+batches=$(grep -c '^baseOffset:' <<<"$dump")
+expect_eq "$batches" "$(grep -c "producerId: $producer_id producerEpoch: 0 " <<<"$dump")" \
+    "batches carrying the producer id"
+expect_contains "$dump" "baseOffset: 0 lastOffset: " "dump-log"
+expect_contains "$dump" "baseSequence: 0 " "dump-log"
+expect_contains "$dump" "lastSequence: 19 " "dump-log"
+
+# --- A retried batch is stored once.
+mkdir "$MNT/retried"
+echo "before the producer" >>"$MNT/retried/log"
+expect_eq $'first error=0 base_offset=1\nsame-connection-retry error=0 base_offset=1\nreconnected-retry error=0 base_offset=4\nnext error=0 base_offset=5\ngap error=45 base_offset=-1' \
+    "$(client retry retried)" "answers to the retried batches (45: OUT_OF_ORDER_SEQUENCE_NUMBER)"
+expect_eq "$(echo "before the producer"; for i in 0 1 2 3 4; do echo "retried-$i"; done)" \
+    "$(cat "$MNT/retried/log")" "cat log after the retries"
+expect_eq 6 "$(status_field retried log_end_offset)" "log end after the retries"
+
+# --- A consumer in a group: kpfs has no group coordinator yet.
+started=$(date +%s)
+grouped=$(client group echoed some-group)
+expect_eq $'records 0\nassignment []\ncoordinator_known False\nfind_coordinator \x27kpfs has no group coordinator yet: consumer groups are not supported\x27' \
+    "$grouped" "a group consumer's polls"
+[ $(($(date +%s) - started)) -lt 30 ] || fail "the group consumer took $(($(date +%s) - started)) s"
+
+# --- The producers' state outlives the mount: the snapshot written at the clean close
+# has the idempotent producers.
+umount_kpfs
+snapshots=("$DATA/from-python-0/"*.snapshot)
+[ -e "${snapshots[0]}" ] || fail "no producer snapshot in $DATA/from-python-0: $(ls "$DATA/from-python-0")"
+expect_contains "$("$KPFS" dump-log "${snapshots[-1]}")" "producerId: $producer_id producerEpoch: 0" "the producer snapshot"
