@@ -1,0 +1,319 @@
+//! Kafka's group coordinator for the classic group protocol (JoinGroup, SyncGroup,
+//! Heartbeat, LeaveGroup), committed offsets, and the groups' durable record: Kafka's
+//! own `__consumer_offsets` records (group metadata and offset commits, keys and
+//! values in Kafka's schemas) appended to an internal compacted kpfs topic of that
+//! name, and replayed from it at open. Knows nothing of the wire: the Kafka listener
+//! and the mount both call it.
+//!
+//! Requests that Kafka answers later (a JoinGroup waits for the rebalance, a
+//! follower's SyncGroup for the leader's assignment) return a [`Pending`] answer that
+//! the coordinator completes from another request or from [`GroupCoordinator::tick`],
+//! which the engine's scheduler runs (timers read the engine's clock, so tests drive
+//! days of session timeouts and offset expiry by advancing it).
+
+mod error;
+mod group;
+mod records;
+mod subscription;
+
+pub use error::GroupError;
+
+/// An answer the coordinator completes later; the caller waits on it.
+pub type Pending<T> = crossbeam_channel::Receiver<T>;
+
+/// A JoinGroup request, as every version of it means it (v0's rebalance timeout is its
+/// session timeout).
+#[derive(Clone, Debug)]
+pub struct JoinRequest {
+    pub group_id: String,
+    /// Empty for a member's first join.
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub protocol_type: String,
+    /// (name, metadata) in the member's order of preference.
+    pub protocols: Vec<(String, Vec<u8>)>,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub client_id: String,
+    pub client_host: String,
+    /// JoinGroup v4+: a new dynamic member gets MEMBER_ID_REQUIRED and a member id first.
+    pub require_known_member_id: bool,
+    /// JoinGroup v9+ may skip the leader's assignment for an unchanged static leader.
+    pub supports_skip_assignment: bool,
+    pub reason: Option<String>,
+}
+
+/// One member as the leader's JoinGroup answer lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinedMember {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub metadata: Vec<u8>,
+}
+
+/// A JoinGroup answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinResponse {
+    pub error: Option<GroupError>,
+    pub generation_id: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub leader: String,
+    pub member_id: String,
+    /// Every member with its metadata, for the leader only.
+    pub members: Vec<JoinedMember>,
+    pub skip_assignment: bool,
+}
+
+/// A SyncGroup request.
+#[derive(Clone, Debug)]
+pub struct SyncRequest {
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    /// v5+; `None` before.
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    /// The leader's (member id, assignment); empty from followers.
+    pub assignments: Vec<(String, Vec<u8>)>,
+}
+
+/// A SyncGroup answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyncResponse {
+    pub error: Option<GroupError>,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignment: Vec<u8>,
+}
+
+/// A member named in a LeaveGroup request (v3+ names several; before, one by id).
+#[derive(Clone, Debug)]
+pub struct LeavingMember {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub reason: Option<String>,
+}
+
+/// An OffsetCommit request. `generation_id` -1 with an empty member id is a commit
+/// from outside group management (a simple consumer or an admin tool).
+#[derive(Clone, Debug)]
+pub struct CommitRequest {
+    pub group_id: String,
+    pub generation_id: i32,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub offsets: Vec<OffsetToCommit>,
+}
+
+#[derive(Clone, Debug)]
+pub struct OffsetToCommit {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    /// -1: none.
+    pub leader_epoch: i32,
+    /// `None` is stored as the empty string, as Kafka does.
+    pub metadata: Option<String>,
+}
+
+/// A committed offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub commit_timestamp_ms: i64,
+}
+
+/// What OffsetFetch answers for one partition: the committed offset, or -1 and the
+/// empty metadata when nothing is committed (Kafka's answer, not an error).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchedOffset {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub error: Option<GroupError>,
+}
+
+/// A group's state, named as Kafka names it (`ClassicGroupState.toString`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupState {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+    Dead,
+}
+
+impl GroupState {
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+            GroupState::Dead => "Dead",
+        }
+    }
+}
+
+/// ListGroups's line for one group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupListing {
+    pub group_id: String,
+    /// "consumer" for Kafka consumers; empty for a group that only commits offsets.
+    pub protocol_type: String,
+    pub state: GroupState,
+}
+
+/// One member as DescribeGroups and `.kpfs/groups/GROUP` show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberDescription {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    /// The metadata of the group's protocol (the consumer's subscription).
+    pub metadata: Vec<u8>,
+    /// The assignment bytes as the leader sent them.
+    pub assignment: Vec<u8>,
+    /// The assignment decoded as Kafka's consumer protocol (topic, partitions), when it
+    /// is one.
+    pub assigned: Option<Vec<(String, Vec<i32>)>>,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+}
+
+/// DescribeGroups's answer for one group; an unknown group is `Dead` with no members.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupDescription {
+    pub group_id: String,
+    pub state: GroupState,
+    pub protocol_type: String,
+    /// The selected protocol (the assignor), empty outside Stable/CompletingRebalance.
+    pub protocol: String,
+    pub generation_id: i32,
+    pub leader: Option<String>,
+    pub members: Vec<MemberDescription>,
+    /// When the group entered its state (engine clock).
+    pub state_since_ms: i64,
+}
+
+/// The group coordinator's broker configs, read from the broker config on each use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupSettings {
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub initial_rebalance_delay_ms: i32,
+    pub max_size: i32,
+    pub offsets_retention_ms: i64,
+    pub offsets_retention_check_interval_ms: i64,
+    pub offset_metadata_max_bytes: i32,
+}
+
+/// The one group coordinator of an engine (Kafka runs one per `__consumer_offsets`
+/// partition; kpfs has one partition and one broker).
+pub struct GroupCoordinator {
+    inner: Mutex<Coordinator>,
+    clock: Arc<dyn Clock>,
+    broker: Arc<RwLock<BrokerConfig>>,
+}
+
+impl GroupCoordinator {
+    /// JoinGroup: the answer comes when the group's rebalance completes (or at once for
+    /// an error, MEMBER_ID_REQUIRED, or a member already in the current generation).
+    pub fn join_group(&self, request: JoinRequest) -> Pending<JoinResponse> {
+        todo!("{request:?}")
+    }
+
+    /// SyncGroup: a follower's answer comes when the leader's assignment is stored.
+    pub fn sync_group(&self, request: SyncRequest) -> Pending<SyncResponse> {
+        todo!("{request:?}")
+    }
+
+    /// Heartbeat: `Err(RebalanceInProgress)` tells the member to rejoin.
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+    ) -> Result<(), GroupError> {
+        todo!("{group_id}{generation_id}{member_id}{group_instance_id:?}")
+    }
+
+    /// LeaveGroup: one outcome per member named, in order; `Err` for the whole request.
+    pub fn leave_group(
+        &self,
+        group_id: &str,
+        members: &[LeavingMember],
+    ) -> Result<Vec<(String, Option<GroupError>)>, GroupError> {
+        todo!("{group_id}{members:?}")
+    }
+
+    /// OffsetCommit: one outcome per offset, in order; `Err` refuses them all (Kafka
+    /// answers every partition with that error). Durable when it returns: the records
+    /// are in `__consumer_offsets`.
+    pub fn commit_offsets(
+        &self,
+        request: &CommitRequest,
+    ) -> Result<Vec<Option<GroupError>>, GroupError> {
+        todo!("{request:?}")
+    }
+
+    /// OffsetFetch: the named partitions (every committed one when `None`).
+    pub fn fetch_offsets(
+        &self,
+        group_id: &str,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Result<Vec<FetchedOffset>, GroupError> {
+        todo!("{group_id}{partitions:?}")
+    }
+
+    /// ListGroups: every group, by id.
+    pub fn list_groups(&self) -> Vec<GroupListing> {
+        todo!()
+    }
+
+    /// DescribeGroups: an unknown group is Dead with no members, as Kafka answers.
+    pub fn describe_group(&self, group_id: &str) -> GroupDescription {
+        todo!("{group_id}")
+    }
+
+    /// The group's committed offsets by topic and partition; `None` for an unknown group.
+    pub fn committed_offsets(&self, group_id: &str) -> Option<Vec<CommittedOffset>> {
+        todo!("{group_id}")
+    }
+
+    /// Every group's committed offset of `topic`'s partition 0, by group id.
+    pub fn committed_to_topic(&self, topic: &str) -> Vec<(String, i64)> {
+        todo!("{topic}")
+    }
+
+    /// DeleteGroups: one outcome per group, in order. A group with members is refused
+    /// with NON_EMPTY_GROUP; an unknown one with GROUP_ID_NOT_FOUND.
+    pub fn delete_groups(&self, group_ids: &[String]) -> Vec<Option<GroupError>> {
+        todo!("{group_ids:?}")
+    }
+
+    /// OffsetDelete: one outcome per partition; `Err` for the whole request.
+    pub fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<Option<GroupError>>, GroupError> {
+        todo!("{group_id}{partitions:?}")
+    }
+
+    /// Fires due timers: initial rebalance delays, rebalance and sync timeouts, session
+    /// expiry, and offsets retention. The engine's scheduler calls it every tick.
+    pub fn tick(&self) {
+        todo!()
+    }
+}
