@@ -96,10 +96,9 @@ fn listener_config(
             .next()
             .ok_or_else(|| CliError::new(format!("the listener host {host} has no address")))?,
     };
-    let advertised_host = match &settings.advertised.host {
-        Some(host) => host.clone(),
-        None => host_name()?,
-    };
+    let advertised_host = settings
+        .advertised_host()
+        .map_err(|e| io_error("gethostname", e))?;
     Ok(ListenerConfig {
         bind,
         advertised_host,
@@ -113,16 +112,4 @@ fn listener_config(
         num_partitions: settings.num_partitions,
         delete_topic_enable: settings.delete_topic_enable,
     })
-}
-
-/// gethostname(2).
-fn host_name() -> Result<String, CliError> {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for `buf.len()` bytes; gethostname writes at most that.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return Err(io_error("gethostname", std::io::Error::last_os_error()));
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
 }

@@ -186,6 +186,32 @@ pub(crate) fn render(engine: &Engine) -> String {
         }
     }
 
+    let mut committed = Family::new(
+        "kpfs_consumer_group_committed_offset",
+        gauge,
+        "Offset a consumer group committed for the partition: the next record its consumers read (kafka-consumer-groups.sh's CURRENT-OFFSET).",
+    );
+    let mut lag = Family::new(
+        "kpfs_consumer_group_lag",
+        gauge,
+        "Records of the partition the group has not consumed and committed: log end offset minus committed offset (kafka-consumer-groups.sh's LAG; a consumer's records-lag, kafka.consumer:type=consumer-fetch-manager-metrics, counts from its fetch position instead). No sample when the topic is gone.",
+    );
+    for listing in engine.groups().list_groups() {
+        // A group deleted since the listing is simply not reported.
+        // Without a partition label, as every per-topic metric here: kpfs topics have the
+        // one partition 0, the only one a group can commit.
+        for p in engine.group_lags(&listing.group_id).unwrap_or_default() {
+            let labels = [
+                ("group", listing.group_id.as_str()),
+                ("topic", p.topic.as_str()),
+            ];
+            committed.add(&labels, p.committed);
+            if let Some(l) = p.lag() {
+                lag.add(&labels, l);
+            }
+        }
+    }
+
     let single = |name: &'static str, help: &'static str, value: String| {
         let mut f = Family::new(name, gauge, help);
         f.add(&[], value);
@@ -246,6 +272,8 @@ pub(crate) fn render(engine: &Engine) -> String {
         &deleted,
         &tombstones,
         &compacted,
+        &committed,
+        &lag,
     ]
     .into_iter()
     .chain(cleaner_families.iter())

@@ -12,6 +12,7 @@ pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod files;
 pub mod format;
+pub(crate) mod group_view;
 pub(crate) mod index;
 pub mod inspect;
 pub(crate) mod limits;

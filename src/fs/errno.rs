@@ -1,7 +1,8 @@
-//! The one place that decides which errno a user sees for an engine error. The match is
-//! exhaustive on purpose: a new `EngineError` variant fails to compile here until someone
-//! decides what `write(2)` or `mkdir(2)` should report for it.
+//! The one place that decides which errno a user sees for an engine error. The matches
+//! are exhaustive on purpose: a new `EngineError` or `GroupError` variant fails to compile
+//! here until someone decides what `write(2)` or `rmdir(2)` should report for it.
 
+use crate::engine::groups::GroupError;
 use crate::engine::EngineError;
 
 /// The errno for an engine error, as a libc constant.
@@ -57,6 +58,31 @@ pub(crate) fn errno_of(error: &EngineError) -> i32 {
     }
 }
 
+/// The errno for a group coordinator's refusal. Only `rmdir .kpfs/groups/GROUP`
+/// (DeleteGroups) reaches one; the rest say what they would mean there.
+pub(crate) fn group_errno(error: &GroupError) -> i32 {
+    match error {
+        // Kafka's NON_EMPTY_GROUP is rmdir's "directory not empty": the group has members.
+        GroupError::NonEmptyGroup { .. } => libc::ENOTEMPTY,
+        GroupError::GroupIdNotFound { .. } | GroupError::UnknownTopicOrPartition { .. } => {
+            libc::ENOENT
+        }
+        // Retriable in Kafka (the offsets topic could not be written): try again.
+        GroupError::CoordinatorNotAvailable { .. } => libc::EAGAIN,
+        // A group busy with a rebalance or a topic it consumes.
+        GroupError::RebalanceInProgress | GroupError::GroupSubscribedToTopic => libc::EBUSY,
+        GroupError::GroupMaxSizeReached { .. } => libc::EUSERS,
+        GroupError::OffsetMetadataTooLarge { .. } => libc::EFBIG,
+        GroupError::FencedInstanceId => libc::EPERM,
+        GroupError::InvalidGroupId
+        | GroupError::UnknownMemberId
+        | GroupError::MemberIdRequired { .. }
+        | GroupError::IllegalGeneration
+        | GroupError::InconsistentGroupProtocol
+        | GroupError::InvalidSessionTimeout { .. } => libc::EINVAL,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +113,13 @@ mod tests {
             reason: "fsync".into(),
         };
         assert_eq!(errno_of(&poisoned), libc::EIO);
+    }
+
+    #[test]
+    fn a_group_with_members_is_a_directory_not_empty() {
+        let busy = GroupError::NonEmptyGroup { group: "g".into() };
+        assert_eq!(group_errno(&busy), libc::ENOTEMPTY);
+        let unknown = GroupError::GroupIdNotFound { group: "g".into() };
+        assert_eq!(group_errno(&unknown), libc::ENOENT);
     }
 }

@@ -3,7 +3,7 @@
 //! deleted topic's inode gets ENOENT instead of silently reaching a newer topic of the
 //! same name. Thread-safe; one short lock per call.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use parking_lot::Mutex;
 
@@ -19,6 +19,78 @@ pub(crate) const LOG_START_FILE: &str = "log_start_offset";
 
 /// The reserved control directory in the root.
 pub(crate) const CONTROL_DIR: &str = ".kpfs";
+
+/// `.kpfs/groups`: a directory per consumer group.
+pub(crate) const GROUPS_DIR: &str = "groups";
+
+/// The files of `.kpfs/groups/GROUP/`, each one table of
+/// `kafka-consumer-groups.sh --describe --group GROUP`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum GroupFile {
+    /// `--state`.
+    State,
+    /// `--members --verbose`.
+    Members,
+    /// `--offsets`.
+    Offsets,
+}
+
+impl GroupFile {
+    pub(crate) const ALL: [GroupFile; 3] = [GroupFile::State, GroupFile::Members, GroupFile::Offsets];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            GroupFile::State => "state",
+            GroupFile::Members => "members",
+            GroupFile::Offsets => "offsets",
+        }
+    }
+}
+
+/// The file name that shows group `id` in `.kpfs/groups`: the id with `%` and `/` (and a
+/// NUL) written `%XX`, and `.` and `..` written `%2E` and `%2E%2E`, since Kafka's group
+/// ids are any string. `None` for an id no file name can show: the empty id, and one
+/// longer than a file name may be.
+pub(crate) fn group_file_name(id: &str) -> Option<String> {
+    let name = match id {
+        "" => return None,
+        "." => "%2E".to_string(),
+        ".." => "%2E%2E".to_string(),
+        _ => {
+            let mut name = String::with_capacity(id.len());
+            for c in id.chars() {
+                match c {
+                    '%' | '/' | '\0' => name.push_str(&format!("%{:02X}", c as u32)),
+                    c => name.push(c),
+                }
+            }
+            name
+        }
+    };
+    (name.len() <= MAX_NAME_BYTES).then_some(name)
+}
+
+/// The group id a `.kpfs/groups` file name shows, if it is one [`group_file_name`] makes.
+pub(crate) fn group_of_file_name(name: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(name.len());
+    let mut rest = name.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'%' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(b);
+            rest = tail;
+        }
+    }
+    let id = String::from_utf8(bytes).ok()?;
+    // One spelling per group: `%41` or `%2f` name nothing.
+    (group_file_name(&id).as_deref() == Some(name)).then_some(id)
+}
+
+/// Linux's `NAME_MAX`.
+const MAX_NAME_BYTES: usize = 255;
 
 /// One path of the mount. Topic-scoped nodes carry the topic name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -41,6 +113,14 @@ pub(crate) enum Node {
         topic: String,
         name: String,
     },
+    /// `.kpfs/groups`: the consumer groups (Kafka's ListGroups).
+    GroupsDir,
+    /// `.kpfs/groups/GROUP`, by group id; `rmdir` deletes the group (DeleteGroups).
+    GroupDir(String),
+    GroupFile {
+        group: String,
+        file: GroupFile,
+    },
 }
 
 impl Node {
@@ -60,6 +140,13 @@ impl Node {
             Node::LogStart(t) => format!("{t}/{LOG_START_FILE}"),
             Node::SegmentsDir(t) => format!("{t}/segments"),
             Node::Segment { topic, name } => format!("{topic}/segments/{name}"),
+            Node::GroupsDir => format!("{CONTROL_DIR}/{GROUPS_DIR}"),
+            Node::GroupDir(group) => Node::GroupsDir.child_path(&shown_group(group)),
+            Node::GroupFile { group, file } => format!(
+                "{CONTROL_DIR}/{GROUPS_DIR}/{}/{}",
+                shown_group(group),
+                file.name()
+            ),
         }
     }
 
@@ -74,15 +161,25 @@ impl Node {
     pub(crate) fn is_dir(&self) -> bool {
         matches!(
             self,
-            Node::Root | Node::ControlDir | Node::TopicDir(_) | Node::SegmentsDir(_)
+            Node::Root
+                | Node::ControlDir
+                | Node::TopicDir(_)
+                | Node::SegmentsDir(_)
+                | Node::GroupsDir
+                | Node::GroupDir(_)
         )
     }
 
     pub(crate) fn topic(&self) -> Option<&str> {
         match self {
-            Node::Root | Node::ControlDir | Node::BrokerConfig | Node::Errors | Node::Metrics => {
-                None
-            }
+            Node::Root
+            | Node::ControlDir
+            | Node::BrokerConfig
+            | Node::Errors
+            | Node::Metrics
+            | Node::GroupsDir
+            | Node::GroupDir(_)
+            | Node::GroupFile { .. } => None,
             Node::TopicDir(t)
             | Node::Log(t)
             | Node::TopicConfig(t)
@@ -105,8 +202,30 @@ impl Node {
             | Node::LogStart(t)
             | Node::SegmentsDir(t) => Node::TopicDir(t.clone()),
             Node::Segment { topic, .. } => Node::SegmentsDir(topic.clone()),
+            Node::GroupsDir => Node::ControlDir,
+            Node::GroupDir(_) => Node::GroupsDir,
+            Node::GroupFile { group, .. } => Node::GroupDir(group.clone()),
         }
     }
+
+    /// The consumer group of a node under `.kpfs/groups/GROUP`.
+    pub(crate) fn group(&self) -> Option<&str> {
+        match self {
+            Node::GroupDir(group) | Node::GroupFile { group, .. } => Some(group),
+            _ => None,
+        }
+    }
+
+    /// Whether the node is `.kpfs/groups` or in it.
+    pub(crate) fn in_groups(&self) -> bool {
+        matches!(self, Node::GroupsDir) || self.group().is_some()
+    }
+}
+
+/// A group's name in paths; an id no file name can show (which is never listed) is
+/// shown as it is, for `.kpfs/errors`.
+fn shown_group(group: &str) -> String {
+    group_file_name(group).unwrap_or_else(|| group.to_string())
 }
 
 struct Tables {
@@ -164,22 +283,33 @@ impl InodeTable {
     /// Forgets every node of a deleted topic so its numbers can never reach a new topic
     /// with the same name.
     pub(crate) fn forget_topic(&self, topic: &str) {
-        let mut tables = self.tables.lock();
-        let Tables {
-            by_ino, by_node, ..
-        } = &mut *tables;
-        by_node.retain(|node, _| node.topic() != Some(topic));
-        by_ino.retain(|_, node| node.topic() != Some(topic));
+        self.forget_where(|node| node.topic() == Some(topic));
+    }
+
+    /// Forgets every node of a deleted group, as [`InodeTable::forget_topic`] does.
+    pub(crate) fn forget_group(&self, group: &str) {
+        self.forget_where(|node| node.group() == Some(group));
+    }
+
+    /// Forgets the nodes of the groups not in `present` (deleted through the listener, or
+    /// expired with their offsets), so the table stays bounded while clients come and go
+    /// with new group ids.
+    pub(crate) fn retain_groups(&self, present: &[String]) {
+        let present: HashSet<&str> = present.iter().map(String::as_str).collect();
+        self.forget_where(|node| node.group().is_some_and(|g| !present.contains(g)));
     }
 
     /// Forgets the segment files of `topic` that are no longer in `present`, so the table
     /// stays bounded while segments roll and retire for months.
     pub(crate) fn retain_segments(&self, topic: &str, present: &[String]) {
-        let mut tables = self.tables.lock();
-        let gone = |node: &Node| match node {
+        self.forget_where(|node| match node {
             Node::Segment { topic: t, name } => t == topic && !present.contains(name),
             _ => false,
-        };
+        });
+    }
+
+    fn forget_where(&self, gone: impl Fn(&Node) -> bool) {
+        let mut tables = self.tables.lock();
         let Tables {
             by_ino, by_node, ..
         } = &mut *tables;
@@ -215,6 +345,54 @@ mod tests {
         table.retain_segments("t", &["b.log".to_string()]);
         assert_eq!(table.node(old), None);
         assert_eq!(table.node(kept), Some(seg("b.log")));
+    }
+
+    #[test]
+    fn any_group_id_has_one_file_name_that_reads_back() {
+        for (id, name) in [
+            ("app", "app"),
+            ("team/app", "team%2Fapp"),
+            ("50%", "50%25"),
+            (".", "%2E"),
+            ("..", "%2E%2E"),
+            ("...", "..."),
+            ("a\0b", "a%00b"),
+            ("grüße", "grüße"),
+        ] {
+            assert_eq!(group_file_name(id).as_deref(), Some(name), "{id:?}");
+            assert_eq!(group_of_file_name(name).as_deref(), Some(id), "{name:?}");
+        }
+        assert_eq!(group_file_name(""), None);
+        assert_eq!(group_file_name(&"x".repeat(256)), None);
+        assert_eq!(group_file_name(&"/".repeat(86)), None);
+        // Other spellings of the same id, and broken escapes, name no group.
+        for name in ["%41pp", "team%2fapp", "%", "%2", "%zz", "%FF"] {
+            assert_eq!(group_of_file_name(name), None, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn group_nodes_leave_the_table_with_their_group() {
+        let table = InodeTable::new();
+        let state = |g: &str| Node::GroupFile {
+            group: g.into(),
+            file: GroupFile::State,
+        };
+        let gone = table.ino(&Node::GroupDir("a".into()));
+        let gone_file = table.ino(&state("a"));
+        let kept = table.ino(&state("b"));
+        table.retain_groups(&["b".to_string()]);
+        assert_eq!(table.node(gone), None);
+        assert_eq!(table.node(gone_file), None);
+        assert_eq!(table.node(kept), Some(state("b")));
+        table.forget_group("b");
+        assert_eq!(table.node(kept), None);
+        assert_eq!(
+            state("team/app").path(),
+            ".kpfs/groups/team%2Fapp/state"
+        );
+        assert_eq!(state("x").parent().parent(), Node::GroupsDir);
+        assert_eq!(Node::GroupsDir.parent(), Node::ControlDir);
     }
 
     #[test]

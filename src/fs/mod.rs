@@ -24,9 +24,13 @@ use crate::engine::error::Excerpt;
 use crate::engine::{
     metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, SystemClock, Topic,
 };
-use errno::errno_of;
+use crate::engine::groups::GroupError;
+use errno::{errno_of, group_errno};
 use handle::{ConfigTarget, ConfigWriter, Handle, HandleKind, HandleTable, LogState};
-use inode::{InodeTable, Node, CONTROL_DIR, LOG_START_FILE};
+use inode::{
+    group_file_name, group_of_file_name, GroupFile, InodeTable, Node, CONTROL_DIR, GROUPS_DIR,
+    LOG_START_FILE,
+};
 
 /// Attributes of files are never cached: `tail -f` polls fstat once a second and must
 /// see every append, and config/status renderings change behind the kernel's back.
@@ -38,6 +42,8 @@ const DIR_ATTR_TTL: Duration = Duration::from_secs(1);
 const FIXED_ENTRY_TTL: Duration = Duration::from_secs(1);
 /// Segment files come and go with rolls and retention; never cache their names.
 const SEGMENT_ENTRY_TTL: Duration = Duration::ZERO;
+/// Groups come and go with Kafka clients (and their offsets' expiry); never cache them.
+const GROUP_ENTRY_TTL: Duration = Duration::ZERO;
 /// `st_blksize`: large enough that stdio and cp pick big buffers, matching the 1 MiB
 /// ceiling the kernel puts on one FUSE request.
 const BLOCK_SIZE: u32 = 1 << 20;
@@ -181,6 +187,32 @@ impl KpfsFs {
         self.refuse(path, errno_of(error), error.to_string())
     }
 
+    fn group_error(&self, path: &str, error: &GroupError) -> FsError {
+        self.refuse(path, group_errno(error), error.to_string())
+    }
+
+    /// Whether consumer group `id` exists (Kafka's ListGroups lists it).
+    fn group_exists(&self, id: &str) -> bool {
+        self.engine
+            .groups()
+            .list_groups()
+            .iter()
+            .any(|g| g.group_id == id)
+    }
+
+    /// The text of a file of `.kpfs/groups/GROUP/`, rendered now.
+    fn group_text(&self, node: &Node) -> FsResult<String> {
+        let text = match node {
+            Node::GroupFile { group, file } => match file {
+                GroupFile::State => self.engine.group_state_text(group),
+                GroupFile::Members => self.engine.group_members_text(group),
+                GroupFile::Offsets => self.engine.group_offsets_text(group),
+            },
+            _ => None,
+        };
+        text.ok_or_else(|| Self::not_found(&node.path()))
+    }
+
     /// "No such entry" without a record: shells and tools probe for names all the time.
     fn not_found(path: &str) -> FsError {
         FsError {
@@ -239,7 +271,17 @@ impl KpfsFs {
 
     fn attr_of(&self, ino: u64, node: &Node) -> FsResult<Attr> {
         let attr = match node {
-            Node::Root | Node::ControlDir => self.dir_attr(ino),
+            Node::Root | Node::ControlDir | Node::GroupsDir => self.dir_attr(ino),
+            Node::GroupDir(group) => {
+                if !self.group_exists(group) {
+                    return Err(Self::not_found(&node.path()));
+                }
+                self.dir_attr(ino)
+            }
+            Node::GroupFile { .. } => {
+                let len = self.group_text(node)?.len() as u64;
+                self.file_attr(ino, len, 0o444, self.mounted_ms)
+            }
             Node::TopicDir(_) | Node::SegmentsDir(_) => {
                 self.topic(node)?;
                 self.dir_attr(ino)
@@ -266,7 +308,7 @@ impl KpfsFs {
             }
             Node::Status(_) => {
                 let topic = self.topic(node)?;
-                let len = topic.status_text().len() as u64;
+                let len = self.engine.topic_status_text(&topic).len() as u64;
                 self.file_attr(ino, len, 0o444, topic.modified_ms())
             }
             Node::Events(_) => {
@@ -311,8 +353,28 @@ impl KpfsFs {
                 "config" => Node::BrokerConfig,
                 "errors" => Node::Errors,
                 "metrics" => Node::Metrics,
+                GROUPS_DIR => Node::GroupsDir,
                 _ => return Err(missing()),
             },
+            Node::GroupsDir => {
+                let group = group_of_file_name(name)
+                    .filter(|g| self.group_exists(g))
+                    .ok_or_else(missing)?;
+                Node::GroupDir(group)
+            }
+            Node::GroupDir(group) => {
+                if !self.group_exists(group) {
+                    return Err(missing());
+                }
+                let file = GroupFile::ALL
+                    .into_iter()
+                    .find(|f| f.name() == name)
+                    .ok_or_else(missing)?;
+                Node::GroupFile {
+                    group: group.clone(),
+                    file,
+                }
+            }
             Node::TopicDir(t) => {
                 self.topic(parent)?;
                 match name {
@@ -346,7 +408,8 @@ impl KpfsFs {
             | Node::Status(_)
             | Node::Events(_)
             | Node::LogStart(_)
-            | Node::Segment { .. } => {
+            | Node::Segment { .. }
+            | Node::GroupFile { .. } => {
                 return Err(FsError {
                     errno: libc::ENOTDIR,
                     message: format!("{}: not a directory", parent.path()),
@@ -361,6 +424,7 @@ impl KpfsFs {
         let attr = self.attr_of(ino, node)?;
         let entry_ttl = match node {
             Node::Segment { .. } => SEGMENT_ENTRY_TTL,
+            Node::GroupDir(_) | Node::GroupFile { .. } => GROUP_ENTRY_TTL,
             _ => FIXED_ENTRY_TTL,
         };
         Ok(Entry { attr, entry_ttl })
@@ -441,7 +505,10 @@ impl KpfsFs {
                 | Node::Metrics
                 | Node::Status(_)
                 | Node::Events(_)
-                | Node::Segment { .. } => {
+                | Node::Segment { .. }
+                | Node::GroupsDir
+                | Node::GroupDir(_)
+                | Node::GroupFile { .. } => {
                     return Err(self.refuse(&path, libc::EPERM, "read-only: cannot be truncated"))
                 }
             },
@@ -460,6 +527,9 @@ impl KpfsFs {
     pub(crate) fn mkdir(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
         let parent = self.node(parent)?;
         let path = parent.child_path(&name.to_string_lossy());
+        if parent.in_groups() {
+            return Err(self.refuse(&path, libc::EPERM, GROUPS_READ_ONLY));
+        }
         if parent != Node::Root {
             return Err(self.refuse(
                 &path,
@@ -490,12 +560,16 @@ impl KpfsFs {
         let Some(name) = name.to_str() else {
             return Err(Self::not_found(&path));
         };
+        if parent == Node::GroupsDir {
+            return self.delete_group(name, &path);
+        }
         if parent != Node::Root || name == CONTROL_DIR {
             self.child(&parent, name)?;
             return Err(self.refuse(
                 &path,
                 libc::EPERM,
-                "only topic directories can be removed (rmdir TOPIC deletes a topic)",
+                "only topic and group directories can be removed (rmdir TOPIC deletes a \
+                 topic, rmdir .kpfs/groups/GROUP a group without members)",
             ));
         }
         match self.engine.delete_topic(name) {
@@ -508,14 +582,38 @@ impl KpfsFs {
         }
     }
 
+    /// `rmdir .kpfs/groups/GROUP`: Kafka's DeleteGroups, refused while the group has
+    /// members.
+    fn delete_group(&self, name: &str, path: &str) -> FsResult<()> {
+        let group = group_of_file_name(name).ok_or_else(|| Self::not_found(path))?;
+        let outcome = self
+            .engine
+            .groups()
+            .delete_groups(std::slice::from_ref(&group))
+            .into_iter()
+            .next()
+            .flatten();
+        match outcome {
+            None => {
+                self.inodes.forget_group(&group);
+                Ok(())
+            }
+            Some(GroupError::GroupIdNotFound { .. }) => Err(Self::not_found(path)),
+            Some(e) => Err(self.group_error(path, &e)),
+        }
+    }
+
     /// Refuses an operation that would add, remove or move a name: the layout of a kpfs
     /// mount is fixed by its topics.
     pub(crate) fn refuse_namespace(&self, op: NamespaceOp, parent: u64, name: &OsStr) -> FsError {
-        let path = match self.inodes.node(parent) {
+        let parent = self.inodes.node(parent);
+        let path = match &parent {
             Some(parent) => parent.child_path(&name.to_string_lossy()),
             None => name.to_string_lossy().into_owned(),
         };
+        let in_groups = parent.as_ref().is_some_and(Node::in_groups);
         let reason = match op {
+            _ if in_groups => GROUPS_READ_ONLY,
             NamespaceOp::Create | NamespaceOp::CreateExclusive | NamespaceOp::Mknod => {
                 "cannot create files: mkdir TOPIC creates a topic; append records with >> TOPIC/log"
             }
@@ -564,9 +662,19 @@ impl KpfsFs {
         let read_only =
             |what: &str| Err(self.refuse(&path, libc::EACCES, format!("{what} is read-only")));
         let kind = match &node {
-            Node::Root | Node::ControlDir | Node::TopicDir(_) | Node::SegmentsDir(_) => {
-                return Err(self.refuse(&path, libc::EISDIR, "is a directory"))
+            Node::Root
+            | Node::ControlDir
+            | Node::TopicDir(_)
+            | Node::SegmentsDir(_)
+            | Node::GroupsDir
+            | Node::GroupDir(_) => return Err(self.refuse(&path, libc::EISDIR, "is a directory")),
+            Node::GroupFile { .. } if writable => {
+                return Err(self.refuse(&path, libc::EACCES, GROUPS_READ_ONLY))
             }
+            Node::GroupFile { .. } => HandleKind::Text {
+                text: self.group_text(&node)?.into_bytes(),
+                writer: None,
+            },
             Node::Log(_) => HandleKind::Log {
                 topic: self.topic(&node)?,
                 state: Mutex::new(LogState::default()),
@@ -589,7 +697,10 @@ impl KpfsFs {
             },
             Node::Status(_) if writable => return read_only("status"),
             Node::Status(_) => HandleKind::Text {
-                text: self.topic(&node)?.status_text().into_bytes(),
+                text: self
+                    .engine
+                    .topic_status_text(&*self.topic(&node)?)
+                    .into_bytes(),
                 writer: None,
             },
             Node::Metrics if writable => return read_only(".kpfs/metrics"),
@@ -651,7 +762,39 @@ impl KpfsFs {
             Node::Root => std::iter::once(Node::ControlDir)
                 .chain(self.engine.topic_names().into_iter().map(Node::TopicDir))
                 .collect(),
-            Node::ControlDir => vec![Node::BrokerConfig, Node::Errors, Node::Metrics],
+            Node::ControlDir => vec![
+                Node::BrokerConfig,
+                Node::Errors,
+                Node::Metrics,
+                Node::GroupsDir,
+            ],
+            Node::GroupsDir => {
+                let ids: Vec<String> = self
+                    .engine
+                    .groups()
+                    .list_groups()
+                    .into_iter()
+                    .map(|g| g.group_id)
+                    .collect();
+                self.inodes.retain_groups(&ids);
+                // An id no file name can show is left out (docs/SEMANTICS.md).
+                ids.into_iter()
+                    .filter(|id| group_file_name(id).is_some())
+                    .map(Node::GroupDir)
+                    .collect()
+            }
+            Node::GroupDir(group) => {
+                if !self.group_exists(group) {
+                    return Err(Self::not_found(&node.path()));
+                }
+                GroupFile::ALL
+                    .into_iter()
+                    .map(|file| Node::GroupFile {
+                        group: group.clone(),
+                        file,
+                    })
+                    .collect()
+            }
             Node::TopicDir(t) => {
                 self.topic(&node)?;
                 vec![
@@ -686,7 +829,8 @@ impl KpfsFs {
             | Node::Status(_)
             | Node::Events(_)
             | Node::LogStart(_)
-            | Node::Segment { .. } => {
+            | Node::Segment { .. }
+            | Node::GroupFile { .. } => {
                 return Err(self.refuse(&node.path(), libc::ENOTDIR, "not a directory"))
             }
         };
@@ -1147,6 +1291,11 @@ impl KpfsFs {
         })
     }
 }
+
+/// Why nothing in `.kpfs/groups` can be created, written, renamed or removed but a
+/// group's directory.
+const GROUPS_READ_ONLY: &str = ".kpfs/groups is read-only: groups come from Kafka clients \
+     (a consumer with a group.id); rmdir .kpfs/groups/GROUP deletes a group without members";
 
 /// The xattr that holds a file's access ACL (`acl_set_file`).
 const POSIX_ACL_ACCESS: &str = "system.posix_acl_access";

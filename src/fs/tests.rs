@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock};
 use crate::fs::inode::ROOT_INO;
-use crate::fs::{KpfsFs, SetAttr};
+use crate::fs::{KpfsFs, NamespaceOp, SetAttr};
 
 struct Fixture {
     fs: KpfsFs,
@@ -467,7 +467,7 @@ fn events_and_metrics_are_listed_read_only_snapshots() {
     let control = f.ino(ROOT_INO, ".kpfs");
     assert_eq!(
         listing(&f, control),
-        [".", "..", "config", "errors", "metrics"]
+        [".", "..", "config", "errors", "metrics", "groups"]
     );
 
     let config = f.ino(dir, "config");
@@ -749,4 +749,163 @@ fn an_offset_written_to_log_start_offset_deletes_the_records_before_it() {
         "t/log_start_offset: 'x' is not an offset: write the offset before which records are deleted"
     ));
     assert_eq!(f.read_all(start), "3\n");
+}
+
+/// Commits `offset` of topic `t` for `group` as a client outside group management does
+/// (generation -1, no member id): the group exists, Empty, with that offset.
+fn commit(f: &Fixture, group: &str, topic: &str, offset: i64) {
+    let request = crate::engine::groups::CommitRequest {
+        group_id: group.into(),
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        offsets: vec![crate::engine::groups::OffsetToCommit {
+            topic: topic.into(),
+            partition: 0,
+            offset,
+            leader_epoch: -1,
+            metadata: None,
+        }],
+    };
+    let outcome = f.fs.engine().groups().commit_offsets(&request).unwrap();
+    assert_eq!(outcome, [None]);
+}
+
+#[test]
+fn a_group_is_a_directory_of_kafkas_describe_tables_fresh_at_each_open() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let fh = f.open_log(dir);
+    f.fs.write(fh, b"1\n2\n3\n4\n5\n").unwrap();
+    f.fs.release(fh);
+    commit(&f, "g", "t", 2);
+    let control = f.ino(ROOT_INO, ".kpfs");
+    let groups = f.ino(control, "groups");
+    assert_eq!(listing(&f, groups), [".", "..", "g"]);
+    let group = f.ino(groups, "g");
+    assert_eq!(listing(&f, group), [".", "..", "state", "members", "offsets"]);
+
+    let offsets = f.ino(group, "offsets");
+    let text = f.read_all(offsets);
+    assert_eq!(f.fs.getattr(offsets).unwrap().size, text.len() as u64);
+    assert_eq!(f.fs.getattr(offsets).unwrap().perm, 0o444);
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[1], ["g", "t", "0", "2", "5", "3", "-", "-", "-"], "{text}");
+    let state = f.read_all(f.ino(group, "state"));
+    let row: Vec<&str> = state.lines().nth(1).unwrap().split_whitespace().collect();
+    // No listener: no coordinator address. No strategy for a group without members.
+    assert_eq!(row[..3], ["g", "-", "Empty"], "{state}");
+    assert_eq!(row[3], "0", "{state}");
+    let members = f.read_all(f.ino(group, "members"));
+    assert_eq!(members.lines().count(), 1, "{members}");
+
+    // Lag follows appends, in the table, the topic's status and the metrics.
+    let status = f.ino(dir, "status");
+    assert!(
+        f.read_all(status)
+            .contains("\nconsumer_group: g committed_offset=2 lag=3\n"),
+        "{}",
+        f.read_all(status)
+    );
+    let held = f.fs.open(offsets, libc::O_RDONLY).unwrap().fh;
+    let fh = f.open_log(dir);
+    f.fs.write(fh, b"6\n").unwrap();
+    f.fs.release(fh);
+    assert!(f.read_all(offsets).contains(" 4 "), "a new open renders anew");
+    // An open handle keeps what it read first, so a reader never sees a torn table.
+    assert_eq!(f.fs.read(held, 0, 1 << 16).unwrap(), text.as_bytes());
+    f.fs.release(held);
+    let metrics = f.read_all(f.ino(control, "metrics"));
+    for series in [
+        "kpfs_consumer_group_committed_offset{group=\"g\",topic=\"t\"} 2\n",
+        "kpfs_consumer_group_lag{group=\"g\",topic=\"t\"} 4\n",
+    ] {
+        assert!(metrics.contains(series), "{series} in {metrics}");
+    }
+
+    // rmdir of a group without members deletes it (DeleteGroups).
+    f.fs.rmdir(groups, OsStr::new("g")).unwrap();
+    assert_eq!(f.fs.getattr(offsets).unwrap_err().errno, libc::ENOENT);
+    assert_eq!(listing(&f, groups), [".", ".."]);
+    assert!(!f.read_all(status).contains("consumer_group"));
+    assert_eq!(
+        f.fs.rmdir(groups, OsStr::new("g")).unwrap_err().errno,
+        libc::ENOENT
+    );
+}
+
+#[test]
+fn a_group_id_that_is_no_file_name_is_shown_escaped() {
+    let f = fixture();
+    f.topic("t");
+    commit(&f, "team/app", "t", 0);
+    let control = f.ino(ROOT_INO, ".kpfs");
+    let groups = f.ino(control, "groups");
+    assert_eq!(listing(&f, groups), [".", "..", "team%2Fapp"]);
+    let group = f.ino(groups, "team%2Fapp");
+    assert!(f.read_all(f.ino(group, "offsets")).contains("\nteam/app "));
+    assert_eq!(
+        f.fs.lookup(groups, OsStr::new("team%2fapp")).unwrap_err().errno,
+        libc::ENOENT
+    );
+    f.fs.rmdir(groups, OsStr::new("team%2Fapp")).unwrap();
+    assert_eq!(listing(&f, groups), [".", ".."]);
+}
+
+#[test]
+fn nothing_in_groups_but_a_group_can_be_created_changed_or_removed() {
+    let f = fixture();
+    f.topic("t");
+    commit(&f, "g", "t", 0);
+    let control = f.ino(ROOT_INO, ".kpfs");
+    let groups = f.ino(control, "groups");
+    let group = f.ino(groups, "g");
+    let state = f.ino(group, "state");
+    let refusals = [
+        (
+            f.fs.mkdir(groups, OsStr::new("new")).unwrap_err(),
+            ".kpfs/groups/new",
+        ),
+        (
+            f.fs.mkdir(group, OsStr::new("sub")).unwrap_err(),
+            ".kpfs/groups/g/sub",
+        ),
+        (
+            f.fs.refuse_namespace(NamespaceOp::Create, group, OsStr::new("notes")),
+            ".kpfs/groups/g/notes",
+        ),
+        (
+            f.fs.refuse_namespace(NamespaceOp::Unlink, group, OsStr::new("state")),
+            ".kpfs/groups/g/state",
+        ),
+        (
+            f.fs.refuse_namespace(NamespaceOp::Rename, groups, OsStr::new("g")),
+            ".kpfs/groups/g",
+        ),
+    ];
+    for (error, path) in refusals {
+        assert_eq!(error.errno, libc::EPERM, "{path}");
+        assert!(
+            f.errors().contains(&format!("{path}: .kpfs/groups is read-only")),
+            "{path}: {}",
+            f.errors()
+        );
+    }
+    assert_eq!(
+        f.fs.open(state, libc::O_WRONLY).unwrap_err().errno,
+        libc::EACCES
+    );
+    let truncate = SetAttr {
+        size: Some(0),
+        ..SetAttr::default()
+    };
+    assert_eq!(f.fs.setattr(state, truncate).unwrap_err().errno, libc::EPERM);
+    assert_eq!(
+        f.fs.rmdir(control, OsStr::new("groups")).unwrap_err().errno,
+        libc::EPERM
+    );
+    assert_eq!(
+        f.fs.rmdir(group, OsStr::new("state")).unwrap_err().errno,
+        libc::EPERM
+    );
 }

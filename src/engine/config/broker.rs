@@ -407,6 +407,24 @@ pub struct ListenerSettings {
     pub delete_topic_enable: bool,
 }
 
+impl ListenerSettings {
+    /// The host clients are told to connect to: the advertised one, or for an empty one
+    /// the machine's name (gethostname(2)), as Kafka advertises its canonical host name.
+    pub fn advertised_host(&self) -> std::io::Result<String> {
+        if let Some(host) = &self.advertised.host {
+            return Ok(host.clone());
+        }
+        let mut buf = [0u8; 256];
+        // SAFETY: the buffer is valid for `buf.len()` bytes; gethostname writes at most that.
+        let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+    }
+}
+
 /// Where a config value that is not an override comes from, named as
 /// `kafka-configs.sh --describe --all` names the source of a config entry (a topic's
 /// overrides are its `DYNAMIC_TOPIC_CONFIG`).

@@ -12,8 +12,20 @@ use crate::engine::log::LogSnapshot;
 use super::Topic;
 
 impl Topic {
-    /// The `status` file: `name: value` lines.
+    /// The `status` file: `name: value` lines (the mount shows
+    /// `Engine::topic_status_text`, which adds the consumer groups).
+    #[cfg(feature = "internals")]
     pub fn status_text(&self) -> String {
+        self.status_text_with(|_| Vec::new())
+    }
+
+    /// The `status` file with lines the engine adds from what the topic does not know
+    /// (the consumer groups' lag): `more` gets the log end offset the file shows, so
+    /// its lines agree with it.
+    pub(crate) fn status_text_with(
+        &self,
+        more: impl FnOnce(u64) -> Vec<(&'static str, String)>,
+    ) -> String {
         let snap = self.log.snapshot();
         let config = self.config();
         let active = snap.active().info();
@@ -100,6 +112,9 @@ impl Topic {
             for (k, v) in self.cleaner_diagnostics(&snap, &config, now) {
                 line(k, v);
             }
+        }
+        for (k, v) in more(active.next_offset) {
+            line(k, v);
         }
         out
     }
