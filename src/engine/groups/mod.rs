@@ -219,3 +219,6 @@ pub struct GroupSettings {
     pub offsets_retention_check_interval_ms: i64,
     pub offset_metadata_max_bytes: i32,
 }
+
+#[cfg(test)]
+mod tests;
