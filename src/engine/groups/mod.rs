@@ -20,6 +20,7 @@ mod subscription;
 pub use coordinator::GroupCoordinator;
 pub(crate) use coordinator::OFFSETS_TOPIC;
 pub use error::GroupError;
+pub(crate) use records::dump_json as dump_offsets_record;
 
 /// An answer the coordinator completes later; the caller waits on it.
 pub type Pending<T> = crossbeam_channel::Receiver<T>;

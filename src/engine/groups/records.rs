@@ -242,6 +242,234 @@ impl GroupMetadataValue {
     }
 }
 
+/// `kafka-dump-log.sh --offsets-decoder`'s rendering of one record: the key as
+/// `{"type":"V","data":{...}}`, the value as `{"version":"V","data":{...}}` or
+/// `<DELETE>` for a tombstone, in the field names of Kafka's JSON converters (a consumer
+/// group member's subscription and assignment decoded as Kafka's tool decodes them).
+/// A record it cannot read says so in the key, as Kafka's tool does.
+pub(crate) fn dump_json(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    offset: u64,
+) -> (String, Option<String>) {
+    let error = |why: String| (format!("Error at offset {offset}, skipping. {why}"), None);
+    let Some(key) = key else {
+        return error(
+            "Failed to decode message using offset topic decoder (message had a missing key)"
+                .into(),
+        );
+    };
+    let version = match Reader(key).i16() {
+        Ok(v) => v,
+        Err(e) => return error(e.0),
+    };
+    let decoded = match OffsetsKey::decode(key) {
+        Ok(Some(k)) => k,
+        Ok(None) => {
+            return (
+                format!("Unknown record type {version} at offset {offset}, skipping."),
+                None,
+            )
+        }
+        Err(e) => return error(e.0),
+    };
+    let mut k = Json::default();
+    match &decoded {
+        OffsetsKey::OffsetCommit {
+            group,
+            topic,
+            partition,
+        } => {
+            k.string("group", group);
+            k.string("topic", topic);
+            k.raw("partition", &partition.to_string());
+        }
+        OffsetsKey::GroupMetadata { group } => k.string("group", group),
+    }
+    let key_text = format!("{{\"type\":\"{version}\",\"data\":{}}}", k.finish());
+    let Some(value) = value else {
+        return (key_text, Some("<DELETE>".into()));
+    };
+    let value_version = match Reader(value).i16() {
+        Ok(v) => v,
+        Err(e) => return error(e.0),
+    };
+    let data = match decoded {
+        OffsetsKey::OffsetCommit { .. } => OffsetCommitValue::decode(value).map(|v| {
+            let mut j = Json::default();
+            j.raw("offset", &v.offset.to_string());
+            if value_version >= 3 {
+                j.raw("leaderEpoch", &v.leader_epoch.to_string());
+            }
+            j.string("metadata", &v.metadata);
+            j.raw("commitTimestamp", &v.commit_timestamp_ms.to_string());
+            if value_version == 1 {
+                j.raw("expireTimestamp", "-1");
+            }
+            j.finish()
+        }),
+        OffsetsKey::GroupMetadata { .. } => {
+            GroupMetadataValue::decode(value).map(|v| group_json(&v, value_version))
+        }
+    };
+    match data {
+        Ok(data) => (
+            key_text,
+            Some(format!(
+                "{{\"version\":\"{value_version}\",\"data\":{data}}}"
+            )),
+        ),
+        Err(e) => error(e.0),
+    }
+}
+
+fn group_json(v: &GroupMetadataValue, version: i16) -> String {
+    let consumer = v.protocol_type == super::subscription::CONSUMER_PROTOCOL_TYPE;
+    let mut j = Json::default();
+    j.string("protocolType", &v.protocol_type);
+    j.raw("generation", &v.generation.to_string());
+    j.nullable_string("protocol", v.protocol.as_deref());
+    j.nullable_string("leader", v.leader.as_deref());
+    if version >= 2 {
+        j.raw(
+            "currentStateTimestamp",
+            &v.current_state_timestamp_ms.to_string(),
+        );
+    }
+    let members: Vec<String> = v
+        .members
+        .iter()
+        .map(|m| {
+            let mut mj = Json::default();
+            mj.string("memberId", &m.member_id);
+            if version >= 3 {
+                mj.nullable_string("groupInstanceId", m.group_instance_id.as_deref());
+            }
+            mj.string("clientId", &m.client_id);
+            mj.string("clientHost", &m.client_host);
+            if version >= 1 {
+                mj.raw("rebalanceTimeout", &m.rebalance_timeout_ms.to_string());
+            }
+            mj.raw("sessionTimeout", &m.session_timeout_ms.to_string());
+            let decoded = |bytes: &[u8], f: fn(&[u8]) -> Option<String>| {
+                consumer
+                    .then(|| f(bytes))
+                    .flatten()
+                    .unwrap_or_else(|| base64_json(bytes))
+            };
+            mj.raw("subscription", &decoded(&m.subscription, subscription_json));
+            mj.raw("assignment", &decoded(&m.assignment, assignment_json));
+            mj.finish()
+        })
+        .collect();
+    j.raw("members", &format!("[{}]", members.join(",")));
+    j.finish()
+}
+
+/// Kafka's JSON of bytes it could not decode: base64, as Jackson writes binary.
+fn base64_json(bytes: &[u8]) -> String {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    format!("\"{}\"", STANDARD.encode(bytes))
+}
+
+fn partitions_json(r: &mut Reader<'_>) -> Result<String, UnreadableRecord> {
+    let count = r.i32()?;
+    let mut items = Vec::new();
+    for _ in 0..count.max(0) {
+        let mut j = Json::default();
+        j.string("topic", &r.string()?);
+        let n = r.i32()?;
+        let partitions = (0..n.max(0))
+            .map(|_| r.i32().map(|p| p.to_string()))
+            .collect::<Result<Vec<_>, _>>()?;
+        j.raw("partitions", &format!("[{}]", partitions.join(",")));
+        items.push(j.finish());
+    }
+    Ok(format!("[{}]", items.join(",")))
+}
+
+fn nullable_bytes_json(r: &mut Reader<'_>) -> Result<String, UnreadableRecord> {
+    match r.i32()? {
+        -1 => Ok("null".into()),
+        len if len < 0 => Err(UnreadableRecord(format!("bytes length {len}"))),
+        len => Ok(base64_json(r.take(len as usize)?)),
+    }
+}
+
+/// `ConsumerProtocolSubscription` (versions 0-3) as Kafka's tool prints it.
+fn subscription_json(bytes: &[u8]) -> Option<String> {
+    let mut r = Reader(bytes);
+    let run = |r: &mut Reader<'_>| -> Result<String, UnreadableRecord> {
+        let version = r.i16()?;
+        let count = r.i32()?;
+        let topics = (0..count.max(0))
+            .map(|_| r.string().map(|t| json_string(&t)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut j = Json::default();
+        j.raw("topics", &format!("[{}]", topics.join(",")));
+        j.raw("userData", &nullable_bytes_json(r)?);
+        if version >= 1 {
+            j.raw("ownedPartitions", &partitions_json(r)?);
+        }
+        if version >= 2 {
+            j.raw("generationId", &r.i32()?.to_string());
+        }
+        if version >= 3 {
+            j.nullable_string("rackId", r.nullable_string()?.as_deref());
+        }
+        Ok(j.finish())
+    };
+    run(&mut r).ok()
+}
+
+/// `ConsumerProtocolAssignment` (versions 0-3) as Kafka's tool prints it.
+fn assignment_json(bytes: &[u8]) -> Option<String> {
+    let mut r = Reader(bytes);
+    let run = |r: &mut Reader<'_>| -> Result<String, UnreadableRecord> {
+        r.i16()?;
+        let mut j = Json::default();
+        j.raw("assignedPartitions", &partitions_json(r)?);
+        j.raw("userData", &nullable_bytes_json(r)?);
+        Ok(j.finish())
+    };
+    run(&mut r).ok()
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A JSON object built field by field, in Kafka's field order.
+#[derive(Default)]
+struct Json(Vec<String>);
+
+impl Json {
+    fn raw(&mut self, name: &str, value: &str) {
+        self.0.push(format!("\"{name}\":{value}"));
+    }
+    fn string(&mut self, name: &str, value: &str) {
+        self.raw(name, &json_string(value));
+    }
+    fn nullable_string(&mut self, name: &str, value: Option<&str>) {
+        self.raw(name, &value.map_or_else(|| "null".to_string(), json_string));
+    }
+    fn finish(self) -> String {
+        format!("{{{}}}", self.0.join(","))
+    }
+}
+
 /// Big-endian writer of Kafka's non-flexible types.
 #[derive(Default)]
 struct Writer(Vec<u8>);
@@ -430,6 +658,70 @@ mod tests {
         let old = GroupMetadataValue::decode(&v0.0).unwrap();
         assert_eq!((old.generation, old.current_state_timestamp_ms), (1, -1));
         assert!(old.members.is_empty());
+    }
+
+    #[test]
+    fn dumps_as_kafkas_offsets_decoder() {
+        let key = OffsetsKey::OffsetCommit {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 0,
+        }
+        .encode();
+        let value = OffsetCommitValue {
+            offset: 5,
+            leader_epoch: -1,
+            metadata: "m\"".into(),
+            commit_timestamp_ms: 9,
+        }
+        .encode();
+        assert_eq!(
+            dump_json(Some(&key), Some(&value), 0),
+            (
+                r#"{"type":"1","data":{"group":"g","topic":"t","partition":0}}"#.to_string(),
+                Some(
+                    r#"{"version":"3","data":{"offset":5,"leaderEpoch":-1,"metadata":"m\"","commitTimestamp":9}}"#
+                        .to_string()
+                )
+            )
+        );
+        assert_eq!(
+            dump_json(Some(&key), None, 0).1.as_deref(),
+            Some("<DELETE>")
+        );
+        assert_eq!(
+            dump_json(Some(&[0, 7]), None, 3).0,
+            "Unknown record type 7 at offset 3, skipping."
+        );
+        // A consumer member's subscription and assignment are decoded.
+        let group = GroupMetadataValue {
+            protocol_type: "consumer".into(),
+            generation: 1,
+            protocol: Some("range".into()),
+            leader: Some("m".into()),
+            current_state_timestamp_ms: 2,
+            members: vec![StoredMember {
+                member_id: "m".into(),
+                group_instance_id: None,
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                rebalance_timeout_ms: 3,
+                session_timeout_ms: 4,
+                subscription: vec![0, 0, 0, 0, 0, 1, 0, 1, b't', 0xff, 0xff, 0xff, 0xff],
+                assignment: vec![
+                    0, 0, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+                ],
+            }],
+        };
+        let gkey = OffsetsKey::GroupMetadata { group: "g".into() }.encode();
+        assert_eq!(
+            dump_json(Some(&gkey), Some(&group.encode()), 1).1.unwrap(),
+            concat!(
+                r#"{"version":"3","data":{"protocolType":"consumer","generation":1,"protocol":"range","leader":"m","currentStateTimestamp":2,"#,
+                r#""members":[{"memberId":"m","groupInstanceId":null,"clientId":"c","clientHost":"/127.0.0.1","rebalanceTimeout":3,"sessionTimeout":4,"#,
+                r#""subscription":{"topics":["t"],"userData":null},"assignment":{"assignedPartitions":[{"topic":"t","partitions":[0]}],"userData":null}}]}}"#
+            )
+        );
     }
 
     #[test]
