@@ -79,7 +79,8 @@ impl Engine {
             committed
                 .into_iter()
                 .map(|(group, offset)| {
-                    let lag = lag(Some(offset), Some(end)).map_or(MISSING.into(), |l| l.to_string());
+                    let lag =
+                        lag(Some(offset), Some(end)).map_or(MISSING.into(), |l| l.to_string());
                     (
                         "consumer_group",
                         format!("{group} committed_offset={offset} lag={lag}"),
@@ -297,8 +298,11 @@ fn offsets_table(
     // Kafka's `collectGroupsOffsets`: the members with partitions, most partitions first,
     // each partition with the committed offset if any; then the committed partitions no
     // member has, without a consumer.
-    let mut members: Vec<&MemberDescription> =
-        d.members.iter().filter(|m| partition_count(m) > 0).collect();
+    let mut members: Vec<&MemberDescription> = d
+        .members
+        .iter()
+        .filter(|m| partition_count(m) > 0)
+        .collect();
     members.sort_by_key(|m| std::cmp::Reverse(partition_count(m)));
     let mut rows = Vec::new();
     for member in members {
@@ -393,7 +397,12 @@ mod tests {
     use super::*;
     use crate::engine::groups::GroupState;
 
-    fn member(id: &str, host: &str, client: &str, assigned: &[(&str, &[i32])]) -> MemberDescription {
+    fn member(
+        id: &str,
+        host: &str,
+        client: &str,
+        assigned: &[(&str, &[i32])],
+    ) -> MemberDescription {
         MemberDescription {
             member_id: id.into(),
             group_instance_id: None,
@@ -435,7 +444,12 @@ mod tests {
             lines[0],
             format!(
                 "{:<25} {:<25} {:<20} {:<15} {:<10} {:<12} PROTOCOL-TYPE",
-                "GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS", "GENERATION"
+                "GROUP",
+                "COORDINATOR (ID)",
+                "ASSIGNMENT-STRATEGY",
+                "STATE",
+                "#MEMBERS",
+                "GENERATION"
             )
         );
         assert_eq!(
@@ -462,7 +476,11 @@ mod tests {
                 "GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"
             )
         );
-        assert!(lines[1].ends_with("2               a(0), b(0)"), "{}", lines[1]);
+        assert!(
+            lines[1].ends_with("2               a(0), b(0)"),
+            "{}",
+            lines[1]
+        );
         assert!(lines[2].ends_with("0               -"), "{}", lines[2]);
         d.members[1].group_instance_id = Some("static-1".into());
         let text = members_table(&d);
@@ -499,11 +517,24 @@ mod tests {
             _ => None,
         };
         let text = offsets_table(&d, &lags, ends);
-        let cells: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+        let cells: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
         assert_eq!(
             cells,
             [
-                vec!["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"],
+                vec![
+                    "GROUP",
+                    "TOPIC",
+                    "PARTITION",
+                    "CURRENT-OFFSET",
+                    "LOG-END-OFFSET",
+                    "LAG",
+                    "CONSUMER-ID",
+                    "HOST",
+                    "CLIENT-ID"
+                ],
                 // m2 has more partitions: first. Nothing committed for u and v yet.
                 vec!["g", "u", "0", "-", "5", "-", "m2", "/127.0.0.2", "c2"],
                 vec!["g", "v", "0", "-", "-", "-", "m2", "/127.0.0.2", "c2"],
@@ -514,7 +545,14 @@ mod tests {
         // Kafka's widths: PARTITION 10, the offsets 15, the rest at least 15.
         assert!(text.starts_with(&format!(
             "{:<15} {:<15} {:<10} {:<15} {:<15} {:<15} {:<15} {:<15} CLIENT-ID\n",
-            "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST"
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST"
         )));
     }
 

@@ -36,7 +36,8 @@ pub(crate) enum GroupFile {
 }
 
 impl GroupFile {
-    pub(crate) const ALL: [GroupFile; 3] = [GroupFile::State, GroupFile::Members, GroupFile::Offsets];
+    pub(crate) const ALL: [GroupFile; 3] =
+        [GroupFile::State, GroupFile::Members, GroupFile::Offsets];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -387,10 +388,7 @@ mod tests {
         assert_eq!(table.node(kept), Some(state("b")));
         table.forget_group("b");
         assert_eq!(table.node(kept), None);
-        assert_eq!(
-            state("team/app").path(),
-            ".kpfs/groups/team%2Fapp/state"
-        );
+        assert_eq!(state("team/app").path(), ".kpfs/groups/team%2Fapp/state");
         assert_eq!(state("x").parent().parent(), Node::GroupsDir);
         assert_eq!(Node::GroupsDir.parent(), Node::ControlDir);
     }

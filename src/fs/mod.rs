@@ -21,10 +21,10 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::engine::error::Excerpt;
+use crate::engine::groups::GroupError;
 use crate::engine::{
     metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, SystemClock, Topic,
 };
-use crate::engine::groups::GroupError;
 use errno::{errno_of, group_errno};
 use handle::{ConfigTarget, ConfigWriter, Handle, HandleKind, HandleTable, LogState};
 use inode::{
@@ -681,6 +681,9 @@ impl KpfsFs {
             },
             Node::TopicConfig(_) => {
                 let topic = self.topic(&node)?;
+                if writable {
+                    self.refuse_internal_config(&topic, &path)?;
+                }
                 HandleKind::Text {
                     text: topic.config_text().into_bytes(),
                     writer: writable.then(|| ConfigWriter::new(ConfigTarget::Topic(topic))),
@@ -1171,6 +1174,23 @@ impl KpfsFs {
             .map_err(|e| self.engine_error(&node.path(), &e))
     }
 
+    /// The internal topic is read-only in the mount, its `config` too (the engine refuses
+    /// its appends, DeleteRecords and deletion whoever asks; configs only here, since
+    /// Kafka lets an admin client change them).
+    fn refuse_internal_config(&self, topic: &Topic, path: &str) -> FsResult<()> {
+        if !topic.is_internal() {
+            return Ok(());
+        }
+        Err(self.refuse(
+            path,
+            libc::EPERM,
+            format!(
+                "{} is an internal topic, read-only in the mount: only the group coordinator writes it",
+                topic.name()
+            ),
+        ))
+    }
+
     /// `>` or ftruncate to zero on a config file: through an open handle, its next
     /// lines replace the overrides; by path (`truncate -s 0`), every override goes now.
     fn truncate_config(&self, node: &Node, fh: Option<u64>) -> FsResult<()> {
@@ -1195,6 +1215,7 @@ impl KpfsFs {
             }
             _ => {
                 let topic = self.topic(node)?;
+                self.refuse_internal_config(&topic, &path)?;
                 let mut change = ConfigChange::new(ConfigScope::Topic);
                 change.truncate();
                 topic.apply_config_change(&change)

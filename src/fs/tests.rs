@@ -5,6 +5,7 @@ use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
+use crate::engine::groups::JoinRequest;
 use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock};
 use crate::fs::inode::ROOT_INO;
 use crate::fs::{KpfsFs, NamespaceOp, SetAttr};
@@ -767,6 +768,7 @@ fn commit(f: &Fixture, group: &str, topic: &str, offset: i64) {
             metadata: None,
         }],
     };
+    f.fs.engine().ensure_offsets_topic().unwrap();
     let outcome = f.fs.engine().groups().commit_offsets(&request).unwrap();
     assert_eq!(outcome, [None]);
 }
@@ -783,14 +785,24 @@ fn a_group_is_a_directory_of_kafkas_describe_tables_fresh_at_each_open() {
     let groups = f.ino(control, "groups");
     assert_eq!(listing(&f, groups), [".", "..", "g"]);
     let group = f.ino(groups, "g");
-    assert_eq!(listing(&f, group), [".", "..", "state", "members", "offsets"]);
+    assert_eq!(
+        listing(&f, group),
+        [".", "..", "state", "members", "offsets"]
+    );
 
     let offsets = f.ino(group, "offsets");
     let text = f.read_all(offsets);
     assert_eq!(f.fs.getattr(offsets).unwrap().size, text.len() as u64);
     assert_eq!(f.fs.getattr(offsets).unwrap().perm, 0o444);
-    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
-    assert_eq!(rows[1], ["g", "t", "0", "2", "5", "3", "-", "-", "-"], "{text}");
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[1],
+        ["g", "t", "0", "2", "5", "3", "-", "-", "-"],
+        "{text}"
+    );
     let state = f.read_all(f.ino(group, "state"));
     let row: Vec<&str> = state.lines().nth(1).unwrap().split_whitespace().collect();
     // No listener: no coordinator address. No strategy for a group without members.
@@ -811,7 +823,10 @@ fn a_group_is_a_directory_of_kafkas_describe_tables_fresh_at_each_open() {
     let fh = f.open_log(dir);
     f.fs.write(fh, b"6\n").unwrap();
     f.fs.release(fh);
-    assert!(f.read_all(offsets).contains(" 4 "), "a new open renders anew");
+    assert!(
+        f.read_all(offsets).contains(" 4 "),
+        "a new open renders anew"
+    );
     // An open handle keeps what it read first, so a reader never sees a torn table.
     assert_eq!(f.fs.read(held, 0, 1 << 16).unwrap(), text.as_bytes());
     f.fs.release(held);
@@ -845,7 +860,9 @@ fn a_group_id_that_is_no_file_name_is_shown_escaped() {
     let group = f.ino(groups, "team%2Fapp");
     assert!(f.read_all(f.ino(group, "offsets")).contains("\nteam/app "));
     assert_eq!(
-        f.fs.lookup(groups, OsStr::new("team%2fapp")).unwrap_err().errno,
+        f.fs.lookup(groups, OsStr::new("team%2fapp"))
+            .unwrap_err()
+            .errno,
         libc::ENOENT
     );
     f.fs.rmdir(groups, OsStr::new("team%2Fapp")).unwrap();
@@ -886,7 +903,8 @@ fn nothing_in_groups_but_a_group_can_be_created_changed_or_removed() {
     for (error, path) in refusals {
         assert_eq!(error.errno, libc::EPERM, "{path}");
         assert!(
-            f.errors().contains(&format!("{path}: .kpfs/groups is read-only")),
+            f.errors()
+                .contains(&format!("{path}: .kpfs/groups is read-only")),
             "{path}: {}",
             f.errors()
         );
@@ -899,7 +917,10 @@ fn nothing_in_groups_but_a_group_can_be_created_changed_or_removed() {
         size: Some(0),
         ..SetAttr::default()
     };
-    assert_eq!(f.fs.setattr(state, truncate).unwrap_err().errno, libc::EPERM);
+    assert_eq!(
+        f.fs.setattr(state, truncate).unwrap_err().errno,
+        libc::EPERM
+    );
     assert_eq!(
         f.fs.rmdir(control, OsStr::new("groups")).unwrap_err().errno,
         libc::EPERM
@@ -907,5 +928,105 @@ fn nothing_in_groups_but_a_group_can_be_created_changed_or_removed() {
     assert_eq!(
         f.fs.rmdir(group, OsStr::new("state")).unwrap_err().errno,
         libc::EPERM
+    );
+}
+
+#[test]
+fn a_group_with_members_refuses_rmdir_with_kafkas_error() {
+    let f = fixture();
+    f.topic("t");
+    f.fs.engine().ensure_offsets_topic().unwrap();
+    let _join = f.fs.engine().groups().join_group(JoinRequest {
+        group_id: "g".into(),
+        member_id: String::new(),
+        group_instance_id: None,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Vec::new())],
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 30_000,
+        client_id: "the-client".into(),
+        client_host: "/127.0.0.1".into(),
+        require_known_member_id: false,
+        supports_skip_assignment: false,
+        reason: None,
+    });
+    let control = f.ino(ROOT_INO, ".kpfs");
+    let groups = f.ino(control, "groups");
+    let error = f.fs.rmdir(groups, OsStr::new("g")).unwrap_err();
+    assert_eq!(error.errno, libc::ENOTEMPTY);
+    assert!(
+        f.errors()
+            .contains(" .kpfs/groups/g: The group g is not empty.\n"),
+        "{}",
+        f.errors()
+    );
+    let group = f.ino(groups, "g");
+    let members = f.read_all(f.ino(group, "members"));
+    let row: Vec<&str> = members.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[0], "g");
+    assert_eq!(
+        row[2..],
+        ["/127.0.0.1", "the-client", "0", "-"],
+        "{members}"
+    );
+    let state = f.read_all(f.ino(group, "state"));
+    assert!(state.contains(" PreparingRebalance "), "{state}");
+}
+
+#[test]
+fn the_internal_topic_is_read_only_in_the_mount() {
+    let f = fixture();
+    f.fs.engine().ensure_offsets_topic().unwrap();
+    let dir = f.ino(ROOT_INO, "__consumer_offsets");
+    assert!(listing(&f, ROOT_INO).contains(&"__consumer_offsets".to_string()));
+    assert!(f
+        .read_all(f.ino(dir, "status"))
+        .starts_with("topic: __consumer_offsets\n"));
+    let fh = f.open_log(dir);
+    assert_eq!(f.fs.write(fh, b"x\n").unwrap_err().errno, libc::EPERM);
+    f.fs.release(fh);
+    assert!(
+        f.errors().contains(
+            " __consumer_offsets/log: Cannot append to internal topic __consumer_offsets\n"
+        ),
+        "{}",
+        f.errors()
+    );
+    let config = f.ino(dir, "config");
+    assert_eq!(
+        f.fs.open(config, libc::O_WRONLY).unwrap_err().errno,
+        libc::EPERM
+    );
+    let truncate = SetAttr {
+        size: Some(0),
+        ..SetAttr::default()
+    };
+    assert_eq!(
+        f.fs.setattr(config, truncate).unwrap_err().errno,
+        libc::EPERM
+    );
+    assert!(
+        f.errors().contains(
+            " __consumer_offsets/config: __consumer_offsets is an internal topic, read-only"
+        ),
+        "{}",
+        f.errors()
+    );
+    assert!(f.read_all(config).contains("cleanup.policy=compact\n"));
+    let start = f.ino(dir, "log_start_offset");
+    let fh = f.fs.open(start, libc::O_WRONLY).unwrap().fh;
+    assert_eq!(f.fs.write(fh, b"0\n").unwrap_err().errno, libc::EPERM);
+    f.fs.release(fh);
+    assert_eq!(
+        f.fs.rmdir(ROOT_INO, OsStr::new("__consumer_offsets"))
+            .unwrap_err()
+            .errno,
+        libc::EPERM
+    );
+    assert!(
+        f.errors()
+            .contains(" __consumer_offsets: Cannot delete internal topic"),
+        "{}",
+        f.errors()
     );
 }
