@@ -3,26 +3,49 @@
 Usage: group_view_client.py BOOTSTRAP GROUP TOPIC...
 
 Starts two KafkaConsumers (client ids view-1 and view-2, the roundrobin assignor, so each
-gets one of two one-partition topics) in GROUP, subscribed to the TOPICs, and polls both
-until the group is stable with every partition assigned. Then it takes commands from
-stdin, one a line, and answers each with lines ending in "ok":
+gets one of two one-partition topics) in GROUP, subscribed to the TOPICs, each driven by
+a thread of its own as two applications would be, and waits until the group is stable
+with every partition assigned. Then it takes commands from stdin, one a line, and
+answers each with lines ending in "ok":
 
-  consume   polls both until each has read its partitions to their end, commits, and
-            prints what the clients report: per consumer "member MEMBER_ID CLIENT_ID
-            GENERATION PROTOCOL TOPIC(0)...", then per partition "committed TOPIC
-            PARTITION OFFSET" as OffsetFetch answers it.
-  close     closes both (LeaveGroup).
+  consume   both read their partitions to their end and commit; prints what the clients
+            report: per consumer "member MEMBER_ID CLIENT_ID GENERATION PROTOCOL
+            TOPIC(0)...", then per partition "committed TOPIC PARTITION OFFSET" as
+            OffsetFetch answers it.
+  close     closes both (LeaveGroup) and ends the script.
 
 Every wait is bounded; a timeout ends the script with an error.
 """
 
+import queue
 import sys
+import threading
 import time
 
 from kafka import KafkaConsumer
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
-TIMEOUT_S = 30
+TIMEOUT_S = 60
+
+
+class Member(threading.Thread):
+    """One consumer, used only by its own thread: kafka-python 3.0 drops a JoinGroup
+    answer that arrives between two polls and joins again, which makes the group
+    rebalance, so a consumer must be polled without long pauses while it joins (one
+    thread polling two consumers in turn made that happen every few runs)."""
+
+    def __init__(self, consumer):
+        super().__init__(daemon=True)
+        self.consumer = consumer
+        self.commands = queue.Queue()
+        self.answers = queue.Queue()
+
+    def run(self):
+        for command in iter(self.commands.get, None):
+            try:
+                self.answers.put((True, command(self.consumer)))
+            except Exception as e:  # the main thread reports it
+                self.answers.put((False, e))
 
 
 def consumers_of(bootstrap, group, topics):
@@ -41,59 +64,85 @@ def consumers_of(bootstrap, group, topics):
     ]
 
 
-def poll_until(consumers, done, what):
+def poll_until(consumer, done, what):
     deadline = time.monotonic() + TIMEOUT_S
     while not done():
         if time.monotonic() > deadline:
-            sys.exit(f"timed out waiting for {what}")
-        for c in consumers:
-            c.poll(timeout_ms=100)
+            raise TimeoutError(f"{consumer.config['client_id']} timed out waiting for {what}")
+        consumer.poll(timeout_ms=1000)
 
 
-def stable(consumers, partitions):
-    generations = [c._coordinator.generation_if_stable() for c in consumers]
-    if any(g is None for g in generations):
-        return False
-    if len({g.generation_id for g in generations}) != 1:
-        return False
-    assigned = [tp for c in consumers for tp in c.assignment()]
-    return all(c.assignment() for c in consumers) and len(assigned) == partitions
+def joined(consumer):
+    poll_until(
+        consumer,
+        lambda: consumer.assignment() and consumer._coordinator.generation_if_stable(),
+        "its partitions",
+    )
+    return consumer._coordinator.generation_if_stable().generation_id
 
 
-def caught_up(consumers):
-    for c in consumers:
-        tps = list(c.assignment())
-        ends = c.end_offsets(tps)
-        if any(c.position(tp) < ends[tp] for tp in tps):
-            return False
-    return True
+def caught_up(consumer):
+    tps = list(consumer.assignment())
+    ends = consumer.end_offsets(tps)
+    return all(consumer.position(tp) >= ends[tp] for tp in tps)
 
 
-def report(consumers):
-    for c in consumers:
-        g = c._coordinator.generation_if_stable()
-        assigned = " ".join(sorted(f"{tp.topic}({tp.partition})" for tp in c.assignment()))
-        print(f"member {g.member_id} {c.config['client_id']} {g.generation_id} {g.protocol} {assigned}")
-    for c in consumers:
-        for tp in sorted(c.assignment()):
-            print(f"committed {tp.topic} {tp.partition} {c.committed(tp)}")
+def consume(consumer):
+    poll_until(consumer, lambda: caught_up(consumer), "the log ends")
+    consumer.commit()
+    g = consumer._coordinator.generation_if_stable()
+    assigned = sorted(f"{tp.topic}({tp.partition})" for tp in consumer.assignment())
+    member = f"member {g.member_id} {consumer.config['client_id']} {g.generation_id} {g.protocol} {' '.join(assigned)}"
+    committed = [
+        f"committed {tp.topic} {tp.partition} {consumer.committed(tp)}"
+        for tp in sorted(consumer.assignment())
+    ]
+    return member, committed
+
+
+def on_both(members, command):
+    for m in members:
+        m.commands.put(command)
+    answers = []
+    for m in members:
+        try:
+            ok, answer = m.answers.get(timeout=2 * TIMEOUT_S)
+        except queue.Empty:
+            sys.exit(f"{m.consumer.config['client_id']} did not answer")
+        if not ok:
+            sys.exit(f"{m.consumer.config['client_id']}: {answer}")
+        answers.append(answer)
+    return answers
 
 
 def main():
     bootstrap, group, topics = sys.argv[1], sys.argv[2], sys.argv[3:]
-    consumers = consumers_of(bootstrap, group, topics)
-    poll_until(consumers, lambda: stable(consumers, len(topics)), "a stable group")
+    members = [Member(c) for c in consumers_of(bootstrap, group, topics)]
+    for m in members:
+        m.start()
+    # One generation for both, and every partition assigned (a member may have joined
+    # a generation the other then made it leave).
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        generations = on_both(members, joined)
+        assigned = sum(len(m.consumer.assignment()) for m in members)
+        if len(set(generations)) == 1 and assigned == len(topics):
+            break
+        if time.monotonic() > deadline:
+            sys.exit(f"no stable group: generations {generations}, {assigned} partitions assigned")
     print("ok", flush=True)
     for line in sys.stdin:
         command = line.strip()
         if command == "consume":
-            poll_until(consumers, lambda: caught_up(consumers), "the log ends")
-            for c in consumers:
-                c.commit()
-            report(consumers)
+            reports = on_both(members, consume)
+            for member, _ in reports:
+                print(member)
+            for _, committed in reports:
+                print("\n".join(committed))
         elif command == "close":
-            for c in consumers:
-                c.close()
+            on_both(members, KafkaConsumer.close)
+            print("ok", flush=True)
+            return
         else:
             sys.exit(f"unknown command {command!r}")
         print("ok", flush=True)
