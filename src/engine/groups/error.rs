@@ -22,7 +22,11 @@ pub enum GroupError {
     /// INCONSISTENT_GROUP_PROTOCOL.
     InconsistentGroupProtocol,
     /// INVALID_SESSION_TIMEOUT: outside `group.min/max.session.timeout.ms`.
-    InvalidSessionTimeout { timeout_ms: i32, min_ms: i32, max_ms: i32 },
+    InvalidSessionTimeout {
+        timeout_ms: i32,
+        min_ms: i32,
+        max_ms: i32,
+    },
     /// GROUP_MAX_SIZE_REACHED.
     GroupMaxSizeReached { max: i32 },
     /// FENCED_INSTANCE_ID: a static member's instance id now belongs to another member id.

@@ -1,0 +1,832 @@
+//! The group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+//! OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
+//! Each maps its request's fields, version by version, to the engine's
+//! `GroupCoordinator` (which knows no versions) and its answer back, as Kafka's
+//! `KafkaApis` handlers and the request and response classes around its coordinator do.
+//! Only FindCoordinator and DescribeGroups v6 have a message field; every other
+//! refusal is its code alone, as in Kafka.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use crossbeam_channel::RecvTimeoutError;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::{str_bytes, topic_name, STOP_CHECK};
+use crate::engine::groups::{
+    CommitRequest, FetchedOffset, GroupError, GroupState, JoinRequest, JoinResponse, LeavingMember,
+    OffsetToCommit, Pending, SyncRequest, SyncResponse,
+};
+use crate::kafka::deadline::Deadline;
+use crate::kafka::error_code::group_error_code;
+use crate::kafka::Shared;
+
+/// Who sent a request, as a group member's description shows it.
+pub(crate) struct Caller {
+    pub(crate) client_id: String,
+    pub(crate) peer: SocketAddr,
+}
+
+impl Caller {
+    /// The client's address as Kafka shows it: Java's `InetAddress.toString()` of an
+    /// address it did not resolve, "/127.0.0.1", and IPv6 with every group written out
+    /// ("/0:0:0:0:0:0:0:1") and its scope, as `Inet6Address` prints it.
+    fn host(&self) -> String {
+        match self.peer.ip().to_canonical() {
+            IpAddr::V4(ip) => format!("/{ip}"),
+            IpAddr::V6(ip) => {
+                let groups: Vec<String> = ip.segments().iter().map(|g| format!("{g:x}")).collect();
+                let scope = match self.peer {
+                    SocketAddr::V6(a) if a.scope_id() != 0 => format!("%{}", a.scope_id()),
+                    _ => String::new(),
+                };
+                format!("/{}{scope}", groups.join(":"))
+            }
+        }
+    }
+}
+
+/// Kafka's `CoordinatorType` ids.
+const GROUP_KEY_TYPE: i8 = 0;
+const TRANSACTION_KEY_TYPE: i8 = 1;
+const SHARE_KEY_TYPE: i8 = 2;
+
+/// The node a FindCoordinator answer names.
+pub struct CoordinatorNode {
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+}
+
+/// FindCoordinator: a group's coordinator is this node, once `group_coordinator` has the
+/// offsets topic ready (Kafka creates `__consumer_offsets` on the first lookup too), or
+/// `COORDINATOR_NOT_AVAILABLE` with its reason, which clients retry. An empty group id
+/// gets the coordinator like any other, as Kafka's `getCoordinator` answers it.
+/// Transactions are never served: a transactional id gets the fatal
+/// `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`; share groups (KIP-932) and unknown key
+/// types `INVALID_REQUEST`, as Kafka's without a share coordinator.
+pub fn find_coordinator(
+    request: &FindCoordinatorRequest,
+    version: i16,
+    group_coordinator: impl FnOnce() -> Result<CoordinatorNode, String>,
+) -> FindCoordinatorResponse {
+    let found = match request.key_type {
+        GROUP_KEY_TYPE => {
+            group_coordinator().map_err(|reason| (ResponseError::CoordinatorNotAvailable, reason))
+        }
+        TRANSACTION_KEY_TYPE => Err((
+            ResponseError::TransactionalIdAuthorizationFailed,
+            "kpfs does not support transactions".to_string(),
+        )),
+        SHARE_KEY_TYPE => Err((
+            ResponseError::InvalidRequest,
+            "kpfs does not support share groups (KIP-932)".to_string(),
+        )),
+        other => Err((
+            ResponseError::InvalidRequest,
+            format!("Unknown coordinator type received: {other}"),
+        )),
+    };
+    let (node, error) = match found {
+        Ok(node) => (node, None),
+        Err(refusal) => (
+            CoordinatorNode {
+                node_id: -1,
+                host: String::new(),
+                port: -1,
+            },
+            Some(refusal),
+        ),
+    };
+    let mut response = FindCoordinatorResponse::default();
+    if version < 4 {
+        response.node_id = BrokerId(node.node_id);
+        response.host = str_bytes(&node.host);
+        response.port = node.port;
+        match error {
+            Some((code, message)) => {
+                response.error_code = code.code();
+                response.error_message = Some(str_bytes(&message));
+            }
+            // Kafka's v1-3 answer carries `Errors.NONE.message()`, the text "NONE".
+            None => response.error_message = Some(str_bytes("NONE")),
+        }
+    } else {
+        response.coordinators = request
+            .coordinator_keys
+            .iter()
+            .map(|key| {
+                let mut c = Coordinator::default();
+                c.key = key.clone();
+                c.node_id = BrokerId(node.node_id);
+                c.host = str_bytes(&node.host);
+                c.port = node.port;
+                if let Some((code, message)) = &error {
+                    c.error_code = code.code();
+                    c.error_message = Some(str_bytes(message));
+                }
+                c
+            })
+            .collect();
+    }
+    response
+}
+
+/// The listener's answer to "where is the group coordinator": this node, as Metadata
+/// advertises it, once the offsets topic exists.
+pub(crate) fn this_node_once_ready(shared: &Shared) -> Result<CoordinatorNode, String> {
+    shared
+        .engine
+        .ensure_offsets_topic()
+        .map(|()| CoordinatorNode {
+            node_id: shared.config.node_id,
+            host: shared.config.advertised_host.clone(),
+            port: i32::from(shared.config.advertised_port),
+        })
+        .map_err(|e| {
+            tracing::warn!(error = %e, "the group coordinator's offsets topic is not available");
+            e.to_string()
+        })
+}
+
+fn code(error: Option<&GroupError>) -> i16 {
+    error.map_or(0, |e| group_error_code(e).code())
+}
+
+fn group_id(id: &GroupId) -> String {
+    id.0.to_string()
+}
+
+fn opt_string(s: &Option<StrBytes>) -> Option<String> {
+    s.as_ref().map(|s| s.to_string())
+}
+
+fn opt_str_bytes(s: &Option<String>) -> Option<StrBytes> {
+    s.as_deref().map(str_bytes)
+}
+
+/// Why a JoinGroup or SyncGroup got no answer from the coordinator.
+enum Unanswered {
+    /// The listener is stopping: the connection must be free to close.
+    Stopping,
+    /// No answer within the bound, or the coordinator dropped the request: a bug, which
+    /// must not hold the connection's thread forever.
+    Lost,
+}
+
+impl Unanswered {
+    /// Kafka answers members still waiting when their coordinator goes away
+    /// (`GroupMetadataManager.onUnloaded`) with NOT_COORDINATOR, and a coordinator
+    /// operation that timed out with COORDINATOR_NOT_AVAILABLE
+    /// (`CoordinatorOperationExceptionHelper`): both retriable by every client, which
+    /// looks the coordinator up again and rejoins with the member id it has, so a
+    /// member recovers from a lost answer as from a coordinator move.
+    fn error(&self) -> ResponseError {
+        match self {
+            Unanswered::Stopping => ResponseError::NotCoordinator,
+            Unanswered::Lost => ResponseError::CoordinatorNotAvailable,
+        }
+    }
+}
+
+/// Waits for an answer the coordinator completes later, looking at the listener
+/// stopping as a parked Fetch does.
+fn wait<T>(
+    shared: &Shared,
+    pending: &Pending<T>,
+    within: Duration,
+    what: &str,
+) -> Result<T, Unanswered> {
+    let deadline = Deadline::after(within);
+    loop {
+        if shared.stopping.load(Ordering::Relaxed) {
+            return Err(Unanswered::Stopping);
+        }
+        match pending.recv_timeout(STOP_CHECK.min(deadline.remaining())) {
+            Ok(answer) => return Ok(answer),
+            Err(RecvTimeoutError::Timeout) if !deadline.passed() => {}
+            Err(e) => {
+                tracing::warn!(request = what, error = %e, ?within, "the group coordinator did not answer: answered COORDINATOR_NOT_AVAILABLE");
+                return Err(Unanswered::Lost);
+            }
+        }
+    }
+}
+
+/// The longest a connection waits for the coordinator's answer: `connections.max.idle.ms`,
+/// the listener's bound on one request's hold on its thread, on top of the rebalance
+/// timeout the request itself asks the coordinator to wait. Kafka has no such bound: a
+/// rebalance waits for the group's longest rebalance timeout, and an initial one
+/// `group.initial.rebalance.delay.ms` before that, so a member of a group whose others
+/// allow very long rebalances may hit it, and then rejoins (see [`Unanswered::error`]).
+fn answer_bound(shared: &Shared, rebalance_timeout_ms: i32) -> Duration {
+    Duration::from_millis(
+        shared.config.connections_max_idle_ms + u64::try_from(rebalance_timeout_ms).unwrap_or(0),
+    )
+}
+
+/// JoinGroup: every version's fields as the coordinator's one request (v0 has no rebalance
+/// timeout: the session timeout is it, as Kafka's `JoinGroupRequest` sets it; v4+ ask new
+/// members to get a member id first; v9 lets a static leader skip the assignment). The
+/// connection waits for the rebalance to complete.
+pub(crate) fn join_group(
+    shared: &Shared,
+    request: &JoinGroupRequest,
+    version: i16,
+    caller: &Caller,
+) -> JoinGroupResponse {
+    let rebalance_timeout_ms = if version == 0 {
+        request.session_timeout_ms
+    } else {
+        request.rebalance_timeout_ms
+    };
+    let join = JoinRequest {
+        group_id: group_id(&request.group_id),
+        member_id: request.member_id.to_string(),
+        group_instance_id: opt_string(&request.group_instance_id),
+        protocol_type: request.protocol_type.to_string(),
+        protocols: request
+            .protocols
+            .iter()
+            .map(|p| (p.name.to_string(), p.metadata.to_vec()))
+            .collect(),
+        session_timeout_ms: request.session_timeout_ms,
+        rebalance_timeout_ms,
+        client_id: caller.client_id.clone(),
+        client_host: caller.host(),
+        require_known_member_id: version >= 4,
+        supports_skip_assignment: version >= 9,
+        reason: opt_string(&request.reason),
+    };
+    let pending = shared.engine.groups().join_group(join);
+    let bound = answer_bound(shared, rebalance_timeout_ms);
+    match wait(shared, &pending, bound, "JoinGroup") {
+        Ok(answer) => join_response(answer, version),
+        Err(unanswered) => {
+            let mut response = JoinGroupResponse::default();
+            response.error_code = unanswered.error().code();
+            response.generation_id = -1;
+            response.member_id = request.member_id.clone();
+            if version < 7 {
+                response.protocol_name = Some(StrBytes::default());
+            }
+            response
+        }
+    }
+}
+
+fn join_response(answer: JoinResponse, version: i16) -> JoinGroupResponse {
+    let mut response = JoinGroupResponse::default();
+    response.error_code = code(answer.error.as_ref());
+    response.generation_id = answer.generation_id;
+    response.protocol_type = opt_str_bytes(&answer.protocol_type);
+    // The protocol name is nullable from v7 only; Kafka's `JoinGroupResponse` sends
+    // "" for none before.
+    response.protocol_name = match answer.protocol_name {
+        None if version < 7 => Some(StrBytes::default()),
+        name => opt_str_bytes(&name),
+    };
+    response.leader = str_bytes(&answer.leader);
+    response.skip_assignment = version >= 9 && answer.skip_assignment;
+    response.member_id = str_bytes(&answer.member_id);
+    response.members = answer
+        .members
+        .into_iter()
+        .map(|m| {
+            let mut member = JoinGroupResponseMember::default();
+            member.member_id = str_bytes(&m.member_id);
+            member.group_instance_id = opt_str_bytes(&m.group_instance_id);
+            member.metadata = Bytes::from(m.metadata);
+            member
+        })
+        .collect();
+    response
+}
+
+/// SyncGroup: the leader's assignments in, each member's own out once the leader's is
+/// stored. v5 must name the protocol type and name (Kafka's
+/// `areMandatoryProtocolTypeAndNamePresent`: INCONSISTENT_GROUP_PROTOCOL otherwise).
+pub(crate) fn sync_group(
+    shared: &Shared,
+    request: &SyncGroupRequest,
+    version: i16,
+) -> SyncGroupResponse {
+    let mut response = SyncGroupResponse::default();
+    if version >= 5 && (request.protocol_type.is_none() || request.protocol_name.is_none()) {
+        response.error_code = ResponseError::InconsistentGroupProtocol.code();
+        return response;
+    }
+    let sync = SyncRequest {
+        group_id: group_id(&request.group_id),
+        generation_id: request.generation_id,
+        member_id: request.member_id.to_string(),
+        group_instance_id: opt_string(&request.group_instance_id),
+        protocol_type: opt_string(&request.protocol_type),
+        protocol_name: opt_string(&request.protocol_name),
+        assignments: request
+            .assignments
+            .iter()
+            .map(|a| (a.member_id.to_string(), a.assignment.to_vec()))
+            .collect(),
+    };
+    let pending = shared.engine.groups().sync_group(sync);
+    match wait(shared, &pending, answer_bound(shared, 0), "SyncGroup") {
+        Ok(SyncResponse {
+            error,
+            protocol_type,
+            protocol_name,
+            assignment,
+        }) => {
+            response.error_code = code(error.as_ref());
+            response.protocol_type = opt_str_bytes(&protocol_type);
+            response.protocol_name = opt_str_bytes(&protocol_name);
+            response.assignment = Bytes::from(assignment);
+        }
+        Err(unanswered) => response.error_code = unanswered.error().code(),
+    }
+    response
+}
+
+pub(crate) fn heartbeat(shared: &Shared, request: &HeartbeatRequest) -> HeartbeatResponse {
+    let outcome = shared.engine.groups().heartbeat(
+        &request.group_id.0,
+        request.generation_id,
+        &request.member_id,
+        request.group_instance_id.as_deref(),
+    );
+    let mut response = HeartbeatResponse::default();
+    response.error_code = code(outcome.err().as_ref());
+    response
+}
+
+/// LeaveGroup: v0-2 name one member by id and get one code; v3+ name several (by id or
+/// instance id, v5 with a reason) and get one code each, as Kafka's
+/// `LeaveGroupRequest.normalizedData` and `LeaveGroupResponse` shape them.
+pub(crate) fn leave_group(
+    shared: &Shared,
+    request: &LeaveGroupRequest,
+    version: i16,
+) -> LeaveGroupResponse {
+    let members: Vec<LeavingMember> = if version < 3 {
+        vec![LeavingMember {
+            member_id: request.member_id.to_string(),
+            group_instance_id: None,
+            reason: None,
+        }]
+    } else {
+        request
+            .members
+            .iter()
+            .map(|m| LeavingMember {
+                member_id: m.member_id.to_string(),
+                group_instance_id: opt_string(&m.group_instance_id),
+                reason: opt_string(&m.reason),
+            })
+            .collect()
+    };
+    let outcome = shared
+        .engine
+        .groups()
+        .leave_group(&group_id(&request.group_id), &members);
+    let mut response = LeaveGroupResponse::default();
+    match outcome {
+        Err(e) => response.error_code = group_error_code(&e).code(),
+        Ok(outcomes) if version < 3 => {
+            response.error_code = code(outcomes.first().and_then(|(_, e)| e.as_ref()));
+        }
+        Ok(outcomes) => {
+            response.members = outcomes
+                .into_iter()
+                .zip(&members)
+                .map(|((member_id, error), asked)| {
+                    let mut member = MemberResponse::default();
+                    member.member_id = str_bytes(&member_id);
+                    member.group_instance_id = opt_str_bytes(&asked.group_instance_id);
+                    member.error_code = code(error.as_ref());
+                    member
+                })
+                .collect();
+        }
+    }
+    response
+}
+
+/// OffsetCommit: one code per partition, in the request's order. A group that does not
+/// exist is GROUP_ID_NOT_FOUND from v9 and ILLEGAL_GENERATION before, as Kafka's
+/// `OffsetMetadataManager.validateOffsetCommit` answers older clients.
+pub(crate) fn offset_commit(
+    shared: &Shared,
+    request: &OffsetCommitRequest,
+    version: i16,
+) -> OffsetCommitResponse {
+    let commit = CommitRequest {
+        group_id: group_id(&request.group_id),
+        generation_id: request.generation_id_or_member_epoch,
+        member_id: request.member_id.to_string(),
+        group_instance_id: opt_string(&request.group_instance_id),
+        offsets: request
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| OffsetToCommit {
+                    topic: t.name.0.to_string(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: opt_string(&p.committed_metadata),
+                })
+            })
+            .collect(),
+    };
+    let outcome = match shared.engine.groups().commit_offsets(&commit) {
+        Err(GroupError::GroupIdNotFound { .. }) if version < 9 => {
+            Err(GroupError::IllegalGeneration)
+        }
+        outcome => outcome,
+    };
+    let mut codes = match &outcome {
+        Ok(outcomes) => outcomes.iter().map(|e| code(e.as_ref())).collect(),
+        Err(e) => vec![group_error_code(e).code(); commit.offsets.len()],
+    }
+    .into_iter();
+    let mut response = OffsetCommitResponse::default();
+    response.topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let mut topic = OffsetCommitResponseTopic::default();
+            topic.name = t.name.clone();
+            topic.partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut partition = OffsetCommitResponsePartition::default();
+                    partition.partition_index = p.partition_index;
+                    partition.error_code = codes.next().unwrap_or_default();
+                    partition
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    response
+}
+
+/// The partitions an OffsetFetch asks for by topic, `None` for every committed one.
+type AskedOffsets = Option<Vec<(String, Vec<i32>)>>;
+
+/// One group's answer to OffsetFetch, in the shape of v8+ (Kafka builds every version's
+/// answer so, then reshapes it for older ones): topics in the order asked, or as
+/// committed when every offset is asked for.
+fn fetch_group(shared: &Shared, group: &GroupId, asked: AskedOffsets) -> OffsetFetchResponseGroup {
+    let partitions: Option<Vec<(String, i32)>> = asked.as_ref().map(|topics| {
+        topics
+            .iter()
+            .flat_map(|(name, indexes)| indexes.iter().map(move |&i| (name.clone(), i)))
+            .collect()
+    });
+    let mut response = OffsetFetchResponseGroup::default();
+    response.group_id = group.clone();
+    let offsets = match shared
+        .engine
+        .groups()
+        .fetch_offsets(&group_id(group), partitions.as_deref())
+    {
+        Ok(offsets) => offsets,
+        Err(e) => {
+            response.error_code = group_error_code(&e).code();
+            return response;
+        }
+    };
+    let mut by_topic: Vec<(String, Vec<FetchedOffset>)> = Vec::new();
+    match asked {
+        // One answer per partition asked, in order.
+        Some(topics) => {
+            let mut offsets = offsets.into_iter();
+            for (name, indexes) in topics {
+                by_topic.push((name, offsets.by_ref().take(indexes.len()).collect()));
+            }
+        }
+        // Grouped by topic as they come.
+        None => {
+            for offset in offsets {
+                match by_topic.last_mut() {
+                    Some((name, list)) if *name == offset.topic => list.push(offset),
+                    _ => by_topic.push((offset.topic.clone(), vec![offset])),
+                }
+            }
+        }
+    }
+    response.topics = by_topic
+        .into_iter()
+        .map(|(name, offsets)| {
+            let mut topic = OffsetFetchResponseTopics::default();
+            topic.name = topic_name(&name);
+            topic.partitions = offsets
+                .into_iter()
+                .map(|o| {
+                    let mut p = OffsetFetchResponsePartitions::default();
+                    p.partition_index = o.partition;
+                    p.committed_offset = o.offset;
+                    p.committed_leader_epoch = o.leader_epoch;
+                    p.metadata = Some(str_bytes(&o.metadata));
+                    p.error_code = code(o.error.as_ref());
+                    p
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    response
+}
+
+/// OffsetFetch: v1-7 ask for one group, v8+ for several. Null topics (v2+) ask for every
+/// committed offset. A partition without a committed offset is -1 with no error, and an
+/// unknown group is such a group, as Kafka answers. `require_stable` (v7+) changes
+/// nothing: without transactions every committed offset is stable. v9's member id and
+/// epoch are for KIP-848 groups; Kafka's classic groups ignore them, as here.
+pub(crate) fn offset_fetch(
+    shared: &Shared,
+    request: &OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
+    let mut response = OffsetFetchResponse::default();
+    if version >= 8 {
+        response.groups = request
+            .groups
+            .iter()
+            .map(|g| {
+                let asked = g.topics.as_ref().map(|topics| {
+                    topics
+                        .iter()
+                        .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                        .collect()
+                });
+                fetch_group(shared, &g.group_id, asked)
+            })
+            .collect();
+        return response;
+    }
+    let asked: AskedOffsets = request.topics.as_ref().map(|topics| {
+        topics
+            .iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+            .collect()
+    });
+    let group = fetch_group(shared, &request.group_id, asked.clone());
+    // The one group's answer at the top level, as Kafka's `OffsetFetchResponse(groups,
+    // version)`; v1 has no top-level error code, so the group's error goes on each
+    // partition asked, as Kafka's `OffsetFetchRequest.getErrorResponse` puts it.
+    response.error_code = group.error_code;
+    let topics = if version < 2 && group.error_code != 0 {
+        asked
+            .into_iter()
+            .flatten()
+            .map(|(name, indexes)| {
+                let mut topic = OffsetFetchResponseTopics::default();
+                topic.name = topic_name(&name);
+                topic.partitions = indexes
+                    .into_iter()
+                    .map(|i| {
+                        let mut p = OffsetFetchResponsePartitions::default();
+                        p.partition_index = i;
+                        p.committed_offset = -1;
+                        p.committed_leader_epoch = -1;
+                        p.metadata = Some(StrBytes::default());
+                        p.error_code = group.error_code;
+                        p
+                    })
+                    .collect();
+                topic
+            })
+            .collect()
+    } else {
+        group.topics
+    };
+    response.topics = topics
+        .into_iter()
+        .map(|t| {
+            let mut topic = OffsetFetchResponseTopic::default();
+            topic.name = t.name;
+            topic.partitions = t
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let mut old = OffsetFetchResponsePartition::default();
+                    old.partition_index = p.partition_index;
+                    old.committed_offset = p.committed_offset;
+                    old.committed_leader_epoch = p.committed_leader_epoch;
+                    old.metadata = p.metadata;
+                    old.error_code = p.error_code;
+                    old
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    response
+}
+
+/// Every kpfs group is a classic group (Kafka's `Group.GroupType`).
+const CLASSIC_GROUP_TYPE: &str = "classic";
+
+/// ListGroups: every group, or those in the states (v4+, any case) and of the types
+/// (v5+) asked, as Kafka's `GroupMetadataManager.listGroups` filters them.
+pub(crate) fn list_groups(shared: &Shared, request: &ListGroupsRequest) -> ListGroupsResponse {
+    let states: Vec<String> = request
+        .states_filter
+        .iter()
+        .map(|s| s.trim().to_lowercase())
+        .collect();
+    let classic_asked = request.types_filter.is_empty()
+        || request
+            .types_filter
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(CLASSIC_GROUP_TYPE));
+    let mut response = ListGroupsResponse::default();
+    if !classic_asked {
+        return response;
+    }
+    response.groups = shared
+        .engine
+        .groups()
+        .list_groups()
+        .into_iter()
+        .filter(|g| states.is_empty() || states.contains(&g.state.name().to_lowercase()))
+        .map(|g| {
+            let mut listed = ListedGroup::default();
+            listed.group_id = GroupId(str_bytes(&g.group_id));
+            listed.protocol_type = str_bytes(&g.protocol_type);
+            listed.group_state = str_bytes(g.state.name());
+            listed.group_type = str_bytes(CLASSIC_GROUP_TYPE);
+            listed
+        })
+        .collect();
+    response
+}
+
+/// What DescribeGroups v3+ answers for `include_authorized_operations` without an
+/// authorizer: every operation a group supports (Kafka's `AuthHelper.authorizedOperations`
+/// with `AclEntry.supportedOperations(GROUP)`): READ (3), DELETE (6), DESCRIBE (8),
+/// DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11), as bits.
+const GROUP_OPERATIONS: i32 = 1 << 3 | 1 << 6 | 1 << 8 | 1 << 10 | 1 << 11;
+
+/// DescribeGroups: each group's state, protocol and members. As Kafka, the protocol and
+/// the members' metadata are shown only while the group is Stable, and a group that does
+/// not exist is Dead with no members (v0-5) or GROUP_ID_NOT_FOUND (v6, KIP-1043).
+pub(crate) fn describe_groups(
+    shared: &Shared,
+    request: &DescribeGroupsRequest,
+    version: i16,
+) -> DescribeGroupsResponse {
+    let mut response = DescribeGroupsResponse::default();
+    response.groups = request
+        .groups
+        .iter()
+        .map(|id| {
+            let description = shared.engine.groups().describe_group(&id.0);
+            let mut group = DescribedGroup::default();
+            group.group_id = id.clone();
+            if description.state == GroupState::Dead && version >= 6 {
+                let error = GroupError::GroupIdNotFound {
+                    group: id.0.to_string(),
+                };
+                group.error_code = group_error_code(&error).code();
+                group.error_message = Some(str_bytes(&error.to_string()));
+                return group;
+            }
+            let stable = description.state == GroupState::Stable;
+            group.group_state = str_bytes(description.state.name());
+            group.protocol_type = str_bytes(&description.protocol_type);
+            if stable {
+                group.protocol_data = str_bytes(&description.protocol);
+            }
+            group.members = description
+                .members
+                .into_iter()
+                .map(|m| {
+                    let mut member = DescribedGroupMember::default();
+                    member.member_id = str_bytes(&m.member_id);
+                    member.group_instance_id = opt_str_bytes(&m.group_instance_id);
+                    member.client_id = str_bytes(&m.client_id);
+                    member.client_host = str_bytes(&m.client_host);
+                    if stable {
+                        member.member_metadata = Bytes::from(m.metadata);
+                    }
+                    member.member_assignment = Bytes::from(m.assignment);
+                    member
+                })
+                .collect();
+            if version >= 3 && request.include_authorized_operations {
+                group.authorized_operations = GROUP_OPERATIONS;
+            }
+            group
+        })
+        .collect();
+    response
+}
+
+/// DeleteGroups: one code per group, each named once (Kafka drops repeats).
+pub(crate) fn delete_groups(
+    shared: &Shared,
+    request: &DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
+    let mut seen = HashSet::new();
+    let ids: Vec<String> = request
+        .groups_names
+        .iter()
+        .filter(|id| seen.insert(id.0.as_str()))
+        .map(|id| id.0.to_string())
+        .collect();
+    let outcomes = shared.engine.groups().delete_groups(&ids);
+    let mut response = DeleteGroupsResponse::default();
+    response.results = ids
+        .iter()
+        .zip(outcomes)
+        .map(|(id, error)| {
+            let mut result = DeletableGroupResult::default();
+            result.group_id = GroupId(str_bytes(id));
+            result.error_code = code(error.as_ref());
+            result
+        })
+        .collect();
+    response
+}
+
+/// OffsetDelete: the group's committed offsets of the named partitions, one code each;
+/// a topic the group consumes is GROUP_SUBSCRIBED_TO_TOPIC.
+pub(crate) fn offset_delete(
+    shared: &Shared,
+    request: &OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
+    let partitions: Vec<(String, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.0.to_string(), p.partition_index))
+        })
+        .collect();
+    let mut response = OffsetDeleteResponse::default();
+    let outcomes = match shared
+        .engine
+        .groups()
+        .delete_offsets(&group_id(&request.group_id), &partitions)
+    {
+        Ok(outcomes) => outcomes,
+        Err(e) => {
+            response.error_code = group_error_code(&e).code();
+            return response;
+        }
+    };
+    let mut codes = outcomes.iter().map(|e| code(e.as_ref()));
+    response.topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let mut topic = OffsetDeleteResponseTopic::default();
+            topic.name = t.name.clone();
+            topic.partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut partition = OffsetDeleteResponsePartition::default();
+                    partition.partition_index = p.partition_index;
+                    partition.error_code = codes.next().unwrap_or_default();
+                    partition
+                })
+                .collect();
+            topic
+        })
+        .collect();
+    response
+}
