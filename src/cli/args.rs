@@ -49,6 +49,9 @@ pub(super) struct DumpLogArgs {
     /// Print each record (without key and payload unless --print-data-log).
     #[arg(long)]
     pub(super) deep_iteration: bool,
+    /// Decode the records as `__consumer_offsets`'s (group metadata and committed offsets).
+    #[arg(long)]
+    pub(super) offsets_decoder: bool,
     /// Check index entries against the log and print them.
     #[arg(long)]
     pub(super) index_sanity_check: bool,

@@ -80,6 +80,7 @@ fn dump_log(args: &DumpLogArgs) -> Result<(), CliError> {
     let opts = DumpOptions {
         print_data_log: args.print_data_log,
         deep_iteration: args.deep_iteration,
+        offsets_decoder: args.offsets_decoder,
         index_sanity_check: args.index_sanity_check,
         verify_index_only: args.verify_index_only,
     };

@@ -7,6 +7,14 @@ use std::path::PathBuf;
 
 use super::config::ConfigError;
 
+/// What was refused on an internal topic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InternalTopicAction {
+    Append,
+    DeleteRecords,
+    Delete,
+}
+
 #[derive(Debug)]
 pub enum EngineError {
     /// A topic name that Kafka would refuse.
@@ -130,6 +138,12 @@ pub enum EngineError {
     /// `cleanup.policy` lacks `delete`.
     RecordDeletionPolicy {
         partition: String,
+    },
+    /// A write to an internal topic (`__consumer_offsets`) other than the group
+    /// coordinator's: Kafka's `InvalidTopicException`.
+    InternalTopic {
+        name: String,
+        action: InternalTopicAction,
     },
     /// The data directory's `meta.properties` names another node than `node.id`.
     NodeIdMismatch {
@@ -302,6 +316,18 @@ impl fmt::Display for EngineError {
                 f,
                 "Records of partition {partition} can not be deleted due to the configured policy"
             ),
+            EngineError::InternalTopic { name, action } => match action {
+                InternalTopicAction::Append => write!(f, "Cannot append to internal topic {name}"),
+                InternalTopicAction::DeleteRecords => {
+                    write!(f, "Cannot delete records of internal topic {name}")
+                }
+                // Kafka lets an admin delete it, and with it every group's offsets;
+                // kpfs keeps its groups.
+                InternalTopicAction::Delete => write!(
+                    f,
+                    "Cannot delete internal topic {name}: it holds the consumer groups and their committed offsets"
+                ),
+            },
             EngineError::NodeIdMismatch {
                 stored,
                 configured,

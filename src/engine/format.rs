@@ -1120,7 +1120,6 @@ impl BatchBuilder {
         BATCH_HEADER_BYTES + self.records.len()
     }
 
-    #[cfg(any(test, feature = "internals"))]
     /// Finishes the batch into one buffer.
     pub fn finish(&mut self, last_offset: Option<u64>, delete_horizon_ms: Option<i64>) -> Vec<u8> {
         self.finish_parts(&BatchEnd {
@@ -1282,7 +1281,6 @@ impl BatchParts<'_> {
         [&self.header, self.records]
     }
 
-    #[cfg(any(test, feature = "internals"))]
     pub fn to_vec(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(self.len());
         b.extend_from_slice(&self.header);

@@ -48,6 +48,9 @@ pub struct DumpOptions {
     /// `--deep-iteration`: one line per record, without key and value unless
     /// `print_data_log` is set too (as in Kafka).
     pub(crate) deep_iteration: bool,
+    /// `--offsets-decoder`: records are `__consumer_offsets`'s, printed decoded (implies
+    /// `print_data_log`, as in Kafka).
+    pub(crate) offsets_decoder: bool,
     /// `--index-sanity-check`: check index entries against the segment's `.log`.
     pub(crate) index_sanity_check: bool,
     /// `--verify-index-only`: like `index_sanity_check`, but print only problems and a summary.
@@ -576,7 +579,7 @@ fn dump_log(
     };
     writeln!(out, "Log starting offset: {base}").map_err(write_err)?;
     // Kafka's `isDeepIteration`: `--print-data-log` implies it.
-    let deep = opts.deep_iteration || opts.print_data_log;
+    let deep = opts.deep_iteration || opts.print_data_log || opts.offsets_decoder;
     let mut walker = BatchWalker::new(file, len, base, true);
     loop {
         match walker.next_step().map_err(read_err)? {
@@ -620,7 +623,7 @@ fn dump_log(
                     let section = records_section(&header, walker.batch_bytes(), &mut scratch)
                         .unwrap_or_default();
                     for record in RecordIter::new(&header, section).filter_map(Result::ok) {
-                        let line = record_line(&header, &record, opts.print_data_log);
+                        let line = record_line(&header, &record, opts);
                         writeln!(out, "{line}").map_err(write_err)?;
                     }
                 }
@@ -711,7 +714,7 @@ fn batch_line(pos: u64, h: &BatchHeader, crc_ok: bool) -> String {
 
 /// `DumpLogSegments.dumpLog`'s line for one record of a v2 batch. With `print_data`,
 /// the key and payload as UTF-8 (Kafka's `StringDecoder`), none for a control batch.
-fn record_line(h: &BatchHeader, r: &RecordRef<'_>, print_data: bool) -> String {
+fn record_line(h: &BatchHeader, r: &RecordRef<'_>, opts: &DumpOptions) -> String {
     // With LogAppendTime every record carries the batch's time (Kafka's `RecordIterator`).
     let timestamp = if h.is_log_append_time() {
         h.max_timestamp
@@ -734,7 +737,15 @@ fn record_line(h: &BatchHeader, r: &RecordRef<'_>, print_data: bool) -> String {
     );
     if h.is_control() {
         line.push_str(&control_record_text(r));
-    } else if print_data {
+    } else if opts.offsets_decoder {
+        let (key, payload) = super::groups::dump_offsets_record(r.key, r.value, r.offset);
+        line.push_str(" key: ");
+        line.push_str(&key);
+        if let Some(payload) = payload {
+            line.push_str(" payload: ");
+            line.push_str(&payload);
+        }
+    } else if opts.print_data_log {
         if let Some(key) = r.key {
             line.push_str(" key: ");
             line.push_str(&String::from_utf8_lossy(key));
@@ -2677,6 +2688,7 @@ mod tests {
         let all = DumpOptions {
             print_data_log: true,
             deep_iteration: true,
+            offsets_decoder: false,
             index_sanity_check: true,
             verify_index_only: false,
         };

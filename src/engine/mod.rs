@@ -12,6 +12,7 @@ pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod files;
 pub mod format;
+pub mod groups;
 pub(crate) mod index;
 pub mod inspect;
 pub(crate) mod limits;
@@ -62,12 +63,13 @@ pub use config::{BrokerConfig, ListenerSettings};
 pub(crate) use config::{ConfigChange, ConfigScope};
 #[cfg(feature = "internals")]
 pub use error::OffsetRequest;
-pub use error::{EngineError, Result};
+pub use error::{EngineError, InternalTopicAction, Result};
 pub use format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DYNAMIC_BROKER_CONFIG_FILE,
     RECOVERY_CHECKPOINT_FILE,
 };
 pub(crate) use format::{DAEMON_LOG_FILE, LOCK_FILE, PARTITION_SUFFIX};
+pub use groups::GroupCoordinator;
 pub(crate) use limits::MAX_TOPIC_NAME_CHARS;
 #[cfg(feature = "internals")]
 pub use topic::FetchOutcome;
@@ -146,6 +148,8 @@ struct Inner {
     producer_expiry_checked_ms: Mutex<i64>,
     /// `log-start-offset-checkpoint`, shared with the topics (DeleteRecords writes it).
     log_starts: Arc<LogStartCheckpoint>,
+    /// Consumer groups, kept in the internal topic `__consumer_offsets`.
+    groups: GroupCoordinator,
 }
 
 /// An open data directory.
@@ -414,6 +418,11 @@ impl Engine {
         }
         load_cleaner_checkpoints(data_dir, &topics);
         let producer_ids = producer_ids::ProducerIds::open(data_dir)?;
+        let groups = GroupCoordinator::open(
+            topics.get(groups::OFFSETS_TOPIC).cloned(),
+            clock.clone(),
+            broker.clone(),
+        )?;
         let now_ms = clock.now_ms();
         tracing::info!(data_dir = %data_dir.display(), topics = topics.len(), clean_shutdown, "opened data directory");
         let engine = Engine {
@@ -434,6 +443,7 @@ impl Engine {
                 producer_ids: Mutex::new(producer_ids),
                 producer_expiry_checked_ms: Mutex::new(now_ms),
                 log_starts,
+                groups,
             }),
             stop: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
@@ -527,6 +537,37 @@ impl Engine {
         Ok((id, 0))
     }
 
+    /// The group coordinator.
+    pub fn groups(&self) -> &GroupCoordinator {
+        &self.inner.groups
+    }
+
+    /// Kafka's FindCoordinator for a group: the offsets topic `__consumer_offsets`
+    /// exists from then on (created compacted, with `offsets.topic.segment.bytes`
+    /// segments, as Kafka creates it on first use).
+    pub fn ensure_offsets_topic(&self) -> Result<()> {
+        if self.topic(groups::OFFSETS_TOPIC).is_some() {
+            return Ok(());
+        }
+        match self.create_topic(groups::OFFSETS_TOPIC) {
+            Ok(_) | Err(EngineError::TopicExists { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Makes a new `__consumer_offsets` what Kafka makes it, whoever created it (the
+    /// coordinator, `mkdir` or CreateTopics), and hands it to the coordinator.
+    fn init_offsets_topic(&self, topic: &Arc<Topic>) -> Result<()> {
+        let segment_bytes = self.inner.broker.read().offsets_topic_segment_bytes();
+        let settings = format!(
+            "cleanup.policy=compact\ncompression.type=producer\nsegment.bytes={segment_bytes}\n"
+        );
+        topic.apply_config_change(&ConfigChange::from_text(ConfigScope::Topic, &settings)?)?;
+        self.inner.groups.set_offsets_topic(topic.clone());
+        tracing::info!("created the offsets topic {}", groups::OFFSETS_TOPIC);
+        Ok(())
+    }
+
     pub fn topic_names(&self) -> Vec<String> {
         self.inner.topics.read().keys().cloned().collect()
     }
@@ -581,7 +622,11 @@ impl Engine {
         files::sync_dir(&self.inner.data_dir)?;
         let topic = Arc::new(topic);
         topics.insert(name.to_string(), topic.clone());
+        drop(topics);
         tracing::info!(topic = name, "created topic");
+        if topic.is_internal() {
+            self.init_offsets_topic(&topic)?;
+        }
         Ok(topic)
     }
 
@@ -596,6 +641,7 @@ impl Engine {
                 name: name.to_string(),
             });
         };
+        topic.refuse_internal(InternalTopicAction::Delete)?;
         let doomed = self
             .inner
             .data_dir
@@ -1166,6 +1212,7 @@ fn scheduler_loop(inner: &Inner, stop: &Receiver<()>) {
         }
         run_recovery_checkpoint_if_due(inner);
         run_producer_expiry_if_due(inner);
+        inner.groups.tick();
     }
 }
 

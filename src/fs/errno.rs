@@ -43,6 +43,7 @@ pub(crate) fn errno_of(error: &EngineError) -> i32 {
         EngineError::OffsetOutOfRange { .. } => libc::ERANGE,
         // `log_start_offset` of a topic whose policy keeps every record.
         EngineError::RecordDeletionPolicy { .. } => libc::EPERM,
+        EngineError::InternalTopic { .. } => libc::EPERM,
         // Refusals of a whole data directory at open, before any request is served: the
         // mount fails with their text; the errno only matters if one ever reaches a call.
         EngineError::LegacyDataDir { .. }

@@ -40,6 +40,7 @@ pub(crate) fn error_code(error: &EngineError) -> ResponseError {
         EngineError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
         EngineError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         EngineError::RecordDeletionPolicy { .. } => ResponseError::PolicyViolation,
+        EngineError::InternalTopic { .. } => ResponseError::InvalidTopicException,
         // A failed disk: Kafka takes the log directory offline and answers
         // KAFKA_STORAGE_ERROR, which clients retry (on another replica, in Kafka).
         EngineError::Poisoned { .. } | EngineError::Corrupt { .. } | EngineError::Io { .. } => {

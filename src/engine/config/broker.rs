@@ -119,6 +119,27 @@ impl BrokerConfig {
     }
 
     /// `log.retention.check.interval.ms` (static). Default 300000.
+    /// The group coordinator's configs (all static).
+    pub(crate) fn group_settings(&self) -> crate::engine::groups::GroupSettings {
+        crate::engine::groups::GroupSettings {
+            min_session_timeout_ms: self.get(BrokerKey::GroupMinSessionTimeoutMs),
+            max_session_timeout_ms: self.get(BrokerKey::GroupMaxSessionTimeoutMs),
+            initial_rebalance_delay_ms: self.get(BrokerKey::GroupInitialRebalanceDelayMs),
+            max_size: self.get(BrokerKey::GroupMaxSize),
+            offsets_retention_ms: i64::from(self.get::<i32>(BrokerKey::OffsetsRetentionMinutes))
+                * 60_000,
+            offsets_retention_check_interval_ms: self
+                .get(BrokerKey::OffsetsRetentionCheckIntervalMs),
+            offset_metadata_max_bytes: self.get(BrokerKey::OffsetMetadataMaxBytes),
+        }
+    }
+
+    /// `offsets.topic.segment.bytes` (static): the segment size `__consumer_offsets` is
+    /// created with.
+    pub(crate) fn offsets_topic_segment_bytes(&self) -> i32 {
+        self.get(BrokerKey::OffsetsTopicSegmentBytes)
+    }
+
     pub(crate) fn retention_check_interval_ms(&self) -> i64 {
         self.get(BrokerKey::LogRetentionCheckIntervalMs)
     }

@@ -78,7 +78,6 @@ impl ConfigChange {
 
     /// A whole change given as one text that changes the keys it names (`>>`), e.g. the
     /// engine's one-shot updates; the first refused line's reason is the error.
-    #[cfg(any(test, feature = "internals"))]
     pub(crate) fn from_text(scope: ConfigScope, text: &str) -> Result<ConfigChange, ConfigError> {
         let mut change = ConfigChange::new(scope);
         let mut errors = change.write(text.as_bytes());

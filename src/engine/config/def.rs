@@ -704,6 +704,55 @@ config_table! {
             Some("true"),
             Check::None,
         )),
+        // Kafka's `GroupCoordinatorConfig` (classic groups) and `OffsetConfig`.
+        GroupMinSessionTimeoutMs => fixed(def(
+            "group.min.session.timeout.ms",
+            Kind::Int,
+            Some("6000"),
+            Check::None,
+        )),
+        GroupMaxSessionTimeoutMs => fixed(def(
+            "group.max.session.timeout.ms",
+            Kind::Int,
+            Some("1800000"),
+            Check::None,
+        )),
+        GroupInitialRebalanceDelayMs => fixed(def(
+            "group.initial.rebalance.delay.ms",
+            Kind::Int,
+            Some("3000"),
+            Check::AtLeast(0),
+        )),
+        GroupMaxSize => fixed(def(
+            "group.max.size",
+            Kind::Int,
+            Some("2147483647"),
+            Check::AtLeast(1),
+        )),
+        OffsetsRetentionMinutes => fixed(def(
+            "offsets.retention.minutes",
+            Kind::Int,
+            Some("10080"),
+            Check::AtLeast(1),
+        )),
+        OffsetsRetentionCheckIntervalMs => fixed(def(
+            "offsets.retention.check.interval.ms",
+            Kind::Long,
+            Some("600000"),
+            Check::AtLeast(1),
+        )),
+        OffsetMetadataMaxBytes => fixed(def(
+            "offset.metadata.max.bytes",
+            Kind::Int,
+            Some("4096"),
+            Check::None,
+        )),
+        OffsetsTopicSegmentBytes => fixed(def(
+            "offsets.topic.segment.bytes",
+            Kind::Int,
+            Some("104857600"),
+            Check::AtLeast(1),
+        )),
     }
 }
 

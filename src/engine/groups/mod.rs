@@ -11,12 +11,16 @@
 //! which the engine's scheduler runs (timers read the engine's clock, so tests drive
 //! days of session timeouts and offset expiry by advancing it).
 
+mod coordinator;
 mod error;
 mod group;
 mod records;
 mod subscription;
 
+pub use coordinator::GroupCoordinator;
+pub(crate) use coordinator::OFFSETS_TOPIC;
 pub use error::GroupError;
+pub(crate) use records::dump_json as dump_offsets_record;
 
 /// An answer the coordinator completes later; the caller waits on it.
 pub type Pending<T> = crossbeam_channel::Receiver<T>;
@@ -217,103 +221,5 @@ pub struct GroupSettings {
     pub offset_metadata_max_bytes: i32,
 }
 
-/// The one group coordinator of an engine (Kafka runs one per `__consumer_offsets`
-/// partition; kpfs has one partition and one broker).
-pub struct GroupCoordinator {
-    inner: Mutex<Coordinator>,
-    clock: Arc<dyn Clock>,
-    broker: Arc<RwLock<BrokerConfig>>,
-}
-
-impl GroupCoordinator {
-    /// JoinGroup: the answer comes when the group's rebalance completes (or at once for
-    /// an error, MEMBER_ID_REQUIRED, or a member already in the current generation).
-    pub fn join_group(&self, request: JoinRequest) -> Pending<JoinResponse> {
-        todo!("{request:?}")
-    }
-
-    /// SyncGroup: a follower's answer comes when the leader's assignment is stored.
-    pub fn sync_group(&self, request: SyncRequest) -> Pending<SyncResponse> {
-        todo!("{request:?}")
-    }
-
-    /// Heartbeat: `Err(RebalanceInProgress)` tells the member to rejoin.
-    pub fn heartbeat(
-        &self,
-        group_id: &str,
-        generation_id: i32,
-        member_id: &str,
-        group_instance_id: Option<&str>,
-    ) -> Result<(), GroupError> {
-        todo!("{group_id}{generation_id}{member_id}{group_instance_id:?}")
-    }
-
-    /// LeaveGroup: one outcome per member named, in order; `Err` for the whole request.
-    pub fn leave_group(
-        &self,
-        group_id: &str,
-        members: &[LeavingMember],
-    ) -> Result<Vec<(String, Option<GroupError>)>, GroupError> {
-        todo!("{group_id}{members:?}")
-    }
-
-    /// OffsetCommit: one outcome per offset, in order; `Err` refuses them all (Kafka
-    /// answers every partition with that error). Durable when it returns: the records
-    /// are in `__consumer_offsets`.
-    pub fn commit_offsets(
-        &self,
-        request: &CommitRequest,
-    ) -> Result<Vec<Option<GroupError>>, GroupError> {
-        todo!("{request:?}")
-    }
-
-    /// OffsetFetch: the named partitions (every committed one when `None`).
-    pub fn fetch_offsets(
-        &self,
-        group_id: &str,
-        partitions: Option<&[(String, i32)]>,
-    ) -> Result<Vec<FetchedOffset>, GroupError> {
-        todo!("{group_id}{partitions:?}")
-    }
-
-    /// ListGroups: every group, by id.
-    pub fn list_groups(&self) -> Vec<GroupListing> {
-        todo!()
-    }
-
-    /// DescribeGroups: an unknown group is Dead with no members, as Kafka answers.
-    pub fn describe_group(&self, group_id: &str) -> GroupDescription {
-        todo!("{group_id}")
-    }
-
-    /// The group's committed offsets by topic and partition; `None` for an unknown group.
-    pub fn committed_offsets(&self, group_id: &str) -> Option<Vec<CommittedOffset>> {
-        todo!("{group_id}")
-    }
-
-    /// Every group's committed offset of `topic`'s partition 0, by group id.
-    pub fn committed_to_topic(&self, topic: &str) -> Vec<(String, i64)> {
-        todo!("{topic}")
-    }
-
-    /// DeleteGroups: one outcome per group, in order. A group with members is refused
-    /// with NON_EMPTY_GROUP; an unknown one with GROUP_ID_NOT_FOUND.
-    pub fn delete_groups(&self, group_ids: &[String]) -> Vec<Option<GroupError>> {
-        todo!("{group_ids:?}")
-    }
-
-    /// OffsetDelete: one outcome per partition; `Err` for the whole request.
-    pub fn delete_offsets(
-        &self,
-        group_id: &str,
-        partitions: &[(String, i32)],
-    ) -> Result<Vec<Option<GroupError>>, GroupError> {
-        todo!("{group_id}{partitions:?}")
-    }
-
-    /// Fires due timers: initial rebalance delays, rebalance and sync timeouts, session
-    /// expiry, and offsets retention. The engine's scheduler calls it every tick.
-    pub fn tick(&self) {
-        todo!()
-    }
-}
+#[cfg(test)]
+mod tests;

@@ -213,6 +213,7 @@ impl Topic {
     /// a restart; it is written, with the records below the new start made durable,
     /// before this returns.
     pub fn delete_records_before(&self, offset: u64) -> Result<u64> {
+        self.refuse_internal(crate::engine::error::InternalTopicAction::DeleteRecords)?;
         if !self.config().cleanup_policy.delete {
             return Err(EngineError::RecordDeletionPolicy {
                 partition: self.log.partition().to_string(),

@@ -26,10 +26,11 @@ use parking_lot::{Mutex, RwLock};
 use super::append_watch::AppendSignal;
 use super::clock::Clock;
 use super::config::{BrokerConfig, ConfigChange, DescribedConfig, TopicConfig, TopicOverrides};
-use super::error::{BatchSize, EngineError, Result};
+use super::error::{BatchSize, EngineError, InternalTopicAction, Result};
 use super::files::write_or_defer;
 pub use super::format::TOPIC_CONFIG_FILE;
 use super::format::{decode_header, kpfs_topic_dir, BatchBuilder};
+use super::groups::OFFSETS_TOPIC;
 use super::limits::PARSED_RECORDS_KEPT;
 use super::log::{
     first_oversized_record, AppendInfo, Durability, Log, OpenReport, WriteBytes, WriteRecords,
@@ -253,7 +254,9 @@ impl Topic {
     }
 
     fn append_write(&self, data: WriteBytes<'_>) -> Result<AppendInfo> {
-        let result = self.append_parsed(data);
+        let result = self
+            .refuse_internal(InternalTopicAction::Append)
+            .and_then(|()| self.append_parsed(data));
         if let Err(e) = &result {
             self.note_refused_append(e, count_lines(data.head) + count_lines(data.body));
         }
@@ -396,6 +399,34 @@ impl Topic {
     /// is not appended again.
     // The Kafka listener (src/kafka) calls it; until it is built in, only tests do.
     pub fn append_produced(&self, records: &[u8]) -> Result<ProduceOutcome> {
+        if let Err(e) = self.refuse_internal(InternalTopicAction::Append) {
+            let count = decode_header(records).map_or(0, |h| u64::from(h.record_count));
+            self.note_refused_append(&e, count);
+            return Err(e);
+        }
+        self.append_internal(records)
+    }
+
+    /// Whether the topic is Kafka's internal `__consumer_offsets`, written only by the
+    /// group coordinator.
+    pub fn is_internal(&self) -> bool {
+        self.name == OFFSETS_TOPIC
+    }
+
+    /// Refuses `action` on an internal topic, as Kafka's `InvalidTopicException`.
+    pub(crate) fn refuse_internal(&self, action: InternalTopicAction) -> Result<()> {
+        if self.is_internal() {
+            return Err(EngineError::InternalTopic {
+                name: self.name.clone(),
+                action,
+            });
+        }
+        Ok(())
+    }
+
+    /// [`Topic::append_produced`] without the internal-topic refusal: the group
+    /// coordinator's records of `__consumer_offsets`.
+    pub(crate) fn append_internal(&self, records: &[u8]) -> Result<ProduceOutcome> {
         let config = self.config();
         let partition = self.log.partition();
         let result = validate_produced(records, &config, partition, self.clock.now_ms())
