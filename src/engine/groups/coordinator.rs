@@ -762,6 +762,9 @@ impl Coordinator {
     // ---- SyncGroup ----
 
     fn sync(&mut self, request: SyncRequest, tx: Sender<SyncResponse>) {
+        if request.group_id.is_empty() {
+            return send(Some(tx), sync_error(GroupError::InvalidGroupId));
+        }
         let Some(group) = self.groups.get_mut(&request.group_id) else {
             return send(Some(tx), sync_error(GroupError::UnknownMemberId));
         };
@@ -868,6 +871,9 @@ impl Coordinator {
         member_id: &str,
         instance_id: Option<&str>,
     ) -> Result<(), GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
         let now = self.now_ms;
         let group = self
             .groups
@@ -897,6 +903,9 @@ impl Coordinator {
         group_id: &str,
         leaving: &[LeavingMember],
     ) -> Result<Vec<(String, Option<GroupError>)>, GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
         let group = self
             .groups
             .get_mut(group_id)
@@ -971,8 +980,12 @@ impl Coordinator {
             return Err(GroupError::InvalidGroupId);
         }
         let created = !self.groups.contains_key(&request.group_id);
+        // A member's commit to a group that does not exist: Kafka's OffsetCommit v9+
+        // answers GROUP_ID_NOT_FOUND, older versions ILLEGAL_GENERATION (the wire maps).
         if created && request.generation_id >= 0 {
-            return Err(GroupError::IllegalGeneration);
+            return Err(GroupError::GroupIdNotFound {
+                group: request.group_id.clone(),
+            });
         }
         let mut group = self
             .groups
@@ -1069,6 +1082,9 @@ impl Coordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<Option<GroupError>>, GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
         let group = self
             .groups
             .get(group_id)

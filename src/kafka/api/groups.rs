@@ -19,6 +19,7 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -197,9 +198,13 @@ fn opt_str_bytes(s: &Option<String>) -> Option<StrBytes> {
 enum Unanswered {
     /// The listener is stopping: the connection must be free to close.
     Stopping,
-    /// No answer within the bound, or the coordinator dropped the request: a bug, which
-    /// must not hold the connection's thread forever.
-    Lost,
+    /// The coordinator dropped the request: the member sent a newer one (a client that
+    /// gave up waiting and rejoined), which replaces it. Kafka leaves the older one
+    /// unanswered.
+    Replaced,
+    /// No answer within the bound: a bug, which must not hold the connection's thread
+    /// forever.
+    TimedOut,
 }
 
 impl Unanswered {
@@ -212,7 +217,7 @@ impl Unanswered {
     fn error(&self) -> ResponseError {
         match self {
             Unanswered::Stopping => ResponseError::NotCoordinator,
-            Unanswered::Lost => ResponseError::CoordinatorNotAvailable,
+            Unanswered::Replaced | Unanswered::TimedOut => ResponseError::CoordinatorNotAvailable,
         }
     }
 }
@@ -233,9 +238,16 @@ fn wait<T>(
         match pending.recv_timeout(STOP_CHECK.min(deadline.remaining())) {
             Ok(answer) => return Ok(answer),
             Err(RecvTimeoutError::Timeout) if !deadline.passed() => {}
-            Err(e) => {
-                tracing::warn!(request = what, error = %e, ?within, "the group coordinator did not answer: answered COORDINATOR_NOT_AVAILABLE");
-                return Err(Unanswered::Lost);
+            Err(RecvTimeoutError::Timeout) => {
+                tracing::warn!(request = what, ?within, "the group coordinator did not answer in time: answered COORDINATOR_NOT_AVAILABLE");
+                return Err(Unanswered::TimedOut);
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                tracing::debug!(
+                    request = what,
+                    "a newer request of the member replaced this one"
+                );
+                return Err(Unanswered::Replaced);
             }
         }
     }
@@ -288,46 +300,50 @@ pub(crate) fn join_group(
     };
     let pending = shared.engine.groups().join_group(join);
     let bound = answer_bound(shared, rebalance_timeout_ms);
-    match wait(shared, &pending, bound, "JoinGroup") {
-        Ok(answer) => join_response(answer, version),
-        Err(unanswered) => {
-            let mut response = JoinGroupResponse::default();
-            response.error_code = unanswered.error().code();
-            response.generation_id = -1;
-            response.member_id = request.member_id.clone();
-            if version < 7 {
-                response.protocol_name = Some(StrBytes::default());
-            }
-            response
-        }
-    }
+    let answer = wait(shared, &pending, bound, "JoinGroup").map_err(|u| u.error());
+    join_response(answer, &request.member_id, version)
 }
 
-fn join_response(answer: JoinResponse, version: i16) -> JoinGroupResponse {
+/// The coordinator's answer, or the error the connection answers instead (then the
+/// member keeps its id).
+fn join_response(
+    answer: Result<JoinResponse, ResponseError>,
+    member_id: &StrBytes,
+    version: i16,
+) -> JoinGroupResponse {
     let mut response = JoinGroupResponse::default();
-    response.error_code = code(answer.error.as_ref());
-    response.generation_id = answer.generation_id;
-    response.protocol_type = opt_str_bytes(&answer.protocol_type);
-    // The protocol name is nullable from v7 only; Kafka's `JoinGroupResponse` sends
-    // "" for none before.
-    response.protocol_name = match answer.protocol_name {
-        None if version < 7 => Some(StrBytes::default()),
-        name => opt_str_bytes(&name),
-    };
-    response.leader = str_bytes(&answer.leader);
-    response.skip_assignment = version >= 9 && answer.skip_assignment;
-    response.member_id = str_bytes(&answer.member_id);
-    response.members = answer
-        .members
-        .into_iter()
-        .map(|m| {
-            let mut member = JoinGroupResponseMember::default();
-            member.member_id = str_bytes(&m.member_id);
-            member.group_instance_id = opt_str_bytes(&m.group_instance_id);
-            member.metadata = Bytes::from(m.metadata);
-            member
-        })
-        .collect();
+    match answer {
+        Ok(answer) => {
+            response.error_code = code(answer.error.as_ref());
+            response.generation_id = answer.generation_id;
+            response.protocol_type = opt_str_bytes(&answer.protocol_type);
+            response.protocol_name = opt_str_bytes(&answer.protocol_name);
+            response.leader = str_bytes(&answer.leader);
+            response.skip_assignment = version >= 9 && answer.skip_assignment;
+            response.member_id = str_bytes(&answer.member_id);
+            response.members = answer
+                .members
+                .into_iter()
+                .map(|m| {
+                    let mut member = JoinGroupResponseMember::default();
+                    member.member_id = str_bytes(&m.member_id);
+                    member.group_instance_id = opt_str_bytes(&m.group_instance_id);
+                    member.metadata = Bytes::from(m.metadata);
+                    member
+                })
+                .collect();
+        }
+        Err(error) => {
+            response.error_code = error.code();
+            response.generation_id = -1;
+            response.member_id = member_id.clone();
+        }
+    }
+    // The protocol name is nullable from v7 only; Kafka's `JoinGroupResponse` sends ""
+    // for none before.
+    if version < 7 && response.protocol_name.is_none() {
+        response.protocol_name = Some(StrBytes::default());
+    }
     response
 }
 
@@ -412,10 +428,19 @@ pub(crate) fn leave_group(
             })
             .collect()
     };
-    let outcome = shared
+    let outcome = match shared
         .engine
         .groups()
-        .leave_group(&group_id(&request.group_id), &members);
+        .leave_group(&group_id(&request.group_id), &members)
+    {
+        // A group that does not exist: each member is unknown, as Kafka's
+        // `GroupCoordinatorService.leaveGroup` answers.
+        Err(GroupError::UnknownMemberId) => Ok(members
+            .iter()
+            .map(|m| (m.member_id.clone(), Some(GroupError::UnknownMemberId)))
+            .collect()),
+        outcome => outcome,
+    };
     let mut response = LeaveGroupResponse::default();
     match outcome {
         Err(e) => response.error_code = group_error_code(&e).code(),
@@ -439,44 +464,82 @@ pub(crate) fn leave_group(
     response
 }
 
+/// UNKNOWN_TOPIC_OR_PARTITION unless `partition` of `topic` exists: Kafka's request
+/// handlers check it before the coordinator sees a commit or an offset deletion.
+fn check_partition(shared: &Shared, topic: &str, partition: i32) -> Option<GroupError> {
+    (partition != 0 || shared.engine.topic(topic).is_none()).then(|| {
+        GroupError::UnknownTopicOrPartition {
+            topic: topic.to_string(),
+            partition,
+        }
+    })
+}
+
+/// The codes of partitions, in the request's order: their refusal by
+/// [`check_partition`] (those were left out of what the coordinator was asked), else the
+/// coordinator's outcome for each of the others in turn, or its refusal of them all.
+fn partition_codes(
+    checks: &[Option<GroupError>],
+    outcome: &Result<Vec<Option<GroupError>>, GroupError>,
+) -> Vec<i16> {
+    let mut outcomes = outcome.as_deref().unwrap_or_default().iter();
+    checks
+        .iter()
+        .map(|check| match (check, outcome) {
+            (Some(refused), _) | (None, Err(refused)) => group_error_code(refused).code(),
+            (None, Ok(_)) => code(outcomes.next().and_then(Option::as_ref)),
+        })
+        .collect()
+}
+
 /// OffsetCommit: one code per partition, in the request's order. A group that does not
 /// exist is GROUP_ID_NOT_FOUND from v9 and ILLEGAL_GENERATION before, as Kafka's
-/// `OffsetMetadataManager.validateOffsetCommit` answers older clients.
+/// `OffsetMetadataManager.validateOffsetCommit` answers older clients. v2-4's
+/// `retention_time_ms` is not kept: `offsets.retention.minutes` applies to every offset.
 pub(crate) fn offset_commit(
     shared: &Shared,
     request: &OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
+    let asked: Vec<(&str, &OffsetCommitRequestPartition)> = request
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.as_str(), p)))
+        .collect();
+    let checks: Vec<Option<GroupError>> = asked
+        .iter()
+        .map(|(topic, p)| check_partition(shared, topic, p.partition_index))
+        .collect();
     let commit = CommitRequest {
         group_id: group_id(&request.group_id),
         generation_id: request.generation_id_or_member_epoch,
         member_id: request.member_id.to_string(),
         group_instance_id: opt_string(&request.group_instance_id),
-        offsets: request
-            .topics
+        offsets: asked
             .iter()
-            .flat_map(|t| {
-                t.partitions.iter().map(|p| OffsetToCommit {
-                    topic: t.name.0.to_string(),
-                    partition: p.partition_index,
-                    offset: p.committed_offset,
-                    leader_epoch: p.committed_leader_epoch,
-                    metadata: opt_string(&p.committed_metadata),
-                })
+            .zip(&checks)
+            .filter(|(_, check)| check.is_none())
+            .map(|((topic, p), _)| OffsetToCommit {
+                topic: topic.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: opt_string(&p.committed_metadata),
             })
             .collect(),
     };
-    let outcome = match shared.engine.groups().commit_offsets(&commit) {
-        Err(GroupError::GroupIdNotFound { .. }) if version < 9 => {
-            Err(GroupError::IllegalGeneration)
+    // With no partition left Kafka answers without asking the coordinator.
+    let outcome = if commit.offsets.is_empty() {
+        Ok(Vec::new())
+    } else {
+        match shared.engine.groups().commit_offsets(&commit) {
+            Err(GroupError::GroupIdNotFound { .. }) if version < 9 => {
+                Err(GroupError::IllegalGeneration)
+            }
+            outcome => outcome,
         }
-        outcome => outcome,
     };
-    let mut codes = match &outcome {
-        Ok(outcomes) => outcomes.iter().map(|e| code(e.as_ref())).collect(),
-        Err(e) => vec![group_error_code(e).code(); commit.offsets.len()],
-    }
-    .into_iter();
+    let mut codes = partition_codes(&checks, &outcome).into_iter();
     let mut response = OffsetCommitResponse::default();
     response.topics = request
         .topics
@@ -787,7 +850,7 @@ pub(crate) fn offset_delete(
     shared: &Shared,
     request: &OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
-    let partitions: Vec<(String, i32)> = request
+    let asked: Vec<(String, i32)> = request
         .topics
         .iter()
         .flat_map(|t| {
@@ -796,19 +859,25 @@ pub(crate) fn offset_delete(
                 .map(|p| (t.name.0.to_string(), p.partition_index))
         })
         .collect();
+    let checks: Vec<Option<GroupError>> = asked
+        .iter()
+        .map(|(topic, partition)| check_partition(shared, topic, *partition))
+        .collect();
+    let known: Vec<(String, i32)> = asked
+        .into_iter()
+        .zip(&checks)
+        .filter_map(|(p, check)| check.is_none().then_some(p))
+        .collect();
     let mut response = OffsetDeleteResponse::default();
-    let outcomes = match shared
+    let outcome = shared
         .engine
         .groups()
-        .delete_offsets(&group_id(&request.group_id), &partitions)
-    {
-        Ok(outcomes) => outcomes,
-        Err(e) => {
-            response.error_code = group_error_code(&e).code();
-            return response;
-        }
-    };
-    let mut codes = outcomes.iter().map(|e| code(e.as_ref()));
+        .delete_offsets(&group_id(&request.group_id), &known);
+    if let Err(e) = &outcome {
+        response.error_code = group_error_code(e).code();
+        return response;
+    }
+    let mut codes = partition_codes(&checks, &outcome).into_iter();
     response.topics = request
         .topics
         .iter()
@@ -829,4 +898,272 @@ pub(crate) fn offset_delete(
         })
         .collect();
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+    use std::sync::Arc;
+
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::leave_group_request::MemberIdentity;
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use parking_lot::Mutex;
+
+    use super::*;
+    use crate::engine::{Engine, ManualClock};
+    use crate::kafka::ListenerConfig;
+
+    fn shared(dir: &std::path::Path) -> Shared {
+        let engine = Engine::open_for_test(dir, Arc::new(ManualClock::new(1_000_000)));
+        Shared {
+            engine: Arc::new(engine),
+            config: ListenerConfig {
+                bind: "127.0.0.1:0".parse().unwrap(),
+                advertised_host: "kpfs.example".into(),
+                advertised_port: 9092,
+                node_id: 7,
+                cluster_id: "c".into(),
+                socket_request_max_bytes: 1 << 20,
+                max_connections: 10,
+                connections_max_idle_ms: 60_000,
+                auto_create_topics: true,
+                num_partitions: 1,
+                delete_topic_enable: true,
+            },
+            stopping: AtomicBool::new(false),
+            sockets: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Vec::new()),
+            open: AtomicUsize::new(0),
+            next_id: AtomicU64::new(0),
+        }
+    }
+
+    fn caller(peer: &str) -> Caller {
+        Caller {
+            client_id: "app".into(),
+            peer: peer.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn client_hosts_are_written_as_javas_inet_address() {
+        assert_eq!(caller("127.0.0.1:5000").host(), "/127.0.0.1");
+        assert_eq!(caller("[::1]:5000").host(), "/0:0:0:0:0:0:0:1");
+        assert_eq!(caller("[::ffff:10.0.0.2]:5000").host(), "/10.0.0.2");
+        assert_eq!(caller("[fe80::1%3]:5000").host(), "/fe80:0:0:0:0:0:0:1%3");
+    }
+
+    fn node() -> Result<CoordinatorNode, String> {
+        Ok(CoordinatorNode {
+            node_id: 7,
+            host: "kpfs.example".into(),
+            port: 9092,
+        })
+    }
+
+    fn find(version: i16, key_type: i8) -> FindCoordinatorRequest {
+        let mut request = FindCoordinatorRequest::default();
+        request.key_type = key_type;
+        if version < 4 {
+            request.key = str_bytes("g");
+        } else {
+            request.coordinator_keys = vec![str_bytes("g"), str_bytes("h")];
+        }
+        request
+    }
+
+    #[test]
+    fn find_coordinator_names_this_node_in_each_versions_shape() {
+        let old = find_coordinator(&find(2, GROUP_KEY_TYPE), 2, node);
+        assert_eq!(
+            (old.error_code, old.node_id.0, old.host.as_str(), old.port),
+            (0, 7, "kpfs.example", 9092)
+        );
+        assert_eq!(old.error_message.as_deref(), Some("NONE"));
+        let batched = find_coordinator(&find(4, GROUP_KEY_TYPE), 4, node);
+        let keys: Vec<(&str, i32, i16)> = batched
+            .coordinators
+            .iter()
+            .map(|c| (c.key.as_str(), c.node_id.0, c.error_code))
+            .collect();
+        assert_eq!(keys, vec![("g", 7, 0), ("h", 7, 0)]);
+        // Kafka leaves the message at its default, "".
+        assert_eq!(batched.coordinators[0].error_message.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn find_coordinator_refusals_say_why() {
+        let unavailable = || Err("disk full".to_string());
+        let old = find_coordinator(&find(1, GROUP_KEY_TYPE), 1, unavailable);
+        assert_eq!(
+            (old.error_code, old.node_id.0, old.port),
+            (ResponseError::CoordinatorNotAvailable.code(), -1, -1)
+        );
+        assert_eq!(old.error_message.as_deref(), Some("disk full"));
+        let cases = [
+            (
+                TRANSACTION_KEY_TYPE,
+                ResponseError::TransactionalIdAuthorizationFailed,
+            ),
+            (SHARE_KEY_TYPE, ResponseError::InvalidRequest),
+            (9, ResponseError::InvalidRequest),
+        ];
+        for (key_type, code) in cases {
+            let looked_up = std::cell::Cell::new(false);
+            let response = find_coordinator(&find(6, key_type), 6, || {
+                looked_up.set(true);
+                node()
+            });
+            assert!(
+                !looked_up.get(),
+                "key type {key_type} looked for a group coordinator"
+            );
+            for c in &response.coordinators {
+                assert_eq!((c.error_code, c.node_id.0), (code.code(), -1));
+                assert!(c.error_message.is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn join_answers_fit_each_version() {
+        let answer = JoinResponse {
+            error: None,
+            generation_id: 3,
+            protocol_type: Some("consumer".into()),
+            protocol_name: None,
+            leader: "l".into(),
+            member_id: "m".into(),
+            members: Vec::new(),
+            skip_assignment: true,
+        };
+        // Before v7 the protocol name is not nullable; before v9 there is no skip flag.
+        let m = str_bytes("m");
+        let v6 = join_response(Ok(answer.clone()), &m, 6);
+        assert_eq!(v6.protocol_name.as_deref(), Some(""));
+        assert!(!v6.skip_assignment);
+        let v9 = join_response(Ok(answer), &m, 9);
+        assert_eq!(v9.protocol_name, None);
+        assert!(v9.skip_assignment);
+        let lost = join_response(Err(ResponseError::NotCoordinator), &m, 0);
+        assert_eq!(
+            (lost.error_code, lost.generation_id, lost.member_id.as_str()),
+            (16, -1, "m")
+        );
+        assert_eq!(lost.protocol_name.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn partition_codes_merge_unknown_partitions_with_the_coordinators_outcomes() {
+        let unknown = GroupError::UnknownTopicOrPartition {
+            topic: "x".into(),
+            partition: 0,
+        };
+        let checks = [None, Some(unknown), None];
+        let outcomes = Ok(vec![None, Some(GroupError::GroupSubscribedToTopic)]);
+        assert_eq!(partition_codes(&checks, &outcomes), vec![0, 3, 86]);
+        let refused = Err(GroupError::RebalanceInProgress);
+        assert_eq!(partition_codes(&checks, &refused), vec![27, 3, 27]);
+    }
+
+    fn join_request(version: i16) -> JoinGroupRequest {
+        let mut protocol = JoinGroupRequestProtocol::default();
+        protocol.name = str_bytes("range");
+        let mut request = JoinGroupRequest::default();
+        request.group_id = GroupId(str_bytes("g"));
+        request.session_timeout_ms = 10_000;
+        request.rebalance_timeout_ms = if version == 0 { -1 } else { 40_000 };
+        request.protocol_type = str_bytes("consumer");
+        request.protocols = vec![protocol];
+        request
+    }
+
+    #[test]
+    fn a_join_records_the_caller_and_v0s_rebalance_timeout_is_its_session_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path());
+        shared.engine.ensure_offsets_topic().unwrap();
+        // A stopping listener answers a waiting join at once: NOT_COORDINATOR, which
+        // sends the client to look for the coordinator and rejoin.
+        shared.stopping.store(true, Ordering::SeqCst);
+        let v0 = join_group(&shared, &join_request(0), 0, &caller("127.0.0.1:1"));
+        assert_eq!(v0.error_code, ResponseError::NotCoordinator.code());
+        assert_eq!(v0.protocol_name.as_deref(), Some(""));
+        let v3 = join_group(&shared, &join_request(3), 3, &caller("[::1]:2"));
+        assert_eq!(v3.error_code, ResponseError::NotCoordinator.code());
+        let members = shared.engine.groups().describe_group("g").members;
+        let seen: Vec<(i32, &str, &str)> = members
+            .iter()
+            .map(|m| {
+                (
+                    m.rebalance_timeout_ms,
+                    m.client_id.as_str(),
+                    m.client_host.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (10_000, "app", "/127.0.0.1"),
+                (40_000, "app", "/0:0:0:0:0:0:0:1")
+            ]
+        );
+    }
+
+    #[test]
+    fn leave_answers_one_code_before_v3_and_one_per_member_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path());
+        let mut request = LeaveGroupRequest::default();
+        request.group_id = GroupId(str_bytes(""));
+        request.member_id = str_bytes("m");
+        let v0 = leave_group(&shared, &request, 0);
+        assert_eq!(v0.error_code, ResponseError::InvalidGroupId.code());
+        request.group_id = GroupId(str_bytes("g"));
+        let mut member = MemberIdentity::default();
+        member.member_id = str_bytes("m");
+        member.group_instance_id = Some(str_bytes("i"));
+        request.members = vec![member];
+        let v3 = leave_group(&shared, &request, 3);
+        assert_eq!(v3.error_code, 0);
+        let members: Vec<(&str, Option<&str>, i16)> = v3
+            .members
+            .iter()
+            .map(|m| {
+                (
+                    m.member_id.as_str(),
+                    m.group_instance_id.as_deref(),
+                    m.error_code,
+                )
+            })
+            .collect();
+        assert_eq!(
+            members,
+            vec![("m", Some("i"), ResponseError::UnknownMemberId.code())]
+        );
+    }
+
+    #[test]
+    fn offset_fetch_v1_puts_a_group_error_on_each_partition() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path());
+        let mut topic = OffsetFetchRequestTopic::default();
+        topic.name = topic_name("t");
+        topic.partition_indexes = vec![0, 1];
+        let mut request = OffsetFetchRequest::default();
+        request.topics = Some(vec![topic]);
+        let v1 = offset_fetch(&shared, &request, 1);
+        let codes: Vec<(i32, i64, i16)> = v1.topics[0]
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.committed_offset, p.error_code))
+            .collect();
+        let invalid = ResponseError::InvalidGroupId.code();
+        assert_eq!(codes, vec![(0, -1, invalid), (1, -1, invalid)]);
+        let v2 = offset_fetch(&shared, &request, 2);
+        assert_eq!((v2.error_code, v2.topics.len()), (invalid, 0));
+    }
 }

@@ -25,7 +25,6 @@ use super::error_code::error_code;
 use super::frame::Request;
 use super::versions::SERVED;
 use super::Shared;
-use crate::engine::groups::OFFSETS_TOPIC;
 use crate::engine::{Engine, EngineError, Topic};
 
 pub use groups::find_coordinator;
@@ -264,7 +263,7 @@ fn metadata_topic(
             out.topic_id = topic_uuid(&topic);
             // Kafka's clients leave internal topics out of pattern subscriptions and its
             // tools refuse to delete them.
-            out.is_internal = topic.name() == OFFSETS_TOPIC;
+            out.is_internal = topic.is_internal();
             let node = BrokerId(shared.config.node_id);
             let mut partition = MetadataResponsePartition::default();
             partition.partition_index = 0;
