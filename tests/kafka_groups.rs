@@ -681,19 +681,14 @@ fn offsets_of_unknown_groups_and_topics() {
             );
         }
     }
-    // An empty group id: INVALID_GROUP_ID at the top (v2+) or on each partition (v1).
-    assert_eq!(
-        fetch_offsets(&mut client, 3, "", Some(&["t"])),
-        (INVALID_GROUP_ID, vec![])
-    );
-    assert_eq!(
-        fetch_offsets(&mut client, 1, "", Some(&["t"])),
-        (0, vec![("t".into(), -1, String::new(), INVALID_GROUP_ID)])
-    );
-    assert_eq!(
-        fetch_offsets(&mut client, 9, "", Some(&["t"])),
-        (INVALID_GROUP_ID, vec![])
-    );
+    // An empty group id is a group like any other for OffsetFetch, as in Kafka.
+    for version in [1, 3, 9] {
+        assert_eq!(
+            fetch_offsets(&mut client, version, "", Some(&["t"])),
+            (0, vec![("t".into(), -1, String::new(), 0)]),
+            "v{version}"
+        );
+    }
 
     // A member's commit to a group that does not exist: ILLEGAL_GENERATION before v9,
     // GROUP_ID_NOT_FOUND from v9.

@@ -578,17 +578,10 @@ fn fetch_group(shared: &Shared, group: &GroupId, asked: AskedOffsets) -> OffsetF
     });
     let mut response = OffsetFetchResponseGroup::default();
     response.group_id = group.clone();
-    let offsets = match shared
+    let offsets = shared
         .engine
         .groups()
-        .fetch_offsets(&group_id(group), partitions.as_deref())
-    {
-        Ok(offsets) => offsets,
-        Err(e) => {
-            response.error_code = group_error_code(&e).code();
-            return response;
-        }
-    };
+        .fetch_offsets(&group_id(group), partitions.as_deref());
     let mut by_topic: Vec<(String, Vec<FetchedOffset>)> = Vec::new();
     match asked {
         // One answer per partition asked, in order.
@@ -621,7 +614,6 @@ fn fetch_group(shared: &Shared, group: &GroupId, asked: AskedOffsets) -> OffsetF
                     p.committed_offset = o.offset;
                     p.committed_leader_epoch = o.leader_epoch;
                     p.metadata = Some(str_bytes(&o.metadata));
-                    p.error_code = code(o.error.as_ref());
                     p
                 })
                 .collect();
@@ -664,36 +656,10 @@ pub(crate) fn offset_fetch(
             .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
             .collect()
     });
-    let group = fetch_group(shared, &request.group_id, asked.clone());
     // The one group's answer at the top level, as Kafka's `OffsetFetchResponse(groups,
-    // version)`; v1 has no top-level error code, so the group's error goes on each
-    // partition asked, as Kafka's `OffsetFetchRequest.getErrorResponse` puts it.
-    response.error_code = group.error_code;
-    let topics = if version < 2 && group.error_code != 0 {
-        asked
-            .into_iter()
-            .flatten()
-            .map(|(name, indexes)| {
-                let mut topic = OffsetFetchResponseTopics::default();
-                topic.name = topic_name(&name);
-                topic.partitions = indexes
-                    .into_iter()
-                    .map(|i| {
-                        let mut p = OffsetFetchResponsePartitions::default();
-                        p.partition_index = i;
-                        p.committed_offset = -1;
-                        p.committed_leader_epoch = -1;
-                        p.metadata = Some(StrBytes::default());
-                        p.error_code = group.error_code;
-                        p
-                    })
-                    .collect();
-                topic
-            })
-            .collect()
-    } else {
-        group.topics
-    };
+    // version)`. The coordinator has no group-level error to give (every group, the
+    // empty id too, is asked as Kafka asks it).
+    let topics = fetch_group(shared, &request.group_id, asked).topics;
     response.topics = topics
         .into_iter()
         .map(|t| {
@@ -1144,26 +1110,5 @@ mod tests {
             members,
             vec![("m", Some("i"), ResponseError::UnknownMemberId.code())]
         );
-    }
-
-    #[test]
-    fn offset_fetch_v1_puts_a_group_error_on_each_partition() {
-        let dir = tempfile::tempdir().unwrap();
-        let shared = shared(dir.path());
-        let mut topic = OffsetFetchRequestTopic::default();
-        topic.name = topic_name("t");
-        topic.partition_indexes = vec![0, 1];
-        let mut request = OffsetFetchRequest::default();
-        request.topics = Some(vec![topic]);
-        let v1 = offset_fetch(&shared, &request, 1);
-        let codes: Vec<(i32, i64, i16)> = v1.topics[0]
-            .partitions
-            .iter()
-            .map(|p| (p.partition_index, p.committed_offset, p.error_code))
-            .collect();
-        let invalid = ResponseError::InvalidGroupId.code();
-        assert_eq!(codes, vec![(0, -1, invalid), (1, -1, invalid)]);
-        let v2 = offset_fetch(&shared, &request, 2);
-        assert_eq!((v2.error_code, v2.topics.len()), (invalid, 0));
     }
 }
