@@ -12,8 +12,10 @@
 //! cargo run --release --features internals --example wire_floor -- ADDRESS [PORT_FILE]
 //! ```
 //! With PORT_FILE, the bound port is written there once the floor listens (so ADDRESS can
-//! have port 0). Serves ApiVersions and FindCoordinator as the listener does (the same
-//! versions, no coordinator), Metadata (every asked-for topic exists, with one
+//! have port 0). Serves ApiVersions as the listener does (the same versions, the group
+//! APIs included), FindCoordinator with the listener's code but no coordinator
+//! (`COORDINATOR_NOT_AVAILABLE`: the benchmark's consumers assign their partitions and
+//! commit nothing), Metadata (every asked-for topic exists, with one
 //! partition), Produce, Fetch (with long poll), ListOffsets (earliest and latest) and
 //! InitProducerId; any other request closes its connection with a line on stderr. Memory grows with what is produced: the benchmark
 //! sizes its runs for that. Runs until killed.
@@ -157,7 +159,9 @@ fn serve(floor: &Floor, mut stream: TcpStream) {
         let body = match request.body {
             RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions(0)),
             RequestKind::FindCoordinator(r) => {
-                ResponseKind::FindCoordinator(find_coordinator(&r, version))
+                ResponseKind::FindCoordinator(find_coordinator(&r, version, || {
+                    Err("the wire floor has no group coordinator".into())
+                }))
             }
             RequestKind::Metadata(r) => ResponseKind::Metadata(metadata(floor, &r)),
             RequestKind::Produce(r) => match produce(floor, r) {

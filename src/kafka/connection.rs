@@ -35,7 +35,7 @@ pub(crate) fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
             Ok(request) => {
                 let (api_key, version) = (request.api_key, request.version);
                 let correlation_id = request.header.correlation_id;
-                match api::handle(shared, request) {
+                match api::handle(shared, request, peer) {
                     Reply::Message(body) => {
                         ResponseOut::new(&mut stream, idle).and_then(|mut out| {
                             write_message(&mut out, api_key, version, correlation_id, &body)

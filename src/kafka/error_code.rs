@@ -1,10 +1,11 @@
 //! The one place that decides which Kafka error code a client sees for an engine error
-//! (as `fs/errno.rs` decides the errno). The match is exhaustive on purpose: a new
-//! `EngineError` variant fails to compile here until someone decides what a Kafka client
-//! should be told.
+//! or a group coordinator's refusal (as `fs/errno.rs` decides the errno). The matches
+//! are exhaustive on purpose: a new `EngineError` or `GroupError` variant fails to
+//! compile here until someone decides what a Kafka client should be told.
 
 use kafka_protocol::ResponseError;
 
+use crate::engine::groups::GroupError;
 use crate::engine::EngineError;
 
 /// Kafka's error code for an engine error.
@@ -53,6 +54,28 @@ pub(crate) fn error_code(error: &EngineError) -> ResponseError {
         | EngineError::NodeIdMismatch { .. }
         | EngineError::CleanAborted { .. }
         | EngineError::CleanerPanicked => ResponseError::UnknownServerError,
+    }
+}
+
+/// Kafka's error code for a group coordinator's refusal: each variant is one of Kafka's
+/// errors.
+pub(crate) fn group_error_code(error: &GroupError) -> ResponseError {
+    match error {
+        GroupError::CoordinatorNotAvailable { .. } => ResponseError::CoordinatorNotAvailable,
+        GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
+        GroupError::GroupIdNotFound { .. } => ResponseError::GroupIdNotFound,
+        GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        GroupError::MemberIdRequired { .. } => ResponseError::MemberIdRequired,
+        GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+        GroupError::InvalidSessionTimeout { .. } => ResponseError::InvalidSessionTimeout,
+        GroupError::GroupMaxSizeReached { .. } => ResponseError::GroupMaxSizeReached,
+        GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
+        GroupError::NonEmptyGroup { .. } => ResponseError::NonEmptyGroup,
+        GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+        GroupError::OffsetMetadataTooLarge { .. } => ResponseError::OffsetMetadataTooLarge,
+        GroupError::UnknownTopicOrPartition { .. } => ResponseError::UnknownTopicOrPartition,
     }
 }
 

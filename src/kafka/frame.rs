@@ -283,11 +283,15 @@ mod tests {
     use kafka_protocol::messages::{
         alter_configs_request, create_topics_request, delete_records_request,
         delete_topics_request, describe_configs_request, fetch_request,
-        incremental_alter_configs_request, list_offsets_request, metadata_request, produce_request,
-        AlterConfigsRequest, ApiVersionsRequest, BrokerId, CreateTopicsRequest,
+        incremental_alter_configs_request, join_group_request, leave_group_request,
+        list_offsets_request, metadata_request, offset_commit_request, offset_delete_request,
+        offset_fetch_request, produce_request, sync_group_request, AlterConfigsRequest,
+        ApiVersionsRequest, BrokerId, CreateTopicsRequest, DeleteGroupsRequest,
         DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-        FetchRequest, FindCoordinatorRequest, IncrementalAlterConfigsRequest,
-        InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestKind,
+        DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+        IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+        ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+        OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestKind, SyncGroupRequest,
         TopicName,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
@@ -309,6 +313,10 @@ mod tests {
 
     fn topic_name() -> TopicName {
         TopicName(text("t"))
+    }
+
+    fn group_id() -> GroupId {
+        GroupId(text("g"))
     }
 
     /// A request of `key` with its arrays, strings and nullable fields filled in, as far
@@ -445,6 +453,136 @@ mod tests {
             }
             ApiKey::DescribeCluster => {
                 RequestKind::DescribeCluster(DescribeClusterRequest::default())
+            }
+            ApiKey::JoinGroup => {
+                let mut p = join_group_request::JoinGroupRequestProtocol::default();
+                p.name = text("range");
+                p.metadata = Bytes::from_static(b"subscription");
+                let mut r = JoinGroupRequest::default();
+                r.group_id = group_id();
+                r.session_timeout_ms = 10_000;
+                r.rebalance_timeout_ms = 30_000;
+                r.member_id = text("member");
+                if version >= 5 {
+                    r.group_instance_id = Some(text("instance"));
+                }
+                r.protocol_type = text("consumer");
+                r.protocols = vec![p.clone(), p];
+                if version >= 8 {
+                    r.reason = Some(text("reason"));
+                }
+                RequestKind::JoinGroup(r)
+            }
+            ApiKey::SyncGroup => {
+                let mut a = sync_group_request::SyncGroupRequestAssignment::default();
+                a.member_id = text("member");
+                a.assignment = Bytes::from_static(b"assignment");
+                let mut r = SyncGroupRequest::default();
+                r.group_id = group_id();
+                r.generation_id = 1;
+                r.member_id = text("member");
+                if version >= 3 {
+                    r.group_instance_id = Some(text("instance"));
+                }
+                if version >= 5 {
+                    r.protocol_type = Some(text("consumer"));
+                    r.protocol_name = Some(text("range"));
+                }
+                r.assignments = vec![a.clone(), a];
+                RequestKind::SyncGroup(r)
+            }
+            ApiKey::Heartbeat => {
+                let mut r = HeartbeatRequest::default();
+                r.group_id = group_id();
+                r.generation_id = 1;
+                r.member_id = text("member");
+                if version >= 3 {
+                    r.group_instance_id = Some(text("instance"));
+                }
+                RequestKind::Heartbeat(r)
+            }
+            ApiKey::LeaveGroup => {
+                let mut r = LeaveGroupRequest::default();
+                r.group_id = group_id();
+                if version < 3 {
+                    r.member_id = text("member");
+                } else {
+                    let mut m = leave_group_request::MemberIdentity::default();
+                    m.member_id = text("member");
+                    m.group_instance_id = Some(text("instance"));
+                    if version >= 5 {
+                        m.reason = Some(text("reason"));
+                    }
+                    r.members = vec![m.clone(), m];
+                }
+                RequestKind::LeaveGroup(r)
+            }
+            ApiKey::OffsetCommit => {
+                let mut p = offset_commit_request::OffsetCommitRequestPartition::default();
+                p.committed_offset = 5;
+                p.committed_metadata = Some(text("metadata"));
+                let mut t = offset_commit_request::OffsetCommitRequestTopic::default();
+                t.name = topic_name();
+                t.partitions = vec![p.clone(), p];
+                let mut r = OffsetCommitRequest::default();
+                r.group_id = group_id();
+                r.member_id = text("member");
+                if version >= 7 {
+                    r.group_instance_id = Some(text("instance"));
+                }
+                r.topics = vec![t];
+                RequestKind::OffsetCommit(r)
+            }
+            ApiKey::OffsetFetch => {
+                let mut r = OffsetFetchRequest::default();
+                if version < 8 {
+                    let mut t = offset_fetch_request::OffsetFetchRequestTopic::default();
+                    t.name = topic_name();
+                    t.partition_indexes = vec![0, 1];
+                    r.group_id = group_id();
+                    r.topics = Some(vec![t]);
+                } else {
+                    let mut t = offset_fetch_request::OffsetFetchRequestTopics::default();
+                    t.name = topic_name();
+                    t.partition_indexes = vec![0, 1];
+                    let mut g = offset_fetch_request::OffsetFetchRequestGroup::default();
+                    g.group_id = group_id();
+                    if version >= 9 {
+                        g.member_id = Some(text("member"));
+                    }
+                    g.topics = Some(vec![t]);
+                    r.groups = vec![g.clone(), g];
+                }
+                RequestKind::OffsetFetch(r)
+            }
+            ApiKey::DescribeGroups => {
+                let mut r = DescribeGroupsRequest::default();
+                r.groups = vec![group_id(), group_id()];
+                RequestKind::DescribeGroups(r)
+            }
+            ApiKey::ListGroups => {
+                let mut r = ListGroupsRequest::default();
+                if version >= 4 {
+                    r.states_filter = vec![text("Stable")];
+                }
+                if version >= 5 {
+                    r.types_filter = vec![text("classic")];
+                }
+                RequestKind::ListGroups(r)
+            }
+            ApiKey::DeleteGroups => {
+                let mut r = DeleteGroupsRequest::default();
+                r.groups_names = vec![group_id(), group_id()];
+                RequestKind::DeleteGroups(r)
+            }
+            ApiKey::OffsetDelete => {
+                let mut t = offset_delete_request::OffsetDeleteRequestTopic::default();
+                t.name = topic_name();
+                t.partitions = vec![offset_delete_request::OffsetDeleteRequestPartition::default()];
+                let mut r = OffsetDeleteRequest::default();
+                r.group_id = group_id();
+                r.topics = vec![t];
+                RequestKind::OffsetDelete(r)
             }
             other => panic!("{other:?} is not served: give it a sample"),
         };

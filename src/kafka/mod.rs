@@ -22,8 +22,8 @@ mod response;
 mod versions;
 
 /// The answers of examples/wire_floor.rs that must be the listener's: the same versions
-/// (so clients send both the same requests) and the same lack of a group coordinator (so
-/// a consumer with a `group.id` behaves the same).
+/// (so clients send both the same requests) and FindCoordinator's shape (the floor has no
+/// coordinator to name).
 #[cfg(feature = "internals")]
 pub use api::{api_versions, find_coordinator};
 

@@ -15,7 +15,19 @@ pub(crate) const SERVED: &[(ApiKey, i16, i16)] = &[
     // v8+ add tiered-storage timestamps (-4, -5) kpfs has no meaning for.
     (ApiKey::ListOffsets, 1, 7),
     (ApiKey::Metadata, 0, 12),
+    // The group APIs: every version Kafka 4.x serves and kafka-protocol encodes (Kafka 4
+    // dropped OffsetCommit v0-1 and OffsetFetch v0; v10 of both, which name topics by
+    // id, came in Kafka 4.1). KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe
+    // are not served, so clients use these, the classic protocol.
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
     (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
+    (ApiKey::ListGroups, 0, 5),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     // v6 names topics by id too; both are served.
@@ -24,7 +36,9 @@ pub(crate) const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::OffsetDelete, 0, 0),
     // v2 lists controllers with endpoint type 2, which a single node does not split.
     (ApiKey::DescribeCluster, 0, 1),
 ];

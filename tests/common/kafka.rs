@@ -22,6 +22,9 @@ pub const MAX_REQUEST: usize = 1 << 20;
 
 pub struct Broker {
     pub engine: Arc<Engine>,
+    /// The engine's clock: nothing moves it but the test (no background threads run, so
+    /// the group coordinator's timers fire when the test advances it and ticks).
+    pub clock: Arc<ManualClock>,
     listener: Option<ListenerHandle>,
     _dir: tempfile::TempDir,
 }
@@ -32,13 +35,25 @@ impl Broker {
     }
 
     pub fn start_with(adjust: impl FnOnce(&mut ListenerConfig)) -> Broker {
+        Broker::start_configured(&[], adjust)
+    }
+
+    /// A broker whose engine has the broker configs `overrides` (as `--override`).
+    pub fn start_configured(
+        overrides: &[(&str, &str)],
+        adjust: impl FnOnce(&mut ListenerConfig),
+    ) -> Broker {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(super::T0));
+        let overrides: Vec<(String, String)> = overrides
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let engine = Arc::new(
             Engine::open(
                 dir.path(),
-                BrokerConfig::defaults(),
-                clock,
+                BrokerConfig::load(None, &overrides).unwrap(),
+                clock.clone(),
                 EngineOptions::default(),
             )
             .unwrap(),
@@ -60,6 +75,7 @@ impl Broker {
         let listener = Listener::start(engine.clone(), config).unwrap();
         Broker {
             engine,
+            clock,
             listener: Some(listener),
             _dir: dir,
         }
@@ -72,13 +88,18 @@ impl Broker {
     pub fn client(&self) -> Client {
         Client::connect(self.addr())
     }
+
+    /// Shuts the listener down (as `kpfs umount` does before the engine closes).
+    pub fn stop_listener(&mut self) {
+        if let Some(listener) = self.listener.take() {
+            listener.shutdown();
+        }
+    }
 }
 
 impl Drop for Broker {
     fn drop(&mut self) {
-        if let Some(listener) = self.listener.take() {
-            listener.shutdown();
-        }
+        self.stop_listener();
         self.engine.shutdown().unwrap();
     }
 }

@@ -12,8 +12,6 @@ Usage: kafka_python_client.py COMMAND BOOTSTRAP ARGS...
   retry TOPIC           the same idempotent batch sent again, as a producer retries it, on
         the same connection and after dropping the connection before the acknowledgement;
         prints each answer's error code and base offset.
-  group TOPIC GROUP     a consumer in consumer group GROUP: prints what it got in its polls
-        and what the group coordinator lookup answered.
   create TOPIC [PARTITIONS] [KEY=VALUE...]   CreateTopics; prints OK or the error.
   describe TYPE NAME KEY...  DescribeConfigs of a topic or the broker (TYPE topic or broker):
         one "KEY=VALUE (SOURCE)" line per KEY.
@@ -26,7 +24,6 @@ Records, configs and errors are printed as the client library reports them, so t
 test compares what a real client sees. Every wait is bounded by a timeout.
 """
 
-import logging
 import socket
 import struct
 import sys
@@ -213,38 +210,6 @@ def retry(bootstrap, topic):
     connection.close()
 
 
-class Lines(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.lines = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-
-def group(bootstrap, topic, group_id):
-    seen = Lines()
-    coordinator_log = logging.getLogger("kafka.coordinator")
-    coordinator_log.setLevel(logging.DEBUG)
-    coordinator_log.addHandler(seen)
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=group_id,
-        auto_offset_reset="earliest",
-        request_timeout_ms=TIMEOUT_MS,
-    )
-    records = consumer.poll(timeout_ms=2000)
-    print("records", sum(len(r) for r in records.values()))
-    print("assignment", sorted(consumer.assignment()))
-    print("coordinator_known", not consumer._coordinator.coordinator_unknown())
-    answers = {line.split("error_message=", 1)[1].rstrip(")]") for line in seen.lines
-               if "find coordinator response" in line and "error_message=" in line}
-    for text in sorted(answers):
-        print("find_coordinator", text)
-    consumer.close()
-
-
 def admin(bootstrap):
     return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_MS)
 
@@ -304,7 +269,6 @@ COMMANDS = {
     "consume": consume,
     "produce": produce,
     "retry": retry,
-    "group": group,
     "create": create,
     "describe": describe,
     "alter": alter,

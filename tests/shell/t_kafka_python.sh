@@ -3,9 +3,8 @@
 # its producer with the default settings (idempotent, acks=all) lands in `cat log` with
 # its producer id and sequences, which the producer-state snapshot keeps; a batch sent
 # again (on the same connection, and after the connection dropped before the answer) is
-# answered with its first offsets and stored once, a sequence gap is refused; a consumer in
-# a group finds no coordinator (COORDINATOR_NOT_AVAILABLE), gets nothing, and gives up at
-# its timeout.
+# answered with its first offsets and stored once, a sequence gap is refused. (Consumer
+# groups have tests of their own: t_kafka_group_*.sh.)
 source "$(dirname "$0")/lib.sh"
 
 PY=$(kafka_python)
@@ -55,13 +54,6 @@ expect_eq $'first error=0 base_offset=1\nsame-connection-retry error=0 base_offs
 expect_eq "$(echo "before the producer"; for i in 0 1 2 3 4; do echo "retried-$i"; done)" \
     "$(cat "$MNT/retried/log")" "cat log after the retries"
 expect_eq 6 "$(status_field retried log_end_offset)" "log end after the retries"
-
-# --- A consumer in a group: kpfs has no group coordinator yet.
-started=$(date +%s)
-grouped=$(client group echoed some-group)
-expect_eq $'records 0\nassignment []\ncoordinator_known False\nfind_coordinator \x27kpfs has no group coordinator yet: consumer groups are not supported\x27' \
-    "$grouped" "a group consumer's polls"
-[ $(($(date +%s) - started)) -lt 30 ] || fail "the group consumer took $(($(date +%s) - started)) s"
 
 # --- The producers' state outlives the mount: the snapshot written at the clean close
 # has the idempotent producers.

@@ -145,10 +145,9 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         partitions: Option<&[(String, i32)]>,
-    ) -> Result<Vec<FetchedOffset>, GroupError> {
-        if group_id.is_empty() {
-            return Err(GroupError::InvalidGroupId);
-        }
+    ) -> Vec<FetchedOffset> {
+        // An empty group id is a group like any other here, as Kafka keeps it for old
+        // clients that commit without one.
         let state = self.lock();
         let group = state.groups.get(group_id);
         let fetched = |topic: &str, partition: i32| {
@@ -159,15 +158,14 @@ impl GroupCoordinator {
                 offset: committed.map_or(-1, |c| c.offset),
                 leader_epoch: committed.map_or(-1, |c| c.leader_epoch),
                 metadata: committed.map(|c| c.metadata.clone()).unwrap_or_default(),
-                error: None,
             }
         };
-        Ok(match partitions {
+        match partitions {
             Some(partitions) => partitions.iter().map(|(t, p)| fetched(t, *p)).collect(),
             None => group
                 .map(|g| g.offsets.keys().map(|(t, p)| fetched(t, *p)).collect())
                 .unwrap_or_default(),
-        })
+        }
     }
 
     /// ListGroups: every group, by id.
@@ -368,6 +366,9 @@ impl Coordinator {
                 max_ms: s.max_session_timeout_ms,
             };
             return send(Some(tx), join_error(&request.member_id, error));
+        }
+        if let Some(reason) = &request.reason {
+            tracing::info!(group = %request.group_id, member = %request.member_id, %reason, "JoinGroup with a reason");
         }
         let unknown_member = request.member_id.is_empty();
         if !self.groups.contains_key(&request.group_id) {
@@ -762,6 +763,9 @@ impl Coordinator {
     // ---- SyncGroup ----
 
     fn sync(&mut self, request: SyncRequest, tx: Sender<SyncResponse>) {
+        if request.group_id.is_empty() {
+            return send(Some(tx), sync_error(GroupError::InvalidGroupId));
+        }
         let Some(group) = self.groups.get_mut(&request.group_id) else {
             return send(Some(tx), sync_error(GroupError::UnknownMemberId));
         };
@@ -868,6 +872,9 @@ impl Coordinator {
         member_id: &str,
         instance_id: Option<&str>,
     ) -> Result<(), GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
         let now = self.now_ms;
         let group = self
             .groups
@@ -897,6 +904,9 @@ impl Coordinator {
         group_id: &str,
         leaving: &[LeavingMember],
     ) -> Result<Vec<(String, Option<GroupError>)>, GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
         let group = self
             .groups
             .get_mut(group_id)
@@ -967,12 +977,14 @@ impl Coordinator {
     fn commit(&mut self, request: &CommitRequest) -> Result<Vec<Option<GroupError>>, GroupError> {
         let now = self.now_ms;
         let max_metadata = self.settings.offset_metadata_max_bytes;
-        if request.group_id.is_empty() {
-            return Err(GroupError::InvalidGroupId);
-        }
+        // An empty group id commits like any other (Kafka: "for backwards compatibility").
         let created = !self.groups.contains_key(&request.group_id);
+        // A member's commit to a group that does not exist: Kafka's OffsetCommit v9+
+        // answers GROUP_ID_NOT_FOUND, older versions ILLEGAL_GENERATION (the wire maps).
         if created && request.generation_id >= 0 {
-            return Err(GroupError::IllegalGeneration);
+            return Err(GroupError::GroupIdNotFound {
+                group: request.group_id.clone(),
+            });
         }
         let mut group = self
             .groups
@@ -1069,6 +1081,9 @@ impl Coordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<Option<GroupError>>, GroupError> {
+        if group_id.is_empty() {
+            return Err(GroupError::InvalidGroupId);
+        }
         let group = self
             .groups
             .get(group_id)
@@ -1177,22 +1192,23 @@ impl Coordinator {
     fn expire_offsets(&mut self, group_id: &str, now: i64) {
         let retention = self.settings.offsets_retention_ms;
         let group = &self.groups[group_id];
-        // Kafka's `offsetExpirationCondition`.
-        let since_empty = group.state_since_ms;
-        let base: Option<Box<dyn Fn(&CommittedOffset) -> i64>> =
-            match (group.protocol_type.as_deref(), group.state) {
-                (None, _) => Some(Box::new(|c| c.commit_timestamp_ms)),
-                (Some(_), GroupState::Empty) => Some(Box::new(move |_| since_empty)),
-                (Some(CONSUMER_PROTOCOL_TYPE), GroupState::Stable)
-                    if group.subscribed_topics.is_some() =>
-                {
-                    Some(Box::new(|c| c.commit_timestamp_ms))
-                }
-                _ => None,
-            };
-        let Some(base) = base else {
+        // Kafka's `offsetExpirationCondition`: `None` keeps every offset; `Some(None)`
+        // counts from each offset's commit, `Some(Some(t))` from when the group emptied.
+        let counted_from: Option<Option<i64>> = match (group.protocol_type.as_deref(), group.state)
+        {
+            (None, _) => Some(None),
+            (Some(_), GroupState::Empty) => Some(Some(group.state_since_ms)),
+            (Some(CONSUMER_PROTOCOL_TYPE), GroupState::Stable)
+                if group.subscribed_topics.is_some() =>
+            {
+                Some(None)
+            }
+            _ => None,
+        };
+        let Some(since_empty) = counted_from else {
             return;
         };
+        let base = |c: &CommittedOffset| since_empty.unwrap_or(c.commit_timestamp_ms);
         let stable = group.is(GroupState::Stable);
         let expired: Vec<(String, i32)> = group
             .offsets

@@ -142,7 +142,6 @@ pub struct FetchedOffset {
     pub offset: i64,
     pub leader_epoch: i32,
     pub metadata: String,
-    pub error: Option<GroupError>,
 }
 
 /// A group's state, named as Kafka names it (`ClassicGroupState.toString`).

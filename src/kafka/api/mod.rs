@@ -2,20 +2,21 @@
 //! handlers return plain values; `connection` encodes and writes them.
 
 mod admin;
+mod groups;
 mod records;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
-use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
     ApiVersionsResponse, BrokerId, DescribeClusterRequest, DescribeClusterResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
-    RequestKind, ResponseKind, TopicName,
+    MetadataRequest, MetadataResponse, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -26,7 +27,12 @@ use super::versions::SERVED;
 use super::Shared;
 use crate::engine::{Engine, EngineError, Topic};
 
+pub use groups::find_coordinator;
 pub(crate) use records::FetchReply;
+
+/// How often a request parked for an answer (a long-poll Fetch, a JoinGroup waiting for
+/// its rebalance) looks at the listener stopping.
+const STOP_CHECK: Duration = Duration::from_millis(100);
 
 /// What a request gets back.
 pub(crate) enum Reply {
@@ -40,9 +46,18 @@ pub(crate) enum Reply {
     Close(String),
 }
 
-/// Calls the request's handler.
-pub(crate) fn handle(shared: &Shared, request: Request) -> Reply {
+/// Calls the request's handler; `peer` is the client's address.
+pub(crate) fn handle(shared: &Shared, request: Request, peer: SocketAddr) -> Reply {
     let version = request.version;
+    let caller = || groups::Caller {
+        client_id: request
+            .header
+            .client_id
+            .as_ref()
+            .map(|id| id.to_string())
+            .unwrap_or_default(),
+        peer,
+    };
     let message = match request.body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions(0)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata(shared, &r, version)),
@@ -50,7 +65,35 @@ pub(crate) fn handle(shared: &Shared, request: Request) -> Reply {
             ResponseKind::DescribeCluster(describe_cluster(shared, &r))
         }
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(find_coordinator(&r, version))
+            ResponseKind::FindCoordinator(find_coordinator(&r, version, || {
+                groups::this_node_once_ready(shared)
+            }))
+        }
+        RequestKind::JoinGroup(r) => {
+            ResponseKind::JoinGroup(groups::join_group(shared, &r, version, &caller()))
+        }
+        RequestKind::SyncGroup(r) => {
+            ResponseKind::SyncGroup(groups::sync_group(shared, &r, version))
+        }
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(shared, &r)),
+        RequestKind::LeaveGroup(r) => {
+            ResponseKind::LeaveGroup(groups::leave_group(shared, &r, version))
+        }
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(groups::offset_commit(shared, &r, version))
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(groups::offset_fetch(shared, &r, version))
+        }
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list_groups(shared, &r)),
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(groups::describe_groups(shared, &r, version))
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(groups::delete_groups(shared, &r))
+        }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(groups::offset_delete(shared, &r))
         }
         RequestKind::Produce(r) => return records::produce(shared, r, version),
         RequestKind::Fetch(r) => return Reply::Fetch(records::fetch(shared, &r)),
@@ -218,6 +261,9 @@ fn metadata_topic(
         Ok(topic) => {
             out.name = Some(topic_name(topic.name()));
             out.topic_id = topic_uuid(&topic);
+            // Kafka's clients leave internal topics out of pattern subscriptions and its
+            // tools refuse to delete them.
+            out.is_internal = topic.is_internal();
             let node = BrokerId(shared.config.node_id);
             let mut partition = MetadataResponsePartition::default();
             partition.partition_index = 0;
@@ -244,44 +290,5 @@ fn describe_cluster(shared: &Shared, request: &DescribeClusterRequest) -> Descri
     response.cluster_id = str_bytes(&config.cluster_id);
     response.controller_id = BrokerId(config.node_id);
     response.brokers = vec![broker];
-    response
-}
-
-/// FindCoordinator: consumer groups are not served yet, so `COORDINATOR_NOT_AVAILABLE`
-/// (retriable: a group client waits rather than fails); transactions never are, so a
-/// transactional id gets the fatal `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`.
-pub fn find_coordinator(request: &FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
-    const TRANSACTION_KEY_TYPE: i8 = 1;
-    let code = if request.key_type == TRANSACTION_KEY_TYPE {
-        ResponseError::TransactionalIdAuthorizationFailed
-    } else {
-        ResponseError::CoordinatorNotAvailable
-    };
-    let message = if request.key_type == TRANSACTION_KEY_TYPE {
-        "kpfs does not support transactions"
-    } else {
-        "kpfs has no group coordinator yet: consumer groups are not supported"
-    };
-    let mut response = FindCoordinatorResponse::default();
-    if version < 4 {
-        response.error_code = code.code();
-        response.error_message = Some(str_bytes(message));
-        response.node_id = BrokerId(-1);
-        response.port = -1;
-    } else {
-        response.coordinators = request
-            .coordinator_keys
-            .iter()
-            .map(|key| {
-                let mut c = Coordinator::default();
-                c.key = key.clone();
-                c.node_id = BrokerId(-1);
-                c.port = -1;
-                c.error_code = code.code();
-                c.error_message = Some(str_bytes(message));
-                c
-            })
-            .collect();
-    }
     response
 }

@@ -21,7 +21,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::{engine_error, str_bytes, topic_by_id, Reply};
+use super::{engine_error, str_bytes, topic_by_id, Reply, STOP_CHECK};
 use crate::engine::{EngineError, FetchedRange, OffsetQuery, Topic};
 use crate::kafka::deadline::Deadline;
 use crate::kafka::response::records_marker;
@@ -170,9 +170,6 @@ pub(crate) fn fetch(shared: &Shared, request: &FetchRequest) -> FetchReply {
         );
     }
 }
-
-/// How often a parked Fetch looks at the listener stopping.
-const STOP_CHECK: Duration = Duration::from_millis(100);
 
 fn resolve(shared: &Shared, name: &str, id: uuid::Uuid) -> Option<std::sync::Arc<Topic>> {
     if name.is_empty() {
