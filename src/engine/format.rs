@@ -113,6 +113,10 @@ pub(crate) const MAX_SEGMENT_FILE_BYTES: u64 = u32::MAX as u64;
 /// (`LogSegment.canConvertToRelativeOffset`), so a segment rolls before exceeding it.
 pub(crate) const MAX_RELATIVE_OFFSET: u64 = i32::MAX as u64;
 
+/// Kafka's internal topic of group metadata and committed offsets, whose records only
+/// the group coordinator writes.
+pub(crate) const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
 /// The kpfs folder of the topic whose partition directory is `partition_dir`
 /// (`DATA_DIR/TOPIC-0` -> `DATA_DIR/kpfs-topics/TOPIC-0`).
 pub(crate) fn kpfs_topic_dir(partition_dir: &std::path::Path) -> std::path::PathBuf {

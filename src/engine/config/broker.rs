@@ -120,8 +120,8 @@ impl BrokerConfig {
 
     /// `log.retention.check.interval.ms` (static). Default 300000.
     /// The group coordinator's configs (all static).
-    pub(crate) fn group_settings(&self) -> crate::engine::groups::GroupSettings {
-        crate::engine::groups::GroupSettings {
+    pub(crate) fn group_settings(&self) -> GroupSettings {
+        GroupSettings {
             min_session_timeout_ms: self.get(BrokerKey::GroupMinSessionTimeoutMs),
             max_session_timeout_ms: self.get(BrokerKey::GroupMaxSessionTimeoutMs),
             initial_rebalance_delay_ms: self.get(BrokerKey::GroupInitialRebalanceDelayMs),
@@ -406,6 +406,18 @@ impl BrokerConfig {
             delete_topic_enable: self.get(BrokerKey::DeleteTopicEnable),
         })
     }
+}
+
+/// The group coordinator's broker configs (`group.*`, `offsets.*`), read on each use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupSettings {
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub initial_rebalance_delay_ms: i32,
+    pub max_size: i32,
+    pub offsets_retention_ms: i64,
+    pub offsets_retention_check_interval_ms: i64,
+    pub offset_metadata_max_bytes: i32,
 }
 
 /// The broker configs of the Kafka listener, read (`BrokerConfig::listener_settings`).

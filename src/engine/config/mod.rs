@@ -17,7 +17,7 @@ mod topic;
 mod value;
 
 pub(crate) use broker::ConfigSource;
-pub use broker::{BrokerConfig, ListenerSettings};
+pub use broker::{BrokerConfig, GroupSettings, ListenerSettings};
 pub(crate) use change::{ConfigChange, ConfigScope};
 pub(crate) use def::TopicKey;
 pub(crate) use error::ConfigError;

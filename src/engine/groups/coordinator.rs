@@ -16,12 +16,12 @@ use super::subscription::{assigned_partitions, CONSUMER_PROTOCOL_TYPE};
 use super::*;
 use crate::engine::clock::Clock;
 use crate::engine::config::BrokerConfig;
-use crate::engine::format::{decode_header, records_section, BatchBuilder, RecordIter};
+use crate::engine::error::{EngineError, Result};
+use crate::engine::format::{
+    decode_header, records_section, BatchBuilder, RecordIter, OFFSETS_TOPIC,
+};
 use crate::engine::metadata_files::Uuid;
 use crate::engine::topic::Topic;
-
-/// Kafka's internal topic of group metadata and committed offsets.
-pub(crate) const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 /// Kafka's `group.consumer.session.timeout`-independent wait for a new member's first
 /// rejoin (`GroupCoordinatorConfig.CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`).
@@ -58,7 +58,7 @@ impl GroupCoordinator {
         offsets: Option<Arc<Topic>>,
         clock: Arc<dyn Clock>,
         broker: Arc<RwLock<BrokerConfig>>,
-    ) -> crate::engine::Result<GroupCoordinator> {
+    ) -> Result<GroupCoordinator> {
         let now_ms = clock.now_ms();
         let settings = GroupSettings::of(&broker.read());
         let mut coordinator = Coordinator {
@@ -1272,7 +1272,7 @@ impl Coordinator {
     }
 
     /// Rebuilds the groups from the offsets topic, oldest record first.
-    fn replay(&mut self, topic: &Topic) -> crate::engine::Result<()> {
+    fn replay(&mut self, topic: &Topic) -> Result<()> {
         let mut offset = topic.log().log_start_offset();
         let mut buffer = Vec::new();
         let mut scratch = Vec::new();
@@ -1291,7 +1291,7 @@ impl Coordinator {
                     &mut buffer[start..],
                     range.position,
                 )
-                .map_err(|e| crate::engine::EngineError::io(format!("read {OFFSETS_TOPIC}"), e))?;
+                .map_err(|e| EngineError::io(format!("read {OFFSETS_TOPIC}"), e))?;
             }
             let mut rest = &buffer[..];
             while !rest.is_empty() {
@@ -1394,8 +1394,8 @@ impl Coordinator {
     }
 }
 
-fn corrupt(topic: &Topic, reason: String) -> crate::engine::EngineError {
-    crate::engine::EngineError::Corrupt {
+fn corrupt(topic: &Topic, reason: String) -> EngineError {
+    EngineError::Corrupt {
         path: topic.dir().to_path_buf(),
         position: 0,
         reason: format!("reading {OFFSETS_TOPIC} to load the consumer groups: {reason}"),

@@ -17,8 +17,9 @@ mod group;
 mod records;
 mod subscription;
 
+pub use crate::engine::config::GroupSettings;
+pub(crate) use crate::engine::format::OFFSETS_TOPIC;
 pub use coordinator::GroupCoordinator;
-pub(crate) use coordinator::OFFSETS_TOPIC;
 pub use error::GroupError;
 pub(crate) use records::dump_json as dump_offsets_record;
 
@@ -206,18 +207,6 @@ pub struct GroupDescription {
     pub members: Vec<MemberDescription>,
     /// When the group entered its state (engine clock).
     pub state_since_ms: i64,
-}
-
-/// The group coordinator's broker configs, read from the broker config on each use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GroupSettings {
-    pub min_session_timeout_ms: i32,
-    pub max_session_timeout_ms: i32,
-    pub initial_rebalance_delay_ms: i32,
-    pub max_size: i32,
-    pub offsets_retention_ms: i64,
-    pub offsets_retention_check_interval_ms: i64,
-    pub offset_metadata_max_bytes: i32,
 }
 
 #[cfg(test)]

@@ -29,8 +29,7 @@ use super::config::{BrokerConfig, ConfigChange, DescribedConfig, TopicConfig, To
 use super::error::{BatchSize, EngineError, InternalTopicAction, Result};
 use super::files::write_or_defer;
 pub use super::format::TOPIC_CONFIG_FILE;
-use super::format::{decode_header, kpfs_topic_dir, BatchBuilder};
-use super::groups::OFFSETS_TOPIC;
+use super::format::{decode_header, kpfs_topic_dir, BatchBuilder, OFFSETS_TOPIC};
 use super::limits::PARSED_RECORDS_KEPT;
 use super::log::{
     first_oversized_record, AppendInfo, Durability, Log, OpenReport, WriteBytes, WriteRecords,

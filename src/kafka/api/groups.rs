@@ -874,7 +874,6 @@ mod tests {
 
     use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
     use kafka_protocol::messages::leave_group_request::MemberIdentity;
-    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
     use parking_lot::Mutex;
 
     use super::*;
