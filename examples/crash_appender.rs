@@ -5,6 +5,8 @@
 //! crash_appender append LOG STATE_DIR ID [--keys N] [--max N] [--pause-us N]
 //! crash_appender produce ADDRESS TOPIC STATE_DIR ID [--acks all|1] [--idempotent [--lose-an-answer]] [--max N] [--pause-us N]
 //! crash_appender verify KIND CAT_FILE STATE_DIR IDS [--keys N] [--offsets START END]
+//! crash_appender commit ADDRESS GROUP TOPICS STATE_DIR ID [--member] [--max N] [--pause-us N]
+//! crash_appender verify-commits ADDRESS GROUP TOPICS STATE_DIR ID
 //! ```
 //!
 //! Every line is a pure function of (appender id, sequence number, key count), so the
@@ -38,6 +40,23 @@
 //! must appear in increasing sequence order. For `keep` with `--offsets`, a record a
 //! producer was told is at offset O must be line O - START of the log. It prints one
 //! summary line and exits 1 after listing the first violations.
+//!
+//! `commit` is a committing consumer of kpfs's group coordinator at ADDRESS: it commits
+//! commit number 1, 2, 3... as the offset of partition 0 of every topic of TOPICS (comma-
+//! separated) in one OffsetCommit, with the metadata `cID-N`, one commit in flight, and
+//! adds N to `ID.acked` once the answer says every partition is committed. Without
+//! `--member` it commits as a consumer outside group management does (generation -1, no
+//! member id, the group Empty); with it, it first joins GROUP as the static member
+//! `crash-ID` (JoinGroup, SyncGroup as its leader, assigning itself the topics) and
+//! commits as that member with its generation, joining again when the answer says the
+//! group rebalanced. When the connection fails (the daemon was killed), the commit in
+//! flight goes to `ID.maybe` and it stops. A later run continues after the highest number
+//! acknowledged, in flight or fetched. `verify-commits` fetches GROUP's committed offsets
+//! (OffsetFetch) and holds them against the ledgers: one commit, whole (every topic at
+//! the same N, with its metadata); no acknowledged commit lost (N >= the last acknowledged
+//! one); nothing invented (N is the last acknowledged one or one in flight at a kill after
+//! it); never backwards (N >= what the previous verification fetched, kept in
+//! `ID.fetched`).
 #![allow(
     clippy::disallowed_methods,
     reason = "pauses between appends so a kill lands mid-stream; a producer's record timestamps and reconnection deadline are real time"
@@ -54,11 +73,20 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, InitProducerIdRequest, ListOffsetsRequest, ProduceRequest, RequestHeader,
-    ResponseHeader, TopicName,
+    ApiKey, BrokerId, ConsumerProtocolAssignment, ConsumerProtocolSubscription,
+    FindCoordinatorRequest, GroupId, InitProducerIdRequest, JoinGroupRequest, ListOffsetsRequest,
+    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use kafka_protocol::records::{
@@ -69,7 +97,9 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: crash_appender append LOG STATE_DIR ID [--keys N] [--max N] [--pause-us N]\n       \
          crash_appender produce ADDRESS TOPIC STATE_DIR ID [--acks all|1] [--idempotent [--lose-an-answer]] [--max N] [--pause-us N]\n       \
-         crash_appender verify keep|delete|compact CAT_FILE STATE_DIR ID,ID,... [--keys N] [--offsets START END]"
+         crash_appender verify keep|delete|compact CAT_FILE STATE_DIR ID,ID,... [--keys N] [--offsets START END]\n       \
+         crash_appender commit ADDRESS GROUP TOPIC,... STATE_DIR ID [--member] [--max N] [--pause-us N]\n       \
+         crash_appender verify-commits ADDRESS GROUP TOPIC,... STATE_DIR ID"
     );
     ExitCode::from(2)
 }
@@ -150,6 +180,7 @@ struct Flags {
     acks: i16,
     idempotent: bool,
     lose_an_answer: bool,
+    member: bool,
 }
 
 fn flags(args: &[String]) -> Option<Flags> {
@@ -161,6 +192,7 @@ fn flags(args: &[String]) -> Option<Flags> {
         acks: -1,
         idempotent: false,
         lose_an_answer: false,
+        member: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -178,6 +210,7 @@ fn flags(args: &[String]) -> Option<Flags> {
             }
             "--idempotent" => f.idempotent = true,
             "--lose-an-answer" => f.lose_an_answer = true,
+            "--member" => f.member = true,
             _ => return None,
         }
     }
@@ -760,6 +793,361 @@ fn verify(kind: &str, cat: &Path, state: &Path, ids: &[u32], f: &Flags) -> ExitC
     ExitCode::FAILURE
 }
 
+/// A consumer protocol message (a subscription or an assignment) as the group APIs carry
+/// it: its version, then the message at that version.
+fn consumer_protocol<M: Encodable>(version: i16, message: &M) -> Bytes {
+    let mut buf = BytesMut::new();
+    buf.put_i16(version);
+    message
+        .encode(&mut buf, version)
+        .expect("encode a consumer protocol message");
+    buf.freeze()
+}
+
+fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// Whom a commit comes from: a member of a generation, or (generation -1, no member id)
+/// a consumer outside group management.
+struct Membership {
+    generation: i32,
+    member_id: StrBytes,
+    instance_id: Option<StrBytes>,
+}
+
+/// ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS: the member must join again.
+const REJOIN_ERRORS: [i16; 3] = [22, 25, 27];
+/// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: a Kafka
+/// client backs off and tries again (the request did nothing).
+const RETRIABLE_ERRORS: [i16; 3] = [14, 15, 16];
+const RETRY_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Joins `group` as the static member `crash-ID` and, as its leader, assigns itself every
+/// topic. `Ok(Err(..))`: the coordinator refused (a bug: the harness fails).
+fn join(
+    wire: &mut Wire,
+    group: &str,
+    topics: &[&str],
+    id: u32,
+) -> io::Result<Result<Membership, String>> {
+    let instance = str_bytes(&format!("crash-{id}"));
+    let mut subscription = ConsumerProtocolSubscription::default();
+    subscription.topics = topics.iter().map(|t| str_bytes(t)).collect();
+    let mut protocol = JoinGroupRequestProtocol::default();
+    protocol.name = StrBytes::from_static_str("range");
+    protocol.metadata = consumer_protocol(0, &subscription);
+    let mut request = JoinGroupRequest::default();
+    request.group_id = GroupId(str_bytes(group));
+    request.session_timeout_ms = 10_000;
+    request.rebalance_timeout_ms = 10_000;
+    request.group_instance_id = Some(instance.clone());
+    request.protocol_type = StrBytes::from_static_str("consumer");
+    request.protocols = vec![protocol];
+    let mut assignment = ConsumerProtocolAssignment::default();
+    assignment.assigned_partitions = topics
+        .iter()
+        .map(|t| {
+            let mut partition = TopicPartition::default();
+            partition.topic = TopicName(str_bytes(t));
+            partition.partitions = vec![0];
+            partition
+        })
+        .collect();
+    for _ in 0..20 {
+        let joined = wire.call(5, &request)?;
+        match joined.error_code {
+            0 => {}
+            code if REJOIN_ERRORS.contains(&code) => continue,
+            code if RETRIABLE_ERRORS.contains(&code) => {
+                std::thread::sleep(RETRY_BACKOFF);
+                continue;
+            }
+            code => return Ok(Err(format!("JoinGroup: error code {code}"))),
+        }
+        let mut sync = SyncGroupRequest::default();
+        sync.group_id = request.group_id.clone();
+        sync.generation_id = joined.generation_id;
+        sync.member_id = joined.member_id.clone();
+        sync.group_instance_id = Some(instance.clone());
+        if joined.leader == joined.member_id {
+            let mut own = SyncGroupRequestAssignment::default();
+            own.member_id = joined.member_id.clone();
+            own.assignment = consumer_protocol(0, &assignment);
+            sync.assignments = vec![own];
+        }
+        let synced = wire.call(3, &sync)?;
+        match synced.error_code {
+            0 => {
+                return Ok(Ok(Membership {
+                    generation: joined.generation_id,
+                    member_id: joined.member_id,
+                    instance_id: Some(instance),
+                }))
+            }
+            code if REJOIN_ERRORS.contains(&code) => continue,
+            code => return Ok(Err(format!("SyncGroup: error code {code}"))),
+        }
+    }
+    Ok(Err("no generation completed in 20 joins".to_string()))
+}
+
+/// Commit number `n`'s OffsetCommit: offset n of every topic's partition 0, metadata cID-N.
+fn commit_request(
+    group: &str,
+    topics: &[&str],
+    id: u32,
+    n: u64,
+    membership: &Membership,
+) -> OffsetCommitRequest {
+    let mut request = OffsetCommitRequest::default();
+    request.group_id = GroupId(str_bytes(group));
+    request.generation_id_or_member_epoch = membership.generation;
+    request.member_id = membership.member_id.clone();
+    request.group_instance_id = membership.instance_id.clone();
+    request.retention_time_ms = -1;
+    request.topics = topics
+        .iter()
+        .map(|t| {
+            let mut partition = OffsetCommitRequestPartition::default();
+            partition.partition_index = 0;
+            partition.committed_offset = n as i64;
+            partition.committed_leader_epoch = -1;
+            partition.committed_metadata = Some(str_bytes(&format!("c{id}-{n}")));
+            let mut topic = OffsetCommitRequestTopic::default();
+            topic.name = TopicName(str_bytes(t));
+            topic.partitions = vec![partition];
+            topic
+        })
+        .collect();
+    request
+}
+
+/// OffsetCommit versions taken in turn: outside group management v2 (with a retention
+/// time), v5 and v8; as a static member v7 and v8 (group instance ids came with v7).
+const COMMIT_VERSIONS: [i16; 3] = [2, 5, 8];
+const MEMBER_COMMIT_VERSIONS: [i16; 2] = [7, 8];
+
+fn commit(
+    address: &str,
+    group: &str,
+    topics: &[&str],
+    state: &Path,
+    id: u32,
+    f: &Flags,
+) -> ExitCode {
+    // Numbered from 1 (-1 is "nothing committed"), after every number used before.
+    let after_fetched = read_seqs(&state_file(state, id, "fetched"))
+        .into_iter()
+        .max()
+        .map_or(0, |m| m + 1);
+    let start = next_seq(state, id).max(after_fetched).max(1);
+    let mut acked = BufWriter::new(open_state(&state_file(state, id, "acked")));
+    let mut wire = match Wire::connect(address) {
+        Ok(wire) => wire,
+        Err(e) => {
+            println!("committer {id}: connect failed: {e}");
+            return ExitCode::SUCCESS;
+        }
+    };
+    // As a Kafka consumer does first (the coordinator creates `__consumer_offsets` then).
+    let mut lookup = FindCoordinatorRequest::default();
+    lookup.key = str_bytes(group);
+    match wire.call(3, &lookup) {
+        Ok(r) if r.error_code == 0 => {}
+        Ok(r) => {
+            println!(
+                "committer {id}: FindCoordinator answered error code {}",
+                r.error_code
+            );
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            println!("committer {id}: FindCoordinator failed: {e}");
+            return ExitCode::SUCCESS;
+        }
+    }
+    let outside = || Membership {
+        generation: -1,
+        member_id: StrBytes::default(),
+        instance_id: None,
+    };
+    let mut membership = outside();
+    let mut joins = 0usize;
+    let mut retried = 0usize;
+    let mut n = start;
+    let mut count = 0u64;
+    let mut commits = 0usize;
+    let mut failed = false;
+    let stopped = loop {
+        if f.member && membership.generation < 0 {
+            joins += 1;
+            match join(&mut wire, group, topics, id) {
+                Ok(Ok(joined)) => membership = joined,
+                Ok(Err(refused)) => {
+                    failed = true;
+                    break refused;
+                }
+                // Nothing in flight: a join is no commit.
+                Err(e) => break format!("joining: {e}"),
+            }
+        }
+        if count >= f.max {
+            break "reached --max".to_string();
+        }
+        let version = if f.member {
+            MEMBER_COMMIT_VERSIONS[commits % MEMBER_COMMIT_VERSIONS.len()]
+        } else {
+            COMMIT_VERSIONS[commits % COMMIT_VERSIONS.len()]
+        };
+        commits += 1;
+        let response = match wire.call(version, &commit_request(group, topics, id, n, &membership))
+        {
+            Ok(response) => response,
+            Err(e) => {
+                writeln!(open_state(&state_file(state, id, "maybe")), "{n}")
+                    .expect("write maybe file");
+                break e.to_string();
+            }
+        };
+        let codes: BTreeSet<i16> = response
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect();
+        if codes == BTreeSet::from([0]) {
+            writeln!(acked, "{n}").expect("write ledger");
+            count += 1;
+            n += 1;
+        } else if f.member && codes.iter().all(|c| REJOIN_ERRORS.contains(c)) {
+            // Refused whole: nothing of it was written. The same number goes again.
+            membership = outside();
+        } else if codes.iter().all(|c| RETRIABLE_ERRORS.contains(c)) {
+            retried += 1;
+            std::thread::sleep(RETRY_BACKOFF);
+        } else {
+            failed = true;
+            break format!("OffsetCommit v{version} answered error codes {codes:?}");
+        }
+        if f.pause_us > 0 {
+            std::thread::sleep(Duration::from_micros(f.pause_us));
+        }
+    };
+    acked.flush().expect("flush ledger");
+    println!(
+        "committer {id}: {count} commits acked from {start}, {joins} joins, {retried} retried, stopped: {stopped}"
+    );
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn verify_commits(address: &str, group: &str, topics: &[&str], state: &Path, id: u32) -> ExitCode {
+    let acked: BTreeSet<u64> = read_seqs(&state_file(state, id, "acked"))
+        .into_iter()
+        .collect();
+    let maybe: BTreeSet<u64> = read_seqs(&state_file(state, id, "maybe"))
+        .into_iter()
+        .collect();
+    let fetched_path = state_file(state, id, "fetched");
+    let before = read_seqs(&fetched_path).into_iter().max();
+    let mut request = OffsetFetchRequest::default();
+    request.group_id = GroupId(str_bytes(group));
+    request.topics = Some(
+        topics
+            .iter()
+            .map(|t| {
+                let mut topic = OffsetFetchRequestTopic::default();
+                topic.name = TopicName(str_bytes(t));
+                topic.partition_indexes = vec![0];
+                topic
+            })
+            .collect(),
+    );
+    let response = match Wire::connect(address).and_then(|mut wire| wire.call(6, &request)) {
+        Ok(response) => response,
+        Err(e) => {
+            println!("VIOLATION committer {id}: OffsetFetch of {group} failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut violations = Vec::new();
+    if response.error_code != 0 {
+        violations.push(format!(
+            "OffsetFetch answered error code {}",
+            response.error_code
+        ));
+    }
+    let fetched: BTreeSet<(i64, String)> = response
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| {
+            if p.error_code != 0 {
+                violations.push(format!("a partition answered error code {}", p.error_code));
+            }
+            let metadata = p.metadata.as_deref().unwrap_or_default().to_string();
+            (p.committed_offset, metadata)
+        })
+        .collect();
+    let last_acked = acked.last().copied();
+    let mut got = None;
+    match fetched.iter().collect::<Vec<_>>().as_slice() {
+        [(-1, _)] if last_acked.is_none() => {}
+        [(offset, metadata)] => {
+            let n = u64::try_from(*offset).ok();
+            got = n;
+            if *metadata != format!("c{id}-{offset}") {
+                violations.push(format!("offset {offset} has the metadata {metadata:?}"));
+            }
+            if n < last_acked {
+                violations.push(format!(
+                    "acknowledged commit {} lost: the committed offset is {offset}",
+                    last_acked.unwrap_or_default()
+                ));
+            } else if n != last_acked && !n.is_some_and(|n| maybe.contains(&n)) {
+                violations.push(format!(
+                    "committed offset {offset} was neither the last acknowledged ({last_acked:?}) nor in flight at a kill"
+                ));
+            }
+            if n < before {
+                violations.push(format!(
+                    "committed offset {offset} moved backwards from {}",
+                    before.unwrap_or_default()
+                ));
+            }
+        }
+        several => violations.push(format!(
+            "the topics' offsets are not one commit's: {several:?}"
+        )),
+    }
+    if let Some(n) = got {
+        writeln!(open_state(&fetched_path), "{n}").expect("write the fetched ledger");
+    }
+    let in_flight = match got {
+        Some(n) if maybe.contains(&n) => "the commit in flight at the kill was applied",
+        _ if maybe.last() > last_acked.as_ref() => {
+            "the commit in flight at the kill was not applied"
+        }
+        _ => "no commit in flight at the kill",
+    };
+    println!(
+        "committer {id}: {} commits acknowledged, committed offset {got:?} (last acknowledged {last_acked:?}), {in_flight}, {} violations",
+        acked.len(),
+        violations.len()
+    );
+    for v in &violations {
+        println!("VIOLATION committer {id}: {v}");
+    }
+    if violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -774,6 +1162,20 @@ fn main() -> ExitCode {
                 return usage();
             };
             produce(&args[1], &args[2], Path::new(&args[3]), id, &f)
+        }
+        Some("commit") if args.len() >= 6 => {
+            let (Ok(id), Some(f)) = (args[5].parse::<u32>(), flags(&args[6..])) else {
+                return usage();
+            };
+            let topics: Vec<&str> = args[3].split(',').collect();
+            commit(&args[1], &args[2], &topics, Path::new(&args[4]), id, &f)
+        }
+        Some("verify-commits") if args.len() == 6 => {
+            let Ok(id) = args[5].parse::<u32>() else {
+                return usage();
+            };
+            let topics: Vec<&str> = args[3].split(',').collect();
+            verify_commits(&args[1], &args[2], &topics, Path::new(&args[4]), id)
         }
         Some("verify") if args.len() >= 5 => {
             let ids: Option<Vec<u32>> = args[4].split(',').map(|s| s.parse().ok()).collect();

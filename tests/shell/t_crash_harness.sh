@@ -1,8 +1,9 @@
 # The crash harness at CI size: 10 rounds of kill -9 under concurrent appenders on a
 # rolling+retained, a compacted and a plain topic, and Kafka producers (acks=all, acks=1,
-# idempotent) with an appender on a fourth, each followed by remount, ledger verification
-# (acknowledged records at their acknowledged offsets), and every 5th round a clean umount
-# and `kpfs check`.
+# idempotent) with an appender on a fourth, and two committing consumers (outside group
+# management and as a static member), each followed by remount, ledger verification
+# (acknowledged records at their acknowledged offsets; no acknowledged commit lost, no
+# committed offset backwards), and every 5th round a clean umount and `kpfs check`.
 source "$(dirname "$0")/lib.sh"
 
 helper=$KPFS_ROOT/target/debug/examples/crash_appender
@@ -18,4 +19,13 @@ retried=$(printf '%s\n' "$out" | sed -n "s/.*batch in flight at a kill, retried:
 [ -n "$retried" ] || fail "no line about the idempotent producer's retries:
 $out"
 expect_eq 10 "$((retried))" "idempotent producer's batches retried after a kill"
+# Both committing consumers, outside group management and as a group's member, had
+# commits acknowledged (and verify-commits found each at every remount).
+acknowledged=': committer [0-9]+: [1-9][0-9]* commits acknowledged, committed offset Some'
+for group in crash-outside crash-member; do
+    line=$(grep "last $group: " <<<"$out") || fail "no line about the committer of $group:
+$out"
+    [[ $line =~ $acknowledged ]] ||
+        fail "the committer of $group had no commit acknowledged: $line"
+done
 printf '%s\n' "$out" | sed -n '/summary/,$p'
