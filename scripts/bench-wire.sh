@@ -62,11 +62,12 @@ wire_floor_start() {
 # kpfs_serve_up LOG PID: the listener logged its start, or the server is gone.
 kpfs_serve_up() { grep -q 'Kafka listener started' "$1" || ! kill -0 "$2" 2>/dev/null; }
 
-# wire_kpfs_start DIR: `kpfs serve` of DIR/data on a free loopback port, written to
-# DIR/port.
+# wire_kpfs_start DIR [ARGS...]: `kpfs serve` of DIR/data (with ARGS, e.g. overrides) on
+# a free loopback port, written to DIR/port.
 # A port found free can be taken before kpfs binds it: then another one is tried.
 wire_kpfs_start() {
     local dir=$1 port pid try
+    shift
     mkdir -p "$dir"
     for try in 1 2 3 4 5; do
         port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -74,7 +75,7 @@ wire_kpfs_start() {
         # One segment holds a whole run: a roll would start Kafka's fsync of the rolled
         # segment in the background, into the next measurement.
         "$KPFS" serve --data-dir "$dir/data" --override "listeners=PLAINTEXT://127.0.0.1:$port" \
-            --override log.segment.bytes=2147483647 >/dev/null 2>>"$dir/serve.log" &
+            --override log.segment.bytes=2147483647 "$@" >/dev/null 2>>"$dir/serve.log" &
         pid=$!
         echo "$pid" >>"$B/pids"
         echo "$pid" >"$dir/server.pid"
