@@ -151,6 +151,8 @@ struct Inner {
     log_starts: Arc<LogStartCheckpoint>,
     /// Consumer groups, kept in the internal topic `__consumer_offsets`.
     groups: GroupCoordinator,
+    /// Held while FindCoordinator makes `__consumer_offsets` ready.
+    offsets_topic_creation: Mutex<()>,
 }
 
 /// An open data directory.
@@ -445,6 +447,7 @@ impl Engine {
                 producer_expiry_checked_ms: Mutex::new(now_ms),
                 log_starts,
                 groups,
+                offsets_topic_creation: Mutex::new(()),
             }),
             stop: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
@@ -546,14 +549,27 @@ impl Engine {
     /// Kafka's FindCoordinator for a group: the offsets topic `__consumer_offsets`
     /// exists from then on (created compacted, with `offsets.topic.segment.bytes`
     /// segments, as Kafka creates it on first use).
+    /// Answers only once the coordinator holds the topic: until then a group request
+    /// would find no place for its records. Concurrent first lookups wait for one
+    /// creation, and a creation that failed half way (the topic made, its configs not
+    /// set) is finished by the next lookup.
     pub fn ensure_offsets_topic(&self) -> Result<()> {
-        if self.topic(groups::OFFSETS_TOPIC).is_some() {
+        let _one_at_a_time = self.inner.offsets_topic_creation.lock();
+        if self.inner.groups.has_offsets_topic() {
             return Ok(());
         }
-        match self.create_topic(groups::OFFSETS_TOPIC) {
-            Ok(_) | Err(EngineError::TopicExists { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
+        let topic = match self.topic(groups::OFFSETS_TOPIC) {
+            Some(topic) => topic,
+            None => match self.create_topic(groups::OFFSETS_TOPIC) {
+                // create_topic set it up.
+                Ok(_) => return Ok(()),
+                Err(EngineError::TopicExists { name }) => self
+                    .topic(&name)
+                    .ok_or(EngineError::UnknownTopic { name })?,
+                Err(e) => return Err(e),
+            },
+        };
+        self.init_offsets_topic(&topic)
     }
 
     /// Makes a new `__consumer_offsets` what Kafka makes it, whoever created it (the

@@ -84,6 +84,11 @@ impl GroupCoordinator {
         self.state.lock().offsets_topic = Some(topic);
     }
 
+    /// Whether group records have somewhere to go.
+    pub(crate) fn has_offsets_topic(&self) -> bool {
+        self.state.lock().offsets_topic.is_some()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Coordinator> {
         let mut state = self.state.lock();
         state.now_ms = self.clock.now_ms();

@@ -341,3 +341,35 @@ fn the_offsets_topic_is_compacted_and_refuses_other_writers() {
         "Cannot delete internal topic __consumer_offsets: it holds the consumer groups and their committed offsets"
     );
 }
+
+#[test]
+fn concurrent_first_lookups_each_find_the_coordinator_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let engine = open(dir.path(), &clock);
+    engine.create_topic("t").unwrap();
+    std::thread::scope(|scope| {
+        for i in 0..8 {
+            let engine = &engine;
+            scope.spawn(move || {
+                engine.ensure_offsets_topic().unwrap();
+                // A commit right after the lookup has the offsets topic to go to.
+                let commit = CommitRequest {
+                    group_id: format!("g{i}"),
+                    generation_id: -1,
+                    member_id: String::new(),
+                    group_instance_id: None,
+                    offsets: vec![OffsetToCommit {
+                        topic: "t".into(),
+                        partition: 0,
+                        offset: i,
+                        leader_epoch: -1,
+                        metadata: None,
+                    }],
+                };
+                assert_eq!(engine.groups().commit_offsets(&commit), Ok(vec![None]));
+            });
+        }
+    });
+    assert_eq!(engine.groups().list_groups().len(), 8);
+}
