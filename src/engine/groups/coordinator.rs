@@ -352,6 +352,14 @@ impl Coordinator {
         self.groups.get_mut(id)
     }
 
+    /// The group a replayed record is about, made when its first record comes.
+    fn loaded_group(&mut self, id: &str) -> &mut Group {
+        let now = self.now_ms;
+        self.groups
+            .entry(id.to_string())
+            .or_insert_with(|| Group::new(id, now))
+    }
+
     // ---- JoinGroup ----
 
     fn join(&mut self, request: JoinRequest, tx: Sender<JoinResponse>) {
@@ -1315,12 +1323,6 @@ impl Coordinator {
                 rest = &rest[header.size.min(rest.len())..];
             }
         }
-        let now = self.now_ms;
-        for group in self.groups.values_mut() {
-            for m in &mut group.members {
-                m.heartbeat_deadline_ms = now + i64::from(m.session_timeout_ms);
-            }
-        }
         tracing::info!(
             groups = self.groups.len(),
             records,
@@ -1355,10 +1357,7 @@ impl Coordinator {
                     Ok(v) => v,
                     Err(e) => return warn(e.0),
                 };
-                let group = self
-                    .groups
-                    .entry(group_id.clone())
-                    .or_insert_with(|| Group::new(&group_id, now));
+                let group = self.loaded_group(&group_id);
                 group.offsets.insert(
                     (topic.clone(), partition),
                     CommittedOffset {
@@ -1386,10 +1385,7 @@ impl Coordinator {
                     Ok(v) => v,
                     Err(e) => return warn(e.0),
                 };
-                let group = self
-                    .groups
-                    .entry(group_id.clone())
-                    .or_insert_with(|| Group::new(&group_id, now));
+                let group = self.loaded_group(&group_id);
                 load_group_metadata(group, value, now);
             }
             (OffsetsKey::GroupMetadata { .. }, None) => {
