@@ -13,6 +13,7 @@
 use std::fmt;
 
 use super::codec::{compress, decompress, CodecError, Compression, CompressionCodec};
+use super::newlines::Newlines;
 
 /// Suffixes of the files of one segment.
 pub(crate) const LOG_SUFFIX: &str = ".log";
@@ -618,6 +619,8 @@ pub struct RecordIter<'a> {
     remaining: u32,
     previous: Option<u64>,
     failed: bool,
+    /// Where in the section the next cache line to prefetch starts.
+    prefetched_to: usize,
 }
 
 /// How far a [`RecordIter`] went through a records section, so that an iterator over the
@@ -652,6 +655,7 @@ impl<'a> RecordIter<'a> {
             remaining: from.remaining,
             previous: from.previous,
             failed: false,
+            prefetched_to: from.consumed,
         }
     }
 
@@ -664,11 +668,24 @@ impl<'a> RecordIter<'a> {
         }
     }
 
+    /// Asks for every cache line of the section up to [`RECORD_PREFETCH_BYTES`] past the
+    /// record about to be decoded. Each record's start follows from the last one's
+    /// length, so a walk that waited for each line would pay its misses one after another.
+    #[inline(always)]
+    fn prefetch_ahead(&mut self) {
+        let consumed = self.section_len - self.rest.len();
+        let wanted = (consumed + RECORD_PREFETCH_BYTES).min(self.section_len);
+        while self.prefetched_to < wanted {
+            prefetch(self.rest, self.prefetched_to.saturating_sub(consumed));
+            self.prefetched_to += CACHE_LINE_BYTES;
+        }
+    }
+
     // Inlined into its callers' loops, so a record's fields go to registers rather than
     // through a returned `Result` on the stack (a stall per record on the read path).
     #[inline(always)]
     fn next_record(&mut self) -> Result<RecordRef<'a>, DecodeError> {
-        prefetch(self.rest, RECORD_PREFETCH_BYTES);
+        self.prefetch_ahead();
         let body_len = read_int(&mut self.rest, "record length")?;
         if body_len < 0 || body_len as usize > self.rest.len() {
             return Err(bad_record(format_args!(
@@ -732,6 +749,91 @@ impl<'a> RecordIter<'a> {
     }
 }
 
+impl<'a> RecordIter<'a> {
+    /// The next record, when it has the shape nearly every record has: varints of one to
+    /// three bytes, a key and a value that may be null, and no headers (what the mount and
+    /// most producers write). Otherwise, and at the end of the section, `None` with the
+    /// iterator unmoved: [`Iterator::next`] then decodes the record, or says what is wrong
+    /// with it. It accepts only records that `next` accepts, and decodes them as `next`
+    /// does, in a few compares and no error paths, so the read path's loop stays small.
+    #[inline(always)]
+    pub(crate) fn next_common(&mut self) -> Option<RecordRef<'a>> {
+        if self.remaining == 0 || self.failed {
+            return None;
+        }
+        let rest = self.rest;
+        self.prefetch_ahead();
+        let (body_len, start) = short_varint(rest, 0)?;
+        let end = start.checked_add(usize::try_from(unzigzag(body_len)).ok()?)?;
+        let body = rest.get(start..end)?;
+        // body[0] is the attributes byte, unused in v2.
+        let (timestamp_delta, at) = short_varint(body, 1)?;
+        let (offset_delta, at) = short_varint(body, at)?;
+        let offset_delta = u64::try_from(unzigzag(offset_delta)).ok()?;
+        if offset_delta > u64::from(self.header.last_offset_delta) {
+            return None;
+        }
+        let offset = self.header.base_offset + offset_delta;
+        if self.previous.is_some_and(|p| offset <= p) {
+            return None;
+        }
+        let (key, at) = short_field(body, at)?;
+        let (value, at) = short_field(body, at)?;
+        // A header count of 0 ends the record.
+        if body.get(at..) != Some(&[0]) {
+            return None;
+        }
+        self.rest = &rest[end..];
+        self.remaining -= 1;
+        self.previous = Some(offset);
+        Some(RecordRef {
+            offset,
+            timestamp: if self.header.is_log_append_time() {
+                self.header.max_timestamp
+            } else {
+                self.header
+                    .base_timestamp
+                    .wrapping_add(unzigzag(timestamp_delta))
+            },
+            key,
+            value,
+            headers: &body[at..],
+        })
+    }
+}
+
+/// The varint of one to three bytes at `b[at]`, and where the next field starts. Three
+/// bytes hold every offset delta of a batch of up to a million records.
+#[inline(always)]
+fn short_varint(b: &[u8], at: usize) -> Option<(u64, usize)> {
+    let first = *b.get(at)?;
+    if first < 0x80 {
+        return Some((u64::from(first), at + 1));
+    }
+    let value = u64::from(first & 0x7f);
+    let second = *b.get(at + 1)?;
+    if second < 0x80 {
+        return Some((value | u64::from(second) << 7, at + 2));
+    }
+    let value = value | u64::from(second & 0x7f) << 7;
+    let third = *b.get(at + 2)?;
+    (third < 0x80).then(|| (value | u64::from(third) << 14, at + 3))
+}
+
+/// The field (null or bytes) whose short length is at `b[at]`, and where
+/// the next field starts.
+#[inline(always)]
+fn short_field(b: &[u8], at: usize) -> Option<(Option<&[u8]>, usize)> {
+    let (len, at) = short_varint(b, at)?;
+    match unzigzag(len) {
+        -1 => Some((None, at)),
+        len => {
+            let end = at + usize::try_from(len).ok()?;
+            Some((Some(b.get(at..end)?), end))
+        }
+    }
+}
+
 impl<'a> Iterator for RecordIter<'a> {
     type Item = Result<RecordRef<'a>, DecodeError>;
 
@@ -757,7 +859,9 @@ impl<'a> Iterator for RecordIter<'a> {
 /// How far ahead of the record it decodes [`RecordIter`] asks for the section's bytes.
 /// Each record's start follows from the last one's length, so without it the walk
 /// through a section that is not in the CPU's cache pays its misses one after another.
-const RECORD_PREFETCH_BYTES: usize = 512;
+const RECORD_PREFETCH_BYTES: usize = 2048;
+
+const CACHE_LINE_BYTES: usize = 64;
 
 /// Starts loading `bytes[at]` into the CPU's cache, if there is such a byte.
 #[inline(always)]
@@ -835,6 +939,52 @@ fn read_field<'a>(buf: &mut &'a [u8]) -> Result<Option<&'a [u8]>, DecodeError> {
     }
 }
 
+/// The block [`copy_by_blocks`] copies: most keys, values and lines fit it.
+const COPY_BLOCK_BYTES: usize = 128;
+
+/// Copies `src[..len]` to the start of `dst`. Keys and values are mostly short, and a
+/// call to `memcpy` for each costs more than the copy itself: when `len` and both slices
+/// allow, a whole block of [`COPY_BLOCK_BYTES`] is copied, a fixed-size copy the compiler
+/// turns into a few vector moves; the bytes past `len` are the caller's to overwrite.
+#[inline(always)]
+pub(crate) fn copy_by_blocks(dst: &mut [u8], src: &[u8], len: usize) {
+    match (dst.first_chunk_mut(), src.first_chunk()) {
+        (Some(block), Some(from)) if len <= COPY_BLOCK_BYTES => {
+            let _: &[u8; COPY_BLOCK_BYTES] = from;
+            *block = *from;
+        }
+        _ => copy_exactly(dst, src, len),
+    }
+}
+
+/// The copy of a field too long for a block, or too near the end of a slice. Out of line:
+/// inlined, the compiler would merge it with the block copy into one call to `memcpy` of
+/// either size, the call the block copy is there to avoid.
+#[inline(never)]
+fn copy_exactly(dst: &mut [u8], src: &[u8], len: usize) {
+    dst[..len].copy_from_slice(&src[..len]);
+}
+
+/// [`copy_by_blocks`] to the end of `out`: the bytes copied past `len` are dropped again
+/// (they are left in `out`'s spare capacity).
+#[inline(always)]
+pub(crate) fn extend_by_blocks(out: &mut Vec<u8>, src: &[u8], len: usize) {
+    match src.first_chunk::<COPY_BLOCK_BYTES>() {
+        Some(block) if len <= COPY_BLOCK_BYTES => {
+            let end = out.len() + len;
+            out.extend_from_slice(block);
+            out.truncate(end);
+        }
+        _ => extend_exactly(out, &src[..len]),
+    }
+}
+
+/// [`copy_exactly`] to the end of `out`.
+#[inline(never)]
+fn extend_exactly(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(bytes);
+}
+
 /// Writes `value` as a varint at the start of `out` (at least 10 bytes); returns its length.
 /// Runs several times per record appended: the lengths and deltas of lines take one or two
 /// bytes, written without the loop.
@@ -858,13 +1008,10 @@ fn put_varint(out: &mut [u8], mut value: u64) -> usize {
     n + 1
 }
 
-fn varint_len(mut value: u64) -> usize {
-    let mut n = 1;
-    while value >= 0x80 {
-        value >>= 7;
-        n += 1;
-    }
-    n
+#[inline(always)]
+fn varint_len(value: u64) -> usize {
+    // Seven bits a byte, and at least one byte.
+    (70 - (value | 1).leading_zeros() as usize) / 7
 }
 
 /// A key's or value's length as the format stores it: -1 for null.
@@ -942,10 +1089,64 @@ impl ClientBatch {
     };
 }
 
+/// The bytes of a batch being encoded, in a buffer kept initialized past them, so an
+/// encoder writes records straight into its spare room through a plain slice: no
+/// capacity check per field and no `unsafe`. The room is zeroed once, when the buffer
+/// grows; a builder is reused for every batch of a log, so that is rare.
+#[derive(Debug, Default)]
+struct EncodeBuf {
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl EncodeBuf {
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// The room after the encoded bytes, at least `n` bytes; what is written there counts
+    /// once [`Self::advance`] says so.
+    fn room(&mut self, n: usize) -> &mut [u8] {
+        if self.bytes.len() < self.len + n {
+            let grown = (self.len + n).max(2 * self.bytes.len());
+            self.bytes.resize(grown, 0);
+        }
+        &mut self.bytes[self.len..]
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.len += n;
+    }
+
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        self.room(bytes.len())[..bytes.len()].copy_from_slice(bytes);
+        self.advance(bytes.len());
+    }
+}
+
+/// What [`BatchBuilder::push_keyless_lines`] took from a piece of a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LinesTaken {
+    /// Bytes of the piece: the records' lines and their newlines (the piece's last line
+    /// may lack its newline).
+    pub(crate) bytes: usize,
+    pub(crate) records: u64,
+    /// Bytes of the `log` stream the records take: each its line and a newline.
+    pub(crate) stream_bytes: u64,
+}
+
 /// Builds one batch in memory. Records must be added in increasing offset order.
 #[derive(Debug)]
 pub struct BatchBuilder {
-    records: Vec<u8>,
+    records: EncodeBuf,
     /// The compressed records section, when the batch is compressed.
     compressed: Vec<u8>,
     base_offset: u64,
@@ -960,7 +1161,7 @@ impl BatchBuilder {
     /// A builder whose records' timestamps count from their first record's.
     pub fn new(base_offset: u64) -> Self {
         BatchBuilder {
-            records: Vec::new(),
+            records: EncodeBuf::default(),
             compressed: Vec::new(),
             base_offset,
             base_timestamp: None,
@@ -1071,52 +1272,79 @@ impl BatchBuilder {
         self.record_count += 1;
     }
 
-    /// Adds a keyless record at the offset after the batch's last (the base offset for the
-    /// first), unless it would take the batch over `limit` bytes: a batch's first record
-    /// always goes in. Returns whether it went in. Every line a plain topic is given
-    /// becomes such a record, so this runs once per line: it sizes and encodes the record
-    /// in one pass, where [`Self::next_record_size`] and [`Self::push`] each work out
-    /// every field's length for any record.
-    pub(crate) fn push_next_keyless_within(
+    /// Adds a keyless record for each line of `piece` (its bytes up to a newline, the
+    /// last up to the piece's end), at the offsets after the batch's last, while the
+    /// batch stays within `limit` bytes: a batch's first record always goes in. Every line
+    /// a plain topic is given becomes such a record, so this is the append path's loop:
+    /// the records share their timestamp, so only their lengths and offset deltas vary,
+    /// and they are encoded straight into the batch's buffer, the values copied in blocks
+    /// (see [`copy_by_blocks`]), where [`Self::push`] sizes and encodes any record field
+    /// by field.
+    pub(crate) fn push_keyless_lines(
         &mut self,
         timestamp: i64,
-        value: &[u8],
+        piece: &[u8],
         limit: usize,
-    ) -> bool {
-        // The record's length is a varint of at most 5 bytes (Kafka's int), written in
-        // front of the other fields once they are encoded.
-        const LENGTH_ROOM: usize = 5;
-        let offset = self.last_offset.map_or(self.base_offset, |last| last + 1);
+    ) -> LinesTaken {
         let base_timestamp = *self.base_timestamp.get_or_insert(timestamp);
-        let mut prefix = [0u8; MAX_RECORD_OVERHEAD_BYTES];
-        let mut n = LENGTH_ROOM + 1; // attributes: unused in v2
-        n += put_varint(
-            &mut prefix[n..],
-            zigzag(timestamp.wrapping_sub(base_timestamp)),
-        );
-        n += put_varint(&mut prefix[n..], zigzag((offset - self.base_offset) as i64));
-        prefix[n] = NULL_FIELD_LENGTH; // no key
-        n += 1;
-        n += put_varint(&mut prefix[n..], zigzag(value.len() as i64));
-        // Fields so far, the value and a header count of 0.
-        let body = n - LENGTH_ROOM + value.len() + 1;
-        let mut length = [0u8; 10];
-        let length_len = put_varint(&mut length, zigzag(body as i64));
-        if self.record_count > 0 && self.encoded_len() + length_len + body > limit {
-            return false;
+        let timestamp_delta = zigzag(timestamp.wrapping_sub(base_timestamp));
+        let mut offset = self.last_offset.map_or(self.base_offset, |last| last + 1);
+        let first_count = self.record_count;
+        let encoded_before = BATCH_HEADER_BYTES + self.records.len();
+        let mut room = self.records.room(0);
+        let (mut written, mut taken, mut stream_bytes) = (0, 0, 0);
+        let mut newlines = Newlines::new(piece);
+        while taken < piece.len() {
+            let line_end = newlines.next().unwrap_or(piece.len());
+            let len = line_end - taken;
+            let offset_delta = zigzag((offset - self.base_offset) as i64);
+            let value_len = zigzag(len as i64);
+            // Attributes, the two deltas, a null key, the value and a header count of 0.
+            let body = 1
+                + varint_len(timestamp_delta)
+                + varint_len(offset_delta)
+                + 1
+                + varint_len(value_len)
+                + len
+                + 1;
+            let length = zigzag(body as i64);
+            let record = varint_len(length) + body;
+            if self.record_count > 0 && encoded_before + written + record > limit {
+                break;
+            }
+            // Room for the record, and for its value's copy to run a block past its end.
+            let wanted = written + record + COPY_BLOCK_BYTES;
+            if room.len() < wanted {
+                room = self.records.room(wanted);
+            }
+            let out = &mut room[written..];
+            let mut n = put_varint(out, length);
+            out[n] = 0; // attributes: unused in v2
+            n += 1;
+            n += put_varint(&mut out[n..], timestamp_delta);
+            n += put_varint(&mut out[n..], offset_delta);
+            out[n] = NULL_FIELD_LENGTH; // no key
+            n += 1;
+            n += put_varint(&mut out[n..], value_len);
+            copy_by_blocks(&mut out[n..], &piece[taken..], len);
+            out[n + len] = 0; // no headers
+            written += record;
+            self.last_offset = Some(offset);
+            offset += 1;
+            self.record_count += 1;
+            taken = (line_end + 1).min(piece.len());
+            stream_bytes += len as u64 + 1;
         }
-        let start = LENGTH_ROOM - length_len;
-        prefix[start..LENGTH_ROOM].copy_from_slice(&length[..length_len]);
-        self.records.reserve(length_len + body);
-        self.records.extend_from_slice(&prefix[start..n]);
-        self.records.extend_from_slice(value);
-        self.records.push(0); // no headers
-        self.last_offset = Some(offset);
-        if timestamp > self.max_timestamp || self.record_count == 0 {
+        self.records.advance(written);
+        let records = u64::from(self.record_count - first_count);
+        if records > 0 && (timestamp > self.max_timestamp || first_count == 0) {
             self.max_timestamp = timestamp;
         }
-        self.record_count += 1;
-        true
+        LinesTaken {
+            bytes: taken,
+            records,
+            stream_bytes,
+        }
     }
 
     /// Size of the batch so far, uncompressed.
@@ -1218,10 +1446,14 @@ impl BatchBuilder {
             end.compression.codec()
         };
         let section: &[u8] = if codec == CompressionCodec::None {
-            &self.records
+            self.records.as_slice()
         } else {
             self.compressed.clear();
-            compress(end.compression, &self.records, &mut self.compressed)?;
+            compress(
+                end.compression,
+                self.records.as_slice(),
+                &mut self.compressed,
+            )?;
             &self.compressed
         };
         let mut attributes = codec.attribute_bits() & ATTR_COMPRESSION_MASK;
@@ -1296,6 +1528,7 @@ impl BatchParts<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy;
 
     fn sample_batch() -> Vec<u8> {
         let mut b = BatchBuilder::new(10);
@@ -1454,26 +1687,110 @@ mod tests {
         /// and encodes them to the same bytes.
         #[test]
         fn keyless_records_encode_as_the_general_path_does(
-            values in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..300), 1..80),
-            timestamps in proptest::collection::vec(-100i64..100, 80),
+            pieces in proptest::collection::vec(
+                (
+                    proptest::collection::vec(
+                        proptest::collection::vec(
+                            proptest::num::u8::ANY.prop_map(|b| if b == b'\n' { b'.' } else { b }),
+                            0..300,
+                        ),
+                        1..40,
+                    ),
+                    proptest::bool::ANY,
+                    -100i64..100,
+                ),
+                1..4,
+            ),
             base_offset in 0u64..1 << 40,
-            limit in 0usize..4000,
+            limit in 0usize..6000,
         ) {
             let mut fast = BatchBuilder::new(0);
             let mut general = BatchBuilder::new(0);
             fast.reset(base_offset, None);
             general.reset(base_offset, None);
-            for (i, (value, &ts)) in values.iter().zip(&timestamps).enumerate() {
-                let offset = base_offset + i as u64;
-                let size = general.next_record_size(offset, ts, -1, value.len() as i64);
-                let fits = i == 0 || general.encoded_len() + size <= limit;
-                proptest::prop_assert_eq!(fast.push_next_keyless_within(ts, value, limit), fits);
-                if !fits {
-                    break;
+            let mut offset = base_offset;
+            'pieces: for (lines, terminated, ts) in &pieces {
+                let mut piece = lines.join(&b'\n');
+                if *terminated {
+                    piece.push(b'\n');
                 }
-                general.push(offset, ts, None, Some(value));
+                let taken = fast.push_keyless_lines(*ts, &piece, limit);
+                let (mut bytes, mut records, mut stream_bytes) = (0, 0, 0);
+                for line in lines {
+                    let size = general.next_record_size(offset, *ts, -1, line.len() as i64);
+                    if offset > base_offset && general.encoded_len() + size > limit {
+                        break;
+                    }
+                    general.push(offset, *ts, None, Some(line));
+                    offset += 1;
+                    records += 1;
+                    bytes = (bytes + line.len() + 1).min(piece.len());
+                    stream_bytes += line.len() as u64 + 1;
+                }
+                proptest::prop_assert_eq!(taken, LinesTaken { bytes, records, stream_bytes });
+                if bytes < piece.len() {
+                    break 'pieces;
+                }
             }
             proptest::prop_assert_eq!(fast.finish(None, None), general.finish(None, None));
+        }
+
+        /// The read path's decoder of common records accepts only what the general decoder
+        /// accepts, decodes it alike, and leaves every other record to it: over valid
+        /// sections with every shape of record, and over the same sections with a byte
+        /// changed.
+        #[test]
+        fn common_records_decode_as_the_general_decoder_decodes_them(
+            records in proptest::collection::vec(
+                (
+                    0u64..20_000,
+                    -1_000i64..1_000,
+                    proptest::option::of(proptest::collection::vec(proptest::num::u8::ANY, 0..200)),
+                    proptest::option::of(proptest::collection::vec(proptest::num::u8::ANY, 0..20_000)),
+                    proptest::bool::ANY,
+                ),
+                1..12,
+            ),
+            flip in proptest::option::of((proptest::num::usize::ANY, 1u8..=255)),
+        ) {
+            let mut b = BatchBuilder::new(0);
+            let mut offset = 0;
+            for (gap, ts, key, value, with_header) in &records {
+                offset += gap;
+                match with_header {
+                    true => b.push_with_header_pairs(offset, *ts, key.as_deref(), value.as_deref(), &[(b"h", Some(b"v"))]),
+                    false => b.push(offset, *ts, key.as_deref(), value.as_deref()),
+                }
+                offset += 1;
+            }
+            let batch = b.finish(Some(offset + 3), None);
+            let header = decode_header(&batch).unwrap();
+            let mut section = batch[BATCH_HEADER_BYTES..].to_vec();
+            if let Some((at, xor)) = flip {
+                let at = at % section.len();
+                section[at] ^= xor;
+            }
+            let general: Vec<_> = RecordIter::new(&header, &section).collect();
+            let (mut mixed, mut common) = (Vec::new(), 0);
+            let mut iter = RecordIter::new(&header, &section);
+            loop {
+                match iter.next_common() {
+                    Some(rec) => {
+                        mixed.push(Ok(rec));
+                        common += 1;
+                    }
+                    None => match iter.next() {
+                        Some(rec) => mixed.push(rec),
+                        None => break,
+                    },
+                }
+            }
+            proptest::prop_assert_eq!(mixed, general);
+            if flip.is_none() {
+                // Every record without headers has the common shape here.
+                let headerless = records.iter().filter(|r| !r.4).count();
+                proptest::prop_assert_eq!(common, headerless);
+            }
         }
     }
 

@@ -105,12 +105,6 @@ impl<'a> WriteBytes<'a> {
             .find_map(|piece| first_line_longer_than(piece, limit))
     }
 
-    /// The lines from `start` (where a line starts) to the end, without their newlines;
-    /// only the write's last line may lack one.
-    fn lines_from(&self, start: usize) -> impl Iterator<Item = &'a [u8]> {
-        self.pieces(start, self.len()).into_iter().flat_map(lines)
-    }
-
     /// Position of the first newline at or after `start`.
     fn first_newline_from(&self, start: usize) -> Option<usize> {
         let [head, body] = self.pieces(start, self.len());
@@ -118,20 +112,6 @@ impl<'a> WriteBytes<'a> {
             .map(|i| start + i)
             .or_else(|| memchr::memchr(b'\n', body).map(|i| self.len() - body.len() + i))
     }
-}
-
-/// The lines of `piece`, without their newlines; the last may lack one.
-fn lines(piece: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut newlines = memchr::memchr_iter(b'\n', piece);
-    let mut from = 0;
-    std::iter::from_fn(move || {
-        let end = newlines
-            .next()
-            .or((from < piece.len()).then_some(piece.len()))?;
-        let line = &piece[from..end];
-        from = end + 1;
-        Some(line)
-    })
 }
 
 /// [`WriteBytes::first_line_longer_than`] in one piece, in steps of `limit` bytes rather
@@ -268,20 +248,19 @@ fn next_plain_batch(
         return None;
     }
     builder.reset(start.offset, Some(start.timestamp));
-    let mut stream_end = start.stream_pos;
-    let mut count = 0;
-    for line in data.lines_from(*next_byte) {
-        if !builder.push_next_keyless_within(start.timestamp, line, start.limit) {
+    let (mut records, mut stream_end) = (0, start.stream_pos);
+    // `head` ends with a newline, so no line spans the two pieces.
+    for piece in data.pieces(*next_byte, data.len()) {
+        let taken = builder.push_keyless_lines(start.timestamp, piece, start.limit);
+        *next_byte += taken.bytes;
+        records += taken.records;
+        stream_end += taken.stream_bytes;
+        if taken.bytes < piece.len() {
             break;
         }
-        stream_end += line.len() as u64 + 1;
-        count += 1;
     }
-    // Each record took its line and newline from the write, but the write's last line
-    // may lack its newline.
-    *next_byte = (*next_byte + (stream_end - start.stream_pos) as usize).min(data.len());
     Some(FilledBatch {
-        records: count,
+        records,
         stream_end,
     })
 }
@@ -1349,49 +1328,6 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
-        /// A write's lines from any line start, whatever piece they lie in, are its
-        /// newline-separated lines; a final newline ends the last, it does not start one.
-        #[test]
-        fn the_lines_of_a_write_are_its_newline_separated_lines(
-            line_lens in proptest::collection::vec(0usize..5, 0..12),
-            head_lines in 0usize..12,
-            from_line in 0usize..12,
-            terminated in proptest::bool::ANY,
-        ) {
-            let lines: Vec<Vec<u8>> = line_lens
-                .iter()
-                .enumerate()
-                .map(|(i, &len)| vec![b'a' + i as u8; len])
-                .collect();
-            let mut bytes = Vec::new();
-            let mut starts = Vec::new();
-            for line in &lines {
-                starts.push(bytes.len());
-                bytes.extend_from_slice(line);
-                bytes.push(b'\n');
-            }
-            // Only a non-empty last line can go without its newline.
-            let unterminated = !terminated && lines.last().is_some_and(|l| !l.is_empty());
-            if unterminated {
-                bytes.pop();
-            }
-            // `head` holds whole lines, each with its newline.
-            let head_len = match starts.get(head_lines) {
-                Some(&at) => at,
-                None if unterminated => starts[starts.len() - 1],
-                None => bytes.len(),
-            };
-            let data = WriteBytes {
-                head: &bytes[..head_len],
-                body: &bytes[head_len..],
-            };
-            let from = from_line.min(lines.len());
-            let start = starts.get(from).copied().unwrap_or(bytes.len());
-            let got: Vec<&[u8]> = data.lines_from(start).collect();
-            let expected: Vec<&[u8]> = lines[from..].iter().map(Vec::as_slice).collect();
-            proptest::prop_assert_eq!(got, expected);
-        }
-
         /// The windowed search finds the line a line-by-line search finds.
         #[test]
         fn the_first_overlong_line_is_found_as_a_line_by_line_search_finds_it(

@@ -22,6 +22,7 @@ pub(crate) mod log_loader;
 pub(crate) mod log_start_checkpoint;
 pub(crate) mod metadata_files;
 pub(crate) mod metrics;
+pub(crate) mod newlines;
 pub mod offset_map;
 pub mod produce;
 pub(crate) mod producer_ids;

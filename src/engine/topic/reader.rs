@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use crate::engine::config::TopicConfig;
 use crate::engine::error::{EngineError, Result};
 use crate::engine::format::{
-    decode_header, records_section, RecordIter, RecordRef, RecordsProgress,
+    decode_header, extend_by_blocks, records_section, RecordIter, RecordRef, RecordsProgress,
 };
 use crate::engine::limits::{
     READ_MAX_BYTES, READ_MIN_BYTES, REPLAY_LIMIT_BYTES, REPOSITION_SCAN_BYTES, STALE_READ_RETRIES,
@@ -231,18 +231,24 @@ impl Topic {
                     Some(from) => RecordIter::resume(&h, section, from),
                     None => RecordIter::new(&h, section),
                 };
-                while let Some(rec) = records.next() {
-                    let rec = rec.map_err(bad)?;
+                loop {
+                    let rec = match records.next_common() {
+                        Some(rec) => rec,
+                        None => match records.next() {
+                            Some(rec) => rec.map_err(bad)?,
+                            None => break,
+                        },
+                    };
                     if rec.offset < cursor.next_offset {
                         continue;
                     }
                     let size = render.size(&rec) as usize;
                     if cursor.skip == 0 && cursor.pending.is_empty() && out.len() + size <= len {
-                        render.write(&rec, out);
+                        render.write(&rec, section, out);
                         continue;
                     }
                     line.clear();
-                    render.write(&rec, &mut line);
+                    render.write(&rec, section, &mut line);
                     let from = (cursor.skip as usize).min(line.len());
                     cursor.skip = 0;
                     let room = len - out.len().min(len);
@@ -384,6 +390,7 @@ impl<'a> Render<'a> {
         }
     }
 
+    #[inline(always)]
     fn size(&self, rec: &RecordRef<'_>) -> u64 {
         let value = rec.value.map_or(self.null_marker.len(), <[u8]>::len);
         let key = if self.parse_key {
@@ -394,14 +401,33 @@ impl<'a> Render<'a> {
         (key + value + 1) as u64
     }
 
-    fn write(&self, rec: &RecordRef<'_>, out: &mut Vec<u8>) {
+    /// Appends the rendering of `rec`, a record of the records section `section`.
+    #[inline(always)]
+    fn write(&self, rec: &RecordRef<'_>, section: &[u8], out: &mut Vec<u8>) {
         if self.parse_key {
-            out.extend_from_slice(rec.key.unwrap_or(self.null_marker));
+            self.write_field(rec.key, section, out);
             out.extend_from_slice(self.separator);
         }
-        out.extend_from_slice(rec.value.unwrap_or(self.null_marker));
+        self.write_field(rec.value, section, out);
         out.push(b'\n');
     }
+
+    #[inline(always)]
+    fn write_field(&self, field: Option<&[u8]>, section: &[u8], out: &mut Vec<u8>) {
+        match field {
+            // The rest of the section follows the field, so it can be copied in blocks.
+            Some(bytes) => extend_by_blocks(out, running_on(section, bytes), bytes.len()),
+            None => out.extend_from_slice(self.null_marker),
+        }
+    }
+}
+
+/// `part`, a slice of `whole`, and every byte of `whole` after it.
+#[inline(always)]
+fn running_on<'a>(whole: &'a [u8], part: &[u8]) -> &'a [u8] {
+    let start = part.as_ptr().addr() - whole.as_ptr().addr();
+    debug_assert!(start + part.len() <= whole.len(), "part lies in whole");
+    &whole[start..]
 }
 
 #[cfg(test)]
