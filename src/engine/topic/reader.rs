@@ -9,6 +9,7 @@ use crate::engine::config::TopicConfig;
 use crate::engine::error::{EngineError, Result};
 use crate::engine::format::{
     decode_header, extend_by_blocks, records_section, RecordIter, RecordRef, RecordsProgress,
+    COPY_BLOCK_BYTES,
 };
 use crate::engine::limits::{
     READ_MAX_BYTES, READ_MIN_BYTES, REPLAY_LIMIT_BYTES, REPOSITION_SCAN_BYTES, STALE_READ_RETRIES,
@@ -66,7 +67,8 @@ impl Topic {
     ) -> Result<Vec<u8>> {
         let config = self.config();
         let render = Render::new(&config);
-        let mut out = Vec::with_capacity(len.min(READ_MAX_BYTES));
+        // Room for a block copy to run past the last record (see `extend_by_blocks`).
+        let mut out = Vec::with_capacity(len.min(READ_MAX_BYTES) + COPY_BLOCK_BYTES);
         // Where in the stream the bytes not served from the replay buffer start.
         let mut from_pos = pos;
         if cursor.positioned && pos != cursor.next_pos {
@@ -216,7 +218,7 @@ impl Topic {
         if bytes.is_empty() {
             return Ok(false);
         }
-        out.reserve(bytes.len().min(len - out.len()));
+        out.reserve(bytes.len().min(len - out.len()) + COPY_BLOCK_BYTES);
         let (mut scratch, mut line) = (Vec::new(), Vec::new());
         let mut at = 0;
         while at < bytes.len() && cursor.pending.is_empty() {
