@@ -1132,6 +1132,57 @@ impl EncodeBuf {
     }
 }
 
+/// What the keyless records of one line length share, encoded once: the fields before
+/// the offset delta (length, attributes, timestamp delta) and those after it (a null key
+/// and the value's length), each in the low bytes of a word, first byte lowest.
+#[derive(Clone, Copy, Debug)]
+struct KeylessPrefix {
+    line_len: usize,
+    head: u128,
+    head_len: usize,
+    tail: u64,
+    tail_len: usize,
+    /// Bytes of the whole record.
+    record: usize,
+}
+
+impl KeylessPrefix {
+    fn new(line_len: usize, timestamp_delta: u64, offset_delta_len: usize) -> Self {
+        let value_len = zigzag(line_len as i64);
+        // Attributes, the two deltas, a null key, the value and a header count of 0.
+        let body = 1
+            + varint_len(timestamp_delta)
+            + offset_delta_len
+            + 1
+            + varint_len(value_len)
+            + line_len
+            + 1;
+        let length = zigzag(body as i64);
+        let mut head = [0u8; 16];
+        let mut head_len = put_varint(&mut head, length);
+        head_len += 1; // attributes: unused in v2
+        head_len += put_varint(&mut head[head_len..], timestamp_delta);
+        let mut tail = [0u8; 8];
+        tail[0] = NULL_FIELD_LENGTH;
+        let tail_len = 1 + put_varint(&mut tail[1..], value_len);
+        KeylessPrefix {
+            line_len,
+            head: u128::from_le_bytes(head),
+            head_len,
+            tail: u64::from_le_bytes(tail),
+            tail_len,
+            record: varint_len(length) + body,
+        }
+    }
+}
+
+/// The smallest offset delta above `offset_delta` whose zig-zag varint is a byte longer.
+fn wider_offset_delta(offset_delta: u64) -> u64 {
+    // A non-negative delta's zig-zag is twice it, so L bytes hold deltas below 2^(7L-1).
+    let bits = 7 * varint_len(zigzag(offset_delta as i64)) - 1;
+    1u64.checked_shl(bits as u32).unwrap_or(u64::MAX)
+}
+
 /// What [`BatchBuilder::push_keyless_lines`] took from a piece of a write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LinesTaken {
@@ -1286,7 +1337,8 @@ impl BatchBuilder {
         piece: &[u8],
         limit: usize,
     ) -> LinesTaken {
-        let base_timestamp = *self.base_timestamp.get_or_insert(timestamp);
+        // Set by the first record, unless given up front.
+        let base_timestamp = self.base_timestamp.unwrap_or(timestamp);
         let timestamp_delta = zigzag(timestamp.wrapping_sub(base_timestamp));
         let mut offset = self.last_offset.map_or(self.base_offset, |last| last + 1);
         let first_count = self.record_count;
@@ -1294,41 +1346,45 @@ impl BatchBuilder {
         let mut room = self.records.room(0);
         let (mut written, mut taken, mut stream_bytes) = (0, 0, 0);
         let mut newlines = Newlines::new(piece);
+        // The prefix of the last line's length; it serves every line of that length until
+        // the offset delta's varint grows (at `wider_from`).
+        let mut prefix: Option<KeylessPrefix> = None;
+        let mut wider_from = 0;
         while taken < piece.len() {
             let line_end = newlines.next().unwrap_or(piece.len());
             let len = line_end - taken;
-            let offset_delta = zigzag((offset - self.base_offset) as i64);
-            let value_len = zigzag(len as i64);
-            // Attributes, the two deltas, a null key, the value and a header count of 0.
-            let body = 1
-                + varint_len(timestamp_delta)
-                + varint_len(offset_delta)
-                + 1
-                + varint_len(value_len)
-                + len
-                + 1;
-            let length = zigzag(body as i64);
-            let record = varint_len(length) + body;
-            if self.record_count > 0 && encoded_before + written + record > limit {
+            let offset_delta = offset - self.base_offset;
+            if offset_delta >= wider_from {
+                wider_from = wider_offset_delta(offset_delta);
+                prefix = None;
+            }
+            let p = match prefix {
+                Some(p) if p.line_len == len => p,
+                _ => *prefix.insert(KeylessPrefix::new(
+                    len,
+                    timestamp_delta,
+                    varint_len(zigzag(offset_delta as i64)),
+                )),
+            };
+            if self.record_count > 0 && encoded_before + written + p.record > limit {
                 break;
             }
             // Room for the record, and for its value's copy to run a block past its end.
-            let wanted = written + record + COPY_BLOCK_BYTES;
+            let wanted = written + p.record + COPY_BLOCK_BYTES;
             if room.len() < wanted {
                 room = self.records.room(wanted);
             }
+            // The fields before the value: the constant ones as two words stored whole
+            // (what they store past their fields, the next field overwrites).
             let out = &mut room[written..];
-            let mut n = put_varint(out, length);
-            out[n] = 0; // attributes: unused in v2
-            n += 1;
-            n += put_varint(&mut out[n..], timestamp_delta);
-            n += put_varint(&mut out[n..], offset_delta);
-            out[n] = NULL_FIELD_LENGTH; // no key
-            n += 1;
-            n += put_varint(&mut out[n..], value_len);
+            out[..16].copy_from_slice(&p.head.to_le_bytes());
+            let mut n = p.head_len;
+            n += put_varint(&mut out[n..], zigzag(offset_delta as i64));
+            out[n..n + 8].copy_from_slice(&p.tail.to_le_bytes());
+            n += p.tail_len;
             copy_by_blocks(&mut out[n..], &piece[taken..], len);
             out[n + len] = 0; // no headers
-            written += record;
+            written += p.record;
             self.last_offset = Some(offset);
             offset += 1;
             self.record_count += 1;
@@ -1337,8 +1393,11 @@ impl BatchBuilder {
         }
         self.records.advance(written);
         let records = u64::from(self.record_count - first_count);
-        if records > 0 && (timestamp > self.max_timestamp || first_count == 0) {
-            self.max_timestamp = timestamp;
+        if records > 0 {
+            self.base_timestamp = Some(base_timestamp);
+            if timestamp > self.max_timestamp || first_count == 0 {
+                self.max_timestamp = timestamp;
+            }
         }
         LinesTaken {
             bytes: taken,
