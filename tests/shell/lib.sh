@@ -168,6 +168,10 @@ random_port() {
 serve_kpfs() {
     local log=$1
     shift
+    # Emptied here, before the background start: a test that polls the log for this
+    # start's lines must not find an earlier start's (the redirection below empties it
+    # only once the new process runs).
+    : >"$log"
     "$KPFS" serve "$@" 2>"$log" &
     SERVE_PID=$!
 }
