@@ -2759,7 +2759,7 @@ mod tests {
         let mut bytes = fs::read(path).unwrap();
         let entry = &mut bytes[at..at + STREAM_INDEX_ENTRY_BYTES];
         edit(entry);
-        let crc = crc32c::crc32c(&entry[..24]);
+        let crc = crc_fast::crc32_iscsi(&entry[..24]);
         entry[24..28].copy_from_slice(&crc.to_be_bytes());
         fs::write(path, bytes).unwrap();
     }
@@ -2904,7 +2904,7 @@ mod tests {
         b.extend_from_slice(&T0.to_be_bytes()); // timestamp
         b.extend_from_slice(&(-1i32).to_be_bytes()); // coordinator epoch
         b.extend_from_slice(&(-1i64).to_be_bytes()); // current txn first offset
-        let crc = crc32c::crc32c(&b[SNAPSHOT_ENTRIES_AT..]);
+        let crc = crc_fast::crc32_iscsi(&b[SNAPSHOT_ENTRIES_AT..]);
         b[SNAPSHOT_CRC_AT..SNAPSHOT_ENTRIES_AT].copy_from_slice(&crc.to_be_bytes());
         b
     }
@@ -2920,7 +2920,7 @@ mod tests {
             let mut b = snapshot_bytes();
             b.truncate(SNAPSHOT_ENTRIES_AT);
             b.extend_from_slice(&0i32.to_be_bytes());
-            let crc = crc32c::crc32c(&b[SNAPSHOT_ENTRIES_AT..]);
+            let crc = crc_fast::crc32_iscsi(&b[SNAPSHOT_ENTRIES_AT..]);
             b[SNAPSHOT_CRC_AT..SNAPSHOT_ENTRIES_AT].copy_from_slice(&crc.to_be_bytes());
             b
         })

@@ -81,7 +81,7 @@ pub fn encode_snapshot(entries: &[ProducerStateEntry]) -> Vec<u8> {
         b.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
         b.extend_from_slice(&e.current_txn_first_offset.to_be_bytes());
     }
-    let crc = crc32c::crc32c(&b[SNAPSHOT_ENTRIES_AT..]);
+    let crc = crc_fast::crc32_iscsi(&b[SNAPSHOT_ENTRIES_AT..]);
     b[SNAPSHOT_CRC_AT..SNAPSHOT_ENTRIES_AT].copy_from_slice(&crc.to_be_bytes());
     b
 }
@@ -127,7 +127,7 @@ pub fn decode_snapshot(
                 .ok_or_else(|| schema_error("the file ends inside an entry"))?,
         );
     }
-    let computed = crc32c::crc32c(&bytes[SNAPSHOT_ENTRIES_AT..]);
+    let computed = crc_fast::crc32_iscsi(&bytes[SNAPSHOT_ENTRIES_AT..]);
     if computed != stored_crc {
         return Err(CorruptSnapshot(format!(
             "Snapshot is corrupt (CRC is no longer valid). Stored crc: {stored_crc}. Computed crc: {computed}"

@@ -339,7 +339,7 @@ fn encode_header(stream_start: u64) -> [u8; STREAM_INDEX_HEADER_BYTES] {
     b[0..4].copy_from_slice(STREAM_INDEX_MAGIC);
     b[4..8].copy_from_slice(&STREAM_INDEX_VERSION.to_be_bytes());
     b[8..16].copy_from_slice(&stream_start.to_be_bytes());
-    let crc = crc32c::crc32c(&b[..16]);
+    let crc = crc_fast::crc32_iscsi(&b[..16]);
     b[16..20].copy_from_slice(&crc.to_be_bytes());
     b
 }
@@ -350,7 +350,7 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Option<u64> {
     let crc = u32::from_be_bytes(b[16..20].try_into().ok()?);
     let valid = &b[0..4] == STREAM_INDEX_MAGIC
         && u32::from_be_bytes(b[4..8].try_into().ok()?) == STREAM_INDEX_VERSION
-        && crc32c::crc32c(&b[..16]) == crc;
+        && crc_fast::crc32_iscsi(&b[..16]) == crc;
     let start = u64::from_be_bytes(b[8..16].try_into().ok()?);
     (valid && start <= i64::MAX as u64).then_some(start)
 }
@@ -364,7 +364,7 @@ fn encode_entry(e: &StreamEntry, base_offset: u64) -> [u8; STREAM_INDEX_ENTRY_BY
     b[8..16].copy_from_slice(&e.stream_pos.to_be_bytes());
     b[16..20].copy_from_slice(&separator.to_be_bytes());
     b[20..24].copy_from_slice(&null_len.to_be_bytes());
-    let crc = crc32c::crc32c(&b[..24]);
+    let crc = crc_fast::crc32_iscsi(&b[..24]);
     b[24..28].copy_from_slice(&crc.to_be_bytes());
     b
 }
@@ -373,7 +373,7 @@ fn encode_entry(e: &StreamEntry, base_offset: u64) -> [u8; STREAM_INDEX_ENTRY_BY
 /// or holds an impossible position or rendering.
 pub(crate) fn decode_entry(b: &[u8], base_offset: u64) -> Option<StreamEntry> {
     let word = |at: usize| u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"));
-    if crc32c::crc32c(&b[..24]) != word(24) {
+    if crc_fast::crc32_iscsi(&b[..24]) != word(24) {
         return None;
     }
     let stream_pos = u64::from_be_bytes(b[8..16].try_into().expect("8 bytes"));
