@@ -681,3 +681,50 @@ fn a_keyless_record_reads_as_a_null_key_not_an_empty_one() {
     set(&t, "-null.marker");
     assert_eq!(cat_string(&t), "null:plain\n:empty key\nk:null\n");
 }
+
+/// Lines of 0 to 299 bytes, one of 300 KiB, and an unterminated last line: `count`
+/// lines in all.
+fn varied_lines(count: usize) -> Vec<u8> {
+    let mut data = Vec::new();
+    for i in 0..count - 2 {
+        data.extend(std::iter::repeat_n(b'a' + (i % 26) as u8, i * 13 % 300));
+        data.push(b'\n');
+        if i == count / 2 {
+            data.extend(std::iter::repeat_n(b'L', 300 << 10));
+            data.push(b'\n');
+        }
+    }
+    data.extend_from_slice(b"unterminated");
+    data
+}
+
+/// A write of several MiB becomes whole, valid batches in order, nothing is left past
+/// the segment's end, and it all reads back, also after a reopen.
+#[test]
+fn a_large_write_is_whole_batches() {
+    let mut f = Fixture::new();
+    let t = f.topic("large");
+    let data = varied_lines(40_000);
+    let lines = 40_000;
+    assert!(data.len() > 5 << 20, "several batches of 1 MiB");
+    assert_eq!(t.append_lines(&data).unwrap(), lines as u64);
+    t.append_lines(b"small\n").unwrap();
+    let mut expected = data.clone();
+    expected.extend_from_slice(b"\nsmall\n");
+    assert_eq!(cat(&t, 1 << 20), expected);
+    let all = batches(&t);
+    assert!(all.len() > 5, "{} batches", all.len());
+    let mut offset = 0;
+    for (h, records) in &all {
+        assert!(h.size <= 1_048_588, "a batch of {} bytes", h.size);
+        assert_eq!(h.base_offset, offset);
+        offset += records.len() as u64;
+    }
+    assert_eq!(offset, lines as u64 + 1);
+    let path = t.dir().join("00000000000000000000.log");
+    let size = t.log().snapshot().active().size();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), size, "nothing past the end");
+    drop(t);
+    f.reopen();
+    assert_eq!(cat(&f.topic("large"), 1 << 20), expected);
+}

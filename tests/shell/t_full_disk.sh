@@ -93,3 +93,18 @@ echo "after-remount" >>"$MNT/t/log" || fail "write after remount"
 expect_eq "$(cat "$ledger"; echo after-space; echo after-remount)" "$(cat "$MNT/t/log")" "log after remount"
 umount_kpfs
 out=$("$KPFS" check "$DATA" 2>&1) || fail "kpfs check after remount: $out"
+
+# Large writes (1 MiB each, 64-byte lines, so each is whole lines): the one the disk
+# cannot hold is refused whole, and nothing of it stays in the segment.
+remount_kpfs
+mkdir "$MNT/big"
+input=$(mktemp)
+KPFS_DATA_DIRS+=("$input")
+head -c 8M < <(yes "$(printf 'b%.0s' $(seq 1 63))") >"$input"
+expect_errno "No space left on device" "dd if='$input' of='$MNT/big/log' bs=1M oflag=append conv=notrunc status=none"
+size=$(stat -c %s "$MNT/big/log")
+[ $((size % (1 << 20))) -eq 0 ] || fail "big's log holds $size bytes: not whole writes"
+cmp -s -n "$size" "$input" "$MNT/big/log" || fail "big's log is not the writes that succeeded"
+expect_contains "$(cat "$MNT/big/status")" "write_state: ok" "big's status after ENOSPC"
+umount_kpfs
+out=$("$KPFS" check "$DATA" 2>&1) || fail "kpfs check after a large write hit ENOSPC: $out"
