@@ -723,7 +723,11 @@ fn a_large_write_is_whole_batches() {
     assert_eq!(offset, lines as u64 + 1);
     let path = t.dir().join("00000000000000000000.log");
     let size = t.log().snapshot().active().size();
-    assert_eq!(std::fs::metadata(&path).unwrap().len(), size, "nothing past the end");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        size,
+        "nothing past the end"
+    );
     drop(t);
     f.reopen();
     assert_eq!(cat(&f.topic("large"), 1 << 20), expected);

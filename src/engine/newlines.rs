@@ -1,30 +1,76 @@
 //! The newlines of a write, found a 64-byte block at a time: one bit per byte says where
 //! the newlines are, and each line then costs a count of trailing zeros. Lines average
 //! tens of bytes, so a search call per line (as `memchr` makes) costs more than its scan.
+//! The block's compares are SSE2 (every x86_64 CPU) or, where the CPU has it, AVX2.
 
 /// Bytes one mask covers.
 const BLOCK_BYTES: usize = 64;
 
+/// How a 64-byte block's newline mask is computed: with the instructions every CPU of
+/// the architecture has ([`Baseline`]), or with wider ones this CPU was found to have
+/// ([`Avx2`]). A hot loop is compiled once per scanner, with the scanner's instructions
+/// enabled for the whole loop (so its copies widen too): see
+/// `BatchBuilder::push_keyless_lines`.
+pub(crate) trait BlockScan: Copy {
+    fn full_block_mask(self, block: &[u8; BLOCK_BYTES]) -> u64;
+}
+
+/// SSE2 on x86_64 (part of every x86_64 CPU), a byte loop elsewhere.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Baseline;
+
+impl BlockScan for Baseline {
+    #[inline(always)]
+    fn full_block_mask(self, block: &[u8; BLOCK_BYTES]) -> u64 {
+        baseline_block_mask(block)
+    }
+}
+
+/// AVX2: two 32-byte compares per block. A value exists only on a CPU that has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Avx2(());
+
+#[cfg(target_arch = "x86_64")]
+impl Avx2 {
+    /// Whether this CPU has AVX2 (std caches the answer).
+    pub(crate) fn detect() -> Option<Avx2> {
+        std::arch::is_x86_feature_detected!("avx2").then_some(Avx2(()))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl BlockScan for Avx2 {
+    #[inline(always)]
+    fn full_block_mask(self, block: &[u8; BLOCK_BYTES]) -> u64 {
+        // SAFETY: an `Avx2` exists only where `detect` found AVX2.
+        unsafe { avx2_block_mask(block) }
+    }
+}
+
 /// Positions of the newlines of `bytes`, in order.
-pub(crate) struct Newlines<'a> {
+pub(crate) struct Newlines<'a, S: BlockScan> {
     bytes: &'a [u8],
+    scan: S,
     /// Where the block `mask` describes starts.
     block_at: usize,
     /// The newlines of that block not yet returned, one bit per byte.
     mask: u64,
 }
 
-impl<'a> Newlines<'a> {
-    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+impl<'a, S: BlockScan> Newlines<'a, S> {
+    #[inline(always)]
+    pub(crate) fn new(bytes: &'a [u8], scan: S) -> Self {
         Newlines {
             bytes,
+            scan,
             block_at: 0,
-            mask: block_mask(bytes),
+            mask: block_mask(scan, bytes),
         }
     }
 }
 
-impl Iterator for Newlines<'_> {
+impl<S: BlockScan> Iterator for Newlines<'_, S> {
     type Item = usize;
 
     #[inline(always)]
@@ -32,7 +78,7 @@ impl Iterator for Newlines<'_> {
         while self.mask == 0 {
             self.block_at += BLOCK_BYTES;
             let rest = self.bytes.get(self.block_at..).filter(|r| !r.is_empty())?;
-            self.mask = block_mask(rest);
+            self.mask = block_mask(self.scan, rest);
         }
         let at = self.block_at + self.mask.trailing_zeros() as usize;
         self.mask &= self.mask - 1;
@@ -42,9 +88,9 @@ impl Iterator for Newlines<'_> {
 
 /// The newlines of the first 64 bytes of `bytes` (all of them if fewer).
 #[inline(always)]
-fn block_mask(bytes: &[u8]) -> u64 {
+fn block_mask<S: BlockScan>(scan: S, bytes: &[u8]) -> u64 {
     match bytes.first_chunk::<BLOCK_BYTES>() {
-        Some(block) => full_block_mask(block),
+        Some(block) => scan.full_block_mask(block),
         None => bytewise_mask(bytes),
     }
 }
@@ -59,7 +105,7 @@ fn bytewise_mask(bytes: &[u8]) -> u64 {
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn full_block_mask(block: &[u8; BLOCK_BYTES]) -> u64 {
+fn baseline_block_mask(block: &[u8; BLOCK_BYTES]) -> u64 {
     use std::arch::x86_64::{
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
     };
@@ -78,8 +124,30 @@ fn full_block_mask(block: &[u8; BLOCK_BYTES]) -> u64 {
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn full_block_mask(block: &[u8; BLOCK_BYTES]) -> u64 {
+fn baseline_block_mask(block: &[u8; BLOCK_BYTES]) -> u64 {
     bytewise_mask(block)
+}
+
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn avx2_block_mask(block: &[u8; BLOCK_BYTES]) -> u64 {
+    use std::arch::x86_64::{
+        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_set1_epi8,
+    };
+    let mut mask = 0;
+    for (i, chunk) in block.chunks_exact(32).enumerate() {
+        // SAFETY: `chunk` holds the 32 bytes the load reads, and `_mm256_loadu_si256`
+        // needs no alignment; AVX2 is the caller's to ensure.
+        let hits = unsafe {
+            let bytes = _mm256_loadu_si256(chunk.as_ptr().cast::<__m256i>());
+            _mm256_movemask_epi8(_mm256_cmpeq_epi8(bytes, _mm256_set1_epi8(b'\n' as i8)))
+        };
+        mask |= u64::from(hits as u32) << (32 * i);
+    }
+    mask
 }
 
 #[cfg(test)]
@@ -102,7 +170,11 @@ mod tests {
                 .filter(|(_, &b)| b == b'\n')
                 .map(|(i, _)| i)
                 .collect();
-            proptest::prop_assert_eq!(Newlines::new(&bytes).collect::<Vec<_>>(), expected);
+            proptest::prop_assert_eq!(Newlines::new(&bytes, Baseline).collect::<Vec<_>>(), expected.clone());
+            #[cfg(target_arch = "x86_64")]
+            if let Some(avx2) = Avx2::detect() {
+                proptest::prop_assert_eq!(Newlines::new(&bytes, avx2).collect::<Vec<_>>(), expected);
+            }
         }
     }
 }

@@ -200,8 +200,41 @@ impl Topic {
     /// Renders the records of `batches` from the cursor's offset into `out` until it
     /// holds `len` bytes; the rest of the record that filled it goes to the cursor's
     /// pending buffer, and so does the rest of its batch if that is compressed (else the
-    /// next read goes on inside the batch).
+    /// next read goes on inside the batch). On a CPU with AVX2 the loop runs as compiled
+    /// for it: its block copies take 32 bytes at a time.
     fn render_batches(
+        &self,
+        cursor: &mut LogCursor,
+        batches: MappedAt<'_>,
+        render: &Render,
+        out: &mut Vec<u8>,
+        len: usize,
+    ) -> Result<bool> {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { self.render_batches_avx2(cursor, batches, render, out, len) };
+        }
+        self.render_batches_with(cursor, batches, render, out, len)
+    }
+
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn render_batches_avx2(
+        &self,
+        cursor: &mut LogCursor,
+        batches: MappedAt<'_>,
+        render: &Render,
+        out: &mut Vec<u8>,
+        len: usize,
+    ) -> Result<bool> {
+        self.render_batches_with(cursor, batches, render, out, len)
+    }
+
+    #[inline(always)]
+    fn render_batches_with(
         &self,
         cursor: &mut LogCursor,
         batches: MappedAt<'_>,
