@@ -194,54 +194,46 @@ impl Topic {
             bytes: &bytes,
             resume,
         };
-        self.render_batches(cursor, batches, render, out, len)
+        self.render_batches(RenderJob {
+            cursor,
+            batches,
+            render,
+            out,
+            len,
+        })
     }
 
-    /// Renders the records of `batches` from the cursor's offset into `out` until it
-    /// holds `len` bytes; the rest of the record that filled it goes to the cursor's
+    /// Renders the records of the job's batches from the cursor's offset into `out` until
+    /// it holds `len` bytes; the rest of the record that filled it goes to the cursor's
     /// pending buffer, and so does the rest of its batch if that is compressed (else the
     /// next read goes on inside the batch). On a CPU with AVX2 the loop runs as compiled
     /// for it: its block copies take 32 bytes at a time.
-    fn render_batches(
-        &self,
-        cursor: &mut LogCursor,
-        batches: MappedAt<'_>,
-        render: &Render,
-        out: &mut Vec<u8>,
-        len: usize,
-    ) -> Result<bool> {
+    fn render_batches(&self, job: RenderJob<'_, '_>) -> Result<bool> {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2.
-            return unsafe { self.render_batches_avx2(cursor, batches, render, out, len) };
+            return unsafe { self.render_batches_avx2(job) };
         }
-        self.render_batches_with(cursor, batches, render, out, len)
+        self.render_batches_with(job)
     }
 
     /// # Safety
     /// The CPU must have AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn render_batches_avx2(
-        &self,
-        cursor: &mut LogCursor,
-        batches: MappedAt<'_>,
-        render: &Render,
-        out: &mut Vec<u8>,
-        len: usize,
-    ) -> Result<bool> {
-        self.render_batches_with(cursor, batches, render, out, len)
+    unsafe fn render_batches_avx2(&self, job: RenderJob<'_, '_>) -> Result<bool> {
+        self.render_batches_with(job)
     }
 
     #[inline(always)]
-    fn render_batches_with(
-        &self,
-        cursor: &mut LogCursor,
-        batches: MappedAt<'_>,
-        render: &Render,
-        out: &mut Vec<u8>,
-        len: usize,
-    ) -> Result<bool> {
+    fn render_batches_with(&self, job: RenderJob<'_, '_>) -> Result<bool> {
+        let RenderJob {
+            cursor,
+            batches,
+            render,
+            out,
+            len,
+        } = job;
         let MappedAt {
             seg,
             file_pos,
@@ -389,6 +381,16 @@ impl Topic {
             file_pos += bytes.len() as u64;
         }
     }
+}
+
+/// What [`Topic::render_batches`] is given: the cursor, the batches, the rendering, and
+/// the output with the length it may reach.
+struct RenderJob<'c, 'm> {
+    cursor: &'c mut LogCursor,
+    batches: MappedAt<'m>,
+    render: &'c Render<'c>,
+    out: &'c mut Vec<u8>,
+    len: usize,
 }
 
 /// Whole batches mapped at `file_pos` of `seg`, and where the records of the first go on
