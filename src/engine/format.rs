@@ -14,7 +14,7 @@ use std::fmt;
 
 use super::codec::{compress, decompress, CodecError, Compression, CompressionCodec};
 #[cfg(target_arch = "x86_64")]
-use super::newlines::Avx2;
+use super::newlines::{Avx2, Avx512};
 use super::newlines::{Baseline, BlockScan, Newlines};
 
 /// Suffixes of the files of one segment.
@@ -1341,8 +1341,8 @@ impl BatchBuilder {
     /// the records share their timestamp, so only their lengths and offset deltas vary,
     /// and they are encoded straight into the batch's buffer, the values copied in blocks
     /// (see [`copy_by_blocks`]), where [`Self::push`] sizes and encodes any record field
-    /// by field. On a CPU with AVX2 the loop runs as compiled for it: its newline search
-    /// and copies take 32 bytes at a time.
+    /// by field. On a CPU with AVX-512BW or AVX2 the loop runs as compiled for it: its
+    /// newline search and copies take 64 or 32 bytes at a time.
     pub(crate) fn push_keyless_lines(
         &mut self,
         timestamp: i64,
@@ -1350,11 +1350,30 @@ impl BatchBuilder {
         limit: usize,
     ) -> LinesTaken {
         #[cfg(target_arch = "x86_64")]
+        if let Some(avx512) = Avx512::detect() {
+            // SAFETY: `detect` found AVX-512BW.
+            return unsafe { self.push_keyless_lines_avx512(avx512, timestamp, piece, limit) };
+        }
+        #[cfg(target_arch = "x86_64")]
         if let Some(avx2) = Avx2::detect() {
             // SAFETY: `detect` found AVX2.
             return unsafe { self.push_keyless_lines_avx2(avx2, timestamp, piece, limit) };
         }
         self.push_keyless_lines_with(Baseline, timestamp, piece, limit)
+    }
+
+    /// # Safety
+    /// The CPU must have AVX-512BW (which an `Avx512` says).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512bw")]
+    unsafe fn push_keyless_lines_avx512(
+        &mut self,
+        avx512: Avx512,
+        timestamp: i64,
+        piece: &[u8],
+        limit: usize,
+    ) -> LinesTaken {
+        self.push_keyless_lines_with(avx512, timestamp, piece, limit)
     }
 
     /// # Safety
@@ -1787,8 +1806,8 @@ mod tests {
 
     proptest::proptest! {
         /// The keyless fast path takes the records the general path's size check takes,
-        /// and encodes them to the same bytes, with the CPU's widest instructions and
-        /// with the baseline ones.
+        /// and encodes them to the same bytes, in every build this CPU runs (baseline,
+        /// AVX2, AVX-512BW).
         #[test]
         fn keyless_records_encode_as_the_general_path_does(
             pieces in proptest::collection::vec(
@@ -1808,12 +1827,32 @@ mod tests {
             base_offset in 0u64..1 << 40,
             limit in 0usize..6000,
         ) {
-            // The loop as this CPU runs it (AVX2 where it has it), and as every CPU can.
-            let mut fast = BatchBuilder::new(0);
-            let mut baseline = BatchBuilder::new(0);
+            // Every build of the loop this CPU can run: as every CPU can, and with the
+            // wider instructions it has.
+            type Push = fn(&mut BatchBuilder, i64, &[u8], usize) -> LinesTaken;
+            let mut builds: Vec<(BatchBuilder, Push)> = vec![(BatchBuilder::new(0), |b, ts, piece, limit| {
+                b.push_keyless_lines_with(Baseline, ts, piece, limit)
+            })];
+            #[cfg(target_arch = "x86_64")]
+            if Avx2::detect().is_some() {
+                builds.push((BatchBuilder::new(0), |b, ts, piece, limit| {
+                    let avx2 = Avx2::detect().expect("detected above");
+                    // SAFETY: `detect` found AVX2.
+                    unsafe { b.push_keyless_lines_avx2(avx2, ts, piece, limit) }
+                }));
+            }
+            #[cfg(target_arch = "x86_64")]
+            if Avx512::detect().is_some() {
+                builds.push((BatchBuilder::new(0), |b, ts, piece, limit| {
+                    let avx512 = Avx512::detect().expect("detected above");
+                    // SAFETY: `detect` found AVX-512BW.
+                    unsafe { b.push_keyless_lines_avx512(avx512, ts, piece, limit) }
+                }));
+            }
             let mut general = BatchBuilder::new(0);
-            fast.reset(base_offset, None);
-            baseline.reset(base_offset, None);
+            for (b, _) in &mut builds {
+                b.reset(base_offset, None);
+            }
             general.reset(base_offset, None);
             let mut offset = base_offset;
             'pieces: for (lines, terminated, ts) in &pieces {
@@ -1826,11 +1865,8 @@ mod tests {
                     Some((last, before)) if last.is_empty() && !*terminated => before,
                     _ => &lines[..],
                 };
-                let taken = fast.push_keyless_lines(*ts, &piece, limit);
-                proptest::prop_assert_eq!(
-                    baseline.push_keyless_lines_with(Baseline, *ts, &piece, limit),
-                    taken
-                );
+                let taken: Vec<LinesTaken> =
+                    builds.iter_mut().map(|(b, push)| push(b, *ts, &piece, limit)).collect();
                 let (mut bytes, mut records, mut stream_bytes) = (0, 0, 0);
                 for line in lines {
                     let size = general.next_record_size(offset, *ts, -1, line.len() as i64);
@@ -1843,14 +1879,17 @@ mod tests {
                     bytes = (bytes + line.len() + 1).min(piece.len());
                     stream_bytes += line.len() as u64 + 1;
                 }
-                proptest::prop_assert_eq!(taken, LinesTaken { bytes, records, stream_bytes });
+                for build_taken in taken {
+                    proptest::prop_assert_eq!(build_taken, LinesTaken { bytes, records, stream_bytes });
+                }
                 if bytes < piece.len() {
                     break 'pieces;
                 }
             }
             let expected = general.finish(None, None);
-            proptest::prop_assert_eq!(baseline.finish(None, None), expected.clone());
-            proptest::prop_assert_eq!(fast.finish(None, None), expected);
+            for (b, _) in &mut builds {
+                proptest::prop_assert_eq!(b.finish(None, None), expected.clone());
+            }
         }
 
         /// The read path's decoder of common records accepts only what the general decoder

@@ -1,7 +1,8 @@
 //! The newlines of a write, found a 64-byte block at a time: one bit per byte says where
 //! the newlines are, and each line then costs a count of trailing zeros. Lines average
 //! tens of bytes, so a search call per line (as `memchr` makes) costs more than its scan.
-//! The block's compares are SSE2 (every x86_64 CPU) or, where the CPU has it, AVX2.
+//! The block's compares are SSE2 (every x86_64 CPU) or, where the CPU has them, AVX2 or
+//! AVX-512BW.
 
 /// Bytes one mask covers.
 const BLOCK_BYTES: usize = 64;
@@ -45,6 +46,29 @@ impl BlockScan for Avx2 {
     fn full_block_mask(self, block: &[u8; BLOCK_BYTES]) -> u64 {
         // SAFETY: an `Avx2` exists only where `detect` found AVX2.
         unsafe { avx2_block_mask(block) }
+    }
+}
+
+/// AVX-512BW: one 64-byte compare per block, straight into a mask register. A value
+/// exists only on a CPU that has AVX-512BW.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Avx512(());
+
+#[cfg(target_arch = "x86_64")]
+impl Avx512 {
+    /// Whether this CPU has AVX-512BW (std caches the answer).
+    pub(crate) fn detect() -> Option<Avx512> {
+        std::arch::is_x86_feature_detected!("avx512bw").then_some(Avx512(()))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl BlockScan for Avx512 {
+    #[inline(always)]
+    fn full_block_mask(self, block: &[u8; BLOCK_BYTES]) -> u64 {
+        // SAFETY: an `Avx512` exists only where `detect` found AVX-512BW.
+        unsafe { avx512_block_mask(block) }
     }
 }
 
@@ -150,6 +174,21 @@ unsafe fn avx2_block_mask(block: &[u8; BLOCK_BYTES]) -> u64 {
     mask
 }
 
+/// # Safety
+/// The CPU must have AVX-512BW.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw")]
+#[inline]
+unsafe fn avx512_block_mask(block: &[u8; BLOCK_BYTES]) -> u64 {
+    use std::arch::x86_64::{_mm512_cmpeq_epi8_mask, _mm512_loadu_si512, _mm512_set1_epi8};
+    // SAFETY: `block` holds the 64 bytes the load reads, and `_mm512_loadu_si512` needs
+    // no alignment; AVX-512BW is the caller's to ensure.
+    unsafe {
+        let bytes = _mm512_loadu_si512(block.as_ptr().cast());
+        _mm512_cmpeq_epi8_mask(bytes, _mm512_set1_epi8(b'\n' as i8))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,7 +212,11 @@ mod tests {
             proptest::prop_assert_eq!(Newlines::new(&bytes, Baseline).collect::<Vec<_>>(), expected.clone());
             #[cfg(target_arch = "x86_64")]
             if let Some(avx2) = Avx2::detect() {
-                proptest::prop_assert_eq!(Newlines::new(&bytes, avx2).collect::<Vec<_>>(), expected);
+                proptest::prop_assert_eq!(Newlines::new(&bytes, avx2).collect::<Vec<_>>(), expected.clone());
+            }
+            #[cfg(target_arch = "x86_64")]
+            if let Some(avx512) = Avx512::detect() {
+                proptest::prop_assert_eq!(Newlines::new(&bytes, avx512).collect::<Vec<_>>(), expected);
             }
         }
     }
