@@ -430,14 +430,16 @@ impl fmt::Display for DecodeError {
     }
 }
 
-fn be_u16(b: &[u8], at: usize) -> u16 {
+/// The big-endian `u16` at `at` (batch attributes).
+pub(crate) fn be_u16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 /// The big-endian `u32` at `at` (batch headers, index entries).
 pub(crate) fn be_u32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
-fn be_u64(b: &[u8], at: usize) -> u64 {
+/// The big-endian `u64` at `at` (base offsets).
+pub(crate) fn be_u64(b: &[u8], at: usize) -> u64 {
     u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 /// The big-endian `i64` at `at` (batch timestamps, `.timeindex` entries).
@@ -541,20 +543,29 @@ pub fn decode_batch(bytes: &[u8]) -> Result<(BatchHeader, Vec<Record>), DecodeEr
 /// Decodes the header and checks the CRC of the whole batch at the start of `bytes`.
 pub fn verify_batch(bytes: &[u8]) -> Result<BatchHeader, DecodeError> {
     let header = decode_header(bytes)?;
-    if bytes.len() < header.size {
+    check_whole_batch(bytes, header.size, header.crc, batch_crc)?;
+    Ok(header)
+}
+
+/// Checks that `bytes` hold the whole batch of `size` bytes at their start and that its
+/// checksum, computed by `crc`, is the `stored` one.
+pub(crate) fn check_whole_batch(
+    bytes: &[u8],
+    size: usize,
+    stored: u32,
+    crc: fn(&[u8]) -> u32,
+) -> Result<(), DecodeError> {
+    if bytes.len() < size {
         return Err(DecodeError::Truncated {
-            needed: header.size,
+            needed: size,
             available: bytes.len(),
         });
     }
-    let computed = batch_crc(&bytes[..header.size]);
-    if computed != header.crc {
-        return Err(DecodeError::CrcMismatch {
-            stored: header.crc,
-            computed,
-        });
+    let computed = crc(&bytes[..size]);
+    if computed != stored {
+        return Err(DecodeError::CrcMismatch { stored, computed });
     }
-    Ok(header)
+    Ok(())
 }
 
 /// The records section of a whole batch, decompressed into `scratch` when the batch is

@@ -1277,8 +1277,14 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
             super::upgrade::FORMAT_VERSION_FILE => {}
             // The daemon's log: plain text, nothing to verify.
             DAEMON_LOG_FILE => {}
-            DYNAMIC_BROKER_CONFIG_FILE => check_broker_config(&path, &mut report),
-            META_PROPERTIES_FILE => check_meta_properties(&path, &mut report),
+            DYNAMIC_BROKER_CONFIG_FILE => check_settings_file(&path, &mut report, |text| {
+                BrokerConfig::defaults()
+                    .with_dynamic_properties(text)
+                    .map(drop)
+            }),
+            META_PROPERTIES_FILE => check_settings_file(&path, &mut report, |text| {
+                parse_meta_properties(&path, text).map(drop)
+            }),
             CLEANER_CHECKPOINT_FILE => {
                 checkpoints.push((CLEANER_CHECKPOINT_FILE, "cleaner offset"))
             }
@@ -1364,46 +1370,26 @@ fn lock_holder(path: &Path) -> Option<u32> {
     })
 }
 
-fn check_broker_config(path: &Path, report: &mut CheckReport) {
-    match fs::read_to_string(path) {
-        Ok(text) => {
-            if let Err(e) = BrokerConfig::defaults().with_dynamic_properties(&text) {
-                report.problem(
-                    path,
-                    format_args!("{e} (opening the data directory fails on this)"),
-                );
-            }
-        }
-        Err(e) => report.problem(path, format_args!("cannot read: {e}")),
+/// Reports a settings file that cannot be read or that `parse` refuses: opening the data
+/// directory would fail on it.
+fn check_settings_file<E: fmt::Display>(
+    path: &Path,
+    report: &mut CheckReport,
+    parse: impl FnOnce(&str) -> Result<(), E>,
+) {
+    if let Some(Err(e)) = read_text(path, report).map(|text| parse(&text)) {
+        report.problem(
+            path,
+            format_args!("{e} (opening the data directory fails on this)"),
+        );
     }
 }
 
-fn check_meta_properties(path: &Path, report: &mut CheckReport) {
-    match fs::read_to_string(path) {
-        Ok(text) => {
-            if let Err(e) = parse_meta_properties(path, &text) {
-                report.problem(
-                    path,
-                    format_args!("{e} (opening the data directory fails on this)"),
-                );
-            }
-        }
-        Err(e) => report.problem(path, format_args!("cannot read: {e}")),
-    }
-}
-
-fn check_topic_config(path: &Path, report: &mut CheckReport) {
-    match fs::read_to_string(path) {
-        Ok(text) => {
-            if let Err(e) = TopicOverrides::from_properties(&text) {
-                report.problem(
-                    path,
-                    format_args!("{e} (opening the data directory fails on this)"),
-                );
-            }
-        }
-        Err(e) => report.problem(path, format_args!("cannot read: {e}")),
-    }
+/// The text of `path`, or `None` with the reason reported.
+fn read_text(path: &Path, report: &mut CheckReport) -> Option<String> {
+    fs::read_to_string(path)
+        .map_err(|e| report.problem(path, format_args!("cannot read: {e}")))
+        .ok()
 }
 
 /// Which files of one base offset a partition directory and its kpfs folder hold.
@@ -1616,7 +1602,9 @@ fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report:
             continue;
         }
         if entry.name == TOPIC_CONFIG_FILE {
-            check_topic_config(&path, report);
+            check_settings_file(&path, report, |text| {
+                TopicOverrides::from_properties(text).map(drop)
+            });
             continue;
         }
         if entry.name.ends_with(TMP_SUFFIX) {
@@ -1874,12 +1862,8 @@ fn check_producer_snapshot(path: &Path, report: &mut CheckReport) {
 /// Kafka's `LeaderEpochCheckpointFile`: `0`, the entry count, then `epoch startOffset`
 /// lines, both increasing.
 fn check_leader_epoch_checkpoint(path: &Path, report: &mut CheckReport) {
-    let text = match fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => {
-            report.problem(path, format_args!("cannot read: {e}"));
-            return;
-        }
+    let Some(text) = read_text(path, report) else {
+        return;
     };
     let mut lines = text.lines();
     if lines.next() != Some("0") {
@@ -1928,12 +1912,8 @@ fn check_leader_epoch_checkpoint(path: &Path, report: &mut CheckReport) {
 /// Kafka's `PartitionMetadataFile`: `version: 0` and `topic_id: <id>`, the id a UUID in
 /// Kafka's text form (22 characters of URL-safe base64).
 fn check_partition_metadata(path: &Path, report: &mut CheckReport) {
-    let text = match fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => {
-            report.problem(path, format_args!("cannot read: {e}"));
-            return;
-        }
+    let Some(text) = read_text(path, report) else {
+        return;
     };
     let mut lines = text.lines();
     if lines.next() != Some("version: 0") {
@@ -1963,12 +1943,8 @@ fn check_offset_checkpoint(
     log_ends: &BTreeMap<String, u64>,
     report: &mut CheckReport,
 ) {
-    let text = match fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => {
-            report.problem(path, format_args!("cannot read: {e}"));
-            return;
-        }
+    let Some(text) = read_text(path, report) else {
+        return;
     };
     let mut lines = text.lines();
     match lines.next() {
@@ -2395,6 +2371,39 @@ mod tests {
         assert_eq!(found.len(), 3, "{found:#?}");
         assert_eq!(problems_about(&report, &props).len(), 1);
         fs::write(&ckpt, "0\n1\norders 0 24\n").unwrap();
+        fs::write(&props, "").unwrap();
+        healthy(&check_data_dir(dir.path()));
+    }
+
+    /// Every settings file that opening the data directory parses is parsed by check too;
+    /// one that cannot be read at all is a problem of its own.
+    #[test]
+    fn settings_files_that_would_stop_a_mount_are_problems() {
+        let dir = build();
+        let broker = dir.path().join(DYNAMIC_BROKER_CONFIG_FILE);
+        let meta = dir.path().join(META_PROPERTIES_FILE);
+        let props = kpfs_folder(dir.path()).join(TOPIC_CONFIG_FILE);
+        let original_meta = fs::read_to_string(&meta).unwrap();
+        fs::write(&broker, "log.retention.ms=soon\n").unwrap();
+        fs::write(&meta, original_meta.replace("version=1", "version=0")).unwrap();
+        fs::write(&props, [0xff, 0xfe]).unwrap();
+        let report = check_data_dir(dir.path());
+        let fails_mount = |path: &Path| {
+            let found = problems_about(&report, path);
+            assert_eq!(found.len(), 1, "{found:#?}");
+            assert!(
+                found[0].ends_with("(opening the data directory fails on this)"),
+                "{found:#?}"
+            );
+        };
+        fails_mount(&broker);
+        fails_mount(&meta);
+        let unreadable = problems_about(&report, &props);
+        assert_eq!(unreadable.len(), 1, "{unreadable:#?}");
+        assert!(unreadable[0].contains(": cannot read: "), "{unreadable:#?}");
+        assert_eq!(report.problems.len(), 3, "{:#?}", report.problems);
+        fs::write(&broker, "log.retention.ms=60000\n").unwrap();
+        fs::write(&meta, original_meta).unwrap();
         fs::write(&props, "").unwrap();
         healthy(&check_data_dir(dir.path()));
     }

@@ -479,6 +479,22 @@ mod tests {
     use parking_lot::RwLock;
     use std::sync::Arc;
 
+    /// Topic `t` in `dir`, with the broker's defaults and a manual clock.
+    fn open_topic(dir: &std::path::Path) -> Topic {
+        let broker = Arc::new(RwLock::new(BrokerConfig::defaults()));
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_764_430_000_000));
+        let (topic, _) = Topic::open(
+            "t",
+            &dir.join("t-0"),
+            broker,
+            clock,
+            Durability::CleanShutdown,
+            Arc::new(LogStartCheckpoint::load(dir)),
+        )
+        .unwrap();
+        topic
+    }
+
     /// Reads of any size render each batch once and in order: a read that ends inside an
     /// uncompressed batch leaves the rest of it for the next read to go on with, one that
     /// ends inside a compressed batch keeps the rest of it rendered aside.
@@ -486,17 +502,7 @@ mod tests {
     fn reads_that_end_inside_batches_go_on_where_they_stopped() {
         for compression in ["uncompressed", "gzip"] {
             let dir = tempfile::tempdir().unwrap();
-            let broker = Arc::new(RwLock::new(BrokerConfig::defaults()));
-            let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_764_430_000_000));
-            let (topic, _) = Topic::open(
-                "t",
-                &dir.path().join("t-0"),
-                broker,
-                clock,
-                Durability::CleanShutdown,
-                Arc::new(LogStartCheckpoint::load(dir.path())),
-            )
-            .unwrap();
+            let topic = open_topic(dir.path());
             topic
                 .update_config(format!("compression.type={compression}").as_bytes())
                 .unwrap();
@@ -527,17 +533,7 @@ mod tests {
     #[test]
     fn a_read_through_an_outdated_snapshot_starts_again_at_the_log_start() {
         let dir = tempfile::tempdir().unwrap();
-        let broker = Arc::new(RwLock::new(BrokerConfig::defaults()));
-        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_764_430_000_000));
-        let (topic, _) = Topic::open(
-            "t",
-            &dir.path().join("t-0"),
-            broker,
-            clock,
-            Durability::CleanShutdown,
-            Arc::new(LogStartCheckpoint::load(dir.path())),
-        )
-        .unwrap();
+        let topic = open_topic(dir.path());
         let config = topic.config();
         for i in 0..3 {
             topic

@@ -8,6 +8,8 @@
 use std::fmt;
 use std::io::{self, Read};
 
+use crate::engine::format::{be_i64, be_u16, be_u32, be_u64, check_whole_batch, DecodeError};
+
 /// kpfs's own files in an old partition directory, which the new layout keeps outside.
 pub(crate) const LEGACY_TOPIC_CONFIG_FILE: &str = "kpfs-topic.properties";
 /// `<base offset> <stream position>` of the first segment, written by retention.
@@ -92,54 +94,6 @@ pub(crate) struct LegacyRecord {
     pub(crate) value: Option<Vec<u8>>,
     /// Bytes of the line as written, newline included: the record's stream range.
     pub(crate) line_len: u64,
-}
-
-/// Why bytes do not decode as an old batch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum DecodeError {
-    /// Fewer bytes than the header or the length field announce (a torn tail).
-    Truncated {
-        needed: usize,
-        available: usize,
-    },
-    BadMagic(u8),
-    BadLength(u64),
-    CrcMismatch {
-        stored: u32,
-        computed: u32,
-    },
-    BadRecord(String),
-}
-
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DecodeError::Truncated { needed, available } => write!(
-                f,
-                "truncated batch: needs {needed} bytes, {available} present"
-            ),
-            DecodeError::BadMagic(m) => write!(f, "batch magic {m}, not kpfs's old format's 1"),
-            DecodeError::BadLength(l) => write!(f, "impossible batch length {l}"),
-            DecodeError::CrcMismatch { stored, computed } => write!(
-                f,
-                "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
-            ),
-            DecodeError::BadRecord(why) => write!(f, "malformed record: {why}"),
-        }
-    }
-}
-
-fn be_u16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-fn be_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-fn be_u64(b: &[u8], at: usize) -> u64 {
-    u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    be_u64(b, at) as i64
 }
 
 /// CRC32 (IEEE) of the base offset and of everything after the CRC field.
@@ -241,19 +195,7 @@ pub(crate) fn decode_batch(
     bytes: &[u8],
 ) -> Result<(LegacyBatchHeader, Vec<LegacyRecord>), DecodeError> {
     let header = decode_header(bytes)?;
-    if bytes.len() < header.size {
-        return Err(DecodeError::Truncated {
-            needed: header.size,
-            available: bytes.len(),
-        });
-    }
-    let computed = batch_crc(&bytes[..header.size]);
-    if computed != header.crc {
-        return Err(DecodeError::CrcMismatch {
-            stored: header.crc,
-            computed,
-        });
-    }
+    check_whole_batch(bytes, header.size, header.crc, batch_crc)?;
     let records = RecordIter::new(&header, &bytes[..header.size]).collect::<Result<_, _>>()?;
     Ok((header, records))
 }

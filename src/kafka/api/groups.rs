@@ -475,6 +475,33 @@ fn check_partition(shared: &Shared, topic: &str, partition: i32) -> Option<Group
     })
 }
 
+/// The response's topics and partitions of an OffsetCommit or OffsetDelete: the request's,
+/// in its order, each partition with the next of `codes`. A macro because the two APIs'
+/// messages are distinct types with the same fields.
+macro_rules! answer_in_request_order {
+    ($request:expr, $codes:expr, $topic:ty, $partition:ty) => {
+        $request
+            .topics
+            .iter()
+            .map(|t| {
+                let mut topic = <$topic>::default();
+                topic.name = t.name.clone();
+                topic.partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let mut partition = <$partition>::default();
+                        partition.partition_index = p.partition_index;
+                        partition.error_code = $codes.next().unwrap_or_default();
+                        partition
+                    })
+                    .collect();
+                topic
+            })
+            .collect()
+    };
+}
+
 /// The codes of partitions, in the request's order: their refusal by
 /// [`check_partition`] (those were left out of what the coordinator was asked), else the
 /// coordinator's outcome for each of the others in turn, or its refusal of them all.
@@ -541,25 +568,12 @@ pub(crate) fn offset_commit(
     };
     let mut codes = partition_codes(&checks, &outcome).into_iter();
     let mut response = OffsetCommitResponse::default();
-    response.topics = request
-        .topics
-        .iter()
-        .map(|t| {
-            let mut topic = OffsetCommitResponseTopic::default();
-            topic.name = t.name.clone();
-            topic.partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    let mut partition = OffsetCommitResponsePartition::default();
-                    partition.partition_index = p.partition_index;
-                    partition.error_code = codes.next().unwrap_or_default();
-                    partition
-                })
-                .collect();
-            topic
-        })
-        .collect();
+    response.topics = answer_in_request_order!(
+        request,
+        codes,
+        OffsetCommitResponseTopic,
+        OffsetCommitResponsePartition
+    );
     response
 }
 
@@ -844,25 +858,12 @@ pub(crate) fn offset_delete(
         return response;
     }
     let mut codes = partition_codes(&checks, &outcome).into_iter();
-    response.topics = request
-        .topics
-        .iter()
-        .map(|t| {
-            let mut topic = OffsetDeleteResponseTopic::default();
-            topic.name = t.name.clone();
-            topic.partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    let mut partition = OffsetDeleteResponsePartition::default();
-                    partition.partition_index = p.partition_index;
-                    partition.error_code = codes.next().unwrap_or_default();
-                    partition
-                })
-                .collect();
-            topic
-        })
-        .collect();
+    response.topics = answer_in_request_order!(
+        request,
+        codes,
+        OffsetDeleteResponseTopic,
+        OffsetDeleteResponsePartition
+    );
     response
 }
 
