@@ -5,7 +5,8 @@
 mod common;
 
 use common::*;
-use kpfs::engine::format::{Record, BATCH_HEADER_BYTES};
+use kpfs::engine::format::{BatchBuilder, ClientBatch, Record, BATCH_HEADER_BYTES};
+use kpfs::engine::{LogCursor, Topic};
 use proptest::prelude::*;
 
 #[test]
@@ -665,21 +666,32 @@ fn a_keyless_line_that_reads_like_the_null_marker_is_a_value() {
     assert_eq!(cat_string(&t), "NULL\nx\n");
 }
 
-/// A record without a key renders its key as `null` when the topic has no null.marker, as
-/// Kafka's console consumer prints it, so it differs from a record with an empty key.
+/// A record without a key (a client's) renders its key as `null` when the topic has no
+/// null.marker, as Kafka's console consumer prints it, so it differs from a record with an
+/// empty key; with a null.marker, as the marker. Each under the marker of its append.
 #[test]
 fn a_keyless_record_reads_as_a_null_key_not_an_empty_one() {
     let f = Fixture::new();
     let t = f.topic("k");
-    t.append_lines(b"plain\n").unwrap();
     set(&t, "parse.key=true\nkey.separator=:");
+    let keyless = |value: &[u8]| {
+        let mut b = BatchBuilder::new(0);
+        b.push(0, T0, None, Some(value));
+        t.append_produced(&b.finish_client((-1, -1, -1), ClientBatch::PLAIN))
+            .unwrap();
+    };
+    keyless(b"plain");
     t.append_lines(b":empty key\n").unwrap();
     assert_eq!(cat_string(&t), "null:plain\n:empty key\n");
     set(&t, "null.marker=NIL");
-    assert_eq!(cat_string(&t), "NIL:plain\n:empty key\n");
+    keyless(b"marked");
     t.append_lines(b"k:NIL\n").unwrap();
     set(&t, "-null.marker");
-    assert_eq!(cat_string(&t), "null:plain\n:empty key\nk:null\n");
+    keyless(b"plain again");
+    assert_stream(
+        &t,
+        b"null:plain\n:empty key\nNIL:marked\nk:NIL\nnull:plain again\n",
+    );
 }
 
 /// Lines of 0 to 299 bytes, one of 300 KiB, and an unterminated last line: `count`
@@ -731,4 +743,96 @@ fn a_large_write_is_whole_batches() {
     drop(t);
     f.reopen();
     assert_eq!(cat(&f.topic("large"), 1 << 20), expected);
+}
+
+/// `expected` is the whole `log` stream of `t`: read whole in reads of any size, at every
+/// position (as `tail -c`, `less` and `pread` reach it), and as its size.
+fn assert_stream(t: &Topic, expected: &[u8]) {
+    for chunk in [1, 3, 7, 4096] {
+        assert_eq!(cat(t, chunk), expected, "reads of {chunk} bytes");
+    }
+    assert_eq!(t.stream_len(), expected.len() as u64);
+    for pos in 0..expected.len() {
+        let got = t
+            .read_log(&mut LogCursor::default(), pos as u64, 5)
+            .unwrap();
+        assert_eq!(
+            got,
+            &expected[pos..(pos + 5).min(expected.len())],
+            "at {pos}"
+        );
+    }
+}
+
+/// A record's line is fixed when it is appended: `parse.key`, `key.separator` and
+/// `null.marker` apply to the records appended after a change, so no byte of `log`
+/// changes, across reopens too. The renderings file gives the old bytes; without it the
+/// lines keep their lengths.
+#[test]
+fn a_change_of_rendering_applies_to_later_records_only() {
+    let mut f = Fixture::new();
+    let t = f.topic("r");
+    t.append_lines(b"a:1\nb:2\n").unwrap();
+    set(&t, "parse.key=true\nkey.separator=:\n");
+    t.append_lines(b"c:3\n").unwrap();
+    // A separator of the same length, and a null marker.
+    set(&t, "key.separator==\nnull.marker=NIL\n");
+    t.append_lines(b"d=4\ne=NIL\n").unwrap();
+    // Changes without an append between them.
+    set(&t, "key.separator=::\n");
+    set(&t, "key.separator= -> \n");
+    t.append_lines(b"f -> 6\n").unwrap();
+    set(&t, "parse.key=false\nnull.marker=null\n");
+    t.append_lines(b"g:7\n").unwrap();
+    let expected = b"a:1\nb:2\nc:3\nd=4\ne=NIL\nf -> 6\ng:7\n";
+    assert_stream(&t, expected);
+    drop(t);
+    f.reopen();
+    assert_stream(&f.topic("r"), expected);
+    f.crash_and_reopen();
+    let t = f.topic("r");
+    assert_stream(&t, expected);
+    // Records are as parsed when appended.
+    let keys: Vec<Option<Vec<u8>>> = batches(&t)
+        .into_iter()
+        .flat_map(|(_, records)| records.into_iter().map(|r| r.key))
+        .collect();
+    let key = |k: &str| Some(k.as_bytes().to_vec());
+    assert_eq!(
+        keys,
+        [None, None, key("c"), key("d"), key("e"), key("f"), None]
+    );
+
+    let renderings = f.dir.path().join("kpfs-topics/r-0/renderings");
+    std::fs::remove_file(&renderings).unwrap();
+    drop(t);
+    f.reopen();
+    let t = f.topic("r");
+    let lines = cat(&t, 4096);
+    assert_eq!(lines.len(), expected.len());
+    let line_lengths = |bytes: &[u8]| {
+        bytes
+            .split(|&b| b == b'\n')
+            .map(<[u8]>::len)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(line_lengths(&lines), line_lengths(expected));
+}
+
+/// A plain topic shows the values of a client's keyed records; setting `parse.key` shows
+/// keys from the next record on, as the console producer's `parse.key` applies to what
+/// it reads next.
+#[test]
+fn records_produced_before_parse_key_read_as_they_did() {
+    let f = Fixture::new();
+    let t = f.topic("greetings");
+    let mut b = BatchBuilder::new(0);
+    b.push(0, T0, Some(b"k1"), Some(b"hello"));
+    b.push(1, T0, Some(b"k2"), None);
+    t.append_produced(&b.finish_client((-1, -1, -1), ClientBatch::PLAIN))
+        .unwrap();
+    assert_stream(&t, b"hello\nnull\n");
+    set(&t, "parse.key=true\nnull.marker=-\n");
+    t.append_lines(b"k3\tfrom the shell\nk4\t-\n").unwrap();
+    assert_stream(&t, b"hello\nnull\nk3\tfrom the shell\nk4\t-\n");
 }

@@ -65,6 +65,9 @@ pub(crate) const PRODUCER_ID_BLOCK_FILE: &str = "kpfs-producer-id-block";
 pub const KPFS_TOPICS_DIR: &str = "kpfs-topics";
 /// The topic's config overrides, in its kpfs folder.
 pub const TOPIC_CONFIG_FILE: &str = "topic.properties";
+/// The renderings of `log` a topic used before its current config (see
+/// `topic/renderings.rs`), in its kpfs folder.
+pub(crate) const RENDERINGS_FILE: &str = "renderings";
 /// A segment's stream index ([`stream_index`](super::stream_index)), in the topic's kpfs
 /// folder: `<base offset>.stream`, with the segment's temporary suffixes after it.
 pub(crate) const STREAM_INDEX_SUFFIX: &str = ".stream";

@@ -31,13 +31,14 @@ use super::format::{
     DYNAMIC_BROKER_CONFIG_FILE, KPFS_TOPICS_DIR, LEADER_EPOCH_CHECKPOINT_FILE, LOCK_FILE,
     LOG_START_CHECKPOINT_FILE, MAX_SEGMENT_FILE_BYTES, META_PROPERTIES_FILE,
     PARTITION_METADATA_FILE, PARTITION_SUFFIX, PRODUCER_ID_BLOCK_FILE, RECOVERY_CHECKPOINT_FILE,
-    TMP_SUFFIX, TOPIC_CONFIG_FILE,
+    RENDERINGS_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
 };
 use super::metadata_files::parse_meta_properties;
 use super::producer_state::{decode_snapshot, ProducerStateEntry};
 use super::stream_index::{
     decode_entry as decode_stream_entry, decode_header as decode_stream_header, StreamEntry,
 };
+use super::topic::validate_renderings;
 use super::validate_topic_name;
 
 /// What `dump_file` prints, after `kafka-dump-log.sh`'s flags of the same names.
@@ -1607,6 +1608,18 @@ fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report:
             });
             continue;
         }
+        if entry.name == RENDERINGS_FILE {
+            if let Some(Err(reason)) = read_text(&path, report).map(|t| validate_renderings(&t)) {
+                report.problem(
+                    &path,
+                    format_args!(
+                        "{reason} (mount ignores the file: lines appended under an earlier \
+                         rendering read with `?` for its separator and null marker)"
+                    ),
+                );
+            }
+            continue;
+        }
         if entry.name.ends_with(TMP_SUFFIX) {
             report.note(
                 &path,
@@ -1622,8 +1635,8 @@ fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report:
             None => report.problem(
                 &path,
                 format_args!(
-                    "unknown file: not {TOPIC_CONFIG_FILE} nor a stream index \
-                     (<20-digit base offset>.stream)"
+                    "unknown file: not {TOPIC_CONFIG_FILE}, {RENDERINGS_FILE} nor a stream \
+                     index (<20-digit base offset>.stream)"
                 ),
             ),
         }
@@ -2406,6 +2419,15 @@ mod tests {
         fs::write(&meta, original_meta).unwrap();
         fs::write(&props, "").unwrap();
         healthy(&check_data_dir(dir.path()));
+        // The renderings file does not stop a mount, but its loss shows in `cat`.
+        let renderings = kpfs_folder(dir.path()).join(RENDERINGS_FILE);
+        fs::write(&renderings, "until=3 separator=3a null=6e756c6c\n").unwrap();
+        healthy(&check_data_dir(dir.path()));
+        fs::write(&renderings, "until=3 separator=: null=null\n").unwrap();
+        let report = check_data_dir(dir.path());
+        let found = problems_about(&report, &renderings);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(found[0].contains("line 1: ") && found[0].contains("(mount ignores the file"));
     }
 
     #[test]

@@ -45,6 +45,10 @@ const _: () = assert!(MAX_APPEND_BATCH_BYTES > BATCH_HEADER_BYTES as u64);
 /// ordinary writes never grow it, while one huge write does not pin its memory forever.
 pub(crate) const PARSED_RECORDS_KEPT: usize = 1 << 16;
 
+/// Past renderings of `log` a topic keeps the bytes of (its `renderings` file): lines
+/// appended under older ones still read at their length, with `?` for those bytes.
+pub(crate) const PAST_RENDERINGS_KEPT: usize = 64;
+
 // --- Producers ---
 
 /// How many bytes of batches a log's open maps at a time while it replays the producer

@@ -1044,6 +1044,13 @@ impl Segment {
         self.state.lock().tally.shape
     }
 
+    /// The rendering the record at `offset` was appended under, and the offset from which
+    /// later records may have another (`u64::MAX`: none in this segment yet).
+    pub(crate) fn shape_run(&self, offset: u64) -> (StreamShape, u64) {
+        let st = self.state.lock();
+        st.stream_index.shape_run(offset, st.tally.shape)
+    }
+
     fn log_path_locked(&self, st: &State) -> PathBuf {
         file_path(&self.dir, self.base_offset, LOG_SUFFIX, &st.suffix)
     }

@@ -144,6 +144,11 @@ impl<'e> StreamWalker<'e> {
         at
     }
 
+    /// The rendering the record last given a position was appended under.
+    pub(crate) fn shape(&self) -> StreamShape {
+        self.shape
+    }
+
     /// Where the records walked so far end, and the rendering they were appended under.
     pub(crate) fn end(&self) -> (u64, StreamShape) {
         (self.pos, self.shape)
@@ -166,6 +171,9 @@ pub(crate) struct StreamIndex {
     /// Where the segment's stream starts: the stream end of the log before it.
     stream_start: u64,
     entries: Vec<StreamEntry>,
+    /// Indexes of the entries whose rendering differs from the entry before: readers
+    /// render each record under its own, and look up where it changes next.
+    shape_changes: Vec<usize>,
     /// Entries in the file: a failed append leaves `entries` and the file agreeing.
     written: usize,
 }
@@ -200,6 +208,7 @@ impl StreamIndex {
             base_offset,
             stream_start,
             entries: Vec::new(),
+            shape_changes: Vec::new(),
             written: 0,
         })
     }
@@ -241,6 +250,7 @@ impl StreamIndex {
             base_offset,
             stream_start,
             written: entries.len(),
+            shape_changes: shape_changes(&entries),
             entries,
         };
         let whole = STREAM_INDEX_HEADER_BYTES + index.written * STREAM_INDEX_ENTRY_BYTES;
@@ -262,6 +272,22 @@ impl StreamIndex {
         self.entries.last()
     }
 
+    /// The rendering the record at `offset` was appended under (`before` for records
+    /// ahead of the first entry, which only a damaged index has), and the offset from
+    /// which later records may have another (`u64::MAX`: none).
+    pub(crate) fn shape_run(&self, offset: u64, before: StreamShape) -> (StreamShape, u64) {
+        let at = self.entries.partition_point(|e| e.offset <= offset);
+        let Some(entry) = at.checked_sub(1).map(|i| &self.entries[i]) else {
+            return (before, self.entries.first().map_or(u64::MAX, |e| e.offset));
+        };
+        let next = self.shape_changes.partition_point(|&i| i < at);
+        let until = self
+            .shape_changes
+            .get(next)
+            .map_or(u64::MAX, |&i| self.entries[i].offset);
+        (entry.shape, until)
+    }
+
     /// Adds an entry; written to the file at once (synced with the segment).
     pub(crate) fn append(&mut self, entry: StreamEntry) -> io::Result<()> {
         debug_assert!(self
@@ -275,6 +301,9 @@ impl StreamIndex {
             .write(true)
             .open(&self.path)?
             .write_all_at(&bytes, at)?;
+        if self.entries.last().is_some_and(|p| p.shape != entry.shape) {
+            self.shape_changes.push(self.entries.len());
+        }
         self.entries.push(entry);
         self.written += 1;
         self.dirty = true;
@@ -289,6 +318,7 @@ impl StreamIndex {
             .partition_point(|e| u64::from(e.file_pos) < file_pos);
         if keep < self.entries.len() {
             self.entries.truncate(keep);
+            self.shape_changes.retain(|&i| i < keep);
             self.written = keep;
             self.cut_file()?;
         }
@@ -332,6 +362,12 @@ impl StreamIndex {
     pub(crate) fn renamed(&mut self, to: &Path) {
         self.path = to.to_path_buf();
     }
+}
+
+fn shape_changes(entries: &[StreamEntry]) -> Vec<usize> {
+    (1..entries.len())
+        .filter(|&i| entries[i].shape != entries[i - 1].shape)
+        .collect()
 }
 
 fn encode_header(stream_start: u64) -> [u8; STREAM_INDEX_HEADER_BYTES] {
@@ -477,5 +513,38 @@ mod tests {
         assert_eq!(walk.position(3, Some(b"k"), Some(b"v")), 40);
         assert_eq!(walk.position(4, Some(b"k"), None), 44);
         assert_eq!(walk.end(), (51, KEYED));
+    }
+
+    #[test]
+    fn shape_runs_end_where_the_rendering_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000010.stream");
+        let mut index = StreamIndex::create(&path, 10, 0).unwrap();
+        let entry = |offset, shape| StreamEntry {
+            offset,
+            file_pos: offset as u32,
+            stream_pos: offset * 100,
+            shape,
+        };
+        assert_eq!(index.shape_run(10, KEYED), (KEYED, u64::MAX));
+        for e in [
+            entry(12, PLAIN),
+            entry(20, PLAIN),
+            entry(30, KEYED),
+            entry(40, KEYED),
+            entry(50, PLAIN),
+        ] {
+            index.append(e).unwrap();
+        }
+        assert_eq!(index.shape_run(10, KEYED), (KEYED, 12));
+        assert_eq!(index.shape_run(12, KEYED), (PLAIN, 30));
+        assert_eq!(index.shape_run(29, KEYED), (PLAIN, 30));
+        assert_eq!(index.shape_run(30, PLAIN), (KEYED, 50));
+        assert_eq!(index.shape_run(45, PLAIN), (KEYED, 50));
+        assert_eq!(index.shape_run(99, KEYED), (PLAIN, u64::MAX));
+        let loaded = StreamIndex::load(&path, 10, 1000).unwrap().unwrap();
+        assert_eq!(loaded.shape_run(45, PLAIN), (KEYED, 50));
+        index.truncate_to_position(40).unwrap();
+        assert_eq!(index.shape_run(45, PLAIN), (KEYED, u64::MAX));
     }
 }

@@ -35,9 +35,13 @@ expect_eq "$(seq 0 19)" "$(head -n 20 <<<"$produced")" "offsets the producer was
 producer_id=$(sed -n 's/^producer_id //p' <<<"$produced")
 [[ $producer_id =~ ^[0-9]+$ ]] || fail "the producer has no producer id: $produced"
 expect_eq "$(for i in $(seq 0 19); do echo "value-$i"; done)" "$(cat "$MNT/from-python/log")" "cat log of the producer's records"
+# parse.key applies to the records appended after it: the producer's lines stay as they
+# were, and their keys show in dump-log.
 echo "parse.key=true" >"$MNT/from-python/config"
-expect_eq "$(printf 'key-%s\tvalue-%s\n' 0 0 19 19)" "$(sed -n '1p;20p' "$MNT/from-python/log")" \
-    "cat log with parse.key=true"
+expect_eq "$(printf 'value-%s\n' 0 19)" "$(sed -n '1p;20p' "$MNT/from-python/log")" \
+    "cat log after parse.key=true"
+expect_contains "$("$KPFS" dump-log --print-data-log "$MNT/from-python/segments/00000000000000000000.log")" \
+    "key: key-19 payload: value-19" "dump-log --print-data-log"
 dump=$("$KPFS" dump-log "$MNT/from-python/segments/00000000000000000000.log")
 batches=$(grep -c '^baseOffset:' <<<"$dump")
 expect_eq "$batches" "$(grep -c "producerId: $producer_id producerEpoch: 0 " <<<"$dump")" \

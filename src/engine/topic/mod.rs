@@ -12,6 +12,7 @@
 mod fetch;
 mod protocol;
 mod reader;
+mod renderings;
 mod retention;
 mod status;
 
@@ -21,7 +22,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 use super::append_watch::AppendSignal;
 use super::clock::Clock;
@@ -38,6 +39,8 @@ use super::log_loader::remove_stale_temporary;
 use super::log_start_checkpoint::LogStartCheckpoint;
 use super::produce::{validate_produced, ProduceOutcome};
 use protocol::{count_lines, parse_lines, PARSED};
+pub(crate) use renderings::validate_renderings;
+use renderings::{LineRendering, PastRenderings};
 
 #[cfg(feature = "internals")]
 pub use fetch::FetchOutcome;
@@ -129,10 +132,15 @@ pub struct Topic {
     log: Log,
     broker: Arc<RwLock<BrokerConfig>>,
     overrides: RwLock<TopicOverrides>,
-    /// Why the overrides in force are not yet in `kpfs-topic.properties` (the disk was
-    /// full when they changed); saved as soon as there is space.
+    /// Why the overrides in force are not yet in `topic.properties` (the disk was full
+    /// when they changed); saved as soon as there is space.
     unsaved_overrides: Mutex<Option<String>>,
     config: RwLock<Arc<TopicConfig>>,
+    /// The bytes of the renderings `log` lines were appended under before `config`'s.
+    past_renderings: RwLock<Arc<PastRenderings>>,
+    /// Held shared by each append from the config it reads until its records are in the
+    /// log, and exclusively by a change of rendering (see [`Topic::remember_rendering`]).
+    rendering_gate: RwLock<()>,
     clock: Arc<dyn Clock>,
     modified_ms: AtomicI64,
     /// The first segment seen holding future timestamps (for `status`), or -1.
@@ -176,6 +184,7 @@ impl Topic {
             }
         };
         let config = broker.read().resolve_topic(&overrides);
+        let past_renderings = PastRenderings::load(dir);
         let (log, report) = Log::open(dir, name, &config, clock.clone(), durability)?;
         if let Some(log_start) = log_starts.get(name) {
             log.restore_log_start_offset(log_start)?;
@@ -194,6 +203,8 @@ impl Topic {
                 overrides: RwLock::new(overrides),
                 unsaved_overrides: Mutex::new(None),
                 config: RwLock::new(Arc::new(config)),
+                past_renderings: RwLock::new(Arc::new(past_renderings)),
+                rendering_gate: RwLock::new(()),
                 clock,
                 modified_ms: AtomicI64::new(modified),
                 future_timestamp_segment: AtomicI64::new(-1),
@@ -304,6 +315,7 @@ impl Topic {
     }
 
     fn append_parsed(&self, data: WriteBytes<'_>) -> Result<AppendInfo> {
+        let _rendering = self.rendering_gate.read();
         let config = self.config();
         let info = if config.parse_key || config.cleanup_policy.compact {
             PARSED.with_borrow_mut(|records| {
@@ -426,6 +438,7 @@ impl Topic {
     /// [`Topic::append_produced`] without the internal-topic refusal: the group
     /// coordinator's records of `__consumer_offsets`.
     pub(crate) fn append_internal(&self, records: &[u8]) -> Result<ProduceOutcome> {
+        let _rendering = self.rendering_gate.read();
         let config = self.config();
         let partition = self.log.partition();
         let result = validate_produced(records, &config, partition, self.clock.now_ms())
@@ -489,13 +502,35 @@ impl Topic {
         let mut overrides = self.overrides.write();
         let broker = self.broker.read();
         let updated = overrides.apply_change(change, &broker)?;
+        let resolved = broker.resolve_topic(&updated);
+        let replaced = LineRendering::of(&self.config());
+        // A change of rendering waits for the appends under way, so the log end offset
+        // divides the records of the two renderings exactly.
+        let _no_appends = (LineRendering::of(&resolved) != replaced)
+            .then(|| self.remember_rendering(replaced))
+            .transpose()?;
         if updated != *overrides || self.unsaved_overrides.lock().is_some() {
             self.save_overrides(&updated)?;
         }
-        let resolved = broker.resolve_topic(&updated);
         *overrides = updated;
         *self.config.write() = Arc::new(resolved);
         Ok(())
+    }
+
+    /// Records in the topic's rendering timeline that `replaced` rendered the records up
+    /// to the log end, made durable first; returns the guard that keeps appends out
+    /// until the new config is in force.
+    fn remember_rendering(&self, replaced: LineRendering) -> Result<RwLockWriteGuard<'_, ()>> {
+        let no_appends = self.rendering_gate.write();
+        self.log.flush()?;
+        let mut past = PastRenderings::clone(&self.past_renderings.read());
+        past.remember(
+            replaced,
+            self.log.log_start_offset(),
+            self.log.log_end_offset(),
+        )?;
+        *self.past_renderings.write() = Arc::new(past);
+        Ok(no_appends)
     }
 
     /// Writes `overrides` to the topic's `topic.properties`, or, out of space, remembers why

@@ -1,15 +1,13 @@
 //! Reading the `log` stream: a [`LogCursor`] per open handle maps the kernel's offset to
-//! a record, and records are rendered into `log` bytes under the topic's rendering
-//! (`parse.key`, `key.separator`, `null.marker`).
+//! a record, and records are rendered into `log` bytes, each under the rendering
+//! (`parse.key`, `key.separator`, `null.marker`) it was appended under.
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
-use crate::engine::config::TopicConfig;
 use crate::engine::error::{EngineError, Result};
 use crate::engine::format::{
-    decode_header, extend_by_blocks, records_section, RecordIter, RecordRef, RecordsProgress,
-    COPY_BLOCK_BYTES,
+    decode_header, records_section, RecordIter, RecordsProgress, COPY_BLOCK_BYTES,
 };
 use crate::engine::limits::{
     READ_MAX_BYTES, READ_MIN_BYTES, REPLAY_LIMIT_BYTES, REPOSITION_SCAN_BYTES, STALE_READ_RETRIES,
@@ -18,6 +16,7 @@ use crate::engine::log::LogSnapshot;
 use crate::engine::segment::Segment;
 use crate::engine::stream_index::StreamWalker;
 
+use super::renderings::Renderer;
 use super::Topic;
 
 /// Where one open `log` handle is in the stream. Sequential reads continue from here;
@@ -66,7 +65,11 @@ impl Topic {
         mut snap: LogSnapshot,
     ) -> Result<Vec<u8>> {
         let config = self.config();
-        let render = Render::new(&config);
+        let past = self.past_renderings.read().clone();
+        let renderer = Renderer {
+            current: &config,
+            past: past.list(),
+        };
         // Room for a block copy to run past the last record (see `extend_by_blocks`).
         let mut out = Vec::with_capacity(len.min(READ_MAX_BYTES) + COPY_BLOCK_BYTES);
         // Where in the stream the bytes not served from the replay buffer start.
@@ -87,7 +90,7 @@ impl Topic {
         }
         if !cursor.positioned || from_pos != cursor.next_pos {
             let mut attempts = 0;
-            while let Err(e) = self.reposition(cursor, &snap, &render, from_pos) {
+            while let Err(e) = self.reposition(cursor, &snap, from_pos) {
                 attempts += 1;
                 if attempts > STALE_READ_RETRIES || !self.outdated(&snap) {
                     return Err(e);
@@ -110,7 +113,7 @@ impl Topic {
         }
         let mut attempts = 0;
         while out.len() < len && cursor.pending.is_empty() {
-            match self.render_next_batches(cursor, &snap, &render, &mut out, len) {
+            match self.render_next_batches(cursor, &snap, renderer, &mut out, len) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
@@ -151,7 +154,7 @@ impl Topic {
         &self,
         cursor: &mut LogCursor,
         snap: &LogSnapshot,
-        render: &Render,
+        renderer: Renderer<'_>,
         out: &mut Vec<u8>,
         len: usize,
     ) -> Result<bool> {
@@ -197,7 +200,7 @@ impl Topic {
         self.render_batches(RenderJob {
             cursor,
             batches,
-            render,
+            renderer,
             out,
             len,
         })
@@ -230,7 +233,7 @@ impl Topic {
         let RenderJob {
             cursor,
             batches,
-            render,
+            renderer,
             out,
             len,
         } = job;
@@ -245,6 +248,9 @@ impl Topic {
         }
         out.reserve(bytes.len().min(len - out.len()) + COPY_BLOCK_BYTES);
         let (mut scratch, mut line) = (Vec::new(), Vec::new());
+        // Each record renders under the rendering it was appended under; `render_until`
+        // is where that may change next.
+        let (mut render, mut render_until) = renderer.render_at(seg, cursor.next_offset);
         let mut at = 0;
         while at < bytes.len() && cursor.pending.is_empty() {
             let bad = |e| corrupt(seg.log_path(), file_pos + at as u64, e);
@@ -268,6 +274,9 @@ impl Topic {
                     };
                     if rec.offset < cursor.next_offset {
                         continue;
+                    }
+                    if rec.offset >= render_until {
+                        (render, render_until) = renderer.render_at(seg, rec.offset);
                     }
                     let size = render.size(&rec) as usize;
                     if cursor.skip == 0 && cursor.pending.is_empty() && out.len() + size <= len {
@@ -298,13 +307,7 @@ impl Topic {
     }
 
     /// Points the cursor at the record whose rendering covers stream position `pos`.
-    fn reposition(
-        &self,
-        cursor: &mut LogCursor,
-        snap: &LogSnapshot,
-        render: &Render,
-        pos: u64,
-    ) -> Result<()> {
+    fn reposition(&self, cursor: &mut LogCursor, snap: &LogSnapshot, pos: u64) -> Result<()> {
         cursor.positioned = true;
         cursor.next_pos = pos;
         cursor.skip = 0;
@@ -369,7 +372,7 @@ impl Topic {
                         return Ok(());
                     }
                     let inside = pos - rec_pos;
-                    if inside < render.size(&rec) {
+                    if inside < walker.shape().line_len(rec.key, rec.value) {
                         cursor.next_offset = rec.offset;
                         cursor.skip = inside;
                         return Ok(());
@@ -383,12 +386,12 @@ impl Topic {
     }
 }
 
-/// What [`Topic::render_batches`] is given: the cursor, the batches, the rendering, and
+/// What [`Topic::render_batches`] is given: the cursor, the batches, the renderings, and
 /// the output with the length it may reach.
 struct RenderJob<'c, 'm> {
     cursor: &'c mut LogCursor,
     batches: MappedAt<'m>,
-    render: &'c Render<'c>,
+    renderer: Renderer<'c>,
     out: &'c mut Vec<u8>,
     len: usize,
 }
@@ -408,63 +411,6 @@ fn corrupt(path: PathBuf, position: u64, e: crate::engine::format::DecodeError) 
         position,
         reason: e.to_string(),
     }
-}
-
-/// How records are rendered into the `log` stream under a topic config.
-struct Render<'a> {
-    parse_key: bool,
-    separator: &'a [u8],
-    /// The rendering of a null key or value.
-    null_marker: &'a [u8],
-}
-
-impl<'a> Render<'a> {
-    fn new(config: &'a TopicConfig) -> Self {
-        Render {
-            parse_key: config.parse_key,
-            separator: &config.key_separator,
-            null_marker: config.null_rendering(),
-        }
-    }
-
-    #[inline(always)]
-    fn size(&self, rec: &RecordRef<'_>) -> u64 {
-        let value = rec.value.map_or(self.null_marker.len(), <[u8]>::len);
-        let key = if self.parse_key {
-            rec.key.map_or(self.null_marker.len(), <[u8]>::len) + self.separator.len()
-        } else {
-            0
-        };
-        (key + value + 1) as u64
-    }
-
-    /// Appends the rendering of `rec`, a record of the records section `section`.
-    #[inline(always)]
-    fn write(&self, rec: &RecordRef<'_>, section: &[u8], out: &mut Vec<u8>) {
-        if self.parse_key {
-            self.write_field(rec.key, section, out);
-            out.extend_from_slice(self.separator);
-        }
-        self.write_field(rec.value, section, out);
-        out.push(b'\n');
-    }
-
-    #[inline(always)]
-    fn write_field(&self, field: Option<&[u8]>, section: &[u8], out: &mut Vec<u8>) {
-        match field {
-            // The rest of the section follows the field, so it can be copied in blocks.
-            Some(bytes) => extend_by_blocks(out, running_on(section, bytes), bytes.len()),
-            None => out.extend_from_slice(self.null_marker),
-        }
-    }
-}
-
-/// `part`, a slice of `whole`, and every byte of `whole` after it.
-#[inline(always)]
-fn running_on<'a>(whole: &'a [u8], part: &[u8]) -> &'a [u8] {
-    let start = part.as_ptr().addr() - whole.as_ptr().addr();
-    debug_assert!(start + part.len() <= whole.len(), "part lies in whole");
-    &whole[start..]
 }
 
 #[cfg(test)]
