@@ -1406,7 +1406,7 @@ struct SegmentFiles {
 fn temporary_file_note(temp: &str) -> &'static str {
     match temp {
         DELETED_SUFFIX => {
-            "segment file awaiting deletion (normal while mounted; the next open removes it)"
+            "segment file awaiting deletion after file.delete.delay.ms; the next open removes any left"
         }
         CLEANED_SUFFIX => "output of an unfinished clean (a crash); the next open removes it",
         _ => "segment swap interrupted by a crash; the next open completes or rolls it back",
