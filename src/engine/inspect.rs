@@ -329,6 +329,14 @@ impl IndexWalk<'_, '_> {
             // kpfs never indexes position 0 and never writes a zero timestamp entry, so
             // an all-zero entry is the unused, preallocated rest of the file.
             if e.iter().all(|&b| b == 0) {
+                if at == 0 && !self.check {
+                    // Kafka's tool counts a preallocated file's whole length as entries
+                    // and prints the first before it stops at the next zero one.
+                    sink(IndexLine::Entry(match self.kind {
+                        Kind::TimeIndex => format!("timestamp: 0 offset: {}", self.base),
+                        _ => format!("offset: {} position: 0", self.base),
+                    }))?;
+                }
                 tail_at = Some(at);
                 if !self.check {
                     break;
@@ -2619,6 +2627,17 @@ mod tests {
             let (out, result) = dump(path, &quiet);
             result.unwrap();
             assert_eq!(out, format!("Dumping {shown}\n"));
+        }
+        // A preallocated index without entries (an active segment's): Kafka's tool
+        // prints its first, zero entry.
+        for (path, line) in [
+            (&index, "offset: 0 position: 0"),
+            (&time_index, "timestamp: 0 offset: 0"),
+        ] {
+            fs::write(path, vec![0; 120]).unwrap();
+            let (out, result) = dump(path, &DumpOptions::default());
+            result.unwrap();
+            assert_eq!(out, format!("Dumping {}\n{line}\n", path.display()));
         }
         fs::write(&index, b"").unwrap();
         let (out, result) = dump(&index, &DumpOptions::default());
