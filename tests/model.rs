@@ -1,7 +1,8 @@
 //! Reference-model property tests of the engine without a mount: random sequences of
-//! appends, clock moves, config changes, retention, cleaner passes, deletions, clean and
-//! unclean reopens run against 1-3 topics, keyed or plain, and after every step the records on disk
-//! and the rendered `log` stream are compared with a model that remembers every append.
+//! appends, clock moves, config changes (the rendering of keyed topics among them),
+//! retention, cleaner passes, deletions, clean and unclean reopens run against 1-3 topics,
+//! keyed or plain, and after every step the records on disk and the rendered `log` stream
+//! are compared with a model that remembers every append and the line it was given.
 //! The model cannot predict which records retention or compaction remove, so it checks
 //! the invariants those must keep (suffix, latest-per-key, offsets, stream positions).
 
@@ -21,6 +22,10 @@ const KEYS: u8 = 6;
 /// Cleanup policies of keyed topics. Plain topics (keyless lines, written as plain
 /// batches) keep `delete`: a compacted topic refuses records without a key.
 const POLICIES: [&str; 3] = ["delete", "compact", "compact,delete"];
+/// Key separators and null markers a keyed topic switches between; neither occurs in keys
+/// (`k0`..) or values (`[a-z0-9]*`).
+const SEPARATORS: [&str; 4] = [":", "=", "::", "->"];
+const NULL_MARKERS: [&str; 3] = ["NULL", "NIL", "-"];
 
 #[derive(Clone, Debug)]
 enum Change {
@@ -29,6 +34,9 @@ enum Change {
     RetentionMs(i64),
     RetentionBytes(i64),
     Policy(usize),
+    /// `key.separator` and `null.marker` of a keyed topic: indexes into `SEPARATORS` and
+    /// `NULL_MARKERS`.
+    Rendering(usize, usize),
 }
 
 #[derive(Clone, Debug)]
@@ -54,16 +62,8 @@ struct ModelRecord {
     key: Option<String>,
     value: Option<String>,
     stream_pos: u64,
-}
-
-impl ModelRecord {
-    fn line(&self) -> String {
-        let value = self.value.as_deref().unwrap_or("NULL");
-        match &self.key {
-            Some(key) => format!("{key}:{value}\n"),
-            None => format!("{value}\n"),
-        }
-    }
+    /// The line as appended: it reads so whatever the rendering became since.
+    line: String,
 }
 
 #[derive(Debug)]
@@ -77,6 +77,9 @@ struct TopicModel {
     ever_compact: bool,
     last_stream_len: u64,
     last_log_start: u64,
+    /// The current `key.separator` and `null.marker`.
+    separator: &'static str,
+    null_marker: &'static str,
 }
 
 fn change() -> impl Strategy<Value = Change> {
@@ -86,6 +89,7 @@ fn change() -> impl Strategy<Value = Change> {
         prop_oneof![Just(-1i64), 1000i64..20_000].prop_map(Change::RetentionMs),
         prop_oneof![Just(-1i64), 200i64..5000].prop_map(Change::RetentionBytes),
         (0..POLICIES.len()).prop_map(Change::Policy),
+        (0..SEPARATORS.len(), 0..NULL_MARKERS.len()).prop_map(|(s, n)| Change::Rendering(s, n)),
     ]
 }
 
@@ -152,6 +156,14 @@ fn apply_change(t: &Topic, m: &mut TopicModel, c: &Change) {
             m.ever_compact |= POLICIES[*p].contains("compact");
             format!("cleanup.policy={}", POLICIES[*p])
         }
+        Change::Rendering(..) if m.plain => return,
+        Change::Rendering(s, n) => {
+            (m.separator, m.null_marker) = (SEPARATORS[*s], NULL_MARKERS[*n]);
+            format!(
+                "key.separator={}\nnull.marker={}",
+                m.separator, m.null_marker
+            )
+        }
     };
     set(t, &text);
 }
@@ -191,7 +203,7 @@ fn expected_read(m: &TopicModel, visible: &[u64], pos: u64, len: usize) -> Vec<u
     let mut out = Vec::new();
     for &o in visible {
         let r = &m.records[o as usize];
-        let line = r.line();
+        let line = &r.line;
         let end = r.stream_pos + line.len() as u64;
         if end <= pos {
             continue;
@@ -334,7 +346,7 @@ fn check(t: &Topic, m: &mut TopicModel) -> Result<(), TestCaseError> {
     let full = cat(t, 1 << 20);
     let rendered: String = offsets
         .iter()
-        .map(|&o| m.records[o as usize].line())
+        .map(|&o| m.records[o as usize].line.as_str())
         .collect();
     prop_assert_eq!(
         String::from_utf8_lossy(&full),
@@ -395,6 +407,8 @@ fn run(topics: Vec<TopicSetup>, ops: Vec<Op>) -> Result<(), TestCaseError> {
             ever_compact: !plain && POLICIES[policy].contains("compact"),
             last_stream_len: 0,
             last_log_start: 0,
+            separator: SEPARATORS[0],
+            null_marker: NULL_MARKERS[0],
         });
     }
     let count = models.len();
@@ -409,19 +423,23 @@ fn run(topics: Vec<TopicSetup>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 for (k, v) in lines {
                     let r = if m.plain {
                         // A plain line: a value, no key, never a tombstone.
+                        let value = format!("v{k}{}", v.as_deref().unwrap_or(""));
                         ModelRecord {
                             key: None,
-                            value: Some(format!("v{k}{}", v.as_deref().unwrap_or(""))),
+                            line: format!("{value}\n"),
+                            value: Some(value),
                             stream_pos: pos,
                         }
                     } else {
+                        let rendered = v.as_deref().unwrap_or(m.null_marker);
                         ModelRecord {
                             key: Some(format!("k{k}")),
+                            line: format!("k{k}{}{rendered}\n", m.separator),
                             value: v.clone(),
                             stream_pos: pos,
                         }
                     };
-                    let line = r.line();
+                    let line = &r.line;
                     pos += line.len() as u64;
                     text.push_str(&line);
                     new.push(r);
