@@ -441,7 +441,7 @@ fn run(topics: Vec<TopicSetup>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     };
                     let line = &r.line;
                     pos += line.len() as u64;
-                    text.push_str(&line);
+                    text.push_str(line);
                     new.push(r);
                 }
                 let appended = topic.append_lines(text.as_bytes()).unwrap();
