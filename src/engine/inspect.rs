@@ -1622,7 +1622,8 @@ fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report:
                     &path,
                     format_args!(
                         "{reason} (mount ignores the file: lines appended under an earlier \
-                         rendering read with `?` for its separator and null marker)"
+                         rendering keep their lengths, not always their separator and null \
+                         marker)"
                     ),
                 );
             }

@@ -46,7 +46,8 @@ const _: () = assert!(MAX_APPEND_BATCH_BYTES > BATCH_HEADER_BYTES as u64);
 pub(crate) const PARSED_RECORDS_KEPT: usize = 1 << 16;
 
 /// Past renderings of `log` a topic keeps the bytes of (its `renderings` file): lines
-/// appended under older ones still read at their length, with `?` for those bytes.
+/// appended under older ones still read at their length, with the bytes of a kept
+/// rendering of the same lengths, else `?`s.
 pub(crate) const PAST_RENDERINGS_KEPT: usize = 64;
 
 // --- Producers ---

@@ -2,9 +2,10 @@
 # ENOSPC must leave only whole, acknowledged lines in the log. Nothing of the failed
 # write was stored, so the topic is not poisoned: it refuses writes with ENOSPC only while
 # the disk is full. The operator gets space back by lowering retention on the full disk:
-# config changes apply in memory at once (status, .kpfs/config and .kpfs/errors say they
-# are not saved yet), retention deletes, the changes are saved, and writes resume without
-# a remount. No .tmp file is left behind, and `kpfs check` is clean.
+# config changes (a change of rendering too) apply in memory at once (status, .kpfs/config
+# and .kpfs/errors say they are not saved yet), retention deletes, the changes are saved,
+# and writes resume without a remount. No .tmp file is left behind, and `kpfs check` is
+# clean.
 source "$(dirname "$0")/lib.sh"
 
 # Not registered with new_data_dir: lib.sh's cleanup would rm -rf it while mounted.
@@ -65,10 +66,14 @@ expect_contains "$(cat "$MNT/.kpfs/errors")" ".kpfs/config: warning: the dynamic
 wait_until 5 no_tmp || fail "a .tmp file stays behind: $(find "$DATA" -name '*.tmp')"
 echo "retention.ms=1" >>"$MNT/filler/config" || fail "lowering retention on a full disk"
 expect_contains "$(cat "$MNT/.kpfs/errors")" "filler/config: warning: the overrides in force are not saved yet" ".kpfs/errors"
+# A change of rendering too: the bytes of t's earlier lines wait in memory.
+echo "null.marker=NIL" >>"$MNT/t/config" || fail "a rendering change on a full disk"
+expect_contains "$(cat "$MNT/t/status")" "the renderings of earlier lines are not saved yet" "t's status on a full disk"
 # Retention (every 200 ms) deletes filler's segments, removed at once (delay 0); the
 # space comes back, the changes are saved and the warnings go.
 saved() {
     ! grep -q "not saved yet" "$MNT/filler/status" &&
+        ! grep -q "not saved yet" "$MNT/t/status" &&
         ! grep -q "^unsaved: " "$MNT/filler/status" &&
         ! grep -q "^# warning: " "$MNT/.kpfs/config"
 }
@@ -88,6 +93,7 @@ out=$("$KPFS" check "$DATA" 2>&1) || fail "kpfs check after ENOSPC: $out"
 remount_kpfs
 grep -qx "retention.ms=1" "$MNT/filler/config" || fail "filler's retention.ms lost: $(head -n 5 "$MNT/filler/config")"
 grep -qx "log.segment.delete.delay.ms=0" "$MNT/.kpfs/config" || fail "broker change lost"
+grep -q "^until=" "$DATA/kpfs-topics/t-0/renderings" || fail "t's renderings not saved: $(cat "$DATA/kpfs-topics/t-0/renderings")"
 expect_eq "$filler_size" "$(stat -c %s "$MNT/filler/log")" "size of filler's log after remount"
 echo "after-remount" >>"$MNT/t/log" || fail "write after remount"
 expect_eq "$(cat "$ledger"; echo after-space; echo after-remount)" "$(cat "$MNT/t/log")" "log after remount"

@@ -138,6 +138,9 @@ pub struct Topic {
     config: RwLock<Arc<TopicConfig>>,
     /// The bytes of the renderings `log` lines were appended under before `config`'s.
     past_renderings: RwLock<Arc<PastRenderings>>,
+    /// Why the rendering timeline is not yet in `renderings` (the disk was full when a
+    /// change recorded it); saved as soon as there is space, like the overrides.
+    unsaved_renderings: Mutex<Option<String>>,
     /// Held shared by each append from the config it reads until its records are in the
     /// log, and exclusively by a change of rendering (see [`Topic::remember_rendering`]).
     rendering_gate: RwLock<()>,
@@ -184,8 +187,15 @@ impl Topic {
             }
         };
         let config = broker.read().resolve_topic(&overrides);
-        let past_renderings = PastRenderings::load(dir);
+        let mut past_renderings = PastRenderings::load(dir);
         let (log, report) = Log::open(dir, name, &config, clock.clone(), durability)?;
+        let unsaved_renderings = Mutex::new(None);
+        if past_renderings.end_at(log.log_end_offset()) {
+            // Offsets past the recovered log end will be appended under the config now.
+            if let Err(e) = past_renderings.save(&unsaved_renderings) {
+                tracing::warn!(topic = name, error = %e, "cannot shorten the renderings file to the recovered log end");
+            }
+        }
         if let Some(log_start) = log_starts.get(name) {
             log.restore_log_start_offset(log_start)?;
         }
@@ -204,6 +214,7 @@ impl Topic {
                 unsaved_overrides: Mutex::new(None),
                 config: RwLock::new(Arc::new(config)),
                 past_renderings: RwLock::new(Arc::new(past_renderings)),
+                unsaved_renderings,
                 rendering_gate: RwLock::new(()),
                 clock,
                 modified_ms: AtomicI64::new(modified),
@@ -237,7 +248,10 @@ impl Topic {
 
     /// Re-resolves the effective config after a broker config change.
     pub(crate) fn refresh_config(&self) {
-        let resolved = self.broker.read().resolve_topic(&self.overrides.read());
+        // Overrides before the broker config, the order of a topic config change: the
+        // other order can deadlock with it behind a waiting broker config writer.
+        let overrides = self.overrides.read();
+        let resolved = self.broker.read().resolve_topic(&overrides);
         *self.config.write() = Arc::new(resolved);
     }
 
@@ -524,11 +538,10 @@ impl Topic {
         let no_appends = self.rendering_gate.write();
         self.log.flush()?;
         let mut past = PastRenderings::clone(&self.past_renderings.read());
-        past.remember(
-            replaced,
-            self.log.log_start_offset(),
-            self.log.log_end_offset(),
-        )?;
+        let (start, end) = (self.log.log_start_offset(), self.log.log_end_offset());
+        if past.remember(replaced, start, end) || self.unsaved_renderings.lock().is_some() {
+            past.save(&self.unsaved_renderings)?;
+        }
         *self.past_renderings.write() = Arc::new(past);
         Ok(no_appends)
     }
@@ -557,6 +570,12 @@ impl Topic {
     /// leader-epoch checkpoint. Called on the scheduler's tick and at close; a failure leaves it for the
     /// next call.
     pub(crate) fn save_unsaved(&self) {
+        if self.unsaved_renderings.lock().is_some() {
+            let _no_appends = self.rendering_gate.write();
+            if let Err(e) = self.past_renderings.read().save(&self.unsaved_renderings) {
+                tracing::error!(topic = %self.name, error = %e, "writing the renderings file failed");
+            }
+        }
         if self.unsaved_overrides.lock().is_some() {
             let overrides = self.overrides.write();
             if let Err(e) = self.save_overrides(&overrides) {

@@ -64,12 +64,6 @@ impl Topic {
         len: usize,
         mut snap: LogSnapshot,
     ) -> Result<Vec<u8>> {
-        let config = self.config();
-        let past = self.past_renderings.read().clone();
-        let renderer = Renderer {
-            current: &config,
-            past: past.list(),
-        };
         // Room for a block copy to run past the last record (see `extend_by_blocks`).
         let mut out = Vec::with_capacity(len.min(READ_MAX_BYTES) + COPY_BLOCK_BYTES);
         // Where in the stream the bytes not served from the replay buffer start.
@@ -113,7 +107,7 @@ impl Topic {
         }
         let mut attempts = 0;
         while out.len() < len && cursor.pending.is_empty() {
-            match self.render_next_batches(cursor, &snap, renderer, &mut out, len) {
+            match self.render_next_batches(cursor, &snap, &mut out, len) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
@@ -154,7 +148,6 @@ impl Topic {
         &self,
         cursor: &mut LogCursor,
         snap: &LogSnapshot,
-        renderer: Renderer<'_>,
         out: &mut Vec<u8>,
         len: usize,
     ) -> Result<bool> {
@@ -191,6 +184,15 @@ impl Topic {
             file_pos,
             (len - out.len()).clamp(READ_MIN_BYTES, READ_MAX_BYTES),
         )?;
+        // The renderings are read after the batches are mapped, the config before the
+        // timeline: a change of rendering records the timeline, then swaps the config,
+        // then lets appends in, so both are at least as new as every record mapped.
+        let config = self.config();
+        let past = self.past_renderings.read().clone();
+        let renderer = Renderer {
+            current: &config,
+            past: past.list(),
+        };
         let batches = MappedAt {
             seg,
             file_pos,

@@ -14,9 +14,11 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use parking_lot::Mutex;
+
 use crate::engine::config::TopicConfig;
 use crate::engine::error::Result;
-use crate::engine::files::write_atomically;
+use crate::engine::files::write_or_defer;
 use crate::engine::format::{extend_by_blocks, kpfs_topic_dir, RecordRef, RENDERINGS_FILE};
 use crate::engine::limits::PAST_RENDERINGS_KEPT;
 use crate::engine::log_loader::remove_stale_temporary;
@@ -64,7 +66,7 @@ impl PastRenderings {
         remove_stale_temporary(&path);
         let list = match std::fs::read_to_string(&path) {
             Ok(text) => parse(&text).unwrap_or_else(|reason| {
-                tracing::warn!(file = %path.display(), %reason, "ignoring the renderings file: lines appended under an earlier rendering read with the current one's bytes where the lengths fit, else `?`");
+                tracing::warn!(file = %path.display(), %reason, "ignoring the renderings file: lines appended under an earlier rendering keep their lengths, not always their separator and null marker");
                 Vec::new()
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -81,15 +83,16 @@ impl PastRenderings {
     }
 
     /// Records that `replaced` was in force up to `log_end` (exclusive); renderings of
-    /// records all below `log_start` are forgotten. Written before the change applies, so
-    /// no line is ever without its bytes. Nothing is written when `replaced` rendered no
-    /// record (two changes without an append between).
+    /// records all below `log_start` are forgotten. Nothing changes when `replaced`
+    /// rendered no record (two changes without an append between). True when the
+    /// timeline changed: the caller saves it ([`PastRenderings::save`]) before the change
+    /// applies, so no line is ever without its bytes.
     pub(crate) fn remember(
         &mut self,
         replaced: LineRendering,
         log_start: u64,
         log_end: u64,
-    ) -> Result<()> {
+    ) -> bool {
         let mut list = self.list.clone();
         list.retain(|r| r.until > log_start);
         let from = list.last().map_or(log_start, |r| r.until);
@@ -101,11 +104,33 @@ impl PastRenderings {
         }
         let excess = list.len().saturating_sub(PAST_RENDERINGS_KEPT);
         list.drain(..excess);
-        if list != self.list {
-            write_atomically(&self.path, to_text(&list).as_bytes())?;
-            self.list = list;
+        let changed = list != self.list;
+        self.list = list;
+        changed
+    }
+
+    /// Ends the timeline at `log_end`, when an open found the log shorter than it (a
+    /// recovery cut the tail): the offsets past it belong to later appends, under the
+    /// current config. True when the timeline changed.
+    pub(crate) fn end_at(&mut self, log_end: u64) -> bool {
+        let keep = self.list.partition_point(|r| r.until <= log_end);
+        if keep == self.list.len() {
+            return false;
         }
-        Ok(())
+        let from = keep.checked_sub(1).map_or(0, |i| self.list[i].until);
+        self.list.truncate(keep + 1);
+        if log_end > from {
+            self.list[keep].until = log_end;
+        } else {
+            self.list.truncate(keep);
+        }
+        true
+    }
+
+    /// Writes the timeline; out of space, keeps it in memory and says why in `unsaved`
+    /// until a later call succeeds (see [`write_or_defer`]).
+    pub(crate) fn save(&self, unsaved: &Mutex<Option<String>>) -> Result<()> {
+        write_or_defer(&self.path, to_text(&self.list).as_bytes(), unsaved)
     }
 }
 
@@ -335,29 +360,58 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let topic_dir = dir.path().join("t-0");
         std::fs::create_dir_all(kpfs_topic_dir(&topic_dir)).unwrap();
+        let unsaved = Mutex::new(None);
         let mut timeline = PastRenderings::load(&topic_dir);
         // Changes before any record, and changes without an append between, keep nothing.
-        timeline.remember(rendering(b"\t", b"null"), 0, 0).unwrap();
+        assert!(!timeline.remember(rendering(b"\t", b"null"), 0, 0));
         assert_eq!(timeline.list(), []);
-        assert!(!kpfs_topic_dir(&topic_dir).join(RENDERINGS_FILE).exists());
-        timeline.remember(rendering(b":", b"null"), 0, 5).unwrap();
-        timeline.remember(rendering(b"=", b"null"), 0, 5).unwrap();
-        timeline.remember(rendering(b":", b"N"), 0, 8).unwrap();
+        assert!(timeline.remember(rendering(b":", b"null"), 0, 5));
+        assert!(!timeline.remember(rendering(b"=", b"null"), 0, 5));
+        assert!(timeline.remember(rendering(b":", b"N"), 0, 8));
         assert_eq!(
             timeline.list(),
             [past(5, b":", b"null"), past(8, b":", b"N")]
         );
+        timeline.save(&unsaved).unwrap();
         assert_eq!(PastRenderings::load(&topic_dir).list(), timeline.list());
         // Retention took every record of the first.
-        timeline.remember(rendering(b"-", b"N"), 6, 9).unwrap();
+        assert!(timeline.remember(rendering(b"-", b"N"), 6, 9));
         assert_eq!(timeline.list(), [past(8, b":", b"N"), past(9, b"-", b"N")]);
         for end in 10..10 + PAST_RENDERINGS_KEPT as u64 {
-            timeline.remember(rendering(b"+", b"N"), 6, end).unwrap();
+            timeline.remember(rendering(b"+", b"N"), 6, end);
         }
         assert_eq!(timeline.list().len(), PAST_RENDERINGS_KEPT);
         assert_eq!(
             timeline.list().last().unwrap().until,
             9 + PAST_RENDERINGS_KEPT as u64
         );
+    }
+
+    #[test]
+    fn a_recovered_log_end_ends_the_timeline() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut timeline = PastRenderings::load(&dir.path().join("t-0"));
+        timeline.list = vec![
+            past(3, b":", b"N"),
+            past(7, b"=", b"N"),
+            past(9, b"-", b"N"),
+        ];
+        assert!(!timeline.end_at(9));
+        assert!(!timeline.end_at(12));
+        assert!(timeline.end_at(8));
+        assert_eq!(
+            timeline.list(),
+            [
+                past(3, b":", b"N"),
+                past(7, b"=", b"N"),
+                past(8, b"-", b"N")
+            ]
+        );
+        assert!(timeline.end_at(7));
+        assert_eq!(timeline.list(), [past(3, b":", b"N"), past(7, b"=", b"N")]);
+        assert!(timeline.end_at(2));
+        assert_eq!(timeline.list(), [past(2, b":", b"N")]);
+        assert!(timeline.end_at(0));
+        assert_eq!(timeline.list(), []);
     }
 }

@@ -131,6 +131,11 @@ impl Topic {
                 "the overrides in force are not saved yet ({reason}): kpfs saves them as soon as there is space; until then a crash or an unmount loses them"
             ));
         }
+        if let Some(reason) = self.unsaved_renderings.lock().as_ref() {
+            out.push(format!(
+                "the renderings of earlier lines are not saved yet ({reason}): kpfs saves them as soon as there is space; until then a crash leaves those lines their lengths but not always their separator and null marker"
+            ));
+        }
         let policy = &config.cleanup_policy;
         if policy.compact && !policy.delete {
             for key in [TopicKey::RetentionMs, TopicKey::RetentionBytes] {
