@@ -688,20 +688,24 @@ impl Segment {
     /// Stream-index bookkeeping for one batch placed at `pos`: an entry for its first
     /// record when its position does not follow the segment's stream end, its rendering
     /// changed, the segment has no entry yet or a lookup entry is due; one for every
-    /// later mark (a break the writer found).
+    /// later mark (a break the writer found). True when an entry starts a shape other
+    /// than the one before it in the segment.
     fn note_stream(
         st: &mut State,
         pos: u64,
         size: usize,
         stream: &BatchStream<'_>,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
         let file_pos = u32::try_from(pos).expect("segment positions fit u32");
+        let mut new_shape = false;
         for (i, mark) in stream.marks.iter().enumerate() {
+            let reshaped = st.stream_index.last().is_some() && mark.shape != st.tally.shape;
             let needed = i > 0
                 || st.stream_index.last().is_none()
                 || mark.stream_pos != st.tally.stream_end
-                || mark.shape != st.tally.shape
+                || reshaped
                 || st.tally.bytes_since_stream_entry >= STREAM_INDEX_INTERVAL_BYTES;
+            new_shape |= reshaped;
             if needed {
                 st.stream_index.append(StreamEntry {
                     offset: mark.offset,
@@ -715,7 +719,7 @@ impl Segment {
         }
         st.tally.bytes_since_stream_entry += size as u64;
         st.tally.stream_end = stream.stream_end;
-        Ok(())
+        Ok(new_shape)
     }
 
     /// Appends one batch given as consecutive parts (the first holds at least the header),
@@ -802,14 +806,32 @@ impl Segment {
                 io::Error::other("the segment is sealed and holds no descriptor"),
             ));
         };
+        // The stream entries go first: one that starts a new rendering's shape is fsynced
+        // before the batch is written, so no crash keeps the batch without it (recovery
+        // would derive the records' positions under the old shape). Readers wait on the
+        // state lock, so they see neither before the size moves.
+        let noted = headers
+            .iter()
+            .try_fold((pos, false), |(at, new_shape), (h, stream)| {
+                let reshaped = Self::note_stream(&mut st, at, h.size, stream)?;
+                io::Result::Ok((at + h.size as u64, new_shape | reshaped))
+            })
+            .and_then(|(_, new_shape)| {
+                if new_shape {
+                    st.stream_index.sync()?;
+                }
+                Ok(())
+            })
+            .map_err(|e| self.io_err("stream index append", e));
         // Written before the size moves, so readers never see a partial batch.
-        let written = write_all_vectored_at(&log, parts, pos)
-            .map_err(|e| self.io_err("append", e))
+        let written = noted
+            .and_then(|()| {
+                write_all_vectored_at(&log, parts, pos).map_err(|e| self.io_err("append", e))
+            })
             .and_then(|()| {
                 let mut at = pos;
-                for (h, stream) in headers {
+                for (h, _) in headers {
                     Self::note_batch(&mut st, h, at, index_interval_bytes)
-                        .and_then(|()| Self::note_stream(&mut st, at, h.size, stream))
                         .map_err(|e| self.io_err("index append", e))?;
                     at += h.size as u64;
                 }

@@ -16,8 +16,8 @@
 //! Entries carry a CRC each: a torn or stale tail (a crash between the `.log` and its
 //! index reaching the disk) is dropped on load, and the positions after the last good
 //! entry are derived again from the records. Losing entries costs lookups, not
-//! positions, except for a rendering change in the unsynced tail (documented in
-//! docs/FORMAT.md).
+//! positions: an entry that starts a new rendering's shape is fsynced before its batch
+//! is written (docs/FORMAT.md).
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
