@@ -257,7 +257,7 @@ impl BatchHeader {
 
     /// KIP-534: when the cleaner first kept this batch's tombstones, the time after
     /// which a later cleaning may drop them.
-    pub(crate) fn delete_horizon_ms(&self) -> Option<i64> {
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
         (self.attributes & ATTR_DELETE_HORIZON != 0).then_some(self.base_timestamp)
     }
 

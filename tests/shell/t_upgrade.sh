@@ -2,12 +2,20 @@
 # check and dump-log refuse it naming `kpfs upgrade`; the upgrade converts it, and the
 # mount then shows every topic as the old kpfs did (cat log, the log's size, config), and
 # appends continue the stream. An upgrade killed with SIGKILL while it runs, then run
-# again, gives the same.
+# again, gives the same. The compacted topic's tombstone keeps the delete horizon it had,
+# and the cleaner drops it once that time has come.
+#
+# The fixture's times are those of the day it was made, so what the cleaner does with it
+# depends on the clock: the comparisons run with the cleaner off (what they prove is that
+# the upgrade keeps every record, horizon and position), and the horizon's end is tested
+# on a clock set on either side of it. The test means the same on any day, and
+# scripts/test also runs it on a clock a year ahead.
 source "$(dirname "$0")/lib.sh"
 
 FIXTURE=$KPFS_ROOT/tests/fixtures/legacy-v1
-# The broker the fixture was mounted with: its config files name this override.
-BROKER=(--override log.segment.delete.delay.ms=86400000)
+# The broker the fixture was mounted with (its config files name this override), and no
+# cleaner.
+BROKER=(--override log.segment.delete.delay.ms=86400000 --override log.cleaner.enable=false)
 
 # expect_as_before DIR TOPIC...: what the mounted topics show is what the old kpfs showed.
 expect_as_before() {
@@ -99,4 +107,65 @@ for ((i = 0; i < copies; i++)); do
         expect_eq "$(cat "$FIXTURE/expected/clean/$t.size")" "$(stat -c %s "$MNT/$t$i/log")" "size of $t$i/log"
     done
 done
+umount_kpfs
+
+# --- The tombstone at offset 9 of compacted keeps its old delete horizon; the first cleaner
+# pass before that time keeps it, the first one at or after it drops it (Kafka's
+# Cleaner.shouldRetainRecord: a tombstone stays while now < deleteHorizonMs).
+new_data_dir DATA
+new_mountpoint MNT
+cp -a "$FIXTURE/clean/." "$DATA/"
+# legacy_horizons DIR: the delete horizons in DIR's old segments, read from the bytes as
+# the old format laid them out (FORMAT.md at 2a602bc: the length after its field at 8,
+# attributes at 17 with bit 0 for a horizon, the horizon at 39), not by kpfs.
+legacy_horizons() {
+    python3 - "$1" <<'PY'
+import pathlib, struct, sys
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*.log")):
+    data, at = path.read_bytes(), 0
+    while at + 47 <= len(data):
+        length, = struct.unpack_from(">I", data, at + 8)
+        attributes, = struct.unpack_from(">H", data, at + 17)
+        if attributes & 1:
+            print(struct.unpack_from(">q", data, at + 39)[0])
+        at += 12 + length
+PY
+}
+horizon=$(legacy_horizons "$DATA/compacted-0")
+[[ $horizon =~ ^[0-9]+$ ]] || fail "the fixture's compacted topic has not one horizon: $horizon"
+"$KPFS" upgrade "$DATA" > /dev/null
+converted=$(for f in "$DATA"/compacted-0/*.log; do "$KPFS" dump-log "$f"; done \
+    | sed -n 's/^baseOffset: \([0-9]*\) .* deleteHorizonMs: OptionalLong\[\([0-9]*\)\].*/\1 \2/p')
+expect_eq "9 $horizon" "$converted" "the converted tombstone's batch and horizon"
+
+# mount_at MS: mounts $DATA on a clock that starts at MS (epoch milliseconds), the cleaner
+# on and quick.
+mount_at() {
+    local at
+    at=$(date -u -d "@$(($1 / 1000))" '+%Y-%m-%d %H:%M:%S')
+    on_clock "@$at" "$KPFS" mount "$MNT" --data-dir "$DATA" --override log.segment.delete.delay.ms=86400000 \
+        --override log.cleaner.backoff.ms=200 || fail "kpfs mount on a clock at $at failed"
+    wait_until 10 mountpoint -q "$MNT" || fail "$MNT is not a mount point after 10 s"
+}
+# pass_after KEYS...: appends KEYS (internal.segment.bytes=250 rolls every few records, so
+# the cleaner has a dirty sealed segment) and waits for the pass that cleans them.
+pass_after() {
+    local k before
+    before=$(grep -c ' clean offsets ' "$MNT/compacted/events" || true)
+    for k in "$@"; do echo "$k:v" >> "$MNT/compacted/log"; done
+    more_passes() { [ "$(grep -c ' clean offsets ' "$MNT/compacted/events")" -gt "$before" ]; }
+    wait_until 20 more_passes || fail "no cleaner pass after appending $*: $(tail -3 "$MNT/compacted/events")"
+}
+expected=$(cat "$FIXTURE/expected/clean/compacted.log")
+mount_at $((horizon - 60000))
+pass_after e0 e1 e2 e3 e4
+expected+=$'\ne0:v\ne1:v\ne2:v\ne3:v\ne4:v'
+expect_eq "$expected" "$(cat "$MNT/compacted/log")" "compacted/log after a pass a minute before the horizon"
+umount_kpfs
+mount_at "$horizon"
+pass_after e5 e6 e7 e8 e9
+expected+=$'\ne5:v\ne6:v\ne7:v\ne8:v\ne9:v'
+expect_eq "${expected#a:NULL$'\n'}" "$(cat "$MNT/compacted/log")" "compacted/log after a pass at the horizon"
+expect_contains "$(grep ' clean offsets ' "$MNT/compacted/events" | tail -1)" "tombstones kept 0 removed 1" \
+    "the pass at the horizon"
 umount_kpfs
