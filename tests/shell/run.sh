@@ -1,8 +1,21 @@
 #!/usr/bin/env bash
 # Runs every tests/shell/t_*.sh (or the ones named as arguments), one process each, and
 # prints PASS/FAIL per file and a final "N passed, M failed". Needs root and /dev/fuse.
+#
+#   tests/shell/run.sh [--clock FAKETIME] [t_NAME.sh...]
+#
+# --clock runs the tests, and everything they start, on a clock libfaketime moves
+# (e.g. --clock +400d: a year ahead), to prove that no test depends on the day it runs.
 set -uo pipefail
 cd "$(dirname "$0")"
+if [ "${1:-}" == --clock ]; then
+    [ $# -ge 2 ] || { echo "usage: $0 [--clock FAKETIME] [t_NAME.sh...]" >&2; exit 2; }
+    lib=$(compgen -G '/usr/lib/*/faketime/libfaketime.so.1' | head -n1) \
+        || { echo "no libfaketime.so.1: apt-get install faketime (scripts/setup does)" >&2; exit 2; }
+    export LD_PRELOAD=$lib FAKETIME=$2 FAKETIME_DONT_FAKE_MONOTONIC=1
+    echo "on a clock at $(date -u '+%Y-%m-%d %H:%M:%S') UTC (FAKETIME=$2)"
+    shift 2
+fi
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(t_*.sh)
 passed=0
