@@ -147,7 +147,7 @@ umount_kpfs() {
 # it the time FAKETIME says: "+400d" a year ahead, "@2026-12-01 19:20:00" a clock that
 # starts then (per process: a daemon's keeps going from it). The monotonic clock, which
 # only measures intervals, is left alone. Without the faketime wrapper, which waits for
-# every process it started, a daemon included.
+# every process it started, a daemon included (see run.sh for what that wrapper gives).
 on_clock() {
     local lib
     lib=$(compgen -G '/usr/lib/*/faketime/libfaketime.so.1' | head -n1) \

@@ -10,12 +10,15 @@ set -uo pipefail
 cd "$(dirname "$0")"
 if [ "${1:-}" == --clock ]; then
     [ $# -ge 2 ] || { echo "usage: $0 [--clock FAKETIME] [t_NAME.sh...]" >&2; exit 2; }
-    lib=$(compgen -G '/usr/lib/*/faketime/libfaketime.so.1' | head -n1) \
-        || { echo "no libfaketime.so.1: apt-get install faketime (scripts/setup does)" >&2; exit 2; }
-    export LD_PRELOAD=$lib FAKETIME=$2 FAKETIME_DONT_FAKE_MONOTONIC=1
-    echo "on a clock at $(date -u '+%Y-%m-%d %H:%M:%S') UTC (FAKETIME=$2)"
-    shift 2
+    command -v faketime >/dev/null || { echo "no faketime: apt-get install faketime (scripts/setup does)" >&2; exit 2; }
+    # Under Debian's faketime wrapper rather than LD_PRELOAD alone: libfaketime 0.9.10
+    # shares its state through a semaphore that the first process to load it creates and
+    # removes at its exit, so a forked subshell that exits would leave every later process
+    # an error on stderr; the wrapper's semaphore lives until the last process under it
+    # ends. The monotonic clock, which only measures intervals, is left alone.
+    FAKETIME_DONT_FAKE_MONOTONIC=1 exec faketime -f "$2" bash run.sh "${@:3}"
 fi
+[ -z "${FAKETIME:-}" ] || echo "on a clock at $(date -u '+%Y-%m-%d %H:%M:%S') UTC (FAKETIME=$FAKETIME)"
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(t_*.sh)
 passed=0
