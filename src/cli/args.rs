@@ -40,7 +40,9 @@ pub(super) enum CliCommand {
 
 #[derive(Debug, Args)]
 pub(super) struct DumpLogArgs {
-    /// `.log`, `.index` or `.timeindex` files (also with `.deleted`, `.cleaned`, `.swap`).
+    /// `.log`, `.index`, `.timeindex` or producer-state `.snapshot` files of a partition
+    /// directory, or a `.stream` file of kpfs's `kpfs-topics/` (also with `.deleted`,
+    /// `.cleaned`, `.swap`).
     #[arg(required = true, value_name = "FILE")]
     pub(super) files: Vec<PathBuf>,
     /// Print each record's key and payload.
@@ -62,11 +64,14 @@ pub(super) struct DumpLogArgs {
 
 #[derive(Debug, Args)]
 pub(super) struct CheckArgs {
+    /// The data directory to check (a mount's `--data-dir`); it may be mounted, when
+    /// active segments may change while they are read.
     pub(super) data_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
 pub(super) struct UpgradeArgs {
+    /// The data directory to convert, in place (not mounted or served).
     pub(super) data_dir: PathBuf,
 }
 
@@ -109,6 +114,7 @@ pub(super) struct MountArgs {
 
 #[derive(Debug, Args)]
 pub(super) struct UmountArgs {
+    /// The mount point `kpfs mount` was given.
     pub(super) mountpoint: PathBuf,
 }
 

@@ -18,7 +18,7 @@ use crossbeam_channel::Receiver;
 use super::args::{MountArgs, MountPlan};
 use super::broker::{load_broker_config, open_engine, prepare_data_dir, start_listener};
 use super::error::{io_error, CliError};
-use super::logging::init_logging;
+use super::logging::{init_logging, FATAL_TARGET};
 use super::mount_table::prepare_mountpoint;
 use super::signals::{block_shutdown_signals, spawn_signal_thread};
 use crate::engine::{Engine, DAEMON_LOG_FILE};
@@ -57,7 +57,7 @@ pub(super) fn mount(args: MountArgs) -> Result<(), CliError> {
         }
         Err(e) => {
             report(format!("error: {e}"));
-            tracing::error!("{e}");
+            tracing::error!(target: FATAL_TARGET, "{e}");
             Err(e)
         }
     }

@@ -8,6 +8,10 @@ use std::path::Path;
 use super::error::{io_error, CliError};
 use crate::engine::DAEMON_LOG_FILE;
 
+/// The target of the one event that records why the command failed: `main` prints that
+/// error to stderr itself (`kpfs: ...`), so stderr's copy of the log leaves it out.
+pub(super) const FATAL_TARGET: &str = "kpfs::fatal";
+
 pub(super) fn init_logging(data_dir: &Path, to_stderr: bool) -> Result<(), CliError> {
     use tracing_subscriber::fmt::writer::MakeWriterExt;
     use tracing_subscriber::EnvFilter;
@@ -26,7 +30,8 @@ pub(super) fn init_logging(data_dir: &Path, to_stderr: bool) -> Result<(), CliEr
     let file = std::sync::Mutex::new(file);
     // try_init: a second subscriber (tests calling this twice) is not an error worth dying for.
     let _ = if to_stderr {
-        builder.with_writer(file.and(io::stderr)).try_init()
+        let stderr = io::stderr.with_filter(|meta| meta.target() != FATAL_TARGET);
+        builder.with_writer(file.and(stderr)).try_init()
     } else {
         builder.with_writer(file).try_init()
     };

@@ -8,7 +8,7 @@ use super::broker::{
     invalid_config, load_broker_config, open_engine, prepare_data_dir, start_listener,
 };
 use super::error::CliError;
-use super::logging::init_logging;
+use super::logging::{init_logging, FATAL_TARGET};
 use super::signals::{block_shutdown_signals, spawn_signal_thread};
 
 /// Where `kpfs serve` listens unless `listeners` is configured: Kafka's port, on the
@@ -22,7 +22,7 @@ pub(super) fn serve(args: ServeArgs) -> Result<(), CliError> {
     init_logging(&data_dir, true)?;
     let served = start_serving(&plan, &data_dir);
     if let Err(e) = &served {
-        tracing::error!("{e}");
+        tracing::error!(target: FATAL_TARGET, "{e}");
     }
     served
 }

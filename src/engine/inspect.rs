@@ -1411,11 +1411,23 @@ struct SegmentFiles {
 }
 
 /// What a file with a temporary suffix is, for its note.
+/// One note for a directory's `.deleted` files, which retention and the cleaner leave by
+/// the dozen in a healthy data directory: a line each would bury anything worth reading.
+fn note_awaiting_deletion(dir: &Path, files: usize, report: &mut CheckReport) {
+    if files > 0 {
+        report.note(
+            dir,
+            format_args!(
+                "{files} file{} awaiting deletion after file.delete.delay.ms (*{DELETED_SUFFIX}); \
+                 the next open removes any left",
+                if files == 1 { "" } else { "s" }
+            ),
+        );
+    }
+}
+
 fn temporary_file_note(temp: &str) -> &'static str {
     match temp {
-        DELETED_SUFFIX => {
-            "segment file awaiting deletion after file.delete.delay.ms; the next open removes any left"
-        }
         CLEANED_SUFFIX => "output of an unfinished clean (a crash); the next open removes it",
         _ => "segment swap interrupted by a crash; the next open completes or rolls it back",
     }
@@ -1536,6 +1548,7 @@ fn scan_partition_dir(
             return;
         }
     };
+    let mut awaiting_deletion = 0;
     for entry in &names {
         let path = dir.join(&entry.name);
         if entry.is_dir {
@@ -1572,6 +1585,10 @@ fn scan_partition_dir(
             );
             continue;
         };
+        if seg.temp == DELETED_SUFFIX {
+            awaiting_deletion += 1;
+            continue;
+        }
         if !seg.temp.is_empty() {
             report.note(&path, temporary_file_note(seg.temp));
             continue;
@@ -1585,6 +1602,7 @@ fn scan_partition_dir(
             Kind::StreamIndex => unreachable!("filtered out above"),
         }
     }
+    note_awaiting_deletion(dir, awaiting_deletion, report);
 }
 
 /// The topic's kpfs folder: its config overrides and the segments' stream indexes.
@@ -1604,6 +1622,7 @@ fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report:
             return;
         }
     };
+    let mut awaiting_deletion = 0;
     for entry in &names {
         let path = dir.join(&entry.name);
         if entry.is_dir {
@@ -1640,6 +1659,7 @@ fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report:
             Some(seg) if seg.temp.is_empty() => {
                 files.entry(seg.base).or_default().stream_index = true
             }
+            Some(seg) if seg.temp == DELETED_SUFFIX => awaiting_deletion += 1,
             Some(seg) => report.note(&path, temporary_file_note(seg.temp)),
             None => report.problem(
                 &path,
@@ -1650,6 +1670,7 @@ fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report:
             ),
         }
     }
+    note_awaiting_deletion(dir, awaiting_deletion, report);
 }
 
 /// Folders of `kpfs-topics/` whose partition directory is gone.
@@ -2486,7 +2507,10 @@ mod tests {
         let report = check_data_dir(dir.path());
         healthy(&report);
         assert!(
-            report.notes.iter().any(|n| n.contains(".log.deleted")),
+            report
+                .notes
+                .iter()
+                .any(|n| n.contains("files awaiting deletion after file.delete.delay.ms")),
             "{:#?}",
             report.notes
         );
