@@ -41,7 +41,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::{str_bytes, topic_name, STOP_CHECK};
+use super::{str_bytes, topic_name, AclResource, STOP_CHECK};
 use crate::engine::groups::{
     CommitRequest, FetchedOffset, GroupError, GroupState, JoinRequest, JoinResponse, LeavingMember,
     OffsetToCommit, Pending, SyncRequest, SyncResponse,
@@ -736,12 +736,6 @@ pub(crate) fn list_groups(shared: &Shared, request: &ListGroupsRequest) -> ListG
     response
 }
 
-/// What DescribeGroups v3+ answers for `include_authorized_operations` without an
-/// authorizer: every operation a group supports (Kafka's `AuthHelper.authorizedOperations`
-/// with `AclEntry.supportedOperations(GROUP)`): READ (3), DELETE (6), DESCRIBE (8),
-/// DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11), as bits.
-const GROUP_OPERATIONS: i32 = 1 << 3 | 1 << 6 | 1 << 8 | 1 << 10 | 1 << 11;
-
 /// DescribeGroups: each group's state, protocol and members. As Kafka, the protocol and
 /// the members' metadata are shown only while the group is Stable, and a group that does
 /// not exist is Dead with no members (v0-5) or GROUP_ID_NOT_FOUND (v6, KIP-1043).
@@ -789,7 +783,7 @@ pub(crate) fn describe_groups(
                 })
                 .collect();
             if version >= 3 && request.include_authorized_operations {
-                group.authorized_operations = GROUP_OPERATIONS;
+                group.authorized_operations = AclResource::Group.authorized_operations();
             }
             group
         })

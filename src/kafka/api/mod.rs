@@ -175,6 +175,55 @@ pub(crate) fn engine_error(error: &EngineError) -> (i16, Option<StrBytes>) {
     )
 }
 
+/// A resource type whose operations a request may ask for (Kafka's `ResourceType`).
+#[derive(Clone, Copy)]
+pub(crate) enum AclResource {
+    Topic,
+    Group,
+    Cluster,
+}
+
+impl AclResource {
+    /// What Kafka answers for an `include_*_authorized_operations` without an authorizer:
+    /// every operation the resource type supports (`AuthHelper.authorizedOperations` over
+    /// `AclEntry.supportedOperations`), one bit per `AclOperation` code.
+    pub(crate) fn authorized_operations(self) -> i32 {
+        const READ: u8 = 3;
+        const WRITE: u8 = 4;
+        const CREATE: u8 = 5;
+        const DELETE: u8 = 6;
+        const ALTER: u8 = 7;
+        const DESCRIBE: u8 = 8;
+        const CLUSTER_ACTION: u8 = 9;
+        const DESCRIBE_CONFIGS: u8 = 10;
+        const ALTER_CONFIGS: u8 = 11;
+        const IDEMPOTENT_WRITE: u8 = 12;
+        let operations: &[u8] = match self {
+            AclResource::Topic => &[
+                READ,
+                WRITE,
+                CREATE,
+                DESCRIBE,
+                DELETE,
+                ALTER,
+                DESCRIBE_CONFIGS,
+                ALTER_CONFIGS,
+            ],
+            AclResource::Group => &[READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS],
+            AclResource::Cluster => &[
+                CREATE,
+                CLUSTER_ACTION,
+                DESCRIBE_CONFIGS,
+                ALTER_CONFIGS,
+                IDEMPOTENT_WRITE,
+                ALTER,
+                DESCRIBE,
+            ],
+        };
+        operations.iter().fold(0, |bits, op| bits | 1 << op)
+    }
+}
+
 /// Metadata: the one broker, and each asked-for topic with its one partition, led by that
 /// broker. Missing topics are created when the client allows it and
 /// `auto.create.topics.enable` is on, as Kafka's `KafkaApis.handleTopicMetadataRequest`.
@@ -224,6 +273,19 @@ fn metadata(shared: &Shared, request: &MetadataRequest, version: i16) -> Metadat
             metadata_topic(shared, name, id, found)
         })
         .collect();
+    // v8+; the cluster's operations only until v10 (v11 moved them to DescribeCluster).
+    if version >= 8 {
+        if request.include_topic_authorized_operations {
+            // As Kafka, every topic named in the answer, found or not; an unknown topic
+            // id has no name to authorize.
+            for topic in response.topics.iter_mut().filter(|t| t.name.is_some()) {
+                topic.topic_authorized_operations = AclResource::Topic.authorized_operations();
+            }
+        }
+        if version <= 10 && request.include_cluster_authorized_operations {
+            response.cluster_authorized_operations = AclResource::Cluster.authorized_operations();
+        }
+    }
     response
 }
 
@@ -290,5 +352,8 @@ fn describe_cluster(shared: &Shared, request: &DescribeClusterRequest) -> Descri
     response.cluster_id = str_bytes(&config.cluster_id);
     response.controller_id = BrokerId(config.node_id);
     response.brokers = vec![broker];
+    if request.include_cluster_authorized_operations {
+        response.cluster_authorized_operations = AclResource::Cluster.authorized_operations();
+    }
     response
 }
