@@ -523,6 +523,55 @@ fn transactional_producers_are_refused_and_idempotent_ones_get_an_id() {
     assert_eq!(client.send(4, &request).error_code, 53);
 }
 
+/// A transactional client is told at FindCoordinator in words it shows (librdkafka asks
+/// with v0-3 and shows the message only with an authorization failure; v4+ clients read
+/// UNSUPPORTED_VERSION as "no transactions"), and the log names it once per minute
+/// however often it retries.
+#[test]
+fn transaction_coordinator_lookups_are_refused_and_logged_once_per_client() {
+    capture_log();
+    let broker = Broker::start();
+    let mut client = broker.client();
+    let lookup = |client: &mut Client, version: i16, id: &'static str| {
+        let mut request = FindCoordinatorRequest::default();
+        request.key_type = 1;
+        if version < 4 {
+            request.key = StrBytes::from_static_str(id);
+            let response = client.send(version, &request);
+            (response.error_code, response.error_message)
+        } else {
+            request.coordinator_keys = vec![StrBytes::from_static_str(id)];
+            let response = client.send(version, &request);
+            let c = &response.coordinators[0];
+            (c.error_code, c.error_message.clone())
+        }
+    };
+    let refused = Some(StrBytes::from_static_str(
+        "kpfs does not support transactions",
+    ));
+    for _ in 0..3 {
+        assert_eq!(lookup(&mut client, 2, "tx-a"), (53, refused.clone()));
+        assert_eq!(lookup(&mut client, 6, "tx-b"), (35, refused.clone()));
+    }
+    let warnings: Vec<String> = logged_about(client.stream.local_addr().unwrap())
+        .into_iter()
+        .filter(|l| l.contains("refused a transactional request"))
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        2,
+        "one line per transactional id: {warnings:?}"
+    );
+    assert!(
+        warnings[0].contains("transactional_id=\"tx-a\""),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].contains("transactional_id=\"tx-b\""),
+        "{warnings:?}"
+    );
+}
+
 /// Every kind of bad input closes its own connection with a log line saying why, leaves
 /// another client served and appends nothing.
 #[test]

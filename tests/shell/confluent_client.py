@@ -4,6 +4,7 @@ client tests.
 Usage: confluent_client.py produce BOOTSTRAP TOPIC CODEC COUNT
        confluent_client.py topics BOOTSTRAP
        confluent_client.py operations BOOTSTRAP TOPIC
+       confluent_client.py transactional BOOTSTRAP ID
   An idempotent Producer (enable.idempotence=true, so acks=all) with
   compression.type=CODEC (none, gzip, snappy, lz4, zstd) sends COUNT records
   "CODEC record I of a compressible payload ..." lingering long enough that they go in
@@ -14,11 +15,13 @@ topics: the AdminClient's list_topics (librdkafka's Metadata request for every t
 operations: the AdminClient's describe_topics and describe_cluster with
   include_authorized_operations: "topic N: OPS" and "cluster N: OPS", the operations by
   name, sorted.
+transactional: a Producer with transactional.id ID: init_transactions, then the error
+  it raised and whether it is fatal.
 """
 
 import sys
 
-from confluent_kafka import Producer, TopicCollection
+from confluent_kafka import KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
 
 TIMEOUT_S = 10
@@ -72,6 +75,17 @@ def operations(bootstrap, topic):
         print(f"{what} {len(names)}: {' '.join(names)}")
 
 
+def transactional(bootstrap, transactional_id):
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "log_level": 0}
+    )
+    try:
+        producer.init_transactions(TIMEOUT_S)
+        print("initialized")
+    except KafkaException as e:
+        print(f"{e.args[0].str()} (fatal: {e.args[0].fatal()})")
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["produce"] and len(sys.argv) == 6:
         produce(*sys.argv[2:])
@@ -79,5 +93,7 @@ if __name__ == "__main__":
         topics(sys.argv[2])
     elif sys.argv[1:2] == ["operations"] and len(sys.argv) == 4:
         operations(*sys.argv[2:])
+    elif sys.argv[1:2] == ["transactional"] and len(sys.argv) == 4:
+        transactional(*sys.argv[2:])
     else:
         sys.exit(__doc__)
