@@ -21,6 +21,7 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
     DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
@@ -83,6 +84,83 @@ fn metadata_creates_topics_when_allowed_and_reports_the_topic_id() {
     // v0 (empty list = every topic) and an invalid name.
     assert_eq!(metadata(&mut client, 0, "orders", true), 0);
     assert_eq!(metadata(&mut client, 4, "bad/name", true), 17);
+}
+
+/// Every operation of Kafka's `AclEntry.supportedOperations`, as `AclOperation` bits.
+const TOPIC_OPERATIONS: i32 = 1 << 3 // READ
+    | 1 << 4 // WRITE
+    | 1 << 5 // CREATE
+    | 1 << 6 // DELETE
+    | 1 << 7 // ALTER
+    | 1 << 8 // DESCRIBE
+    | 1 << 10 // DESCRIBE_CONFIGS
+    | 1 << 11; // ALTER_CONFIGS
+const CLUSTER_OPERATIONS: i32 = 1 << 5 // CREATE
+    | 1 << 7 // ALTER
+    | 1 << 8 // DESCRIBE
+    | 1 << 9 // CLUSTER_ACTION
+    | 1 << 10 // DESCRIBE_CONFIGS
+    | 1 << 11 // ALTER_CONFIGS
+    | 1 << 12; // IDEMPOTENT_WRITE
+
+#[test]
+fn authorized_operations_are_every_supported_one_when_asked() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t").unwrap();
+    for version in 0..=12 {
+        for asked in [false, true] {
+            let mut request = MetadataRequest::default();
+            request.topics = Some(
+                ["t", "missing"]
+                    .iter()
+                    .map(|t| {
+                        let mut topic = MetadataRequestTopic::default();
+                        topic.name = Some(name(t));
+                        topic
+                    })
+                    .collect(),
+            );
+            request.include_topic_authorized_operations = asked && version >= 8;
+            request.include_cluster_authorized_operations = asked && (8..=10).contains(&version);
+            let response = client.send(version, &request);
+            let topics = if asked && version >= 8 {
+                TOPIC_OPERATIONS
+            } else {
+                i32::MIN
+            };
+            for topic in &response.topics {
+                assert_eq!(
+                    topic.topic_authorized_operations, topics,
+                    "Metadata v{version} {:?}, asked: {asked}",
+                    topic.name
+                );
+            }
+            if version <= 10 {
+                let cluster = if asked && version >= 8 {
+                    CLUSTER_OPERATIONS
+                } else {
+                    i32::MIN
+                };
+                assert_eq!(
+                    response.cluster_authorized_operations, cluster,
+                    "Metadata v{version}, asked: {asked}"
+                );
+            }
+        }
+    }
+    for version in 0..=1 {
+        for asked in [false, true] {
+            let mut request = DescribeClusterRequest::default();
+            request.include_cluster_authorized_operations = asked;
+            let expected = if asked { CLUSTER_OPERATIONS } else { i32::MIN };
+            assert_eq!(
+                client.send(version, &request).cluster_authorized_operations,
+                expected,
+                "DescribeCluster v{version}, asked: {asked}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -443,6 +521,55 @@ fn transactional_producers_are_refused_and_idempotent_ones_get_an_id() {
     assert!(response.producer_id.0 >= 0);
     request.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
     assert_eq!(client.send(4, &request).error_code, 53);
+}
+
+/// A transactional client is told at FindCoordinator in words it shows (librdkafka asks
+/// with v0-3 and shows the message only with an authorization failure; v4+ clients read
+/// UNSUPPORTED_VERSION as "no transactions"), and the log names it once per minute
+/// however often it retries.
+#[test]
+fn transaction_coordinator_lookups_are_refused_and_logged_once_per_client() {
+    capture_log();
+    let broker = Broker::start();
+    let mut client = broker.client();
+    let lookup = |client: &mut Client, version: i16, id: &'static str| {
+        let mut request = FindCoordinatorRequest::default();
+        request.key_type = 1;
+        if version < 4 {
+            request.key = StrBytes::from_static_str(id);
+            let response = client.send(version, &request);
+            (response.error_code, response.error_message)
+        } else {
+            request.coordinator_keys = vec![StrBytes::from_static_str(id)];
+            let response = client.send(version, &request);
+            let c = &response.coordinators[0];
+            (c.error_code, c.error_message.clone())
+        }
+    };
+    let refused = Some(StrBytes::from_static_str(
+        "kpfs does not support transactions",
+    ));
+    for _ in 0..3 {
+        assert_eq!(lookup(&mut client, 2, "tx-a"), (53, refused.clone()));
+        assert_eq!(lookup(&mut client, 6, "tx-b"), (35, refused.clone()));
+    }
+    let warnings: Vec<String> = logged_about(client.stream.local_addr().unwrap())
+        .into_iter()
+        .filter(|l| l.contains("refused a transactional request"))
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        2,
+        "one line per transactional id: {warnings:?}"
+    );
+    assert!(
+        warnings[0].contains("transactional_id=\"tx-a\""),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].contains("transactional_id=\"tx-b\""),
+        "{warnings:?}"
+    );
 }
 
 /// Every kind of bad input closes its own connection with a log line saying why, leaves

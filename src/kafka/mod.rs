@@ -95,6 +95,7 @@ pub(crate) struct Shared {
     threads: Mutex<Vec<JoinHandle<()>>>,
     open: AtomicUsize,
     next_id: AtomicU64,
+    transactions_refused: api::TransactionsRefused,
 }
 
 /// The Kafka listener.
@@ -137,6 +138,7 @@ impl Listener {
             threads: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
+            transactions_refused: Default::default(),
         });
         let acceptor_shared = shared.clone();
         let acceptor = std::thread::Builder::new()

@@ -3,6 +3,8 @@ client tests.
 
 Usage: confluent_client.py produce BOOTSTRAP TOPIC CODEC COUNT
        confluent_client.py topics BOOTSTRAP
+       confluent_client.py operations BOOTSTRAP TOPIC
+       confluent_client.py transactional BOOTSTRAP ID
   An idempotent Producer (enable.idempotence=true, so acks=all) with
   compression.type=CODEC (none, gzip, snappy, lz4, zstd) sends COUNT records
   "CODEC record I of a compressible payload ..." lingering long enough that they go in
@@ -10,11 +12,16 @@ Usage: confluent_client.py produce BOOTSTRAP TOPIC CODEC COUNT
   the first delivery error.
 topics: the AdminClient's list_topics (librdkafka's Metadata request for every topic),
   one name a line.
+operations: the AdminClient's describe_topics and describe_cluster with
+  include_authorized_operations: "topic N: OPS" and "cluster N: OPS", the operations by
+  name, sorted.
+transactional: a Producer with transactional.id ID: init_transactions, then the error
+  it raised and whether it is fatal.
 """
 
 import sys
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
 
 TIMEOUT_S = 10
@@ -55,10 +62,38 @@ def topics(bootstrap):
         print(name)
 
 
+def operations(bootstrap, topic):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_topics(
+        TopicCollection([topic]), include_authorized_operations=True, request_timeout=TIMEOUT_S
+    )[topic].result()
+    cluster = admin.describe_cluster(
+        include_authorized_operations=True, request_timeout=TIMEOUT_S
+    ).result()
+    for what, ops in (("topic", described.authorized_operations), ("cluster", cluster.authorized_operations)):
+        names = sorted(op.name for op in ops or [])
+        print(f"{what} {len(names)}: {' '.join(names)}")
+
+
+def transactional(bootstrap, transactional_id):
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "log_level": 0}
+    )
+    try:
+        producer.init_transactions(TIMEOUT_S)
+        print("initialized")
+    except KafkaException as e:
+        print(f"{e.args[0].str()} (fatal: {e.args[0].fatal()})")
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["produce"] and len(sys.argv) == 6:
         produce(*sys.argv[2:])
     elif sys.argv[1:2] == ["topics"] and len(sys.argv) == 3:
         topics(sys.argv[2])
+    elif sys.argv[1:2] == ["operations"] and len(sys.argv) == 4:
+        operations(*sys.argv[2:])
+    elif sys.argv[1:2] == ["transactional"] and len(sys.argv) == 4:
+        transactional(*sys.argv[2:])
     else:
         sys.exit(__doc__)

@@ -9,6 +9,8 @@ Usage: kafka_python_client.py COMMAND BOOTSTRAP ARGS...
         error the consumer raises ends it with the error's name and text.
   produce TOPIC COUNT   KafkaProducer with its defaults (idempotent, acks=all): COUNT
         records key-I value-I, flushed; prints each record's offset, then the producer id.
+  transactional ID      a KafkaProducer with transactional_id ID: init_transactions, then
+        the error it raised, as "Name: text".
   retry TOPIC           the same idempotent batch sent again, as a producer retries it, on
         the same connection and after dropping the connection before the acknowledgement;
         prints each answer's error code and base offset.
@@ -88,6 +90,18 @@ def produce(bootstrap, topic, count):
         print(future.get(timeout=TIMEOUT_MS / 1000).offset)
     print("producer_id", producer._transaction_manager.producer_id_and_epoch.producer_id)
     producer.close()
+
+
+def transactional(bootstrap, transactional_id):
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, transactional_id=transactional_id, max_block_ms=TIMEOUT_MS
+    )
+    try:
+        producer.init_transactions()
+        print("initialized")
+    except KafkaError as e:
+        print(f"{type(e).__name__}: {e}")
+    producer.close(timeout=TIMEOUT_MS / 1000)
 
 
 class Connection:
@@ -269,6 +283,7 @@ COMMANDS = {
     "consume": consume,
     "produce": produce,
     "retry": retry,
+    "transactional": transactional,
     "create": create,
     "describe": describe,
     "alter": alter,

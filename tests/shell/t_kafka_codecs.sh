@@ -3,7 +3,7 @@
 # sent (dump-log names the codec and the producer), `cat log` renders their records, and
 # kcat (librdkafka 2.0.2) and kafka-python fetch them back; a topic with its own
 # compression.type stores a producer's batch recompressed in it; confluent-kafka's
-# AdminClient lists the topics.
+# AdminClient lists the topics, and their and the cluster's authorized operations.
 source "$(dirname "$0")/lib.sh"
 
 PY=$(kafka_python)
@@ -44,5 +44,9 @@ expect_eq "$(expected gzip)" "$(cat "$MNT/recompressed/log")" "cat log of the re
 # body, which Kafka ignores).
 expect_eq $'gzip\nlz4\nrecompressed\nsnappy\nzstd' \
     "$(timeout 60 "$PY" "$CONFLUENT" topics "$BOOTSTRAP")" "confluent-kafka's list_topics"
+# Asked for authorized operations, it gets every one Kafka supports on the resource, as
+# from a Kafka without an authorizer.
+expect_eq $'topic 8: ALTER ALTER_CONFIGS CREATE DELETE DESCRIBE DESCRIBE_CONFIGS READ WRITE\ncluster 7: ALTER ALTER_CONFIGS CLUSTER_ACTION CREATE DESCRIBE DESCRIBE_CONFIGS IDEMPOTENT_WRITE' \
+    "$(timeout 60 "$PY" "$CONFLUENT" operations "$BOOTSTRAP" gzip)" "confluent-kafka's authorized operations"
 
 umount_kpfs

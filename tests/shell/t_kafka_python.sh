@@ -3,7 +3,9 @@
 # its producer with the default settings (idempotent, acks=all) lands in `cat log` with
 # its producer id and sequences, which the producer-state snapshot keeps; a batch sent
 # again (on the same connection, and after the connection dropped before the answer) is
-# answered with its first offsets and stored once, a sequence gap is refused. (Consumer
+# answered with its first offsets and stored once, a sequence gap is refused; a
+# transactional producer (kafka-python's and confluent-kafka's) is told that kpfs does not
+# support transactions, and the log says which client asked. (Consumer
 # groups have tests of their own: t_kafka_group_*.sh.)
 source "$(dirname "$0")/lib.sh"
 
@@ -58,6 +60,18 @@ expect_eq $'first error=0 base_offset=1\nsame-connection-retry error=0 base_offs
 expect_eq "$(echo "before the producer"; for i in 0 1 2 3 4; do echo "retried-$i"; done)" \
     "$(cat "$MNT/retried/log")" "cat log after the retries"
 expect_eq 6 "$(status_field retried log_end_offset)" "log end after the retries"
+
+# --- A transactional producer is refused in words each client shows, and the daemon's log
+# names it, once for a client that retries.
+expect_eq "KafkaError: KafkaError: Could not find a coordinator with type 1 with key tx-python due to unexpected error: [Error 35] UnsupportedVersionError" \
+    "$(client transactional tx-python)" "kafka-python's init_transactions"
+CONFLUENT=$KPFS_ROOT/tests/shell/confluent_client.py
+expect_eq "Failed to find transaction coordinator: $BOOTSTRAP/1: Broker: Transactional Id authorization failed: kpfs does not support transactions (fatal: True)" \
+    "$(timeout 60 "$PY" "$CONFLUENT" transactional "$BOOTSTRAP" tx-confluent 2>/dev/null)" "confluent-kafka's init_transactions"
+for id in tx-python tx-confluent; do
+    expect_eq 1 "$(grep -c "refused a transactional request: kpfs does not support transactions .*transactional_id=\"$id\" api=\"FindCoordinator\"" "$DATA/kpfs.log")" \
+        "warnings about $id in kpfs.log"
+done
 
 # --- The producers' state outlives the mount: the snapshot written at the clean close
 # has the idempotent producers.

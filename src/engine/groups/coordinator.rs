@@ -96,18 +96,37 @@ impl GroupCoordinator {
         state
     }
 
+    /// The state after the due timers of the named groups fired: Kafka's timers fire at
+    /// their deadline, before any later request, while the scheduler's tick may come a
+    /// tick after it; so a request sees a session that ended as ended (a DeleteGroups
+    /// just after the last member's session is not NON_EMPTY_GROUP).
+    fn lock_groups(&self, group_ids: &[&str]) -> MutexGuard<'_, Coordinator> {
+        let mut state = self.lock();
+        for id in group_ids {
+            state.fire_due_timers(id);
+        }
+        state
+    }
+
+    /// [`Self::lock_groups`] for a request that reads every group.
+    fn lock_every_group(&self) -> MutexGuard<'_, Coordinator> {
+        let mut state = self.lock();
+        state.fire_every_due_timer();
+        state
+    }
+
     /// JoinGroup: the answer comes when the group's rebalance completes (or at once for
     /// an error, MEMBER_ID_REQUIRED, or a member already in the current generation).
     pub fn join_group(&self, request: JoinRequest) -> Pending<JoinResponse> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.lock().join(request, tx);
+        self.lock_groups(&[&request.group_id]).join(request, tx);
         rx
     }
 
     /// SyncGroup: a follower's answer comes when the leader's assignment is stored.
     pub fn sync_group(&self, request: SyncRequest) -> Pending<SyncResponse> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.lock().sync(request, tx);
+        self.lock_groups(&[&request.group_id]).sync(request, tx);
         rx
     }
 
@@ -119,8 +138,12 @@ impl GroupCoordinator {
         member_id: &str,
         group_instance_id: Option<&str>,
     ) -> Result<(), GroupError> {
-        self.lock()
-            .heartbeat(group_id, generation_id, member_id, group_instance_id)
+        self.lock_groups(&[group_id]).heartbeat(
+            group_id,
+            generation_id,
+            member_id,
+            group_instance_id,
+        )
     }
 
     /// LeaveGroup: (member id, outcome) per member named, in order; `Err` for the whole
@@ -130,7 +153,7 @@ impl GroupCoordinator {
         group_id: &str,
         members: &[LeavingMember],
     ) -> Result<Vec<(String, Option<GroupError>)>, GroupError> {
-        self.lock().leave(group_id, members)
+        self.lock_groups(&[group_id]).leave(group_id, members)
     }
 
     /// OffsetCommit: one outcome per offset, in order; `Err` refuses them all (Kafka
@@ -141,7 +164,7 @@ impl GroupCoordinator {
         &self,
         request: &CommitRequest,
     ) -> Result<Vec<Option<GroupError>>, GroupError> {
-        self.lock().commit(request)
+        self.lock_groups(&[&request.group_id]).commit(request)
     }
 
     /// OffsetFetch: the named partitions (every committed one when `None`); an unknown
@@ -153,7 +176,7 @@ impl GroupCoordinator {
     ) -> Vec<FetchedOffset> {
         // An empty group id is a group like any other here, as Kafka keeps it for old
         // clients that commit without one.
-        let state = self.lock();
+        let state = self.lock_groups(&[group_id]);
         let group = state.groups.get(group_id);
         let fetched = |topic: &str, partition: i32| {
             let committed = group.and_then(|g| g.offsets.get(&(topic.to_string(), partition)));
@@ -175,7 +198,7 @@ impl GroupCoordinator {
 
     /// ListGroups: every group, by id.
     pub fn list_groups(&self) -> Vec<GroupListing> {
-        self.lock()
+        self.lock_every_group()
             .groups
             .values()
             .map(|g| GroupListing {
@@ -190,7 +213,7 @@ impl GroupCoordinator {
     /// Kafka's `ClassicGroup.describe`, the protocol and the members' metadata and
     /// assignments are given only while the group is Stable.
     pub fn describe_group(&self, group_id: &str) -> GroupDescription {
-        let state = self.lock();
+        let state = self.lock_groups(&[group_id]);
         let Some(g) = state.groups.get(group_id) else {
             return GroupDescription {
                 group_id: group_id.to_string(),
@@ -251,7 +274,7 @@ impl GroupCoordinator {
 
     /// The group's committed offsets by topic and partition; `None` for an unknown group.
     pub fn committed_offsets(&self, group_id: &str) -> Option<Vec<CommittedOffset>> {
-        let state = self.lock();
+        let state = self.lock_groups(&[group_id]);
         let group = state.groups.get(group_id)?;
         Some(group.offsets.values().cloned().collect())
     }
@@ -259,7 +282,7 @@ impl GroupCoordinator {
     /// Every group's committed offset of `topic`'s partition 0, by group id.
     pub fn committed_to_topic(&self, topic: &str) -> Vec<(String, i64)> {
         let key = (topic.to_string(), 0);
-        self.lock()
+        self.lock_every_group()
             .groups
             .values()
             .filter_map(|g| g.offsets.get(&key).map(|c| (g.id.clone(), c.offset)))
@@ -269,7 +292,8 @@ impl GroupCoordinator {
     /// DeleteGroups: one outcome per group, in order. A group with members is refused
     /// with NON_EMPTY_GROUP; an unknown one with GROUP_ID_NOT_FOUND.
     pub fn delete_groups(&self, group_ids: &[String]) -> Vec<Option<GroupError>> {
-        let mut state = self.lock();
+        let ids: Vec<&str> = group_ids.iter().map(String::as_str).collect();
+        let mut state = self.lock_groups(&ids);
         group_ids
             .iter()
             .map(|id| state.delete_group(id).err())
@@ -282,11 +306,13 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<Option<GroupError>>, GroupError> {
-        self.lock().delete_offsets(group_id, partitions)
+        self.lock_groups(&[group_id])
+            .delete_offsets(group_id, partitions)
     }
 
     /// Fires due timers: initial rebalance delays, rebalance and sync timeouts, session
-    /// expiry, and offsets retention. The engine's scheduler calls it every tick.
+    /// expiry, and offsets retention. The engine's scheduler calls it every tick, for
+    /// the answers that wait on a timer; requests fire the ones they depend on first.
     pub fn tick(&self) {
         self.lock().tick();
     }
@@ -1139,21 +1165,31 @@ impl Coordinator {
 
     fn tick(&mut self) {
         let now = self.now_ms;
-        let ids: Vec<String> = self.groups.keys().cloned().collect();
-        for id in &ids {
-            self.fire_timers(id, now);
-        }
+        self.fire_every_due_timer();
         let interval = self.settings.offsets_retention_check_interval_ms;
         if now.saturating_sub(self.expiry_checked_ms) >= interval {
             self.expiry_checked_ms = now;
+            let ids: Vec<String> = self.groups.keys().cloned().collect();
             for id in &ids {
                 self.expire_offsets(id, now);
             }
         }
     }
 
-    fn fire_timers(&mut self, group_id: &str, now: i64) {
-        let group = &self.groups[group_id];
+    fn fire_every_due_timer(&mut self) {
+        let ids: Vec<String> = self.groups.keys().cloned().collect();
+        for id in &ids {
+            self.fire_due_timers(id);
+        }
+    }
+
+    /// Every timer of the group due by the request's clock, as Kafka's timer would have
+    /// fired it at its deadline; a group that does not exist has none.
+    fn fire_due_timers(&mut self, group_id: &str) {
+        let now = self.now_ms;
+        let Some(group) = self.groups.get(group_id) else {
+            return;
+        };
         if let Some(timer) = group.join_timer.filter(|t| t.due_ms() <= now) {
             match timer {
                 JoinTimer::InitialDelay {

@@ -203,6 +203,29 @@ fn a_silent_member_is_evicted_and_the_other_takes_over() {
 }
 
 #[test]
+fn a_request_after_the_last_session_ends_sees_the_group_empty_without_a_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let engine = open(dir.path(), &clock);
+    stable_group_of_two(&engine, &clock);
+    // Both sessions (10 s) started at the leader's SyncGroup; no tick runs from here.
+    clock.advance(9_999);
+    assert_eq!(
+        engine.groups().delete_groups(&["g".into()]),
+        vec![Some(GroupError::NonEmptyGroup { group: "g".into() })]
+    );
+    clock.advance(1);
+    let listed = engine.groups().list_groups();
+    assert_eq!(
+        listed[0].state,
+        GroupState::Empty,
+        "expired at the deadline"
+    );
+    assert!(engine.groups().describe_group("g").members.is_empty());
+    assert_eq!(engine.groups().delete_groups(&["g".into()]), vec![None]);
+}
+
+#[test]
 fn leaving_empties_the_group_and_only_then_may_it_be_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(1_000_000));

@@ -41,7 +41,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::{str_bytes, topic_name, STOP_CHECK};
+use super::{str_bytes, topic_name, AclResource, STOP_CHECK};
 use crate::engine::groups::{
     CommitRequest, FetchedOffset, GroupError, GroupState, JoinRequest, JoinResponse, LeavingMember,
     OffsetToCommit, Pending, SyncRequest, SyncResponse,
@@ -77,7 +77,7 @@ impl Caller {
 
 /// Kafka's `CoordinatorType` ids.
 const GROUP_KEY_TYPE: i8 = 0;
-const TRANSACTION_KEY_TYPE: i8 = 1;
+pub(crate) const TRANSACTION_KEY_TYPE: i8 = 1;
 const SHARE_KEY_TYPE: i8 = 2;
 
 /// The node a FindCoordinator answer names.
@@ -91,8 +91,8 @@ pub struct CoordinatorNode {
 /// offsets topic ready (Kafka creates `__consumer_offsets` on the first lookup too), or
 /// `COORDINATOR_NOT_AVAILABLE` with its reason, which clients retry. An empty group id
 /// gets the coordinator like any other, as Kafka's `getCoordinator` answers it.
-/// Transactions are never served: a transactional id gets the fatal
-/// `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`; share groups (KIP-932) and unknown key
+/// Transactions are never served: a transactional id gets an error each client takes
+/// as fatal, with "kpfs does not support transactions"; share groups (KIP-932) and unknown key
 /// types `INVALID_REQUEST`, as Kafka's without a share coordinator.
 pub fn find_coordinator(
     request: &FindCoordinatorRequest,
@@ -103,8 +103,17 @@ pub fn find_coordinator(
         GROUP_KEY_TYPE => {
             group_coordinator().map_err(|reason| (ResponseError::CoordinatorNotAvailable, reason))
         }
+        // Each client family stops at once, saying why, on a different code: librdkafka
+        // (which asks with v0-3) gives up only on an authorization failure, and shows
+        // the message; Kafka's and kafka-python's (v4+, KIP-699) read UNSUPPORTED_VERSION
+        // as a broker without transactions, Java's showing the message, kafka-python's
+        // the error's name, where an authorization failure would mislead.
         TRANSACTION_KEY_TYPE => Err((
-            ResponseError::TransactionalIdAuthorizationFailed,
+            if version >= 4 {
+                ResponseError::UnsupportedVersion
+            } else {
+                ResponseError::TransactionalIdAuthorizationFailed
+            },
             "kpfs does not support transactions".to_string(),
         )),
         SHARE_KEY_TYPE => Err((
@@ -736,12 +745,6 @@ pub(crate) fn list_groups(shared: &Shared, request: &ListGroupsRequest) -> ListG
     response
 }
 
-/// What DescribeGroups v3+ answers for `include_authorized_operations` without an
-/// authorizer: every operation a group supports (Kafka's `AuthHelper.authorizedOperations`
-/// with `AclEntry.supportedOperations(GROUP)`): READ (3), DELETE (6), DESCRIBE (8),
-/// DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11), as bits.
-const GROUP_OPERATIONS: i32 = 1 << 3 | 1 << 6 | 1 << 8 | 1 << 10 | 1 << 11;
-
 /// DescribeGroups: each group's state, protocol and members. As Kafka, the protocol and
 /// the members' metadata are shown only while the group is Stable, and a group that does
 /// not exist is Dead with no members (v0-5) or GROUP_ID_NOT_FOUND (v6, KIP-1043).
@@ -789,7 +792,7 @@ pub(crate) fn describe_groups(
                 })
                 .collect();
             if version >= 3 && request.include_authorized_operations {
-                group.authorized_operations = GROUP_OPERATIONS;
+                group.authorized_operations = AclResource::Group.authorized_operations();
             }
             group
         })
@@ -903,6 +906,7 @@ mod tests {
             threads: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
+            transactions_refused: Default::default(),
         }
     }
 
@@ -968,11 +972,19 @@ mod tests {
             (ResponseError::CoordinatorNotAvailable.code(), -1, -1)
         );
         assert_eq!(old.error_message.as_deref(), Some("disk full"));
+        for version in 1..=3 {
+            let old = find_coordinator(&find(version, TRANSACTION_KEY_TYPE), version, node);
+            assert_eq!(
+                (old.error_code, old.error_message.as_deref()),
+                (
+                    ResponseError::TransactionalIdAuthorizationFailed.code(),
+                    Some("kpfs does not support transactions")
+                ),
+                "v{version}: librdkafka's one fatal code"
+            );
+        }
         let cases = [
-            (
-                TRANSACTION_KEY_TYPE,
-                ResponseError::TransactionalIdAuthorizationFailed,
-            ),
+            (TRANSACTION_KEY_TYPE, ResponseError::UnsupportedVersion),
             (SHARE_KEY_TYPE, ResponseError::InvalidRequest),
             (9, ResponseError::InvalidRequest),
         ];

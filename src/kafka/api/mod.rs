@@ -5,6 +5,7 @@ mod admin;
 mod groups;
 mod records;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,6 +59,12 @@ pub(crate) fn handle(shared: &Shared, request: Request, peer: SocketAddr) -> Rep
             .unwrap_or_default(),
         peer,
     };
+    if let Some((api, transactional_id)) = transactional(&request.body) {
+        let now = shared.engine.clock().now_ms();
+        shared
+            .transactions_refused
+            .warn(now, &caller(), api, &transactional_id);
+    }
     let message = match request.body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions(0)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata(shared, &r, version)),
@@ -127,6 +134,67 @@ pub(crate) fn handle(shared: &Shared, request: Request, peer: SocketAddr) -> Rep
     Reply::Message(message)
 }
 
+/// How often the log names a refused transactional request: a client configured for
+/// transactions may retry in a loop, and one line a minute tells the operator as well.
+const TRANSACTIONS_WARNING_INTERVAL_MS: i64 = 60_000;
+
+/// The warning that a client asked for transactions, rate-limited per client id and
+/// transactional id: the first request is logged, then one a minute while it retries.
+#[derive(Default)]
+pub(crate) struct TransactionsRefused {
+    /// When each (client id, transactional id) was last logged (engine clock, ms),
+    /// within the last interval.
+    logged: parking_lot::Mutex<HashMap<(String, String), i64>>,
+}
+
+impl TransactionsRefused {
+    fn warn(&self, now: i64, caller: &groups::Caller, api: &str, transactional_id: &str) {
+        {
+            let mut logged = self.logged.lock();
+            // Only the last interval's entries are kept, so the map holds no more
+            // clients than the log named in it.
+            logged.retain(|_, at| now.saturating_sub(*at) < TRANSACTIONS_WARNING_INTERVAL_MS);
+            let key = (caller.client_id.clone(), transactional_id.to_string());
+            if logged.contains_key(&key) {
+                return;
+            }
+            logged.insert(key, now);
+        }
+        tracing::warn!(
+            client_id = caller.client_id,
+            peer = %caller.peer,
+            transactional_id,
+            api,
+            "refused a transactional request: kpfs does not support transactions (a client's retries are logged once a minute)"
+        );
+    }
+}
+
+/// The API and transactional id of a request that asks for transactions, which kpfs
+/// refuses (FindCoordinator, InitProducerId and Produce say so to the client).
+fn transactional(body: &RequestKind) -> Option<(&'static str, String)> {
+    match body {
+        RequestKind::FindCoordinator(r) if r.key_type == groups::TRANSACTION_KEY_TYPE => {
+            let keys: Vec<&str> = if r.coordinator_keys.is_empty() {
+                vec![r.key.as_str()]
+            } else {
+                r.coordinator_keys.iter().map(|k| k.as_str()).collect()
+            };
+            Some(("FindCoordinator", keys.join(",")))
+        }
+        RequestKind::InitProducerId(r) => r
+            .transactional_id
+            .as_ref()
+            .filter(|id| !id.is_empty())
+            .map(|id| ("InitProducerId", id.to_string())),
+        RequestKind::Produce(r) => r
+            .transactional_id
+            .as_ref()
+            .map(|id| ("Produce", id.to_string())),
+        _ => None,
+    }
+}
+
 /// ApiVersions: every served API with its range (also the body of the `UNSUPPORTED_VERSION`
 /// answer to a version kpfs does not know, KIP-511).
 pub fn api_versions(error_code: i16) -> ApiVersionsResponse {
@@ -173,6 +241,55 @@ pub(crate) fn engine_error(error: &EngineError) -> (i16, Option<StrBytes>) {
         error_code(error).code(),
         Some(str_bytes(&error.to_string())),
     )
+}
+
+/// A resource type whose operations a request may ask for (Kafka's `ResourceType`).
+#[derive(Clone, Copy)]
+pub(crate) enum AclResource {
+    Topic,
+    Group,
+    Cluster,
+}
+
+impl AclResource {
+    /// What Kafka answers for an `include_*_authorized_operations` without an authorizer:
+    /// every operation the resource type supports (`AuthHelper.authorizedOperations` over
+    /// `AclEntry.supportedOperations`), one bit per `AclOperation` code.
+    pub(crate) fn authorized_operations(self) -> i32 {
+        const READ: u8 = 3;
+        const WRITE: u8 = 4;
+        const CREATE: u8 = 5;
+        const DELETE: u8 = 6;
+        const ALTER: u8 = 7;
+        const DESCRIBE: u8 = 8;
+        const CLUSTER_ACTION: u8 = 9;
+        const DESCRIBE_CONFIGS: u8 = 10;
+        const ALTER_CONFIGS: u8 = 11;
+        const IDEMPOTENT_WRITE: u8 = 12;
+        let operations: &[u8] = match self {
+            AclResource::Topic => &[
+                READ,
+                WRITE,
+                CREATE,
+                DESCRIBE,
+                DELETE,
+                ALTER,
+                DESCRIBE_CONFIGS,
+                ALTER_CONFIGS,
+            ],
+            AclResource::Group => &[READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS],
+            AclResource::Cluster => &[
+                CREATE,
+                CLUSTER_ACTION,
+                DESCRIBE_CONFIGS,
+                ALTER_CONFIGS,
+                IDEMPOTENT_WRITE,
+                ALTER,
+                DESCRIBE,
+            ],
+        };
+        operations.iter().fold(0, |bits, op| bits | 1 << op)
+    }
 }
 
 /// Metadata: the one broker, and each asked-for topic with its one partition, led by that
@@ -224,6 +341,19 @@ fn metadata(shared: &Shared, request: &MetadataRequest, version: i16) -> Metadat
             metadata_topic(shared, name, id, found)
         })
         .collect();
+    // v8+; the cluster's operations only until v10 (v11 moved them to DescribeCluster).
+    if version >= 8 {
+        if request.include_topic_authorized_operations {
+            // As Kafka, every topic named in the answer, found or not; an unknown topic
+            // id has no name to authorize.
+            for topic in response.topics.iter_mut().filter(|t| t.name.is_some()) {
+                topic.topic_authorized_operations = AclResource::Topic.authorized_operations();
+            }
+        }
+        if version <= 10 && request.include_cluster_authorized_operations {
+            response.cluster_authorized_operations = AclResource::Cluster.authorized_operations();
+        }
+    }
     response
 }
 
@@ -290,5 +420,8 @@ fn describe_cluster(shared: &Shared, request: &DescribeClusterRequest) -> Descri
     response.cluster_id = str_bytes(&config.cluster_id);
     response.controller_id = BrokerId(config.node_id);
     response.brokers = vec![broker];
+    if request.include_cluster_authorized_operations {
+        response.cluster_authorized_operations = AclResource::Cluster.authorized_operations();
+    }
     response
 }

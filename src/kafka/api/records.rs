@@ -306,7 +306,7 @@ pub(crate) fn delete_records(
 
 /// InitProducerId: a producer id and epoch for an idempotent producer. A transactional id
 /// is refused with `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, fatal to the client: kpfs does
-/// not support transactions.
+/// not support transactions (clients learn it earlier, from FindCoordinator).
 pub(crate) fn init_producer_id(
     shared: &Shared,
     request: &InitProducerIdRequest,
