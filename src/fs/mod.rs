@@ -939,20 +939,7 @@ impl KpfsFs {
             HandleKind::Text {
                 writer: Some(writer),
                 ..
-            } => {
-                // Each line is checked as it arrives, so the writer hears of a bad one at
-                // once (bash prints it); the change applies at close.
-                let mut edit = writer.edit.lock();
-                edit.note_writer(owner);
-                let refused = edit.change.write(data);
-                if let Some(first) = refused.first() {
-                    let path = handle.node.path();
-                    for e in &refused[1..] {
-                        self.engine.record_rejection(&path, &e.to_string());
-                    }
-                    return Err(self.refuse(&path, libc::EINVAL, first.to_string()));
-                }
-            }
+            } => self.write_config(writer, data, owner, &handle.node)?,
             HandleKind::LogStart { topic, pending, .. } => {
                 let mut pending = pending.lock();
                 pending.extend_from_slice(data);
@@ -968,6 +955,43 @@ impl KpfsFs {
         }
         // One FUSE write is at most max_write (1 MiB here), far below u32::MAX.
         Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
+    }
+
+    /// One write to a config file. Each line is checked as it arrives, and so is what
+    /// the lines so far make of the config in force (the checks across keys, as at
+    /// close), so the writer hears of a bad line, or of the line that makes the config
+    /// invalid, from the write (bash prints a write's error, never a close's); the change
+    /// applies at close.
+    fn write_config(
+        &self,
+        writer: &ConfigWriter,
+        data: &[u8],
+        owner: Option<u64>,
+        node: &Node,
+    ) -> FsResult<()> {
+        let mut edit = writer.edit.lock();
+        edit.note_writer(owner);
+        let lines_before = edit.change.lines();
+        let refused = edit.change.write(data);
+        if let Some(first) = refused.first() {
+            let path = node.path();
+            for e in &refused[1..] {
+                self.engine.record_rejection(&path, &e.to_string());
+            }
+            return Err(self.refuse(&path, libc::EINVAL, first.to_string()));
+        }
+        // Once a line was refused the change is over: it applies no more.
+        if edit.change.lines() == lines_before || edit.change.is_refused() {
+            return Ok(());
+        }
+        let checked = match &writer.target {
+            ConfigTarget::Broker => self.engine.check_broker_change(&edit.change),
+            ConfigTarget::Topic(topic) => topic.check_config_change(&edit.change),
+        };
+        checked.map_err(|e| {
+            edit.change.refuse_last_line();
+            self.engine_error(&node.path(), &e)
+        })
     }
 
     /// One write to `log`: its complete lines are appended, its unterminated last line

@@ -281,24 +281,109 @@ fn a_config_change_applies_at_the_writers_close_all_or_nothing() {
         overrides(&f, config),
         "retention.ms=600000\nsegment.ms=3000\n"
     );
-    // A check across keys fails the close.
+}
+
+#[test]
+fn the_write_that_makes_a_config_invalid_across_keys_fails() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let config = f.ino(dir, "config");
+    set_config(&f, config, "retention.ms=600000\n");
+    // bash writes once per line: the second line, valid alone, makes the config invalid,
+    // and its write says so (bash prints it); nothing of the change applies at close.
     let fh =
         f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
             .unwrap()
             .fh;
     f.fs.write_from(fh, b"min.compaction.lag.ms=5000\n", Some(WRITER))
         .unwrap();
-    f.fs.write_from(fh, b"max.compaction.lag.ms=1000\n", Some(WRITER))
+    let refused =
+        f.fs.write_from(fh, b"max.compaction.lag.ms=1000\n", Some(WRITER));
+    assert_eq!(refused.unwrap_err().errno, libc::EINVAL);
+    assert!(f.errors().ends_with(
+        "t/config: conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms (1000)\n"
+    ), "{}", f.errors());
+    // Later lines are checked alone, as after any refused line.
+    f.fs.write_from(fh, b"max.compaction.lag.ms=9000\n", Some(WRITER))
         .unwrap();
     assert_eq!(f.fs.flush(fh, WRITER).unwrap_err().errno, libc::EINVAL);
     f.fs.release(fh);
-    assert!(f.errors().ends_with(
-        "t/config: conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms (1000)\n"
-    ));
+    assert!(f
+        .errors()
+        .ends_with("t/config: nothing of this change applied: line 2 of 3 was refused\n"));
+    assert_eq!(overrides(&f, config), "retention.ms=600000\n");
+    // Lines apply in order: the same end state, reached through valid steps, applies.
+    let fh =
+        f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
+            .unwrap()
+            .fh;
+    for line in [
+        "max.compaction.lag.ms=1000\n",
+        "min.compaction.lag.ms=500\n",
+    ] {
+        f.fs.write_from(fh, line.as_bytes(), Some(WRITER)).unwrap();
+    }
+    f.fs.flush(fh, WRITER).unwrap();
+    f.fs.release(fh);
     assert_eq!(
         overrides(&f, config),
-        "retention.ms=600000\nsegment.ms=3000\n"
+        "max.compaction.lag.ms=1000\nmin.compaction.lag.ms=500\nretention.ms=600000\n"
     );
+    // One write is checked as a whole: its lines may pass through an invalid state.
+    let fh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
+    f.fs.setattr(
+        config,
+        SetAttr {
+            size: Some(0),
+            fh: Some(fh),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    f.fs.write_from(
+        fh,
+        b"min.compaction.lag.ms=5000\nmax.compaction.lag.ms=9000\n",
+        Some(WRITER),
+    )
+    .unwrap();
+    f.fs.flush(fh, WRITER).unwrap();
+    f.fs.release(fh);
+    assert_eq!(
+        overrides(&f, config),
+        "max.compaction.lag.ms=9000\nmin.compaction.lag.ms=5000\n"
+    );
+}
+
+#[test]
+fn the_write_that_breaks_a_cleaner_rule_of_the_broker_fails() {
+    let f = fixture();
+    let control = f.ino(ROOT_INO, ".kpfs");
+    let config = f.ino(control, "config");
+    for (line, reason) in [
+        (
+            "log.cleaner.threads=3\n",
+            "Log cleaner threads cannot be increased to more than double the current value 1",
+        ),
+        (
+            "log.cleaner.dedupe.buffer.size=1048576\n",
+            "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread",
+        ),
+    ] {
+        let fh =
+            f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
+                .unwrap()
+                .fh;
+        let refused = f.fs.write_from(fh, line.as_bytes(), Some(WRITER));
+        assert_eq!(refused.unwrap_err().errno, libc::EINVAL, "{line}");
+        assert!(f.errors().contains(reason), "{}", f.errors());
+        assert_eq!(f.fs.flush(fh, WRITER).unwrap_err().errno, libc::EINVAL);
+        f.fs.release(fh);
+    }
+    assert_eq!(f.fs.engine().broker_config().cleaner_threads(), 1);
+    // Doubling, then doubling again in a later change, is how 1 becomes 4.
+    set_config(&f, config, "log.cleaner.threads=2\n");
+    set_config(&f, config, "log.cleaner.threads=4\n");
+    assert_eq!(f.fs.engine().broker_config().cleaner_threads(), 4);
 }
 
 #[test]
