@@ -189,10 +189,10 @@ impl Filesystem for FuseAdapter {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let e = self
-            .fs
-            .refuse_namespace(NamespaceOp::Unlink, parent.0, name);
-        fail!(reply, "unlink", e)
+        match self.fs.unlink(parent.0, name) {
+            Ok(()) => reply.ok(),
+            Err(e) => fail!(reply, "unlink", e),
+        }
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -221,15 +221,18 @@ impl Filesystem for FuseAdapter {
         _req: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _newparent: INodeNo,
-        _newname: &OsStr,
-        _flags: RenameFlags,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let e = self
+        match self
             .fs
-            .refuse_namespace(NamespaceOp::Rename, parent.0, name);
-        fail!(reply, "rename", e)
+            .rename(parent.0, name, newparent.0, newname, flags.is_empty())
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => fail!(reply, "rename", e),
+        }
     }
 
     fn link(
@@ -435,13 +438,16 @@ impl Filesystem for FuseAdapter {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let op = if flags & libc::O_EXCL != 0 {
-            NamespaceOp::CreateExclusive
-        } else {
-            NamespaceOp::Create
-        };
-        let e = self.fs.refuse_namespace(op, parent.0, name);
-        fail!(reply, "create", e)
+        match self.fs.create(parent.0, name, flags & libc::O_EXCL != 0) {
+            Ok((entry, opened)) => reply.created(
+                &entry.attr.ttl,
+                &file_attr(&entry.attr),
+                Generation(0),
+                FileHandle(opened.fh),
+                open_flags(opened.direct_io),
+            ),
+            Err(e) => fail!(reply, "create", e),
+        }
     }
 }
 

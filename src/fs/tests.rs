@@ -428,12 +428,10 @@ fn saving_in_an_editor_leaves_no_record() {
     let perm = f.fs.getattr(config).unwrap().perm;
     // vim: O_EXCL creates of its swap and probe files, chmod and the access ACL of the
     // mode the file has, owner unchanged.
-    let probe = f.fs.refuse_namespace(
-        crate::fs::NamespaceOp::CreateExclusive,
-        dir,
-        OsStr::new(".config.swp"),
-    );
-    assert_eq!(probe.errno, libc::EPERM);
+    for probe in [".config.swp", "config~", "4913"] {
+        let e = f.fs.create(dir, OsStr::new(probe), true).unwrap_err();
+        assert_eq!(e.errno, libc::EPERM, "{probe}");
+    }
     let chmod = SetAttr {
         mode: Some(libc::S_IFREG | u32::from(perm)),
         uid: Some(f.fs.getattr(config).unwrap().uid),
@@ -456,10 +454,121 @@ fn saving_in_an_editor_leaves_no_record() {
     assert_eq!(e.unwrap_err().errno, libc::EPERM);
     let e = f.fs.setxattr(config, OsStr::new("user.x"), b"1");
     assert_eq!(e.unwrap_err().errno, libc::EPERM);
-    let e =
-        f.fs.refuse_namespace(crate::fs::NamespaceOp::Create, dir, OsStr::new("x"));
+    let e = f.fs.create(dir, OsStr::new("x"), false).unwrap_err();
     assert_eq!(e.errno, libc::EPERM);
     assert_eq!(f.errors().lines().count(), 4, "{}", f.errors());
+}
+
+/// What `sed -i` does to a config file: create `sedXXXXXX` beside it, fchown and fchmod
+/// it to what the file has, write the edited text, close it, rename it over the file.
+fn sed_edit(f: &Fixture, dir: u64, temp: &str, text: &str) -> Result<(), i32> {
+    let (entry, opened) =
+        f.fs.create(dir, OsStr::new(temp), true)
+            .map_err(|e| e.errno)?;
+    let same = SetAttr {
+        mode: Some(libc::S_IFREG | 0o644),
+        uid: Some(entry.attr.uid),
+        gid: Some(entry.attr.gid),
+        ..SetAttr::default()
+    };
+    f.fs.setattr(entry.attr.ino, same).unwrap();
+    f.fs.setxattr(
+        entry.attr.ino,
+        OsStr::new("system.posix_acl_access"),
+        &minimal_acl(0o644),
+    )
+    .unwrap();
+    let written = f.fs.write_from(opened.fh, text.as_bytes(), Some(WRITER));
+    f.fs.flush(opened.fh, WRITER).unwrap();
+    f.fs.release(opened.fh);
+    if let Err(e) = written {
+        // sed removes its temporary when a write fails.
+        f.fs.unlink(dir, OsStr::new(temp)).unwrap();
+        return Err(e.errno);
+    }
+    assert_eq!(
+        f.fs.getattr(entry.attr.ino).unwrap().size,
+        text.len() as u64
+    );
+    f.fs.rename(dir, OsStr::new(temp), dir, OsStr::new("config"), true)
+        .map_err(|e| e.errno)
+}
+
+#[test]
+fn a_sed_temporary_renamed_over_config_applies_as_the_whole_file() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let config = f.ino(dir, "config");
+    set_config(&f, config, "retention.ms=600000\nflush.ms=7\n");
+    // The edited text of the whole file: the lines are the overrides.
+    let edited = f
+        .read_all(config)
+        .replace("retention.ms=600000", "retention.ms=700000");
+    let edited = edited.replace("flush.ms=7\n", "");
+    sed_edit(&f, dir, "sedAb12Cd", &edited).unwrap();
+    assert_eq!(overrides(&f, config), "retention.ms=700000\n");
+    assert!(!listing(&f, dir).contains(&"sedAb12Cd".to_string()));
+    assert_eq!(
+        f.fs.lookup(dir, OsStr::new("sedAb12Cd")).unwrap_err().errno,
+        libc::ENOENT
+    );
+    // .kpfs/config the same way.
+    let control = f.ino(ROOT_INO, ".kpfs");
+    sed_edit(&f, control, "sed000000", "log.cleaner.backoff.ms=999\n").unwrap();
+    assert_eq!(f.fs.engine().broker_config().cleaner_backoff_ms(), 999);
+    // A bad line fails its write; nothing changes, the reason names the temporary.
+    let refused = sed_edit(&f, dir, "sedZZZZZZ", "segment.bytes=400\n");
+    assert_eq!(refused, Err(libc::EINVAL));
+    assert!(f.errors().contains(
+        "t/sedZZZZZZ: Invalid value 400 for configuration segment.bytes: Value must be at least 1048576"
+    ), "{}", f.errors());
+    assert_eq!(overrides(&f, config), "retention.ms=700000\n");
+    // A conflict found only at the rename fails the rename, and nothing changes.
+    let (_, opened) = f.fs.create(dir, OsStr::new("sedYYYYYY"), true).unwrap();
+    f.fs.write_from(opened.fh, b"segment.bytes=x", Some(WRITER))
+        .unwrap();
+    f.fs.release(opened.fh);
+    let e =
+        f.fs.rename(
+            dir,
+            OsStr::new("sedYYYYYY"),
+            dir,
+            OsStr::new("config"),
+            true,
+        )
+        .unwrap_err();
+    assert_eq!(e.errno, libc::EINVAL);
+    assert!(f
+        .errors()
+        .contains("t/config: nothing of this change applied"));
+    assert_eq!(overrides(&f, config), "retention.ms=700000\n");
+    // Until removed, a draft is a file of the folder; it renames over nothing else.
+    assert!(listing(&f, dir).contains(&"sedYYYYYY".to_string()));
+    let e =
+        f.fs.rename(dir, OsStr::new("sedYYYYYY"), dir, OsStr::new("log"), true)
+            .unwrap_err();
+    assert_eq!(e.errno, libc::EPERM);
+    f.fs.unlink(dir, OsStr::new("sedYYYYYY")).unwrap();
+    assert!(!listing(&f, dir).contains(&"sedYYYYYY".to_string()));
+    // Other names and other folders make no drafts.
+    let segments = f.ino(dir, "segments");
+    for (parent, name) in [
+        (dir, "sed12345"),
+        (dir, "xsed123456"),
+        (segments, "sed123456"),
+        (ROOT_INO, "sed123456"),
+    ] {
+        let e = f.fs.create(parent, OsStr::new(name), true).unwrap_err();
+        assert_eq!(e.errno, libc::EPERM, "{name}");
+    }
+    // A draft goes with its topic.
+    f.fs.create(dir, OsStr::new("sedXXXXXX"), true).unwrap();
+    f.fs.rmdir(ROOT_INO, OsStr::new("t")).unwrap();
+    let dir = f.topic("t");
+    assert_eq!(
+        f.fs.lookup(dir, OsStr::new("sedXXXXXX")).unwrap_err().errno,
+        libc::ENOENT
+    );
 }
 
 /// The `system.posix_acl_access` value `acl_set_file` writes for a plain mode.

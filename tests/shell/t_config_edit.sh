@@ -133,6 +133,30 @@ echo "log.cleaner.backoff.ms=999" >>"$BROKER"
 cat "$scratch/broker" >"$BROKER"
 expect_eq "$(cat "$scratch/broker")" "$(cat "$BROKER")" ".kpfs/config after cat saved > .kpfs/config"
 
+# sed -i writes a temporary sedXXXXXX beside the file and renames it over the file: the
+# temporary is a draft of the config, checked as it is written and applied, whole, by
+# the rename. A refused edit changes nothing, sed fails and removes its temporary.
+sed -i 's/^retention.ms=1000$/retention.ms=1500/' "$CONFIG" || fail "sed -i on a topic config failed"
+expect_eq $'flush.ms=8\nretention.ms=1500\nsegment.ms=3000' "$(overrides "$CONFIG")" "after sed -i"
+sed -i -e '/^flush.ms=/d' -e 's/^# \(delete.retention.ms\)=[0-9]*.*/\1=1234/' "$CONFIG" || fail "sed -i deleting a line failed"
+expect_eq $'delete.retention.ms=1234\nretention.ms=1500\nsegment.ms=3000' "$(overrides "$CONFIG")" "after sed -i deleted and uncommented"
+n=$(error_count)
+err=$(sed -i 's/^segment.ms=3000$/segment.bytes=400/' "$CONFIG" 2>&1) && fail "sed -i saved an invalid value"
+expect_contains "$err" "Invalid argument" "sed's error"
+expect_eq $'delete.retention.ms=1234\nretention.ms=1500\nsegment.ms=3000' "$(overrides "$CONFIG")" "after a refused sed -i"
+expect_contains "$(errors_since "$n")" "Invalid value 400 for configuration segment.bytes: Value must be at least 1048576"
+expect_eq "" "$(ls "$MNT/t" | grep '^sed' || true)" "sed temporaries left in the topic folder"
+sed -i '/^# overrides$/a log.cleaner.backoff.ms=777' "$BROKER" || fail "sed -i on .kpfs/config failed"
+expect_eq $'log.cleaner.backoff.ms=777\nlog.segment.delete.delay.ms=5000' "$(overrides "$BROKER")" ".kpfs/config after sed -i"
+n=$(error_count)
+err=$(sed -i '/^# overrides$/a log.cleaner.threads=3' "$BROKER" 2>&1) && fail "sed -i tripled the cleaner threads"
+expect_contains "$err" "Invalid argument" "sed's error on .kpfs/config"
+expect_contains "$(errors_since "$n")" "Log cleaner threads cannot be increased to more than double the current value 1"
+expect_eq $'log.cleaner.backoff.ms=777\nlog.segment.delete.delay.ms=5000' "$(overrides "$BROKER")" ".kpfs/config after a refused sed -i"
+expect_eq "" "$(ls "$MNT/.kpfs" | grep '^sed' || true)" "sed temporaries left in .kpfs"
+echo "-log.cleaner.backoff.ms" >>"$BROKER"
+printf 'flush.ms=8\nretention.ms=1000\nsegment.ms=3000\n' >"$CONFIG"
+
 # vim: every way it saves (swap file probe, truncate and write in 8 KiB pieces, chmod,
 # ACL) works, and nothing but what the change itself brings lands in .kpfs/errors.
 n=$(error_count)
