@@ -97,6 +97,16 @@ impl Filesystem for FuseAdapter {
         if let Err(missing) = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS) {
             tracing::info!("kernel lacks {missing:?}; directory operations are serialised");
         }
+        // Every file is FOPEN_DIRECT_IO, which makes the kernel refuse a shared mmap(2)
+        // (ENODEV) unless the server allows it (Linux 6.6+): mapped pages are then read
+        // through the server as reads are.
+        if config
+            .add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+            .is_err()
+        {
+            self.fs
+                .note_no_mmap(&format!("FUSE ABI {}", config.kernel_abi()));
+        }
         if let Err(nearest) = config.set_max_write(MAX_WRITE) {
             tracing::debug!("max_write {MAX_WRITE} refused, using {nearest}");
         }
@@ -280,11 +290,18 @@ impl Filesystem for FuseAdapter {
         fh: FileHandle,
         _offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        if write_flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
+            // Dirty pages of a shared writable mapping, written back at their offsets:
+            // appending them would store whole pages as records.
+            let e = self.fs.refuse_mapped_write(fh.0);
+            fail!(reply, "write", e);
+            return;
+        }
         match self
             .fs
             .write_from(fh.0, data, lock_owner.map(|owner| owner.0))

@@ -186,6 +186,33 @@ impl KpfsFs {
         &self.engine
     }
 
+    /// The kernel (`kernel`, its FUSE version) cannot map files opened for direct I/O:
+    /// every mmap(2) of a kpfs file fails with ENODEV before kpfs hears of it, so the
+    /// reason is recorded once, at mount.
+    pub(crate) fn note_no_mmap(&self, kernel: &str) {
+        self.engine.record_rejection(
+            &Node::Root.path(),
+            &format!(
+                "warning: this kernel ({kernel}) lacks FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6+): \
+                 mmap(2) of any file of the mount fails with ENODEV; read the files instead"
+            ),
+        );
+    }
+
+    /// The write-back of a page of a shared writable mapping (mmap): refused, since every
+    /// write to a kpfs file appends or edits by lines.
+    pub(crate) fn refuse_mapped_write(&self, fh: u64) -> FsError {
+        let path = self
+            .handles
+            .get(fh)
+            .map_or_else(|| format!("file handle {fh}"), |h| h.node.path());
+        self.refuse(
+            &path,
+            libc::EPERM,
+            "writes through a shared mapping (mmap) are not supported: append with >>",
+        )
+    }
+
     /// Records the reason for `.kpfs/errors` and builds the error for the kernel.
     fn refuse(&self, path: &str, errno: i32, reason: impl Into<String>) -> FsError {
         let reason = reason.into();

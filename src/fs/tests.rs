@@ -1224,3 +1224,13 @@ fn the_internal_topic_is_read_only_in_the_mount() {
         f.errors()
     );
 }
+
+#[test]
+fn a_kernel_that_cannot_map_direct_io_files_is_named_in_errors() {
+    let f = fixture();
+    f.fs.note_no_mmap("FUSE ABI 7.38");
+    assert!(f.errors().ends_with(
+        " .: warning: this kernel (FUSE ABI 7.38) lacks FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6+): \
+         mmap(2) of any file of the mount fails with ENODEV; read the files instead\n"
+    ), "{}", f.errors());
+}
