@@ -720,6 +720,13 @@ impl Engine {
         self.apply_broker_change(&ConfigChange::from_text(ConfigScope::Broker, text)?)
     }
 
+    /// Whether `change` would apply now, without applying it (see
+    /// `Topic::check_config_change`).
+    pub(crate) fn check_broker_change(&self, change: &ConfigChange) -> Result<()> {
+        self.inner.broker.read().apply_change(change)?;
+        Ok(())
+    }
+
     /// Applies what one open-to-close of `.kpfs/config` wrote: all of it or nothing. On
     /// a full disk it applies in memory and is saved as soon as there is space
     /// ([`Engine::broker_config_warnings`] says so meanwhile).

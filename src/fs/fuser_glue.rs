@@ -97,6 +97,16 @@ impl Filesystem for FuseAdapter {
         if let Err(missing) = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS) {
             tracing::info!("kernel lacks {missing:?}; directory operations are serialised");
         }
+        // Every file is FOPEN_DIRECT_IO, which makes the kernel refuse a shared mmap(2)
+        // (ENODEV) unless the server allows it (Linux 6.6+): mapped pages are then read
+        // through the server as reads are.
+        if config
+            .add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP)
+            .is_err()
+        {
+            self.fs
+                .note_no_mmap(&format!("FUSE ABI {}", config.kernel_abi()));
+        }
         if let Err(nearest) = config.set_max_write(MAX_WRITE) {
             tracing::debug!("max_write {MAX_WRITE} refused, using {nearest}");
         }
@@ -189,10 +199,10 @@ impl Filesystem for FuseAdapter {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let e = self
-            .fs
-            .refuse_namespace(NamespaceOp::Unlink, parent.0, name);
-        fail!(reply, "unlink", e)
+        match self.fs.unlink(parent.0, name) {
+            Ok(()) => reply.ok(),
+            Err(e) => fail!(reply, "unlink", e),
+        }
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -221,15 +231,18 @@ impl Filesystem for FuseAdapter {
         _req: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _newparent: INodeNo,
-        _newname: &OsStr,
-        _flags: RenameFlags,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let e = self
+        match self
             .fs
-            .refuse_namespace(NamespaceOp::Rename, parent.0, name);
-        fail!(reply, "rename", e)
+            .rename(parent.0, name, newparent.0, newname, flags.is_empty())
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => fail!(reply, "rename", e),
+        }
     }
 
     fn link(
@@ -277,11 +290,18 @@ impl Filesystem for FuseAdapter {
         fh: FileHandle,
         _offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        if write_flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
+            // Dirty pages of a shared writable mapping, written back at their offsets:
+            // appending them would store whole pages as records.
+            let e = self.fs.refuse_mapped_write(fh.0);
+            fail!(reply, "write", e);
+            return;
+        }
         match self
             .fs
             .write_from(fh.0, data, lock_owner.map(|owner| owner.0))
@@ -435,13 +455,16 @@ impl Filesystem for FuseAdapter {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let op = if flags & libc::O_EXCL != 0 {
-            NamespaceOp::CreateExclusive
-        } else {
-            NamespaceOp::Create
-        };
-        let e = self.fs.refuse_namespace(op, parent.0, name);
-        fail!(reply, "create", e)
+        match self.fs.create(parent.0, name, flags & libc::O_EXCL != 0) {
+            Ok((entry, opened)) => reply.created(
+                &entry.attr.ttl,
+                &file_attr(&entry.attr),
+                Generation(0),
+                FileHandle(opened.fh),
+                open_flags(opened.direct_io),
+            ),
+            Err(e) => fail!(reply, "create", e),
+        }
     }
 }
 

@@ -89,6 +89,35 @@ impl ConfigEdit {
     }
 }
 
+/// A draft of a config file (`sed -i`'s temporary): what was written to it, checked as it
+/// arrived like a write of the whole file (`>`), applied when it is renamed over
+/// `config`. It outlives its handles (sed closes it before the rename) and lives until
+/// the rename, an unlink, its topic's deletion or unmount.
+pub(crate) struct Draft {
+    pub(crate) writer: ConfigWriter,
+    pub(crate) bytes: Mutex<Vec<u8>>,
+}
+
+impl Draft {
+    pub(crate) fn new(target: ConfigTarget) -> Draft {
+        let writer = ConfigWriter::new(target);
+        // A new file is the whole file: its lines are the overrides.
+        writer.edit.lock().change.truncate();
+        Draft {
+            writer,
+            bytes: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The topic a draft of a topic's config belongs to.
+    pub(crate) fn topic(&self) -> Option<&Arc<Topic>> {
+        match &self.writer.target {
+            ConfigTarget::Topic(topic) => Some(topic),
+            ConfigTarget::Broker => None,
+        }
+    }
+}
+
 /// The per-handle state of `TOPIC/log`.
 #[derive(Default)]
 pub(crate) struct LogState {
@@ -173,6 +202,8 @@ pub(crate) enum HandleKind {
         text: Vec<u8>,
         pending: Mutex<Vec<u8>>,
     },
+    /// A draft of a config file, shared with the drafts table.
+    Draft(Arc<Draft>),
     /// A file of the partition directory. Holding the `File` keeps reads working after
     /// the engine renames it to `.deleted` or unlinks it.
     Backing { file: File },

@@ -90,6 +90,15 @@ pub(crate) fn group_of_file_name(name: &str) -> Option<String> {
     (group_file_name(&id).as_deref() == Some(name)).then_some(id)
 }
 
+/// Whether `name` is a temporary file of `sed -i`: `sed` and the six letters or digits
+/// `mkstemp` puts in place of its `XXXXXX`. Only such a create in a folder with a config
+/// file makes a draft of it: vim's probes for swap, backup and test files (`.config.swp`,
+/// `config~`, `4913`) must keep failing, or vim would save by renaming `config` away.
+pub(crate) fn is_sed_temporary(name: &str) -> bool {
+    name.strip_prefix("sed")
+        .is_some_and(|rest| rest.len() == 6 && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
 /// Linux's `NAME_MAX`.
 const MAX_NAME_BYTES: usize = 255;
 
@@ -122,6 +131,12 @@ pub(crate) enum Node {
         group: String,
         file: GroupFile,
     },
+    /// A file `sed -i` made beside a config file, to rename over it: a draft of the
+    /// topic's `config` (`topic` `None`: of `.kpfs/config`).
+    Draft {
+        topic: Option<String>,
+        name: String,
+    },
 }
 
 impl Node {
@@ -148,6 +163,7 @@ impl Node {
                 shown_group(group),
                 file.name()
             ),
+            Node::Draft { name, .. } => self.parent().child_path(name),
         }
     }
 
@@ -181,6 +197,7 @@ impl Node {
             | Node::GroupsDir
             | Node::GroupDir(_)
             | Node::GroupFile { .. } => None,
+            Node::Draft { topic, .. } => topic.as_deref(),
             Node::TopicDir(t)
             | Node::Log(t)
             | Node::TopicConfig(t)
@@ -206,6 +223,8 @@ impl Node {
             Node::GroupsDir => Node::ControlDir,
             Node::GroupDir(_) => Node::GroupsDir,
             Node::GroupFile { group, .. } => Node::GroupDir(group.clone()),
+            Node::Draft { topic: Some(t), .. } => Node::TopicDir(t.clone()),
+            Node::Draft { topic: None, .. } => Node::ControlDir,
         }
     }
 
@@ -307,6 +326,11 @@ impl InodeTable {
             Node::Segment { topic: t, name } => t == topic && !present.contains(name),
             _ => false,
         });
+    }
+
+    /// Forgets one node (a draft renamed or removed).
+    pub(crate) fn forget(&self, node: &Node) {
+        self.forget_where(|n| n == node);
     }
 
     fn forget_where(&self, gone: impl Fn(&Node) -> bool) {

@@ -11,6 +11,7 @@ pub(crate) mod fuser_glue;
 pub(crate) mod handle;
 pub(crate) mod inode;
 
+use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
@@ -26,10 +27,10 @@ use crate::engine::{
     metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, SystemClock, Topic,
 };
 use errno::{errno_of, group_errno};
-use handle::{ConfigTarget, ConfigWriter, Handle, HandleKind, HandleTable, LogState};
+use handle::{ConfigTarget, ConfigWriter, Draft, Handle, HandleKind, HandleTable, LogState};
 use inode::{
-    group_file_name, group_of_file_name, GroupFile, InodeTable, Node, CONTROL_DIR, GROUPS_DIR,
-    LOG_START_FILE,
+    group_file_name, group_of_file_name, is_sed_temporary, GroupFile, InodeTable, Node,
+    CONTROL_DIR, GROUPS_DIR, LOG_START_FILE,
 };
 
 /// Attributes of files are never cached: `tail -f` polls fstat once a second and must
@@ -44,6 +45,16 @@ const FIXED_ENTRY_TTL: Duration = Duration::from_secs(1);
 const SEGMENT_ENTRY_TTL: Duration = Duration::ZERO;
 /// Groups come and go with Kafka clients (and their offsets' expiry); never cache them.
 const GROUP_ENTRY_TTL: Duration = Duration::ZERO;
+/// Drafts (`sed -i`'s temporaries) are renamed or removed within a command; never cache
+/// them, so the name `config` a rename gave one resolves to `config` again at once.
+const DRAFT_TTL: Duration = Duration::ZERO;
+/// Drafts at once, over the mount: `sed -i` makes one at a time, and each holds memory.
+const MAX_DRAFTS: usize = 64;
+/// A draft's bytes: a rendered config file is a few KiB; far more is not a config file.
+const MAX_DRAFT_BYTES: usize = 8 << 20;
+/// The mode of the config files, which a draft shares: sed gives its temporary the mode
+/// of the file it edits, and a mode kpfs cannot keep is refused.
+const CONFIG_PERM: u16 = 0o644;
 /// `st_blksize`: large enough that stdio and cp pick big buffers, matching the 1 MiB
 /// ceiling the kernel puts on one FUSE request.
 const BLOCK_SIZE: u32 = 1 << 20;
@@ -147,6 +158,7 @@ pub(crate) struct KpfsFs {
     data_dir: PathBuf,
     inodes: InodeTable,
     handles: HandleTable,
+    drafts: Mutex<HashMap<Node, Arc<Draft>>>,
     uid: u32,
     gid: u32,
     /// mtime of directories and of files without a modification time of their own.
@@ -162,6 +174,7 @@ impl KpfsFs {
             data_dir: data_dir.to_path_buf(),
             inodes: InodeTable::new(),
             handles: HandleTable::new(),
+            drafts: Mutex::new(HashMap::new()),
             uid,
             gid,
             mounted_ms: SystemClock.now_ms(),
@@ -171,6 +184,33 @@ impl KpfsFs {
     #[cfg(test)]
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+
+    /// The kernel (`kernel`, its FUSE version) cannot map files opened for direct I/O:
+    /// every mmap(2) of a kpfs file fails with ENODEV before kpfs hears of it, so the
+    /// reason is recorded once, at mount.
+    pub(crate) fn note_no_mmap(&self, kernel: &str) {
+        self.engine.record_rejection(
+            &Node::Root.path(),
+            &format!(
+                "warning: this kernel ({kernel}) lacks FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6+): \
+                 mmap(2) of any file of the mount fails with ENODEV; read the files instead"
+            ),
+        );
+    }
+
+    /// The write-back of a page of a shared writable mapping (mmap): refused, since every
+    /// write to a kpfs file appends or edits by lines.
+    pub(crate) fn refuse_mapped_write(&self, fh: u64) -> FsError {
+        let path = self
+            .handles
+            .get(fh)
+            .map_or_else(|| format!("file handle {fh}"), |h| h.node.path());
+        self.refuse(
+            &path,
+            libc::EPERM,
+            "writes through a shared mapping (mmap) are not supported: append with >>",
+        )
     }
 
     /// Records the reason for `.kpfs/errors` and builds the error for the kernel.
@@ -234,6 +274,47 @@ impl KpfsFs {
             .ok_or_else(|| Self::not_found(&node.path()))
     }
 
+    /// The draft `node` names, if it still exists: one of a deleted (or deleted and
+    /// recreated) topic is gone with it.
+    fn draft(&self, node: &Node) -> Option<Arc<Draft>> {
+        let mut drafts = self.drafts.lock();
+        let draft = drafts.get(node)?;
+        let alive = draft.topic().is_none_or(|topic| {
+            self.engine
+                .topic(topic.name())
+                .is_some_and(|current| Arc::ptr_eq(&current, topic))
+        });
+        if alive {
+            return Some(Arc::clone(draft));
+        }
+        drafts.remove(node);
+        drop(drafts);
+        self.inodes.forget(node);
+        None
+    }
+
+    /// The drafts in the folder `dir` (a topic's or `.kpfs`).
+    fn drafts_in(&self, dir: &Node) -> Vec<Node> {
+        let nodes: Vec<Node> = self.drafts.lock().keys().cloned().collect();
+        nodes
+            .into_iter()
+            .filter(|node| node.parent() == *dir && self.draft(node).is_some())
+            .collect()
+    }
+
+    /// The draft `name` in `dir`, as a node.
+    fn draft_node(dir: &Node, name: &str) -> Option<Node> {
+        let topic = match dir {
+            Node::TopicDir(t) => Some(t.clone()),
+            Node::ControlDir => None,
+            _ => return None,
+        };
+        Some(Node::Draft {
+            topic,
+            name: name.to_string(),
+        })
+    }
+
     fn dir_attr(&self, ino: u64) -> Attr {
         Attr {
             ino,
@@ -288,7 +369,7 @@ impl KpfsFs {
             }
             Node::BrokerConfig => {
                 let len = self.engine.broker_config_text().len() as u64;
-                self.file_attr(ino, len, 0o644, self.mounted_ms)
+                self.file_attr(ino, len, CONFIG_PERM, self.mounted_ms)
             }
             Node::Errors => {
                 let len = self.engine.rejections_text().len() as u64;
@@ -304,7 +385,7 @@ impl KpfsFs {
             }
             Node::TopicConfig(_) => {
                 let len = self.topic(node)?.config_text().len() as u64;
-                self.file_attr(ino, len, 0o644, self.mounted_ms)
+                self.file_attr(ino, len, CONFIG_PERM, self.mounted_ms)
             }
             Node::Status(_) => {
                 let topic = self.topic(node)?;
@@ -319,6 +400,16 @@ impl KpfsFs {
             Node::LogStart(_) => {
                 let len = log_start_text(&*self.topic(node)?).len() as u64;
                 self.file_attr(ino, len, 0o644, self.mounted_ms)
+            }
+            Node::Draft { .. } => {
+                let draft = self
+                    .draft(node)
+                    .ok_or_else(|| Self::not_found(&node.path()))?;
+                let len = draft.bytes.lock().len() as u64;
+                Attr {
+                    ttl: DRAFT_TTL,
+                    ..self.file_attr(ino, len, CONFIG_PERM, self.mounted_ms)
+                }
             }
             Node::Segment { name, .. } => {
                 let topic = self.topic(node)?;
@@ -354,7 +445,7 @@ impl KpfsFs {
                 "errors" => Node::Errors,
                 "metrics" => Node::Metrics,
                 GROUPS_DIR => Node::GroupsDir,
-                _ => return Err(missing()),
+                _ => self.draft_child(parent, name).ok_or_else(missing)?,
             },
             Node::GroupsDir => {
                 let group = group_of_file_name(name)
@@ -384,7 +475,7 @@ impl KpfsFs {
                     "events" => Node::Events(t.clone()),
                     LOG_START_FILE => Node::LogStart(t.clone()),
                     "segments" => Node::SegmentsDir(t.clone()),
-                    _ => return Err(missing()),
+                    _ => self.draft_child(parent, name).ok_or_else(missing)?,
                 }
             }
             Node::SegmentsDir(t) => {
@@ -409,7 +500,8 @@ impl KpfsFs {
             | Node::Events(_)
             | Node::LogStart(_)
             | Node::Segment { .. }
-            | Node::GroupFile { .. } => {
+            | Node::GroupFile { .. }
+            | Node::Draft { .. } => {
                 return Err(FsError {
                     errno: libc::ENOTDIR,
                     message: format!("{}: not a directory", parent.path()),
@@ -419,12 +511,19 @@ impl KpfsFs {
         Ok(child)
     }
 
+    /// The draft `name` in `dir`, if there is one.
+    fn draft_child(&self, dir: &Node, name: &str) -> Option<Node> {
+        let node = Self::draft_node(dir, name)?;
+        self.draft(&node).map(|_| node)
+    }
+
     fn entry(&self, node: &Node) -> FsResult<Entry> {
         let ino = self.inodes.ino(node);
         let attr = self.attr_of(ino, node)?;
         let entry_ttl = match node {
             Node::Segment { .. } => SEGMENT_ENTRY_TTL,
             Node::GroupDir(_) | Node::GroupFile { .. } => GROUP_ENTRY_TTL,
+            Node::Draft { .. } => DRAFT_TTL,
             _ => FIXED_ENTRY_TTL,
         };
         Ok(Entry { attr, entry_ttl })
@@ -479,7 +578,13 @@ impl KpfsFs {
                 Node::TopicConfig(_) | Node::BrokerConfig if size == 0 => {
                     self.truncate_config(&node, change.fh)?
                 }
-                Node::TopicConfig(_) | Node::BrokerConfig => {
+                Node::Draft { .. } if size == 0 => {
+                    if let Some(draft) = self.draft(&node) {
+                        draft.bytes.lock().clear();
+                        draft.writer.edit.lock().change.truncate();
+                    }
+                }
+                Node::TopicConfig(_) | Node::BrokerConfig | Node::Draft { .. } => {
                     return Err(self.refuse(
                         &path,
                         libc::EPERM,
@@ -635,6 +740,133 @@ impl KpfsFs {
         self.refuse(&path, libc::EPERM, reason)
     }
 
+    /// CREATE: `sed -i`'s temporary beside a config file is a draft of it (see
+    /// [`Draft`]); every other create is refused as [`KpfsFs::refuse_namespace`] says.
+    pub(crate) fn create(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        exclusive: bool,
+    ) -> FsResult<(Entry, Opened)> {
+        let refused = || {
+            let op = if exclusive {
+                NamespaceOp::CreateExclusive
+            } else {
+                NamespaceOp::Create
+            };
+            self.refuse_namespace(op, parent, name)
+        };
+        let dir = self.inodes.node(parent).ok_or_else(refused)?;
+        let node = name
+            .to_str()
+            .filter(|name| is_sed_temporary(name))
+            .and_then(|name| Self::draft_node(&dir, name))
+            .ok_or_else(refused)?;
+        let path = node.path();
+        let target = match &dir {
+            Node::TopicDir(_) => {
+                let topic = self.topic(&dir)?;
+                self.refuse_internal_config(&topic, &path)?;
+                ConfigTarget::Topic(topic)
+            }
+            _ => ConfigTarget::Broker,
+        };
+        let exists = self.draft(&node).is_some();
+        let draft = {
+            let mut drafts = self.drafts.lock();
+            if exists || drafts.contains_key(&node) {
+                // mkstemp tries another name; no record, as for any O_EXCL probe.
+                return Err(FsError {
+                    errno: libc::EEXIST,
+                    message: format!("{path}: exists"),
+                });
+            }
+            if drafts.len() >= MAX_DRAFTS {
+                drop(drafts);
+                return Err(self.refuse(
+                    &path,
+                    libc::ENOSPC,
+                    format!(
+                        "{MAX_DRAFTS} drafts (sed -i temporaries) exist already: remove \
+                         those a killed sed left (rm TOPIC/sed??????)"
+                    ),
+                ));
+            }
+            let draft = Arc::new(Draft::new(target));
+            drafts.insert(node.clone(), Arc::clone(&draft));
+            draft
+        };
+        let entry = self.entry(&node)?;
+        let fh = self.handles.insert(Handle {
+            node,
+            writable: true,
+            kind: HandleKind::Draft(draft),
+        });
+        Ok((
+            entry,
+            Opened {
+                fh,
+                direct_io: true,
+            },
+        ))
+    }
+
+    /// UNLINK: a draft goes (sed removes its temporary when it fails); nothing else can.
+    pub(crate) fn unlink(&self, parent: u64, name: &OsStr) -> FsResult<()> {
+        let node = self.draft_named(parent, name);
+        match node {
+            Some(node) => {
+                self.drafts.lock().remove(&node);
+                self.inodes.forget(&node);
+                Ok(())
+            }
+            None => Err(self.refuse_namespace(NamespaceOp::Unlink, parent, name)),
+        }
+    }
+
+    /// RENAME: a draft renamed over the config file beside it applies as one write of
+    /// the whole file (`>`) would at its close: whole, or nothing of it, rename(2)
+    /// failing with the reason (sed prints it). Nothing else is ever renamed.
+    pub(crate) fn rename(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        new_parent: u64,
+        new_name: &OsStr,
+        plain: bool,
+    ) -> FsResult<()> {
+        let Some(node) = self.draft_named(parent, name) else {
+            return Err(self.refuse_namespace(NamespaceOp::Rename, parent, name));
+        };
+        let dir = node.parent();
+        if !plain || new_parent != parent || new_name != "config" {
+            return Err(self.refuse(
+                &node.path(),
+                libc::EPERM,
+                format!(
+                    "a draft of {} can only be renamed over it (as sed -i does)",
+                    dir.child_path("config")
+                ),
+            ));
+        }
+        let draft = self
+            .draft(&node)
+            .ok_or_else(|| Self::not_found(&node.path()))?;
+        {
+            let mut edit = draft.writer.edit.lock();
+            self.apply_config(&dir.child_path("config"), &draft.writer, &mut edit)?;
+        }
+        self.drafts.lock().remove(&node);
+        self.inodes.forget(&node);
+        Ok(())
+    }
+
+    /// The draft `name` in the folder `parent`, if there is one.
+    fn draft_named(&self, parent: u64, name: &OsStr) -> Option<Node> {
+        let dir = self.inodes.node(parent)?;
+        self.draft_child(&dir, name.to_str()?)
+    }
+
     /// kpfs keeps no extended attributes. Setting the access ACL a file's mode already
     /// implies (what vim and `cp -p` copy onto the file they save) changes nothing and
     /// succeeds; anything else is refused.
@@ -724,6 +956,9 @@ impl KpfsFs {
                     pending: Mutex::new(Vec::new()),
                 }
             }
+            Node::Draft { .. } => {
+                HandleKind::Draft(self.draft(&node).ok_or_else(|| Self::not_found(&path))?)
+            }
             Node::Segment { .. } if writable => {
                 return read_only("segments/ is a view of the partition directory; it")
             }
@@ -765,12 +1000,16 @@ impl KpfsFs {
             Node::Root => std::iter::once(Node::ControlDir)
                 .chain(self.engine.topic_names().into_iter().map(Node::TopicDir))
                 .collect(),
-            Node::ControlDir => vec![
-                Node::BrokerConfig,
-                Node::Errors,
-                Node::Metrics,
-                Node::GroupsDir,
-            ],
+            Node::ControlDir => {
+                let mut children = vec![
+                    Node::BrokerConfig,
+                    Node::Errors,
+                    Node::Metrics,
+                    Node::GroupsDir,
+                ];
+                children.extend(self.drafts_in(&node));
+                children
+            }
             Node::GroupsDir => {
                 let ids: Vec<String> = self
                     .engine
@@ -800,14 +1039,16 @@ impl KpfsFs {
             }
             Node::TopicDir(t) => {
                 self.topic(&node)?;
-                vec![
+                let mut children = vec![
                     Node::Log(t.clone()),
                     Node::TopicConfig(t.clone()),
                     Node::SegmentsDir(t.clone()),
                     Node::Status(t.clone()),
                     Node::Events(t.clone()),
                     Node::LogStart(t.clone()),
-                ]
+                ];
+                children.extend(self.drafts_in(&node));
+                children
             }
             Node::SegmentsDir(t) => {
                 let files = self
@@ -833,7 +1074,8 @@ impl KpfsFs {
             | Node::Events(_)
             | Node::LogStart(_)
             | Node::Segment { .. }
-            | Node::GroupFile { .. } => {
+            | Node::GroupFile { .. }
+            | Node::Draft { .. } => {
                 return Err(self.refuse(&node.path(), libc::ENOTDIR, "not a directory"))
             }
         };
@@ -869,6 +1111,7 @@ impl KpfsFs {
             HandleKind::Log { .. }
             | HandleKind::Text { .. }
             | HandleKind::LogStart { .. }
+            | HandleKind::Draft(_)
             | HandleKind::Backing { .. } => Err(bad_handle(fh)),
         }
     }
@@ -888,12 +1131,9 @@ impl KpfsFs {
                     .map_err(|e| self.engine_error(&path, &e))
             }
             HandleKind::Text { text, .. } | HandleKind::LogStart { text, .. } => {
-                let start = usize::try_from(offset)
-                    .unwrap_or(usize::MAX)
-                    .min(text.len());
-                let end = start.saturating_add(size as usize).min(text.len());
-                Ok(text[start..end].to_vec())
+                Ok(slice_at(text, offset, size))
             }
+            HandleKind::Draft(draft) => Ok(slice_at(&draft.bytes.lock(), offset, size)),
             HandleKind::Backing { file } => {
                 let mut buf = vec![0; size as usize];
                 let mut filled = 0;
@@ -939,20 +1179,8 @@ impl KpfsFs {
             HandleKind::Text {
                 writer: Some(writer),
                 ..
-            } => {
-                // Each line is checked as it arrives, so the writer hears of a bad one at
-                // once (bash prints it); the change applies at close.
-                let mut edit = writer.edit.lock();
-                edit.note_writer(owner);
-                let refused = edit.change.write(data);
-                if let Some(first) = refused.first() {
-                    let path = handle.node.path();
-                    for e in &refused[1..] {
-                        self.engine.record_rejection(&path, &e.to_string());
-                    }
-                    return Err(self.refuse(&path, libc::EINVAL, first.to_string()));
-                }
-            }
+            } => self.write_config(writer, data, owner, &handle.node)?,
+            HandleKind::Draft(draft) => self.write_draft(draft, data, owner, &handle.node)?,
             HandleKind::LogStart { topic, pending, .. } => {
                 let mut pending = pending.lock();
                 pending.extend_from_slice(data);
@@ -968,6 +1196,67 @@ impl KpfsFs {
         }
         // One FUSE write is at most max_write (1 MiB here), far below u32::MAX.
         Ok(u32::try_from(data.len()).unwrap_or(u32::MAX))
+    }
+
+    /// One write to a config file. Each line is checked as it arrives, and so is what
+    /// the lines so far make of the config in force (the checks across keys, as at
+    /// close), so the writer hears of a bad line, or of the line that makes the config
+    /// invalid, from the write (bash prints a write's error, never a close's); the change
+    /// applies at close.
+    fn write_config(
+        &self,
+        writer: &ConfigWriter,
+        data: &[u8],
+        owner: Option<u64>,
+        node: &Node,
+    ) -> FsResult<()> {
+        let mut edit = writer.edit.lock();
+        edit.note_writer(owner);
+        let lines_before = edit.change.lines();
+        let refused = edit.change.write(data);
+        if let Some(first) = refused.first() {
+            let path = node.path();
+            for e in &refused[1..] {
+                self.engine.record_rejection(&path, &e.to_string());
+            }
+            return Err(self.refuse(&path, libc::EINVAL, first.to_string()));
+        }
+        // Once a line was refused the change is over: it applies no more.
+        if edit.change.lines() == lines_before || edit.change.is_refused() {
+            return Ok(());
+        }
+        let checked = match &writer.target {
+            ConfigTarget::Broker => self.engine.check_broker_change(&edit.change),
+            ConfigTarget::Topic(topic) => topic.check_config_change(&edit.change),
+        };
+        checked.map_err(|e| {
+            edit.change.refuse_last_line();
+            self.engine_error(&node.path(), &e)
+        })
+    }
+
+    /// One write to a draft: checked as a write to the config file it drafts, and kept.
+    fn write_draft(
+        &self,
+        draft: &Draft,
+        data: &[u8],
+        owner: Option<u64>,
+        node: &Node,
+    ) -> FsResult<()> {
+        let mut bytes = draft.bytes.lock();
+        if bytes.len() + data.len() > MAX_DRAFT_BYTES {
+            return Err(self.refuse(
+                &node.path(),
+                libc::EFBIG,
+                format!(
+                    "a draft of a config file holds at most {MAX_DRAFT_BYTES} bytes: \
+                     a config file is key=value lines"
+                ),
+            ));
+        }
+        self.write_config(&draft.writer, data, owner, node)?;
+        bytes.extend_from_slice(data);
+        Ok(())
     }
 
     /// One write to `log`: its complete lines are appended, its unterminated last line
@@ -1074,7 +1363,9 @@ impl KpfsFs {
                 let line = std::mem::take(&mut *pending.lock());
                 self.move_log_start(topic, &line, &handle.node)
             }
+            // A draft applies when it is renamed over its config file, not at close.
             HandleKind::Text { writer: None, .. }
+            | HandleKind::Draft(_)
             | HandleKind::Backing { .. }
             | HandleKind::Dir { .. } => Ok(()),
         }
@@ -1121,10 +1412,20 @@ impl KpfsFs {
             return Ok(());
         }
         edit.committed();
-        let path = handle.node.path();
+        self.apply_config(&handle.node.path(), writer, &mut edit)
+    }
+
+    /// Applies the change `edit` of `writer` holds (the lock of `writer.edit`): whole,
+    /// or nothing of it, with the reasons in `.kpfs/errors` under `path`.
+    fn apply_config(
+        &self,
+        path: &str,
+        writer: &ConfigWriter,
+        edit: &mut handle::ConfigEdit,
+    ) -> FsResult<()> {
         let refused = edit.change.end_lines();
         for e in &refused {
-            self.engine.record_rejection(&path, &e.to_string());
+            self.engine.record_rejection(path, &e.to_string());
         }
         let (before, applied) = match &writer.target {
             ConfigTarget::Broker => (
@@ -1136,7 +1437,7 @@ impl KpfsFs {
                 topic.apply_config_change(&edit.change),
             ),
         };
-        applied.map_err(|e| self.engine_error(&path, &e))?;
+        applied.map_err(|e| self.engine_error(path, &e))?;
         // Accepted, but perhaps not doing what it seems: say so where refusals go, once,
         // when the change brings the warning in.
         let after = match &writer.target {
@@ -1145,7 +1446,7 @@ impl KpfsFs {
         };
         for warning in after.iter().filter(|w| !before.contains(w)) {
             self.engine
-                .record_rejection(&path, &format!("warning: {warning}"));
+                .record_rejection(path, &format!("warning: {warning}"));
         }
         Ok(())
     }
@@ -1272,9 +1573,10 @@ impl KpfsFs {
             HandleKind::Log { topic, .. } => topic
                 .sync()
                 .map_err(|e| self.engine_error(&handle.node.path(), &e)),
-            // A config change is durable when the close that applies it returns; the rest
-            // is read-only.
+            // A config change is durable when the close (or a draft's rename) that applies
+            // it returns; the rest is read-only.
             HandleKind::Text { .. }
+            | HandleKind::Draft(_)
             | HandleKind::LogStart { .. }
             | HandleKind::Backing { .. }
             | HandleKind::Dir { .. } => Ok(()),
@@ -1356,6 +1658,15 @@ fn acl_is_mode(value: &[u8], perm: u16) -> bool {
 /// The `log_start_offset` file: the offset and a newline.
 fn log_start_text(topic: &Topic) -> String {
     format!("{}\n", topic.log().log_start_offset())
+}
+
+/// The bytes of `text` a read of `size` at `offset` gets.
+fn slice_at(text: &[u8], offset: u64, size: u32) -> Vec<u8> {
+    let start = usize::try_from(offset)
+        .unwrap_or(usize::MAX)
+        .min(text.len());
+    let end = start.saturating_add(size as usize).min(text.len());
+    text[start..end].to_vec()
 }
 
 fn bad_handle(fh: u64) -> FsError {

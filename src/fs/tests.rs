@@ -281,24 +281,109 @@ fn a_config_change_applies_at_the_writers_close_all_or_nothing() {
         overrides(&f, config),
         "retention.ms=600000\nsegment.ms=3000\n"
     );
-    // A check across keys fails the close.
+}
+
+#[test]
+fn the_write_that_makes_a_config_invalid_across_keys_fails() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let config = f.ino(dir, "config");
+    set_config(&f, config, "retention.ms=600000\n");
+    // bash writes once per line: the second line, valid alone, makes the config invalid,
+    // and its write says so (bash prints it); nothing of the change applies at close.
     let fh =
         f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
             .unwrap()
             .fh;
     f.fs.write_from(fh, b"min.compaction.lag.ms=5000\n", Some(WRITER))
         .unwrap();
-    f.fs.write_from(fh, b"max.compaction.lag.ms=1000\n", Some(WRITER))
+    let refused =
+        f.fs.write_from(fh, b"max.compaction.lag.ms=1000\n", Some(WRITER));
+    assert_eq!(refused.unwrap_err().errno, libc::EINVAL);
+    assert!(f.errors().ends_with(
+        "t/config: conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms (1000)\n"
+    ), "{}", f.errors());
+    // Later lines are checked alone, as after any refused line.
+    f.fs.write_from(fh, b"max.compaction.lag.ms=9000\n", Some(WRITER))
         .unwrap();
     assert_eq!(f.fs.flush(fh, WRITER).unwrap_err().errno, libc::EINVAL);
     f.fs.release(fh);
-    assert!(f.errors().ends_with(
-        "t/config: conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms (1000)\n"
-    ));
+    assert!(f
+        .errors()
+        .ends_with("t/config: nothing of this change applied: line 2 of 3 was refused\n"));
+    assert_eq!(overrides(&f, config), "retention.ms=600000\n");
+    // Lines apply in order: the same end state, reached through valid steps, applies.
+    let fh =
+        f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
+            .unwrap()
+            .fh;
+    for line in [
+        "max.compaction.lag.ms=1000\n",
+        "min.compaction.lag.ms=500\n",
+    ] {
+        f.fs.write_from(fh, line.as_bytes(), Some(WRITER)).unwrap();
+    }
+    f.fs.flush(fh, WRITER).unwrap();
+    f.fs.release(fh);
     assert_eq!(
         overrides(&f, config),
-        "retention.ms=600000\nsegment.ms=3000\n"
+        "max.compaction.lag.ms=1000\nmin.compaction.lag.ms=500\nretention.ms=600000\n"
     );
+    // One write is checked as a whole: its lines may pass through an invalid state.
+    let fh = f.fs.open(config, libc::O_WRONLY).unwrap().fh;
+    f.fs.setattr(
+        config,
+        SetAttr {
+            size: Some(0),
+            fh: Some(fh),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    f.fs.write_from(
+        fh,
+        b"min.compaction.lag.ms=5000\nmax.compaction.lag.ms=9000\n",
+        Some(WRITER),
+    )
+    .unwrap();
+    f.fs.flush(fh, WRITER).unwrap();
+    f.fs.release(fh);
+    assert_eq!(
+        overrides(&f, config),
+        "max.compaction.lag.ms=9000\nmin.compaction.lag.ms=5000\n"
+    );
+}
+
+#[test]
+fn the_write_that_breaks_a_cleaner_rule_of_the_broker_fails() {
+    let f = fixture();
+    let control = f.ino(ROOT_INO, ".kpfs");
+    let config = f.ino(control, "config");
+    for (line, reason) in [
+        (
+            "log.cleaner.threads=3\n",
+            "Log cleaner threads cannot be increased to more than double the current value 1",
+        ),
+        (
+            "log.cleaner.dedupe.buffer.size=1048576\n",
+            "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread",
+        ),
+    ] {
+        let fh =
+            f.fs.open(config, libc::O_WRONLY | libc::O_APPEND)
+                .unwrap()
+                .fh;
+        let refused = f.fs.write_from(fh, line.as_bytes(), Some(WRITER));
+        assert_eq!(refused.unwrap_err().errno, libc::EINVAL, "{line}");
+        assert!(f.errors().contains(reason), "{}", f.errors());
+        assert_eq!(f.fs.flush(fh, WRITER).unwrap_err().errno, libc::EINVAL);
+        f.fs.release(fh);
+    }
+    assert_eq!(f.fs.engine().broker_config().cleaner_threads(), 1);
+    // Doubling, then doubling again in a later change, is how 1 becomes 4.
+    set_config(&f, config, "log.cleaner.threads=2\n");
+    set_config(&f, config, "log.cleaner.threads=4\n");
+    assert_eq!(f.fs.engine().broker_config().cleaner_threads(), 4);
 }
 
 #[test]
@@ -343,12 +428,10 @@ fn saving_in_an_editor_leaves_no_record() {
     let perm = f.fs.getattr(config).unwrap().perm;
     // vim: O_EXCL creates of its swap and probe files, chmod and the access ACL of the
     // mode the file has, owner unchanged.
-    let probe = f.fs.refuse_namespace(
-        crate::fs::NamespaceOp::CreateExclusive,
-        dir,
-        OsStr::new(".config.swp"),
-    );
-    assert_eq!(probe.errno, libc::EPERM);
+    for probe in [".config.swp", "config~", "4913"] {
+        let e = f.fs.create(dir, OsStr::new(probe), true).unwrap_err();
+        assert_eq!(e.errno, libc::EPERM, "{probe}");
+    }
     let chmod = SetAttr {
         mode: Some(libc::S_IFREG | u32::from(perm)),
         uid: Some(f.fs.getattr(config).unwrap().uid),
@@ -371,10 +454,121 @@ fn saving_in_an_editor_leaves_no_record() {
     assert_eq!(e.unwrap_err().errno, libc::EPERM);
     let e = f.fs.setxattr(config, OsStr::new("user.x"), b"1");
     assert_eq!(e.unwrap_err().errno, libc::EPERM);
-    let e =
-        f.fs.refuse_namespace(crate::fs::NamespaceOp::Create, dir, OsStr::new("x"));
+    let e = f.fs.create(dir, OsStr::new("x"), false).unwrap_err();
     assert_eq!(e.errno, libc::EPERM);
     assert_eq!(f.errors().lines().count(), 4, "{}", f.errors());
+}
+
+/// What `sed -i` does to a config file: create `sedXXXXXX` beside it, fchown and fchmod
+/// it to what the file has, write the edited text, close it, rename it over the file.
+fn sed_edit(f: &Fixture, dir: u64, temp: &str, text: &str) -> Result<(), i32> {
+    let (entry, opened) =
+        f.fs.create(dir, OsStr::new(temp), true)
+            .map_err(|e| e.errno)?;
+    let same = SetAttr {
+        mode: Some(libc::S_IFREG | 0o644),
+        uid: Some(entry.attr.uid),
+        gid: Some(entry.attr.gid),
+        ..SetAttr::default()
+    };
+    f.fs.setattr(entry.attr.ino, same).unwrap();
+    f.fs.setxattr(
+        entry.attr.ino,
+        OsStr::new("system.posix_acl_access"),
+        &minimal_acl(0o644),
+    )
+    .unwrap();
+    let written = f.fs.write_from(opened.fh, text.as_bytes(), Some(WRITER));
+    f.fs.flush(opened.fh, WRITER).unwrap();
+    f.fs.release(opened.fh);
+    if let Err(e) = written {
+        // sed removes its temporary when a write fails.
+        f.fs.unlink(dir, OsStr::new(temp)).unwrap();
+        return Err(e.errno);
+    }
+    assert_eq!(
+        f.fs.getattr(entry.attr.ino).unwrap().size,
+        text.len() as u64
+    );
+    f.fs.rename(dir, OsStr::new(temp), dir, OsStr::new("config"), true)
+        .map_err(|e| e.errno)
+}
+
+#[test]
+fn a_sed_temporary_renamed_over_config_applies_as_the_whole_file() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let config = f.ino(dir, "config");
+    set_config(&f, config, "retention.ms=600000\nflush.ms=7\n");
+    // The edited text of the whole file: the lines are the overrides.
+    let edited = f
+        .read_all(config)
+        .replace("retention.ms=600000", "retention.ms=700000");
+    let edited = edited.replace("flush.ms=7\n", "");
+    sed_edit(&f, dir, "sedAb12Cd", &edited).unwrap();
+    assert_eq!(overrides(&f, config), "retention.ms=700000\n");
+    assert!(!listing(&f, dir).contains(&"sedAb12Cd".to_string()));
+    assert_eq!(
+        f.fs.lookup(dir, OsStr::new("sedAb12Cd")).unwrap_err().errno,
+        libc::ENOENT
+    );
+    // .kpfs/config the same way.
+    let control = f.ino(ROOT_INO, ".kpfs");
+    sed_edit(&f, control, "sed000000", "log.cleaner.backoff.ms=999\n").unwrap();
+    assert_eq!(f.fs.engine().broker_config().cleaner_backoff_ms(), 999);
+    // A bad line fails its write; nothing changes, the reason names the temporary.
+    let refused = sed_edit(&f, dir, "sedZZZZZZ", "segment.bytes=400\n");
+    assert_eq!(refused, Err(libc::EINVAL));
+    assert!(f.errors().contains(
+        "t/sedZZZZZZ: Invalid value 400 for configuration segment.bytes: Value must be at least 1048576"
+    ), "{}", f.errors());
+    assert_eq!(overrides(&f, config), "retention.ms=700000\n");
+    // A conflict found only at the rename fails the rename, and nothing changes.
+    let (_, opened) = f.fs.create(dir, OsStr::new("sedYYYYYY"), true).unwrap();
+    f.fs.write_from(opened.fh, b"segment.bytes=x", Some(WRITER))
+        .unwrap();
+    f.fs.release(opened.fh);
+    let e =
+        f.fs.rename(
+            dir,
+            OsStr::new("sedYYYYYY"),
+            dir,
+            OsStr::new("config"),
+            true,
+        )
+        .unwrap_err();
+    assert_eq!(e.errno, libc::EINVAL);
+    assert!(f
+        .errors()
+        .contains("t/config: nothing of this change applied"));
+    assert_eq!(overrides(&f, config), "retention.ms=700000\n");
+    // Until removed, a draft is a file of the folder; it renames over nothing else.
+    assert!(listing(&f, dir).contains(&"sedYYYYYY".to_string()));
+    let e =
+        f.fs.rename(dir, OsStr::new("sedYYYYYY"), dir, OsStr::new("log"), true)
+            .unwrap_err();
+    assert_eq!(e.errno, libc::EPERM);
+    f.fs.unlink(dir, OsStr::new("sedYYYYYY")).unwrap();
+    assert!(!listing(&f, dir).contains(&"sedYYYYYY".to_string()));
+    // Other names and other folders make no drafts.
+    let segments = f.ino(dir, "segments");
+    for (parent, name) in [
+        (dir, "sed12345"),
+        (dir, "xsed123456"),
+        (segments, "sed123456"),
+        (ROOT_INO, "sed123456"),
+    ] {
+        let e = f.fs.create(parent, OsStr::new(name), true).unwrap_err();
+        assert_eq!(e.errno, libc::EPERM, "{name}");
+    }
+    // A draft goes with its topic.
+    f.fs.create(dir, OsStr::new("sedXXXXXX"), true).unwrap();
+    f.fs.rmdir(ROOT_INO, OsStr::new("t")).unwrap();
+    let dir = f.topic("t");
+    assert_eq!(
+        f.fs.lookup(dir, OsStr::new("sedXXXXXX")).unwrap_err().errno,
+        libc::ENOENT
+    );
 }
 
 /// The `system.posix_acl_access` value `acl_set_file` writes for a plain mode.
@@ -1029,4 +1223,14 @@ fn the_internal_topic_is_read_only_in_the_mount() {
         "{}",
         f.errors()
     );
+}
+
+#[test]
+fn a_kernel_that_cannot_map_direct_io_files_is_named_in_errors() {
+    let f = fixture();
+    f.fs.note_no_mmap("FUSE ABI 7.38");
+    assert!(f.errors().ends_with(
+        " .: warning: this kernel (FUSE ABI 7.38) lacks FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6+): \
+         mmap(2) of any file of the mount fails with ENODEV; read the files instead\n"
+    ), "{}", f.errors());
 }

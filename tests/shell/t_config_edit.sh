@@ -26,25 +26,49 @@ expect_eq "" "$(overrides "$CONFIG")" "overrides after a refused change"
 expect_contains "$(errors_since "$n")" "t/config: Invalid value 400 for configuration segment.bytes: Value must be at least 1048576"
 expect_contains "$(errors_since "$n")" "t/config: nothing of this change applied: line 3 of 4 was refused"
 
-# A check across keys runs on the whole change at close: close(2) fails (python sees it;
-# bash's dup2 does not report it, so .kpfs/errors is where the reason is).
+# The checks across keys run at every write on the config in force plus the lines so
+# far, so bash reports the line that makes the config invalid (it never reports a
+# close's error): Kafka's text in .kpfs/errors, nothing of the change applied.
 n=$(error_count)
-printf 'min.compaction.lag.ms=5000\nmax.compaction.lag.ms=1000\n' >"$CONFIG"
+err=$(printf 'min.compaction.lag.ms=5000\nmax.compaction.lag.ms=1000\n' 2>&1 >"$CONFIG") && fail "a cross-key conflict was accepted"
+expect_contains "$err" "write error: Invalid argument" "bash's printf of a cross-key conflict"
 expect_eq "" "$(overrides "$CONFIG")" "overrides after a cross-key conflict"
 expect_contains "$(errors_since "$n")" "t/config: conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms (1000)"
+expect_contains "$(errors_since "$n")" "t/config: nothing of this change applied: line 2 of 2 was refused"
+# The same lines in one write(2) (python, cat) are refused by that write.
 out=$(python3 - "$CONFIG" <<'EOF'
 import os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
-os.write(fd, b"min.compaction.lag.ms=5000\n")
-os.write(fd, b"max.compaction.lag.ms=1000\n")
 try:
-    os.close(fd)
-    print("closed")
+    os.write(fd, b"min.compaction.lag.ms=5000\nmax.compaction.lag.ms=1000\n")
+    print("written")
 except OSError as e:
     print(e.strerror)
+try:
+    os.close(fd)
+except OSError as e:
+    print("close:", e.strerror)
 EOF
 )
-expect_eq "Invalid argument" "$out" "close(2) of a change that fails a cross-key check"
+expect_eq $'Invalid argument\nclose: Invalid argument' "$out" "a multi-line write that conflicts across keys"
+# Lines apply in order: the valid end state is reached by writing the loosening line
+# first, and a write may pass through a conflict its own later line resolves.
+printf 'max.compaction.lag.ms=1000\nmin.compaction.lag.ms=500\n' >"$CONFIG"
+expect_eq $'max.compaction.lag.ms=1000\nmin.compaction.lag.ms=500' "$(overrides "$CONFIG")" "ordered lines"
+printf 'min.compaction.lag.ms=5000\nmax.compaction.lag.ms=9000\n' | cat >"$CONFIG"
+expect_eq $'max.compaction.lag.ms=9000\nmin.compaction.lag.ms=5000' "$(overrides "$CONFIG")" "one write through a conflict"
+: >"$CONFIG"
+# The broker's cleaner rules too (Kafka's LogCleaner.validateReconfiguration and
+# KafkaConfig's per-thread dedupe buffer).
+BROKER=$MNT/.kpfs/config
+n=$(error_count)
+err=$(echo log.cleaner.threads=3 2>&1 >>"$BROKER") && fail "tripling the cleaner threads was accepted"
+expect_contains "$err" "write error: Invalid argument" "echo of log.cleaner.threads=3"
+expect_contains "$(errors_since "$n")" ".kpfs/config: Log cleaner threads cannot be increased to more than double the current value 1"
+err=$(echo log.cleaner.dedupe.buffer.size=1048576 2>&1 >>"$BROKER") && fail "a 1 MiB dedupe buffer for one thread was accepted"
+expect_contains "$err" "write error: Invalid argument" "echo of log.cleaner.dedupe.buffer.size=1048576"
+expect_contains "$(errors_since "$n")" ".kpfs/config: log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread."
+expect_eq "" "$(overrides "$BROKER")" ".kpfs/config overrides after the refusals"
 
 # Valid lines in one write each: nothing applies before the close, which applies them
 # all; a reader meanwhile sees the config as it was.
@@ -104,11 +128,34 @@ expect_contains "$(cat "$CONFIG")" "# file.delete.delay.ms=5000 (DYNAMIC_DEFAULT
 expect_eq $'flush.ms=8\nretention.ms=1000\nsegment.ms=3000' "$(overrides "$CONFIG")" "overrides after the broker change"
 
 # .kpfs/config round-trips too: only dynamic overrides are live lines.
-BROKER=$MNT/.kpfs/config
 cat "$BROKER" >"$scratch/broker"
 echo "log.cleaner.backoff.ms=999" >>"$BROKER"
 cat "$scratch/broker" >"$BROKER"
 expect_eq "$(cat "$scratch/broker")" "$(cat "$BROKER")" ".kpfs/config after cat saved > .kpfs/config"
+
+# sed -i writes a temporary sedXXXXXX beside the file and renames it over the file: the
+# temporary is a draft of the config, checked as it is written and applied, whole, by
+# the rename. A refused edit changes nothing, sed fails and removes its temporary.
+sed -i 's/^retention.ms=1000$/retention.ms=1500/' "$CONFIG" || fail "sed -i on a topic config failed"
+expect_eq $'flush.ms=8\nretention.ms=1500\nsegment.ms=3000' "$(overrides "$CONFIG")" "after sed -i"
+sed -i -e '/^flush.ms=/d' -e 's/^# \(delete.retention.ms\)=[0-9]*.*/\1=1234/' "$CONFIG" || fail "sed -i deleting a line failed"
+expect_eq $'delete.retention.ms=1234\nretention.ms=1500\nsegment.ms=3000' "$(overrides "$CONFIG")" "after sed -i deleted and uncommented"
+n=$(error_count)
+err=$(sed -i 's/^segment.ms=3000$/segment.bytes=400/' "$CONFIG" 2>&1) && fail "sed -i saved an invalid value"
+expect_contains "$err" "Invalid argument" "sed's error"
+expect_eq $'delete.retention.ms=1234\nretention.ms=1500\nsegment.ms=3000' "$(overrides "$CONFIG")" "after a refused sed -i"
+expect_contains "$(errors_since "$n")" "Invalid value 400 for configuration segment.bytes: Value must be at least 1048576"
+expect_eq "" "$(ls "$MNT/t" | grep '^sed' || true)" "sed temporaries left in the topic folder"
+sed -i '/^# overrides$/a log.cleaner.backoff.ms=777' "$BROKER" || fail "sed -i on .kpfs/config failed"
+expect_eq $'log.cleaner.backoff.ms=777\nlog.segment.delete.delay.ms=5000' "$(overrides "$BROKER")" ".kpfs/config after sed -i"
+n=$(error_count)
+err=$(sed -i '/^# overrides$/a log.cleaner.threads=3' "$BROKER" 2>&1) && fail "sed -i tripled the cleaner threads"
+expect_contains "$err" "Invalid argument" "sed's error on .kpfs/config"
+expect_contains "$(errors_since "$n")" "Log cleaner threads cannot be increased to more than double the current value 1"
+expect_eq $'log.cleaner.backoff.ms=777\nlog.segment.delete.delay.ms=5000' "$(overrides "$BROKER")" ".kpfs/config after a refused sed -i"
+expect_eq "" "$(ls "$MNT/.kpfs" | grep '^sed' || true)" "sed temporaries left in .kpfs"
+echo "-log.cleaner.backoff.ms" >>"$BROKER"
+printf 'flush.ms=8\nretention.ms=1000\nsegment.ms=3000\n' >"$CONFIG"
 
 # vim: every way it saves (swap file probe, truncate and write in 8 KiB pieces, chmod,
 # ACL) works, and nothing but what the change itself brings lands in .kpfs/errors.

@@ -131,6 +131,24 @@ impl ConfigChange {
         merge_not_dynamic(errors)
     }
 
+    /// How many lines the change took so far (comments and refused lines included).
+    pub(crate) fn lines(&self) -> usize {
+        self.lines
+    }
+
+    /// Whether a line of the change was refused: then nothing of it applies.
+    pub(crate) fn is_refused(&self) -> bool {
+        self.first_refused.is_some()
+    }
+
+    /// Refuses the last line taken: every line was valid alone, but with it the lines so
+    /// far make a config the checks across keys refuse (the caller ran them against the
+    /// config in force), so nothing of the change applies.
+    pub(crate) fn refuse_last_line(&mut self) {
+        self.refused += 1;
+        self.first_refused.get_or_insert(self.lines);
+    }
+
     /// The writer closed: an unterminated last line is a line too.
     pub(crate) fn end_lines(&mut self) -> Vec<ConfigError> {
         if self.fragment.is_empty() {

@@ -508,6 +508,16 @@ impl Topic {
         self.apply_config_change(&ConfigChange::from_text(ConfigScope::Topic, text)?)
     }
 
+    /// Whether `change` would apply now, without applying it: the checks a write to
+    /// `config` runs on the lines so far, so the write that makes the config invalid
+    /// fails rather than only the close (which shells do not report).
+    pub(crate) fn check_config_change(&self, change: &ConfigChange) -> Result<()> {
+        self.overrides
+            .read()
+            .apply_change(change, &self.broker.read())?;
+        Ok(())
+    }
+
     /// Applies what one open-to-close of `config` wrote: all of it, or nothing when a
     /// line was refused or a check across keys fails. On a full disk the change applies
     /// in memory and is saved as soon as there is space (a warning says so meanwhile):
