@@ -858,8 +858,9 @@ fn config_changes_show_both_ways() {
     c.name = StrBytes::from_static_str("log.retention.bytes");
     c.config_operation = 1;
     let mut resource = AlterConfigsResource::default();
+    // Set through `.kpfs/config`'s cluster-wide level, so removed there (`""`).
     resource.resource_type = 4;
-    resource.resource_name = StrBytes::from_static_str("1");
+    resource.resource_name = StrBytes::from_static_str("");
     resource.configs = vec![c];
     let mut request = IncrementalAlterConfigsRequest::default();
     request.resources = vec![resource];
@@ -869,5 +870,137 @@ fn config_changes_show_both_ways() {
     assert!(
         text.contains("# retention.bytes=-1 (DEFAULT_CONFIG"),
         "{text}"
+    );
+}
+
+/// A Kafka broker config kpfs does not act on is accepted at the level Kafka accepts it,
+/// with Kafka's refusal at the other, described as Kafka describes it, and kept in
+/// `.kpfs/config` (issue 24, item 14).
+#[test]
+fn kafka_broker_configs_are_kept_per_broker_and_cluster_wide() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    let incremental = |client: &mut Client, resource: &str, name: &str, value: &str| {
+        let mut c = AlterableConfig::default();
+        c.name = StrBytes::from_string(name.to_string());
+        c.config_operation = 0;
+        c.value = Some(StrBytes::from_string(value.to_string()));
+        let mut r = AlterConfigsResource::default();
+        r.resource_type = 4;
+        r.resource_name = StrBytes::from_string(resource.to_string());
+        r.configs = vec![c];
+        let mut request = IncrementalAlterConfigsRequest::default();
+        request.resources = vec![r];
+        let response = client.send(1, &request);
+        let r = &response.responses[0];
+        (
+            r.error_code,
+            r.error_message.as_ref().map(|m| m.to_string()),
+        )
+    };
+    let describe = |client: &mut Client, resource: &str| {
+        let mut r = DescribeConfigsResource::default();
+        r.resource_type = 4;
+        r.resource_name = StrBytes::from_string(resource.to_string());
+        r.configuration_keys = None;
+        let mut request = DescribeConfigsRequest::default();
+        request.resources = vec![r];
+        request.include_synonyms = true;
+        client.send(4, &request).results.remove(0)
+    };
+    let relogin = "sasl.kerberos.min.time.before.relogin";
+    assert_eq!(
+        incremental(&mut client, "", relogin, "5"),
+        (
+            40,
+            Some(format!("Cannot update these configs at default cluster level, broker id must be specified: [{relogin}]"))
+        )
+    );
+    assert_eq!(incremental(&mut client, "1", relogin, "5").0, 0);
+    assert_eq!(
+        incremental(&mut client, "", "background.threads", "12").0,
+        0
+    );
+    assert_eq!(
+        incremental(&mut client, "1", "foo.bar", "1"),
+        (40, Some("Unknown broker config name: foo.bar".to_string()))
+    );
+
+    let this = describe(&mut client, "1");
+    assert_eq!(this.error_code, 0);
+    assert_eq!(this.configs.len(), 340);
+    let entry = |name: &str| {
+        this.configs
+            .iter()
+            .find(|c| c.name.as_str() == name)
+            .unwrap_or_else(|| panic!("{name} not described"))
+    };
+    let r = entry(relogin);
+    assert_eq!(
+        (r.value.as_deref(), r.config_source, r.read_only),
+        (Some("5"), 2, false)
+    );
+    assert_eq!(
+        r.synonyms
+            .iter()
+            .map(|s| (s.value.as_deref().unwrap_or_default().to_string(), s.source))
+            .collect::<Vec<_>>(),
+        [("5".to_string(), 2), ("60000".to_string(), 5)]
+    );
+    let threads = entry("background.threads");
+    assert_eq!(
+        (threads.value.as_deref(), threads.config_source),
+        (Some("12"), 3)
+    );
+    let password = entry("ssl.key.password");
+    assert!(password.is_sensitive && password.value.is_none());
+    assert!(entry("process.roles").read_only);
+    // The cluster-wide resource: only what is set there.
+    let cluster = describe(&mut client, "");
+    assert_eq!(
+        cluster
+            .configs
+            .iter()
+            .map(|c| (c.name.to_string(), c.config_source))
+            .collect::<Vec<_>>(),
+        [("background.threads".to_string(), 3)]
+    );
+    let other = describe(&mut client, "2");
+    assert_eq!(
+        (other.error_code, other.error_message.as_deref()),
+        (
+            42,
+            Some("Unexpected broker id, expected 1 or empty string, but received 2")
+        )
+    );
+    // AlterConfigs replaces one level's overrides, not the other's.
+    let mut c = alter_configs_request::AlterableConfig::default();
+    c.name = StrBytes::from_static_str("num.io.threads");
+    c.value = Some(StrBytes::from_static_str("16"));
+    let mut r = alter_configs_request::AlterConfigsResource::default();
+    r.resource_type = 4;
+    r.resource_name = StrBytes::from_static_str("1");
+    r.configs = vec![c];
+    let mut request = AlterConfigsRequest::default();
+    request.resources = vec![r];
+    assert_eq!(client.send(2, &request).responses[0].error_code, 0);
+    let sources = |client: &mut Client| {
+        let described = describe(client, "1");
+        ["background.threads", "num.io.threads", relogin].map(|name| {
+            let c = described
+                .configs
+                .iter()
+                .find(|c| c.name.as_str() == name)
+                .unwrap();
+            (c.value.as_deref().map(String::from), c.config_source)
+        })
+    };
+    assert_eq!(
+        sources(&mut client),
+        [
+            (Some("12".to_string()), 3),
+            (Some("16".to_string()), 2),
+            (Some("60000".to_string()), 5)
+        ]
     );
 }

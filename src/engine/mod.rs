@@ -706,9 +706,13 @@ impl Engine {
         self.inner.broker.read().clone()
     }
 
-    /// Every broker config with its value and source, as Kafka's `DescribeConfigs`.
-    pub(crate) fn describe_broker_config(&self) -> Vec<config::DescribedConfig> {
-        self.inner.broker.read().describe()
+    /// The broker configs of one level with their values and sources, as Kafka's
+    /// `DescribeConfigs` of a broker resource.
+    pub(crate) fn describe_broker_config(
+        &self,
+        level: config::BrokerLevel,
+    ) -> Vec<config::DescribedConfig> {
+        self.inner.broker.read().describe(level)
     }
 
     /// A whole command to `.kpfs/config` (`key=value` lines of dynamic broker configs)

@@ -1,7 +1,9 @@
 # .kpfs/config lists the dynamic overrides as key=value and every other broker config as
 # a comment with its value and source, including mount overrides; a static config written
 # there is refused with Kafka's "Cannot update these configs dynamically" text, a dynamic
-# one (log.segment.delete.delay.ms) is accepted and survives a remount.
+# one (log.segment.delete.delay.ms) is accepted and survives a remount; a Kafka broker
+# config kpfs does not act on is kept at Kafka's level (per-broker only for
+# sasl.kerberos.min.time.before.relogin), marked as having no effect, and survives a remount.
 source "$(dirname "$0")/lib.sh"
 
 mount_kpfs --override log.retention.check.interval.ms=500
@@ -37,8 +39,20 @@ grep -qx "log.segment.delete.delay.ms=5000" "$BROKER" || fail "log.segment.delet
 mkdir "$MNT/t"
 grep -q "^# file.delete.delay.ms=5000 " "$MNT/t/config" || fail "topic default file.delete.delay.ms does not follow: $(grep file.delete "$MNT/t/config")"
 
+# Per-broker only, as Kafka's: refused at the cluster-wide level, kept after the header.
+RELOGIN=sasl.kerberos.min.time.before.relogin
+expect_errno "Invalid argument" "echo $RELOGIN=5000 >> '$BROKER'"
+expect_contains "$(tail -n 2 "$MNT/.kpfs/errors")" \
+    "Cannot update these configs at default cluster level, broker id must be specified: [$RELOGIN]" ".kpfs/errors"
+grep -qx "# $RELOGIN=60000 (DEFAULT_CONFIG, no effect in kpfs)" "$BROKER" || fail "$RELOGIN not listed: $(grep relogin "$BROKER")"
+printf '# per-broker overrides\n%s=5000\n' "$RELOGIN" >> "$BROKER"
+per_broker=$(sed -n '/^# per-broker overrides$/,/^# defaults$/p' "$BROKER")
+expect_eq $'# per-broker overrides\n'"$RELOGIN=5000"$'\n'"# $RELOGIN has no effect in kpfs"$'\n# defaults' "$per_broker" \
+    "the per-broker section of .kpfs/config"
+
 umount_kpfs
 remount_kpfs --override log.retention.check.interval.ms=500
+grep -qx "$RELOGIN=5000" "$BROKER" || fail "$RELOGIN=5000 lost across remount: $(grep relogin "$BROKER")"
 grep -qx "log.segment.delete.delay.ms=5000" "$BROKER" || fail "log.segment.delete.delay.ms=5000 lost across remount: $(grep delete.delay "$BROKER")"
 grep -q "^# file.delete.delay.ms=5000 " "$MNT/t/config" || fail "topic default file.delete.delay.ms after remount: $(grep file.delete "$MNT/t/config")"
 umount_kpfs

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::change::ConfigChange;
-use super::def::{BrokerKey, Kind, TopicKey};
+use super::change::{ConfigChange, Settings, THIS_BROKER_HEADER};
+use super::def::{BrokerKey, BrokerLevel, BrokerName, Kind, TopicKey};
 use super::error::{BrokerRule, ConfigError, ListenerRule};
 use super::listeners::{parse_listeners, Endpoint};
 use super::properties::{parse_properties, read_persisted, write_persisted};
@@ -14,18 +14,29 @@ use super::value::{builtin, parse_setting, read, ConfigType, Setting, Value};
 use crate::engine::limits::MIN_OFFSET_MAP_BYTES;
 
 /// Effective broker configuration: built-in defaults, then the static values given at
-/// mount, then dynamic overrides written to `.kpfs/config`.
+/// mount, then the dynamic overrides of `.kpfs/config`: the cluster-wide default level,
+/// then this broker's, which wins (Kafka's `DynamicBrokerConfig` precedence).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BrokerConfig {
-    pub(super) static_values: BTreeMap<BrokerKey, Setting>,
-    pub(super) dynamic_values: BTreeMap<BrokerKey, Setting>,
+    pub(super) static_values: Settings,
+    pub(super) cluster_default: Settings,
+    pub(super) this_broker: Settings,
 }
 
 impl BrokerConfig {
     pub fn defaults() -> BrokerConfig {
         BrokerConfig {
             static_values: BTreeMap::new(),
-            dynamic_values: BTreeMap::new(),
+            cluster_default: BTreeMap::new(),
+            this_broker: BTreeMap::new(),
+        }
+    }
+
+    /// The dynamic overrides of one level.
+    pub(super) fn level(&self, level: BrokerLevel) -> &Settings {
+        match level {
+            BrokerLevel::ClusterDefault => &self.cluster_default,
+            BrokerLevel::ThisBroker => &self.this_broker,
         }
     }
 
@@ -42,7 +53,7 @@ impl BrokerConfig {
         };
         let given = overrides.iter().map(|(k, v)| (k.trim(), v.as_str()));
         for (key, raw) in from_file.into_iter().chain(given) {
-            let key = BrokerKey::known(key)?;
+            let key = BrokerName::known(key)?;
             let setting = parse_setting(key.def(), raw)?;
             config.static_values.insert(key, setting);
         }
@@ -60,9 +71,12 @@ impl BrokerConfig {
     /// The broker config after `change` (a broker change): all of it, checked across
     /// configs on the result, or nothing.
     pub(crate) fn apply_change(&self, change: &ConfigChange) -> Result<BrokerConfig, ConfigError> {
+        let (cluster_default, this_broker) =
+            change.applied_to_broker(&self.cluster_default, &self.this_broker)?;
         let next = BrokerConfig {
             static_values: self.static_values.clone(),
-            dynamic_values: change.applied_to_broker(&self.dynamic_values)?,
+            cluster_default,
+            this_broker,
         };
         next.check_rules()?;
         // `LogCleaner.validateReconfiguration`: threads are restarted, never resized wildly.
@@ -81,38 +95,51 @@ impl BrokerConfig {
         Ok(next)
     }
 
-    /// The dynamic overrides to persist: `key=value` lines, sorted, values escaped.
+    /// The dynamic overrides to persist: the cluster-wide level's `key=value` lines, then,
+    /// after `.kpfs/config`'s per-broker header, this broker's; sorted, values escaped.
     pub(crate) fn dynamic_properties(&self) -> String {
-        write_persisted(self.dynamic_values.iter())
+        let mut text = write_persisted(self.cluster_default.iter());
+        if !self.this_broker.is_empty() {
+            text.push_str(THIS_BROKER_HEADER);
+            text.push('\n');
+            text.push_str(&write_persisted(self.this_broker.iter()));
+        }
+        text
     }
 
     /// Mount time: replaces the dynamic overrides with persisted ones.
     pub fn with_dynamic_properties(&self, text: &str) -> Result<BrokerConfig, ConfigError> {
         let mut next = self.clone();
-        next.dynamic_values.clear();
-        let mut not_dynamic: Vec<BrokerKey> = Vec::new();
-        for (key, raw) in read_persisted(text)? {
-            let key = BrokerKey::known(&key)?;
-            if !key.is_dynamic() {
-                if !not_dynamic.contains(&key) {
-                    not_dynamic.push(key);
-                }
-                continue;
+        let (mut cluster_text, mut broker_text) = (String::new(), String::new());
+        let mut part = &mut cluster_text;
+        for line in text.split_inclusive('\n') {
+            if line.trim_end() == THIS_BROKER_HEADER {
+                part = &mut broker_text;
+            } else {
+                part.push_str(line);
             }
-            let setting = parse_setting(key.def(), &raw)?;
-            next.dynamic_values.insert(key, setting);
         }
-        if let Some(&first) = not_dynamic.first() {
-            // The first one's refusal, naming every key refused the same way.
-            let kind = |key: BrokerKey| key.refusal_at_cluster_level(Vec::new());
-            let names = not_dynamic
-                .iter()
-                .filter(|&&key| kind(key) == kind(first))
-                .map(|key| key.name().to_string())
-                .collect();
-            return Err(first
-                .refusal_at_cluster_level(names)
-                .expect("a key that is not dynamic at the cluster level"));
+        let mut refused: Vec<ConfigError> = Vec::new();
+        for (level, part) in [
+            (BrokerLevel::ClusterDefault, &cluster_text),
+            (BrokerLevel::ThisBroker, &broker_text),
+        ] {
+            let mut values = Settings::new();
+            for (key, raw) in read_persisted(part)? {
+                let key = BrokerName::known(&key)?;
+                if let Some(refusal) = key.refusal_at(level, vec![key.name().to_string()]) {
+                    refused.push(refusal);
+                    continue;
+                }
+                values.insert(key, parse_setting(key.def(), &raw)?);
+            }
+            match level {
+                BrokerLevel::ClusterDefault => next.cluster_default = values,
+                BrokerLevel::ThisBroker => next.this_broker = values,
+            }
+        }
+        if let Some(first) = super::change::merge_refusals(refused).into_iter().next() {
+            return Err(first);
         }
         next.check_rules()?;
         Ok(next)
@@ -212,13 +239,29 @@ impl BrokerConfig {
         self.get(BrokerKey::LogFlushOffsetCheckpointIntervalMs)
     }
 
-    fn setting(&self, key: BrokerKey) -> Option<&Setting> {
-        self.dynamic_values
-            .get(&key)
-            .or_else(|| self.static_values.get(&key))
+    /// The value in force and where it comes from, if something configured it: this
+    /// broker's level > the cluster-wide default > static.
+    pub(super) fn configured(&self, name: BrokerName) -> Option<(&Setting, ConfigSource)> {
+        self.this_broker
+            .get(&name)
+            .map(|s| (s, ConfigSource::DynamicBroker))
+            .or_else(|| {
+                self.cluster_default
+                    .get(&name)
+                    .map(|s| (s, ConfigSource::DynamicDefaultBroker))
+            })
+            .or_else(|| {
+                self.static_values
+                    .get(&name)
+                    .map(|s| (s, ConfigSource::StaticBroker))
+            })
     }
 
-    /// Dynamic > static > built-in default; `None` only for null-default configs left unset.
+    fn setting(&self, key: BrokerKey) -> Option<&Setting> {
+        self.configured(BrokerName::Own(key)).map(|(s, _)| s)
+    }
+
+    /// Configured > built-in default; `None` only for null-default configs left unset.
     fn value(&self, key: BrokerKey) -> Option<Value> {
         match self.setting(key) {
             Some(setting) => Some(setting.value.clone()),
@@ -239,16 +282,8 @@ impl BrokerConfig {
     /// [`BrokerConfig::inherited_topic_value`] with where it comes from.
     pub(super) fn inherited_topic_source(&self, topic: TopicKey) -> Option<Inherited> {
         for synonym in topic.row().synonyms {
-            let (source, setting_value) = match self
-                .dynamic_values
-                .get(&synonym.key)
-                .map(|s| (ConfigSource::DynamicDefaultBroker, s))
-                .or_else(|| {
-                    self.static_values
-                        .get(&synonym.key)
-                        .map(|s| (ConfigSource::StaticBroker, s))
-                }) {
-                Some((source, setting)) => (source, setting.value.clone()),
+            let (source, setting_value) = match self.configured(BrokerName::Own(synonym.key)) {
+                Some((setting, source)) => (source, setting.value.clone()),
                 None => match builtin(synonym.key.def()) {
                     Some(value) => (ConfigSource::Default, value),
                     None => continue,
@@ -377,7 +412,8 @@ impl BrokerConfig {
         let mut next = self.clone();
         if self.setting(BrokerKey::Listeners).is_none() {
             let setting = parse_setting(BrokerKey::Listeners.def(), listeners)?;
-            next.static_values.insert(BrokerKey::Listeners, setting);
+            next.static_values
+                .insert(BrokerName::Own(BrokerKey::Listeners), setting);
         }
         next.check_rules()?;
         Ok(next)
@@ -463,6 +499,9 @@ impl ListenerSettings {
 /// overrides are its `DYNAMIC_TOPIC_CONFIG`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ConfigSource {
+    /// A per-broker override of `.kpfs/config` (`kafka-configs.sh --alter --entity-name
+    /// NODE_ID`).
+    DynamicBroker,
     /// A value written to `.kpfs/config` (`kafka-configs.sh --alter --entity-default`).
     DynamicDefaultBroker,
     /// Set at mount: `--config FILE` or `--override`.
@@ -474,6 +513,7 @@ pub(crate) enum ConfigSource {
 impl fmt::Display for ConfigSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            ConfigSource::DynamicBroker => "DYNAMIC_BROKER_CONFIG",
             ConfigSource::DynamicDefaultBroker => "DYNAMIC_DEFAULT_BROKER_CONFIG",
             ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
             ConfigSource::Default => "DEFAULT_CONFIG",

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::def::{BrokerKey, TopicKey};
+use super::def::{BrokerLevel, BrokerName, TopicKey};
 use super::error::ConfigError;
 use super::properties::parse_command_line;
 use super::value::Setting;
@@ -14,8 +14,33 @@ use crate::engine::limits::MAX_CONFIG_LINE_BYTES;
 pub(crate) enum ConfigScope {
     /// A topic's `config`: topic config names.
     Topic,
-    /// `.kpfs/config`: dynamic broker config names.
+    /// `.kpfs/config`: dynamic broker config names, at the cluster-wide default level
+    /// until a [`THIS_BROKER_HEADER`] line (and again after an [`OVERRIDES_HEADER`] one).
     Broker,
+}
+
+/// The line of `.kpfs/config` (and of its persisted file) after which overrides are this
+/// broker's rather than the cluster-wide default's.
+pub(crate) const THIS_BROKER_HEADER: &str = "# per-broker overrides";
+/// The first line of a rendered config file, after which overrides are the cluster-wide
+/// default's in `.kpfs/config`.
+pub(crate) const OVERRIDES_HEADER: &str = "# overrides";
+
+/// Configured broker values by config (one level's overrides, or the static values).
+pub(super) type Settings = BTreeMap<BrokerName, Setting>;
+
+/// The overrides one change sets (`Some`) or removes (`None`), by config.
+pub(super) type BrokerEdits = BTreeMap<BrokerName, Option<Setting>>;
+
+/// Which overrides a change replaces rather than edits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Replace {
+    /// None: the change edits the keys it names (`>>`, IncrementalAlterConfigs).
+    Nothing,
+    /// Every override of the file (`>`).
+    All,
+    /// One level of broker overrides (AlterConfigs of one broker resource).
+    Level(BrokerLevel),
 }
 
 /// The edits of a change, keyed by the configs of its scope: `Some` sets, `None` removes
@@ -24,7 +49,12 @@ pub(crate) enum ConfigScope {
 #[derive(Clone, Debug)]
 pub(super) enum Edits {
     Topic(BTreeMap<TopicKey, Option<Setting>>),
-    Broker(BTreeMap<BrokerKey, Option<Setting>>),
+    Broker {
+        cluster_default: BrokerEdits,
+        this_broker: BrokerEdits,
+        /// The level the next line edits.
+        level: BrokerLevel,
+    },
 }
 
 impl Edits {
@@ -32,7 +62,11 @@ impl Edits {
     pub(super) fn len(&self) -> usize {
         match self {
             Edits::Topic(edits) => edits.len(),
-            Edits::Broker(edits) => edits.len(),
+            Edits::Broker {
+                cluster_default,
+                this_broker,
+                ..
+            } => cluster_default.len() + this_broker.len(),
         }
     }
 }
@@ -47,7 +81,7 @@ pub(crate) struct ConfigChange {
     pub(super) scope: ConfigScope,
     /// The file was emptied first (`>`, O_TRUNC): the lines are the whole set of
     /// overrides. Otherwise (`>>`) they change only the keys they name.
-    replace: bool,
+    replace: Replace,
     pub(super) edits: Edits,
     /// The start of a line whose `\n` has not arrived yet.
     pub(super) fragment: Vec<u8>,
@@ -63,10 +97,14 @@ impl ConfigChange {
     pub(crate) fn new(scope: ConfigScope) -> ConfigChange {
         ConfigChange {
             scope,
-            replace: false,
+            replace: Replace::Nothing,
             edits: match scope {
                 ConfigScope::Topic => Edits::Topic(BTreeMap::new()),
-                ConfigScope::Broker => Edits::Broker(BTreeMap::new()),
+                ConfigScope::Broker => Edits::Broker {
+                    cluster_default: BTreeMap::new(),
+                    this_broker: BTreeMap::new(),
+                    level: BrokerLevel::ClusterDefault,
+                },
             },
             fragment: Vec::new(),
             overlong: false,
@@ -82,7 +120,7 @@ impl ConfigChange {
         let mut change = ConfigChange::new(scope);
         let mut errors = change.write(text.as_bytes());
         errors.extend(change.end_lines());
-        match merge_not_dynamic(errors).into_iter().next() {
+        match merge_refusals(errors).into_iter().next() {
             Some(first) => Err(first),
             None => Ok(change),
         }
@@ -92,9 +130,22 @@ impl ConfigChange {
     /// follows is the whole set of overrides.
     pub(crate) fn truncate(&mut self) {
         *self = ConfigChange {
-            replace: true,
+            replace: Replace::All,
             ..ConfigChange::new(self.scope)
         };
+    }
+
+    /// A change to one level of broker overrides (a broker resource of the Kafka
+    /// protocol): its lines edit that level, and with `replace` are its whole set.
+    pub(crate) fn broker_level(level: BrokerLevel, replace: bool) -> ConfigChange {
+        let mut change = ConfigChange::new(ConfigScope::Broker);
+        if let Edits::Broker { level: at, .. } = &mut change.edits {
+            *at = level;
+        }
+        if replace {
+            change.replace = Replace::Level(level);
+        }
+        change
     }
 
     /// Takes the bytes of one write(2) and checks every line it completes at once.
@@ -128,7 +179,7 @@ impl ConfigChange {
         } else {
             self.fragment.extend_from_slice(rest);
         }
-        merge_not_dynamic(errors)
+        merge_refusals(errors)
     }
 
     /// How many lines the change took so far (comments and refused lines included).
@@ -175,6 +226,13 @@ impl ConfigChange {
     fn edit(&mut self, line: &[u8]) -> Result<(), ConfigError> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let line = std::str::from_utf8(line).map_err(|_| ConfigError::NotText)?;
+        if let Edits::Broker { level, .. } = &mut self.edits {
+            match line.trim_end() {
+                THIS_BROKER_HEADER => *level = BrokerLevel::ThisBroker,
+                OVERRIDES_HEADER => *level = BrokerLevel::ClusterDefault,
+                _ => {}
+            }
+        }
         let Some(op) = parse_command_line(line)? else {
             return Ok(());
         };
@@ -183,13 +241,28 @@ impl ConfigChange {
                 let key = TopicKey::known(op.key())?;
                 edits.insert(key, op.setting(key.def())?);
             }
-            Edits::Broker(edits) => {
-                let key = BrokerKey::known(op.key())?;
-                // Refused before the value is looked at, as Kafka does.
-                if let Some(refusal) = key.refusal_at_cluster_level(vec![key.name().to_string()]) {
+            Edits::Broker {
+                cluster_default,
+                this_broker,
+                level,
+            } => {
+                let name = BrokerName::known(op.key())?;
+                let refusal = name.refusal_at(*level, vec![name.name().to_string()]);
+                // Kafka refuses static and listener-only configs before it looks at values,
+                // and per-broker ones at the default level after.
+                let per_broker_only = matches!(refusal, Some(ConfigError::PerBrokerOnly { .. }));
+                if let Some(refusal) = refusal.clone().filter(|_| !per_broker_only) {
                     return Err(refusal);
                 }
-                edits.insert(key, op.setting(key.def())?);
+                let setting = op.setting(name.def())?;
+                if let Some(refusal) = refusal {
+                    return Err(refusal);
+                }
+                let edits = match level {
+                    BrokerLevel::ClusterDefault => cluster_default,
+                    BrokerLevel::ThisBroker => this_broker,
+                };
+                edits.insert(name, setting);
             }
         }
         Ok(())
@@ -215,27 +288,48 @@ impl ConfigChange {
         let Edits::Topic(edits) = &self.edits else {
             panic!("a topic config change, got a {:?} one", self.scope);
         };
-        self.applied(edits, values)
+        self.applied(edits, values, self.replace == Replace::All)
     }
 
-    /// The broker's dynamic overrides with this broker change applied.
+    /// The broker's dynamic overrides, cluster-wide and this broker's, with this broker
+    /// change applied.
     pub(super) fn applied_to_broker(
         &self,
-        values: &BTreeMap<BrokerKey, Setting>,
-    ) -> Result<BTreeMap<BrokerKey, Setting>, ConfigError> {
-        let Edits::Broker(edits) = &self.edits else {
+        cluster_values: &Settings,
+        broker_values: &Settings,
+    ) -> Result<(Settings, Settings), ConfigError> {
+        let Edits::Broker {
+            cluster_default,
+            this_broker,
+            ..
+        } = &self.edits
+        else {
             panic!("a broker config change, got a {:?} one", self.scope);
         };
-        self.applied(edits, values)
+        let replaces =
+            |level| matches!(self.replace, Replace::All) || self.replace == Replace::Level(level);
+        Ok((
+            self.applied(
+                cluster_default,
+                cluster_values,
+                replaces(BrokerLevel::ClusterDefault),
+            )?,
+            self.applied(
+                this_broker,
+                broker_values,
+                replaces(BrokerLevel::ThisBroker),
+            )?,
+        ))
     }
 
     fn applied<K: Ord + Copy>(
         &self,
         edits: &BTreeMap<K, Option<Setting>>,
         values: &BTreeMap<K, Setting>,
+        replace: bool,
     ) -> Result<BTreeMap<K, Setting>, ConfigError> {
         self.check_accepted()?;
-        let mut next = if self.replace {
+        let mut next = if replace {
             BTreeMap::new()
         } else {
             values.clone()
@@ -250,15 +344,34 @@ impl ConfigChange {
     }
 }
 
-/// The static broker configs refused in one write, named in one error in the order
-/// written, at the place of the first.
-fn merge_not_dynamic(errors: Vec<ConfigError>) -> Vec<ConfigError> {
-    let mut merged: Vec<ConfigError> = Vec::with_capacity(errors.len());
-    let mut at = None;
+/// The refusals of one write as Kafka reports an `AlterConfigs` request's: the configs
+/// refused by name in one error per kind (static ones first, then listener-only ones, in
+/// the order written), then the other errors, then the per-broker-only configs (Kafka
+/// checks the level after the values), at the place of the first of each kind.
+pub(super) fn merge_refusals(errors: Vec<ConfigError>) -> Vec<ConfigError> {
+    let names_of = |e: &ConfigError| match e {
+        ConfigError::NotDynamic { .. } => Some(0),
+        ConfigError::ListenerPrefixOnly { .. } => Some(1),
+        ConfigError::PerBrokerOnly { .. } => Some(3),
+        _ => None,
+    };
+    let mut merged: Vec<(u8, ConfigError)> = Vec::with_capacity(errors.len());
     for error in errors {
-        match (error, at) {
-            (ConfigError::NotDynamic { names }, Some(i)) => {
-                if let ConfigError::NotDynamic { names: all } = &mut merged[i] {
+        let Some(kind) = names_of(&error) else {
+            merged.push((2, error));
+            continue;
+        };
+        match merged.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, into)) => {
+                if let (
+                    ConfigError::NotDynamic { names: all }
+                    | ConfigError::ListenerPrefixOnly { names: all }
+                    | ConfigError::PerBrokerOnly { names: all },
+                    ConfigError::NotDynamic { names }
+                    | ConfigError::ListenerPrefixOnly { names }
+                    | ConfigError::PerBrokerOnly { names },
+                ) = (into, error)
+                {
                     for name in names {
                         if !all.contains(&name) {
                             all.push(name);
@@ -266,12 +379,9 @@ fn merge_not_dynamic(errors: Vec<ConfigError>) -> Vec<ConfigError> {
                     }
                 }
             }
-            (error @ ConfigError::NotDynamic { .. }, None) => {
-                at = Some(merged.len());
-                merged.push(error);
-            }
-            (error, _) => merged.push(error),
+            None => merged.push((kind, error)),
         }
     }
-    merged
+    merged.sort_by_key(|(kind, _)| *kind);
+    merged.into_iter().map(|(_, e)| e).collect()
 }

@@ -1,9 +1,11 @@
-//! The config tables: every topic and broker config kpfs knows, with its type, default,
+//! The config tables: every topic and broker config kpfs acts on, with its type, default,
 //! validator, broker synonyms (for topic configs) and whether it is dynamic (for broker
 //! configs), as Kafka's `ConfigDef`s in `LogConfig`, `ServerLogConfigs`, `CleanerConfig` and
-//! `DynamicBrokerConfig` declare them.
+//! `DynamicBrokerConfig` declare them. The rest of Kafka's broker configs come from the
+//! generated `kafka_broker_configs.rs`: accepted and kept, with no effect in kpfs.
 
-use super::error::ConfigError;
+use super::error::{ConfigError, ListenerRule};
+use super::kafka_broker_configs::KAFKA_BROKER_DEFS;
 use crate::engine::codec::{GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS};
 use crate::engine::limits::MIN_SEGMENT_BYTES;
 
@@ -64,17 +66,23 @@ macro_rules! config_table {
     };
 }
 
-/// Kafka's `ConfigDef.Type`, restricted to the types these configs use. `Text` is a string
-/// taken literally (no trimming), for the console-producer separators.
+/// Kafka's `ConfigDef.Type`. `Text` is a string taken literally (no trimming), for the
+/// console-producer separators.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Kind {
     Int,
+    Short,
     Long,
     Double,
     Boolean,
     List,
     /// Kafka's `STRING`: trimmed, as numbers are.
     String,
+    /// A Java class name. Kafka loads the class to check it; kpfs, which has none to load,
+    /// takes the trimmed name.
+    Class,
+    /// A secret: kept like a `String`, never shown (Kafka's DescribeConfigs sends null).
+    Password,
     Text,
 }
 
@@ -93,8 +101,14 @@ pub(super) enum Check {
     },
     /// `ConfigDef.ValidString.in(...)`: exactly one of these (case matters).
     OneOf(&'static [&'static str]),
-    /// `ValidList.in("compact", "delete")`, empty allowed, duplicates refused (4.2+).
-    CleanupPolicyList,
+    /// `ConfigDef.CaseInsensitiveValidString.in(...)`.
+    OneOfIgnoreCase(&'static [&'static str]),
+    /// `ConfigDef.ValidList` (4.2+): no duplicates, no empty item, each item one of
+    /// `allowed` unless it is empty, and the list itself empty only if `empty`.
+    List {
+        allowed: &'static [&'static str],
+        empty: bool,
+    },
     /// `ConfigDef.NonEmptyString`.
     NonEmpty,
     /// `atLeast(4)` as Kafka validates it, then what creating an index requires: room for
@@ -133,14 +147,48 @@ pub(super) enum Update {
     Static,
     /// Dynamic at the cluster-wide default level, which `.kpfs/config` is.
     ClusterWide,
-    /// Dynamic only for one broker by id (`DynamicBrokerConfig.PerBrokerConfigs`), a
-    /// level kpfs has no file for: refused in `.kpfs/config` in Kafka's words.
+    /// Dynamic only for one broker by id (`DynamicBrokerConfig.PerBrokerConfigs`): the
+    /// per-broker overrides of `.kpfs/config`, refused at the cluster-wide level.
     PerBroker,
+    /// One of `DynamicBrokerConfig.DYNAMIC_SECURITY_CONFIGS`: dynamic only per listener,
+    /// under a `listener.name.NAME.` prefix kpfs has no listener for, so always refused.
+    ListenerPrefix,
+}
+
+/// The level of a dynamic broker config (Kafka's `ConfigResource` of type BROKER named
+/// `""` or by the broker's id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum BrokerLevel {
+    /// The cluster-wide default (`kafka-configs.sh --entity-default`):
+    /// `DYNAMIC_DEFAULT_BROKER_CONFIG`.
+    ClusterDefault,
+    /// This broker (`--entity-name NODE_ID`): `DYNAMIC_BROKER_CONFIG`, which wins over the
+    /// cluster-wide default.
+    ThisBroker,
 }
 
 pub(super) struct BrokerDef {
     pub(super) def: Def,
     pub(super) update: Update,
+    /// Whether Kafka's DescribeConfigs lists the config while nothing sets it: `KafkaConfig`'s
+    /// own configs, not the quota configs only `DynamicConfig.Broker` defines.
+    pub(super) listed_unset: bool,
+}
+
+/// A row of the generated table of Kafka's broker configs.
+pub(super) const fn kafka(
+    name: &'static str,
+    kind: Kind,
+    default: Option<&'static str>,
+    check: Check,
+    update: Update,
+    listed_unset: bool,
+) -> BrokerDef {
+    BrokerDef {
+        def: def(name, kind, default, check),
+        update,
+        listed_unset,
+    }
 }
 
 const fn def(name: &'static str, kind: Kind, default: Option<&'static str>, check: Check) -> Def {
@@ -162,7 +210,7 @@ const fn same(key: BrokerKey) -> Synonym {
 pub(super) const MS_PER_MINUTE: i64 = 60 * 1000;
 pub(super) const MS_PER_HOUR: i64 = 60 * MS_PER_MINUTE;
 const LONG_MAX: &str = "9223372036854775807";
-pub(super) const CLEANUP_POLICIES: [&str; 2] = ["compact", "delete"];
+pub(super) const CLEANUP_POLICIES: &[&str] = &["compact", "delete"];
 /// `message.timestamp.type`'s values (Kafka's `TimestampType` names).
 pub(super) const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
 /// `BrokerCompressionType.names()`, in Kafka's order (its error text lists them so).
@@ -220,7 +268,10 @@ config_table! {
                 "cleanup.policy",
                 Kind::List,
                 Some("delete"),
-                Check::CleanupPolicyList,
+                Check::List {
+                    allowed: CLEANUP_POLICIES,
+                    empty: true,
+                },
             ),
             synonyms: &[same(BrokerKey::LogCleanupPolicy)],
         },
@@ -446,6 +497,7 @@ const fn dynamic(def: Def) -> BrokerDef {
     BrokerDef {
         def,
         update: Update::ClusterWide,
+        listed_unset: true,
     }
 }
 
@@ -453,6 +505,7 @@ const fn fixed(def: Def) -> BrokerDef {
     BrokerDef {
         def,
         update: Update::Static,
+        listed_unset: true,
     }
 }
 
@@ -460,6 +513,7 @@ const fn per_broker(def: Def) -> BrokerDef {
     BrokerDef {
         def,
         update: Update::PerBroker,
+        listed_unset: true,
     }
 }
 
@@ -474,7 +528,10 @@ config_table! {
             "log.cleanup.policy",
             Kind::List,
             Some("delete"),
-            Check::CleanupPolicyList,
+            Check::List {
+                allowed: CLEANUP_POLICIES,
+                empty: true,
+            },
         )),
         LogRetentionMs => dynamic(def("log.retention.ms", Kind::Long, None, Check::None)),
         LogRetentionMinutes => fixed(def("log.retention.minutes", Kind::Int, None, Check::None)),
@@ -664,7 +721,7 @@ config_table! {
         // Kafka's default is `PLAINTEXT://:9092`; kpfs's is unset, so a mount opens no
         // port unless asked to (`kpfs serve` sets its own default).
         Listeners => per_broker(def("listeners", Kind::String, None, Check::Listeners)),
-        AdvertisedListeners => per_broker(def(
+        AdvertisedListeners => fixed(def(
             "advertised.listeners",
             Kind::String,
             None,
@@ -765,26 +822,110 @@ impl TopicKey {
     }
 }
 
-impl BrokerKey {
-    /// The key named `name`, or Kafka's refusal of an unknown broker config.
-    pub(super) fn known(name: &str) -> Result<BrokerKey, ConfigError> {
-        BrokerKey::from_name(name).ok_or_else(|| ConfigError::UnknownBrokerConfig {
-            name: name.to_string(),
-        })
-    }
+/// A broker config: one of kpfs's own ([`BrokerKey`]), which kpfs acts on, or one of the
+/// rest of Kafka's (a row of [`KAFKA_BROKER_DEFS`] that names no `BrokerKey`), which kpfs
+/// accepts, validates, keeps and describes as Kafka does, with no effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum BrokerName {
+    Own(BrokerKey),
+    /// An index into [`KAFKA_BROKER_DEFS`].
+    Kafka(u16),
+}
 
-    /// Whether `.kpfs/config` (the cluster-wide default level) may change it.
-    pub(super) fn is_dynamic(self) -> bool {
-        self.row().update == Update::ClusterWide
-    }
-
-    /// The refusal of a change to `.kpfs/config` naming `names` (this key's kind of
-    /// config), or `None` when the key may change there.
-    pub(super) fn refusal_at_cluster_level(self, names: Vec<String>) -> Option<ConfigError> {
-        match self.row().update {
-            Update::ClusterWide => None,
-            Update::Static => Some(ConfigError::NotDynamic { names }),
-            Update::PerBroker => Some(ConfigError::PerBrokerOnly { names }),
+impl BrokerName {
+    /// The config named `name`, or Kafka's refusal of an unknown broker config.
+    pub(super) fn known(name: &str) -> Result<BrokerName, ConfigError> {
+        if let Some(key) = BrokerKey::from_name(name) {
+            return Ok(BrokerName::Own(key));
         }
+        KAFKA_BROKER_DEFS
+            .binary_search_by(|row| row.def.name.cmp(name))
+            .ok()
+            .and_then(|i| u16::try_from(i).ok())
+            .map(BrokerName::Kafka)
+            .ok_or_else(|| ConfigError::UnknownBrokerConfig {
+                name: name.to_string(),
+            })
+    }
+
+    /// Every broker config, kpfs's own and the rest of Kafka's, each once, sorted by name.
+    pub(super) fn all() -> Vec<BrokerName> {
+        let mut all: Vec<BrokerName> = BrokerKey::ALL
+            .iter()
+            .copied()
+            .map(BrokerName::Own)
+            .collect();
+        all.extend(
+            (0..KAFKA_BROKER_DEFS.len())
+                .filter(|&i| BrokerKey::from_name(KAFKA_BROKER_DEFS[i].def.name).is_none())
+                .filter_map(|i| u16::try_from(i).ok())
+                .map(BrokerName::Kafka),
+        );
+        all.sort();
+        all
+    }
+
+    pub(super) fn row(self) -> &'static BrokerDef {
+        match self {
+            BrokerName::Own(key) => key.row(),
+            BrokerName::Kafka(i) => &KAFKA_BROKER_DEFS[usize::from(i)],
+        }
+    }
+
+    pub(super) fn def(self) -> &'static Def {
+        &self.row().def
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        self.def().name
+    }
+
+    /// Whether kpfs acts on the config (the others are kept and shown only).
+    pub(super) fn has_effect(self) -> bool {
+        matches!(self, BrokerName::Own(_))
+    }
+
+    /// Whether some level of dynamic config may set it (Kafka's `readOnly` is the opposite).
+    pub(super) fn is_dynamic(self) -> bool {
+        self.row().update != Update::Static
+    }
+
+    /// The refusal of a change at `level` of a config named by `names` (this config's kind
+    /// of refusal), or `None` when the config may change there. `PerBrokerOnly` comes after
+    /// the value was checked, as Kafka checks types before levels.
+    pub(super) fn refusal_at(self, level: BrokerLevel, names: Vec<String>) -> Option<ConfigError> {
+        match (self.row().update, level) {
+            // Kafka adds and removes listeners here; kpfs binds its one listener at start.
+            (Update::PerBroker, BrokerLevel::ThisBroker)
+                if self == BrokerName::Own(BrokerKey::Listeners) =>
+            {
+                Some(ConfigError::Listeners(ListenerRule::BoundAtStart))
+            }
+            (Update::ClusterWide, _) | (Update::PerBroker, BrokerLevel::ThisBroker) => None,
+            (Update::Static, _) => Some(ConfigError::NotDynamic { names }),
+            (Update::ListenerPrefix, _) => Some(ConfigError::ListenerPrefixOnly { names }),
+            (Update::PerBroker, BrokerLevel::ClusterDefault) => {
+                Some(ConfigError::PerBrokerOnly { names })
+            }
+        }
+    }
+}
+
+/// Names sort as Kafka lists configs.
+impl Ord for BrokerName {
+    fn cmp(&self, other: &BrokerName) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl PartialOrd for BrokerName {
+    fn partial_cmp(&self, other: &BrokerName) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::fmt::Display for BrokerName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }

@@ -19,6 +19,16 @@ pub enum ConfigError {
     DuplicateListValues {
         name: String,
     },
+    /// An empty item in a list config (`ValidList`).
+    EmptyListValue {
+        name: String,
+    },
+    /// An empty list for a list config that needs an item (`ValidList`); `allowed` empty
+    /// when any item is.
+    EmptyList {
+        name: String,
+        allowed: Vec<String>,
+    },
     /// The effective `min.compaction.lag.ms` would exceed `max.compaction.lag.ms`.
     CompactionLagConflict {
         min_ms: i64,
@@ -58,9 +68,13 @@ pub enum ConfigError {
     PropertiesSyntax {
         line: String,
     },
-    /// A config only a per-broker update may change (`listeners`), written to
-    /// `.kpfs/config`, the cluster-wide default level.
+    /// A config only a per-broker update may change (`listeners`), set at the
+    /// cluster-wide default level.
     PerBrokerOnly {
+        names: Vec<String>,
+    },
+    /// A security config Kafka changes only per listener, under a `listener.name.` prefix.
+    ListenerPrefixOnly {
         names: Vec<String>,
     },
     /// A `listeners` or `advertised.listeners` value Kafka refuses, or one kpfs does not
@@ -104,6 +118,9 @@ pub enum ListenerRule {
         valid: String,
     },
     AdvertisedWildcard,
+    /// `listeners` changed at this broker's dynamic level: Kafka reconfigures its
+    /// listeners, kpfs binds its one at start.
+    BoundAtStart,
 }
 
 impl fmt::Display for ListenerRule {
@@ -138,6 +155,9 @@ impl fmt::Display for ListenerRule {
                 "advertised.listeners listener names must be equal to or a subset of the ones \
                  defined in listeners. Found {found}. The valid options based on the current \
                  configuration are {valid}"
+            ),
+            ListenerRule::BoundAtStart => f.write_str(
+                "kpfs binds its listener at start and does not change it while it runs: set listeners with --override or --config and remount",
             ),
             ListenerRule::AdvertisedWildcard => f.write_str(
                 "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. Use a routable IP address.",
@@ -221,6 +241,18 @@ impl fmt::Display for ConfigError {
             ConfigError::DuplicateListValues { name } => {
                 write!(f, "Configuration '{name}' values must not be duplicated.")
             }
+            ConfigError::EmptyListValue { name } => {
+                write!(f, "Configuration '{name}' values must not be empty.")
+            }
+            ConfigError::EmptyList { name, allowed } if allowed.is_empty() => write!(
+                f,
+                "Configuration '{name}' must not be empty. Valid values include: any non-empty value"
+            ),
+            ConfigError::EmptyList { name, allowed } => write!(
+                f,
+                "Configuration '{name}' must not be empty. Valid values include: [{}]",
+                allowed.join(", ")
+            ),
             ConfigError::CompactionLagConflict { min_ms, max_ms } => write!(
                 f,
                 "conflict topic config setting min.compaction.lag.ms ({min_ms}) > max.compaction.lag.ms ({max_ms})"
@@ -273,6 +305,11 @@ impl fmt::Display for ConfigError {
             ConfigError::PerBrokerOnly { names } => write!(
                 f,
                 "Cannot update these configs at default cluster level, broker id must be specified: [{}]",
+                names.join(", ")
+            ),
+            ConfigError::ListenerPrefixOnly { names } => write!(
+                f,
+                "These security configs can be dynamically updated only per-listener using the listener prefix: [{}]",
                 names.join(", ")
             ),
             ConfigError::Listeners(rule) => write!(f, "{rule}"),

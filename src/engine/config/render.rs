@@ -2,7 +2,8 @@
 //! then every other config as a comment with its value and where it comes from.
 
 use super::broker::{BrokerConfig, ConfigSource, Inherited};
-use super::def::{BrokerKey, TopicKey};
+use super::change::{OVERRIDES_HEADER, THIS_BROKER_HEADER};
+use super::def::{BrokerLevel, BrokerName, Kind, TopicKey};
 use super::topic::TopicOverrides;
 
 /// Where a described config's value comes from (Kafka's `ConfigSource`, as
@@ -19,16 +20,32 @@ pub(crate) enum DescribedSource {
 #[derive(Clone, Debug)]
 pub(crate) struct DescribedConfig {
     pub(crate) name: &'static str,
-    /// `None`: Kafka's default is null and nothing supplies a value.
+    /// `None`: Kafka's default is null and nothing supplies a value, or the value is a
+    /// secret (`sensitive`).
     pub(crate) value: Option<String>,
     pub(crate) source: DescribedSource,
     /// A static broker config: only a remount changes it.
     pub(crate) read_only: bool,
+    /// A password: its value is never shown (Kafka's `isSensitive`).
+    pub(crate) sensitive: bool,
     /// The broker config a topic's value is inherited through, and its value.
     pub(crate) synonym: Option<(&'static str, String)>,
+    /// Every value that could supply this config, highest priority first, the one in force
+    /// first (Kafka's `DescribeConfigs` synonyms).
+    pub(crate) synonyms: Vec<DescribedSynonym>,
     /// Written to this config file (a topic override, a dynamic broker config): a
     /// `key=value` line of the rendered file rather than a comment.
     pub(crate) is_override: bool,
+    /// A Kafka broker config kpfs keeps and shows but does not act on.
+    pub(crate) no_effect: bool,
+}
+
+/// One of a described config's synonyms.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct DescribedSynonym {
+    pub(crate) name: &'static str,
+    pub(crate) value: Option<String>,
+    pub(crate) source: DescribedSource,
 }
 
 impl TopicOverrides {
@@ -38,13 +55,14 @@ impl TopicOverrides {
         let mut out: Vec<DescribedConfig> = self
             .values
             .iter()
-            .map(|(key, setting)| DescribedConfig {
-                name: key.name(),
-                value: Some(setting.text.clone()),
-                source: DescribedSource::Topic,
-                read_only: false,
-                synonym: None,
-                is_override: true,
+            .map(|(key, setting)| {
+                topic_entry(
+                    key.name(),
+                    Some(setting.text.clone()),
+                    DescribedSource::Topic,
+                    None,
+                    true,
+                )
             })
             .collect();
         let mut inherited: Vec<TopicKey> = TopicKey::ALL
@@ -61,22 +79,20 @@ impl TopicOverrides {
                         value,
                         source,
                         synonym,
-                    }) => DescribedConfig {
-                        name: topic.name(),
-                        value: Some(value.render()),
-                        source: DescribedSource::Broker(source),
-                        read_only: false,
+                    }) => topic_entry(
+                        topic.name(),
+                        Some(value.render()),
+                        DescribedSource::Broker(source),
                         synonym,
-                        is_override: false,
-                    },
-                    None => DescribedConfig {
-                        name: topic.name(),
-                        value: None,
-                        source: DescribedSource::Broker(ConfigSource::Default),
-                        read_only: false,
-                        synonym: None,
-                        is_override: false,
-                    },
+                        false,
+                    ),
+                    None => topic_entry(
+                        topic.name(),
+                        None,
+                        DescribedSource::Broker(ConfigSource::Default),
+                        None,
+                        false,
+                    ),
                 }),
         );
         out
@@ -90,45 +106,75 @@ impl TopicOverrides {
     }
 }
 
+/// A topic config's entry: its own value, then the broker config it is inherited through.
+fn topic_entry(
+    name: &'static str,
+    value: Option<String>,
+    source: DescribedSource,
+    synonym: Option<(&'static str, String)>,
+    is_override: bool,
+) -> DescribedConfig {
+    let mut synonyms = vec![DescribedSynonym {
+        name,
+        value: value.clone(),
+        source,
+    }];
+    if let (Some((name, value)), DescribedSource::Broker(_)) = (&synonym, source) {
+        synonyms.push(DescribedSynonym {
+            name,
+            value: Some(value.clone()),
+            source,
+        });
+    }
+    DescribedConfig {
+        name,
+        value,
+        source,
+        read_only: false,
+        sensitive: false,
+        synonym,
+        synonyms,
+        is_override,
+        no_effect: false,
+    }
+}
+
 impl BrokerConfig {
-    /// Every broker config: the dynamic overrides first, then the others sorted by name.
-    /// A config whose Kafka default is null shows the value topics inherit through it.
-    pub(crate) fn describe(&self) -> Vec<DescribedConfig> {
-        let mut keys: Vec<BrokerKey> = BrokerKey::ALL.to_vec();
-        keys.sort();
-        let mut out: Vec<DescribedConfig> = self
-            .dynamic_values
-            .iter()
-            .map(|(key, setting)| DescribedConfig {
-                name: key.name(),
-                value: Some(setting.text.clone()),
-                source: DescribedSource::Broker(ConfigSource::DynamicDefaultBroker),
-                read_only: false,
-                synonym: None,
-                is_override: true,
-            })
-            .collect();
-        for key in keys {
-            if self.dynamic_values.contains_key(&key) {
-                continue;
-            }
-            let read_only = !key.is_dynamic();
-            let described = |value: Option<String>, source, synonym| DescribedConfig {
-                name: key.name(),
-                value,
-                source: DescribedSource::Broker(source),
-                read_only,
-                synonym,
-                is_override: false,
-            };
-            out.push(match (self.static_values.get(&key), key.def().default) {
-                (Some(setting), _) => {
-                    described(Some(setting.text.clone()), ConfigSource::StaticBroker, None)
-                }
-                (None, Some(default)) => {
-                    described(Some(default.to_string()), ConfigSource::Default, None)
-                }
-                (None, None) => match TopicKey::ALL
+    /// The broker resource of `level`, as Kafka's `DescribeConfigs` answers it: for this
+    /// broker every config Kafka lists, with the value in force; for the cluster-wide
+    /// default only the configs set there.
+    pub(crate) fn describe(&self, level: BrokerLevel) -> Vec<DescribedConfig> {
+        match level {
+            BrokerLevel::ThisBroker => BrokerName::all()
+                .into_iter()
+                .filter(|&name| name.row().listed_unset || self.configured(name).is_some())
+                .map(|name| self.entry(name))
+                .collect(),
+            BrokerLevel::ClusterDefault => self
+                .cluster_default
+                .iter()
+                .map(|(&name, setting)| {
+                    let mut entry = self.entry(name);
+                    entry.synonyms.retain(|s| {
+                        s.source != DescribedSource::Broker(ConfigSource::DynamicBroker)
+                    });
+                    entry.value = (!entry.sensitive).then(|| setting.text.clone());
+                    entry.source = DescribedSource::Broker(ConfigSource::DynamicDefaultBroker);
+                    entry
+                })
+                .collect(),
+        }
+    }
+
+    /// One broker config with the value in force.
+    fn entry(&self, name: BrokerName) -> DescribedConfig {
+        let sensitive = name.def().kind == Kind::Password;
+        let (value, source, synonym) = match (self.configured(name), name.def().default) {
+            (Some((setting, source)), _) => (Some(setting.text.clone()), source, None),
+            (None, Some(default)) => (Some(default.to_string()), ConfigSource::Default, None),
+            (None, None) => match name {
+                // kpfs shows what a null-default log config means: the value topics get.
+                BrokerName::Own(key) => match TopicKey::ALL
                     .iter()
                     .copied()
                     .find(|t| t.row().synonyms.first().is_some_and(|s| s.key == key))
@@ -138,35 +184,148 @@ impl BrokerConfig {
                         value,
                         source,
                         synonym: Some(synonym),
-                    }) => described(Some(value.render()), source, Some(synonym)),
-                    _ => described(None, ConfigSource::Default, None),
+                    }) => (Some(value.render()), source, Some(synonym)),
+                    _ => (None, ConfigSource::Default, None),
                 },
-            });
+                BrokerName::Kafka(_) => (None, ConfigSource::Default, None),
+            },
+        };
+        DescribedConfig {
+            name: name.name(),
+            value: value.filter(|_| !sensitive),
+            source: DescribedSource::Broker(source),
+            read_only: !name.is_dynamic(),
+            sensitive,
+            synonym,
+            synonyms: self.broker_synonyms(name, sensitive),
+            is_override: false,
+            no_effect: !name.has_effect(),
+        }
+    }
+
+    /// Kafka's `ConfigHelper.configSynonyms`: the values of the config and of the broker
+    /// configs it stands for (`log.retention.ms`, `.minutes`, `.hours`), level by level
+    /// from this broker's to the built-in defaults, from the config's own first value on.
+    fn broker_synonyms(&self, name: BrokerName, sensitive: bool) -> Vec<DescribedSynonym> {
+        let group: Vec<BrokerName> = match name {
+            BrokerName::Own(key) => TopicKey::ALL
+                .iter()
+                .map(|t| t.row().synonyms)
+                .find(|synonyms| synonyms.len() > 1 && synonyms.iter().any(|s| s.key == key))
+                .map(|synonyms| synonyms.iter().map(|s| BrokerName::Own(s.key)).collect())
+                .unwrap_or_else(|| vec![name]),
+            BrokerName::Kafka(_) => vec![name],
+        };
+        let mut out = Vec::new();
+        for level in [
+            ConfigSource::DynamicBroker,
+            ConfigSource::DynamicDefaultBroker,
+            ConfigSource::StaticBroker,
+            ConfigSource::Default,
+        ] {
+            for &synonym in &group {
+                let value = match level {
+                    ConfigSource::DynamicBroker => {
+                        self.this_broker.get(&synonym).map(|s| s.text.clone())
+                    }
+                    ConfigSource::DynamicDefaultBroker => {
+                        self.cluster_default.get(&synonym).map(|s| s.text.clone())
+                    }
+                    ConfigSource::StaticBroker => {
+                        self.static_values.get(&synonym).map(|s| s.text.clone())
+                    }
+                    ConfigSource::Default => synonym.def().default.map(str::to_string),
+                };
+                if let Some(value) = value {
+                    out.push(DescribedSynonym {
+                        name: synonym.name(),
+                        value: value.into(),
+                        source: DescribedSource::Broker(level),
+                    });
+                }
+            }
+        }
+        let own = out
+            .iter()
+            .position(|s| s.name == name.name())
+            .unwrap_or(out.len());
+        out.drain(..own);
+        if sensitive {
+            for s in &mut out {
+                s.value = None;
+            }
         }
         out
     }
 
-    /// `.kpfs/config`: the dynamic overrides as `key=value` lines, then every other
-    /// broker config as a comment with its value and source (`read-only` for the static
-    /// ones, which only a remount changes), sorted by name. Written back with `>` it sets
-    /// exactly these dynamic overrides.
+    /// `.kpfs/config`: the cluster-wide overrides as `key=value` lines, then this broker's
+    /// after [`THIS_BROKER_HEADER`], then every other broker config as a comment with its
+    /// value and source (`read-only` for the static ones, which only a remount changes;
+    /// `no effect in kpfs` for Kafka's configs kpfs only keeps), sorted by name. Written
+    /// back with `>` it sets exactly these overrides.
     pub(crate) fn render(&self) -> String {
-        render_described(&self.describe())
+        let mut out = format!("{OVERRIDES_HEADER}\n");
+        for (level, header) in [
+            (BrokerLevel::ClusterDefault, None),
+            (BrokerLevel::ThisBroker, Some(THIS_BROKER_HEADER)),
+        ] {
+            if let Some(header) = header {
+                out.push_str(header);
+                out.push('\n');
+            }
+            for (name, setting) in self.level(level) {
+                if name.def().kind == Kind::Password {
+                    // A secret is not shown; rewriting the file with `>` drops it.
+                    out.push_str(&format!("# {name} is set (a password, not shown)\n"));
+                    continue;
+                }
+                out.push_str(&format!("{name}={}\n", setting.text));
+                if !name.has_effect() {
+                    out.push_str(&format!("# {name} has no effect in kpfs\n"));
+                }
+            }
+        }
+        let others: Vec<DescribedConfig> = BrokerName::all()
+            .into_iter()
+            .filter(|name| {
+                !self.cluster_default.contains_key(name) && !self.this_broker.contains_key(name)
+            })
+            .filter(|&name| name.row().listed_unset || self.configured(name).is_some())
+            .map(|name| self.entry(name))
+            .collect();
+        out.push_str(DEFAULTS_HEADER);
+        push_comments(&mut out, &others);
+        out
     }
 }
 
 /// A config file's text: the overrides (topic overrides, dynamic broker configs) as
 /// `key=value` lines, then every other config as a comment.
 fn render_described(configs: &[DescribedConfig]) -> String {
-    let mut out = String::from(OVERRIDES_HEADER);
+    let mut out = format!("{OVERRIDES_HEADER}\n");
     for config in configs.iter().filter(|c| c.is_override) {
         let value = config.value.as_deref().unwrap_or_default();
         out.push_str(&format!("{}={value}\n", config.name));
     }
     out.push_str(DEFAULTS_HEADER);
-    for config in configs.iter().filter(|c| !c.is_override) {
+    let defaults: Vec<DescribedConfig> =
+        configs.iter().filter(|c| !c.is_override).cloned().collect();
+    push_comments(&mut out, &defaults);
+    out
+}
+
+/// The comment lines of configs that are not overrides: value, source and how it may
+/// change.
+fn push_comments(out: &mut String, configs: &[DescribedConfig]) {
+    for config in configs {
         let name = config.name;
-        let read_only = if config.read_only { ", read-only" } else { "" };
+        let mut notes = String::new();
+        if config.read_only {
+            notes.push_str(", read-only");
+        }
+        if config.no_effect {
+            notes.push_str(", no effect in kpfs");
+        }
         let from = match (config.source, &config.synonym) {
             (DescribedSource::Broker(source), Some((synonym, value))) => {
                 format!("{source}:{synonym}={value}")
@@ -175,15 +334,17 @@ fn render_described(configs: &[DescribedConfig]) -> String {
             (DescribedSource::Topic, _) => "DYNAMIC_TOPIC_CONFIG".to_string(),
         };
         match &config.value {
-            Some(value) => out.push_str(&format!("# {name}={value} ({from}{read_only})\n")),
-            None if config.read_only => out.push_str(&format!("# {name} is unset (read-only)\n")),
-            None => out.push_str(&format!("# {name} is unset\n")),
+            Some(value) => out.push_str(&format!("# {name}={value} ({from}{notes})\n")),
+            None if config.sensitive
+                && config.source != DescribedSource::Broker(ConfigSource::Default) =>
+            {
+                out.push_str(&format!("# {name} is set, not shown ({from}{notes})\n"))
+            }
+            None if notes.is_empty() => out.push_str(&format!("# {name} is unset\n")),
+            None => out.push_str(&format!("# {name} is unset ({})\n", &notes[2..])),
         }
     }
-    out
 }
 
-/// The first line of a rendered config file; the values that follow are the overrides.
-const OVERRIDES_HEADER: &str = "# overrides\n";
 /// After this line, every line is a comment showing a value that is not an override.
 const DEFAULTS_HEADER: &str = "# defaults\n";

@@ -1,4 +1,8 @@
-use super::def::{TopicKey, Update, BROKER_DEFS, MS_PER_HOUR, MS_PER_MINUTE, TOPIC_DEFS};
+use super::def::{
+    BrokerKey, BrokerLevel, BrokerName, TopicKey, Update, BROKER_DEFS, MS_PER_HOUR, MS_PER_MINUTE,
+    TOPIC_DEFS,
+};
+use super::kafka_broker_configs::KAFKA_BROKER_DEFS;
 use super::listeners::Endpoint;
 use super::topic::CleanupPolicy;
 use super::value::{java_double_string, parse_java_double, parse_setting};
@@ -895,10 +899,10 @@ fn load_parses_server_properties() {
     assert_eq!(b.topic_defaults().segment_bytes, 2_097_152);
     assert_eq!(b.topic_defaults().retention_ms, 3 * MS_PER_HOUR);
     assert_eq!(
-        BrokerConfig::load(Some("broker.id=1"), &[])
+        BrokerConfig::load(Some("broker.idd=1"), &[])
             .unwrap_err()
             .to_string(),
-        "Unknown broker config name: broker.id"
+        "Unknown broker config name: broker.idd"
     );
     assert_eq!(
         BrokerConfig::load(Some("log.cleaner.enable"), &[])
@@ -975,20 +979,25 @@ fn broker_render_lists_every_config_sorted() {
     .unwrap();
     let text = b.render();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), BROKER_DEFS.len() + 2);
+    let listed = KAFKA_BROKER_DEFS.iter().filter(|d| d.listed_unset).count();
+    assert_eq!(lines.len(), listed + 3);
     assert_eq!(
-        lines[..4],
+        lines[..5],
         [
             "# overrides",
             "log.cleanup.policy=compact",
             "log.segment.delete.delay.ms=5",
+            "# per-broker overrides",
             "# defaults"
         ]
     );
-    let defaults = &lines[4..];
-    let mut sorted = defaults.to_vec();
+    let names: Vec<&str> = lines[5..]
+        .iter()
+        .map(|l| l[2..].split(['=', ' ']).next().unwrap())
+        .collect();
+    let mut sorted = names.clone();
     sorted.sort();
-    assert_eq!(defaults, sorted);
+    assert_eq!(names, sorted);
     for expected in [
         "# log.retention.check.interval.ms=300000 (DEFAULT_CONFIG, read-only)",
         "# log.retention.hours=2 (STATIC_BROKER_CONFIG, read-only)",
@@ -1001,6 +1010,9 @@ fn broker_render_lists_every_config_sorted() {
         "# log.cleaner.io.max.bytes.per.second=1.7976931348623157E308 (DEFAULT_CONFIG)",
         "# log.cleaner.io.buffer.load.factor=0.9 (DEFAULT_CONFIG)",
         "# log.preallocate=false (DEFAULT_CONFIG)",
+        "# background.threads=10 (DEFAULT_CONFIG, no effect in kpfs)",
+        "# process.roles is unset (read-only, no effect in kpfs)",
+        "# ssl.keystore.password is unset (no effect in kpfs)",
     ] {
         assert!(lines.contains(&expected), "{expected} in\n{text}");
     }
@@ -1228,7 +1240,7 @@ fn listener_configs_default_as_kafka_except_listeners() {
     );
     let text = b.render();
     for expected in [
-        "# listeners=PLAINTEXT://127.0.0.1:9092 (STATIC_BROKER_CONFIG, read-only)",
+        "# listeners=PLAINTEXT://127.0.0.1:9092 (STATIC_BROKER_CONFIG)",
         "# advertised.listeners is unset (read-only)",
         "# node.id=1 (DEFAULT_CONFIG, read-only)",
         "# auto.create.topics.enable=true (DEFAULT_CONFIG, read-only)",
@@ -1240,9 +1252,7 @@ fn listener_configs_default_as_kafka_except_listeners() {
     ] {
         assert!(text.lines().any(|l| l == expected), "{expected} in\n{text}");
     }
-    assert!(broker()
-        .render()
-        .contains("# listeners is unset (read-only)\n"));
+    assert!(broker().render().contains("# listeners is unset\n"));
 }
 
 #[test]
@@ -1436,9 +1446,14 @@ fn listener_configs_static_dynamic_and_per_broker() {
         broker_error("listeners=PLAINTEXT://127.0.0.1:9092"),
         "Cannot update these configs at default cluster level, broker id must be specified: [listeners]"
     );
+    // Read-only since Kafka 4.3.
     assert_eq!(
         broker_error("-advertised.listeners"),
-        "Cannot update these configs at default cluster level, broker id must be specified: [advertised.listeners]"
+        "Cannot update these configs dynamically: [advertised.listeners]"
+    );
+    assert_eq!(
+        broker_error("# per-broker overrides\nlisteners=PLAINTEXT://127.0.0.1:9093"),
+        "kpfs binds its listener at start and does not change it while it runs: set listeners with --override or --config and remount"
     );
     for key in [
         "node.id",
@@ -1459,9 +1474,225 @@ fn listener_configs_static_dynamic_and_per_broker() {
     // A persisted file naming them (edited by hand) is refused at open.
     assert_eq!(
         broker()
-            .with_dynamic_properties("listeners=PLAINTEXT://:1\nadvertised.listeners=PLAINTEXT://h:1\nnode.id=2\n")
+            .with_dynamic_properties(
+                "listeners=PLAINTEXT://:1\nadvertised.listeners=PLAINTEXT://h:1\nnode.id=2\n"
+            )
             .unwrap_err()
             .to_string(),
-        "Cannot update these configs at default cluster level, broker id must be specified: [listeners, advertised.listeners]"
+        "Cannot update these configs dynamically: [advertised.listeners, node.id]"
+    );
+}
+
+/// The generated table is Kafka's own list; kpfs's definitions of the configs it acts on
+/// agree with it, except where kpfs says why (a misspelt or drifted definition fails here).
+#[test]
+fn kpfs_broker_configs_are_kafkas() {
+    assert!(KAFKA_BROKER_DEFS
+        .windows(2)
+        .all(|w| w[0].def.name < w[1].def.name));
+    let deliberate = [
+        // Kafka's `PLAINTEXT://:9092`: a mount opens no port unless asked.
+        ("listeners", "default"),
+        // A list in Kafka 4.3; kpfs parses it whole as `KafkaConfig` once did.
+        ("listeners", "kind"),
+        ("advertised.listeners", "kind"),
+        // Kafka's -1, which KRaft refuses.
+        ("node.id", "default"),
+    ];
+    for &key in BrokerKey::ALL {
+        let kafka = KAFKA_BROKER_DEFS
+            .iter()
+            .find(|d| d.def.name == key.name())
+            .unwrap_or_else(|| panic!("{key} is not a Kafka broker config"));
+        let own = key.row();
+        if !deliberate.contains(&(key.name(), "kind")) {
+            assert_eq!(own.def.kind, kafka.def.kind, "{key}");
+        }
+        if !deliberate.contains(&(key.name(), "default")) {
+            assert_eq!(own.def.default, kafka.def.default, "{key}");
+        }
+        assert_eq!(own.update, kafka.update, "{key}");
+        assert!(kafka.listed_unset, "{key}");
+    }
+}
+
+#[test]
+fn the_broker_describes_every_config_kafka_lists() {
+    let described: Vec<&str> = broker()
+        .describe(BrokerLevel::ThisBroker)
+        .iter()
+        .map(|c| c.name)
+        .collect();
+    let kafka: Vec<&str> = KAFKA_BROKER_DEFS
+        .iter()
+        .filter(|d| d.listed_unset)
+        .map(|d| d.def.name)
+        .collect();
+    assert_eq!(described, kafka);
+    assert_eq!(described.len(), 340);
+    // A quota config only `DynamicConfig.Broker` defines is listed once set, as Kafka.
+    let b = broker()
+        .apply_dynamic("leader.replication.throttled.rate=10")
+        .unwrap();
+    assert!(b
+        .describe(BrokerLevel::ThisBroker)
+        .iter()
+        .any(|c| c.name == "leader.replication.throttled.rate"));
+}
+
+/// `sasl.kerberos.min.time.before.relogin`, as Kafka 4.3.1's `DynamicBrokerConfig.validate`
+/// answers it: per-broker only, its value checked first.
+#[test]
+fn kafka_configs_kpfs_does_not_act_on_are_kept_at_kafkas_levels() {
+    let relogin = "sasl.kerberos.min.time.before.relogin";
+    assert_eq!(
+        broker_error(&format!("{relogin}=5")),
+        format!("Cannot update these configs at default cluster level, broker id must be specified: [{relogin}]")
+    );
+    assert_eq!(
+        broker_error(&format!("{relogin}=abc")),
+        format!("Invalid value abc for configuration {relogin}: Not a number of type LONG")
+    );
+    let at_broker = |text: &str| {
+        let change = ConfigChange::broker_level(BrokerLevel::ThisBroker, false);
+        let mut change = change;
+        let errors = change.write(format!("{text}\n").as_bytes());
+        match errors.into_iter().next() {
+            Some(e) => Err(e),
+            None => broker().apply_change(&change),
+        }
+    };
+    let b = at_broker(&format!("{relogin}=5")).unwrap();
+    // Static and listener-only configs are refused at either level, before the values.
+    assert_eq!(
+        at_broker("num.io.threads=16\nnode.id=x\nssl.keystore.location=/k")
+            .unwrap_err()
+            .to_string(),
+        "Cannot update these configs dynamically: [node.id]"
+    );
+    assert_eq!(
+        at_broker("ssl.keystore.location=/k").unwrap_err().to_string(),
+        "These security configs can be dynamically updated only per-listener using the listener prefix: [ssl.keystore.location]"
+    );
+    // Kafka's validators: SHORT, case-insensitive strings, lists.
+    assert_eq!(
+        at_broker("sasl.login.refresh.buffer.seconds=99999")
+            .unwrap_err()
+            .to_string(),
+        "Invalid value 99999 for configuration sasl.login.refresh.buffer.seconds: Not a number of type SHORT"
+    );
+    assert_eq!(
+        broker_error("metric.reporters=a,,b"),
+        "Configuration 'metric.reporters' values must not be empty."
+    );
+    assert_eq!(
+        broker_error("num.io.threads=0"),
+        "Invalid value 0 for configuration num.io.threads: Value must be at least 1"
+    );
+    assert_eq!(
+        load(&[("process.roles", "")]).unwrap_err().to_string(),
+        "Configuration 'process.roles' must not be empty. Valid values include: [broker, controller]"
+    );
+    assert_eq!(
+        load(&[("group.consumer.migration.policy", "x")]).unwrap_err().to_string(),
+        "Invalid value x for configuration group.consumer.migration.policy: String must be one of (case insensitive): DISABLED, DOWNGRADE, UPGRADE, BIDIRECTIONAL"
+    );
+    assert!(load(&[("group.consumer.migration.policy", "upgrade")]).is_ok());
+    // The order of Kafka's checks over one request: static names, then values, then levels.
+    assert_eq!(
+        broker_error(&format!(
+            "num.partitions=2\n{relogin}=5\nlog.retention.check.interval.ms=1"
+        )),
+        "Cannot update these configs dynamically: [num.partitions, log.retention.check.interval.ms]"
+    );
+
+    // This broker's level wins over the cluster-wide default, and both persist.
+    let b = b
+        .apply_dynamic("background.threads=12\n# per-broker overrides\nbackground.threads=13")
+        .unwrap();
+    let entry = |b: &BrokerConfig, name: &str| {
+        b.describe(BrokerLevel::ThisBroker)
+            .into_iter()
+            .find(|c| c.name == name)
+            .unwrap()
+    };
+    let threads = entry(&b, "background.threads");
+    assert_eq!(threads.value.as_deref(), Some("13"));
+    assert_eq!(
+        threads.source,
+        DescribedSource::Broker(ConfigSource::DynamicBroker)
+    );
+    assert_eq!(
+        threads
+            .synonyms
+            .iter()
+            .map(|s| (s.value.as_deref().unwrap(), s.source))
+            .collect::<Vec<_>>(),
+        [
+            ("13", DescribedSource::Broker(ConfigSource::DynamicBroker)),
+            (
+                "12",
+                DescribedSource::Broker(ConfigSource::DynamicDefaultBroker)
+            ),
+            ("10", DescribedSource::Broker(ConfigSource::Default)),
+        ]
+    );
+    assert!(threads.no_effect && !threads.read_only);
+    let text = b.dynamic_properties();
+    assert_eq!(
+        text,
+        format!(
+            "background.threads=12\n# per-broker overrides\nbackground.threads=13\n{relogin}=5\n"
+        )
+    );
+    assert_eq!(broker().with_dynamic_properties(&text).unwrap(), b);
+    assert_eq!(
+        broker()
+            .with_dynamic_properties(&format!("{relogin}=5\n"))
+            .unwrap_err()
+            .to_string(),
+        format!("Cannot update these configs at default cluster level, broker id must be specified: [{relogin}]")
+    );
+    // The cluster-wide resource lists what is set there, as Kafka's.
+    let default_level = b.describe(BrokerLevel::ClusterDefault);
+    assert_eq!(default_level.len(), 1);
+    assert_eq!(default_level[0].value.as_deref(), Some("12"));
+
+    // `.kpfs/config` shows both levels, says which configs do nothing, and round-trips.
+    let rendered = b.render();
+    assert!(
+        rendered.starts_with(&format!(
+            "# overrides\nbackground.threads=12\n# background.threads has no effect in kpfs\n\
+             # per-broker overrides\nbackground.threads=13\n# background.threads has no effect in kpfs\n\
+             {relogin}=5\n# {relogin} has no effect in kpfs\n# defaults\n"
+        )),
+        "{rendered}"
+    );
+    assert!(rendered.contains("\n# num.io.threads=8 (DEFAULT_CONFIG, no effect in kpfs)\n"));
+    let again = broker()
+        .apply_change(&write_back(&rendered, ConfigScope::Broker))
+        .unwrap();
+    assert_eq!(again, b);
+}
+
+#[test]
+fn a_password_is_never_shown() {
+    let b = load(&[("delegation.token.secret.key", "s3cret")]).unwrap();
+    let key = b
+        .describe(BrokerLevel::ThisBroker)
+        .into_iter()
+        .find(|c| c.name == "delegation.token.secret.key")
+        .unwrap();
+    assert!(key.sensitive);
+    assert_eq!(key.value, None);
+    assert!(key.synonyms.iter().all(|s| s.value.is_none()));
+    let text = b.render();
+    assert!(!text.contains("s3cret"), "{text}");
+    assert!(text.contains(
+        "# delegation.token.secret.key is set, not shown (STATIC_BROKER_CONFIG, read-only, no effect in kpfs)\n"
+    ));
+    assert_eq!(
+        BrokerName::known("delegation.token.secret.key").map(|n| n.has_effect()),
+        Ok(false)
     );
 }

@@ -1,7 +1,7 @@
 //! Values: parsing as `ConfigDef.parseType`, validation as Kafka's validators, with their
 //! texts.
 
-use super::def::{Check, Def, Kind, CLEANUP_POLICIES};
+use super::def::{Check, Def, Kind};
 use super::error::ConfigError;
 use super::listeners::parse_listeners;
 use crate::engine::limits::MIN_INDEX_BYTES;
@@ -189,6 +189,9 @@ pub(super) fn parse_setting(def: &Def, raw: &str) -> Result<Setting, ConfigError
         |type_name: &str| invalid(def.name, raw, format!("Not a number of type {type_name}"));
     let value = match def.kind {
         Kind::Int => Value::Int(trimmed.parse().map_err(|_| not_a_number("INT"))?),
+        Kind::Short => Value::Int(i32::from(
+            trimmed.parse::<i16>().map_err(|_| not_a_number("SHORT"))?,
+        )),
         Kind::Long => Value::Long(trimmed.parse().map_err(|_| not_a_number("LONG"))?),
         Kind::Double => {
             Value::Double(parse_java_double(trimmed).ok_or_else(|| not_a_number("DOUBLE"))?)
@@ -213,7 +216,7 @@ pub(super) fn parse_setting(def: &Def, raw: &str) -> Result<Setting, ConfigError
                 .map(|item| item.trim_matches(is_java_space).to_string())
                 .collect(),
         ),
-        Kind::String => Value::Text(trimmed.to_string()),
+        Kind::String | Kind::Class | Kind::Password => Value::Text(trimmed.to_string()),
         Kind::Text => Value::Text(raw.to_string()),
     };
     check(def, &value, raw)?;
@@ -279,28 +282,26 @@ pub(super) fn check(def: &Def, value: &Value, raw: &str) -> Result<(), ConfigErr
                 _ => Ok(()),
             };
         }
-        Check::CleanupPolicyList => {
+        Check::OneOfIgnoreCase(allowed) => {
+            return match value {
+                Value::Text(s) if !allowed.iter().any(|a| a.eq_ignore_ascii_case(s)) => {
+                    Err(invalid(
+                        def.name,
+                        s.as_str(),
+                        format!(
+                            "String must be one of (case insensitive): {}",
+                            allowed.join(", ")
+                        ),
+                    ))
+                }
+                _ => Ok(()),
+            };
+        }
+        Check::List { allowed, empty } => {
             let Value::List(items) = value else {
                 return Ok(());
             };
-            for (i, item) in items.iter().enumerate() {
-                if items[..i].contains(item) {
-                    return Err(ConfigError::DuplicateListValues {
-                        name: def.name.to_string(),
-                    });
-                }
-            }
-            if let Some(bad) = items
-                .iter()
-                .find(|item| !CLEANUP_POLICIES.contains(&item.as_str()))
-            {
-                return Err(invalid(
-                    def.name,
-                    bad.as_str(),
-                    format!("String must be one of: {}", CLEANUP_POLICIES.join(", ")),
-                ));
-            }
-            return Ok(());
+            return check_list(def.name, items, allowed, empty);
         }
     };
     // Java compares as doubles; NaN passes both bounds there, and here too.
@@ -326,6 +327,43 @@ pub(super) fn check(def: &Def, value: &Value, raw: &str) -> Result<(), ConfigErr
     } else {
         Ok(())
     }
+}
+
+/// `ConfigDef.ValidList.ensureValid`, its checks in its order.
+fn check_list(
+    name: &str,
+    items: &[String],
+    allowed: &[&str],
+    empty: bool,
+) -> Result<(), ConfigError> {
+    if items.is_empty() && !empty {
+        return Err(ConfigError::EmptyList {
+            name: name.to_string(),
+            allowed: allowed.iter().map(|s| s.to_string()).collect(),
+        });
+    }
+    for (i, item) in items.iter().enumerate() {
+        if items[..i].contains(item) {
+            return Err(ConfigError::DuplicateListValues {
+                name: name.to_string(),
+            });
+        }
+    }
+    for item in items {
+        if item.is_empty() {
+            return Err(ConfigError::EmptyListValue {
+                name: name.to_string(),
+            });
+        }
+        if !allowed.is_empty() && !allowed.contains(&item.as_str()) {
+            return Err(invalid(
+                name,
+                item.as_str(),
+                format!("String must be one of: {}", allowed.join(", ")),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A built-in default; the tests check every one parses and passes its own validator.

@@ -19,7 +19,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{engine_error, str_bytes, topic_by_id, topic_uuid};
-use crate::engine::config::{ConfigSource, DescribedConfig, DescribedSource};
+use crate::engine::config::{BrokerLevel, ConfigSource, DescribedConfig, DescribedSource};
 use crate::engine::{validate_topic_name, ConfigChange, ConfigScope, EngineError};
 use crate::kafka::Shared;
 
@@ -191,16 +191,29 @@ pub(crate) fn delete_topics(
 fn source_id(source: DescribedSource) -> i8 {
     match source {
         DescribedSource::Topic => 1,
+        DescribedSource::Broker(ConfigSource::DynamicBroker) => 2,
         DescribedSource::Broker(ConfigSource::DynamicDefaultBroker) => 3,
         DescribedSource::Broker(ConfigSource::StaticBroker) => 4,
         DescribedSource::Broker(ConfigSource::Default) => 5,
     }
 }
 
-/// The broker resource is named by its node id, or `""` for the cluster-wide default;
-/// kpfs's one level of dynamic broker configs (`.kpfs/config`) serves both.
-fn is_this_broker(shared: &Shared, name: &str) -> bool {
-    name.is_empty() || name == shared.config.node_id.to_string()
+/// The level a broker resource names: `""` the cluster-wide default, this node's id its
+/// own overrides (both in `.kpfs/config`); another id is refused in Kafka's words.
+fn broker_level(shared: &Shared, name: &str) -> Result<BrokerLevel, Refusal> {
+    let node_id = shared.config.node_id;
+    if name.is_empty() {
+        Ok(BrokerLevel::ClusterDefault)
+    } else if name == node_id.to_string() {
+        Ok(BrokerLevel::ThisBroker)
+    } else {
+        Err(refusal(
+            ResponseError::InvalidRequest,
+            format!(
+                "Unexpected broker id, expected {node_id} or empty string, but received {name}"
+            ),
+        ))
+    }
 }
 
 /// DescribeConfigs: every config (or the asked ones) of a topic or the broker, with value,
@@ -245,13 +258,9 @@ fn described(shared: &Shared, kind: i8, name: &str) -> Result<Vec<DescribedConfi
             .topic(name)
             .map(|t| t.describe_config())
             .ok_or_else(|| engine_error(&EngineError::UnknownTopic { name: name.into() })),
-        BROKER_RESOURCE if is_this_broker(shared, name) => {
-            Ok(shared.engine.describe_broker_config())
-        }
-        BROKER_RESOURCE => Err(refusal(
-            ResponseError::InvalidRequest,
-            format!("kpfs is broker {}, not {name}", shared.config.node_id),
-        )),
+        BROKER_RESOURCE => Ok(shared
+            .engine
+            .describe_broker_config(broker_level(shared, name)?)),
         other => Err(refusal(
             ResponseError::InvalidRequest,
             format!("kpfs describes topic (2) and broker (4) configs, not resource type {other}"),
@@ -264,20 +273,20 @@ fn describe_entry(c: &DescribedConfig, include_synonyms: bool) -> DescribeConfig
     out.name = str_bytes(c.name);
     out.value = c.value.as_deref().map(str_bytes);
     out.read_only = c.read_only;
+    out.is_sensitive = c.sensitive;
     out.config_source = source_id(c.source);
     if include_synonyms {
-        let mut own = DescribeConfigsSynonym::default();
-        own.name = out.name.clone();
-        own.value = out.value.clone();
-        own.source = out.config_source;
-        out.synonyms.push(own);
-        if let (Some((name, value)), DescribedSource::Broker(source)) = (&c.synonym, c.source) {
-            let mut synonym = DescribeConfigsSynonym::default();
-            synonym.name = str_bytes(name);
-            synonym.value = Some(str_bytes(value));
-            synonym.source = source_id(DescribedSource::Broker(source));
-            out.synonyms.push(synonym);
-        }
+        out.synonyms = c
+            .synonyms
+            .iter()
+            .map(|s| {
+                let mut synonym = DescribeConfigsSynonym::default();
+                synonym.name = str_bytes(s.name);
+                synonym.value = s.value.as_deref().map(str_bytes);
+                synonym.source = source_id(s.source);
+                synonym
+            })
+            .collect();
     }
     out
 }
@@ -296,13 +305,10 @@ fn config_line(name: &str, value: &str) -> Result<String, Refusal> {
     Ok(format!("{name}={value}"))
 }
 
-/// The change the lines make: `replace` sets exactly these overrides (AlterConfigs, `>`),
-/// otherwise they change the keys they name (`>>`).
-fn change(scope: ConfigScope, lines: &[String], replace: bool) -> Result<ConfigChange, Refusal> {
-    let mut change = ConfigChange::new(scope);
-    if replace {
-        change.truncate();
-    }
+/// The change the lines make to `change` (a new change of its resource): `replace` sets
+/// exactly these overrides (AlterConfigs, `>`), otherwise they change the keys they name
+/// (`>>`).
+fn written(mut change: ConfigChange, lines: &[String]) -> Result<ConfigChange, Refusal> {
     let mut text = lines.join("\n");
     text.push('\n');
     let mut errors = change.write(text.as_bytes());
@@ -314,7 +320,11 @@ fn change(scope: ConfigScope, lines: &[String], replace: bool) -> Result<ConfigC
 }
 
 fn topic_change(lines: &[String], replace: bool) -> Result<ConfigChange, Refusal> {
-    change(ConfigScope::Topic, lines, replace)
+    let mut change = ConfigChange::new(ConfigScope::Topic);
+    if replace {
+        change.truncate();
+    }
+    written(change, lines)
 }
 
 /// Applies the lines to the resource, or with `validate_only` checks them only.
@@ -340,8 +350,9 @@ fn alter(
                 .apply_config_change(&change)
                 .map_err(|e| engine_error(&e))
         }
-        BROKER_RESOURCE if is_this_broker(shared, name) => {
-            let change = change(ConfigScope::Broker, lines, replace)?;
+        BROKER_RESOURCE => {
+            let level = broker_level(shared, name)?;
+            let change = written(ConfigChange::broker_level(level, replace), lines)?;
             if validate_only {
                 return Ok(());
             }
