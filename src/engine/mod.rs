@@ -75,8 +75,10 @@ pub use groups::GroupCoordinator;
 pub(crate) use limits::MAX_TOPIC_NAME_CHARS;
 #[cfg(feature = "internals")]
 pub use topic::FetchOutcome;
+#[cfg(any(test, feature = "internals"))]
+pub use topic::CAPTURE_GRACE_MS;
 pub use topic::{FetchedRange, OffsetQuery};
-pub use topic::{LogCursor, Topic};
+pub use topic::{LogCapture, LogCursor, Topic};
 
 /// Kafka's `LocalLog.logDeleteDirName`: `TOPIC-0.<unique id>-delete`, with the topic cut
 /// short so the name fits [`MAX_FILE_NAME_BYTES`] (a 249-character topic would not). The
@@ -1238,6 +1240,7 @@ fn scheduler_loop(inner: &Inner, stop: &Receiver<()>) {
             if let Err(e) = t.flush_rolled_segments() {
                 tracing::error!(topic = t.name(), error = %e, "flushing rolled segments failed");
             }
+            t.expire_capture();
         }
         run_recovery_checkpoint_if_due(inner);
         run_producer_expiry_if_due(inner);

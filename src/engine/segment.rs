@@ -151,6 +151,26 @@ pub(crate) struct MappedBatches {
     end: usize,
 }
 
+impl MappedBatches {
+    fn none() -> MappedBatches {
+        MappedBatches {
+            map: None,
+            start: 0,
+            end: 0,
+        }
+    }
+}
+
+/// A segment's committed bytes as of one moment ([`Segment::pin`]), and where its records
+/// ended then in offsets and in the `log` stream.
+#[derive(Debug)]
+pub(crate) struct PinnedLog {
+    map: Option<Arc<Mmap>>,
+    pub(crate) size: u64,
+    pub(crate) next_offset: u64,
+    pub(crate) stream_end: u64,
+}
+
 impl Drop for MappedBatches {
     /// Unmaps the pages just read from this process (they stay in the page cache), so a
     /// daemon that streams gigabytes does not report them all as its own memory.
@@ -1237,13 +1257,67 @@ impl Segment {
     pub(crate) fn mapped_batches(&self, pos: u64, want: usize) -> Result<MappedBatches> {
         let size = self.size();
         if pos >= size {
-            return Ok(MappedBatches {
-                map: None,
-                start: 0,
-                end: 0,
-            });
+            return Ok(MappedBatches::none());
         }
-        let map = self.read_mapping(size)?;
+        self.batches_in(self.read_mapping(size)?, size, pos, want)
+    }
+
+    /// [`Segment::mapped_batches`] from what [`Segment::pin`] pinned: the bytes the segment
+    /// had then, readable after retention or the cleaner removed its files.
+    pub(crate) fn pinned_batches(
+        &self,
+        pinned: &PinnedLog,
+        pos: u64,
+        want: usize,
+    ) -> Result<MappedBatches> {
+        match &pinned.map {
+            Some(map) if pos < pinned.size => self.batches_in(map.clone(), pinned.size, pos, want),
+            _ => Ok(MappedBatches::none()),
+        }
+    }
+
+    /// The committed bytes now, with the facts that describe exactly them, and a mapping
+    /// that keeps them readable for as long as it is held: a mapping keeps its file's
+    /// inode, so neither a rename to `.deleted` nor the removal of the file affects it.
+    pub(crate) fn pin(&self) -> Result<PinnedLog> {
+        let (size, next_offset, stream_end) = {
+            let st = self.state.lock();
+            (st.size, st.tally.next_offset, st.tally.stream_end)
+        };
+        let map = if size == 0 {
+            None
+        } else {
+            Some(self.read_mapping(size)?)
+        };
+        Ok(PinnedLog {
+            map,
+            size,
+            next_offset,
+            stream_end,
+        })
+    }
+
+    /// The position of the batch holding `offset`, or an earlier one, from the stream
+    /// index, which is in memory: a sealed segment's offset index is read from its file,
+    /// which may be gone while a capture still reads the segment.
+    pub(crate) fn stream_lookup(&self, offset: u64) -> u64 {
+        let st = self.state.lock();
+        let entries = st.stream_index.entries();
+        entries
+            .partition_point(|e| e.offset <= offset)
+            .checked_sub(1)
+            .map_or(0, |i| u64::from(entries[i].file_pos))
+    }
+
+    /// Whole, verified batches from `pos`, about `want` bytes, of the first `size` bytes
+    /// of `map`.
+    fn batches_in(
+        &self,
+        map: Arc<Mmap>,
+        size: u64,
+        pos: u64,
+        want: usize,
+    ) -> Result<MappedBatches> {
         let (start, limit) = (pos as usize, size as usize);
         let mut end = start;
         while end < limit && end - start < want.max(1) {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::engine::{ConfigChange, ConfigScope, LogCursor, Topic};
+use crate::engine::{ConfigChange, ConfigScope, LogCapture, LogCursor, Topic};
 use crate::fs::inode::Node;
 use crate::fs::DirEntry;
 
@@ -207,6 +207,13 @@ pub(crate) enum HandleKind {
     /// A file of the partition directory. Holding the `File` keeps reads working after
     /// the engine renames it to `.deleted` or unlinks it.
     Backing { file: File },
+    /// `.kpfs/snapshot/TOPIC/log`: the capture it was opened on, read through its own
+    /// cursor; the topic keeps the capture current until the handle is released.
+    Capture {
+        topic: Arc<Topic>,
+        capture: Arc<LogCapture>,
+        cursor: Mutex<LogCursor>,
+    },
     /// A directory listing, taken at opendir so offsets stay meaningful while topics or
     /// segments come and go.
     Dir { entries: Vec<DirEntry> },

@@ -23,6 +23,9 @@ pub(crate) const CONTROL_DIR: &str = ".kpfs";
 /// `.kpfs/groups`: a directory per consumer group.
 pub(crate) const GROUPS_DIR: &str = "groups";
 
+/// `.kpfs/snapshot`: a read-only copy of each topic for backups.
+pub(crate) const SNAPSHOT_DIR: &str = "snapshot";
+
 /// The files of `.kpfs/groups/GROUP/`, each one table of
 /// `kafka-consumer-groups.sh --describe --group GROUP`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -137,6 +140,13 @@ pub(crate) enum Node {
         topic: Option<String>,
         name: String,
     },
+    /// `.kpfs/snapshot`: a folder per topic, for `tar` and `rsync`.
+    SnapshotDir,
+    SnapshotTopicDir(String),
+    /// `.kpfs/snapshot/TOPIC/log`: the topic's visible records end to end, as of its
+    /// capture, with a size that is exactly what a read returns.
+    SnapshotLog(String),
+    SnapshotConfig(String),
 }
 
 impl Node {
@@ -164,6 +174,10 @@ impl Node {
                 file.name()
             ),
             Node::Draft { name, .. } => self.parent().child_path(name),
+            Node::SnapshotDir => format!("{CONTROL_DIR}/{SNAPSHOT_DIR}"),
+            Node::SnapshotTopicDir(t) => Node::SnapshotDir.child_path(t),
+            Node::SnapshotLog(t) => format!("{CONTROL_DIR}/{SNAPSHOT_DIR}/{t}/log"),
+            Node::SnapshotConfig(t) => format!("{CONTROL_DIR}/{SNAPSHOT_DIR}/{t}/config"),
         }
     }
 
@@ -184,6 +198,8 @@ impl Node {
                 | Node::SegmentsDir(_)
                 | Node::GroupsDir
                 | Node::GroupDir(_)
+                | Node::SnapshotDir
+                | Node::SnapshotTopicDir(_)
         )
     }
 
@@ -196,8 +212,10 @@ impl Node {
             | Node::Metrics
             | Node::GroupsDir
             | Node::GroupDir(_)
-            | Node::GroupFile { .. } => None,
+            | Node::GroupFile { .. }
+            | Node::SnapshotDir => None,
             Node::Draft { topic, .. } => topic.as_deref(),
+            Node::SnapshotTopicDir(t) | Node::SnapshotLog(t) | Node::SnapshotConfig(t) => Some(t),
             Node::TopicDir(t)
             | Node::Log(t)
             | Node::TopicConfig(t)
@@ -225,6 +243,9 @@ impl Node {
             Node::GroupFile { group, .. } => Node::GroupDir(group.clone()),
             Node::Draft { topic: Some(t), .. } => Node::TopicDir(t.clone()),
             Node::Draft { topic: None, .. } => Node::ControlDir,
+            Node::SnapshotDir => Node::ControlDir,
+            Node::SnapshotTopicDir(_) => Node::SnapshotDir,
+            Node::SnapshotLog(t) | Node::SnapshotConfig(t) => Node::SnapshotTopicDir(t.clone()),
         }
     }
 

@@ -24,13 +24,13 @@ use parking_lot::Mutex;
 use crate::engine::error::Excerpt;
 use crate::engine::groups::GroupError;
 use crate::engine::{
-    metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, SystemClock, Topic,
+    metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, LogCursor, SystemClock, Topic,
 };
 use errno::{errno_of, group_errno};
 use handle::{ConfigTarget, ConfigWriter, Draft, Handle, HandleKind, HandleTable, LogState};
 use inode::{
     group_file_name, group_of_file_name, is_sed_temporary, GroupFile, InodeTable, Node,
-    CONTROL_DIR, GROUPS_DIR, LOG_START_FILE,
+    CONTROL_DIR, GROUPS_DIR, LOG_START_FILE, SNAPSHOT_DIR,
 };
 
 /// Attributes of files are never cached: `tail -f` polls fstat once a second and must
@@ -411,6 +411,24 @@ impl KpfsFs {
                     ..self.file_attr(ino, len, CONFIG_PERM, self.mounted_ms)
                 }
             }
+            Node::SnapshotDir => self.dir_attr(ino),
+            Node::SnapshotTopicDir(_) => {
+                self.topic(node)?;
+                self.dir_attr(ino)
+            }
+            // Whoever asks, and whether through a handle or not (the kernel's fstat names
+            // none), sees the topic's current capture.
+            Node::SnapshotLog(_) => {
+                let capture = self
+                    .topic(node)?
+                    .current_capture(false)
+                    .map_err(|e| self.engine_error(&node.path(), &e))?;
+                self.file_attr(ino, capture.size(), 0o444, capture.modified_ms())
+            }
+            Node::SnapshotConfig(_) => {
+                let len = self.topic(node)?.config_text().len() as u64;
+                self.file_attr(ino, len, 0o444, self.mounted_ms)
+            }
             Node::Segment { name, .. } => {
                 let topic = self.topic(node)?;
                 let files = topic
@@ -445,8 +463,21 @@ impl KpfsFs {
                 "errors" => Node::Errors,
                 "metrics" => Node::Metrics,
                 GROUPS_DIR => Node::GroupsDir,
+                SNAPSHOT_DIR => Node::SnapshotDir,
                 _ => self.draft_child(parent, name).ok_or_else(missing)?,
             },
+            Node::SnapshotDir => {
+                self.engine.topic(name).ok_or_else(missing)?;
+                Node::SnapshotTopicDir(name.to_string())
+            }
+            Node::SnapshotTopicDir(t) => {
+                self.topic(parent)?;
+                match name {
+                    "log" => Node::SnapshotLog(t.clone()),
+                    "config" => Node::SnapshotConfig(t.clone()),
+                    _ => return Err(missing()),
+                }
+            }
             Node::GroupsDir => {
                 let group = group_of_file_name(name)
                     .filter(|g| self.group_exists(g))
@@ -501,7 +532,9 @@ impl KpfsFs {
             | Node::LogStart(_)
             | Node::Segment { .. }
             | Node::GroupFile { .. }
-            | Node::Draft { .. } => {
+            | Node::Draft { .. }
+            | Node::SnapshotLog(_)
+            | Node::SnapshotConfig(_) => {
                 return Err(FsError {
                     errno: libc::ENOTDIR,
                     message: format!("{}: not a directory", parent.path()),
@@ -613,7 +646,11 @@ impl KpfsFs {
                 | Node::Segment { .. }
                 | Node::GroupsDir
                 | Node::GroupDir(_)
-                | Node::GroupFile { .. } => {
+                | Node::GroupFile { .. }
+                | Node::SnapshotDir
+                | Node::SnapshotTopicDir(_)
+                | Node::SnapshotLog(_)
+                | Node::SnapshotConfig(_) => {
                     return Err(self.refuse(&path, libc::EPERM, "read-only: cannot be truncated"))
                 }
             },
@@ -893,83 +930,106 @@ impl KpfsFs {
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
         let read_only =
             |what: &str| Err(self.refuse(&path, libc::EACCES, format!("{what} is read-only")));
-        let kind = match &node {
-            Node::Root
-            | Node::ControlDir
-            | Node::TopicDir(_)
-            | Node::SegmentsDir(_)
-            | Node::GroupsDir
-            | Node::GroupDir(_) => return Err(self.refuse(&path, libc::EISDIR, "is a directory")),
-            Node::GroupFile { .. } if writable => {
-                return Err(self.refuse(&path, libc::EACCES, GROUPS_READ_ONLY))
-            }
-            Node::GroupFile { .. } => HandleKind::Text {
-                text: self.group_text(&node)?.into_bytes(),
-                writer: None,
-            },
-            Node::Log(_) => HandleKind::Log {
-                topic: self.topic(&node)?,
-                state: Mutex::new(LogState::default()),
-            },
-            Node::TopicConfig(_) => {
-                let topic = self.topic(&node)?;
-                if writable {
-                    self.refuse_internal_config(&topic, &path)?;
+        let kind =
+            match &node {
+                Node::Root
+                | Node::ControlDir
+                | Node::TopicDir(_)
+                | Node::SegmentsDir(_)
+                | Node::GroupsDir
+                | Node::GroupDir(_)
+                | Node::SnapshotDir
+                | Node::SnapshotTopicDir(_) => {
+                    return Err(self.refuse(&path, libc::EISDIR, "is a directory"))
                 }
-                HandleKind::Text {
-                    text: topic.config_text().into_bytes(),
-                    writer: writable.then(|| ConfigWriter::new(ConfigTarget::Topic(topic))),
+                Node::SnapshotLog(_) | Node::SnapshotConfig(_) if writable => return read_only(
+                    ".kpfs/snapshot is a copy of the topics for backups (append to TOPIC/log); it",
+                ),
+                Node::SnapshotLog(_) => {
+                    let topic = self.topic(&node)?;
+                    let capture = topic
+                        .current_capture(true)
+                        .map_err(|e| self.engine_error(&path, &e))?;
+                    HandleKind::Capture {
+                        topic,
+                        capture,
+                        cursor: Mutex::new(LogCursor::default()),
+                    }
                 }
-            }
-            Node::BrokerConfig => HandleKind::Text {
-                text: self.engine.broker_config_text().into_bytes(),
-                writer: writable.then(|| ConfigWriter::new(ConfigTarget::Broker)),
-            },
-            Node::Errors if writable => return read_only(".kpfs/errors"),
-            Node::Errors => HandleKind::Text {
-                text: self.engine.rejections_text().into_bytes(),
-                writer: None,
-            },
-            Node::Status(_) if writable => return read_only("status"),
-            Node::Status(_) => HandleKind::Text {
-                text: self
-                    .engine
-                    .topic_status_text(&*self.topic(&node)?)
-                    .into_bytes(),
-                writer: None,
-            },
-            Node::Metrics if writable => return read_only(".kpfs/metrics"),
-            Node::Metrics => HandleKind::Text {
-                text: metrics::render(&self.engine).into_bytes(),
-                writer: None,
-            },
-            Node::Events(_) if writable => return read_only("events"),
-            Node::Events(_) => HandleKind::Text {
-                text: self.topic(&node)?.events_text().into_bytes(),
-                writer: None,
-            },
-            Node::LogStart(_) => {
-                let topic = self.topic(&node)?;
-                HandleKind::LogStart {
-                    text: log_start_text(&topic).into_bytes(),
-                    topic,
-                    pending: Mutex::new(Vec::new()),
+                Node::SnapshotConfig(_) => HandleKind::Text {
+                    text: self.topic(&node)?.config_text().into_bytes(),
+                    writer: None,
+                },
+                Node::GroupFile { .. } if writable => {
+                    return Err(self.refuse(&path, libc::EACCES, GROUPS_READ_ONLY))
                 }
-            }
-            Node::Draft { .. } => {
-                HandleKind::Draft(self.draft(&node).ok_or_else(|| Self::not_found(&path))?)
-            }
-            Node::Segment { .. } if writable => {
-                return read_only("segments/ is a view of the partition directory; it")
-            }
-            Node::Segment { name, .. } => {
-                let file = self
-                    .topic(&node)?
-                    .open_backing_file(name)
-                    .map_err(|e| self.engine_error(&path, &e))?;
-                HandleKind::Backing { file }
-            }
-        };
+                Node::GroupFile { .. } => HandleKind::Text {
+                    text: self.group_text(&node)?.into_bytes(),
+                    writer: None,
+                },
+                Node::Log(_) => HandleKind::Log {
+                    topic: self.topic(&node)?,
+                    state: Mutex::new(LogState::default()),
+                },
+                Node::TopicConfig(_) => {
+                    let topic = self.topic(&node)?;
+                    if writable {
+                        self.refuse_internal_config(&topic, &path)?;
+                    }
+                    HandleKind::Text {
+                        text: topic.config_text().into_bytes(),
+                        writer: writable.then(|| ConfigWriter::new(ConfigTarget::Topic(topic))),
+                    }
+                }
+                Node::BrokerConfig => HandleKind::Text {
+                    text: self.engine.broker_config_text().into_bytes(),
+                    writer: writable.then(|| ConfigWriter::new(ConfigTarget::Broker)),
+                },
+                Node::Errors if writable => return read_only(".kpfs/errors"),
+                Node::Errors => HandleKind::Text {
+                    text: self.engine.rejections_text().into_bytes(),
+                    writer: None,
+                },
+                Node::Status(_) if writable => return read_only("status"),
+                Node::Status(_) => HandleKind::Text {
+                    text: self
+                        .engine
+                        .topic_status_text(&*self.topic(&node)?)
+                        .into_bytes(),
+                    writer: None,
+                },
+                Node::Metrics if writable => return read_only(".kpfs/metrics"),
+                Node::Metrics => HandleKind::Text {
+                    text: metrics::render(&self.engine).into_bytes(),
+                    writer: None,
+                },
+                Node::Events(_) if writable => return read_only("events"),
+                Node::Events(_) => HandleKind::Text {
+                    text: self.topic(&node)?.events_text().into_bytes(),
+                    writer: None,
+                },
+                Node::LogStart(_) => {
+                    let topic = self.topic(&node)?;
+                    HandleKind::LogStart {
+                        text: log_start_text(&topic).into_bytes(),
+                        topic,
+                        pending: Mutex::new(Vec::new()),
+                    }
+                }
+                Node::Draft { .. } => {
+                    HandleKind::Draft(self.draft(&node).ok_or_else(|| Self::not_found(&path))?)
+                }
+                Node::Segment { .. } if writable => {
+                    return read_only("segments/ is a view of the partition directory; it")
+                }
+                Node::Segment { name, .. } => {
+                    let file = self
+                        .topic(&node)?
+                        .open_backing_file(name)
+                        .map_err(|e| self.engine_error(&path, &e))?;
+                    HandleKind::Backing { file }
+                }
+            };
         let fh = self.handles.insert(Handle {
             node,
             writable,
@@ -1006,6 +1066,7 @@ impl KpfsFs {
                     Node::Errors,
                     Node::Metrics,
                     Node::GroupsDir,
+                    Node::SnapshotDir,
                 ];
                 children.extend(self.drafts_in(&node));
                 children
@@ -1050,6 +1111,19 @@ impl KpfsFs {
                 children.extend(self.drafts_in(&node));
                 children
             }
+            Node::SnapshotDir => self
+                .engine
+                .topic_names()
+                .into_iter()
+                .map(Node::SnapshotTopicDir)
+                .collect(),
+            Node::SnapshotTopicDir(t) => {
+                self.topic(&node)?;
+                vec![
+                    Node::SnapshotLog(t.clone()),
+                    Node::SnapshotConfig(t.clone()),
+                ]
+            }
             Node::SegmentsDir(t) => {
                 let files = self
                     .topic(&node)?
@@ -1075,7 +1149,9 @@ impl KpfsFs {
             | Node::LogStart(_)
             | Node::Segment { .. }
             | Node::GroupFile { .. }
-            | Node::Draft { .. } => {
+            | Node::Draft { .. }
+            | Node::SnapshotLog(_)
+            | Node::SnapshotConfig(_) => {
                 return Err(self.refuse(&node.path(), libc::ENOTDIR, "not a directory"))
             }
         };
@@ -1112,7 +1188,8 @@ impl KpfsFs {
             | HandleKind::Text { .. }
             | HandleKind::LogStart { .. }
             | HandleKind::Draft(_)
-            | HandleKind::Backing { .. } => Err(bad_handle(fh)),
+            | HandleKind::Backing { .. }
+            | HandleKind::Capture { .. } => Err(bad_handle(fh)),
         }
     }
 
@@ -1134,6 +1211,13 @@ impl KpfsFs {
                 Ok(slice_at(text, offset, size))
             }
             HandleKind::Draft(draft) => Ok(slice_at(&draft.bytes.lock(), offset, size)),
+            HandleKind::Capture {
+                topic,
+                capture,
+                cursor,
+            } => topic
+                .read_capture(capture, &mut cursor.lock(), offset, size as usize)
+                .map_err(|e| self.engine_error(&path, &e)),
             HandleKind::Backing { file } => {
                 let mut buf = vec![0; size as usize];
                 let mut filled = 0;
@@ -1192,6 +1276,7 @@ impl KpfsFs {
             }
             HandleKind::Text { writer: None, .. }
             | HandleKind::Backing { .. }
+            | HandleKind::Capture { .. }
             | HandleKind::Dir { .. } => return Err(bad_handle(fh)),
         }
         // One FUSE write is at most max_write (1 MiB here), far below u32::MAX.
@@ -1367,6 +1452,7 @@ impl KpfsFs {
             HandleKind::Text { writer: None, .. }
             | HandleKind::Draft(_)
             | HandleKind::Backing { .. }
+            | HandleKind::Capture { .. }
             | HandleKind::Dir { .. } => Ok(()),
         }
     }
@@ -1541,6 +1627,9 @@ impl KpfsFs {
                 tracing::warn!(errno = error.errno, "{}", error.message);
             }
         }
+        if let HandleKind::Capture { topic, capture, .. } = &handle.kind {
+            topic.capture_closed(capture);
+        }
         self.end_open_line(&handle);
     }
 
@@ -1579,6 +1668,7 @@ impl KpfsFs {
             | HandleKind::Draft(_)
             | HandleKind::LogStart { .. }
             | HandleKind::Backing { .. }
+            | HandleKind::Capture { .. }
             | HandleKind::Dir { .. } => Ok(()),
         }
     }

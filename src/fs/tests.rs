@@ -662,7 +662,7 @@ fn events_and_metrics_are_listed_read_only_snapshots() {
     let control = f.ino(ROOT_INO, ".kpfs");
     assert_eq!(
         listing(&f, control),
-        [".", "..", "config", "errors", "metrics", "groups"]
+        [".", "..", "config", "errors", "metrics", "groups", "snapshot"]
     );
 
     let config = f.ino(dir, "config");
@@ -1233,4 +1233,77 @@ fn a_kernel_that_cannot_map_direct_io_files_is_named_in_errors() {
         " .: warning: this kernel (FUSE ABI 7.38) lacks FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6+): \
          mmap(2) of any file of the mount fails with ENODEV; read the files instead\n"
     ), "{}", f.errors());
+}
+
+/// Issue 24, item 3: `.kpfs/snapshot/TOPIC/log` is what `tar` and `rsync` can copy. Its
+/// size is exactly what a read returns (the live `log`'s is the stream end, past the
+/// gaps), and tar's stat, open, fstat, read, stat see one size and mtime while appends go
+/// on; the grace window is the engine clock's.
+#[test]
+fn the_snapshot_of_a_topic_reads_as_long_as_its_size_through_tars_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(crate::engine::ManualClock::new(1_764_430_000_000));
+    let broker = BrokerConfig::load(None, &[]).unwrap();
+    let engine = Engine::open(dir.path(), broker, clock.clone(), EngineOptions::default()).unwrap();
+    let f = Fixture {
+        fs: KpfsFs::new(Arc::new(engine), dir.path()),
+        _dir: dir,
+    };
+    let topic = f.topic("t");
+    let log = f.ino(topic, "log");
+    let fh = f.open_log(topic);
+    f.fs.write(fh, b"r0\nr1\nr2\nr3\nr4\n").unwrap();
+    let start = f.ino(topic, "log_start_offset");
+    let start_fh = f.fs.open(start, libc::O_WRONLY).unwrap().fh;
+    f.fs.write(start_fh, b"2\n").unwrap();
+    f.fs.release(start_fh);
+    assert_eq!(
+        f.fs.getattr(log).unwrap().size,
+        15,
+        "the live log keeps its size"
+    );
+
+    let control = f.ino(ROOT_INO, ".kpfs");
+    let snapshot = f.ino(control, "snapshot");
+    assert_eq!(listing(&f, snapshot), [".", "..", "t"]);
+    let copy = f.ino(snapshot, "t");
+    assert_eq!(listing(&f, copy), [".", "..", "log", "config"]);
+
+    let copy_log = f.fs.lookup(copy, OsStr::new("log")).unwrap().attr;
+    assert_eq!(copy_log.size, 9, "r2, r3, r4");
+    let opened = f.fs.open(copy_log.ino, libc::O_RDONLY).unwrap().fh;
+    f.fs.write(fh, b"r5\n").unwrap();
+    clock.advance(crate::engine::CAPTURE_GRACE_MS);
+    assert_eq!(
+        f.fs.getattr(copy_log.ino).unwrap(),
+        copy_log,
+        "fstat after an append"
+    );
+    assert_eq!(f.fs.read(opened, 0, 1 << 20).unwrap(), b"r2\nr3\nr4\n");
+    assert_eq!(f.fs.read(opened, 3, 3).unwrap(), b"r3\n");
+    f.fs.release(opened);
+    assert_eq!(
+        f.fs.getattr(copy_log.ino).unwrap(),
+        copy_log,
+        "tar's last stat"
+    );
+    // Once the window after the close has passed, a look sees the records of then.
+    clock.advance(crate::engine::CAPTURE_GRACE_MS);
+    assert_eq!(f.read_all(copy_log.ino), "r2\nr3\nr4\nr5\n");
+    f.fs.release(fh);
+
+    let config = f.ino(copy, "config");
+    assert_eq!(f.read_all(config), f.read_all(f.ino(topic, "config")));
+    for file in [copy_log.ino, config] {
+        assert_eq!(
+            f.fs.open(file, libc::O_WRONLY).unwrap_err().errno,
+            libc::EACCES
+        );
+    }
+    expect_rejection_of(&f, ".kpfs/snapshot/t/log");
+}
+
+fn expect_rejection_of(f: &Fixture, path: &str) {
+    let errors = f.errors();
+    assert!(errors.contains(&format!(" {path}: ")), "{errors}");
 }

@@ -9,6 +9,7 @@
 //! A reader's kernel offset therefore advances by the bytes actually returned, and each
 //! open handle keeps a [`LogCursor`] that maps its offset back to a record.
 
+mod capture;
 mod fetch;
 mod protocol;
 mod reader;
@@ -42,6 +43,9 @@ use protocol::{count_lines, parse_lines, PARSED};
 pub(crate) use renderings::validate_renderings;
 use renderings::{LineRendering, PastRenderings};
 
+pub use capture::LogCapture;
+#[cfg(any(test, feature = "internals"))]
+pub use capture::CAPTURE_GRACE_MS;
 #[cfg(feature = "internals")]
 pub use fetch::FetchOutcome;
 pub use fetch::{FetchedRange, OffsetQuery};
@@ -155,6 +159,8 @@ pub struct Topic {
     log_starts: Arc<LogStartCheckpoint>,
     /// Wakes long-poll fetches waiting for this topic's appends.
     append_signal: AppendSignal,
+    /// The capture `.kpfs/snapshot/TOPIC/log` shows now, if any.
+    capture: capture::CaptureSlot,
 }
 
 impl std::fmt::Debug for Topic {
@@ -224,6 +230,7 @@ impl Topic {
                 events: Default::default(),
                 log_starts,
                 append_signal: AppendSignal::default(),
+                capture: Default::default(),
             },
             report,
         ))

@@ -13,9 +13,10 @@ use crate::engine::limits::{
     READ_MAX_BYTES, READ_MIN_BYTES, REPLAY_LIMIT_BYTES, REPOSITION_SCAN_BYTES, STALE_READ_RETRIES,
 };
 use crate::engine::log::LogSnapshot;
-use crate::engine::segment::Segment;
+use crate::engine::segment::{MappedBatches, Segment};
 use crate::engine::stream_index::StreamWalker;
 
+use super::capture::LogCapture;
 use super::renderings::Renderer;
 use super::Topic;
 
@@ -53,16 +54,17 @@ impl Topic {
     /// Reads up to `len` bytes of the rendered stream at kernel offset `pos`. Never blocks;
     /// returns an empty vector at the end.
     pub fn read_log(&self, cursor: &mut LogCursor, pos: u64, len: usize) -> Result<Vec<u8>> {
-        self.read_log_in(cursor, pos, len, self.log.snapshot())
+        self.read_log_in(cursor, pos, len, Source::Live(self.log.snapshot()))
     }
 
-    /// [`Topic::read_log`] starting from `snap`, which may already be outdated.
-    fn read_log_in(
+    /// [`Topic::read_log`] from `source`: the live log from a snapshot, which may already
+    /// be outdated, or a capture, where `pos` counts the capture's bytes.
+    pub(super) fn read_log_in(
         &self,
         cursor: &mut LogCursor,
         pos: u64,
         len: usize,
-        mut snap: LogSnapshot,
+        mut source: Source<'_>,
     ) -> Result<Vec<u8>> {
         // Room for a block copy to run past the last record (see `extend_by_blocks`).
         let mut out = Vec::with_capacity(len.min(READ_MAX_BYTES) + COPY_BLOCK_BYTES);
@@ -84,17 +86,16 @@ impl Topic {
         }
         if !cursor.positioned || from_pos != cursor.next_pos {
             let mut attempts = 0;
-            while let Err(e) = self.reposition(cursor, &snap, from_pos) {
+            while let Err(e) = self.reposition(cursor, &source, from_pos) {
                 attempts += 1;
-                if attempts > STALE_READ_RETRIES || !self.outdated(&snap) {
+                if attempts > STALE_READ_RETRIES || !source.refresh(self) {
                     return Err(e);
                 }
-                snap = self.log.snapshot();
             }
-            if cursor.next_offset < snap.log_start_offset {
+            if cursor.next_offset < source.snap().log_start_offset {
                 // The position falls on a record below the log start (DeleteRecords
                 // leaves them in the segment): the stream goes on at the log start.
-                cursor.next_offset = snap.log_start_offset;
+                cursor.next_offset = source.snap().log_start_offset;
                 cursor.skip = 0;
             }
         }
@@ -107,15 +108,14 @@ impl Topic {
         }
         let mut attempts = 0;
         while out.len() < len && cursor.pending.is_empty() {
-            match self.render_next_batches(cursor, &snap, &mut out, len) {
+            match self.render_next_batches(cursor, &source, &mut out, len) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
                     attempts += 1;
-                    if attempts > STALE_READ_RETRIES || !self.outdated(&snap) {
+                    if attempts > STALE_READ_RETRIES || !source.refresh(self) {
                         return Err(e);
                     }
-                    snap = self.log.snapshot();
                 }
             }
         }
@@ -147,10 +147,11 @@ impl Topic {
     fn render_next_batches(
         &self,
         cursor: &mut LogCursor,
-        snap: &LogSnapshot,
+        source: &Source<'_>,
         out: &mut Vec<u8>,
         len: usize,
     ) -> Result<bool> {
+        let snap = source.snap();
         if cursor.next_offset < snap.log_start_offset {
             // The records this reader was about to see were deleted: continue at the
             // log start (Kafka's OffsetOutOfRange, resolved as auto.offset.reset=earliest).
@@ -178,9 +179,10 @@ impl Topic {
         let resume = cursor.resume.take();
         let (file_pos, resume) = match cursor.hint {
             Some((id, at)) if id == seg.id() => (at, resume),
-            _ => (seg.lookup_position(cursor.next_offset)?, None),
+            _ => (source.position(seg_idx, cursor.next_offset)?, None),
         };
-        let bytes = seg.mapped_batches(
+        let bytes = source.batches(
+            seg_idx,
             file_pos,
             (len - out.len()).clamp(READ_MIN_BYTES, READ_MAX_BYTES),
         )?;
@@ -308,10 +310,13 @@ impl Topic {
         Ok(true)
     }
 
-    /// Points the cursor at the record whose rendering covers stream position `pos`.
-    fn reposition(&self, cursor: &mut LogCursor, snap: &LogSnapshot, pos: u64) -> Result<()> {
+    /// Points the cursor at the record whose rendering covers the byte at `pos` of the
+    /// source (a stream position in the live log).
+    fn reposition(&self, cursor: &mut LogCursor, source: &Source<'_>, pos: u64) -> Result<()> {
+        let snap = source.snap();
         cursor.positioned = true;
         cursor.next_pos = pos;
+        let pos = source.stream_pos(pos);
         cursor.skip = 0;
         cursor.pending.clear();
         cursor.pending_at = 0;
@@ -321,20 +326,20 @@ impl Topic {
         if pos == 0 {
             return Ok(());
         }
-        let active = snap.active().info();
-        if pos >= active.stream_end {
-            cursor.next_offset = active.next_offset;
+        let (stream_end, end_offset) = source.end();
+        if pos >= stream_end {
+            cursor.next_offset = end_offset;
             return Ok(());
         }
         // The last segment whose stream starts at or before `pos`.
-        let Some(seg) = snap
+        let Some(seg_idx) = snap
             .segments
             .iter()
-            .rev()
-            .find(|s| s.info().stream_start <= pos)
+            .rposition(|s| s.info().stream_start <= pos)
         else {
             return Ok(());
         };
+        let seg = &snap.segments[seg_idx];
         // From the last stream-index entry at or before `pos`: its batch, its record.
         let (stream_start, entries) = seg.stream_entries();
         let from = entries
@@ -352,7 +357,7 @@ impl Topic {
         let mut scratch = Vec::new();
         cursor.next_offset = seg.base_offset();
         loop {
-            let bytes = seg.mapped_batches(file_pos, REPOSITION_SCAN_BYTES)?;
+            let bytes = source.batches(seg_idx, file_pos, REPOSITION_SCAN_BYTES)?;
             if bytes.is_empty() {
                 cursor.next_offset = seg.next_offset();
                 return Ok(());
@@ -388,6 +393,73 @@ impl Topic {
     }
 }
 
+/// What a read renders from.
+pub(super) enum Source<'a> {
+    /// The live log, through a snapshot that a read replaces when retention or the
+    /// cleaner removed one of its segments.
+    Live(LogSnapshot),
+    /// A capture: its segments' bytes as they were, whatever happened to them since.
+    Captured(&'a LogCapture),
+}
+
+impl Source<'_> {
+    pub(super) fn snap(&self) -> &LogSnapshot {
+        match self {
+            Source::Live(snap) => snap,
+            Source::Captured(capture) => capture.snap(),
+        }
+    }
+
+    /// Takes a fresh snapshot if the one read from is outdated; whether it did (a capture
+    /// is never outdated).
+    fn refresh(&mut self, topic: &Topic) -> bool {
+        match self {
+            Source::Live(snap) if topic.outdated(snap) => {
+                *snap = topic.log.snapshot();
+                true
+            }
+            Source::Live(_) | Source::Captured(_) => false,
+        }
+    }
+
+    /// Whole batches of segment `idx` from file position `pos`.
+    fn batches(&self, idx: usize, pos: u64, want: usize) -> Result<MappedBatches> {
+        let seg = &self.snap().segments[idx];
+        match self {
+            Source::Live(_) => seg.mapped_batches(pos, want),
+            Source::Captured(capture) => seg.pinned_batches(capture.pinned(idx), pos, want),
+        }
+    }
+
+    /// The file position in segment `idx` of the batch holding `offset`, or an earlier one.
+    fn position(&self, idx: usize, offset: u64) -> Result<u64> {
+        let seg = &self.snap().segments[idx];
+        match self {
+            Source::Live(_) => seg.lookup_position(offset),
+            Source::Captured(_) => Ok(seg.stream_lookup(offset)),
+        }
+    }
+
+    /// Where the records end: the stream position and the offset.
+    fn end(&self) -> (u64, u64) {
+        match self {
+            Source::Live(snap) => {
+                let active = snap.active().info();
+                (active.stream_end, active.next_offset)
+            }
+            Source::Captured(capture) => capture.end(),
+        }
+    }
+
+    /// The stream position of the byte at `pos` of the source.
+    fn stream_pos(&self, pos: u64) -> u64 {
+        match self {
+            Source::Live(_) => pos,
+            Source::Captured(capture) => capture.stream_pos(pos),
+        }
+    }
+}
+
 /// What [`Topic::render_batches`] is given: the cursor, the batches, the renderings, and
 /// the output with the length it may reach.
 struct RenderJob<'c, 'm> {
@@ -407,7 +479,11 @@ struct MappedAt<'a> {
     resume: Option<RecordsProgress>,
 }
 
-fn corrupt(path: PathBuf, position: u64, e: crate::engine::format::DecodeError) -> EngineError {
+pub(super) fn corrupt(
+    path: PathBuf,
+    position: u64,
+    e: crate::engine::format::DecodeError,
+) -> EngineError {
     EngineError::Corrupt {
         path,
         position,
@@ -494,7 +570,9 @@ mod tests {
             remove_files(&d.files).unwrap();
         }
         let mut cursor = LogCursor::default();
-        let bytes = topic.read_log_in(&mut cursor, 0, 100, outdated).unwrap();
+        let bytes = topic
+            .read_log_in(&mut cursor, 0, 100, Source::Live(outdated))
+            .unwrap();
         assert_eq!(bytes, b"line-2\n");
         assert_eq!(topic.stats.reader_skips.load(Ordering::Relaxed), 1);
     }
