@@ -1004,3 +1004,227 @@ fn kafka_broker_configs_are_kept_per_broker_and_cluster_wide() {
         ]
     );
 }
+
+/// Group config resources (type 32) as Kafka 4.3.1 serves them: every `GroupConfig` with
+/// the broker synonym it falls back to, overrides as `GROUP_CONFIG` (8), Kafka's refusals
+/// in its words (bounds from the broker's `group.consumer.*` configs included), and the
+/// overrides kept across a restart (issue 24, item 13). Expected texts and sources are
+/// what Kafka's `ConfigHelper` and `GroupConfig.validate` answer for the same broker.
+#[test]
+fn group_configs_are_described_altered_validated_and_kept() {
+    let broker = Broker::start_configured(
+        &[
+            ("group.consumer.session.timeout.ms", "50000"),
+            ("group.consumer.min.session.timeout.ms", "6000"),
+        ],
+        |_| {},
+    );
+    let mut client = broker.client();
+    let describe = |client: &mut Client, group: &str| {
+        let mut r = DescribeConfigsResource::default();
+        r.resource_type = 32;
+        r.resource_name = StrBytes::from_string(group.to_string());
+        r.configuration_keys = None;
+        let mut request = DescribeConfigsRequest::default();
+        request.resources = vec![r];
+        request.include_synonyms = true;
+        client.send(4, &request).results.remove(0)
+    };
+    type Synonyms = Vec<(String, Option<String>, i8)>;
+    let entry =
+        |result: &kafka_protocol::messages::describe_configs_response::DescribeConfigsResult,
+         name: &str|
+         -> (Option<String>, i8, Synonyms) {
+            let c = result
+                .configs
+                .iter()
+                .find(|c| c.name.as_str() == name)
+                .unwrap_or_else(|| panic!("{name} not described"));
+            assert!(!c.read_only && !c.is_sensitive);
+            (
+                c.value.as_deref().map(String::from),
+                c.config_source,
+                c.synonyms
+                    .iter()
+                    .map(|s| {
+                        (
+                            s.name.to_string(),
+                            s.value.as_deref().map(String::from),
+                            s.source,
+                        )
+                    })
+                    .collect(),
+            )
+        };
+    let s =
+        |name: &str, value: &str, source: i8| (name.to_string(), Some(value.to_string()), source);
+    let incremental =
+        |client: &mut Client, group: &str, configs: &[(&str, &str)], validate_only: bool| {
+            let mut r = AlterConfigsResource::default();
+            r.resource_type = 32;
+            r.resource_name = StrBytes::from_string(group.to_string());
+            r.configs = configs
+                .iter()
+                .map(|(name, value)| {
+                    let mut c = AlterableConfig::default();
+                    c.name = StrBytes::from_string(name.to_string());
+                    c.config_operation = 0;
+                    c.value = Some(StrBytes::from_string(value.to_string()));
+                    c
+                })
+                .collect();
+            let mut request = IncrementalAlterConfigsRequest::default();
+            request.resources = vec![r];
+            request.validate_only = validate_only;
+            let response = client.send(1, &request);
+            let r = &response.responses[0];
+            (
+                r.error_code,
+                r.error_message.as_ref().map(|m| m.to_string()),
+            )
+        };
+
+    // A group that does not exist is described, with the broker's values.
+    let fresh = describe(&mut client, "orders-app");
+    assert_eq!(fresh.error_code, 0);
+    assert_eq!(fresh.configs.len(), 17);
+    assert_eq!(
+        entry(&fresh, "consumer.session.timeout.ms"),
+        (
+            Some("50000".into()),
+            4,
+            vec![
+                s("group.consumer.session.timeout.ms", "50000", 4),
+                s("group.consumer.session.timeout.ms", "45000", 5)
+            ]
+        )
+    );
+    assert_eq!(
+        entry(&fresh, "share.isolation.level"),
+        (
+            Some("read_uncommitted".into()),
+            5,
+            vec![s("share.isolation.level", "read_uncommitted", 5)]
+        )
+    );
+    let empty = describe(&mut client, "");
+    assert_eq!(
+        (empty.error_code, empty.error_message.as_deref()),
+        (42, Some("Group name must not be empty"))
+    );
+
+    assert_eq!(
+        incremental(
+            &mut client,
+            "orders-app",
+            &[("consumer.heartbeat.interval.ms", "6000")],
+            false
+        )
+        .0,
+        0
+    );
+    let refused = |text: &str| (40, Some(text.to_string()));
+    for (configs, text) in [
+        (
+            &[("consumer.session.timeout.ms", "5000")][..],
+            "consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms",
+        ),
+        (
+            &[("consumer.session.timeout.ms", "70000")],
+            "consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms",
+        ),
+        // With the heartbeat interval set above.
+        (
+            &[("consumer.session.timeout.ms", "6000")],
+            "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms",
+        ),
+        (
+            &[("consumer.session.timeout.ms", "abc")],
+            "Invalid value abc for configuration consumer.session.timeout.ms: Not a number of type INT",
+        ),
+        (
+            &[("share.delivery.count.limit", "1")],
+            "Invalid value 1 for configuration share.delivery.count.limit: Value must be at least 2",
+        ),
+        (
+            &[("streams.num.standby.replicas", "3")],
+            "streams.num.standby.replicas must be less than or equal to group.streams.max.standby.replicas",
+        ),
+        (&[("foo", "1")], "Unknown group config name: foo"),
+    ] {
+        assert_eq!(incremental(&mut client, "orders-app", configs, false), refused(text));
+    }
+    assert_eq!(
+        incremental(
+            &mut client,
+            "",
+            &[("consumer.session.timeout.ms", "50000")],
+            false
+        ),
+        (
+            42,
+            Some("Default group resources are not allowed.".to_string())
+        )
+    );
+    // validate_only checks and changes nothing.
+    assert_eq!(
+        incremental(
+            &mut client,
+            "orders-app",
+            &[("consumer.session.timeout.ms", "55000")],
+            true
+        )
+        .0,
+        0
+    );
+    let set = describe(&mut client, "orders-app");
+    assert_eq!(entry(&set, "consumer.session.timeout.ms").1, 4);
+    assert_eq!(
+        entry(&set, "consumer.heartbeat.interval.ms"),
+        (
+            Some("6000".into()),
+            8,
+            vec![
+                s("consumer.heartbeat.interval.ms", "6000", 8),
+                s("group.consumer.heartbeat.interval.ms", "5000", 5)
+            ]
+        )
+    );
+    // Another group keeps the broker's values.
+    assert_eq!(
+        entry(
+            &describe(&mut client, "other"),
+            "consumer.heartbeat.interval.ms"
+        )
+        .1,
+        5
+    );
+
+    // AlterConfigs sets exactly the given overrides.
+    let mut c = alter_configs_request::AlterableConfig::default();
+    c.name = StrBytes::from_static_str("share.isolation.level");
+    c.value = Some(StrBytes::from_static_str("read_committed"));
+    let mut r = alter_configs_request::AlterConfigsResource::default();
+    r.resource_type = 32;
+    r.resource_name = StrBytes::from_static_str("orders-app");
+    r.configs = vec![c];
+    let mut request = AlterConfigsRequest::default();
+    request.resources = vec![r];
+    assert_eq!(client.send(2, &request).responses[0].error_code, 0);
+
+    let broker = broker.restart();
+    let mut client = broker.client();
+    let kept = describe(&mut client, "orders-app");
+    assert_eq!(entry(&kept, "consumer.heartbeat.interval.ms").1, 5);
+    assert_eq!(
+        entry(&kept, "share.isolation.level"),
+        (
+            Some("read_committed".into()),
+            8,
+            vec![
+                s("share.isolation.level", "read_committed", 8),
+                s("share.isolation.level", "read_uncommitted", 5)
+            ]
+        )
+    );
+}

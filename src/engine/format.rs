@@ -47,6 +47,9 @@ pub(crate) const DAEMON_LOG_FILE: &str = "kpfs.log";
 pub(crate) const META_PROPERTIES_FILE: &str = "meta.properties";
 /// Dynamic broker config overrides written through `.kpfs/config`.
 pub const DYNAMIC_BROKER_CONFIG_FILE: &str = "kpfs-dynamic-broker.properties";
+/// Group config overrides (Kafka's `GroupConfig`, set by Alter/IncrementalAlterConfigs):
+/// kept beside the broker's, as Kafka keeps both in its metadata log.
+pub const GROUP_CONFIG_FILE: &str = "kpfs-group-configs.properties";
 /// Kafka's cleaner checkpoint file: first dirty offset per partition.
 pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 /// Kafka's recovery-point checkpoint file: per partition, the offset below which every

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::batch_validation::{BatchWalker, Step};
 use super::codec::CompressionCodec;
-use super::config::{BrokerConfig, TopicOverrides};
+use super::config::{BrokerConfig, GroupConfigs, TopicOverrides};
 use super::format::{
     batch_crc, be_i64, be_u32, decode_header, field_len, parse_segment_file_name, records_section,
     segment_file_name, sequence_at, BatchHeader, RecordIter, RecordRef, BATCH_HEADER_BYTES,
@@ -28,8 +28,8 @@ use super::format::{
 };
 use super::format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DELETING_SUFFIX,
-    DYNAMIC_BROKER_CONFIG_FILE, KPFS_TOPICS_DIR, LEADER_EPOCH_CHECKPOINT_FILE, LOCK_FILE,
-    LOG_START_CHECKPOINT_FILE, MAX_SEGMENT_FILE_BYTES, META_PROPERTIES_FILE,
+    DYNAMIC_BROKER_CONFIG_FILE, GROUP_CONFIG_FILE, KPFS_TOPICS_DIR, LEADER_EPOCH_CHECKPOINT_FILE,
+    LOCK_FILE, LOG_START_CHECKPOINT_FILE, MAX_SEGMENT_FILE_BYTES, META_PROPERTIES_FILE,
     PARTITION_METADATA_FILE, PARTITION_SUFFIX, PRODUCER_ID_BLOCK_FILE, RECOVERY_CHECKPOINT_FILE,
     RENDERINGS_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
 };
@@ -1290,6 +1290,9 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
                 BrokerConfig::defaults()
                     .with_dynamic_properties(text)
                     .map(drop)
+            }),
+            GROUP_CONFIG_FILE => check_settings_file(&path, &mut report, |text| {
+                GroupConfigs::from_properties(text).map(drop)
             }),
             META_PROPERTIES_FILE => check_settings_file(&path, &mut report, |text| {
                 parse_meta_properties(&path, text).map(drop)

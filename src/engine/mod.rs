@@ -59,6 +59,7 @@ pub(crate) use clock::format_time_ms;
 #[cfg(any(test, feature = "internals"))]
 pub use clock::ManualClock;
 pub use clock::{Clock, SystemClock};
+use config::GroupConfigs;
 #[cfg(feature = "internals")]
 pub use config::TopicOverrides;
 pub use config::{BrokerConfig, ListenerSettings};
@@ -67,7 +68,7 @@ pub(crate) use config::{ConfigChange, ConfigScope};
 pub use error::OffsetRequest;
 pub use error::{EngineError, InternalTopicAction, Result};
 pub use format::{
-    CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DYNAMIC_BROKER_CONFIG_FILE,
+    CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DYNAMIC_BROKER_CONFIG_FILE, GROUP_CONFIG_FILE,
     RECOVERY_CHECKPOINT_FILE,
 };
 pub(crate) use format::{DAEMON_LOG_FILE, LOCK_FILE, PARTITION_SUFFIX};
@@ -136,6 +137,8 @@ struct Inner {
     /// Why the dynamic broker config in force is not yet in its file (the disk was full
     /// when it changed); saved as soon as there is space.
     unsaved_broker: Mutex<Option<String>>,
+    /// Every group's config overrides (Kafka's `GroupConfig`), as in [`GROUP_CONFIG_FILE`].
+    group_configs: RwLock<GroupConfigs>,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     rejections: Mutex<VecDeque<String>>,
     deletions: Mutex<Vec<PendingDeletion>>,
@@ -369,15 +372,15 @@ impl Engine {
         log_loader::remove_stale_temporary(&recovery_path);
         let recovery_points = read_offset_checkpoint(&recovery_path);
         let log_starts = Arc::new(LogStartCheckpoint::load(data_dir));
-        let broker = match fs::read_to_string(&dynamic_path) {
-            Ok(text) => broker.with_dynamic_properties(&text)?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => broker,
-            Err(e) => {
-                return Err(EngineError::io(
-                    format!("read {}", dynamic_path.display()),
-                    e,
-                ))
-            }
+        let broker = match read_if_present(&dynamic_path)? {
+            Some(text) => broker.with_dynamic_properties(&text)?,
+            None => broker,
+        };
+        let group_configs_path = data_dir.join(GROUP_CONFIG_FILE);
+        log_loader::remove_stale_temporary(&group_configs_path);
+        let group_configs = match read_if_present(&group_configs_path)? {
+            Some(text) => GroupConfigs::from_properties(&text)?,
+            None => GroupConfigs::default(),
         };
         let broker = Arc::new(RwLock::new(broker));
         let mut topics = BTreeMap::new();
@@ -439,6 +442,7 @@ impl Engine {
                 clock,
                 broker,
                 unsaved_broker: Mutex::new(None),
+                group_configs: RwLock::new(group_configs),
                 topics: RwLock::new(topics),
                 rejections: Mutex::new(VecDeque::new()),
                 deletions: Mutex::new(Vec::new()),
@@ -749,6 +753,38 @@ impl Engine {
             t.refresh_config();
         }
         self.reconfigure_cleaner();
+        Ok(())
+    }
+
+    /// A group's configs with their values and sources, as Kafka's `DescribeConfigs` of a
+    /// group resource: for any group id, existing or not.
+    pub(crate) fn describe_group_config(&self, group: &str) -> Vec<config::DescribedConfig> {
+        let broker = self.inner.broker.read();
+        self.inner.group_configs.read().describe(group, &broker)
+    }
+
+    /// Applies a group change (its lines are group configs) to `group`'s overrides, all
+    /// of it or nothing, and saves every group's overrides; with `validate_only` checks it
+    /// only. Kafka keeps them in its metadata log beside the broker's dynamic configs, for
+    /// any group id and past the group's deletion; kpfs keeps them in
+    /// [`GROUP_CONFIG_FILE`] beside [`DYNAMIC_BROKER_CONFIG_FILE`].
+    pub(crate) fn apply_group_change(
+        &self,
+        group: &str,
+        change: &ConfigChange,
+        validate_only: bool,
+    ) -> Result<()> {
+        let broker = self.inner.broker.read();
+        let mut configs = self.inner.group_configs.write();
+        let updated = configs.apply_change(group, change, &broker)?;
+        if validate_only || updated == *configs {
+            return Ok(());
+        }
+        files::write_atomically(
+            &self.inner.data_dir.join(GROUP_CONFIG_FILE),
+            updated.properties().as_bytes(),
+        )?;
+        *configs = updated;
         Ok(())
     }
 
@@ -1070,6 +1106,15 @@ fn save_recovery_checkpoint(inner: &Inner, topics: &BTreeMap<String, Arc<Topic>>
     }
     written.1 = inner.clock.now_ms();
     Ok(())
+}
+
+/// A settings file's text, `None` if there is none.
+fn read_if_present(path: &Path) -> Result<Option<String>> {
+    match fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(EngineError::io(format!("read {}", path.display()), e)),
+    }
 }
 
 /// Writes the dynamic broker overrides to their file, or, out of space, remembers why

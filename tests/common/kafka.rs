@@ -26,7 +26,10 @@ pub struct Broker {
     /// the group coordinator's timers fire when the test advances it and ticks).
     pub clock: Arc<ManualClock>,
     listener: Option<ListenerHandle>,
-    _dir: tempfile::TempDir,
+    /// What [`Broker::restart`] opens again.
+    overrides: Vec<(String, String)>,
+    config: ListenerConfig,
+    dir: tempfile::TempDir,
 }
 
 impl Broker {
@@ -49,15 +52,6 @@ impl Broker {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let engine = Arc::new(
-            Engine::open(
-                dir.path(),
-                BrokerConfig::load(None, &overrides).unwrap(),
-                clock.clone(),
-                EngineOptions::default(),
-            )
-            .unwrap(),
-        );
         let mut config = ListenerConfig {
             bind: "127.0.0.1:0".parse().unwrap(),
             advertised_host: "127.0.0.1".into(),
@@ -72,13 +66,7 @@ impl Broker {
             delete_topic_enable: true,
         };
         adjust(&mut config);
-        let listener = Listener::start(engine.clone(), config).unwrap();
-        Broker {
-            engine,
-            clock,
-            listener: Some(listener),
-            _dir: dir,
-        }
+        Broker::serve(dir, overrides, config, clock)
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -93,6 +81,44 @@ impl Broker {
     pub fn stop_listener(&mut self) {
         if let Some(listener) = self.listener.take() {
             listener.shutdown();
+        }
+    }
+
+    /// Closes the listener and the engine, then opens both again on the same data
+    /// directory (a remount), with the same broker configs and clock.
+    pub fn restart(mut self) -> Broker {
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
+        let overrides = std::mem::take(&mut self.overrides);
+        let (config, clock) = (self.config.clone(), self.clock.clone());
+        // Dropping closes the engine and lets go of the data directory's lock.
+        drop(self);
+        Broker::serve(dir, overrides, config, clock)
+    }
+
+    /// Opens the engine on `dir` and its listener.
+    fn serve(
+        dir: tempfile::TempDir,
+        overrides: Vec<(String, String)>,
+        config: ListenerConfig,
+        clock: Arc<ManualClock>,
+    ) -> Broker {
+        let engine = Arc::new(
+            Engine::open(
+                dir.path(),
+                BrokerConfig::load(None, &overrides).unwrap(),
+                clock.clone(),
+                EngineOptions::default(),
+            )
+            .unwrap(),
+        );
+        let listener = Listener::start(engine.clone(), config.clone()).unwrap();
+        Broker {
+            engine,
+            clock,
+            listener: Some(listener),
+            overrides,
+            config,
+            dir,
         }
     }
 }

@@ -263,9 +263,14 @@ impl BrokerConfig {
 
     /// Configured > built-in default; `None` only for null-default configs left unset.
     fn value(&self, key: BrokerKey) -> Option<Value> {
-        match self.setting(key) {
-            Some(setting) => Some(setting.value.clone()),
-            None => builtin(key.def()),
+        self.value_of(BrokerName::Own(key))
+    }
+
+    /// [`BrokerConfig::value`] of any broker config, kpfs's own or the rest of Kafka's.
+    pub(super) fn value_of(&self, name: BrokerName) -> Option<Value> {
+        match self.configured(name) {
+            Some((setting, _)) => Some(setting.value.clone()),
+            None => builtin(name.def()),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::def::{BrokerLevel, BrokerName, TopicKey};
+use super::def::{BrokerLevel, BrokerName, GroupName, TopicKey};
 use super::error::ConfigError;
 use super::properties::parse_command_line;
 use super::value::Setting;
@@ -17,6 +17,8 @@ pub(crate) enum ConfigScope {
     /// `.kpfs/config`: dynamic broker config names, at the cluster-wide default level
     /// until a [`THIS_BROKER_HEADER`] line (and again after an [`OVERRIDES_HEADER`] one).
     Broker,
+    /// A group's configs (a group resource of the Kafka protocol): group config names.
+    Group,
 }
 
 /// The line of `.kpfs/config` (and of its persisted file) after which overrides are this
@@ -49,6 +51,7 @@ enum Replace {
 #[derive(Clone, Debug)]
 pub(super) enum Edits {
     Topic(BTreeMap<TopicKey, Option<Setting>>),
+    Group(BTreeMap<GroupName, Option<Setting>>),
     Broker {
         cluster_default: BrokerEdits,
         this_broker: BrokerEdits,
@@ -62,6 +65,7 @@ impl Edits {
     pub(super) fn len(&self) -> usize {
         match self {
             Edits::Topic(edits) => edits.len(),
+            Edits::Group(edits) => edits.len(),
             Edits::Broker {
                 cluster_default,
                 this_broker,
@@ -100,6 +104,7 @@ impl ConfigChange {
             replace: Replace::Nothing,
             edits: match scope {
                 ConfigScope::Topic => Edits::Topic(BTreeMap::new()),
+                ConfigScope::Group => Edits::Group(BTreeMap::new()),
                 ConfigScope::Broker => Edits::Broker {
                     cluster_default: BTreeMap::new(),
                     this_broker: BTreeMap::new(),
@@ -241,6 +246,10 @@ impl ConfigChange {
                 let key = TopicKey::known(op.key())?;
                 edits.insert(key, op.setting(key.def())?);
             }
+            Edits::Group(edits) => {
+                let name = GroupName::known(op.key())?;
+                edits.insert(name, op.setting(name.def())?);
+            }
             Edits::Broker {
                 cluster_default,
                 this_broker,
@@ -287,6 +296,17 @@ impl ConfigChange {
     ) -> Result<BTreeMap<TopicKey, Setting>, ConfigError> {
         let Edits::Topic(edits) = &self.edits else {
             panic!("a topic config change, got a {:?} one", self.scope);
+        };
+        self.applied(edits, values, self.replace == Replace::All)
+    }
+
+    /// A group's overrides with this group change applied.
+    pub(super) fn applied_to_group(
+        &self,
+        values: &BTreeMap<GroupName, Setting>,
+    ) -> Result<BTreeMap<GroupName, Setting>, ConfigError> {
+        let Edits::Group(edits) = &self.edits else {
+            panic!("a group config change, got a {:?} one", self.scope);
         };
         self.applied(edits, values, self.replace == Replace::All)
     }

@@ -2,10 +2,13 @@
 //! validator, broker synonyms (for topic configs) and whether it is dynamic (for broker
 //! configs), as Kafka's `ConfigDef`s in `LogConfig`, `ServerLogConfigs`, `CleanerConfig` and
 //! `DynamicBrokerConfig` declare them. The rest of Kafka's broker configs come from the
-//! generated `kafka_broker_configs.rs`: accepted and kept, with no effect in kpfs.
+//! generated `kafka_broker_configs.rs`: accepted and kept, with no effect in kpfs. Group
+//! configs (Kafka's `GroupConfig`) come from the generated `kafka_group_configs.rs`, with
+//! the bounds Kafka draws from broker configs ([`GROUP_BOUNDS`]).
 
 use super::error::{ConfigError, ListenerRule};
 use super::kafka_broker_configs::KAFKA_BROKER_DEFS;
+use super::kafka_group_configs::KAFKA_GROUP_DEFS;
 use crate::engine::codec::{GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS};
 use crate::engine::limits::MIN_SEGMENT_BYTES;
 
@@ -929,3 +932,160 @@ impl std::fmt::Display for BrokerName {
         f.write_str(self.name())
     }
 }
+
+/// A group config (Kafka's `GroupConfig`): a row of the generated table.
+pub(super) struct GroupDef {
+    pub(super) def: Def,
+    /// The broker config a group without an override takes its value from.
+    pub(super) synonym: Option<&'static str>,
+}
+
+/// A row of the generated table of Kafka's group configs.
+pub(super) const fn kafka_group(
+    name: &'static str,
+    kind: Kind,
+    default: Option<&'static str>,
+    check: Check,
+    synonym: Option<&'static str>,
+) -> GroupDef {
+    GroupDef {
+        def: def(name, kind, default, check),
+        synonym,
+    }
+}
+
+/// A group config: an index into [`KAFKA_GROUP_DEFS`], which is sorted, so the order of
+/// names is the order of indexes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct GroupName(u8);
+
+impl GroupName {
+    /// The config named `name`, or Kafka's refusal of an unknown group config.
+    pub(super) fn known(name: &str) -> Result<GroupName, ConfigError> {
+        KAFKA_GROUP_DEFS
+            .binary_search_by(|row| row.def.name.cmp(name))
+            .ok()
+            .and_then(|i| u8::try_from(i).ok())
+            .map(GroupName)
+            .ok_or_else(|| ConfigError::UnknownGroupConfig {
+                name: name.to_string(),
+            })
+    }
+
+    /// Every group config, sorted by name.
+    pub(super) fn all() -> impl Iterator<Item = GroupName> {
+        (0..KAFKA_GROUP_DEFS.len())
+            .filter_map(|i| u8::try_from(i).ok())
+            .map(GroupName)
+    }
+
+    pub(super) fn row(self) -> &'static GroupDef {
+        &KAFKA_GROUP_DEFS[usize::from(self.0)]
+    }
+
+    pub(super) fn def(self) -> &'static Def {
+        &self.row().def
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        self.def().name
+    }
+
+    /// The broker config standing for this one when the group does not override it.
+    pub(super) fn broker_synonym(self) -> Option<BrokerName> {
+        self.row().synonym.map(|name| {
+            BrokerName::known(name).expect("a group config's broker synonym is a broker config")
+        })
+    }
+}
+
+impl std::fmt::Display for GroupName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `GroupConfig.validateValues`: the broker configs bounding a group config (a minimum,
+/// if any, then a maximum), in the order Kafka checks them. Kafka's `GroupConfig` has no
+/// table of them to generate from; a test checks every name against the tables.
+pub(super) const GROUP_BOUNDS: &[(&str, Option<&str>, &str)] = &[
+    (
+        "consumer.heartbeat.interval.ms",
+        Some("group.consumer.min.heartbeat.interval.ms"),
+        "group.consumer.max.heartbeat.interval.ms",
+    ),
+    (
+        "consumer.session.timeout.ms",
+        Some("group.consumer.min.session.timeout.ms"),
+        "group.consumer.max.session.timeout.ms",
+    ),
+    (
+        "consumer.assignment.interval.ms",
+        Some("group.consumer.min.assignment.interval.ms"),
+        "group.consumer.max.assignment.interval.ms",
+    ),
+    (
+        "share.heartbeat.interval.ms",
+        Some("group.share.min.heartbeat.interval.ms"),
+        "group.share.max.heartbeat.interval.ms",
+    ),
+    (
+        "share.session.timeout.ms",
+        Some("group.share.min.session.timeout.ms"),
+        "group.share.max.session.timeout.ms",
+    ),
+    (
+        "share.record.lock.duration.ms",
+        Some("group.share.min.record.lock.duration.ms"),
+        "group.share.max.record.lock.duration.ms",
+    ),
+    (
+        "share.delivery.count.limit",
+        Some("group.share.min.delivery.count.limit"),
+        "group.share.max.delivery.count.limit",
+    ),
+    (
+        "share.partition.max.record.locks",
+        Some("group.share.min.partition.max.record.locks"),
+        "group.share.max.partition.max.record.locks",
+    ),
+    (
+        "share.assignment.interval.ms",
+        Some("group.share.min.assignment.interval.ms"),
+        "group.share.max.assignment.interval.ms",
+    ),
+    (
+        "streams.heartbeat.interval.ms",
+        Some("group.streams.min.heartbeat.interval.ms"),
+        "group.streams.max.heartbeat.interval.ms",
+    ),
+    (
+        "streams.session.timeout.ms",
+        Some("group.streams.min.session.timeout.ms"),
+        "group.streams.max.session.timeout.ms",
+    ),
+    (
+        "streams.num.standby.replicas",
+        None,
+        "group.streams.max.standby.replicas",
+    ),
+    (
+        "streams.assignment.interval.ms",
+        Some("group.streams.min.assignment.interval.ms"),
+        "group.streams.max.assignment.interval.ms",
+    ),
+];
+
+/// `GroupConfig.validateValues`, after the bounds: each session timeout must exceed its
+/// heartbeat interval.
+pub(super) const GROUP_SESSION_OVER_HEARTBEAT: &[(&str, &str)] = &[
+    (
+        "consumer.session.timeout.ms",
+        "consumer.heartbeat.interval.ms",
+    ),
+    ("share.session.timeout.ms", "share.heartbeat.interval.ms"),
+    (
+        "streams.session.timeout.ms",
+        "streams.heartbeat.interval.ms",
+    ),
+];

@@ -40,6 +40,12 @@ pub enum ConfigError {
     UnknownBrokerConfig {
         name: String,
     },
+    UnknownGroupConfig {
+        name: String,
+    },
+    /// A group config outside the bounds the broker's configs set, or a session timeout
+    /// not above its heartbeat interval (`GroupConfig.validateValues`).
+    Group(GroupRule),
     /// A dynamic broker update naming static configs, in the order they were written.
     NotDynamic {
         names: Vec<String>,
@@ -265,6 +271,11 @@ impl fmt::Display for ConfigError {
                 let name = Excerpt::plain(name.as_bytes());
                 write!(f, "Unknown broker config name: {name}")
             }
+            ConfigError::UnknownGroupConfig { name } => {
+                let name = Excerpt::plain(name.as_bytes());
+                write!(f, "Unknown group config name: {name}")
+            }
+            ConfigError::Group(rule) => write!(f, "{rule}"),
             ConfigError::NotDynamic { names } => write!(
                 f,
                 "Cannot update these configs dynamically: [{}]",
@@ -318,3 +329,39 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// `GroupConfig.validateValues`'s refusals, in its words.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GroupRule {
+    /// Below the broker config that is its minimum.
+    BelowMin {
+        name: &'static str,
+        min: &'static str,
+    },
+    /// Above the broker config that is its maximum.
+    AboveMax {
+        name: &'static str,
+        max: &'static str,
+    },
+    /// A session timeout not above its heartbeat interval.
+    SessionNotAboveHeartbeat {
+        session: &'static str,
+        heartbeat: &'static str,
+    },
+}
+
+impl fmt::Display for GroupRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GroupRule::BelowMin { name, min } => {
+                write!(f, "{name} must be greater than or equal to {min}")
+            }
+            GroupRule::AboveMax { name, max } => {
+                write!(f, "{name} must be less than or equal to {max}")
+            }
+            GroupRule::SessionNotAboveHeartbeat { session, heartbeat } => {
+                write!(f, "{session} must be greater than {heartbeat}")
+            }
+        }
+    }
+}

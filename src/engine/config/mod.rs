@@ -1,6 +1,6 @@
 //! Topic and broker configuration: names, types, defaults, validators, broker synonyms and
 //! error texts as in Apache Kafka 4.x (`LogConfig`, `ServerLogConfigs`, `CleanerConfig`,
-//! `KafkaConfig`, `DynamicBrokerConfig`), plus kpfs's console-producer-style topic configs
+//! `KafkaConfig`, `DynamicBrokerConfig`) and group configuration (`GroupConfig`), plus kpfs's console-producer-style topic configs
 //! (`parse.key`, `key.separator`, `null.marker`).
 //!
 //! Every value is kept twice: the text the user wrote (so rendered and persisted configs
@@ -10,7 +10,9 @@ mod broker;
 mod change;
 mod def;
 mod error;
+mod group;
 mod kafka_broker_configs;
+mod kafka_group_configs;
 mod listeners;
 mod properties;
 mod render;
@@ -23,6 +25,7 @@ pub(crate) use change::{ConfigChange, ConfigScope};
 pub(crate) use def::BrokerLevel;
 pub(crate) use def::TopicKey;
 pub(crate) use error::ConfigError;
+pub(crate) use group::GroupConfigs;
 pub(crate) use properties::parse_properties;
 pub(crate) use render::{DescribedConfig, DescribedSource};
 #[cfg(test)]

@@ -61,7 +61,7 @@ pub(super) fn parse_command_line(line: &str) -> Result<Option<Op<'_>>, ConfigErr
 
 /// The persisted form escapes what a line cannot hold literally (a `\r` the reader would
 /// take for a line ending, a TAB an editor might expand), so every value reads back exactly.
-fn escape(value: &str) -> String {
+pub(super) fn escape(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         match c {

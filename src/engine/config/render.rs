@@ -3,7 +3,8 @@
 
 use super::broker::{BrokerConfig, ConfigSource, Inherited};
 use super::change::{OVERRIDES_HEADER, THIS_BROKER_HEADER};
-use super::def::{BrokerLevel, BrokerName, Kind, TopicKey};
+use super::def::{BrokerLevel, BrokerName, GroupName, Kind, TopicKey};
+use super::group::GroupConfigs;
 use super::topic::TopicOverrides;
 
 /// Where a described config's value comes from (Kafka's `ConfigSource`, as
@@ -12,6 +13,8 @@ use super::topic::TopicOverrides;
 pub(crate) enum DescribedSource {
     /// The topic's own override (`DYNAMIC_TOPIC_CONFIG`).
     Topic,
+    /// The group's own override (`GROUP_CONFIG`).
+    Group,
     /// Inherited from the broker, or the broker's own value.
     Broker(ConfigSource),
 }
@@ -136,6 +139,50 @@ fn topic_entry(
         synonyms,
         is_override,
         no_effect: false,
+    }
+}
+
+impl GroupConfigs {
+    /// Every group config of `group`, sorted by name, as Kafka's `ConfigHelper` describes a
+    /// group resource (for any name: a group without overrides has the broker's values):
+    /// the group's override first among the synonyms, then the broker config it stands
+    /// for at each level that sets it, or else the group config's own default. None has an
+    /// effect in kpfs, which serves classic groups only.
+    pub(crate) fn describe(&self, group: &str, broker: &BrokerConfig) -> Vec<DescribedConfig> {
+        let empty = Default::default();
+        let overrides = self.overrides(group).unwrap_or(&empty);
+        GroupName::all()
+            .map(|name| {
+                let own = overrides.get(&name).map(|setting| DescribedSynonym {
+                    name: name.name(),
+                    value: Some(setting.text.clone()),
+                    source: DescribedSource::Group,
+                });
+                let inherited = match name.broker_synonym() {
+                    Some(synonym) => broker.broker_synonyms(synonym, false),
+                    None => vec![DescribedSynonym {
+                        name: name.name(),
+                        value: name.def().default.map(str::to_string),
+                        source: DescribedSource::Broker(ConfigSource::Default),
+                    }],
+                };
+                let synonyms: Vec<DescribedSynonym> = own.into_iter().chain(inherited).collect();
+                DescribedConfig {
+                    name: name.name(),
+                    // The value in force is the first synonym's, as Kafka lists them.
+                    value: synonyms.first().and_then(|s| s.value.clone()),
+                    source: synonyms
+                        .first()
+                        .map_or(DescribedSource::Broker(ConfigSource::Default), |s| s.source),
+                    read_only: false,
+                    sensitive: false,
+                    synonym: None,
+                    synonyms,
+                    is_override: overrides.contains_key(&name),
+                    no_effect: true,
+                }
+            })
+            .collect()
     }
 }
 
@@ -332,6 +379,7 @@ fn push_comments(out: &mut String, configs: &[DescribedConfig]) {
             }
             (DescribedSource::Broker(source), None) => source.to_string(),
             (DescribedSource::Topic, _) => "DYNAMIC_TOPIC_CONFIG".to_string(),
+            (DescribedSource::Group, _) => "GROUP_CONFIG".to_string(),
         };
         match &config.value {
             Some(value) => out.push_str(&format!("# {name}={value} ({from}{notes})\n")),

@@ -1696,3 +1696,61 @@ fn a_password_is_never_shown() {
         Ok(false)
     );
 }
+
+/// Every name the hand-written group bounds use is a group config (an integer one) or a
+/// broker config of the generated tables, and every group config's broker synonym is one
+/// of Kafka's broker configs of the same type: a misspelt name would refuse every change.
+#[test]
+fn group_bounds_and_synonyms_name_known_configs() {
+    use super::def::{GroupName, Kind, GROUP_BOUNDS, GROUP_SESSION_OVER_HEARTBEAT};
+    let group_int = |name: &str| {
+        let name = GroupName::known(name).unwrap();
+        assert_eq!(name.def().kind, Kind::Int, "{name}");
+    };
+    for &(name, min, max) in GROUP_BOUNDS {
+        group_int(name);
+        for bound in min.into_iter().chain([max]) {
+            assert_eq!(
+                BrokerName::known(bound).unwrap().def().kind,
+                Kind::Int,
+                "{bound}"
+            );
+        }
+    }
+    for &(session, heartbeat) in GROUP_SESSION_OVER_HEARTBEAT {
+        group_int(session);
+        group_int(heartbeat);
+    }
+    for name in GroupName::all() {
+        if let Some(synonym) = name.broker_synonym() {
+            assert_eq!(synonym.def().kind, name.def().kind, "{name}");
+        }
+    }
+}
+
+/// The persisted group configs read back as they were, ids with line breaks included.
+#[test]
+fn group_configs_persist_and_read_back() {
+    let broker = BrokerConfig::defaults();
+    let change = |text: &str| ConfigChange::from_text(ConfigScope::Group, text).unwrap();
+    let configs = GroupConfigs::default()
+        .apply_change(
+            "a\nb",
+            &change("consumer.session.timeout.ms=50000\n"),
+            &broker,
+        )
+        .unwrap()
+        .apply_change(
+            "group",
+            &change("share.isolation.level=read_committed\n"),
+            &broker,
+        )
+        .unwrap();
+    let text = configs.properties();
+    assert_eq!(GroupConfigs::from_properties(&text).unwrap(), configs);
+    // Removing a group's last override forgets the group.
+    let emptied = configs
+        .apply_change("group", &change("-share.isolation.level\n"), &broker)
+        .unwrap();
+    assert_eq!(emptied.groups.len(), 1);
+}

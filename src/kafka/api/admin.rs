@@ -26,6 +26,7 @@ use crate::kafka::Shared;
 /// Kafka's `ConfigResource.Type` ids.
 const TOPIC_RESOURCE: i8 = 2;
 const BROKER_RESOURCE: i8 = 4;
+const GROUP_RESOURCE: i8 = 32;
 
 type Refusal = (i16, Option<StrBytes>);
 
@@ -79,7 +80,7 @@ pub(crate) fn create_topics(
             ))
         } else {
             lines.and_then(|lines| {
-                let change = topic_change(&lines, false)?;
+                let change = scoped_change(ConfigScope::Topic, &lines, false)?;
                 validate_topic_name(&name).map_err(|e| engine_error(&e))?;
                 if shared.engine.topic(&name).is_some() {
                     return Err(engine_error(&EngineError::TopicExists {
@@ -191,6 +192,7 @@ pub(crate) fn delete_topics(
 fn source_id(source: DescribedSource) -> i8 {
     match source {
         DescribedSource::Topic => 1,
+        DescribedSource::Group => 8,
         DescribedSource::Broker(ConfigSource::DynamicBroker) => 2,
         DescribedSource::Broker(ConfigSource::DynamicDefaultBroker) => 3,
         DescribedSource::Broker(ConfigSource::StaticBroker) => 4,
@@ -261,9 +263,17 @@ fn described(shared: &Shared, kind: i8, name: &str) -> Result<Vec<DescribedConfi
         BROKER_RESOURCE => Ok(shared
             .engine
             .describe_broker_config(broker_level(shared, name)?)),
+        // Kafka's `ConfigHelper`: any group id but the empty one, existing or not.
+        GROUP_RESOURCE if name.is_empty() => Err(refusal(
+            ResponseError::InvalidRequest,
+            "Group name must not be empty",
+        )),
+        GROUP_RESOURCE => Ok(shared.engine.describe_group_config(name)),
         other => Err(refusal(
             ResponseError::InvalidRequest,
-            format!("kpfs describes topic (2) and broker (4) configs, not resource type {other}"),
+            format!(
+                "kpfs describes topic (2), broker (4) and group (32) configs, not resource type {other}"
+            ),
         )),
     }
 }
@@ -319,8 +329,13 @@ fn written(mut change: ConfigChange, lines: &[String]) -> Result<ConfigChange, R
     }
 }
 
-fn topic_change(lines: &[String], replace: bool) -> Result<ConfigChange, Refusal> {
-    let mut change = ConfigChange::new(ConfigScope::Topic);
+/// A topic or group change of the lines ([`written`]).
+fn scoped_change(
+    scope: ConfigScope,
+    lines: &[String],
+    replace: bool,
+) -> Result<ConfigChange, Refusal> {
+    let mut change = ConfigChange::new(scope);
     if replace {
         change.truncate();
     }
@@ -342,7 +357,7 @@ fn alter(
                 .engine
                 .topic(name)
                 .ok_or_else(|| engine_error(&EngineError::UnknownTopic { name: name.into() }))?;
-            let change = topic_change(lines, replace)?;
+            let change = scoped_change(ConfigScope::Topic, lines, replace)?;
             if validate_only {
                 return Ok(());
             }
@@ -359,6 +374,19 @@ fn alter(
             shared
                 .engine
                 .apply_broker_change(&change)
+                .map_err(|e| engine_error(&e))
+        }
+        // Kafka's `ControllerConfigurationValidator`: the empty id is the default group
+        // resource, which it refuses.
+        GROUP_RESOURCE if name.is_empty() => Err(refusal(
+            ResponseError::InvalidRequest,
+            "Default group resources are not allowed.",
+        )),
+        GROUP_RESOURCE => {
+            let change = scoped_change(ConfigScope::Group, lines, replace)?;
+            shared
+                .engine
+                .apply_group_change(name, &change, validate_only)
                 .map_err(|e| engine_error(&e))
         }
         other => described(shared, other, name).map(|_| ()),
@@ -407,7 +435,13 @@ pub(crate) fn incremental_alter_configs(
 ) -> IncrementalAlterConfigsResponse {
     let mut response = IncrementalAlterConfigsResponse::default();
     for resource in &request.resources {
-        let outcome = described(shared, resource.resource_type, &resource.resource_name)
+        // The values APPEND and SUBTRACT start from; a group id is checked by `alter`, as
+        // Kafka's controller checks it (its words differ from DescribeConfigs').
+        let current = match resource.resource_type {
+            GROUP_RESOURCE => Ok(shared.engine.describe_group_config(&resource.resource_name)),
+            kind => described(shared, kind, &resource.resource_name),
+        };
+        let outcome = current
             .and_then(|current| {
                 resource
                     .configs
