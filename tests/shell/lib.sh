@@ -145,14 +145,14 @@ umount_kpfs() {
 
 # on_clock FAKETIME CMD...: runs CMD with Debian's libfaketime (package faketime) telling
 # it the time FAKETIME says: "+400d" a year ahead, "@2026-12-01 19:20:00" a clock that
-# starts then (per process: a daemon's keeps going from it). The monotonic clock, which
-# only measures intervals, is left alone. Without the faketime wrapper, which waits for
-# every process it started, a daemon included (see run.sh for what that wrapper gives).
+# starts then (per process: a daemon's keeps going from it); the monotonic clock moves
+# with it (see run.sh). Without the faketime wrapper, which waits for every process it
+# started, a daemon included (see run.sh for what that wrapper gives).
 on_clock() {
     local lib
     lib=$(compgen -G '/usr/lib/*/faketime/libfaketime.so.1' | head -n1) \
         || fail "no libfaketime.so.1 (apt-get install faketime; scripts/setup does)"
-    LD_PRELOAD=$lib FAKETIME=$1 FAKETIME_DONT_FAKE_MONOTONIC=1 "${@:2}"
+    LD_PRELOAD=$lib FAKETIME=$1 "${@:2}"
 }
 
 # listening_on PORT: the local addresses TCP sockets listen on at PORT (none: empty).

@@ -893,15 +893,18 @@ impl BrokerName {
         self.row().update != Update::Static
     }
 
+    /// Kafka adds and removes listeners at run time; kpfs binds its one listener at start,
+    /// so for kpfs `listeners` is as read-only as a static config.
+    pub(super) fn is_bound_at_start(self) -> bool {
+        self == BrokerName::Own(BrokerKey::Listeners)
+    }
+
     /// The refusal of a change at `level` of a config named by `names` (this config's kind
     /// of refusal), or `None` when the config may change there. `PerBrokerOnly` comes after
     /// the value was checked, as Kafka checks types before levels.
     pub(super) fn refusal_at(self, level: BrokerLevel, names: Vec<String>) -> Option<ConfigError> {
         match (self.row().update, level) {
-            // Kafka adds and removes listeners here; kpfs binds its one listener at start.
-            (Update::PerBroker, BrokerLevel::ThisBroker)
-                if self == BrokerName::Own(BrokerKey::Listeners) =>
-            {
+            (Update::PerBroker, BrokerLevel::ThisBroker) if self.is_bound_at_start() => {
                 Some(ConfigError::Listeners(ListenerRule::BoundAtStart))
             }
             (Update::ClusterWide, _) | (Update::PerBroker, BrokerLevel::ThisBroker) => None,

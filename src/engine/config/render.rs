@@ -241,7 +241,7 @@ impl BrokerConfig {
             name: name.name(),
             value: value.filter(|_| !sensitive),
             source: DescribedSource::Broker(source),
-            read_only: !name.is_dynamic(),
+            read_only: !name.is_dynamic() || name.is_bound_at_start(),
             sensitive,
             synonym,
             synonyms: self.broker_synonyms(name, sensitive),
