@@ -12,6 +12,18 @@ KPFS=${KPFS:-$KPFS_ROOT/target/debug/kpfs}
 case $KPFS in /*) ;; *) KPFS=$PWD/$KPFS ;; esac
 [ -x "$KPFS" ] || { echo "FAIL: no kpfs binary at $KPFS (cargo build first)" >&2; exit 1; }
 
+# KPFS_DAEMON_CLOCK (set by run.sh --daemon-clock): every kpfs this test starts, and the
+# daemon it re-executes, runs on that libfaketime clock (unless on_clock sets another);
+# nothing else does.
+if [ -n "${KPFS_DAEMON_CLOCK:-}" ]; then
+    _kpfs_binary=$KPFS
+    KPFS=$(mktemp /tmp/kpfs-on-clock.XXXXXX)
+    printf '#!/bin/sh\nLD_PRELOAD=%s FAKETIME="${FAKETIME:-%s}" exec %s "$@"\n' \
+        "$(compgen -G '/usr/lib/*/faketime/libfaketime.so.1' | head -n1)" "$KPFS_DAEMON_CLOCK" \
+        "'$_kpfs_binary'" >"$KPFS"
+    chmod +x "$KPFS"
+fi
+
 KPFS_MOUNTS=()
 KPFS_DATA_DIRS=()
 MNT=
@@ -103,6 +115,7 @@ _kpfs_cleanup() {
     # rmdir, never rm -rf: a mount point that is somehow still mounted must not be emptied.
     for m in "${KPFS_MOUNTS[@]}"; do rmdir "$m" 2>/dev/null || true; done
     for d in "${KPFS_DATA_DIRS[@]}"; do rm -rf "$d"; done
+    if [ -n "${KPFS_DAEMON_CLOCK:-}" ]; then rm -f "$KPFS"; fi
 }
 trap _kpfs_cleanup EXIT
 
@@ -145,14 +158,16 @@ umount_kpfs() {
 
 # on_clock FAKETIME CMD...: runs CMD with Debian's libfaketime (package faketime) telling
 # it the time FAKETIME says: "+400d" a year ahead, "@2026-12-01 19:20:00" a clock that
-# starts then (per process: a daemon's keeps going from it); the monotonic clock moves
-# with it (see run.sh). Without the faketime wrapper, which waits for every process it
-# started, a daemon included (see run.sh for what that wrapper gives).
+# starts then (per process: a daemon's keeps going from it). The monotonic clock is left
+# alone: faked from an "@" start it stalls the daemon's timed waits (its cleaner never
+# wakes). For kpfs only: Python's and librdkafka's sleeps need it faked (see run.sh).
+# Without the faketime wrapper, which waits for every process it started, a daemon
+# included (see run.sh for what that wrapper gives).
 on_clock() {
     local lib
     lib=$(compgen -G '/usr/lib/*/faketime/libfaketime.so.1' | head -n1) \
         || fail "no libfaketime.so.1 (apt-get install faketime; scripts/setup does)"
-    LD_PRELOAD=$lib FAKETIME=$1 "${@:2}"
+    LD_PRELOAD=$lib FAKETIME=$1 FAKETIME_DONT_FAKE_MONOTONIC=1 "${@:2}"
 }
 
 # listening_on PORT: the local addresses TCP sockets listen on at PORT (none: empty).
