@@ -1,0 +1,110 @@
+# Apache Kafka 4.3.1 itself for the shell tests: its tools (from scripts/kafka-dist, which
+# installs them into target/kafka-4.3.1 once) and a real broker to hold kpfs's answers
+# against. Source after lib.sh.
+#
+#   $KAFKA_BIN     Kafka's bin/ (kafka-topics.sh, kafka-configs.sh, ...)
+#   start_kafka_broker [KEY=VALUE...]
+#                  a one-node KRaft broker (broker and controller in one JVM, node.id 1)
+#                  on a free loopback port, its own log dir formatted by kafka-storage.sh;
+#                  each KEY=VALUE is a line of its server.properties (e.g.
+#                  log.retention.check.interval.ms=1000). Returns once it serves, with
+#                  $KAFKA_BOOTSTRAP (host:port), $KAFKA_LOG_DIRS (its log.dirs: the
+#                  transcripts' /tmp/kafka-logs) and $KAFKA_PID set. Stopped at exit.
+#   stop_kafka_broker
+#                  SIGTERM (Kafka's controlled shutdown), SIGKILL after 30 s.
+
+KAFKA_HOME=${KAFKA_HOME:-$("$KPFS_ROOT/scripts/kafka-dist")} || fail "scripts/kafka-dist failed"
+KAFKA_BIN=$KAFKA_HOME/bin
+[ -x "$KAFKA_BIN/kafka-server-start.sh" ] || fail "no Kafka at $KAFKA_HOME (scripts/kafka-dist installs it)"
+KAFKA_PID=
+KAFKA_BROKER_DIRS=()
+
+_kafka_alive() { [ -n "$KAFKA_PID" ] && kill -0 "$KAFKA_PID" 2>/dev/null; }
+_kafka_gone() { ! _kafka_alive; }
+
+stop_kafka_broker() {
+    _kafka_alive || { KAFKA_PID=; return 0; }
+    kill -TERM "$KAFKA_PID" 2>/dev/null || true
+    if ! wait_until 30 _kafka_gone; then
+        echo "kafka_lib: broker $KAFKA_PID still runs 30 s after SIGTERM; SIGKILL" >&2
+        kill -KILL "$KAFKA_PID" 2>/dev/null || true
+        wait_until 10 _kafka_gone || true
+    fi
+    wait "$KAFKA_PID" 2>/dev/null || true
+    KAFKA_PID=
+}
+
+_kafka_cleanup() {
+    local d
+    stop_kafka_broker
+    for d in "${KAFKA_BROKER_DIRS[@]}"; do rm -rf "$d"; done
+}
+# lib.sh's trap, after the broker's: both run whatever the test's end.
+trap '_kafka_cleanup; _kpfs_cleanup' EXIT
+
+# kafka_uuid: a random Kafka Uuid as kafka-storage.sh random-uuid prints it (16 bytes in
+# URL-safe base64 without padding, never starting with '-'), without a JVM's start.
+kafka_uuid() {
+    local id
+    while :; do
+        id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+        case $id in -*) ;; *) break ;; esac
+    done
+    echo "$id"
+}
+
+_kafka_started() { grep -q 'Kafka Server started' "$1"; }
+
+start_kafka_broker() {
+    local dir props attempt port cport t0 line
+    [ -z "$KAFKA_PID" ] || fail "start_kafka_broker: a broker already runs ($KAFKA_PID)"
+    dir=$(mktemp -d /tmp/kpfs-kafka.XXXXXX)
+    KAFKA_BROKER_DIRS+=("$dir")
+    KAFKA_LOG_DIRS=$dir/kafka-logs
+    props=$dir/server.properties
+    for attempt in 1 2 3 4 5; do
+        random_port port
+        random_port cport
+        [ "$port" != "$cport" ] || continue
+        {
+            echo "process.roles=broker,controller"
+            echo "node.id=1"
+            echo "controller.quorum.bootstrap.servers=127.0.0.1:$cport"
+            echo "listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport"
+            echo "advertised.listeners=PLAINTEXT://127.0.0.1:$port"
+            echo "inter.broker.listener.name=PLAINTEXT"
+            echo "controller.listener.names=CONTROLLER"
+            echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+            echo "log.dirs=$KAFKA_LOG_DIRS"
+            echo "num.partitions=1"
+            echo "offsets.topic.replication.factor=1"
+            echo "share.coordinator.state.topic.replication.factor=1"
+            echo "share.coordinator.state.topic.min.isr=1"
+            echo "transaction.state.log.replication.factor=1"
+            echo "transaction.state.log.min.isr=1"
+            for line in "$@"; do echo "$line"; done
+        } >"$props"
+        rm -rf "$KAFKA_LOG_DIRS" "$dir/logs"
+        LOG_DIR=$dir/logs "$KAFKA_BIN/kafka-storage.sh" format --standalone \
+            -t "$(kafka_uuid)" -c "$props" >"$dir/format.out" 2>&1 ||
+            fail "kafka-storage.sh format failed: $(cat "$dir/format.out")"
+        t0=$(date +%s%N)
+        LOG_DIR=$dir/logs KAFKA_HEAP_OPTS=${KAFKA_BROKER_HEAP_OPTS:--Xmx512M -Xms512M} \
+            "$KAFKA_BIN/kafka-server-start.sh" "$props" >"$dir/broker.out" 2>&1 &
+        KAFKA_PID=$!
+        if wait_until 60 is_listening "$port" && wait_until 60 _kafka_started "$dir/broker.out"; then
+            KAFKA_BOOTSTRAP=127.0.0.1:$port
+            KAFKA_START_MS=$((($(date +%s%N) - t0) / 1000000))
+            KAFKA_BROKER_OUT=$dir/broker.out
+            return
+        fi
+        if grep -q 'Address already in use' "$dir/broker.out"; then
+            stop_kafka_broker
+            continue
+        fi
+        tail -n 30 "$dir/broker.out" >&2
+        stop_kafka_broker
+        fail "the Kafka broker did not start in 60 s (log above; $dir/broker.out)"
+    done
+    fail "the Kafka broker found no free port in $attempt attempts"
+}
