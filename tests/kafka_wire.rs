@@ -917,6 +917,18 @@ fn kafka_broker_configs_are_kept_per_broker_and_cluster_wide() {
         )
     );
     assert_eq!(incremental(&mut client, "1", relogin, "5").0, 0);
+    // A static config is INVALID_REQUEST (42) in Kafka, as the seed's transcript shows
+    // (InvalidRequestException), not INVALID_CONFIG.
+    assert_eq!(
+        incremental(&mut client, "1", "log.retention.check.interval.ms", "1000"),
+        (
+            42,
+            Some(
+                "Cannot update these configs dynamically: [log.retention.check.interval.ms]"
+                    .to_string()
+            )
+        )
+    );
     assert_eq!(
         incremental(&mut client, "", "background.threads", "12").0,
         0

@@ -63,7 +63,7 @@ use config::GroupConfigs;
 #[cfg(feature = "internals")]
 pub use config::TopicOverrides;
 pub use config::{BrokerConfig, ListenerSettings};
-pub(crate) use config::{ConfigChange, ConfigScope};
+pub(crate) use config::{ConfigChange, ConfigError, ConfigScope};
 #[cfg(feature = "internals")]
 pub use error::OffsetRequest;
 pub use error::{EngineError, InternalTopicAction, Result};

@@ -6,7 +6,7 @@
 use kafka_protocol::ResponseError;
 
 use crate::engine::groups::GroupError;
-use crate::engine::EngineError;
+use crate::engine::{ConfigError, EngineError};
 
 /// Kafka's error code for an engine error.
 pub(crate) fn error_code(error: &EngineError) -> ResponseError {
@@ -16,6 +16,9 @@ pub(crate) fn error_code(error: &EngineError) -> ResponseError {
         }
         EngineError::TopicExists { .. } => ResponseError::TopicAlreadyExists,
         EngineError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition,
+        // Kafka's ConfigAdminManager answers a change of a static broker config with
+        // InvalidRequestException ("Cannot update these configs dynamically: [...]").
+        EngineError::Config(ConfigError::NotDynamic { .. }) => ResponseError::InvalidRequest,
         EngineError::Config(_) => ResponseError::InvalidConfig,
         // Kafka's RecordTooLargeException and RecordBatchTooLargeException.
         EngineError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,

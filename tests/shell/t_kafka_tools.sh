@@ -34,8 +34,6 @@ declare -A KNOWN=(
     [configs-topic-describe-all]="defect: synonyms name the topic config itself or twice, min.insync.replicas/follower/leader throttled/remote.* are missing, kpfs's own (parse.key, key.separator, null.marker, internal.segment.bytes) are listed"
     [configs-topic-after-alter]="defect: as configs-topic-describe"
     [configs-broker-default-describe]="defect: no cluster-level min.insync.replicas=1 (DYNAMIC_DEFAULT_BROKER_CONFIG) as kafka-storage.sh format writes"
-    [configs-static-refused]="defect: the refusal of a static broker config is INVALID_CONFIG (InvalidConfigurationException), Kafka's is INVALID_REQUEST (InvalidRequestException), as the transcript shows"
-    [configs-static-refused-whole]="defect: as configs-static-refused"
     [demo-time.ls]="defect: the empty active segment rolled by retention has .index and .timeindex at once; Kafka 4.3.1 makes them lazily"
     [dump-log-compact-demo-0-00000000000000000000.log]="defect: kpfs dump-log lacks Kafka's 'Non-consecutive offsets in FILE / -1 is followed by N' on a compacted segment"
     [dump-log--deep-iteration-compact-demo-0-00000000000000000000.log]="defect: as dump-log-compact-demo-0-00000000000000000000.log"
