@@ -763,7 +763,8 @@ fn nonzero_from(path: &Path, at: u64) -> usize {
 /// records and rebuilds the indexes, and the open cuts what followed the loaded entries
 /// (Kafka's `trimToValidSize`): nothing of the garbage stays behind them, the active
 /// segment's preallocated rest is zeroes, a sealed one's index ends with its entries,
-/// and `kpfs check` finds nothing then, where it named every entry before.
+/// and `kpfs check` finds nothing then, where it named every entry before. The cut is in
+/// the topic's `events` and `status`.
 #[test]
 fn row06c_garbage_past_the_valid_index_entries_goes_at_open() {
     let mut f = Fixture::new();
@@ -859,6 +860,22 @@ fn row06c_garbage_past_the_valid_index_entries_goes_at_open() {
     assert_eq!(fs::metadata(&stream).unwrap().len(), stream_len);
     let after = kpfs::engine::inspect::check_data_dir(f.dir.path());
     assert!(after.is_healthy(), "{:#?}", after.problems);
+    let cut = format!(
+        "{} cut at position {log_size} (104 bytes cut: ",
+        log.file_name().unwrap().to_string_lossy()
+    );
+    assert!(
+        t.events_text().contains(&format!(" recovery {cut}")),
+        "{}",
+        t.events_text()
+    );
+    let status = t.status_text();
+    assert!(status.contains("\nlast_recovery: at "), "{status}");
+    assert!(
+        status.contains(&cut)
+            && status.contains("the log now ends at offset 160, 0 later segment(s) deleted"),
+        "{status}"
+    );
     drop((t, snap));
     stop_cleanly(&mut f);
     assert_eq!(fs::metadata(&index).unwrap().len(), index_end);

@@ -89,6 +89,15 @@ fn delete_dir_name(topic: &str, unique_id: i64) -> String {
     format!("{}{suffix}", &topic[..kept])
 }
 
+/// A line of `.kpfs/errors`: `<UTC time> <path>: <reason>`, on one line.
+fn rejection_line(now_ms: i64, path: &str, reason: &str) -> String {
+    format!(
+        "{} {path}: {}",
+        format_time_ms(now_ms),
+        reason.replace('\n', " ")
+    )
+}
+
 /// Closes every topic, [`SHUTDOWN_CLOSE_THREADS`] at a time: a close is a few fsyncs of
 /// files no other topic shares, so with 10,000 topics one after the other the fsync
 /// latency alone outlasted `kpfs umount`'s wait; the disk takes them concurrently.
@@ -379,6 +388,8 @@ impl Engine {
         };
         let broker = Arc::new(RwLock::new(broker));
         let mut topics = BTreeMap::new();
+        // `.kpfs/errors` starts with what recovery cut: data lost, said where users look.
+        let mut rejections = VecDeque::new();
         let mut entries: Vec<_> = fs::read_dir(data_dir)
             .map_err(|e| EngineError::io(format!("list {}", data_dir.display()), e))?
             .filter_map(|e| e.ok())
@@ -418,8 +429,17 @@ impl Engine {
             if report != Default::default() {
                 tracing::info!(topic = topic_name, ?report, "recovered topic");
             }
+            for cut in &report.truncated {
+                let path = format!("{topic_name}/segments/{}", cut.file);
+                rejections.push_back(rejection_line(
+                    clock.now_ms(),
+                    &path,
+                    &format!("recovery: {}", cut.describe()),
+                ));
+            }
             topics.insert(topic_name.to_string(), Arc::new(topic));
         }
+        rejections.drain(..rejections.len().saturating_sub(MAX_REJECTIONS));
         load_cleaner_checkpoints(data_dir, &topics);
         let producer_ids = producer_ids::ProducerIds::open(data_dir)?;
         let groups = GroupCoordinator::open(
@@ -438,7 +458,7 @@ impl Engine {
                 broker,
                 unsaved_broker: Mutex::new(None),
                 topics: RwLock::new(topics),
-                rejections: Mutex::new(VecDeque::new()),
+                rejections: Mutex::new(rejections),
                 deletions: Mutex::new(Vec::new()),
                 _lock_file: lock_file,
                 meta,
@@ -782,11 +802,7 @@ impl Engine {
 
     /// Remembers a refused operation for `.kpfs/errors`.
     pub(crate) fn record_rejection(&self, path: &str, reason: &str) {
-        let line = format!(
-            "{} {path}: {}",
-            format_time_ms(self.inner.clock.now_ms()),
-            reason.replace('\n', " ")
-        );
+        let line = rejection_line(self.inner.clock.now_ms(), path, reason);
         tracing::info!(path, reason, "refused");
         let mut r = self.inner.rejections.lock();
         if r.len() == MAX_REJECTIONS {

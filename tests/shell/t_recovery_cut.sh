@@ -2,7 +2,7 @@
 # .index and 104 bytes of garbage after its last batch. `kpfs check` names the damage; the
 # next mount cuts the log back to its 80 records and rebuilds the index as the whole file,
 # so dump-log shows only the rebuilt entries and `kpfs check` finds nothing, mounted or
-# not.
+# not; the cut is in the topic's `events`, in its `status` and in `.kpfs/errors`.
 source "$(dirname "$0")/lib.sh"
 
 mount_kpfs
@@ -37,9 +37,18 @@ dump=$("$KPFS" dump-log "$segment.index")
 expect_eq "offset: 79 position: 6162" "$(tail -n 1 <<<"$dump")" "the last index entry after the recovery"
 expect_eq 79 "$(grep -c '^offset: ' <<<"$dump")" "index entries after the recovery"
 "$KPFS" check "$DATA" >/dev/null || fail "kpfs check of the recovered, mounted data dir: $("$KPFS" check "$DATA" 2>&1)"
+cut="00000000000000000000.log cut at position 6240 (104 bytes cut: "
+expect_contains "$(cat "$MNT/c/events")" " recovery $cut" "c/events"
+expect_contains "$(status_field c last_recovery)" "$cut" "last_recovery in c/status"
+expect_contains "$(status_field c last_recovery)" "the log now ends at offset 80, 0 later segment(s) deleted" "last_recovery in c/status"
+expect_contains "$(cat "$MNT/.kpfs/errors")" " c/segments/00000000000000000000.log: recovery: cut at position 6240 (104 bytes cut: " ".kpfs/errors"
 echo "rec-000081" >>"$MNT/c/log"
 expect_eq "rec-000081" "$(tail -n 1 "$MNT/c/log")" "an append after the recovery"
 
 umount_kpfs
 expect_eq 80 "$("$KPFS" dump-log "$segment.index" | grep -c '^offset: ')" "index entries after the unmount"
 "$KPFS" check "$DATA" >/dev/null || fail "kpfs check after the unmount: $("$KPFS" check "$DATA" 2>&1)"
+# Nothing was cut at this mount: the line is the last recovery's, and it is gone.
+remount_kpfs
+expect_eq "" "$(status_field c last_recovery)" "last_recovery after a clean remount"
+umount_kpfs

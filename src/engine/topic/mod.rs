@@ -25,7 +25,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 use super::append_watch::AppendSignal;
-use super::clock::Clock;
+use super::clock::{format_time_ms, Clock};
 use super::config::{BrokerConfig, ConfigChange, DescribedConfig, TopicConfig, TopicOverrides};
 use super::error::{BatchSize, EngineError, InternalTopicAction, Result};
 use super::files::write_or_defer;
@@ -155,6 +155,8 @@ pub struct Topic {
     log_starts: Arc<LogStartCheckpoint>,
     /// Wakes long-poll fetches waiting for this topic's appends.
     append_signal: AppendSignal,
+    /// What recovery cut when this mount opened the topic, for `status`.
+    last_recovery: Option<String>,
 }
 
 impl std::fmt::Debug for Topic {
@@ -205,6 +207,14 @@ impl Topic {
             .modified()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or_else(|| clock.now_ms(), |d| d.as_millis() as i64);
+        let events = super::events::EventLog::default();
+        let now = clock.now_ms();
+        let mut last_recovery = None;
+        for cut in &report.truncated {
+            let what = format!("{} {}", cut.file, cut.describe());
+            events.record(now, "recovery", &what);
+            last_recovery = Some(format!("at {}: {what}", format_time_ms(now)));
+        }
         Ok((
             Topic {
                 name: name.to_string(),
@@ -221,9 +231,10 @@ impl Topic {
                 future_timestamp_segment: AtomicI64::new(-1),
                 stats: TopicStats::default(),
                 cleaner: Default::default(),
-                events: Default::default(),
+                events,
                 log_starts,
                 append_signal: AppendSignal::default(),
+                last_recovery,
             },
             report,
         ))

@@ -101,6 +101,9 @@ impl Topic {
         } else {
             line("write_state", "ok".into());
         }
+        if let Some(cut) = &self.last_recovery {
+            line("last_recovery", cut.clone());
+        }
         for warning in self.config_warnings() {
             line("config_warning", warning);
         }
