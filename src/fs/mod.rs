@@ -661,6 +661,10 @@ impl KpfsFs {
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
         let read_only =
             |what: &str| Err(self.refuse(&path, libc::EACCES, format!("{what} is read-only")));
+        // Looked up once: the handle serves this topic, never one created later under
+        // the same name.
+        let topic = node.topic().map(|_| self.topic(&node)).transpose()?;
+        let of_topic = || topic.clone().ok_or_else(|| Self::not_found(&path));
         let kind = match &node {
             Node::Root
             | Node::ControlDir
@@ -676,11 +680,11 @@ impl KpfsFs {
                 writer: None,
             },
             Node::Log(_) => HandleKind::Log {
-                topic: self.topic(&node)?,
+                topic: of_topic()?,
                 state: Mutex::new(LogState::default()),
             },
             Node::TopicConfig(_) => {
-                let topic = self.topic(&node)?;
+                let topic = of_topic()?;
                 if writable {
                     self.refuse_internal_config(&topic, &path)?;
                 }
@@ -700,10 +704,7 @@ impl KpfsFs {
             },
             Node::Status(_) if writable => return read_only("status"),
             Node::Status(_) => HandleKind::Text {
-                text: self
-                    .engine
-                    .topic_status_text(&*self.topic(&node)?)
-                    .into_bytes(),
+                text: self.engine.topic_status_text(&*of_topic()?).into_bytes(),
                 writer: None,
             },
             Node::Metrics if writable => return read_only(".kpfs/metrics"),
@@ -713,11 +714,11 @@ impl KpfsFs {
             },
             Node::Events(_) if writable => return read_only("events"),
             Node::Events(_) => HandleKind::Text {
-                text: self.topic(&node)?.events_text().into_bytes(),
+                text: of_topic()?.events_text().into_bytes(),
                 writer: None,
             },
             Node::LogStart(_) => {
-                let topic = self.topic(&node)?;
+                let topic = of_topic()?;
                 HandleKind::LogStart {
                     text: log_start_text(&topic).into_bytes(),
                     topic,
@@ -728,8 +729,7 @@ impl KpfsFs {
                 return read_only("segments/ is a view of the partition directory; it")
             }
             Node::Segment { name, .. } => {
-                let file = self
-                    .topic(&node)?
+                let file = of_topic()?
                     .open_backing_file(name)
                     .map_err(|e| self.engine_error(&path, &e))?;
                 HandleKind::Backing { file }
@@ -739,6 +739,7 @@ impl KpfsFs {
             node,
             writable,
             kind,
+            topic,
         });
         Ok(Opened {
             fh,
@@ -850,6 +851,7 @@ impl KpfsFs {
             node,
             writable: false,
             kind: HandleKind::Dir { entries },
+            topic: None,
         });
         Ok(Opened {
             fh,
@@ -880,6 +882,14 @@ impl KpfsFs {
     pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         let handle = self.handle(fh)?;
         let path = handle.node.path();
+        if let Some(topic) = &handle.topic {
+            // After `rmdir` (or DeleteTopics), a descriptor opened before reads nothing
+            // of the topic, nor of a new one under its name.
+            topic
+                .log()
+                .check_not_deleted()
+                .map_err(|e| self.engine_error(&path, &e))?;
+        }
         match &handle.kind {
             HandleKind::Log { topic, state } => {
                 let mut state = state.lock();

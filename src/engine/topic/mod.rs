@@ -524,6 +524,9 @@ impl Topic {
     /// in memory and is saved as soon as there is space (a warning says so meanwhile):
     /// lowering retention is how an operator gets space back.
     pub(crate) fn apply_config_change(&self, change: &ConfigChange) -> Result<()> {
+        // Through a handle opened before a deletion: the config file it would write is
+        // that of whatever topic has the name now.
+        self.log.check_not_deleted()?;
         let mut overrides = self.overrides.write();
         let broker = self.broker.read();
         let updated = overrides.apply_change(change, &broker)?;
