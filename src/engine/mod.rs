@@ -165,12 +165,17 @@ struct Inner {
     offsets_topic_creation: Mutex<()>,
 }
 
+/// Told the name of each topic the engine deletes, after the deletion (see
+/// [`Engine::on_topic_deletion`]).
+pub type TopicDeletionHook = Box<dyn Fn(&str) + Send + Sync>;
+
 /// An open data directory.
 pub struct Engine {
     inner: Arc<Inner>,
     stop: Mutex<Option<Sender<()>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     cleaners: Mutex<CleanerThreads>,
+    topic_deletion_hook: RwLock<Option<TopicDeletionHook>>,
 }
 
 /// The running log cleaner threads (Kafka's `LogCleaner`), stopped and started again
@@ -473,6 +478,7 @@ impl Engine {
             stop: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
             cleaners: Mutex::new(CleanerThreads::default()),
+            topic_deletion_hook: RwLock::new(None),
         };
         if options.background_threads {
             engine.start_threads();
@@ -702,7 +708,19 @@ impl Engine {
         // Long-poll fetches waiting on it look again, and find it gone.
         topic.append_signal().appended();
         tracing::info!(topic = name, "deleted topic");
+        // Outside the lock: the hook may wait for others (the kernel, for the mount).
+        drop(topics);
+        if let Some(hook) = &*self.topic_deletion_hook.read() {
+            hook(name);
+        }
         Ok(())
+    }
+
+    /// Sets (or with `None`, removes) who hears of topic deletions, whoever asks for
+    /// them (`rmdir`, DeleteTopics): the mount drops what the kernel cached of the
+    /// topic's folder, which the engine knows nothing of.
+    pub fn on_topic_deletion(&self, hook: Option<TopicDeletionHook>) {
+        *self.topic_deletion_hook.write() = hook;
     }
 
     /// `.kpfs/config`: the dynamic overrides as `key=value` lines, every other broker
