@@ -673,3 +673,41 @@ fn every_codec_is_written_read_cleaned_and_reopened() {
         assert_eq!(t.stream_len(), size, "{codec} after a reopen");
     }
 }
+
+/// With `log.cleaner.enable=false` no cleaner thread starts, so `status` must not call a
+/// dirty topic due for compaction forever: it says the cleaner is off and what the ratio
+/// would decide, and that a topic with compact,delete gets no retention either (Kafka
+/// runs it in the cleaner threads).
+#[test]
+fn status_says_when_the_cleaner_is_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let engine = engine_with_threads(dir.path(), &clock, &[("log.cleaner.enable", "false")]);
+    assert_eq!(engine.cleaner_thread_count(), 0);
+    let t = engine.create_topic("keys").unwrap();
+    set(
+        &t,
+        "cleanup.policy=compact,delete\nparse.key=true\nkey.separator=:\n\
+         min.cleanable.dirty.ratio=0.01\nsegment.ms=1000",
+    );
+    t.append_lines(b"k:1\nk:2\n").unwrap();
+    clock.advance(2000);
+    t.append_lines(b"k:3\n").unwrap();
+    let status = t.status_text();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("no {name} in {status}"))
+            .to_string()
+    };
+    assert_eq!(
+        field("compaction_due"),
+        "no: log.cleaner.enable=false, so no cleaner thread runs (with it on: yes: dirty ratio 1.0000 > 0.01)"
+    );
+    assert_eq!(
+        field("retention"),
+        "never: log.cleaner.enable=false, so no cleaner thread runs, and a topic with compact gets retention from those threads (as in Kafka)"
+    );
+    assert!(!status.contains("retention_oldest_segment"), "{status}");
+}

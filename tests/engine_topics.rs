@@ -144,3 +144,29 @@ fn a_deleted_topic_takes_its_kpfs_folder_along() {
     let fresh = f.topic("orders");
     assert!(!fresh.config_text().contains("\nretention.ms=1234"));
 }
+
+/// The mount learns of every deletion (DeleteTopics through the listener too) from the
+/// engine, after the topic is gone, to drop what the kernel cached of its folder; a
+/// deletion that fails tells nobody.
+#[test]
+fn deletions_are_told_to_the_hook_once_done() {
+    let f = Fixture::new();
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = told.clone();
+    let engine = std::sync::Arc::new(open(&f.dir.path().join("other"), &f.clock));
+    let registry = std::sync::Arc::downgrade(&engine);
+    engine.on_topic_deletion(Some(Box::new(move |name: &str| {
+        let engine = registry.upgrade().unwrap();
+        seen.lock()
+            .unwrap()
+            .push((name.to_string(), engine.topic(name).is_some()));
+    })));
+    engine.create_topic("a").unwrap();
+    engine.create_topic("b").unwrap();
+    engine.delete_topic("b").unwrap();
+    assert!(engine.delete_topic("b").is_err());
+    assert_eq!(*told.lock().unwrap(), [("b".to_string(), false)]);
+    engine.on_topic_deletion(None);
+    engine.delete_topic("a").unwrap();
+    assert_eq!(told.lock().unwrap().len(), 1);
+}

@@ -742,6 +742,147 @@ fn row06b_sealed_segment_that_lost_its_tail_cuts_the_log_there() {
     assert_eq!(cat_string(&t), format!("{kept}after\n"));
 }
 
+/// Writes `bytes` into `path` at `at`, leaving its length unless they reach past it.
+fn write_at(path: &Path, at: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let file = fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.write_all_at(bytes, at).unwrap();
+}
+
+/// Bytes of `path` from `at` on that are not zero.
+fn nonzero_from(path: &Path, at: u64) -> usize {
+    fs::read(path).unwrap()[at as usize..]
+        .iter()
+        .filter(|&&b| b != 0)
+        .count()
+}
+
+/// Issue 24's image: after a kill -9, two offset-index entries past the valid ones (out
+/// of order, one past the data) and 104 bytes of garbage after the last batch; the time
+/// index and the stream index get garbage tails too. Recovery cuts the log back to its
+/// records and rebuilds the indexes, and the open cuts what followed the loaded entries
+/// (Kafka's `trimToValidSize`): nothing of the garbage stays behind them, the active
+/// segment's preallocated rest is zeroes, a sealed one's index ends with its entries,
+/// and `kpfs check` finds nothing then, where it named every entry before. The cut is in
+/// the topic's `events` and `status`.
+#[test]
+fn row06c_garbage_past_the_valid_index_entries_goes_at_open() {
+    let mut f = Fixture::new();
+    let t = f.topic("r");
+    set(&t, "index.interval.bytes=77");
+    let mut text = String::new();
+    // Two segments of the issue's 80 records each, the first sealed.
+    for i in 1..=160 {
+        let line = format!("rec-{i:06}\n");
+        t.append_lines(line.as_bytes()).unwrap();
+        text.push_str(&line);
+        f.advance(10);
+        if i == 80 {
+            t.log().roll(&t.config(), RollReason::Size).unwrap();
+        }
+    }
+    let snap = t.log().snapshot();
+    assert_eq!(snap.segments.len(), 2);
+    let (sealed, active) = (snap.segments[0].clone(), snap.active().clone());
+    let entries = |s: &kpfs::engine::segment::Segment| {
+        (
+            s.index_entries().unwrap().len(),
+            s.time_index_entries().unwrap().len(),
+        )
+    };
+    let (sealed_entries, _) = entries(&sealed);
+    let (active_entries, active_time_entries) = entries(&active);
+    assert!(sealed_entries > 10 && active_entries > 10 && active_time_entries > 10);
+    let dir = t.dir().to_path_buf();
+    let log_size = active.size();
+    drop((t, snap));
+    crash(&mut f);
+
+    let garbage_index = b"\x7f\xff\xff\xf0\x00\x00\x10\x00\x7f\xff\xff\xf1\x00\x00\x20\x00";
+    let index = seg(&dir, active.base_offset(), INDEX);
+    let index_end = 8 * active_entries as u64;
+    write_at(&index, index_end, garbage_index);
+    let time_index = seg(&dir, active.base_offset(), TIME_INDEX);
+    let time_index_end = 12 * active_time_entries as u64;
+    // A timestamp below the last entry's: loading stops before it, as at the index.
+    write_at(
+        &time_index,
+        time_index_end,
+        &[0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 0, 0, 0],
+    );
+    let sealed_index = seg(&dir, sealed.base_offset(), INDEX);
+    let sealed_index_len = fs::metadata(&sealed_index).unwrap().len();
+    write_at(&sealed_index, sealed_index_len, garbage_index);
+    let log = seg(&dir, active.base_offset(), LOG);
+    write_at(&log, log_size, &[0xA5; 104]);
+    let stream = seg(&kpfs_dir(f.dir.path()), active.base_offset(), ".stream");
+    let stream_len = fs::metadata(&stream).unwrap().len();
+    write_at(&stream, stream_len, &[0x5A; 40]);
+    let before = kpfs::engine::inspect::check_data_dir(f.dir.path());
+    for (path, what) in [
+        (&index, "not after the previous entry's position"),
+        (&index, "at or past the first invalid batch"),
+        (&time_index, "does not increase"),
+        (&sealed_index, "not after the previous entry's position"),
+        (&sealed_index, "past the end of the log data"),
+        (&stream, "fails its CRC32C"),
+    ] {
+        let about: Vec<_> = before
+            .problems
+            .iter()
+            .filter(|p| p.contains(&*path.display().to_string()))
+            .collect();
+        assert!(about.iter().any(|p| p.contains(what)), "{what}: {about:#?}");
+    }
+
+    start(&mut f);
+    let t = f.topic("r");
+    assert_eq!(t.log().log_end_offset(), 160);
+    assert_eq!(fs::metadata(&log).unwrap().len(), log_size);
+    assert_eq!(cat_string(&t), text);
+    let snap = t.log().snapshot();
+    assert_eq!(entries(&snap.segments[0]).0, sealed_entries);
+    assert_eq!(
+        entries(snap.active()),
+        (active_entries, active_time_entries)
+    );
+    assert_eq!(
+        nonzero_from(&index, index_end),
+        0,
+        "the offset index's garbage stays"
+    );
+    assert_eq!(
+        nonzero_from(&time_index, time_index_end),
+        0,
+        "the time index's garbage stays"
+    );
+    assert_eq!(fs::metadata(&sealed_index).unwrap().len(), sealed_index_len);
+    assert_eq!(fs::metadata(&stream).unwrap().len(), stream_len);
+    let after = kpfs::engine::inspect::check_data_dir(f.dir.path());
+    assert!(after.is_healthy(), "{:#?}", after.problems);
+    let cut = format!(
+        "{} cut at position {log_size} (104 bytes cut: ",
+        log.file_name().unwrap().to_string_lossy()
+    );
+    assert!(
+        t.events_text().contains(&format!(" recovery {cut}")),
+        "{}",
+        t.events_text()
+    );
+    let status = t.status_text();
+    assert!(status.contains("\nlast_recovery: at "), "{status}");
+    assert!(
+        status.contains(&cut)
+            && status.contains("the log now ends at offset 160, 0 later segment(s) deleted"),
+        "{status}"
+    );
+    drop((t, snap));
+    stop_cleanly(&mut f);
+    assert_eq!(fs::metadata(&index).unwrap().len(), index_end);
+    assert_eq!(fs::metadata(&time_index).unwrap().len(), time_index_end);
+    assert!(kpfs::engine::inspect::check_data_dir(f.dir.path()).is_healthy());
+}
+
 #[test]
 fn row08_sealed_log_emptied_behind_a_clean_marker_is_recovered() {
     // Found by tests/fuzz.rs: a sealed `.log` cut to 0 bytes while its index kept entries

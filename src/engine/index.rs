@@ -220,11 +220,19 @@ impl IndexFile {
         self.file = None;
     }
 
-    /// Grows the file to its preallocated size and maps it, so appends are stores.
+    /// Grows the file to its preallocated size and maps it, so appends are stores. What
+    /// follows the entries is cut first, so the rest is zeroes: loading counts only a
+    /// valid prefix, and bytes after it (a torn or hand-made tail, the entries of a log
+    /// that recovery cut) would otherwise stay for dump-log to print and appends to land
+    /// among (Kafka's recovery: `trimToValidSize`).
     fn preallocate(&mut self) -> io::Result<()> {
+        let used = self.entries * self.entry_bytes;
+        if self.len > used {
+            self.set_len(used)?;
+        }
         let want = self.max_entries * self.entry_bytes;
-        if self.len != want {
-            self.set_len(want.max(self.entries * self.entry_bytes))?;
+        if self.len < want {
+            self.set_len(want)?;
         }
         self.ensure_mapped()
     }
@@ -610,6 +618,42 @@ mod tests {
         assert_eq!(idx.entries(), 1);
         assert_eq!(idx.last(), Some((104, 4100)));
         assert_eq!(idx.lookup(1000).unwrap(), (104, 4100));
+    }
+
+    #[test]
+    fn preallocating_cuts_what_follows_the_entries() {
+        // Loading stops at an entry out of order; it and what follows are not the
+        // index's, in a trimmed file (a sealed segment's, or after a clean close) as in
+        // a preallocated one (after a crash).
+        for trimmed in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("00000000000000000000.index");
+            let mut idx = OffsetIndex::open(&path, 0, 80).unwrap();
+            idx.preallocate().unwrap();
+            idx.append(3, 100).unwrap();
+            idx.append(5, 200).unwrap();
+            if trimmed {
+                idx.trim().unwrap();
+            }
+            drop(idx);
+            let stray = [0, 0, 0, 9, 0, 0, 0, 150, 0, 0, 0, 10, 0, 0, 1, 0];
+            File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .write_all_at(&stray, 16)
+                .unwrap();
+            let mut idx = OffsetIndex::open(&path, 0, 80).unwrap();
+            assert_eq!(idx.entries(), 2);
+            idx.preallocate().unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            assert_eq!(bytes.len(), 80);
+            assert!(bytes[16..].iter().all(|&b| b == 0), "trimmed={trimmed}");
+            idx.append(9, 300).unwrap();
+            drop(idx);
+            let idx = OffsetIndex::open(&path, 0, 80).unwrap();
+            assert_eq!(idx.all().unwrap(), [(3, 100), (5, 200), (9, 300)]);
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -339,6 +339,10 @@ pub struct Log {
     leader_epochs: Mutex<LeaderEpochCheckpoint>,
     /// The topic id of `partition.metadata`.
     topic_id: Uuid,
+    /// The topic was deleted. Set under the writer lock, so no append is acknowledged
+    /// after the deletion returns; read without it by readers, who hold the topic
+    /// through descriptors opened before and must not read a deleted topic's records.
+    deleted: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -347,9 +351,6 @@ struct WriterState {
     last_flush_ms: i64,
     /// Reused for every batch, so appends do not allocate.
     builder: BatchBuilder,
-    /// The topic was deleted: a writer that still holds it open must be refused, not
-    /// acknowledged into files that are about to be removed.
-    deleted: bool,
 }
 
 impl Log {
@@ -377,7 +378,6 @@ impl Log {
                 unflushed_records: 0,
                 last_flush_ms: now,
                 builder: BatchBuilder::new(0),
-                deleted: false,
             }),
             shared: RwLock::new(Shared {
                 segments: Arc::new(Vec::new()),
@@ -389,6 +389,7 @@ impl Log {
             producer_state: Mutex::new(ProducerStateManager::default()),
             leader_epochs: Mutex::new(LeaderEpochCheckpoint::default()),
             topic_id: load_topic_id(dir)?,
+            deleted: AtomicBool::new(false),
         };
         let loader = LogLoader {
             dir,
@@ -582,11 +583,7 @@ impl Log {
         let mut writer = self.writer.lock();
         // Under the writer lock: a close or a failure that got it first is seen here.
         self.check_not_poisoned()?;
-        if writer.deleted {
-            return Err(EngineError::UnknownTopic {
-                name: self.topic.clone(),
-            });
-        }
+        self.check_not_deleted()?;
         let end_before = (self.log_end_offset(), self.stream_end());
         let result = append(&mut writer);
         if let Err(e @ EngineError::Io { .. }) = &result {
@@ -1085,9 +1082,9 @@ impl Log {
     /// the directories to remove. When that second rename fails, the folder is an orphan
     /// the next open removes (recovery row 12).
     pub(crate) fn retire_dir(&self, to: &Path) -> Result<Vec<PathBuf>> {
-        let mut writer = self.writer.lock();
+        let _writer = self.writer.lock();
         fs::rename(&self.dir, to).map_err(io_at(&self.dir, "rename"))?;
-        writer.deleted = true;
+        self.deleted.store(true, Ordering::Release);
         let kpfs_to = kpfs_topic_dir(to);
         match fs::rename(&self.stream_dir, &kpfs_to) {
             Ok(()) => Ok(vec![to.to_path_buf(), kpfs_to]),
@@ -1096,6 +1093,17 @@ impl Log {
                 Ok(vec![to.to_path_buf()])
             }
         }
+    }
+
+    /// Refuses anything done to a deleted topic through a handle taken before: the
+    /// name may already belong to a new topic, and these files are about to go.
+    pub(crate) fn check_not_deleted(&self) -> Result<()> {
+        if self.deleted.load(Ordering::Acquire) {
+            return Err(EngineError::UnknownTopic {
+                name: self.topic.clone(),
+            });
+        }
+        Ok(())
     }
 
     /// fsync of everything appended so far.

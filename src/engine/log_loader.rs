@@ -34,10 +34,38 @@ pub enum Durability {
 pub struct OpenReport {
     pub removed_files: Vec<String>,
     pub(crate) completed_swaps: Vec<String>,
-    pub truncated: Vec<(String, u64, u64)>,
+    pub truncated: Vec<Truncation>,
     pub recovered_segments: usize,
     /// Bytes validated batch by batch: the unsynced tail after a crash.
     pub recovered_bytes: u64,
+}
+
+/// A segment recovery cut: the log ends there, and every later segment went with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// The segment's `.log` file name.
+    pub file: String,
+    /// Bytes of the `.log` kept: the valid batches.
+    pub kept_bytes: u64,
+    /// Bytes cut after them (0 when the segment lost its tail before a later one).
+    pub cut_bytes: u64,
+    /// Where the log ends now.
+    pub log_end_offset: u64,
+    /// Why the recovery cut there.
+    pub reason: String,
+    /// Later segments deleted with the cut.
+    pub later_segments: usize,
+}
+
+impl Truncation {
+    /// What the cut did, after the file's name: the topic's `events` and `status`, and
+    /// `.kpfs/errors`, say it with the file named their way.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "cut at position {} ({} bytes cut: {}); the log now ends at offset {}, {} later segment(s) deleted",
+            self.kept_bytes, self.cut_bytes, self.reason, self.log_end_offset, self.later_segments
+        )
+    }
 }
 
 /// One partition directory being loaded.
@@ -272,7 +300,11 @@ impl LogLoader<'_> {
             stream_pos = seg.info().stream_end;
             segments.push(Arc::new(seg));
             if cut {
-                self.remove_segments_after_cut(&bases[i + 1..], report)?;
+                let later = &bases[i + 1..];
+                if let Some(truncation) = report.truncated.last_mut() {
+                    truncation.later_segments = later.len();
+                }
+                self.remove_segments_after_cut(later, report)?;
                 break;
             }
         }
@@ -302,14 +334,12 @@ impl LogLoader<'_> {
         let outcome = seg.recover_after(point, interval)?;
         report.recovered_segments += 1;
         report.recovered_bytes += outcome.bytes_checked;
-        if outcome.bytes_cut == 0 {
+        let Some(reason) = outcome.invalid else {
             return Ok(false);
-        }
-        report.truncated.push((
-            seg.log_path().display().to_string(),
-            seg.size(),
-            outcome.bytes_cut,
-        ));
+        };
+        report
+            .truncated
+            .push(truncation(seg, outcome.bytes_cut, reason));
         Ok(true)
     }
 
@@ -339,9 +369,11 @@ impl LogLoader<'_> {
             next_segment = next_base,
             "segment lost its tail; deleting the segments after it"
         );
-        report
-            .truncated
-            .push((seg.log_path().display().to_string(), seg.size(), 0));
+        let reason = format!(
+            "it ends at offset {} but the next segment starts at {next_base}: its tail was lost",
+            seg.next_offset()
+        );
+        report.truncated.push(truncation(seg, 0, reason));
         true
     }
 
@@ -381,6 +413,22 @@ impl LogLoader<'_> {
             }
             Durability::RecoveryPoint(point) => point,
         }
+    }
+}
+
+fn truncation(seg: &Segment, cut_bytes: u64, reason: String) -> Truncation {
+    Truncation {
+        file: seg
+            .log_path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        kept_bytes: seg.size(),
+        cut_bytes,
+        log_end_offset: seg.next_offset(),
+        reason,
+        // Set once the caller knows what follows.
+        later_segments: 0,
     }
 }
 

@@ -92,6 +92,15 @@ fn delete_dir_name(topic: &str, unique_id: i64) -> String {
     format!("{}{suffix}", &topic[..kept])
 }
 
+/// A line of `.kpfs/errors`: `<UTC time> <path>: <reason>`, on one line.
+fn rejection_line(now_ms: i64, path: &str, reason: &str) -> String {
+    format!(
+        "{} {path}: {}",
+        format_time_ms(now_ms),
+        reason.replace('\n', " ")
+    )
+}
+
 /// Closes every topic, [`SHUTDOWN_CLOSE_THREADS`] at a time: a close is a few fsyncs of
 /// files no other topic shares, so with 10,000 topics one after the other the fsync
 /// latency alone outlasted `kpfs umount`'s wait; the disk takes them concurrently.
@@ -161,12 +170,17 @@ struct Inner {
     offsets_topic_creation: Mutex<()>,
 }
 
+/// Told the name of each topic the engine deletes, after the deletion (see
+/// [`Engine::on_topic_deletion`]).
+pub type TopicDeletionHook = Box<dyn Fn(&str) + Send + Sync>;
+
 /// An open data directory.
 pub struct Engine {
     inner: Arc<Inner>,
     stop: Mutex<Option<Sender<()>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     cleaners: Mutex<CleanerThreads>,
+    topic_deletion_hook: RwLock<Option<TopicDeletionHook>>,
 }
 
 /// The running log cleaner threads (Kafka's `LogCleaner`), stopped and started again
@@ -384,6 +398,8 @@ impl Engine {
         };
         let broker = Arc::new(RwLock::new(broker));
         let mut topics = BTreeMap::new();
+        // `.kpfs/errors` starts with what recovery cut: data lost, said where users look.
+        let mut rejections = VecDeque::new();
         let mut entries: Vec<_> = fs::read_dir(data_dir)
             .map_err(|e| EngineError::io(format!("list {}", data_dir.display()), e))?
             .filter_map(|e| e.ok())
@@ -423,8 +439,17 @@ impl Engine {
             if report != Default::default() {
                 tracing::info!(topic = topic_name, ?report, "recovered topic");
             }
+            for cut in &report.truncated {
+                let path = format!("{topic_name}/segments/{}", cut.file);
+                rejections.push_back(rejection_line(
+                    clock.now_ms(),
+                    &path,
+                    &format!("recovery: {}", cut.describe()),
+                ));
+            }
             topics.insert(topic_name.to_string(), Arc::new(topic));
         }
+        rejections.drain(..rejections.len().saturating_sub(MAX_REJECTIONS));
         load_cleaner_checkpoints(data_dir, &topics);
         let producer_ids = producer_ids::ProducerIds::open(data_dir)?;
         let groups = GroupCoordinator::open(
@@ -444,7 +469,7 @@ impl Engine {
                 unsaved_broker: Mutex::new(None),
                 group_configs: RwLock::new(group_configs),
                 topics: RwLock::new(topics),
-                rejections: Mutex::new(VecDeque::new()),
+                rejections: Mutex::new(rejections),
                 deletions: Mutex::new(Vec::new()),
                 _lock_file: lock_file,
                 meta,
@@ -459,6 +484,7 @@ impl Engine {
             stop: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
             cleaners: Mutex::new(CleanerThreads::default()),
+            topic_deletion_hook: RwLock::new(None),
         };
         if options.background_threads {
             engine.start_threads();
@@ -688,7 +714,19 @@ impl Engine {
         // Long-poll fetches waiting on it look again, and find it gone.
         topic.append_signal().appended();
         tracing::info!(topic = name, "deleted topic");
+        // Outside the lock: the hook may wait for others (the kernel, for the mount).
+        drop(topics);
+        if let Some(hook) = &*self.topic_deletion_hook.read() {
+            hook(name);
+        }
         Ok(())
+    }
+
+    /// Sets (or with `None`, removes) who hears of topic deletions, whoever asks for
+    /// them (`rmdir`, DeleteTopics): the mount drops what the kernel cached of the
+    /// topic's folder, which the engine knows nothing of.
+    pub fn on_topic_deletion(&self, hook: Option<TopicDeletionHook>) {
+        *self.topic_deletion_hook.write() = hook;
     }
 
     /// `.kpfs/config`: the dynamic overrides as `key=value` lines, every other broker
@@ -831,11 +869,7 @@ impl Engine {
 
     /// Remembers a refused operation for `.kpfs/errors`.
     pub(crate) fn record_rejection(&self, path: &str, reason: &str) {
-        let line = format!(
-            "{} {path}: {}",
-            format_time_ms(self.inner.clock.now_ms()),
-            reason.replace('\n', " ")
-        );
+        let line = rejection_line(self.inner.clock.now_ms(), path, reason);
         tracing::info!(path, reason, "refused");
         let mut r = self.inner.rejections.lock();
         if r.len() == MAX_REJECTIONS {

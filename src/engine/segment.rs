@@ -214,13 +214,15 @@ pub struct SegmentInfo {
 }
 
 /// What recovering a segment did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RecoveryOutcome {
     /// Bytes whose batches were validated (the whole file, or the tail after the
     /// recovery point).
     pub(crate) bytes_checked: u64,
     /// Bytes cut after the last valid batch.
     pub(crate) bytes_cut: u64,
+    /// Why the first byte cut is not a valid batch, when anything was cut.
+    pub(crate) invalid: Option<String>,
 }
 
 /// Where a recovery may resume: a batch with an index entry below the recovery point.
@@ -648,6 +650,7 @@ impl Segment {
         Ok(RecoveryOutcome {
             bytes_checked: scan.valid_bytes - start,
             bytes_cut: file_len - scan.valid_bytes,
+            invalid: scan.invalid,
         })
     }
 

@@ -2,22 +2,24 @@
 //! the plain result into a reply. It also owns the mount session (mount, run on a thread
 //! of our own, unmount), because those are fuser types too.
 
+use std::cell::Cell;
 use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     BsdFileFlags, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
-    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags,
-    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, Session, SessionACL, SessionUnmounter, TimeOrNow,
-    WriteFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, Notifier, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, Session, SessionACL, SessionUnmounter,
+    TimeOrNow, WriteFlags,
 };
 
+use crate::fs::inode::ROOT_INO;
 use crate::fs::{Attr, FileKind, FsError, KpfsFs, NamespaceOp, SetAttr};
 
 /// The kernel caps one request at 1 MiB (`fuse_max_pages_limit`) anyway; asking for more
@@ -29,6 +31,29 @@ const THREADS: usize = 4;
 
 struct FuseAdapter {
     fs: Arc<KpfsFs>,
+}
+
+thread_local! {
+    /// Set while this thread serves an RMDIR. The kernel drops the removed entry itself,
+    /// and an invalidation sent from inside the request would wait for the directory
+    /// lock that the request holds.
+    static IN_RMDIR: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A topic the engine deleted: unless this mount's own `rmdir` did (which forgets the
+/// topic's inodes itself), its inodes go and the kernel drops its cached entry now, not
+/// when the entry's TTL runs out (DeleteTopics through the listener: `stat` would still
+/// find the folder). On the deleter's thread, so the deletion is answered only then.
+fn forget_deleted_topic(fs: &Weak<KpfsFs>, notifier: &Notifier, topic: &str) {
+    if IN_RMDIR.with(Cell::get) {
+        return;
+    }
+    if let Some(fs) = fs.upgrade() {
+        fs.inodes.forget_topic(topic);
+    }
+    if let Err(e) = notifier.inval_entry(INodeNo(ROOT_INO), OsStr::new(topic)) {
+        tracing::warn!(topic, error = %e, "cannot drop the kernel's entry of a deleted topic");
+    }
 }
 
 fn errno(error: &FsError) -> Errno {
@@ -206,7 +231,10 @@ impl Filesystem for FuseAdapter {
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.fs.rmdir(parent.0, name) {
+        IN_RMDIR.with(|r| r.set(true));
+        let result = self.fs.rmdir(parent.0, name);
+        IN_RMDIR.with(|r| r.set(false));
+        match result {
             Ok(()) => reply.ok(),
             Err(e) => fail!(reply, "rmdir", e),
         }
@@ -506,15 +534,27 @@ pub(crate) fn mount(
     }
     session_config.n_threads = Some(THREADS);
     session_config.clone_fd = true;
+    let engine = fs.engine.clone();
+    let weak = Arc::downgrade(&fs);
     let mut session = Session::new(FuseAdapter { fs }, mountpoint, &session_config)?;
     let unmounter = session.unmount_callable();
-    let thread = std::thread::Builder::new()
+    let notifier = session.notifier();
+    engine.on_topic_deletion(Some(Box::new(move |topic| {
+        forget_deleted_topic(&weak, &notifier, topic)
+    })));
+    let spawned = std::thread::Builder::new()
         .name("kpfs-session".into())
-        .spawn(move || {
-            let result = session.run();
-            on_end(&result);
-            result
-        })?;
+        .spawn({
+            let engine = engine.clone();
+            move || {
+                let result = session.run();
+                // No kernel listens any more.
+                engine.on_topic_deletion(None);
+                on_end(&result);
+                result
+            }
+        });
+    let thread = spawned.inspect_err(|_| engine.on_topic_deletion(None))?;
     Ok(Mounted {
         mountpoint: mountpoint.to_path_buf(),
         unmounter,

@@ -224,6 +224,8 @@ pub(crate) struct Handle {
     pub(crate) node: Node,
     pub(crate) writable: bool,
     pub(crate) kind: HandleKind,
+    /// The topic of a topic's file, as it was when the handle was opened.
+    pub(crate) topic: Option<Arc<Topic>>,
 }
 
 pub(crate) struct HandleTable {

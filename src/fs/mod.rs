@@ -800,13 +800,13 @@ impl KpfsFs {
             .and_then(|name| Self::draft_node(&dir, name))
             .ok_or_else(refused)?;
         let path = node.path();
-        let target = match &dir {
+        let (target, topic) = match &dir {
             Node::TopicDir(_) => {
                 let topic = self.topic(&dir)?;
                 self.refuse_internal_config(&topic, &path)?;
-                ConfigTarget::Topic(topic)
+                (ConfigTarget::Topic(Arc::clone(&topic)), Some(topic))
             }
-            _ => ConfigTarget::Broker,
+            _ => (ConfigTarget::Broker, None),
         };
         let exists = self.draft(&node).is_some();
         let draft = {
@@ -838,6 +838,7 @@ impl KpfsFs {
             node,
             writable: true,
             kind: HandleKind::Draft(draft),
+            topic,
         });
         Ok((
             entry,
@@ -930,6 +931,10 @@ impl KpfsFs {
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
         let read_only =
             |what: &str| Err(self.refuse(&path, libc::EACCES, format!("{what} is read-only")));
+        // Looked up once: the handle serves this topic, never one created later under
+        // the same name.
+        let topic = node.topic().map(|_| self.topic(&node)).transpose()?;
+        let of_topic = || topic.clone().ok_or_else(|| Self::not_found(&path));
         let kind =
             match &node {
                 Node::Root
@@ -946,7 +951,7 @@ impl KpfsFs {
                     ".kpfs/snapshot is a copy of the topics for backups (append to TOPIC/log); it",
                 ),
                 Node::SnapshotLog(_) => {
-                    let topic = self.topic(&node)?;
+                    let topic = of_topic()?;
                     let capture = topic
                         .current_capture(true)
                         .map_err(|e| self.engine_error(&path, &e))?;
@@ -957,7 +962,7 @@ impl KpfsFs {
                     }
                 }
                 Node::SnapshotConfig(_) => HandleKind::Text {
-                    text: self.topic(&node)?.config_text().into_bytes(),
+                    text: of_topic()?.config_text().into_bytes(),
                     writer: None,
                 },
                 Node::GroupFile { .. } if writable => {
@@ -968,11 +973,11 @@ impl KpfsFs {
                     writer: None,
                 },
                 Node::Log(_) => HandleKind::Log {
-                    topic: self.topic(&node)?,
+                    topic: of_topic()?,
                     state: Mutex::new(LogState::default()),
                 },
                 Node::TopicConfig(_) => {
-                    let topic = self.topic(&node)?;
+                    let topic = of_topic()?;
                     if writable {
                         self.refuse_internal_config(&topic, &path)?;
                     }
@@ -992,10 +997,7 @@ impl KpfsFs {
                 },
                 Node::Status(_) if writable => return read_only("status"),
                 Node::Status(_) => HandleKind::Text {
-                    text: self
-                        .engine
-                        .topic_status_text(&*self.topic(&node)?)
-                        .into_bytes(),
+                    text: self.engine.topic_status_text(&*of_topic()?).into_bytes(),
                     writer: None,
                 },
                 Node::Metrics if writable => return read_only(".kpfs/metrics"),
@@ -1005,11 +1007,11 @@ impl KpfsFs {
                 },
                 Node::Events(_) if writable => return read_only("events"),
                 Node::Events(_) => HandleKind::Text {
-                    text: self.topic(&node)?.events_text().into_bytes(),
+                    text: of_topic()?.events_text().into_bytes(),
                     writer: None,
                 },
                 Node::LogStart(_) => {
-                    let topic = self.topic(&node)?;
+                    let topic = of_topic()?;
                     HandleKind::LogStart {
                         text: log_start_text(&topic).into_bytes(),
                         topic,
@@ -1034,6 +1036,7 @@ impl KpfsFs {
             node,
             writable,
             kind,
+            topic,
         });
         Ok(Opened {
             fh,
@@ -1168,6 +1171,7 @@ impl KpfsFs {
             node,
             writable: false,
             kind: HandleKind::Dir { entries },
+            topic: None,
         });
         Ok(Opened {
             fh,
@@ -1200,6 +1204,14 @@ impl KpfsFs {
     pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         let handle = self.handle(fh)?;
         let path = handle.node.path();
+        if let Some(topic) = &handle.topic {
+            // After `rmdir` (or DeleteTopics), a descriptor opened before reads nothing
+            // of the topic, nor of a new one under its name.
+            topic
+                .log()
+                .check_not_deleted()
+                .map_err(|e| self.engine_error(&path, &e))?;
+        }
         match &handle.kind {
             HandleKind::Log { topic, state } => {
                 let mut state = state.lock();

@@ -618,6 +618,56 @@ fn a_deleted_topic_is_gone_from_listing_and_inode_table() {
     );
 }
 
+fn enoent<T: std::fmt::Debug>(result: crate::fs::FsResult<T>, what: &str) {
+    assert_eq!(result.unwrap_err().errno, libc::ENOENT, "{what}");
+}
+
+/// `rmdir` (and DeleteTopics, which deletes through the engine alone) cuts off every
+/// descriptor opened before it: reads and writes fail with ENOENT, a read that left
+/// bytes in its cursor included, and so they stay once a new topic has the name.
+#[test]
+fn descriptors_opened_before_a_deletion_reach_neither_it_nor_its_successor() {
+    for through_rmdir in [true, false] {
+        let f = fixture();
+        let dir = f.topic("t");
+        let (log, status) = (f.ino(dir, "log"), f.ino(dir, "status"));
+        let writer = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
+        f.fs.write(writer, b"old record\n").unwrap();
+        let reader = f.fs.open(log, libc::O_RDONLY).unwrap().fh;
+        assert_eq!(f.fs.read(reader, 0, 4).unwrap(), b"old ");
+        let status_fh = f.fs.open(status, libc::O_RDONLY).unwrap().fh;
+        let segment = f.ino(f.ino(dir, "segments"), "00000000000000000000.log");
+        let segment_fh = f.fs.open(segment, libc::O_RDONLY).unwrap().fh;
+        let config = f.fs.open(f.ino(dir, "config"), libc::O_WRONLY).unwrap().fh;
+        let start = f.ino(dir, "log_start_offset");
+        let start_fh = f.fs.open(start, libc::O_WRONLY).unwrap().fh;
+        f.fs.write(config, b"retention.ms=1000\n").unwrap();
+        if through_rmdir {
+            f.fs.rmdir(ROOT_INO, OsStr::new("t")).unwrap();
+        } else {
+            f.fs.engine().delete_topic("t").unwrap();
+        }
+        let what = |what: &str| format!("{what} (through_rmdir={through_rmdir})");
+        enoent(f.fs.read(reader, 4, 100), &what("the rest of the read"));
+        enoent(f.fs.read(status_fh, 0, 100), &what("status"));
+        enoent(f.fs.read(segment_fh, 0, 100), &what("segments/"));
+        enoent(f.fs.write(writer, b"late\n"), &what("an append"));
+        let dir = f.topic("t");
+        let new_log = f.ino(dir, "log");
+        let new_writer = f.fs.open(new_log, libc::O_WRONLY | libc::O_APPEND);
+        f.fs.write(new_writer.unwrap().fh, b"a\nb\nnew record\n")
+            .unwrap();
+        enoent(f.fs.read(reader, 0, 100), &what("a read from the start"));
+        enoent(f.fs.write(start_fh, b"2\n"), &what("log_start_offset"));
+        enoent(f.fs.flush(config, 1), &what("the config change"));
+        assert_eq!(f.read_all(new_log), "a\nb\nnew record\n");
+        assert_eq!(f.read_all(f.ino(dir, "log_start_offset")), "0\n");
+        assert!(!f
+            .read_all(f.ino(dir, "config"))
+            .contains("\nretention.ms=1000\n"));
+    }
+}
+
 #[test]
 fn read_only_files_refuse_write_opens_with_a_reason() {
     let f = fixture();

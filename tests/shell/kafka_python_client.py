@@ -19,13 +19,16 @@ Usage: kafka_python_client.py COMMAND BOOTSTRAP ARGS...
         one "KEY=VALUE (SOURCE)" line per KEY.
   alter TYPE NAME KEY=VALUE...  IncrementalAlterConfigs (kafka-python's choice); prints OK or
         the error kpfs answered.
-  delete TOPIC          DeleteTopics; prints OK or the error.
+  delete TOPIC [PATH]   DeleteTopics; prints OK or the error. With PATH (the topic's folder
+        in a mount), stats it just before the request, so the kernel has its entry cached,
+        and again as soon as the answer is in; prints whether it was still there.
   list                  Metadata: the topic names, one a line.
 
 Records, configs and errors are printed as the client library reports them, so the shell
 test compares what a real client sees. Every wait is bounded by a timeout.
 """
 
+import os
 import socket
 import struct
 import sys
@@ -270,8 +273,13 @@ def alter(bootstrap, kind, name, *settings):
     print(result[kind][name])
 
 
-def delete(bootstrap, topic):
-    reported(lambda: admin(bootstrap).delete_topics([topic]))
+def delete(bootstrap, topic, path=None):
+    client = admin(bootstrap)
+    if path is not None:
+        os.stat(path)
+    reported(lambda: client.delete_topics([topic]))
+    if path is not None:
+        print("still there" if os.path.exists(path) else "gone")
 
 
 def list_topics(bootstrap):

@@ -213,6 +213,9 @@ impl Topic {
     /// a restart; it is written, with the records below the new start made durable,
     /// before this returns.
     pub fn delete_records_before(&self, offset: u64) -> Result<u64> {
+        // Through a handle opened before a deletion: the checkpoint entry it would write
+        // belongs to whatever topic has the name now.
+        self.log.check_not_deleted()?;
         self.refuse_internal(crate::engine::error::InternalTopicAction::DeleteRecords)?;
         if !self.config().cleanup_policy.delete {
             return Err(EngineError::RecordDeletionPolicy {

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
 use super::append_watch::AppendSignal;
-use super::clock::Clock;
+use super::clock::{format_time_ms, Clock};
 use super::config::{BrokerConfig, ConfigChange, DescribedConfig, TopicConfig, TopicOverrides};
 use super::error::{BatchSize, EngineError, InternalTopicAction, Result};
 use super::files::write_or_defer;
@@ -161,6 +161,8 @@ pub struct Topic {
     append_signal: AppendSignal,
     /// The capture `.kpfs/snapshot/TOPIC/log` shows now, if any.
     capture: capture::CaptureSlot,
+    /// What recovery cut when this mount opened the topic, for `status`.
+    last_recovery: Option<String>,
 }
 
 impl std::fmt::Debug for Topic {
@@ -211,6 +213,14 @@ impl Topic {
             .modified()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or_else(|| clock.now_ms(), |d| d.as_millis() as i64);
+        let events = super::events::EventLog::default();
+        let now = clock.now_ms();
+        let mut last_recovery = None;
+        for cut in &report.truncated {
+            let what = format!("{} {}", cut.file, cut.describe());
+            events.record(now, "recovery", &what);
+            last_recovery = Some(format!("at {}: {what}", format_time_ms(now)));
+        }
         Ok((
             Topic {
                 name: name.to_string(),
@@ -227,10 +237,11 @@ impl Topic {
                 future_timestamp_segment: AtomicI64::new(-1),
                 stats: TopicStats::default(),
                 cleaner: Default::default(),
-                events: Default::default(),
+                events,
                 log_starts,
                 append_signal: AppendSignal::default(),
                 capture: Default::default(),
+                last_recovery,
             },
             report,
         ))
@@ -530,6 +541,9 @@ impl Topic {
     /// in memory and is saved as soon as there is space (a warning says so meanwhile):
     /// lowering retention is how an operator gets space back.
     pub(crate) fn apply_config_change(&self, change: &ConfigChange) -> Result<()> {
+        // Through a handle opened before a deletion: the config file it would write is
+        // that of whatever topic has the name now.
+        self.log.check_not_deleted()?;
         let mut overrides = self.overrides.write();
         let broker = self.broker.read();
         let updated = overrides.apply_change(change, &broker)?;

@@ -11,6 +11,9 @@ use crate::engine::log::LogSnapshot;
 
 use super::Topic;
 
+/// Why nothing the cleaner threads do happens: they never start.
+const CLEANER_OFF: &str = "log.cleaner.enable=false, so no cleaner thread runs";
+
 impl Topic {
     /// The `status` file: `name: value` lines (the mount shows
     /// `Engine::topic_status_text`, which adds the consumer groups).
@@ -101,6 +104,9 @@ impl Topic {
         } else {
             line("write_state", "ok".into());
         }
+        if let Some(cut) = &self.last_recovery {
+            line("last_recovery", cut.clone());
+        }
         for warning in self.config_warnings() {
             line("config_warning", warning);
         }
@@ -184,6 +190,13 @@ impl Topic {
         now: i64,
     ) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
+        if config.cleanup_policy.compact && !self.broker.read().cleaner_enable() {
+            out.push((
+                "retention",
+                format!("never: {CLEANER_OFF}, and a topic with compact gets retention from those threads (as in Kafka)"),
+            ));
+            return out;
+        }
         if !config.cleanup_policy.delete {
             out.push((
                 "retention",
@@ -273,21 +286,24 @@ impl Topic {
             CleanerState::Uncleanable(why) => format!("uncleanable: {why}"),
         };
         out.push(("cleaner_state", state));
-        out.push((
-            "compaction_due",
-            match view.why_not_due(config) {
-                None if view.max_compaction_delay_ms > 0 => format!(
-                    "yes: max.compaction.lag.ms {} passed {} ms ago",
-                    config.max_compaction_lag_ms, view.max_compaction_delay_ms
-                ),
-                None => format!(
-                    "yes: dirty ratio {:.4} > {}",
-                    view.ratio(),
-                    config.min_cleanable_dirty_ratio
-                ),
-                Some(why) => format!("no: {why}"),
-            },
-        ));
+        let due = match view.why_not_due(config) {
+            None if view.max_compaction_delay_ms > 0 => format!(
+                "yes: max.compaction.lag.ms {} passed {} ms ago",
+                config.max_compaction_lag_ms, view.max_compaction_delay_ms
+            ),
+            None => format!(
+                "yes: dirty ratio {:.4} > {}",
+                view.ratio(),
+                config.min_cleanable_dirty_ratio
+            ),
+            Some(why) => format!("no: {why}"),
+        };
+        let due = if self.broker.read().cleaner_enable() {
+            due
+        } else {
+            format!("no: {CLEANER_OFF} (with it on: {due})")
+        };
+        out.push(("compaction_due", due));
         out.push(("cleaner_passes", self.cleaner.passes().to_string()));
         if let Some(p) = self.cleaner.last_pass() {
             out.push((
