@@ -12,14 +12,16 @@ KPFS=${KPFS:-$KPFS_ROOT/target/debug/kpfs}
 case $KPFS in /*) ;; *) KPFS=$PWD/$KPFS ;; esac
 [ -x "$KPFS" ] || { echo "FAIL: no kpfs binary at $KPFS (cargo build first)" >&2; exit 1; }
 
-# KPFS_DAEMON_CLOCK (set by run.sh --daemon-clock): every kpfs this test starts, and the
-# daemon it re-executes, runs on that libfaketime clock (unless on_clock sets another);
-# nothing else does.
-if [ -n "${KPFS_DAEMON_CLOCK:-}" ]; then
+# On a libfaketime clock (run.sh --clock sets FAKETIME for everything, --daemon-clock
+# KPFS_DAEMON_CLOCK for kpfs alone), every kpfs this test starts, and the daemon it
+# re-executes, runs through a wrapper that keeps its monotonic clock real: faked, the
+# daemon's timed waits stall (retention, group timers and shutdown never come), while
+# Python's and librdkafka's sleeps need it faked (see run.sh).
+if [ -n "${KPFS_DAEMON_CLOCK:-}${FAKETIME:-}" ]; then
     _kpfs_binary=$KPFS
     KPFS=$(mktemp /tmp/kpfs-on-clock.XXXXXX)
-    printf '#!/bin/sh\nLD_PRELOAD=%s FAKETIME="${FAKETIME:-%s}" exec %s "$@"\n' \
-        "$(compgen -G '/usr/lib/*/faketime/libfaketime.so.1' | head -n1)" "$KPFS_DAEMON_CLOCK" \
+    printf '#!/bin/sh\nLD_PRELOAD=%s FAKETIME="${FAKETIME:-%s}" FAKETIME_DONT_FAKE_MONOTONIC=1 exec %s "$@"\n' \
+        "$(compgen -G '/usr/lib/*/faketime/libfaketime.so.1' | head -n1)" "${KPFS_DAEMON_CLOCK:-}" \
         "'$_kpfs_binary'" >"$KPFS"
     chmod +x "$KPFS"
 fi
@@ -115,7 +117,7 @@ _kpfs_cleanup() {
     # rmdir, never rm -rf: a mount point that is somehow still mounted must not be emptied.
     for m in "${KPFS_MOUNTS[@]}"; do rmdir "$m" 2>/dev/null || true; done
     for d in "${KPFS_DATA_DIRS[@]}"; do rm -rf "$d"; done
-    if [ -n "${KPFS_DAEMON_CLOCK:-}" ]; then rm -f "$KPFS"; fi
+    if [ -n "${_kpfs_binary:-}" ]; then rm -f "$KPFS"; fi
 }
 trap _kpfs_cleanup EXIT
 

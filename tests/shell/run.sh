@@ -7,8 +7,9 @@
 # --clock runs the tests, and everything they start, on a clock libfaketime moves
 # (e.g. --clock +400d: a year ahead), to prove that no test depends on the day it runs.
 # --daemon-clock moves only kpfs's (tests/shell/lib.sh), for the tests whose clients
-# libfaketime breaks: librdkafka's timed waits never wake under it (confluent-kafka's
-# idempotent producer hangs), so those clients keep the machine's clock.
+# libfaketime breaks: librdkafka's timed waits do not wake under it (confluent-kafka's
+# idempotent producer and kcat's group members hang), so those clients keep the
+# machine's clock.
 set -uo pipefail
 cd "$(dirname "$0")"
 if [ "${1:-}" == --daemon-clock ]; then
@@ -24,8 +25,8 @@ elif [ "${1:-}" == --clock ]; then
     # removes at its exit, so a forked subshell that exits would leave every later process
     # an error on stderr; the wrapper's semaphore lives until the last process under it
     # ends. The monotonic clock moves with it (FAKETIME_DONT_FAKE_MONOTONIC=1 breaks
-    # libfaketime's absolute-time sleeps: Python's time.sleep fails with EINVAL and
-    # librdkafka's timed waits never wake).
+    # libfaketime's absolute-time sleeps: Python's time.sleep fails with EINVAL), except
+    # kpfs's (lib.sh).
     exec faketime -f "$2" bash run.sh "${@:3}"
 fi
 [ -z "${FAKETIME:-}" ] || echo "on a clock at $(date -u '+%Y-%m-%d %H:%M:%S') UTC (FAKETIME=$FAKETIME)"
