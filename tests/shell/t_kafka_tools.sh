@@ -34,7 +34,7 @@ declare -A KNOWN=(
     [configs-topic-describe-all]="defect: synonyms name the topic config itself or twice, min.insync.replicas/follower/leader throttled/remote.* are missing, kpfs's own (parse.key, key.separator, null.marker, internal.segment.bytes) are listed"
     [configs-topic-after-alter]="defect: as configs-topic-describe"
     [configs-broker-default-describe]="defect: no cluster-level min.insync.replicas=1 (DYNAMIC_DEFAULT_BROKER_CONFIG) as kafka-storage.sh format writes"
-    [demo-time.ls]="defect: the empty active segment rolled by retention has .index and .timeindex at once; Kafka 4.3.1 makes them lazily"
+    [demo-time.ls]="documented: kpfs creates a segment's index files with it, Kafka 4.3.1 lazily (SEMANTICS.md, 'Index files are created with the segment')"
     [dump-log-compact-demo-0-00000000000000000000.log]="defect: kpfs dump-log lacks Kafka's 'Non-consecutive offsets in FILE / -1 is followed by N' on a compacted segment"
     [dump-log--deep-iteration-compact-demo-0-00000000000000000000.log]="defect: as dump-log-compact-demo-0-00000000000000000000.log"
     [dump-log-compact-demo-0-00000000000000000007.log]="defect: as dump-log-compact-demo-0-00000000000000000000.log"
