@@ -253,3 +253,19 @@ kafka_python() {
         fail "$py lacks kafka-python or confluent-kafka (scripts/python-venv installs them)"
     echo "$py"
 }
+
+# The client matrix (docs/KAFKA-PROTOCOL.md's table, scripts/client-matrix): a client test
+# writes SCENARIO<TAB>RESULT<TAB>NOTE rows to $KPFS_CLIENT_MATRIX_DIR/CLIENT.tsv.
+# matrix_file CLIENT: prints that file's path, emptied for this run.
+matrix_file() {
+    local dir=${KPFS_CLIENT_MATRIX_DIR:-$KPFS_ROOT/target/client-matrix}
+    mkdir -p "$dir"
+    : >"$dir/$1.tsv"
+    echo "$dir/$1.tsv"
+}
+
+# matrix_row CLIENT SCENARIO [RESULT [NOTE]]: appends one row (RESULT pass by default) to
+# the file matrix_file emptied; a test writes a pass only once the scenario's checks passed.
+matrix_row() {
+    printf '%s\t%s\t%s\n' "$2" "${3:-pass}" "${4:-}" >>"${KPFS_CLIENT_MATRIX_DIR:-$KPFS_ROOT/target/client-matrix}/$1.tsv"
+}
