@@ -20,14 +20,15 @@ if (!bootstrap || !matrixFile) {
 // hanging the test.
 const SCENARIO_TIMEOUT_MS = 25000
 
-const kafka = new Kafka({
-  clientId: 'kpfs-kafkajs-check',
+const newKafka = clientId => new Kafka({
+  clientId,
   brokers: [bootstrap],
   // Quiet: the refusals the scenarios ask for would read as errors. KPFS_KAFKAJS_DEBUG=1
   // shows the client's log.
   logLevel: process.env.KPFS_KAFKAJS_DEBUG ? logLevel.DEBUG : logLevel.NOTHING,
   retry: { retries: 3, initialRetryTime: 100 },
 })
+const kafka = newKafka('kpfs-kafkajs-check')
 
 const topic = name => `${process.env.KPFS_KAFKAJS_PREFIX || "kafkajs"}-${name}`
 const numbered = (what, from, to) =>
@@ -103,10 +104,13 @@ const headered = [
 ]
 
 // What the group scenarios leave for the group admin scenarios.
-const group = { id: 'kafkajs-group', topics: [topic('group-a'), topic('group-b')] }
+const group = { id: topic('group'), topics: [topic('group-a'), topic('group-b')] }
 
 function member (name) {
-  const consumer = kafka.consumer({
+  // A Kafka instance of its own, as a member in another process has: the consumers of one
+  // instance share its committed offsets per group, and a second member of the group
+  // clears the first's at its join (its autoCommit then crashes the first).
+  const consumer = newKafka(name).consumer({
     groupId: group.id,
     heartbeatInterval: 300,
     sessionTimeout: 6000,
