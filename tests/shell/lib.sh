@@ -255,17 +255,29 @@ kafka_python() {
 }
 
 # The client matrix (docs/KAFKA-PROTOCOL.md's table, scripts/client-matrix): a client test
-# writes SCENARIO<TAB>RESULT<TAB>NOTE rows to $KPFS_CLIENT_MATRIX_DIR/CLIENT.tsv.
-# matrix_file CLIENT: prints that file's path, emptied for this run.
+# writes SCENARIO<TAB>RESULT<TAB>NOTE rows to $KPFS_CLIENT_MATRIX_DIR/CLIENT.tsv, or, when
+# several tests share a client, each to CLIENT+TEST.tsv (scripts/client-matrix merges them).
+# matrix_file CLIENT [TEST]: prints that file's path, emptied for this run.
 matrix_file() {
     local dir=${KPFS_CLIENT_MATRIX_DIR:-$KPFS_ROOT/target/client-matrix}
     mkdir -p "$dir"
-    : >"$dir/$1.tsv"
-    echo "$dir/$1.tsv"
+    : >"$dir/$1${2:++$2}.tsv"
+    echo "$dir/$1${2:++$2}.tsv"
 }
 
-# matrix_row CLIENT SCENARIO [RESULT [NOTE]]: appends one row (RESULT pass by default) to
-# the file matrix_file emptied; a test writes a pass only once the scenario's checks passed.
+# matrix_row FILE SCENARIO [RESULT [NOTE]]: appends one row (RESULT pass by default) to a
+# file of matrix_file; a test writes a pass only once the scenario's checks passed.
 matrix_row() {
-    printf '%s\t%s\t%s\n' "$2" "${3:-pass}" "${4:-}" >>"${KPFS_CLIENT_MATRIX_DIR:-$KPFS_ROOT/target/client-matrix}/$1.tsv"
+    printf '%s\t%s\t%s\n' "$2" "${3:-pass}" "${4:-}" >>"$1"
+}
+
+# client_name kcat|kafka-python|confluent-kafka [PYTHON]: the client and its version, as
+# the matrix names it (e.g. kcat-1.7.1); the Python clients' from PYTHON's venv.
+client_name() {
+    case $1 in
+        kcat) echo "kcat-$(kcat -V | sed -n 's/^Version \([^ ]*\) .*/\1/p')" ;;
+        kafka-python) echo "kafka-python-$("$2" -c 'import kafka; print(kafka.__version__)')" ;;
+        confluent-kafka) echo "confluent-kafka-$("$2" -c 'import confluent_kafka; print(confluent_kafka.__version__)')" ;;
+        *) fail "client_name: no client $1" ;;
+    esac
 }

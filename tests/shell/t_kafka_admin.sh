@@ -10,6 +10,7 @@ source "$(dirname "$0")/lib.sh"
 PY=$(kafka_python)
 CLIENT=$KPFS_ROOT/tests/shell/kafka_python_client.py
 mount_kpfs_listening
+rows=$(matrix_file "$(client_name kafka-python "$PY")" t_kafka_admin)
 
 client() {
     local command=$1
@@ -33,6 +34,7 @@ expect_contains "$refused" "Invalid value 400 for configuration segment.bytes: V
     "create with segment.bytes=400"
 expect_contains "$(client create orders 1)" "TopicAlreadyExistsError" "create of an existing topic"
 [ ! -e "$MNT/three" ] && [ ! -e "$MNT/badconfig" ] || fail "a refused topic left a folder: $(ls "$MNT")"
+matrix_row "$rows" admin-create-topics
 
 # --- Describe and alter, both ways.
 expect_eq $'retention.ms=3600000 (DYNAMIC_TOPIC_CONFIG)\nsegment.bytes=1073741824 (DEFAULT_CONFIG)' \
@@ -61,10 +63,12 @@ expect_eq "log.retention.ms=7200000 (DYNAMIC_DEFAULT_BROKER_CONFIG)" \
 mkdir "$MNT/inherits"
 expect_eq "retention.ms=7200000 (DYNAMIC_DEFAULT_BROKER_CONFIG)" \
     "$(client describe topic inherits retention.ms)" "describe a topic inheriting the broker's value"
+matrix_row "$rows" admin-describe-configs
 expect_eq OK "$(client alter broker 1 log.cleaner.backoff.ms=20000)" "alter the broker"
 expect_contains "$(cat "$MNT/.kpfs/config")" $'\nlog.cleaner.backoff.ms=20000\n' ".kpfs/config after the wire's change"
 expect_contains "$(client alter broker 1 log.retention.check.interval.ms=1000)" \
     "Cannot update these configs dynamically: [log.retention.check.interval.ms]" "alter of a static broker config"
+matrix_row "$rows" admin-incremental-alter-configs
 
 # --- DeleteTopics and rmdir.
 # The folder is gone as soon as DeleteTopics is answered, though the kernel had its entry
@@ -81,5 +85,6 @@ expect_eq "new" "$(cat "$MNT/orders/log")" "orders/log of the new topic"
 rmdir "$MNT/orders"
 rmdir "$MNT/inherits"
 expect_eq "" "$(client list)" "topics after DeleteTopics and rmdir"
+matrix_row "$rows" admin-delete-topics
 
 umount_kpfs

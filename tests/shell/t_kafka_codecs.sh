@@ -9,6 +9,7 @@ source "$(dirname "$0")/lib.sh"
 PY=$(kafka_python)
 CONFLUENT=$KPFS_ROOT/tests/shell/confluent_client.py
 mount_kpfs_listening
+rows=$(matrix_file "$(client_name confluent-kafka "$PY")" t_kafka_codecs)
 
 count=200
 # expected CODEC: the records confluent_client.py sends, as cat prints them.
@@ -27,7 +28,10 @@ for codec in gzip snappy lz4 zstd; do
     [[ $fields =~ ^$codec\ producer=[0-9]+$ ]] || fail "$codec topic's batches (codec, producer): $fields"
     expect_eq "$(expected "$codec")" "$(timeout 30 kcat -b "$BOOTSTRAP" -q -C -t "$codec" -o beginning -e)" \
         "kcat reading the $codec batches"
+    matrix_row "$rows" "produce-compressed-$codec"
 done
+# Its producer is idempotent (confluent_client.py): the batches above carry producer ids.
+matrix_row "$rows" produce-idempotent
 last=$(timeout 60 "$PY" "$KPFS_ROOT/tests/shell/kafka_python_client.py" consume "$BOOTSTRAP" zstd $((count - 1)) 1)
 expect_eq "$(printf "%s None b'%s'\nposition %s" $((count - 1)) "$(expected zstd | tail -n1)" "$count")" \
     "$last" "kafka-python reading the zstd batch's last record"
@@ -44,9 +48,12 @@ expect_eq "$(expected gzip)" "$(cat "$MNT/recompressed/log")" "cat log of the re
 # body, which Kafka ignores).
 expect_eq $'gzip\nlz4\nrecompressed\nsnappy\nzstd' \
     "$(timeout 60 "$PY" "$CONFLUENT" topics "$BOOTSTRAP")" "confluent-kafka's list_topics"
+matrix_row "$rows" admin-list-topics
 # Asked for authorized operations, it gets every one Kafka supports on the resource, as
 # from a Kafka without an authorizer.
 expect_eq $'topic 8: ALTER ALTER_CONFIGS CREATE DELETE DESCRIBE DESCRIBE_CONFIGS READ WRITE\ncluster 7: ALTER ALTER_CONFIGS CLUSTER_ACTION CREATE DESCRIBE DESCRIBE_CONFIGS IDEMPOTENT_WRITE' \
     "$(timeout 60 "$PY" "$CONFLUENT" operations "$BOOTSTRAP" gzip)" "confluent-kafka's authorized operations"
+matrix_row "$rows" admin-describe-topics
+matrix_row "$rows" admin-describe-cluster
 
 umount_kpfs

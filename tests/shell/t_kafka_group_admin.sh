@@ -9,6 +9,8 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/group_lib.sh"
 
 mount_kpfs_listening "${GROUP_OVERRIDES[@]}"
+kp_rows=$(matrix_file "$(client_name kafka-python "$PY")" t_kafka_group_admin)
+cf_rows=$(matrix_file "$(client_name confluent-kafka "$PY")" t_kafka_group_admin)
 for t in a0 a1; do
     mkdir "$MNT/$t"
     produce "$t" 0 9
@@ -22,6 +24,7 @@ wait_assigned 30 m1 a0
 wait_assigned 30 m2 a1
 wait_consumed 30 20 m1 m2
 expect_eq OK "$(gc kp-commit idle a0=5 a1=7)" "kafka-python committing outside group management"
+matrix_row "$kp_rows" consume-group
 
 expect_eq $'active consumer Stable\nidle - Empty' "$(gc kp-list)" "kafka-python's list_groups"
 expect_eq $'active STABLE\nidle EMPTY' "$(gc cf-list)" "confluent-kafka's list_consumer_groups"
@@ -35,12 +38,19 @@ expect_eq $'idle Empty - - members=0\nnobody error [Error 69] GroupIdNotFoundErr
     "$(gc kp-describe idle nobody)" "kafka-python's describe_groups of an empty and an unknown group"
 expect_eq $'idle EMPTY - members=0\nnobody DEAD - members=0' "$(gc cf-describe idle nobody)" \
     "confluent-kafka's describe_consumer_groups of an empty and an unknown group"
+for rows in "$kp_rows" "$cf_rows"; do
+    matrix_row "$rows" admin-list-groups
+    matrix_row "$rows" admin-describe-groups
+done
 
 expect_eq $"a0 5 'kp-commit'"$'\n'$"a1 7 'kp-commit'" "$(gc kp-committed idle)" "kafka-python's list_group_offsets of idle"
 expect_eq $'a0 5\na1 7' "$(gc cf-offsets idle)" "confluent-kafka's list_consumer_group_offsets of idle"
 wait_until 20 committed_are active $'a0 10 \'\'\na1 10 \'\'' ||
     fail "active's committed offsets: $(gc kp-committed active)"
 expect_eq $'a0 10\na1 10' "$(gc cf-offsets active)" "confluent-kafka's list_consumer_group_offsets of active"
+matrix_row "$kp_rows" commit-offsets
+matrix_row "$kp_rows" admin-list-group-offsets
+matrix_row "$cf_rows" admin-list-group-offsets
 
 # The mount's view (kafka-consumer-groups.sh's tables in .kpfs/groups/GROUP/) agrees.
 view=$MNT/.kpfs/groups
@@ -79,5 +89,7 @@ expect_eq $'active OK\nnobody GroupIdNotFoundError' "$(gc kp-delete active nobod
     "kafka-python's delete_groups of active and an unknown group"
 expect_eq "" "$(gc kp-list)" "kafka-python's list_groups after the deletions"
 expect_eq "" "$(ls "$view")" "ls .kpfs/groups after the deletions"
+matrix_row "$kp_rows" admin-delete-groups
+matrix_row "$cf_rows" admin-delete-groups
 expect_eq "" "$(gc kp-committed active)" "active's committed offsets after DeleteGroups"
 umount_kpfs

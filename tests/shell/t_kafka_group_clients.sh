@@ -15,6 +15,8 @@ command -v kcat >/dev/null || fail "no kcat (Debian's package kcat; .ci/run inst
 mount_kpfs_listening "${GROUP_OVERRIDES[@]}"
 topics=(k0 k1 k2 k3)
 for t in "${topics[@]}"; do mkdir "$MNT/$t"; done
+confluent_rows=$(matrix_file "$(client_name confluent-kafka "$PY")" t_kafka_group_clients)
+kcat_rows=$(matrix_file "$(client_name kcat)" t_kafka_group_clients)
 
 # --- confluent-kafka and kcat -G in one group.
 start_member cf mixed cf k0,k1,k2,k3
@@ -35,8 +37,13 @@ for t in $kc_had; do
     expect_eq 30 "$(consumed cf | awk -v t="$t" '$1 == t { print $2; exit }')" \
         "cf's first offset of $t, which kc had committed up to 30"
 done
+for rows in "$confluent_rows" "$kcat_rows"; do
+    matrix_row "$rows" consume-group
+    matrix_row "$rows" commit-offsets
+done
 expect_eq $'mixed STABLE roundrobin members=1\n  cf /127.0.0.1 k0,k1,k2,k3' \
     "$(gc cf-describe mixed)" "confluent-kafka's describe_consumer_groups of mixed"
+matrix_row "$confluent_rows" admin-describe-groups
 stop_member cf
 
 # --- cooperative-sticky: the client's incremental protocol over the classic group one.

@@ -10,6 +10,7 @@ source "$(dirname "$0")/lib.sh"
 command -v kcat >/dev/null || fail "no kcat (Debian's package kcat; .ci/run installs it)"
 mount_kpfs_listening
 new_data_dir scratch
+rows=$(matrix_file "$(client_name kcat)" t_kafka_kcat)
 
 # kc ARGS...: kcat against the mount's listener, bounded in time, quiet about its progress.
 kc() { timeout 30 kcat -b "$BOOTSTRAP" -q "$@"; }
@@ -72,6 +73,7 @@ expect_eq $'0 k1 v1 trace=abc,origin=kcat\n1 k2 NULL trace=abc,origin=kcat\n2 NU
     "$(kc -C -t kinds -o beginning -c 4 -Z -f '%o %k %s %h\n')" "kcat -C of kinds"
 kc -C -t kinds -o 4 -c 1 -f '%s' >"$scratch/binary-back"
 cmp "$scratch/binary" "$scratch/binary-back" || fail "kcat read back another binary value"
+matrix_row "$rows" produce
 
 # A keyless record on a compacted topic is refused (INVALID_RECORD, which librdkafka
 # words as below) and appends nothing; a keyed one is taken.
@@ -92,9 +94,11 @@ printf 'batch line %s\n' 3 4 5 6 7 >"$scratch/five"
 cat "$scratch/five" >>"$MNT/echoed/log"
 expect_eq "$(for i in 0 1 2; do echo "$i echo line $i"; done; for i in 3 4 5 6 7; do echo "$i batch line $i"; done)" \
     "$(kc -C -t echoed -o beginning -e -f '%o %s\n')" "kcat -C of the echoed lines"
+matrix_row "$rows" consume-from-beginning
 # From offset 5, inside the batch 3..7: Fetch returns the whole batch, kcat skips 3 and 4.
 expect_eq $'5 batch line 5\n6 batch line 6\n7 batch line 7' \
     "$(kc -C -t echoed -o 5 -e -f '%o %s\n')" "kcat -C -o 5 (inside a batch)"
+matrix_row "$rows" consume-from-offset
 # A consumer waiting at the end of the log gets what echo appends at once (long poll).
 kc -C -t echoed -o 8 -c 1 -f '%o %s\n' >"$scratch/waiting" &
 waiting=$!

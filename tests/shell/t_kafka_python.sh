@@ -13,6 +13,8 @@ PY=$(kafka_python)
 CLIENT=$KPFS_ROOT/tests/shell/kafka_python_client.py
 mount_kpfs_listening
 new_data_dir scratch
+rows=$(matrix_file "$(client_name kafka-python "$PY")" t_kafka_python)
+confluent_rows=$(matrix_file "$(client_name confluent-kafka "$PY")" t_kafka_python)
 
 # client COMMAND ARGS...: the script against the listener, bounded in time.
 client() {
@@ -28,8 +30,10 @@ printf 'batch line %s\n' 1 2 3 4 >"$scratch/four"
 cat "$scratch/four" >>"$MNT/echoed/log" # one batch, offsets 1 to 4
 expect_eq "$(printf "0 None b'echo line 0'\n"; for i in 1 2 3 4; do printf "%s None b'batch line %s'\n" "$i" "$i"; done; echo "position 5")" \
     "$(client consume echoed 0 5)" "kafka-python consuming the echoed lines"
+matrix_row "$rows" consume-from-beginning
 expect_eq "$(printf "3 None b'batch line 3'\n4 None b'batch line 4'\nposition 5")" \
     "$(client consume echoed 3 2)" "kafka-python consuming from offset 3, inside the batch 1..4"
+matrix_row "$rows" consume-from-offset
 
 # --- KafkaProducer's defaults: idempotent, acks=all. The topic is created by its Metadata.
 produced=$(client produce from-python 20)
@@ -37,6 +41,7 @@ expect_eq "$(seq 0 19)" "$(head -n 20 <<<"$produced")" "offsets the producer was
 producer_id=$(sed -n 's/^producer_id //p' <<<"$produced")
 [[ $producer_id =~ ^[0-9]+$ ]] || fail "the producer has no producer id: $produced"
 expect_eq "$(for i in $(seq 0 19); do echo "value-$i"; done)" "$(cat "$MNT/from-python/log")" "cat log of the producer's records"
+matrix_row "$rows" produce-idempotent
 # parse.key applies to the records appended after it: the producer's lines stay as they
 # were, and their keys show in dump-log.
 echo "parse.key=true" >"$MNT/from-python/config"
@@ -72,6 +77,8 @@ for id in tx-python tx-confluent; do
     expect_eq 1 "$(grep -c "refused a transactional request: kpfs does not support transactions .*transactional_id=\"$id\" api=\"FindCoordinator\"" "$DATA/kpfs.log")" \
         "warnings about $id in kpfs.log"
 done
+matrix_row "$rows" transactions unsupported "kpfs does not support transactions (issue 27)"
+matrix_row "$confluent_rows" transactions unsupported "kpfs does not support transactions (issue 27)"
 
 # --- The producers' state outlives the mount: the snapshot written at the clean close
 # has the idempotent producers.
