@@ -190,11 +190,22 @@ const scenarios = [
   }],
   ['commit-offsets', async () => {
     assert.ok(group.m1, 'consume-group did not run')
-    // Disconnecting commits what member-1 consumed; fetchOffsets reads it back.
+    // Disconnecting commits what member-1 consumed; a new member starts from there.
     await group.m1.consumer.disconnect()
-    const offsets = await admin.fetchOffsets({ groupId: group.id, topics: group.topics })
-    assert.deepEqual(offsets.map(t => [t.topic, t.partitions.map(p => [p.partition, p.offset])]).sort(),
-      group.topics.map(t => [t, [[0, '15']]]))
+    for (const t of group.topics) await produce(t, numbered(t, 15, 17), { firstOffset: 15 })
+    const m3 = member('member-3')
+    await m3.start()
+    try {
+      await waitFor('member-3\'s records', () => group.topics.every(t => (m3.consumed[t] || []).length >= 2))
+    } finally {
+      await m3.consumer.disconnect()
+    }
+    for (const t of group.topics) assert.deepEqual(m3.consumed[t], [15, 16], `${t}: member-3 resumed after the committed 15`)
+  }],
+  ['admin-list-group-offsets', async () => {
+    const offsets = await admin.fetchOffsets({ groupId: group.id, topics: [...group.topics, topic('plain')] })
+    const byTopic = Object.fromEntries(offsets.map(t => [t.topic, t.partitions.map(p => [p.partition, p.offset])]))
+    assert.deepEqual(byTopic, { [group.topics[0]]: [[0, '17']], [group.topics[1]]: [[0, '17']], [topic('plain')]: [[0, '-1']] })
   }],
   ['admin-create-topics', async () => {
     const created = await admin.createTopics({
