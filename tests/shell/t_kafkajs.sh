@@ -28,6 +28,12 @@ fi
 expect_contains "$(node -p "require('$kafkajs/node_modules/kafkajs/package.json').version")" 2.2.4 "KafkaJS's version"
 # Every scenario has its row.
 expect_eq 23 "$(grep -c $'\tpass\t' "$rows")" "passing rows of KafkaJS"
-expect_eq 3 "$(grep -c $'\tunsupported\t' "$rows")" "unsupported rows of KafkaJS"
-# kpfs logged no warning or error while serving it.
-! grep -E ' (WARN|ERROR) ' "$scratch/serve.log" || fail "kpfs logged warnings serving KafkaJS"
+expect_eq 4 "$(grep -c $'\tunsupported\t' "$rows")" "unsupported rows of KafkaJS"
+# kpfs logged no warning or error while serving it but the refusal of each transactional
+# producer, once.
+for id in kafkajs-transactional; do
+    expect_eq 1 "$(grep -c "WARN .*refused a transactional request: kpfs does not support transactions .*transactional_id=\"$id\"" "$scratch/serve.log")" \
+        "kpfs's warnings about $id"
+done
+! grep -E ' (WARN|ERROR) ' "$scratch/serve.log" | grep -v 'refused a transactional request' ||
+    fail "kpfs logged warnings serving KafkaJS"

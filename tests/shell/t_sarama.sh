@@ -39,5 +39,14 @@ expect_contains "$(cat "$scratch/newest.out")" "config.Version 4.3.1" "the newes
 # Every scenario has its row, in both runs.
 expect_eq 26 "$(grep -c $'\tpass\t' "$default_rows")" "passing rows of sarama's default version"
 expect_eq 26 "$(grep -c $'\tpass\t' "$newest_rows")" "passing rows of sarama's newest version"
-# kpfs logged no warning or error while serving them.
-! grep -E ' (WARN|ERROR) ' "$scratch/serve.log" || fail "kpfs logged warnings serving sarama"
+for rows in "$default_rows" "$newest_rows"; do
+    expect_eq "transactions" "$(awk -F '\t' '$2 == "unsupported" { print $1 }' "$rows")" "unsupported rows of $rows"
+done
+# kpfs logged no warning or error while serving them but the refusal of each transactional
+# producer, once.
+for id in default-transactional newest-transactional; do
+    expect_eq 1 "$(grep -c "WARN .*refused a transactional request: kpfs does not support transactions .*transactional_id=\"$id\"" "$scratch/serve.log")" \
+        "kpfs's warnings about $id"
+done
+! grep -E ' (WARN|ERROR) ' "$scratch/serve.log" | grep -v 'refused a transactional request' ||
+    fail "kpfs logged warnings serving sarama"

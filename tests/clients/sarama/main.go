@@ -67,6 +67,7 @@ func main() {
 	c.run("admin-delete-groups", c.adminDeleteGroup)
 	c.run("admin-delete-topics", c.adminDeleteTopic)
 	c.run("admin-describe-cluster", c.adminDescribeCluster)
+	c.refused("transactions", "kpfs does not support transactions (issue 27)", c.transactionalProducer)
 	fmt.Printf("%d passed, %d failed\n", c.passed, c.failed)
 	if c.failed > 0 {
 		os.Exit(1)
@@ -105,7 +106,18 @@ type checks struct {
 	groupEnds   map[string]int64
 }
 
+// refused runs a check that kpfs refuses what the scenario needs, as it should: its row is
+// unsupported (with the reason) when the check passes, fail when it does not.
+func (c *checks) refused(scenario, reason string, check func() error) {
+	c.record(scenario, reason, check)
+}
+
 func (c *checks) run(scenario string, check func() error) {
+	c.record(scenario, "", check)
+}
+
+// record runs check and writes its row: pass (or unsupported, with a reason) or fail.
+func (c *checks) record(scenario, unsupported string, check func() error) {
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- check() }()
@@ -117,6 +129,9 @@ func (c *checks) run(scenario string, check func() error) {
 	}
 	took := time.Since(start).Round(time.Millisecond)
 	result, note := "pass", ""
+	if unsupported != "" {
+		result, note = "unsupported", unsupported
+	}
 	if err != nil {
 		result, note = "fail", strings.ReplaceAll(err.Error(), "\t", " ")
 		note = strings.ReplaceAll(note, "\n", " ")
@@ -124,7 +139,7 @@ func (c *checks) run(scenario string, check func() error) {
 		fmt.Fprintf(os.Stderr, "FAIL %s (%s): %s\n", scenario, took, note)
 	} else {
 		c.passed++
-		fmt.Printf("PASS %s (%s)\n", scenario, took)
+		fmt.Printf("PASS %s (%s): %s\n", scenario, took, result)
 	}
 	fmt.Fprintf(c.rows, "%s\t%s\t%s\n", scenario, result, note)
 }
@@ -979,6 +994,27 @@ func (c *checks) adminDescribeCluster() error {
 			seen = append(seen, fmt.Sprintf("%d@%s", b.ID(), b.Addr()))
 		}
 		return fmt.Errorf("brokers %v, controller %d; expected one broker at %s, the controller", seen, controller, *bootstrap)
+	}
+	return nil
+}
+
+// transactionalProducer: a producer with a transactional id is refused at its start
+// (docs/KAFKA-PROTOCOL.md, "Transactions are not supported"). sarama retries the refusal
+// (Producer.Transaction.Retry: 50 times 100 ms by default, fewer here) before it gives up
+// with it.
+func (c *checks) transactionalProducer() error {
+	conf := *c.conf
+	conf.Producer.Transaction.Retry.Max = 3
+	conf.Producer.Idempotent = true
+	conf.Net.MaxOpenRequests = 1
+	conf.Producer.Transaction.ID = *prefix + "-transactional"
+	producer, err := sarama.NewSyncProducer([]string{*bootstrap}, &conf)
+	if err == nil {
+		producer.Close()
+		return errors.New("a transactional producer started")
+	}
+	if !errors.Is(err, sarama.ErrTransactionalIDAuthorizationFailed) {
+		return fmt.Errorf("a transactional producer: got %v, expected %v", err, sarama.ErrTransactionalIDAuthorizationFailed)
 	}
 	return nil
 }
