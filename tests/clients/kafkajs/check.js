@@ -117,7 +117,7 @@ function member (name) {
     rebalanceTimeout: 10000,
     maxWaitTimeInMs: 500,
   })
-  const m = { name, consumer, assignment: {}, consumed: {} }
+  const m = { consumer, assignment: {}, consumed: {} }
   consumer.on(consumer.events.GROUP_JOIN, e => { m.assignment = e.payload.memberAssignment })
   m.start = async () => {
     await consumer.connect()

@@ -406,7 +406,6 @@ func (c *checks) consumeFromOffset() error {
 // member is one consumer of the group: it records what it was given and consumed, and
 // commits each record it consumes.
 type member struct {
-	name   string
 	group  sarama.ConsumerGroup
 	cancel context.CancelFunc
 	done   chan error
@@ -466,7 +465,7 @@ func (c *checks) startMember(group, name string, topics []string) (*member, erro
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &member{name: name, group: cg, cancel: cancel, done: make(chan error, 1), consumed: map[string][]int64{}}
+	m := &member{group: cg, cancel: cancel, done: make(chan error, 1), consumed: map[string][]int64{}}
 	go func() {
 		for ctx.Err() == nil {
 			if err := cg.Consume(ctx, topics, m); err != nil {
