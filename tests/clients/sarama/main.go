@@ -35,6 +35,10 @@ func main() {
 	if *bootstrap == "" || *matrix == "" {
 		log.Fatal("usage: sarama-check -bootstrap HOST:PORT -matrix FILE [-version V] [-prefix P]")
 	}
+	// KPFS_SARAMA_DEBUG=1 shows sarama's own log.
+	if os.Getenv("KPFS_SARAMA_DEBUG") != "" {
+		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.Lmicroseconds)
+	}
 	conf := newConfig()
 	rows, err := os.OpenFile(*matrix, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
