@@ -28,13 +28,13 @@ def load_list(path):
             if not line or line.startswith("#"):
                 continue
             fields = line.split("\t")
-            test, expected = fields[0], fields[1]
-            if expected == "pass" and len(fields) == 2:
-                listed[test] = ("pass", "", "")
-            elif expected in ("fail", "skip") and len(fields) == 4:
-                listed[test] = (expected, fields[2], fields[3])
+            if fields[1:] == ["pass"]:
+                listed[fields[0]] = ("pass", "", "")
+            elif len(fields) == 4 and fields[1] in ("fail", "skip") and all(fields):
+                listed[fields[0]] = (fields[1], fields[2], fields[3])
             else:
-                sys.exit(f"{path}:{number}: expected 'TEST\\tpass' or 'TEST\\tfail|skip\\tWHY\\tTEXT'")
+                sys.exit(f"{path}:{number}: expected 'TEST\\tpass' "
+                         "or 'TEST\\tfail|skip\\tWHY\\tTEXT'")
     return listed
 
 

@@ -40,9 +40,11 @@ kgo_tests "$scratch/main.json" -test.timeout 5m -test.skip "^($listed_failures)\
 # The listed failures alone, with a deadline: TestTxnEtl's consumers wait forever for the
 # records its refused transactional producer never wrote. A thousand records each, as a
 # failing TestTxnEtl logs two lines per record; once one passes, it runs above with all.
-records=1000 kgo_tests "$scratch/listed-failures.json" -test.timeout 30s -test.run "^($listed_failures)\$"
+records=1000 kgo_tests "$scratch/listed-failures.json" -test.timeout 30s \
+    -test.run "^($listed_failures)\$"
 
-kill -0 "$SERVE_PID" 2>/dev/null || fail "kpfs serve died during the suite: $(tail -n 20 "$scratch/kpfs.log")"
+kill -0 "$SERVE_PID" 2>/dev/null ||
+    fail "kpfs serve died during the suite: $(tail -n 20 "$scratch/kpfs.log")"
 python3 "$KPFS_ROOT/tests/shell/franz_go_verdict.py" "$LIST" "$scratch/main.json" \
     "$scratch/listed-failures.json" "$MATRIX"
 
