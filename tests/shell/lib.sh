@@ -8,6 +8,9 @@
 set -euo pipefail
 
 KPFS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# Go's own installs put it in /usr/local/go, which a non-login shell's PATH may lack (the
+# sarama and franz-go tests need it).
+command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
 KPFS=${KPFS:-$KPFS_ROOT/target/debug/kpfs}
 case $KPFS in /*) ;; *) KPFS=$PWD/$KPFS ;; esac
 [ -x "$KPFS" ] || { echo "FAIL: no kpfs binary at $KPFS (cargo build first)" >&2; exit 1; }

@@ -7,8 +7,6 @@
 # Each run writes its rows of the client matrix (scripts/client-matrix).
 source "$(dirname "$0")/lib.sh"
 
-# Go's own installs put it in /usr/local/go, which a non-login shell's PATH may lack.
-command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
 command -v go >/dev/null || fail "no go toolchain (the Go module proxy brings sarama; scripts/setup checks for go)"
 new_data_dir scratch
 new_data_dir data
