@@ -5,8 +5,9 @@ Usage: franz_go_verdict.py LIST MAIN_JSON LISTED_FAILURES_JSON MATRIX_TSV
 MAIN_JSON is the run of every test but the listed failures, LISTED_FAILURES_JSON the run of
 those alone (some never end when they fail, so that run has a deadline). Every listed test
 must end as listed (a fail or skip with its text in its output); every other test, and every
-subtest of a test that is not a listed failure, must pass. Writes one client-matrix row per
-listed test, prints a summary, and exits 1 with each mismatch named.
+subtest of a test that is not a listed failure, must pass. Writes the client-matrix rows
+(one for the suite's passing tests, one per scenario its listed tests need), prints a
+summary, and exits 1 with each mismatch named.
 """
 
 import collections
@@ -29,12 +30,12 @@ def load_list(path):
                 continue
             fields = line.split("\t")
             if fields[1:] == ["pass"]:
-                listed[fields[0]] = ("pass", "", "")
-            elif len(fields) == 4 and fields[1] in ("fail", "skip") and all(fields):
-                listed[fields[0]] = (fields[1], fields[2], fields[3])
+                listed[fields[0]] = ("pass", "", "", "")
+            elif len(fields) == 5 and fields[1] in ("fail", "skip") and all(fields):
+                listed[fields[0]] = tuple(fields[1:])
             else:
                 sys.exit(f"{path}:{number}: expected 'TEST\\tpass' "
-                         "or 'TEST\\tfail|skip\\tWHY\\tTEXT'")
+                         "or 'TEST\\tfail|skip\\tSCENARIO\\tWHY\\tTEXT'")
     return listed
 
 
@@ -68,10 +69,10 @@ def main():
     listed = load_list(list_path)
     main_outcome, main_output = load_run(main_path)
     failures_outcome, failures_output = load_run(failures_path)
-    listed_failures = {t for t, (expected, _, _) in listed.items() if expected == "fail"}
+    listed_failures = {t for t, (expected, *_) in listed.items() if expected == "fail"}
 
     problems, rows = [], []
-    for test, (expected, why, text) in listed.items():
+    for test, (expected, scenario, why, text) in listed.items():
         in_failures_run = test in listed_failures
         outcome = (failures_outcome if in_failures_run else main_outcome).get(test)
         output = "".join((failures_output if in_failures_run else main_output).get(test, []))
@@ -80,7 +81,7 @@ def main():
             run_end = "".join(run_output[None]).strip()[-SHOWN_OUTPUT_CHARS:]
             problems.append(f"{test}: did not run (not a test of this franz-go?)"
                             + (f"; the run ended with:\n{run_end}" if run_end else ""))
-            rows.append((test, "fail", "did not run"))
+            rows.append((test, "fail", "did not run", scenario))
         elif outcome != expected:
             if expected == "pass":
                 problems.append(f"{test}: {VERB[outcome]}, expected to pass:\n"
@@ -88,37 +89,52 @@ def main():
             else:
                 problems.append(f"{test}: {VERB[outcome]}, listed as {expected} ({why}): "
                                 "update its line in the list")
-            rows.append((test, "pass" if outcome == "pass" else "fail", why or "expected to pass"))
+            rows.append((test, "pass" if outcome == "pass" else "fail", why or "expected to pass",
+                         scenario))
         elif expected != "pass" and text not in output:
             problems.append(f"{test}: {VERB[outcome]}, but not with \"{text}\" ({why}):\n"
                             f"{output.strip()[:SHOWN_OUTPUT_CHARS]}")
-            rows.append((test, "fail", f"{VERB[expected]} for another reason than: {why}"))
+            rows.append((test, "fail", f"{VERB[expected]} for another reason than: {why}",
+                         scenario))
         else:
-            rows.append((test, "pass" if expected == "pass" else "unsupported", why))
+            rows.append((test, "pass" if expected == "pass" else "unsupported", why, scenario))
 
     def belongs_to_listed_failure(test):
         return test.split("/")[0] in listed_failures
 
-    unit_passed = 0
+    unit_passed, unlisted_failed = 0, False
     for test, outcome in sorted(main_outcome.items()):
         if test in listed or belongs_to_listed_failure(test):
             continue
         if outcome != "pass":
+            unlisted_failed = True
             problems.append(f"{test}: {VERB[outcome]} and is not listed:\n"
                             f"{''.join(main_output.get(test, [])).strip()[:SHOWN_OUTPUT_CHARS]}")
         elif "/" not in test:
             unit_passed += 1
 
+    # The matrix compares clients by scenario, so the suite is one row (its listed tests
+    # aside) and each listed test counts towards the scenario it needs: a test that fails
+    # unlisted fails the suite's row, a listed one that no longer ends as listed its own.
+    scenarios = {"kgo-integration-tests": "fail" if unlisted_failed else "pass"}
+    notes = {"kgo-integration-tests": ""}
+    for test, result, note, scenario in rows:
+        if scenario:
+            if scenario not in scenarios or result == "fail":
+                scenarios[scenario] = result
+                notes[scenario] = note
+        elif result == "fail":
+            scenarios["kgo-integration-tests"] = "fail"
     with open(matrix_path, "a", encoding="utf-8") as matrix:
-        for test, result, note in rows:
-            matrix.write(f"{test}\t{result}\t{note}\n")
+        for scenario, result in scenarios.items():
+            matrix.write(f"{scenario}\t{result}\t{notes[scenario]}\n")
 
     top_level = [r for r in rows if "/" not in r[0]]
     passed = sum(1 for r in top_level if r[1] == "pass")
     print(f"franz-go kgo: {passed} of {len(top_level)} integration tests pass, "
           f"{sum(1 for r in top_level if r[1] == 'unsupported')} need what kpfs lacks; "
           f"{unit_passed} other tests pass")
-    for test, result, note in rows:
+    for test, result, note, _ in rows:
         if result != "pass":
             print(f"  {test}: {result}: {note}")
     if problems:
