@@ -10,6 +10,7 @@ pub mod codec;
 pub(crate) mod config;
 pub(crate) mod error;
 pub(crate) mod events;
+pub(crate) mod excerpt;
 pub(crate) mod files;
 pub mod format;
 pub(crate) mod group_view;

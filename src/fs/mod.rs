@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::engine::error::Excerpt;
+use crate::engine::excerpt::Excerpt;
 use crate::engine::groups::GroupError;
 use crate::engine::{
     metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, LogCursor, SystemClock, Topic,

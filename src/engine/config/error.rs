@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::engine::error::Excerpt;
+use crate::engine::excerpt::Excerpt;
 
 /// A configuration error, displayed in Kafka's wording.
 #[derive(Clone, Debug, PartialEq)]

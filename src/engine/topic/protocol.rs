@@ -2,7 +2,8 @@
 //! become records, every one validated before anything is written.
 
 use crate::engine::config::TopicConfig;
-use crate::engine::error::{BatchSize, EngineError, Excerpt, Result};
+use crate::engine::error::{BatchSize, EngineError, Result};
+use crate::engine::excerpt::Excerpt;
 use crate::engine::format::{field_len, BatchBuilder};
 use crate::engine::log::PendingRecord;
 
