@@ -17,9 +17,8 @@ pub enum InternalTopicAction {
 
 #[derive(Debug)]
 pub enum EngineError {
-    /// A topic name that Kafka would refuse.
+    /// A topic name that Kafka would refuse; `reason` quotes the name as Kafka's does.
     InvalidTopicName {
-        name: String,
         reason: String,
     },
     TopicExists {
@@ -207,7 +206,7 @@ impl EngineError {
 impl fmt::Display for EngineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EngineError::InvalidTopicName { reason, .. } => {
+            EngineError::InvalidTopicName { reason } => {
                 write!(f, "Topic name is invalid: {reason}")
             }
             EngineError::TopicExists { name } => write!(f, "Topic '{name}' already exists."),

@@ -269,7 +269,6 @@ impl std::fmt::Debug for Engine {
 pub(crate) fn validate_topic_name(name: &str) -> Result<()> {
     let invalid = |reason: &str| {
         Err(EngineError::InvalidTopicName {
-            name: name.to_string(),
             reason: reason.to_string(),
         })
     };
