@@ -412,6 +412,8 @@ def refusals(pair):
     i("incremental-not-a-number", incremental(TOPIC, "wire-t", [("retention.bytes", 0, "lots")]))
     i("incremental-out-of-range", incremental(TOPIC, "wire-t", [("segment.bytes", 0, "400")]))
     i("incremental-append-to-non-list", incremental(TOPIC, "wire-t", [("retention.ms", 2, "5")]))
+    i("incremental-subtract-from-non-list", incremental(TOPIC, "wire-t", [("segment.bytes", 3, "5")]))
+    i("incremental-append-unknown-name", incremental(TOPIC, "wire-t", [("no.such.config", 2, "5")]))
     i("incremental-bad-list-value", incremental(TOPIC, "wire-t", [("cleanup.policy", 2, "bogus")]))
     i("incremental-bad-operation", incremental(TOPIC, "wire-t", [("retention.ms", 9, "5")]))
     i("incremental-unknown-topic", incremental(TOPIC, "no-such-topic", [("retention.ms", 0, "5")]))

@@ -663,8 +663,8 @@ fn incremental_line(
     value: Option<&str>,
 ) -> Result<String, Refusal> {
     if let (2 | 3, Some(scope)) = (operation, scope_of(kind)) {
-        // Kafka's ConfigAdminManager; an unknown name is refused later, as for SET.
-        if is_list_config(scope, name) == Some(false) {
+        // Kafka's ConfigurationControlManager, for a name it does not know too.
+        if is_list_config(scope, name) != Some(true) {
             return Err(refusal(
                 ResponseError::InvalidConfig,
                 format!(

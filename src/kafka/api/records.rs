@@ -19,6 +19,7 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
     ProduceRequest, ProduceResponse, ProducerId, ResponseKind,
 };
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{engine_error, str_bytes, topic_by_id, Reply, STOP_CHECK};
@@ -27,7 +28,6 @@ use crate::kafka::deadline::Deadline;
 use crate::kafka::error_code::error_code;
 use crate::kafka::response::records_marker;
 use crate::kafka::Shared;
-use kafka_protocol::protocol::StrBytes;
 
 /// Kafka's only partition of a kpfs topic.
 const PARTITION: i32 = 0;
@@ -274,7 +274,7 @@ pub(crate) fn list_offsets(
             match (&topic, p.partition_index) {
                 // Kafka's special timestamps are -1, -2 and (v7+) -3; a version that
                 // has no meaning for a negative one is what Kafka's answer says lacks.
-                _ if p.timestamp < -3 || (p.timestamp == -3 && version < 7) => {
+                (Some(_), PARTITION) if p.timestamp < -3 || (p.timestamp == -3 && version < 7) => {
                     result.error_code = ResponseError::UnsupportedVersion.code()
                 }
                 (Some(topic), PARTITION) => match topic.list_offset(query) {
