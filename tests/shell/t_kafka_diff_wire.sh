@@ -114,5 +114,7 @@ done
 t_wire=$(date +%s)
 
 stop_kafka_broker
+kill -TERM "$SERVE_PID"
+wait "$SERVE_PID" || true
 side_by_side_verdict
 echo "${#CHECKS[@]} side-by-side checks ($refusals refusals), ${#KNOWN[@]} known differences; brokers $((t_brokers - t_start)) s, groups $((t_groups - t_brokers)) s, wire $((t_wire - t_groups)) s more, total $(($(date +%s) - t_start)) s"
