@@ -17,9 +17,8 @@ pub enum InternalTopicAction {
 
 #[derive(Debug)]
 pub enum EngineError {
-    /// A topic name that Kafka would refuse.
+    /// A topic name that Kafka would refuse; `reason` quotes the name as Kafka's does.
     InvalidTopicName {
-        name: String,
         reason: String,
     },
     TopicExists {
@@ -65,6 +64,18 @@ pub enum EngineError {
     /// A produced batch refused whole by a rule of Kafka's produce path
     /// (`InvalidRecordException`: the wire's INVALID_RECORD, without record errors).
     InvalidProducedBatch {
+        message: String,
+    },
+    /// A produced request's records broke one of Kafka's request rules
+    /// (`ProduceRequest.validateRecords`: INVALID_RECORD, which Kafka answers with the
+    /// code alone). Kafka's text says "Produce requests with version N " and `rule`.
+    ProduceRequestRule {
+        rule: &'static str,
+    },
+    /// Produced bytes Kafka's batch reader cannot take for a batch (a magic it does not
+    /// know, a size under a batch's overhead): its `CorruptRecordException`,
+    /// CORRUPT_MESSAGE, which Kafka answers with this text.
+    UnreadableBatch {
         message: String,
     },
     /// Records of a produced batch that Kafka's `LogValidator` refused
@@ -195,8 +206,8 @@ impl EngineError {
 impl fmt::Display for EngineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EngineError::InvalidTopicName { name, reason } => {
-                write!(f, "Invalid topic name '{name}': {reason}")
+            EngineError::InvalidTopicName { reason } => {
+                write!(f, "Topic name is invalid: {reason}")
             }
             EngineError::TopicExists { name } => write!(f, "Topic '{name}' already exists."),
             EngineError::TopicCollision { name, existing } => {
@@ -232,7 +243,9 @@ impl fmt::Display for EngineError {
             EngineError::MissingKeySeparator { line_number, line } => {
                 write!(f, "No key separator found on line number {line_number}: {line}")
             }
+            EngineError::ProduceRequestRule { rule } => write!(f, "Produce requests {rule}"),
             EngineError::InvalidRecord { message }
+            | EngineError::UnreadableBatch { message }
             | EngineError::InvalidProducedBatch { message }
             | EngineError::CorruptMessage { message }
             | EngineError::InvalidProducerEpoch { message }

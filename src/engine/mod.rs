@@ -265,23 +265,23 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// Kafka's topic name rules (`Topic.validate`), plus kpfs's reserved `.kpfs`.
+/// Kafka's topic name rules (`Topic.validate` as its controller calls it, whose texts
+/// these are), plus kpfs's reserved `.kpfs`.
 pub(crate) fn validate_topic_name(name: &str) -> Result<()> {
     let invalid = |reason: &str| {
         Err(EngineError::InvalidTopicName {
-            name: name.to_string(),
             reason: reason.to_string(),
         })
     };
     if name.is_empty() {
-        return invalid("Topic name is illegal, it can't be empty");
+        return invalid("the empty string is not allowed");
     }
     if name == "." || name == ".." {
-        return invalid("Topic name cannot be \".\" or \"..\"");
+        return invalid(&format!("'{name}' is not allowed"));
     }
     if name.chars().count() > MAX_TOPIC_NAME_CHARS {
         return invalid(&format!(
-            "Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_CHARS} characters, topic name: {name}"
+            "the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_CHARS}"
         ));
     }
     if !name
@@ -289,7 +289,7 @@ pub(crate) fn validate_topic_name(name: &str) -> Result<()> {
         .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
     {
         return invalid(&format!(
-            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+            "'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
         ));
     }
     if name == ".kpfs" {
@@ -758,6 +758,18 @@ impl Engine {
         level: config::BrokerLevel,
     ) -> Vec<config::DescribedConfig> {
         self.inner.broker.read().describe(level)
+    }
+
+    /// The configs a topic created now with `change` (a topic change) would have, as
+    /// [`Topic::describe_config`]: what Kafka's CreateTopics with `validate_only` lists.
+    pub(crate) fn describe_new_topic_config(
+        &self,
+        change: &ConfigChange,
+    ) -> Result<Vec<config::DescribedConfig>> {
+        let broker = self.inner.broker.read();
+        Ok(config::TopicOverrides::default()
+            .apply_change(change, &broker)?
+            .describe(&broker))
     }
 
     /// A whole command to `.kpfs/config` (`key=value` lines of dynamic broker configs)

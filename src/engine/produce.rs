@@ -175,16 +175,16 @@ pub(crate) fn validate_produced<'a>(
 
 /// Kafka's request rules for Produce v3 and later (`ProduceRequest.validateRecords`) and
 /// its batch reader's (`ByteBufferLogInputStream`): exactly one whole batch of magic 2.
-/// Kafka's texts name the request's version, which the engine is not told.
 fn single_batch(records: &[u8]) -> Result<&[u8]> {
+    const NO_BATCH: EngineError = EngineError::ProduceRequestRule {
+        rule: "must have at least one record batch per partition",
+    };
     if records.len() < BATCH_BYTES_UP_TO_MAGIC {
-        return Err(invalid(
-            "Produce requests must have at least one record batch per partition".to_string(),
-        ));
+        return Err(NO_BATCH);
     }
     let length = be_u32(records, 8);
     if length < MIN_BATCH_LENGTH_FIELD {
-        return Err(EngineError::CorruptMessage {
+        return Err(EngineError::UnreadableBatch {
             message: format!(
                 "Record size {} is less than the minimum record overhead ({MIN_BATCH_LENGTH_FIELD})",
                 length as i32
@@ -193,22 +193,24 @@ fn single_batch(records: &[u8]) -> Result<&[u8]> {
     }
     let size = length as usize + LOG_OVERHEAD;
     if records.len() < size {
-        return Err(invalid(
-            "Produce requests must have at least one record batch per partition".to_string(),
-        ));
+        return Err(NO_BATCH);
     }
-    if records[16] != BATCH_MAGIC {
-        return Err(invalid(
-            "Produce requests are only allowed to contain record batches with magic version 2"
-                .to_string(),
-        ));
+    let magic = records[16];
+    if magic > BATCH_MAGIC {
+        return Err(EngineError::UnreadableBatch {
+            message: format!("Invalid magic found in record: {magic}"),
+        });
+    }
+    if magic != BATCH_MAGIC {
+        return Err(EngineError::ProduceRequestRule {
+            rule: "are only allowed to contain record batches with magic version 2",
+        });
     }
     if records.len() > size {
         // Kafka takes only whole batches and ignores a torn tail; kpfs refuses both.
-        return Err(invalid(
-            "Produce requests are only allowed to contain exactly one record batch per partition"
-                .to_string(),
-        ));
+        return Err(EngineError::ProduceRequestRule {
+            rule: "are only allowed to contain exactly one record batch per partition",
+        });
     }
     Ok(records)
 }

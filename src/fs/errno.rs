@@ -25,6 +25,8 @@ pub(crate) fn errno_of(error: &EngineError) -> i32 {
         // Refusals of the Kafka produce path, which no file operation takes; EINVAL and
         // EFBIG say what they would mean there.
         EngineError::InvalidProducedBatch { .. }
+        | EngineError::ProduceRequestRule { .. }
+        | EngineError::UnreadableBatch { .. }
         | EngineError::RecordsRejected { .. }
         | EngineError::CorruptMessage { .. }
         | EngineError::InvalidProducerEpoch { .. }

@@ -28,10 +28,12 @@ pub(crate) fn error_code(error: &EngineError) -> ResponseError {
         EngineError::KeylessOnCompacted { .. } | EngineError::MissingKeySeparator { .. } => {
             ResponseError::InvalidRecord
         }
-        EngineError::InvalidRecord { .. } | EngineError::CorruptMessage { .. } => {
-            ResponseError::CorruptMessage
+        EngineError::InvalidRecord { .. }
+        | EngineError::CorruptMessage { .. }
+        | EngineError::UnreadableBatch { .. } => ResponseError::CorruptMessage,
+        EngineError::InvalidProducedBatch { .. } | EngineError::ProduceRequestRule { .. } => {
+            ResponseError::InvalidRecord
         }
-        EngineError::InvalidProducedBatch { .. } => ResponseError::InvalidRecord,
         EngineError::RecordsRejected {
             invalid_timestamp: true,
             ..

@@ -15,6 +15,7 @@
 # difference not listed there, and on a listed one that went away (remove it then).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kafka_lib.sh"
+source "$(dirname "$0")/side_by_side.sh"
 
 # The tools' JVMs, quicker to start (C1 only, serial GC): what they print is the same.
 export KAFKA_JVM_PERFORMANCE_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto -Djava.awt.headless=true"
@@ -49,75 +50,6 @@ declare -A KNOWN=(
     [dump-log--deep-iteration-orders-0-00000000000000000000.timeindex]="defect: as dump-log-compact-demo-0-00000000000000000007.timeindex"
     [configs-broker-all]="defect: a STATIC_BROKER_CONFIG lacks its DEFAULT_CONFIG synonym, a null default has a synonym, and metadata.log.segment.*/transaction.state.log.segment.bytes are missing"
 )
-declare -A DIFFERS=()
-CHECKS=()
-
-# side_env SIDE: the environment a command line runs in on SIDE (kafka or kpfs): K, the
-# tools; BOOTSTRAP; LOGS, the log directory (Kafka's log.dirs, kpfs's data directory).
-side_env() {
-    case $1 in
-        kafka) echo "K=$K BOOTSTRAP=$KAFKA_BOOTSTRAP LOGS=$KAFKA_LOG_DIRS" ;;
-        kpfs) echo "K=$K BOOTSTRAP=$KPFS_BOOTSTRAP LOGS=$KPFS_LOGS" ;;
-    esac
-}
-
-# run_side SIDE OUT INPUT CMDLINE: runs CMDLINE with bash on SIDE, INPUT on its stdin,
-# stdout and stderr to OUT, then its exit status as a last line "exit N".
-run_side() {
-    local side=$1 out=$2 input=$3 cmd=$4 status=0
-    # shellcheck disable=SC2046
-    printf '%s' "$input" | env $(side_env "$side") timeout 120 bash -c "$cmd" >"$out" 2>&1 || status=$?
-    echo "exit $status" >>"$out"
-}
-
-# normalise SIDE: what must differ between two brokers, made the same: times, ids,
-# bootstrap ports, log directories, generated group and member names.
-normalise() {
-    local boot logs
-    case $1 in
-        kafka) boot=$KAFKA_BOOTSTRAP logs=$KAFKA_LOG_DIRS ;;
-        kpfs) boot=$KPFS_BOOTSTRAP logs=$KPFS_LOGS ;;
-    esac
-    sed -E -e "s#$logs#LOGS#g" -e "s#$boot#BOOTSTRAP#g" \
-        -e 's/^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:,]+\]/[TIME]/' \
-        -e 's/TopicId: [A-Za-z0-9_-]{22}/TopicId: ID/g' \
-        -e 's/console-consumer-[0-9]+/console-consumer-N/g' \
-        -e 's/[A-Za-z0-9._-]+-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/MEMBER-ID/g' \
-        -e 's/(CreateTime|LogAppendTime|timestamp): [0-9]+/\1: T/g' -e 's/crc: [0-9]+/crc: C/g' \
-        -e 's/maxTimestamp: [0-9]+/maxTimestamp: T/g' \
-        -e 's/ position: [0-9]+ (.*) size: [0-9]+ / position: P \1 size: S /'
-}
-
-# both NAME [--stdin TEXT] CMDLINE: CMDLINE on Kafka and on kpfs at once; their normalised
-# outputs (stdout, stderr, exit status) are kept as $W/NAME.{kafka,kpfs} and compared.
-both() {
-    local name=$1 input= p1 p2
-    shift
-    if [ "$1" == --stdin ]; then input=$2; shift 2; fi
-    CHECKS+=("$name")
-    run_side kafka "$W/$name.kafka.raw" "$input" "$1" &
-    p1=$!
-    run_side kpfs "$W/$name.kpfs.raw" "$input" "$1" &
-    p2=$!
-    wait "$p1" "$p2"
-    normalise kafka <"$W/$name.kafka.raw" >"$W/$name.kafka"
-    normalise kpfs <"$W/$name.kpfs.raw" >"$W/$name.kpfs"
-    cmp -s "$W/$name.kafka" "$W/$name.kpfs" || DIFFERS[$name]=1
-}
-
-# compare NAME KAFKA_FILE KPFS_FILE: a check of two outputs made otherwise.
-compare() {
-    CHECKS+=("$1")
-    cat "$2" >"$W/$1.kafka"
-    cat "$3" >"$W/$1.kpfs"
-    cmp -s "$W/$1.kafka" "$W/$1.kpfs" || DIFFERS[$1]=1
-}
-
-# same NAME: fails now unless NAME's outputs were the same (for checks later ones build on).
-same() {
-    [ -z "${DIFFERS[$1]:-}" ] || fail "$1: kpfs differs from Kafka: $(diff "$W/$1.kafka" "$W/$1.kpfs")"
-}
-
 # --- Part 1 on a kpfs with the broker defaults: the transcript's first output is of a
 # default broker.
 new_data_dir DEFAULTS
@@ -378,20 +310,5 @@ done
 
 stop_kafka_broker
 
-# --- The verdict: every check that differs is in KNOWN, every one in KNOWN still differs.
-unexpected=()
-fixed=()
-for name in "${CHECKS[@]}"; do
-    if [ -n "${DIFFERS[$name]:-}" ] && [ -z "${KNOWN[$name]:-}" ]; then unexpected+=("$name"); fi
-    if [ -z "${DIFFERS[$name]:-}" ] && [ -n "${KNOWN[$name]:-}" ]; then fixed+=("$name"); fi
-done
-for name in "${!KNOWN[@]}"; do
-    printf '%s\n' "${CHECKS[@]}" | grep -qxF "$name" || fail "KNOWN names $name, which no check has"
-done
-for name in "${unexpected[@]}"; do
-    echo "kpfs differs from Kafka 4.3.1 in $name (< Kafka, > kpfs):" >&2
-    diff "$W/$name.kafka" "$W/$name.kpfs" >&2 || true
-done
-[ "${#unexpected[@]}" -eq 0 ] || fail "new differences from Kafka 4.3.1: ${unexpected[*]}"
-[ "${#fixed[@]}" -eq 0 ] || fail "no longer different from Kafka 4.3.1 (remove from KNOWN): ${fixed[*]}"
+side_by_side_verdict
 echo "${#CHECKS[@]} side-by-side checks, ${#KNOWN[@]} known differences; demos $((t_demos - t_start)) s, learner's commands $((t_learner - t_demos)) s, total $(($(date +%s) - t_start)) s"

@@ -15,12 +15,12 @@ expect_eq x "$(cat "$MNT/$long249/log")" "log of the 249-character topic"
 [ -d "$DATA/$long249-0" ] || fail "no $DATA/<249 chars>-0"
 
 expect_errno "Invalid argument" "mkdir '$MNT/$long250'"
-expect_contains "$(tail -n 1 "$MNT/.kpfs/errors")" "can't be longer than 249 characters" "error for 250 characters"
+expect_contains "$(tail -n 1 "$MNT/.kpfs/errors")" "Topic name is invalid: the length of '$long250' is longer than the max allowed length 249" "error for 250 characters"
 
 for name in 'a b' 'ü' 'x,y'; do
     expect_errno "Invalid argument" "mkdir '$MNT/$name'"
     expect_contains "$(tail -n 1 "$MNT/.kpfs/errors")" \
-        "Topic name \"$name\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'" \
+        "Topic name is invalid: '$name' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'" \
         "error for '$name'"
 done
 [ ! -e "$MNT/a b" ] && [ ! -e "$MNT/ü" ] || fail "a refused topic exists anyway"

@@ -1092,3 +1092,15 @@ pub(super) const GROUP_SESSION_OVER_HEARTBEAT: &[(&str, &str)] = &[
         "streams.heartbeat.interval.ms",
     ),
 ];
+
+/// Whether the config `name` of `scope` is of Kafka's `LIST` type (what APPEND and
+/// SUBTRACT need); `None` for a name the scope does not know.
+pub(crate) fn is_list_config(scope: super::ConfigScope, name: &str) -> Option<bool> {
+    use super::ConfigScope;
+    let def = match scope {
+        ConfigScope::Topic => TopicKey::known(name).ok()?.def(),
+        ConfigScope::Broker => BrokerName::known(name).ok()?.def(),
+        ConfigScope::Group => GroupName::known(name).ok()?.def(),
+    };
+    Some(def.kind == Kind::List)
+}

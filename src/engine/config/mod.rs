@@ -23,7 +23,7 @@ pub(crate) use broker::ConfigSource;
 pub use broker::{BrokerConfig, GroupSettings, ListenerSettings};
 pub(crate) use change::{ConfigChange, ConfigScope};
 pub(crate) use def::BrokerLevel;
-pub(crate) use def::TopicKey;
+pub(crate) use def::{is_list_config, TopicKey};
 pub(crate) use error::ConfigError;
 pub(crate) use group::GroupConfigs;
 pub(crate) use properties::parse_properties;

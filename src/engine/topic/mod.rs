@@ -103,6 +103,8 @@ impl RefusalReason {
             EngineError::MissingKeySeparator { .. }
             | EngineError::InvalidRecord { .. }
             | EngineError::InvalidProducedBatch { .. }
+            | EngineError::ProduceRequestRule { .. }
+            | EngineError::UnreadableBatch { .. }
             | EngineError::RecordsRejected { .. }
             | EngineError::CorruptMessage { .. }
             | EngineError::InvalidProducerEpoch { .. }

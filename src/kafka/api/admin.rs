@@ -2,6 +2,10 @@
 //! IncrementalAlterConfigs. Config changes go through the engine's `ConfigChange`, the
 //! same lines, validators and texts as writes to a topic's `config` or `.kpfs/config`.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -19,8 +23,10 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{engine_error, str_bytes, topic_by_id, topic_uuid};
-use crate::engine::config::{BrokerLevel, ConfigSource, DescribedConfig, DescribedSource};
-use crate::engine::{validate_topic_name, ConfigChange, ConfigScope, EngineError};
+use crate::engine::config::{
+    is_list_config, BrokerLevel, ConfigSource, DescribedConfig, DescribedSource,
+};
+use crate::engine::{validate_topic_name, ConfigChange, ConfigScope, EngineError, Topic};
 use crate::kafka::Shared;
 
 /// Kafka's `ConfigResource.Type` ids.
@@ -34,65 +40,47 @@ fn refusal(code: ResponseError, message: impl AsRef<str>) -> Refusal {
     (code.code(), Some(str_bytes(message.as_ref())))
 }
 
-/// CreateTopics: each topic created with its configs, or refused whole. kpfs topics have
-/// one partition and one replica.
+/// CreateTopics: each topic created with its configs, or refused whole, with the checks
+/// and texts of Kafka's controller (`ReplicationControlManager.createTopic`). kpfs topics
+/// have one partition and one replica.
 pub(crate) fn create_topics(
     shared: &Shared,
     request: &CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
     let mut response = CreateTopicsResponse::default();
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for asked in &request.topics {
+        *counts.entry(asked.name.0.as_str()).or_default() += 1;
+    }
+    let mut answered = HashSet::new();
     for asked in &request.topics {
         let name = asked.name.0.to_string();
+        // The controller answers once per name, and refuses a name asked twice.
+        if !answered.insert(name.clone()) {
+            continue;
+        }
         let mut result = CreatableTopicResult::default();
         result.name = asked.name.clone();
         result.num_partitions = -1;
         result.replication_factor = -1;
-        let partitions = if asked.num_partitions == -1 {
-            shared.config.num_partitions
-        } else {
-            asked.num_partitions
-        };
-        let lines = asked
-            .configs
-            .iter()
-            .filter_map(|c| Some(config_line(&c.name, c.value.as_deref()?)))
-            .collect::<Result<Vec<_>, _>>();
-        let checked = if partitions != 1 || asked.assignments.len() > 1 {
+        let checked = if counts[name.as_str()] > 1 {
             Err(refusal(
-                ResponseError::InvalidPartitions,
-                format!(
-                    "kpfs topics have one partition: num_partitions must be 1 (or -1), not {}",
-                    if asked.assignments.len() > 1 {
-                        asked.assignments.len() as i32
-                    } else {
-                        partitions
-                    }
-                ),
-            ))
-        } else if !matches!(asked.replication_factor, -1 | 1) {
-            Err(refusal(
-                ResponseError::InvalidReplicationFactor,
-                format!(
-                    "Unable to replicate the partition {0} time(s): The target replication factor of {0} cannot be reached because only 1 broker(s) are registered.",
-                    asked.replication_factor
-                ),
+                ResponseError::InvalidRequest,
+                "Duplicate topic name.",
             ))
         } else {
-            lines.and_then(|lines| {
-                let change = scoped_change(ConfigScope::Topic, &lines, false)?;
-                validate_topic_name(&name).map_err(|e| engine_error(&e))?;
-                if shared.engine.topic(&name).is_some() {
-                    return Err(engine_error(&EngineError::TopicExists {
-                        name: name.clone(),
-                    }));
-                }
-                Ok(change)
-            })
+            creatable(shared, asked, &name)
         };
         let created = checked.and_then(|change| {
             if request.validate_only {
-                return Ok(None);
+                let configs = shared
+                    .engine
+                    .describe_new_topic_config(&change)
+                    .map_err(|e| engine_error(&e))?;
+                let id = crate::engine::metadata_files::Uuid::random()
+                    .map_err(|e| engine_error(&e))?;
+                return Ok((uuid::Uuid::from_bytes(id.to_bytes()), configs));
             }
             let topic = shared.engine.create_topic(&name).map_err(|e| engine_error(&e))?;
             if let Err(e) = topic.apply_config_change(&change) {
@@ -102,30 +90,30 @@ pub(crate) fn create_topics(
                 }
                 return Err(engine_error(&e));
             }
-            Ok(Some(topic))
+            Ok((topic_uuid(&topic), topic.describe_config()))
         });
         match created {
-            Ok(topic) => {
+            Ok((topic_id, configs)) => {
+                result.error_message = None;
                 result.num_partitions = 1;
                 result.replication_factor = 1;
-                if let Some(topic) = topic {
-                    result.topic_id = topic_uuid(&topic);
-                    if version >= 5 {
-                        result.configs = Some(
-                            topic
-                                .describe_config()
-                                .iter()
-                                .map(|c| {
-                                    let mut out = CreatableTopicConfigs::default();
-                                    out.name = str_bytes(c.name);
-                                    out.value = c.value.as_deref().map(str_bytes);
-                                    out.read_only = c.read_only;
-                                    out.config_source = source_id(c.source);
-                                    out
-                                })
-                                .collect(),
-                        );
-                    }
+                // Kafka names a topic a validate-only request would create by an id of
+                // its own too, one no topic keeps.
+                result.topic_id = topic_id;
+                if version >= 5 {
+                    result.configs = Some(
+                        configs
+                            .iter()
+                            .map(|c| {
+                                let mut out = CreatableTopicConfigs::default();
+                                out.name = str_bytes(c.name);
+                                out.value = c.value.as_deref().map(str_bytes);
+                                out.read_only = c.read_only;
+                                out.config_source = source_id(c.source);
+                                out
+                            })
+                            .collect(),
+                    );
                 }
             }
             Err((code, message)) => {
@@ -136,6 +124,133 @@ pub(crate) fn create_topics(
         response.topics.push(result);
     }
     response
+}
+
+/// The config change that creates `asked` as `name`, or its refusal: the name, then the
+/// partitions and replicas (manual or not), then the configs, in Kafka's order and words.
+fn creatable(shared: &Shared, asked: &CreatableTopic, name: &str) -> Result<ConfigChange, Refusal> {
+    validate_topic_name(name).map_err(|e| engine_error(&e))?;
+    if shared.engine.topic(name).is_some() {
+        return Err(engine_error(&EngineError::TopicExists {
+            name: name.into(),
+        }));
+    }
+    let partitions = if asked.assignments.is_empty() {
+        if !matches!(asked.replication_factor, -1 | 1..) {
+            return Err(refusal(
+                ResponseError::InvalidReplicationFactor,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            ));
+        }
+        if !matches!(asked.num_partitions, -1 | 1..) {
+            return Err(refusal(
+                ResponseError::InvalidPartitions,
+                "Number of partitions was set to an invalid non-positive value.",
+            ));
+        }
+        if asked.replication_factor > 1 {
+            return Err(refusal(
+                ResponseError::InvalidReplicationFactor,
+                format!(
+                    "Unable to replicate the partition {0} time(s): The target replication factor of {0} cannot be reached because only 1 broker(s) are registered or some brokers have all their log directories cordoned.",
+                    asked.replication_factor
+                ),
+            ));
+        }
+        if asked.num_partitions == -1 {
+            shared.config.num_partitions
+        } else {
+            asked.num_partitions
+        }
+    } else {
+        manual_assignment(shared, asked)?
+    };
+    if partitions != 1 {
+        return Err(refusal(
+            ResponseError::InvalidPartitions,
+            format!("kpfs topics have one partition: num_partitions must be 1 (or -1), not {partitions}"),
+        ));
+    }
+    let lines = asked
+        .configs
+        .iter()
+        .map(|c| match c.value.as_deref() {
+            Some(value) => config_line(&c.name, value),
+            None => Err(refusal(
+                ResponseError::InvalidConfig,
+                format!(
+                    "Null value not supported for topic configs: {}",
+                    c.name.as_str()
+                ),
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    scoped_change(ConfigScope::Topic, &lines, false)
+}
+
+/// The number of partitions a manual assignment makes, checked as Kafka's controller
+/// checks it against the one registered broker, this node.
+fn manual_assignment(shared: &Shared, asked: &CreatableTopic) -> Result<i32, Refusal> {
+    if asked.replication_factor != -1 {
+        return Err(refusal(
+            ResponseError::InvalidRequest,
+            "A manual partition assignment was specified, but replication factor was not set to -1.",
+        ));
+    }
+    if asked.num_partitions != -1 {
+        return Err(refusal(
+            ResponseError::InvalidRequest,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        ));
+    }
+    let node_id = shared.config.node_id;
+    let mut indexes = HashSet::new();
+    for assignment in &asked.assignments {
+        if !indexes.insert(assignment.partition_index) {
+            return Err(refusal(
+                ResponseError::InvalidReplicaAssignment,
+                format!(
+                    "Found multiple manual partition assignments for partition {}",
+                    assignment.partition_index
+                ),
+            ));
+        }
+        if assignment.broker_ids.is_empty() {
+            return Err(refusal(
+                ResponseError::InvalidReplicaAssignment,
+                "The manual partition assignment includes an empty replica list.",
+            ));
+        }
+        let mut brokers = HashSet::new();
+        for broker in &assignment.broker_ids {
+            if broker.0 != node_id {
+                return Err(refusal(
+                    ResponseError::InvalidReplicaAssignment,
+                    format!(
+                        "The manual partition assignment includes broker {}, but no such broker is registered.",
+                        broker.0
+                    ),
+                ));
+            }
+            if !brokers.insert(broker.0) {
+                return Err(refusal(
+                    ResponseError::InvalidReplicaAssignment,
+                    format!(
+                        "The manual partition assignment includes the broker {} more than once.",
+                        broker.0
+                    ),
+                ));
+            }
+        }
+    }
+    let count = asked.assignments.len() as i32;
+    if (0..count).any(|i| !indexes.contains(&i)) {
+        return Err(refusal(
+            ResponseError::InvalidReplicaAssignment,
+            "partitions should be a consecutive 0-based integer sequence",
+        ));
+    }
+    Ok(count)
 }
 
 /// DeleteTopics: by name, or by id (v6+); refused whole when `delete.topic.enable` is off.
@@ -163,7 +278,10 @@ pub(crate) fn delete_topics(
             Some(name) => Ok(name.clone()),
             None => topic_by_id(&shared.engine, id)
                 .map(|t| t.name().to_string())
-                .ok_or(ResponseError::UnknownTopicId.code()),
+                .ok_or((
+                    ResponseError::UnknownTopicId.code(),
+                    Some(str_bytes("This server does not host this topic ID.")),
+                )),
         };
         let deleted = if !shared.config.delete_topic_enable {
             Err(refusal(
@@ -171,12 +289,16 @@ pub(crate) fn delete_topics(
                 "Topic deletion is disabled (delete.topic.enable=false).",
             ))
         } else {
-            found.map_err(|code| (code, None)).and_then(|name| {
+            found.and_then(|name| {
                 result.name = Some(super::topic_name(&name));
-                shared
-                    .engine
-                    .delete_topic(&name)
-                    .map_err(|e| engine_error(&e))
+                shared.engine.delete_topic(&name).map_err(|e| match e {
+                    // Kafka's controller: the error's own text, without the partition.
+                    EngineError::UnknownTopic { .. } => refusal(
+                        ResponseError::UnknownTopicOrPartition,
+                        "This server does not host this topic-partition.",
+                    ),
+                    e => engine_error(&e),
+                })
             })
         };
         if let Err((code, message)) = deleted {
@@ -200,22 +322,42 @@ fn source_id(source: DescribedSource) -> i8 {
     }
 }
 
+/// Which request names a resource: Kafka's texts for a resource it lacks differ.
+#[derive(Clone, Copy, PartialEq)]
+enum Asking {
+    Describe,
+    Alter,
+}
+
 /// The level a broker resource names: `""` the cluster-wide default, this node's id its
-/// own overrides (both in `.kpfs/config`); another id is refused in Kafka's words.
-fn broker_level(shared: &Shared, name: &str) -> Result<BrokerLevel, Refusal> {
+/// own overrides (both in `.kpfs/config`); another id is refused in Kafka's words
+/// (`ConfigHelper` for a describe, `ConfigAdminManager` for an alter).
+fn broker_level(shared: &Shared, name: &str, asking: Asking) -> Result<BrokerLevel, Refusal> {
     let node_id = shared.config.node_id;
     if name.is_empty() {
         Ok(BrokerLevel::ClusterDefault)
     } else if name == node_id.to_string() {
         Ok(BrokerLevel::ThisBroker)
     } else {
+        let expected = match asking {
+            Asking::Describe => format!("{node_id} or empty string"),
+            Asking::Alter => node_id.to_string(),
+        };
         Err(refusal(
             ResponseError::InvalidRequest,
-            format!(
-                "Unexpected broker id, expected {node_id} or empty string, but received {name}"
-            ),
+            format!("Unexpected broker id, expected {expected}, but received {name}"),
         ))
     }
+}
+
+/// The topic an alter names, or Kafka's controller's refusal of a topic it lacks.
+fn altered_topic(shared: &Shared, name: &str) -> Result<Arc<Topic>, Refusal> {
+    shared.engine.topic(name).ok_or_else(|| {
+        refusal(
+            ResponseError::UnknownTopicOrPartition,
+            format!("The topic '{name}' does not exist."),
+        )
+    })
 }
 
 /// DescribeConfigs: every config (or the asked ones) of a topic or the broker, with value,
@@ -229,7 +371,12 @@ pub(crate) fn describe_configs(
         let mut result = DescribeConfigsResult::default();
         result.resource_type = resource.resource_type;
         result.resource_name = resource.resource_name.clone();
-        let described = described(shared, resource.resource_type, &resource.resource_name);
+        let described = described(
+            shared,
+            resource.resource_type,
+            &resource.resource_name,
+            Asking::Describe,
+        );
         match described {
             Ok(configs) => {
                 result.configs = configs
@@ -253,8 +400,16 @@ pub(crate) fn describe_configs(
     response
 }
 
-fn described(shared: &Shared, kind: i8, name: &str) -> Result<Vec<DescribedConfig>, Refusal> {
+fn described(
+    shared: &Shared,
+    kind: i8,
+    name: &str,
+    asking: Asking,
+) -> Result<Vec<DescribedConfig>, Refusal> {
     match kind {
+        TOPIC_RESOURCE if asking == Asking::Alter => {
+            altered_topic(shared, name).map(|t| t.describe_config())
+        }
         TOPIC_RESOURCE => shared
             .engine
             .topic(name)
@@ -262,7 +417,7 @@ fn described(shared: &Shared, kind: i8, name: &str) -> Result<Vec<DescribedConfi
             .ok_or_else(|| engine_error(&EngineError::UnknownTopic { name: name.into() })),
         BROKER_RESOURCE => Ok(shared
             .engine
-            .describe_broker_config(broker_level(shared, name)?)),
+            .describe_broker_config(broker_level(shared, name, asking)?)),
         // Kafka's `ConfigHelper`: any group id but the empty one, existing or not.
         GROUP_RESOURCE if name.is_empty() => Err(refusal(
             ResponseError::InvalidRequest,
@@ -342,6 +497,16 @@ fn scoped_change(
     written(change, lines)
 }
 
+/// The config file a resource type's configs are written to.
+fn scope_of(kind: i8) -> Option<ConfigScope> {
+    match kind {
+        TOPIC_RESOURCE => Some(ConfigScope::Topic),
+        BROKER_RESOURCE => Some(ConfigScope::Broker),
+        GROUP_RESOURCE => Some(ConfigScope::Group),
+        _ => None,
+    }
+}
+
 /// Applies the lines to the resource, or with `validate_only` checks them only.
 fn alter(
     shared: &Shared,
@@ -353,10 +518,7 @@ fn alter(
 ) -> Result<(), Refusal> {
     match kind {
         TOPIC_RESOURCE => {
-            let topic = shared
-                .engine
-                .topic(name)
-                .ok_or_else(|| engine_error(&EngineError::UnknownTopic { name: name.into() }))?;
+            let topic = altered_topic(shared, name)?;
             let change = scoped_change(ConfigScope::Topic, lines, replace)?;
             if validate_only {
                 return Ok(());
@@ -366,7 +528,7 @@ fn alter(
                 .map_err(|e| engine_error(&e))
         }
         BROKER_RESOURCE => {
-            let level = broker_level(shared, name)?;
+            let level = broker_level(shared, name, Asking::Alter)?;
             let change = written(ConfigChange::broker_level(level, replace), lines)?;
             if validate_only {
                 return Ok(());
@@ -389,7 +551,7 @@ fn alter(
                 .apply_group_change(name, &change, validate_only)
                 .map_err(|e| engine_error(&e))
         }
-        other => described(shared, other, name).map(|_| ()),
+        other => described(shared, other, name, Asking::Alter).map(|_| ()),
     }
 }
 
@@ -439,15 +601,33 @@ pub(crate) fn incremental_alter_configs(
         // Kafka's controller checks it (its words differ from DescribeConfigs').
         let current = match resource.resource_type {
             GROUP_RESOURCE => Ok(shared.engine.describe_group_config(&resource.resource_name)),
-            kind => described(shared, kind, &resource.resource_name),
+            kind => described(shared, kind, &resource.resource_name, Asking::Alter),
         };
         let outcome = current
             .and_then(|current| {
+                let mut names = HashSet::new();
+                if !resource
+                    .configs
+                    .iter()
+                    .all(|c| names.insert(c.name.as_str()))
+                {
+                    // Kafka's ControllerApis, before anything else of the resource.
+                    return Err(refusal(
+                        ResponseError::InvalidRequest,
+                        "Error due to duplicate config keys",
+                    ));
+                }
                 resource
                     .configs
                     .iter()
                     .map(|c| {
-                        incremental_line(&current, &c.name, c.config_operation, c.value.as_deref())
+                        incremental_line(
+                            &current,
+                            resource.resource_type,
+                            &c.name,
+                            c.config_operation,
+                            c.value.as_deref(),
+                        )
                     })
                     .collect::<Result<Vec<_>, _>>()
             })
@@ -477,10 +657,23 @@ pub(crate) fn incremental_alter_configs(
 /// The config-file line of one incremental operation.
 fn incremental_line(
     current: &[DescribedConfig],
+    kind: i8,
     name: &str,
     operation: i8,
     value: Option<&str>,
 ) -> Result<String, Refusal> {
+    if let (2 | 3, Some(scope)) = (operation, scope_of(kind)) {
+        // Kafka's ConfigurationControlManager, for a name it does not know too.
+        if is_list_config(scope, name) != Some(true) {
+            return Err(refusal(
+                ResponseError::InvalidConfig,
+                format!(
+                    "Can't {} to key {name} because its type is not LIST.",
+                    if operation == 2 { "APPEND" } else { "SUBTRACT" }
+                ),
+            ));
+        }
+    }
     let list = |value: Option<&str>| -> Vec<String> {
         value
             .unwrap_or_default()

@@ -747,7 +747,7 @@ pub(crate) fn list_groups(shared: &Shared, request: &ListGroupsRequest) -> ListG
 
 /// DescribeGroups: each group's state, protocol and members. As Kafka, the protocol and
 /// the members' metadata are shown only while the group is Stable, and a group that does
-/// not exist is Dead with no members (v0-5) or GROUP_ID_NOT_FOUND (v6, KIP-1043).
+/// not exist is Dead with no members (v0-5), and GROUP_ID_NOT_FOUND too (v6, KIP-1043).
 pub(crate) fn describe_groups(
     shared: &Shared,
     request: &DescribeGroupsRequest,
@@ -767,6 +767,8 @@ pub(crate) fn describe_groups(
                 };
                 group.error_code = group_error_code(&error).code();
                 group.error_message = Some(str_bytes(&error.to_string()));
+                // Kafka names the state too.
+                group.group_state = str_bytes(description.state.name());
                 return group;
             }
             let stable = description.state == GroupState::Stable;

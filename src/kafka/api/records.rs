@@ -19,24 +19,40 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
     ProduceRequest, ProduceResponse, ProducerId, ResponseKind,
 };
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{engine_error, str_bytes, topic_by_id, Reply, STOP_CHECK};
 use crate::engine::{EngineError, FetchedRange, OffsetQuery, Topic};
 use crate::kafka::deadline::Deadline;
+use crate::kafka::error_code::error_code;
 use crate::kafka::response::records_marker;
 use crate::kafka::Shared;
 
 /// Kafka's only partition of a kpfs topic.
 const PARTITION: i32 = 0;
 
-fn unknown_partition() -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
-    (
-        ResponseError::UnknownTopicOrPartition.code(),
-        Some(str_bytes(
-            "This server does not host this topic-partition: kpfs topics have one partition, 0",
-        )),
-    )
+/// What Kafka's Produce answers for an append the engine refused: the code, the text
+/// only where Kafka sends one (its batch reader's and `LogValidator`'s record errors; its
+/// request rules and the log's own refusals reach the client as a code alone), and
+/// whether the partition's log start offset goes with it (`ReplicaManager` reports it
+/// for all but the errors of a partition it cannot append to at all).
+fn produce_refusal(error: &EngineError) -> (i16, Option<StrBytes>, bool) {
+    let code = error_code(error).code();
+    match error {
+        EngineError::UnreadableBatch { .. } => (code, Some(str_bytes(&error.to_string())), false),
+        EngineError::RecordsRejected { .. } => (code, Some(str_bytes(&error.to_string())), true),
+        EngineError::ProduceRequestRule { .. }
+        | EngineError::CorruptMessage { .. }
+        | EngineError::RecordTooLarge { .. }
+        | EngineError::BatchOverSegmentSize { .. }
+        | EngineError::RecompressedTooLarge { .. }
+        | EngineError::UnknownTopic { .. }
+        | EngineError::Poisoned { .. }
+        | EngineError::Corrupt { .. }
+        | EngineError::Io { .. } => (code, None, false),
+        _ => (code, None, true),
+    }
 }
 
 /// Produce: each partition's records handed to the engine as the client's batches.
@@ -46,7 +62,8 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
     let refusal = if !matches!(acks, -1..=1) {
         Some((
             ResponseError::InvalidRequiredAcks.code(),
-            Some(str_bytes(&format!("acks={acks} is not one of -1, 0, 1"))),
+            // Kafka's KafkaApis answers the code alone.
+            None,
         ))
     } else if request.transactional_id.is_some() {
         Some((
@@ -87,10 +104,15 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
                                 })
                                 .collect();
                         }
-                        engine_error(&e)
+                        let (code, message, with_log_start) = produce_refusal(&e);
+                        if with_log_start {
+                            result.log_start_offset = topic.log().log_start_offset() as i64;
+                        }
+                        (code, message)
                     })
                 }
-                _ => Err(unknown_partition()),
+                // Kafka's ReplicaManager: the code alone.
+                _ => Err((ResponseError::UnknownTopicOrPartition.code(), None)),
             };
             match outcome {
                 Ok(done) => {
@@ -202,8 +224,14 @@ fn fetch_once(shared: &Shared, request: &FetchRequest) -> FetchReply {
                     topic.fetch(offset, max).map_err(|e| engine_error(&e).0)
                 }
                 (Some(_), PARTITION, Err(_)) => Err(ResponseError::OffsetOutOfRange.code()),
-                _ => Err(unknown_partition().0),
+                _ => Err(ResponseError::UnknownTopicOrPartition.code()),
             };
+            if topic.is_some() && p.partition == PARTITION {
+                // Kafka's log lists aborted transactions to read_committed fetches only
+                // (kpfs has none: no transactions); a partition it lacks gets an empty
+                // list from KafkaApis.
+                data.aborted_transactions = None;
+            }
             match fetched {
                 Ok(outcome) => {
                     data.high_watermark = outcome.high_watermark as i64;
@@ -242,21 +270,26 @@ pub(crate) fn list_offsets(
             result.partition_index = p.partition_index;
             result.timestamp = -1;
             result.offset = -1;
-            // A field of v4+: encoding refuses it set in older versions.
-            if version >= 4 {
-                result.leader_epoch = 0;
-            }
             let query = OffsetQuery::from_request_timestamp(p.timestamp);
             match (&topic, p.partition_index) {
+                // Kafka's special timestamps are -1, -2 and (v7+) -3; a version that
+                // has no meaning for a negative one is what Kafka's answer says lacks.
+                (Some(_), PARTITION) if p.timestamp < -3 || (p.timestamp == -3 && version < 7) => {
+                    result.error_code = ResponseError::UnsupportedVersion.code()
+                }
                 (Some(topic), PARTITION) => match topic.list_offset(query) {
                     Ok(Some((offset, timestamp))) => {
                         result.offset = offset as i64;
                         result.timestamp = timestamp;
+                        // A field of v4+: encoding refuses it set in older versions.
+                        if version >= 4 {
+                            result.leader_epoch = 0;
+                        }
                     }
                     Ok(None) => {}
                     Err(e) => result.error_code = engine_error(&e).0,
                 },
-                _ => result.error_code = unknown_partition().0,
+                _ => result.error_code = ResponseError::UnknownTopicOrPartition.code(),
             }
             out.partitions.push(result);
         }
@@ -295,7 +328,7 @@ pub(crate) fn delete_records(
                         Err(code) => result.error_code = code,
                     }
                 }
-                _ => result.error_code = unknown_partition().0,
+                _ => result.error_code = ResponseError::UnknownTopicOrPartition.code(),
             }
             out.partitions.push(result);
         }
