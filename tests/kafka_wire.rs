@@ -6,6 +6,8 @@ mod common;
 use std::io::Write;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use common::kafka::{
     batch, capture_log, fetch, logged_about, metadata, name, produce, produce_request, values_of,
     Broker, Client, MAX_REQUEST,
@@ -198,6 +200,62 @@ fn produced_batches_are_read_back_by_cat_and_by_fetch() {
     assert_eq!(
         produce(&mut client, 9, "missing", batch(&[(None, "x")])).0,
         3
+    );
+}
+
+/// A refused Produce carries a message only where Kafka's does: for the records
+/// LogValidator refused. Other refusals are the code alone, which clients show in the
+/// error's own words (Java's RecordTooLargeException: "The request included a message
+/// larger than the max message size the server will accept.").
+#[test]
+fn produce_refusals_carry_a_message_only_for_refused_records() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("small").unwrap();
+    common::set(
+        &broker.engine.topic("small").unwrap(),
+        "max.message.bytes=100\n",
+    );
+    broker.engine.create_topic("compacted").unwrap();
+    common::set(
+        &broker.engine.topic("compacted").unwrap(),
+        "cleanup.policy=compact\n",
+    );
+    let refusal = |client: &mut Client, acks: i16, topic: &str, records: Bytes| {
+        let mut request = produce_request(topic, records);
+        request.acks = acks;
+        let response = client.send(9, &request);
+        let p = &response.responses[0].partition_responses[0];
+        (
+            p.error_code,
+            p.error_message.as_ref().map(|m| m.to_string()),
+        )
+    };
+    let large = "x".repeat(200);
+    assert_eq!(
+        refusal(&mut client, -1, "small", batch(&[(None, &large)])),
+        (10, None)
+    );
+    assert_eq!(
+        refusal(&mut client, 2, "small", batch(&[(None, "x")])),
+        (21, None)
+    );
+    assert_eq!(
+        refusal(&mut client, -1, "missing", batch(&[(None, "x")])),
+        (3, None)
+    );
+    let keyless = refusal(&mut client, -1, "compacted", batch(&[(None, "v")]));
+    assert_eq!(keyless.0, 87);
+    let message = keyless.1.unwrap_or_default();
+    assert!(
+        message.contains(
+            "Compacted topic cannot accept message without key in topic partition compacted-0"
+        ),
+        "{message}"
+    );
+    assert_eq!(
+        common::cat_string(&broker.engine.topic("small").unwrap()),
+        ""
     );
 }
 

@@ -24,6 +24,7 @@ use kafka_protocol::ResponseError;
 use super::{engine_error, str_bytes, topic_by_id, Reply, STOP_CHECK};
 use crate::engine::{EngineError, FetchedRange, OffsetQuery, Topic};
 use crate::kafka::deadline::Deadline;
+use crate::kafka::error_code::error_code;
 use crate::kafka::response::records_marker;
 use crate::kafka::Shared;
 
@@ -43,11 +44,9 @@ fn unknown_partition() -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
 /// Kafka's Produce does not create topics (Metadata does, before a client produces).
 pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) -> Reply {
     let acks = request.acks;
+    // Kafka's ReplicaManager answers a bad acks with the code alone.
     let refusal = if !matches!(acks, -1..=1) {
-        Some((
-            ResponseError::InvalidRequiredAcks.code(),
-            Some(str_bytes(&format!("acks={acks} is not one of -1, 0, 1"))),
-        ))
+        Some((ResponseError::InvalidRequiredAcks.code(), None))
     } else if request.transactional_id.is_some() {
         Some((
             ResponseError::TransactionalIdAuthorizationFailed.code(),
@@ -87,9 +86,11 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
                                 })
                                 .collect();
                         }
-                        engine_error(&e)
+                        produce_refusal(&e)
                     })
                 }
+                // Kafka's KafkaApis answers a topic it does not know with the code alone.
+                (None, None, _) => Err((ResponseError::UnknownTopicOrPartition.code(), None)),
                 _ => Err(unknown_partition()),
             };
             match outcome {
@@ -114,6 +115,20 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
         (0, None) => Reply::Nothing,
         (0, Some(reason)) => Reply::Close(format!("acks=0 produce failed: {reason}")),
         _ => Reply::Message(ResponseKind::Produce(response)),
+    }
+}
+
+/// Kafka's answer to a partition's refused append: its code, and a message only for the
+/// records LogValidator refused (`RecordValidationException`: a keyless record on a
+/// compacted topic, a bad timestamp). Kafka's ReplicaManager answers every other refusal
+/// (too large, corrupt, producer epoch or sequence, internal topic, storage) without
+/// one (`hasCustomErrorMessage = false`), so clients show the error's own words (Java's
+/// "The request included a message larger than the max message size the server will
+/// accept.").
+fn produce_refusal(error: &EngineError) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
+    match error {
+        EngineError::RecordsRejected { .. } => engine_error(error),
+        _ => (error_code(error).code(), None),
     }
 }
 

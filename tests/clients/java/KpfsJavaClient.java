@@ -399,6 +399,9 @@ public final class KpfsJavaClient {
                 RecordTooLargeException byBroker = failure(
                         producer.send(new ProducerRecord<>(t, new byte[3000])), RecordTooLargeException.class,
                         "a 3000-byte record to a topic with max.message.bytes=2000");
+                // Kafka answers it with the code alone: the client's words.
+                expectEq("The request included a message larger than the max message size the server will accept.",
+                        byBroker.getMessage(), "the broker's refusal");
                 // Over the producer's max.request.size (1 MiB): refused before it is sent.
                 RecordTooLargeException byClient = failure(
                         producer.send(new ProducerRecord<>(t, new byte[2 << 20])), RecordTooLargeException.class,
