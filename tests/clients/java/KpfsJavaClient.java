@@ -47,6 +47,7 @@ import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
@@ -69,6 +70,7 @@ import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.InvalidConfigurationException;
 import org.apache.kafka.common.errors.InvalidPartitionsException;
@@ -424,6 +426,29 @@ public final class KpfsJavaClient {
         });
         check(admin.listTopics().names().get().stream().noneMatch(n -> n.equals("java-no-such-topic")),
                 () -> "the unknown topic was created");
+
+        scenario("produce-acks", () -> {
+            String t = "java-acks";
+            createTopic(t, Map.of());
+            List<ProducerRecord<byte[], byte[]>> records = IntStream.range(0, 10)
+                    .mapToObj(i -> workloadRecord(t, i, null)).toList();
+            // acks other than all turn the default idempotence off.
+            try (KafkaProducer<byte[], byte[]> producer = producer(Map.of(ProducerConfig.ACKS_CONFIG, "1"))) {
+                sendAll(producer, records, 0);
+            }
+            try (KafkaProducer<byte[], byte[]> producer = producer(Map.of(ProducerConfig.ACKS_CONFIG, "0"))) {
+                List<Future<RecordMetadata>> futures = records.stream().map(producer::send).toList();
+                producer.flush();
+                for (Future<RecordMetadata> f : futures) {
+                    expectEq(-1L, f.get().offset(), "offset acks=0 reports");
+                }
+            }
+            expectSameRecords(Stream.concat(records.stream(), records.stream()).toList(), readAll(t, 0), 0);
+            List<RecordBatch> batches = batchesOnDisk(t);
+            check(batches.stream().allMatch(b -> b.producerId() == RecordBatch.NO_PRODUCER_ID),
+                    () -> "a batch with a producer id from a producer that is not idempotent");
+            return "acks=1: offsets 0..9; acks=0: offset -1 reported, 10..19 stored; no producer id";
+        });
     }
 
     private static final String GROUP = "java-group";
@@ -615,6 +640,73 @@ public final class KpfsJavaClient {
                 return "group.protocol=consumer: assigned " + c.assignment();
             }
         });
+
+        // A consumer with the defaults but a group id: auto.offset.reset=latest, offsets
+        // committed automatically, and at close.
+        scenario("consume-group-auto-commit", () -> {
+            String t = "java-auto";
+            createTopic(t, Map.of());
+            try (KafkaProducer<byte[], byte[]> producer = producer(Map.of())) {
+                sendAll(producer, IntStream.range(0, 3).mapToObj(i -> workloadRecord(t, i, null)).toList(), 0);
+            }
+            TopicPartition tp = new TopicPartition(t, 0);
+            Map<String, Object> config = Map.of(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap,
+                    ConsumerConfig.GROUP_ID_CONFIG, "java-auto");
+            long end;
+            try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(config, new ByteArrayDeserializer(),
+                    new ByteArrayDeserializer())) {
+                c.subscribe(List.of(t));
+                long deadline = System.nanoTime() + DEADLINE.toNanos();
+                while (c.assignment().isEmpty()) {
+                    check(System.nanoTime() < deadline, () -> "no assignment in " + DEADLINE);
+                    check(c.poll(POLL).isEmpty(), () -> "records before any was produced (latest)");
+                }
+                end = c.position(tp);
+                expectEq(c.endOffsets(List.of(tp)).get(tp), end, "the position auto.offset.reset=latest gives");
+                try (KafkaProducer<byte[], byte[]> producer = producer(Map.of())) {
+                    sendAll(producer, IntStream.range(0, 5).mapToObj(i -> workloadRecord(t, i, null)).toList(), end);
+                }
+                Map<TopicPartition, List<Long>> got = pollUntil(List.of(c), 5, () -> true);
+                expectEq(List.of(end, end + 1, end + 2, end + 3, end + 4), got.get(tp), "offsets polled");
+            }
+            long committed = admin.listConsumerGroupOffsets("java-auto").partitionsToOffsetAndMetadata().get()
+                    .get(tp).offset();
+            expectEq(end + 5, committed, "the offset committed at close");
+            return "latest: started at " + end + ", polled 5, " + committed + " committed at close";
+        });
+
+        // Static membership (KIP-345): a member with group.instance.id stays in the group
+        // when it closes, and takes its place again without a rebalance when it comes back.
+        scenario("consume-group-static", () -> {
+            String group = "java-static";
+            Map<String, Object> config = Map.of(ConsumerConfig.GROUP_ID_CONFIG, group,
+                    ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, "java-static-1");
+            String memberId;
+            try (KafkaConsumer<byte[], byte[]> c = consumer(config)) {
+                c.subscribe(List.of(GROUP_TOPICS.get(3)));
+                pollUntil(List.of(c), PER_TOPIC + 10, () -> !c.assignment().isEmpty());
+                memberId = c.groupMetadata().memberId();
+                c.commitSync();
+            }
+            ConsumerGroupDescription closed = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+            expectEq(GroupState.STABLE, closed.groupState(), "state after the static member closed");
+            MemberDescription kept = closed.members().iterator().next();
+            expectEq(java.util.Optional.of("java-static-1"), kept.groupInstanceId(), "the member kept");
+            expectEq(memberId, kept.consumerId(), "its member id");
+            try (KafkaConsumer<byte[], byte[]> c = consumer(config)) {
+                c.subscribe(List.of(GROUP_TOPICS.get(3)));
+                long deadline = System.nanoTime() + DEADLINE.toNanos();
+                while (c.assignment().isEmpty()) {
+                    check(System.nanoTime() < deadline, () -> "no assignment in " + DEADLINE);
+                    check(c.poll(POLL).isEmpty(), () -> "records again after the committed offset");
+                }
+                ConsumerGroupDescription back = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+                expectEq(1, back.members().size(), "members after the static member came back");
+                expectEq(java.util.Optional.of("java-static-1"),
+                        back.members().iterator().next().groupInstanceId(), "the member back");
+            }
+            return "closed: still a member (Stable); back with the same instance id, at its committed offset";
+        });
     }
 
     private static ConsumerRecord<byte[], byte[]> firstRecordOf(KafkaConsumer<byte[], byte[]> consumer,
@@ -634,6 +726,21 @@ public final class KpfsJavaClient {
         } finally {
             consumer.resume(others);
         }
+    }
+
+    /** A scenario for an Admin call kpfs does not serve: the client must refuse it as such. */
+    private void unsupportedAdmin(String name, String reason, Supplier<Future<?>> call) throws IOException {
+        scenario(name, () -> {
+            try {
+                call.get().get();
+            } catch (ExecutionException e) {
+                if (e.getCause() instanceof UnsupportedVersionException) {
+                    throw new Unsupported(reason + "; the client: " + e.getCause().getMessage());
+                }
+                throw e;
+            }
+            return "served";
+        });
     }
 
     private static ConfigEntry configOf(Map<ConfigResource, Config> configs, ConfigResource resource, String name) {
@@ -849,6 +956,20 @@ public final class KpfsJavaClient {
             expectEq(java.util.Optional.empty(), f.finalizedFeaturesEpoch(), "finalized features epoch");
             return "no supported or finalized features (none of Kafka's feature-levelled protocols is served)";
         });
+
+        // Admin calls whose APIs kpfs does not serve: the client's refusal, and why.
+        unsupportedAdmin("admin-create-partitions", "CreatePartitions: kpfs topics have one partition",
+                () -> admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(2))).all());
+        unsupportedAdmin("admin-describe-log-dirs", "DescribeLogDirs is not served",
+                () -> admin.describeLogDirs(List.of(1)).allDescriptions());
+        unsupportedAdmin("admin-describe-producers", "DescribeProducers is not served",
+                () -> admin.describeProducers(List.of(new TopicPartition("java-produce", 0))).all());
+        unsupportedAdmin("admin-describe-acls", "DescribeAcls is not served (kpfs has no authorizer)",
+                () -> admin.describeAcls(AclBindingFilter.ANY).values());
+        unsupportedAdmin("admin-list-transactions", "ListTransactions: kpfs does not support transactions",
+                () -> admin.listTransactions().all());
+        unsupportedAdmin("admin-describe-metadata-quorum", "DescribeQuorum: kpfs has no KRaft quorum",
+                () -> admin.describeMetadataQuorum().quorumInfo());
 
         scenario("admin-delete-topics", () -> {
             admin.deleteTopics(List.of(topic, "java-admin-id")).all().get();
