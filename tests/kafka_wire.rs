@@ -13,7 +13,9 @@ use common::kafka::{
     Broker, Client, MAX_REQUEST,
 };
 use kafka_protocol::messages::alter_configs_request;
+use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
@@ -25,10 +27,11 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
-    FindCoordinatorRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, ResponseHeader, TransactionalId,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateAclsRequest, CreateTopicsRequest,
+    DeleteAclsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, FetchRequest, FindCoordinatorRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
+    ResponseHeader, TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
@@ -257,6 +260,104 @@ fn produce_refusals_carry_a_message_only_for_refused_records() {
         common::cat_string(&broker.engine.topic("small").unwrap()),
         ""
     );
+}
+
+/// kpfs has no authorizer, and its ACL APIs answer as Kafka's without one: every version
+/// SECURITY_DISABLED in Kafka's words, whatever the ACLs (ANY and codes Kafka does not
+/// define included); a request with an UNKNOWN (0) element, which Kafka's parser refuses,
+/// closes the connection. As a Kafka 4.3.1 broker answered raw requests.
+#[test]
+fn acl_apis_answer_as_kafka_without_an_authorizer() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    let describe = |resource_type: i8| {
+        let mut r = DescribeAclsRequest::default();
+        r.resource_type_filter = resource_type;
+        r.pattern_type_filter = 1;
+        r.operation = 1;
+        r.permission_type = 1;
+        r
+    };
+    let creation = |operation: i8| {
+        let mut c = AclCreation::default();
+        c.resource_type = 2;
+        c.resource_name = StrBytes::from_static_str("t");
+        c.resource_pattern_type = 3;
+        c.principal = StrBytes::from_static_str("User:alice");
+        c.host = StrBytes::from_static_str("*");
+        c.operation = operation;
+        c.permission_type = 3;
+        c
+    };
+    let filter = || {
+        let mut f = DeleteAclsFilter::default();
+        f.resource_type_filter = 1;
+        f.pattern_type_filter = 2;
+        f.operation = 1;
+        f.permission_type = 1;
+        f
+    };
+    for version in 1..=3 {
+        let described = client.send(version, &describe(2));
+        assert_eq!(
+            (described.error_code, described.error_message.as_deref()),
+            (54, Some("No Authorizer is configured on the broker")),
+            "DescribeAcls v{version}"
+        );
+        assert!(described.resources.is_empty());
+        let mut create = CreateAclsRequest::default();
+        create.creations = vec![creation(3), creation(1), creation(99)];
+        let created = client.send(version, &create);
+        assert_eq!(
+            created
+                .results
+                .iter()
+                .map(|r| (r.error_code, r.error_message.as_deref()))
+                .collect::<Vec<_>>(),
+            [(54, Some("No Authorizer is configured.")); 3],
+            "CreateAcls v{version}"
+        );
+        let mut delete = DeleteAclsRequest::default();
+        delete.filters = vec![filter()];
+        let deleted = client.send(version, &delete);
+        let result = &deleted.filter_results[0];
+        assert_eq!(
+            (result.error_code, result.error_message.as_deref()),
+            (54, Some("No Authorizer is configured.")),
+            "DeleteAcls v{version}"
+        );
+        assert!(result.matching_acls.is_empty());
+    }
+
+    let mut unknown = broker.client();
+    let frame = unknown.frame(3, &describe(0));
+    unknown.stream.write_all(&frame).unwrap();
+    assert!(
+        unknown.is_closed(),
+        "DescribeAcls with an UNKNOWN resource type"
+    );
+    let mut unknown = broker.client();
+    let mut create = CreateAclsRequest::default();
+    create.creations = vec![creation(3), creation(0)];
+    let frame = unknown.frame(3, &create);
+    unknown.stream.write_all(&frame).unwrap();
+    assert!(
+        unknown.is_closed(),
+        "CreateAcls of an ACL for an UNKNOWN operation"
+    );
+    let mut unknown = broker.client();
+    let mut delete = DeleteAclsRequest::default();
+    let mut f = filter();
+    f.permission_type = 0;
+    delete.filters = vec![f];
+    let frame = unknown.frame(1, &delete);
+    unknown.stream.write_all(&frame).unwrap();
+    assert!(
+        unknown.is_closed(),
+        "DeleteAcls with an UNKNOWN permission type"
+    );
+    // The other connection goes on.
+    assert_eq!(client.send(3, &describe(1)).error_code, 54);
 }
 
 #[test]

@@ -16,7 +16,6 @@ declare -A UNSUPPORTED=(
     [admin-create-partitions]="CreatePartitions: kpfs topics have one partition"
     [admin-describe-log-dirs]="DescribeLogDirs is not served"
     [admin-describe-producers]="DescribeProducers is not served"
-    [admin-describe-acls]="DescribeAcls is not served: kpfs has no authorizer"
     [admin-list-transactions]="ListTransactions: kpfs does not support transactions"
     [admin-describe-metadata-quorum]="DescribeQuorum: kpfs has no KRaft quorum"
 )
@@ -28,7 +27,7 @@ SCENARIOS=(produce produce-idempotent consume-from-beginning produce-compressed-
     admin-describe-configs admin-alter-configs admin-list-offsets admin-delete-records
     admin-list-groups admin-describe-groups admin-list-group-offsets admin-alter-group-offsets
     admin-delete-group-offsets admin-delete-groups admin-describe-cluster
-    admin-describe-features "${!UNSUPPORTED[@]}" admin-delete-topics)
+    admin-describe-features admin-acls "${!UNSUPPORTED[@]}" admin-delete-topics)
 PERF_RECORDS=200000
 
 matrix_dir=${KPFS_CLIENT_MATRIX_DIR:-$KPFS_ROOT/target/client-matrix}

@@ -70,11 +70,19 @@ import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AclBinding;
 import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.InvalidConfigurationException;
 import org.apache.kafka.common.errors.InvalidPartitionsException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
+import org.apache.kafka.common.errors.SecurityDisabledException;
 import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
@@ -964,8 +972,21 @@ public final class KpfsJavaClient {
                 () -> admin.describeLogDirs(List.of(1)).allDescriptions());
         unsupportedAdmin("admin-describe-producers", "DescribeProducers is not served",
                 () -> admin.describeProducers(List.of(new TopicPartition("java-produce", 0))).all());
-        unsupportedAdmin("admin-describe-acls", "DescribeAcls is not served (kpfs has no authorizer)",
-                () -> admin.describeAcls(AclBindingFilter.ANY).values());
+        // No authorizer, as a Kafka broker without one: the ACL calls say so.
+        scenario("admin-acls", () -> {
+            SecurityDisabledException described = failure(admin.describeAcls(AclBindingFilter.ANY).values(),
+                    SecurityDisabledException.class, "describeAcls");
+            expectEq("No Authorizer is configured on the broker", described.getMessage(), "describeAcls' refusal");
+            AclBinding read = new AclBinding(new ResourcePattern(ResourceType.TOPIC, topic, PatternType.LITERAL),
+                    new AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW));
+            SecurityDisabledException created = failure(admin.createAcls(List.of(read)).all(),
+                    SecurityDisabledException.class, "createAcls");
+            expectEq("No Authorizer is configured.", created.getMessage(), "createAcls' refusal");
+            failure(admin.deleteAcls(List.of(AclBindingFilter.ANY)).all(), SecurityDisabledException.class,
+                    "deleteAcls");
+            return "describeAcls, createAcls, deleteAcls: " + created.getClass().getSimpleName() + " \""
+                    + described.getMessage() + "\"";
+        });
         unsupportedAdmin("admin-list-transactions", "ListTransactions: kpfs does not support transactions",
                 () -> admin.listTransactions().all());
         unsupportedAdmin("admin-describe-metadata-quorum", "DescribeQuorum: kpfs has no KRaft quorum",
