@@ -7,6 +7,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kpfs::engine::format::{BatchBuilder, ClientBatch};
 
 use common::kafka::{
     batch, capture_log, fetch, logged_about, metadata, name, produce, produce_request, values_of,
@@ -21,6 +22,7 @@ use kafka_protocol::messages::delete_records_request::{
 };
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_producers_request;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
@@ -29,9 +31,9 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateAclsRequest, CreateTopicsRequest,
     DeleteAclsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, FetchRequest, FindCoordinatorRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
-    ResponseHeader, TransactionalId,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeProducersRequest, FetchRequest,
+    FindCoordinatorRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ResponseHeader, TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
@@ -358,6 +360,69 @@ fn acl_apis_answer_as_kafka_without_an_authorizer() {
     );
     // The other connection goes on.
     assert_eq!(client.send(3, &describe(1)).error_code, 54);
+}
+
+/// DescribeProducers lists the producer state a partition keeps, as Kafka's
+/// `Partition.activeProducerState`; a topic or partition that does not exist is the code
+/// alone.
+#[test]
+fn describe_producers_lists_each_idempotent_producers_state() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t").unwrap();
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = None;
+    init.transaction_timeout_ms = -1;
+    let producer = client.send(4, &init).producer_id.0;
+    assert!(producer >= 0);
+    for base_sequence in [0, 2] {
+        let mut b = BatchBuilder::new(0);
+        b.push(0, common::T0, None, Some(b"a"));
+        b.push(1, common::T0 + 5, None, Some(b"b"));
+        let records =
+            Bytes::from(b.finish_client((producer, 0, base_sequence), ClientBatch::PLAIN));
+        assert_eq!(produce(&mut client, 9, "t", records).0, 0);
+    }
+    assert_eq!(produce(&mut client, 9, "t", batch(&[(None, "plain")])).0, 0);
+
+    let asked = |name: &str, partitions: Vec<i32>| {
+        let mut t = describe_producers_request::TopicRequest::default();
+        t.name = kafka_protocol::messages::TopicName(StrBytes::from_string(name.to_string()));
+        t.partition_indexes = partitions;
+        t
+    };
+    let mut request = DescribeProducersRequest::default();
+    request.topics = vec![asked("t", vec![0, 1]), asked("missing", vec![0])];
+    let response = client.send(0, &request);
+    let t = &response.topics[0];
+    let state = &t.partitions[0];
+    assert_eq!((state.partition_index, state.error_code), (0, 0));
+    assert_eq!(
+        state
+            .active_producers
+            .iter()
+            .map(|p| (
+                p.producer_id.0,
+                p.producer_epoch,
+                p.last_sequence,
+                p.last_timestamp,
+                p.coordinator_epoch,
+                p.current_txn_start_offset
+            ))
+            .collect::<Vec<_>>(),
+        [(producer, 0, 3, common::T0 + 5, -1, -1)],
+        "the idempotent producer, not the plain batch"
+    );
+    assert_eq!(
+        (
+            t.partitions[1].partition_index,
+            t.partitions[1].error_code,
+            t.partitions[1].error_message.as_deref()
+        ),
+        (1, 3, None)
+    );
+    let missing = &response.topics[1].partitions[0];
+    assert_eq!((missing.error_code, missing.active_producers.len()), (3, 0));
 }
 
 #[test]

@@ -282,17 +282,18 @@ mod tests {
     use bytes::BytesMut;
     use kafka_protocol::messages::{
         alter_configs_request, create_acls_request, create_topics_request, delete_acls_request,
-        delete_records_request, delete_topics_request, describe_configs_request, fetch_request,
-        incremental_alter_configs_request, join_group_request, leave_group_request,
-        list_offsets_request, metadata_request, offset_commit_request, offset_delete_request,
-        offset_fetch_request, produce_request, sync_group_request, AlterConfigsRequest,
-        ApiVersionsRequest, BrokerId, CreateAclsRequest, CreateTopicsRequest, DeleteAclsRequest,
-        DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
-        DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest,
-        FindCoordinatorRequest, GroupId, HeartbeatRequest, IncrementalAlterConfigsRequest,
-        InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-        ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-        OffsetFetchRequest, ProduceRequest, RequestKind, SyncGroupRequest, TopicName,
+        delete_records_request, delete_topics_request, describe_configs_request,
+        describe_producers_request, fetch_request, incremental_alter_configs_request,
+        join_group_request, leave_group_request, list_offsets_request, metadata_request,
+        offset_commit_request, offset_delete_request, offset_fetch_request, produce_request,
+        sync_group_request, AlterConfigsRequest, ApiVersionsRequest, BrokerId, CreateAclsRequest,
+        CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
+        DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+        DescribeGroupsRequest, DescribeProducersRequest, FetchRequest, FindCoordinatorRequest,
+        GroupId, HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+        JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
+        MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+        ProduceRequest, RequestKind, SyncGroupRequest, TopicName,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
     use proptest::prelude::*;
@@ -583,6 +584,14 @@ mod tests {
                 r.group_id = group_id();
                 r.topics = vec![t];
                 RequestKind::OffsetDelete(r)
+            }
+            ApiKey::DescribeProducers => {
+                let mut t = describe_producers_request::TopicRequest::default();
+                t.name = topic_name();
+                t.partition_indexes = vec![0, 1];
+                let mut r = DescribeProducersRequest::default();
+                r.topics = vec![t.clone(), t];
+                RequestKind::DescribeProducers(r)
             }
             ApiKey::DescribeAcls => {
                 let mut r = DescribeAclsRequest::default();

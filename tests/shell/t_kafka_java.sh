@@ -15,7 +15,6 @@ declare -A UNSUPPORTED=(
     [consume-group-consumer-protocol]="KIP-848's ConsumerGroupHeartbeat is not served"
     [admin-create-partitions]="CreatePartitions: kpfs topics have one partition"
     [admin-describe-log-dirs]="DescribeLogDirs is not served"
-    [admin-describe-producers]="DescribeProducers is not served"
     [admin-list-transactions]="ListTransactions: kpfs does not support transactions"
     [admin-describe-metadata-quorum]="DescribeQuorum: kpfs has no KRaft quorum"
 )
@@ -27,7 +26,8 @@ SCENARIOS=(produce produce-idempotent consume-from-beginning produce-compressed-
     admin-describe-configs admin-alter-configs admin-list-offsets admin-delete-records
     admin-list-groups admin-describe-groups admin-list-group-offsets admin-alter-group-offsets
     admin-delete-group-offsets admin-delete-groups admin-describe-cluster
-    admin-describe-features admin-acls "${!UNSUPPORTED[@]}" admin-delete-topics)
+    admin-describe-features admin-acls admin-describe-producers "${!UNSUPPORTED[@]}"
+    admin-delete-topics)
 PERF_RECORDS=200000
 
 matrix_dir=${KPFS_CLIENT_MATRIX_DIR:-$KPFS_ROOT/target/client-matrix}

@@ -50,6 +50,7 @@ import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -970,8 +971,30 @@ public final class KpfsJavaClient {
                 () -> admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(2))).all());
         unsupportedAdmin("admin-describe-log-dirs", "DescribeLogDirs is not served",
                 () -> admin.describeLogDirs(List.of(1)).allDescriptions());
-        unsupportedAdmin("admin-describe-producers", "DescribeProducers is not served",
-                () -> admin.describeProducers(List.of(new TopicPartition("java-produce", 0))).all());
+        // The producer state kpfs keeps: the two producers of java-produce as their batches
+        // on disk say (produce-idempotent), each at the last sequence it sent.
+        scenario("admin-describe-producers", () -> {
+            TopicPartition tp = new TopicPartition("java-produce", 0);
+            Map<Long, Integer> lastSequence = new TreeMap<>();
+            Map<Long, Long> lastTimestamp = new TreeMap<>();
+            for (RecordBatch b : batchesOnDisk(tp.topic())) {
+                lastSequence.put(b.producerId(), b.lastSequence());
+                lastTimestamp.put(b.producerId(), b.maxTimestamp());
+            }
+            List<ProducerState> active = admin.describeProducers(List.of(tp)).partitionResult(tp).get()
+                    .activeProducers().stream().sorted(java.util.Comparator.comparingLong(ProducerState::producerId))
+                    .toList();
+            expectEq(List.copyOf(lastSequence.keySet()), active.stream().map(ProducerState::producerId).toList(),
+                    "producer ids");
+            for (ProducerState p : active) {
+                expectEq(0, p.producerEpoch(), "epoch of producer " + p.producerId());
+                expectEq(lastSequence.get(p.producerId()), p.lastSequence(), "last sequence of " + p.producerId());
+                expectEq(lastTimestamp.get(p.producerId()), p.lastTimestamp(), "last timestamp of " + p.producerId());
+                expectEq(java.util.OptionalInt.empty(), p.coordinatorEpoch(), "coordinator epoch");
+                expectEq(java.util.OptionalLong.empty(), p.currentTransactionStartOffset(), "transaction start");
+            }
+            return active.size() + " producers, last sequences " + lastSequence.values() + ", as on disk";
+        });
         // No authorizer, as a Kafka broker without one: the ACL calls say so.
         scenario("admin-acls", () -> {
             SecurityDisabledException described = failure(admin.describeAcls(AclBindingFilter.ANY).values(),
