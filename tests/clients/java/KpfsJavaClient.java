@@ -21,11 +21,14 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Properties;
+import java.util.Optional;
+import java.util.OptionalInt;
+import java.util.OptionalLong;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
@@ -80,6 +83,7 @@ import org.apache.kafka.common.resource.PatternType;
 import org.apache.kafka.common.resource.ResourcePattern;
 import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.GroupIdNotFoundException;
 import org.apache.kafka.common.errors.InvalidConfigurationException;
 import org.apache.kafka.common.errors.InvalidPartitionsException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
@@ -700,7 +704,7 @@ public final class KpfsJavaClient {
             ConsumerGroupDescription closed = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
             expectEq(GroupState.STABLE, closed.groupState(), "state after the static member closed");
             MemberDescription kept = closed.members().iterator().next();
-            expectEq(java.util.Optional.of("java-static-1"), kept.groupInstanceId(), "the member kept");
+            expectEq(Optional.of("java-static-1"), kept.groupInstanceId(), "the member kept");
             expectEq(memberId, kept.consumerId(), "its member id");
             try (KafkaConsumer<byte[], byte[]> c = consumer(config)) {
                 c.subscribe(List.of(GROUP_TOPICS.get(3)));
@@ -711,7 +715,7 @@ public final class KpfsJavaClient {
                 }
                 ConsumerGroupDescription back = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
                 expectEq(1, back.members().size(), "members after the static member came back");
-                expectEq(java.util.Optional.of("java-static-1"),
+                expectEq(Optional.of("java-static-1"),
                         back.members().iterator().next().groupInstanceId(), "the member back");
             }
             return "closed: still a member (Stable); back with the same instance id, at its committed offset";
@@ -878,9 +882,9 @@ public final class KpfsJavaClient {
             Collection<GroupListing> groups = admin.listGroups().all().get();
             GroupListing g = groups.stream().filter(l -> l.groupId().equals(GROUP)).findFirst()
                     .orElseThrow(() -> new CheckFailed("listGroups lacks " + GROUP + ": " + groups));
-            expectEq(java.util.Optional.of(GroupType.CLASSIC), g.type(), "type");
+            expectEq(Optional.of(GroupType.CLASSIC), g.type(), "type");
             expectEq("consumer", g.protocol(), "protocol type");
-            expectEq(java.util.Optional.of(GroupState.EMPTY), g.groupState(), "state");
+            expectEq(Optional.of(GroupState.EMPTY), g.groupState(), "state");
             return "listConsumerGroups and listGroups: " + GROUP + " classic, consumer, Empty";
         });
 
@@ -939,7 +943,7 @@ public final class KpfsJavaClient {
             check(admin.listGroups().all().get().stream().noneMatch(l -> l.groupId().equals(GROUP)),
                     () -> GROUP + " still listed");
             var missing = failure(admin.deleteConsumerGroups(List.of(GROUP)).all(),
-                    org.apache.kafka.common.errors.GroupIdNotFoundException.class, "deleting it again");
+                    GroupIdNotFoundException.class, "deleting it again");
             return "deleted; again: " + missing.getMessage();
         });
 
@@ -962,7 +966,7 @@ public final class KpfsJavaClient {
             FeatureMetadata f = admin.describeFeatures().featureMetadata().get();
             expectEq(Map.of(), f.supportedFeatures(), "supported features");
             expectEq(Map.of(), f.finalizedFeatures(), "finalized features");
-            expectEq(java.util.Optional.empty(), f.finalizedFeaturesEpoch(), "finalized features epoch");
+            expectEq(Optional.empty(), f.finalizedFeaturesEpoch(), "finalized features epoch");
             return "no supported or finalized features (none of Kafka's feature-levelled protocols is served)";
         });
 
@@ -982,7 +986,7 @@ public final class KpfsJavaClient {
                 lastTimestamp.put(b.producerId(), b.maxTimestamp());
             }
             List<ProducerState> active = admin.describeProducers(List.of(tp)).partitionResult(tp).get()
-                    .activeProducers().stream().sorted(java.util.Comparator.comparingLong(ProducerState::producerId))
+                    .activeProducers().stream().sorted(Comparator.comparingLong(ProducerState::producerId))
                     .toList();
             expectEq(List.copyOf(lastSequence.keySet()), active.stream().map(ProducerState::producerId).toList(),
                     "producer ids");
@@ -990,8 +994,8 @@ public final class KpfsJavaClient {
                 expectEq(0, p.producerEpoch(), "epoch of producer " + p.producerId());
                 expectEq(lastSequence.get(p.producerId()), p.lastSequence(), "last sequence of " + p.producerId());
                 expectEq(lastTimestamp.get(p.producerId()), p.lastTimestamp(), "last timestamp of " + p.producerId());
-                expectEq(java.util.OptionalInt.empty(), p.coordinatorEpoch(), "coordinator epoch");
-                expectEq(java.util.OptionalLong.empty(), p.currentTransactionStartOffset(), "transaction start");
+                expectEq(OptionalInt.empty(), p.coordinatorEpoch(), "coordinator epoch");
+                expectEq(OptionalLong.empty(), p.currentTransactionStartOffset(), "transaction start");
             }
             return active.size() + " producers, last sequences " + lastSequence.values() + ", as on disk";
         });
