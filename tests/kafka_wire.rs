@@ -6,25 +6,32 @@ mod common;
 use std::io::Write;
 use std::time::Duration;
 
+use bytes::Bytes;
+use kpfs::engine::format::{BatchBuilder, ClientBatch};
+
 use common::kafka::{
     batch, capture_log, fetch, logged_about, metadata, name, produce, produce_request, values_of,
     Broker, Client, MAX_REQUEST,
 };
 use kafka_protocol::messages::alter_configs_request;
+use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_producers_request;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateAclsRequest, CreateTopicsRequest,
+    DeleteAclsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeProducersRequest, FetchRequest,
     FindCoordinatorRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
     ListOffsetsRequest, MetadataRequest, ResponseHeader, TransactionalId,
 };
@@ -199,6 +206,223 @@ fn produced_batches_are_read_back_by_cat_and_by_fetch() {
         produce(&mut client, 9, "missing", batch(&[(None, "x")])).0,
         3
     );
+}
+
+/// A refused Produce carries a message only where Kafka's does: for the records
+/// LogValidator refused. Other refusals are the code alone, which clients show in the
+/// error's own words (Java's RecordTooLargeException: "The request included a message
+/// larger than the max message size the server will accept.").
+#[test]
+fn produce_refusals_carry_a_message_only_for_refused_records() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("small").unwrap();
+    common::set(
+        &broker.engine.topic("small").unwrap(),
+        "max.message.bytes=100\n",
+    );
+    broker.engine.create_topic("compacted").unwrap();
+    common::set(
+        &broker.engine.topic("compacted").unwrap(),
+        "cleanup.policy=compact\n",
+    );
+    let refusal = |client: &mut Client, acks: i16, topic: &str, records: Bytes| {
+        let mut request = produce_request(topic, records);
+        request.acks = acks;
+        let response = client.send(9, &request);
+        let p = &response.responses[0].partition_responses[0];
+        (
+            p.error_code,
+            p.error_message.as_ref().map(|m| m.to_string()),
+        )
+    };
+    let large = "x".repeat(200);
+    assert_eq!(
+        refusal(&mut client, -1, "small", batch(&[(None, &large)])),
+        (10, None)
+    );
+    assert_eq!(
+        refusal(&mut client, 2, "small", batch(&[(None, "x")])),
+        (21, None)
+    );
+    assert_eq!(
+        refusal(&mut client, -1, "missing", batch(&[(None, "x")])),
+        (3, None)
+    );
+    let keyless = refusal(&mut client, -1, "compacted", batch(&[(None, "v")]));
+    assert_eq!(keyless.0, 87);
+    let message = keyless.1.unwrap_or_default();
+    assert!(
+        message.contains(
+            "Compacted topic cannot accept message without key in topic partition compacted-0"
+        ),
+        "{message}"
+    );
+    assert_eq!(
+        common::cat_string(&broker.engine.topic("small").unwrap()),
+        ""
+    );
+}
+
+/// kpfs has no authorizer, and its ACL APIs answer as Kafka's without one: every version
+/// SECURITY_DISABLED in Kafka's words, whatever the ACLs (ANY and codes Kafka does not
+/// define included); a request with an UNKNOWN (0) element, which Kafka's parser refuses,
+/// closes the connection. As a Kafka 4.3.1 broker answered raw requests.
+#[test]
+fn acl_apis_answer_as_kafka_without_an_authorizer() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    let describe = |resource_type: i8| {
+        let mut r = DescribeAclsRequest::default();
+        r.resource_type_filter = resource_type;
+        r.pattern_type_filter = 1;
+        r.operation = 1;
+        r.permission_type = 1;
+        r
+    };
+    let creation = |operation: i8| {
+        let mut c = AclCreation::default();
+        c.resource_type = 2;
+        c.resource_name = StrBytes::from_static_str("t");
+        c.resource_pattern_type = 3;
+        c.principal = StrBytes::from_static_str("User:alice");
+        c.host = StrBytes::from_static_str("*");
+        c.operation = operation;
+        c.permission_type = 3;
+        c
+    };
+    let filter = || {
+        let mut f = DeleteAclsFilter::default();
+        f.resource_type_filter = 1;
+        f.pattern_type_filter = 2;
+        f.operation = 1;
+        f.permission_type = 1;
+        f
+    };
+    for version in 1..=3 {
+        let described = client.send(version, &describe(2));
+        assert_eq!(
+            (described.error_code, described.error_message.as_deref()),
+            (54, Some("No Authorizer is configured on the broker")),
+            "DescribeAcls v{version}"
+        );
+        assert!(described.resources.is_empty());
+        let mut create = CreateAclsRequest::default();
+        create.creations = vec![creation(3), creation(1), creation(99)];
+        let created = client.send(version, &create);
+        assert_eq!(
+            created
+                .results
+                .iter()
+                .map(|r| (r.error_code, r.error_message.as_deref()))
+                .collect::<Vec<_>>(),
+            [(54, Some("No Authorizer is configured.")); 3],
+            "CreateAcls v{version}"
+        );
+        let mut delete = DeleteAclsRequest::default();
+        delete.filters = vec![filter()];
+        let deleted = client.send(version, &delete);
+        let result = &deleted.filter_results[0];
+        assert_eq!(
+            (result.error_code, result.error_message.as_deref()),
+            (54, Some("No Authorizer is configured.")),
+            "DeleteAcls v{version}"
+        );
+        assert!(result.matching_acls.is_empty());
+    }
+
+    let mut unknown = broker.client();
+    let frame = unknown.frame(3, &describe(0));
+    unknown.stream.write_all(&frame).unwrap();
+    assert!(
+        unknown.is_closed(),
+        "DescribeAcls with an UNKNOWN resource type"
+    );
+    let mut unknown = broker.client();
+    let mut create = CreateAclsRequest::default();
+    create.creations = vec![creation(3), creation(0)];
+    let frame = unknown.frame(3, &create);
+    unknown.stream.write_all(&frame).unwrap();
+    assert!(
+        unknown.is_closed(),
+        "CreateAcls of an ACL for an UNKNOWN operation"
+    );
+    let mut unknown = broker.client();
+    let mut delete = DeleteAclsRequest::default();
+    let mut f = filter();
+    f.permission_type = 0;
+    delete.filters = vec![f];
+    let frame = unknown.frame(1, &delete);
+    unknown.stream.write_all(&frame).unwrap();
+    assert!(
+        unknown.is_closed(),
+        "DeleteAcls with an UNKNOWN permission type"
+    );
+    // The other connection goes on.
+    assert_eq!(client.send(3, &describe(1)).error_code, 54);
+}
+
+/// DescribeProducers lists the producer state a partition keeps, as Kafka's
+/// `Partition.activeProducerState`; a topic or partition that does not exist is the code
+/// alone.
+#[test]
+fn describe_producers_lists_each_idempotent_producers_state() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t").unwrap();
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = None;
+    init.transaction_timeout_ms = -1;
+    let producer = client.send(4, &init).producer_id.0;
+    assert!(producer >= 0);
+    for base_sequence in [0, 2] {
+        let mut b = BatchBuilder::new(0);
+        b.push(0, common::T0, None, Some(b"a"));
+        b.push(1, common::T0 + 5, None, Some(b"b"));
+        let records =
+            Bytes::from(b.finish_client((producer, 0, base_sequence), ClientBatch::PLAIN));
+        assert_eq!(produce(&mut client, 9, "t", records).0, 0);
+    }
+    assert_eq!(produce(&mut client, 9, "t", batch(&[(None, "plain")])).0, 0);
+
+    let asked = |name: &str, partitions: Vec<i32>| {
+        let mut t = describe_producers_request::TopicRequest::default();
+        t.name = kafka_protocol::messages::TopicName(StrBytes::from_string(name.to_string()));
+        t.partition_indexes = partitions;
+        t
+    };
+    let mut request = DescribeProducersRequest::default();
+    request.topics = vec![asked("t", vec![0, 1]), asked("missing", vec![0])];
+    let response = client.send(0, &request);
+    let t = &response.topics[0];
+    let state = &t.partitions[0];
+    assert_eq!((state.partition_index, state.error_code), (0, 0));
+    assert_eq!(
+        state
+            .active_producers
+            .iter()
+            .map(|p| (
+                p.producer_id.0,
+                p.producer_epoch,
+                p.last_sequence,
+                p.last_timestamp,
+                p.coordinator_epoch,
+                p.current_txn_start_offset
+            ))
+            .collect::<Vec<_>>(),
+        [(producer, 0, 3, common::T0 + 5, -1, -1)],
+        "the idempotent producer, not the plain batch"
+    );
+    assert_eq!(
+        (
+            t.partitions[1].partition_index,
+            t.partitions[1].error_code,
+            t.partitions[1].error_message.as_deref()
+        ),
+        (1, 3, None)
+    );
+    let missing = &response.topics[1].partitions[0];
+    assert_eq!((missing.error_code, missing.active_producers.len()), (3, 0));
 }
 
 #[test]

@@ -30,7 +30,7 @@ use super::log_loader::LogLoader;
 pub(crate) use super::log_loader::OpenReport;
 use super::metadata_files::{load_topic_id, LeaderEpochCheckpoint, Uuid};
 use super::produce::{ProduceOutcome, ValidatedBatch};
-use super::producer_state::{Expiry, ProducerStateManager};
+use super::producer_state::{Expiry, ProducerStateEntry, ProducerStateManager};
 use super::segment::{RollReason, Segment, SegmentSpec};
 use super::stream_index::{BatchStream, StreamMark, StreamShape};
 
@@ -533,6 +533,14 @@ impl Log {
     /// End of the rendered stream: the size of the `log` file.
     pub(crate) fn stream_end(&self) -> u64 {
         self.snapshot().active().info().stream_end
+    }
+
+    /// The producers whose state the partition keeps (Kafka's `UnifiedLog.activeProducers`:
+    /// those not yet expired by `producer.id.expiration.ms`), by producer id.
+    pub fn active_producers(&self) -> Vec<ProducerStateEntry> {
+        let mut producers = self.producer_state.lock().entries();
+        producers.sort_by_key(|p| p.producer_id);
+        producers
     }
 
     #[cfg(feature = "internals")]

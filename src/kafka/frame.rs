@@ -281,18 +281,19 @@ mod tests {
     use super::*;
     use bytes::BytesMut;
     use kafka_protocol::messages::{
-        alter_configs_request, create_topics_request, delete_records_request,
-        delete_topics_request, describe_configs_request, fetch_request,
-        incremental_alter_configs_request, join_group_request, leave_group_request,
-        list_offsets_request, metadata_request, offset_commit_request, offset_delete_request,
-        offset_fetch_request, produce_request, sync_group_request, AlterConfigsRequest,
-        ApiVersionsRequest, BrokerId, CreateTopicsRequest, DeleteGroupsRequest,
-        DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-        DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
-        IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-        ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-        OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestKind, SyncGroupRequest,
-        TopicName,
+        alter_configs_request, create_acls_request, create_topics_request, delete_acls_request,
+        delete_records_request, delete_topics_request, describe_configs_request,
+        describe_producers_request, fetch_request, incremental_alter_configs_request,
+        join_group_request, leave_group_request, list_offsets_request, metadata_request,
+        offset_commit_request, offset_delete_request, offset_fetch_request, produce_request,
+        sync_group_request, AlterConfigsRequest, ApiVersionsRequest, BrokerId, CreateAclsRequest,
+        CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
+        DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+        DescribeGroupsRequest, DescribeProducersRequest, FetchRequest, FindCoordinatorRequest,
+        GroupId, HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+        JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
+        MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+        ProduceRequest, RequestKind, SyncGroupRequest, TopicName,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
     use proptest::prelude::*;
@@ -583,6 +584,51 @@ mod tests {
                 r.group_id = group_id();
                 r.topics = vec![t];
                 RequestKind::OffsetDelete(r)
+            }
+            ApiKey::DescribeProducers => {
+                let mut t = describe_producers_request::TopicRequest::default();
+                t.name = topic_name();
+                t.partition_indexes = vec![0, 1];
+                let mut r = DescribeProducersRequest::default();
+                r.topics = vec![t.clone(), t];
+                RequestKind::DescribeProducers(r)
+            }
+            ApiKey::DescribeAcls => {
+                let mut r = DescribeAclsRequest::default();
+                r.resource_type_filter = 2;
+                r.resource_name_filter = Some(text("t"));
+                r.pattern_type_filter = 3;
+                r.principal_filter = Some(text("User:alice"));
+                r.host_filter = Some(text("*"));
+                r.operation = 3;
+                r.permission_type = 3;
+                RequestKind::DescribeAcls(r)
+            }
+            ApiKey::CreateAcls => {
+                let mut c = create_acls_request::AclCreation::default();
+                c.resource_type = 2;
+                c.resource_name = text("t");
+                c.resource_pattern_type = 3;
+                c.principal = text("User:alice");
+                c.host = text("*");
+                c.operation = 3;
+                c.permission_type = 3;
+                let mut r = CreateAclsRequest::default();
+                r.creations = vec![c.clone(), c];
+                RequestKind::CreateAcls(r)
+            }
+            ApiKey::DeleteAcls => {
+                let mut f = delete_acls_request::DeleteAclsFilter::default();
+                f.resource_type_filter = 1;
+                f.resource_name_filter = Some(text("t"));
+                f.pattern_type_filter = 2;
+                f.principal_filter = Some(text("User:alice"));
+                f.host_filter = Some(text("*"));
+                f.operation = 1;
+                f.permission_type = 1;
+                let mut r = DeleteAclsRequest::default();
+                r.filters = vec![f.clone(), f];
+                RequestKind::DeleteAcls(r)
             }
             other => panic!("{other:?} is not served: give it a sample"),
         };

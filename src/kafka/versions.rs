@@ -34,6 +34,10 @@ pub(crate) const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
+    // Answered as by a Kafka without an authorizer, which kpfs is (Kafka 4 dropped v0).
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::DeleteGroups, 0, 2),
@@ -41,6 +45,7 @@ pub(crate) const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::OffsetDelete, 0, 0),
     // v2 lists controllers with endpoint type 2, which a single node does not split.
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeProducers, 0, 0),
 ];
 
 /// The versions kpfs serves of `key`, `None` when it does not serve the API.

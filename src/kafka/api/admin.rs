@@ -1,28 +1,33 @@
 //! The admin APIs: CreateTopics, DeleteTopics, DescribeConfigs, AlterConfigs,
-//! IncrementalAlterConfigs. Config changes go through the engine's `ConfigChange`, the
-//! same lines, validators and texts as writes to a topic's `config` or `.kpfs/config`.
+//! IncrementalAlterConfigs, and the ACL APIs. Config changes go through the engine's
+//! `ConfigChange`, the same lines, validators and texts as writes to a topic's `config` or
+//! `.kpfs/config`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
+use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::{
     alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
-    AlterConfigsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-    DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    AlterConfigsResponse, CreateAclsRequest, CreateAclsResponse, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteAclsRequest, DeleteAclsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, DescribeAclsRequest, DescribeAclsResponse, DescribeConfigsRequest,
+    DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::{engine_error, str_bytes, topic_by_id, topic_uuid};
+use super::{engine_error, str_bytes, topic_by_id, topic_uuid, Reply};
 use crate::engine::config::{
     is_list_config, BrokerLevel, ConfigSource, DescribedConfig, DescribedSource,
 };
@@ -716,4 +721,112 @@ fn incremental_line(
             format!("Unknown config operation {other} for {name}"),
         )),
     }
+}
+
+/// The codes of an ACL's elements (Kafka's `ResourceType`, `PatternType`, `AclOperation`,
+/// `AclPermissionType`), in the order a request carries them.
+struct AclElements {
+    resource_type: i8,
+    pattern_type: i8,
+    operation: i8,
+    permission_type: i8,
+}
+
+impl AclElements {
+    /// Whether one is UNKNOWN (code 0), which Kafka's request parser refuses in a filter
+    /// and in an ACL to create alike. Other codes pass it, those Kafka does not define
+    /// (99) and ANY in an ACL to create included: without an authorizer nothing looks
+    /// further.
+    fn any_unknown(&self) -> bool {
+        [
+            self.resource_type,
+            self.pattern_type,
+            self.operation,
+            self.permission_type,
+        ]
+        .contains(&0)
+    }
+}
+
+/// The ACL APIs answer as Kafka's `AclApis` does without an authorizer (kpfs has none:
+/// every client may do everything): SECURITY_DISABLED, in Kafka's words.
+const NO_AUTHORIZER: &str = "No Authorizer is configured.";
+
+/// Kafka closes the connection of an ACL request its parser refuses (an
+/// `IllegalArgumentException` in the request's constructor makes it an invalid request).
+fn unknown_acl_elements(api: &str) -> Reply {
+    Reply::Close(format!("{api} request contains UNKNOWN elements"))
+}
+
+/// DescribeAcls: no ACLs to describe without an authorizer.
+pub(crate) fn describe_acls(request: &DescribeAclsRequest) -> Reply {
+    let filter = AclElements {
+        resource_type: request.resource_type_filter,
+        pattern_type: request.pattern_type_filter,
+        operation: request.operation,
+        permission_type: request.permission_type,
+    };
+    if filter.any_unknown() {
+        return unknown_acl_elements("DescribeAcls");
+    }
+    let mut response = DescribeAclsResponse::default();
+    response.error_code = ResponseError::SecurityDisabled.code();
+    response.error_message = Some(str_bytes("No Authorizer is configured on the broker"));
+    Reply::Message(ResponseKind::DescribeAcls(response))
+}
+
+/// CreateAcls: each creation refused, nothing to keep ACLs in.
+pub(crate) fn create_acls(request: &CreateAclsRequest) -> Reply {
+    let unknown = request.creations.iter().any(|c| {
+        AclElements {
+            resource_type: c.resource_type,
+            pattern_type: c.resource_pattern_type,
+            operation: c.operation,
+            permission_type: c.permission_type,
+        }
+        .any_unknown()
+    });
+    if unknown {
+        return unknown_acl_elements("CreateAcls");
+    }
+    let mut response = CreateAclsResponse::default();
+    response.results = request
+        .creations
+        .iter()
+        .map(|_| {
+            let mut result = AclCreationResult::default();
+            result.error_code = ResponseError::SecurityDisabled.code();
+            result.error_message = Some(str_bytes(NO_AUTHORIZER));
+            result
+        })
+        .collect();
+    Reply::Message(ResponseKind::CreateAcls(response))
+}
+
+/// DeleteAcls: each filter refused, matching nothing.
+pub(crate) fn delete_acls(request: &DeleteAclsRequest) -> Reply {
+    let unknown = request.filters.iter().any(|f| {
+        AclElements {
+            resource_type: f.resource_type_filter,
+            pattern_type: f.pattern_type_filter,
+            operation: f.operation,
+            permission_type: f.permission_type,
+        }
+        .any_unknown()
+    });
+    if unknown {
+        return unknown_acl_elements("DeleteAcls");
+    }
+    let mut response = DeleteAclsResponse::default();
+    response.filter_results = request
+        .filters
+        .iter()
+        .map(|_| {
+            let mut result = DeleteAclsFilterResult::default();
+            result.error_code = ResponseError::SecurityDisabled.code();
+            result.error_message = Some(str_bytes(NO_AUTHORIZER));
+            result
+        })
+        .collect();
+    Reply::Message(ResponseKind::DeleteAcls(response))
 }

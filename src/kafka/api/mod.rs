@@ -128,6 +128,12 @@ pub(crate) fn handle(shared: &Shared, request: Request, peer: SocketAddr) -> Rep
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(admin::incremental_alter_configs(shared, &r))
         }
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(records::describe_producers(shared, &r))
+        }
+        RequestKind::DescribeAcls(r) => return admin::describe_acls(&r),
+        RequestKind::CreateAcls(r) => return admin::create_acls(&r),
+        RequestKind::DeleteAcls(r) => return admin::delete_acls(&r),
         // decode_request lets through only the APIs of versions::SERVED, all matched above.
         other => unreachable!("request of an API kpfs does not serve: {other:?}"),
     };

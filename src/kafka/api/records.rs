@@ -1,4 +1,5 @@
-//! The record APIs: Produce, Fetch, ListOffsets, DeleteRecords, InitProducerId.
+//! The record APIs: Produce, Fetch, ListOffsets, DeleteRecords, InitProducerId,
+//! DescribeProducers.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -6,6 +7,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
 };
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{
@@ -15,9 +19,10 @@ use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{
-    BrokerId, DeleteRecordsRequest, DeleteRecordsResponse, FetchRequest, FetchResponse,
-    InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse,
-    ProduceRequest, ProduceResponse, ProducerId, ResponseKind,
+    BrokerId, DeleteRecordsRequest, DeleteRecordsResponse, DescribeProducersRequest,
+    DescribeProducersResponse, FetchRequest, FetchResponse, InitProducerIdRequest,
+    InitProducerIdResponse, ListOffsetsRequest, ListOffsetsResponse, ProduceRequest,
+    ProduceResponse, ProducerId, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -59,6 +64,7 @@ fn produce_refusal(error: &EngineError) -> (i16, Option<StrBytes>, bool) {
 /// Kafka's Produce does not create topics (Metadata does, before a client produces).
 pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) -> Reply {
     let acks = request.acks;
+    // Kafka's ReplicaManager answers a bad acks with the code alone.
     let refusal = if !matches!(acks, -1..=1) {
         Some((
             ResponseError::InvalidRequiredAcks.code(),
@@ -365,6 +371,48 @@ pub(crate) fn init_producer_id(
             response.producer_epoch = epoch;
         }
         Err(e) => response.error_code = engine_error(&e).0,
+    }
+    response
+}
+
+/// DescribeProducers: the producer state each asked-for partition keeps, as Kafka's
+/// `Partition.activeProducerState` answers it (kafka-transactions.sh describe-producers).
+/// A topic or partition that does not exist is the code alone, as in Kafka.
+pub(crate) fn describe_producers(
+    shared: &Shared,
+    request: &DescribeProducersRequest,
+) -> DescribeProducersResponse {
+    let mut response = DescribeProducersResponse::default();
+    for asked in &request.topics {
+        let topic = shared.engine.topic(&asked.name.0);
+        let mut out = TopicResponse::default();
+        out.name = asked.name.clone();
+        for &index in &asked.partition_indexes {
+            let mut partition = PartitionResponse::default();
+            partition.partition_index = index;
+            match (&topic, index) {
+                (Some(topic), PARTITION) => {
+                    partition.active_producers = topic
+                        .log()
+                        .active_producers()
+                        .into_iter()
+                        .map(|p| {
+                            let mut state = ProducerState::default();
+                            state.producer_id = ProducerId(p.producer_id);
+                            state.producer_epoch = i32::from(p.producer_epoch);
+                            state.last_sequence = p.last_sequence;
+                            state.last_timestamp = p.timestamp;
+                            state.coordinator_epoch = p.coordinator_epoch;
+                            state.current_txn_start_offset = p.current_txn_first_offset;
+                            state
+                        })
+                        .collect();
+                }
+                _ => partition.error_code = ResponseError::UnknownTopicOrPartition.code(),
+            }
+            out.partitions.push(partition);
+        }
+        response.topics.push(out);
     }
     response
 }
