@@ -287,14 +287,15 @@ impl BrokerConfig {
     /// [`BrokerConfig::inherited_topic_value`] with where it comes from.
     pub(super) fn inherited_topic_source(&self, topic: TopicKey) -> Option<Inherited> {
         for synonym in topic.row().synonyms {
-            let (source, setting_value) = match self.configured(BrokerName::Own(synonym.key)) {
+            let broker = synonym.broker();
+            let (source, setting_value) = match self.configured(broker) {
                 Some((setting, source)) => (source, setting.value.clone()),
-                None => match builtin(synonym.key.def()) {
+                None => match builtin(broker.def()) {
                     Some(value) => (ConfigSource::Default, value),
                     None => continue,
                 },
             };
-            let shown = Some((synonym.key.name(), setting_value.render()));
+            let shown = Some((broker.name(), setting_value.render()));
             if topic.def().kind != Kind::Long {
                 return Some(Inherited {
                     value: setting_value,
@@ -302,8 +303,7 @@ impl BrokerConfig {
                     synonym: shown,
                 });
             }
-            let n =
-                read::<i64>(synonym.key, Some(setting_value)).saturating_mul(synonym.ms_per_unit);
+            let n = read::<i64>(broker, Some(setting_value)).saturating_mul(synonym.ms_per_unit);
             // `KafkaConfig.logRetentionTimeMillis`: any negative broker retention is unlimited.
             let n = if topic == TopicKey::RetentionMs && n < 0 {
                 -1
@@ -444,6 +444,7 @@ impl BrokerConfig {
             connections_max_idle_ms: u64::try_from(idle_ms).ok(),
             auto_create_topics: self.get(BrokerKey::AutoCreateTopicsEnable),
             num_partitions: self.get(BrokerKey::NumPartitions),
+            max_request_partition_size_limit: self.get(BrokerKey::MaxRequestPartitionSizeLimit),
             delete_topic_enable: self.get(BrokerKey::DeleteTopicEnable),
         })
     }
@@ -478,6 +479,8 @@ pub struct ListenerSettings {
     pub auto_create_topics: bool,
     /// Always 1 (`check_rules`), the partitions of an auto-created topic.
     pub num_partitions: i32,
+    /// `max.request.partition.size.limit`: DescribeTopicPartitions' page size at most.
+    pub max_request_partition_size_limit: i32,
     pub delete_topic_enable: bool,
 }
 

@@ -34,6 +34,9 @@ pub enum ConfigError {
         min_ms: i64,
         max_ms: i64,
     },
+    /// `remote.storage.enable=true`: kpfs has no tiered storage (Kafka's refusal on a
+    /// broker whose `remote.log.storage.system.enable` is false).
+    TieredStorageDisabled,
     UnknownTopicConfig {
         name: String,
     },
@@ -262,6 +265,9 @@ impl fmt::Display for ConfigError {
             ConfigError::CompactionLagConflict { min_ms, max_ms } => write!(
                 f,
                 "conflict topic config setting min.compaction.lag.ms ({min_ms}) > max.compaction.lag.ms ({max_ms})"
+            ),
+            ConfigError::TieredStorageDisabled => f.write_str(
+                "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.",
             ),
             ConfigError::UnknownTopicConfig { name } => {
                 let name = Excerpt::plain(name.as_bytes());

@@ -19,7 +19,9 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{engine_error, str_bytes, topic_by_id, topic_uuid};
-use crate::engine::config::{BrokerLevel, ConfigSource, DescribedConfig, DescribedSource};
+use crate::engine::config::{
+    BrokerLevel, ConfigSource, DescribedConfig, DescribedSource, DescribedType,
+};
 use crate::engine::{validate_topic_name, ConfigChange, ConfigScope, EngineError};
 use crate::kafka::Shared;
 
@@ -115,12 +117,13 @@ pub(crate) fn create_topics(
                             topic
                                 .describe_config()
                                 .iter()
+                                .filter(|c| !c.kpfs_own)
                                 .map(|c| {
                                     let mut out = CreatableTopicConfigs::default();
                                     out.name = str_bytes(c.name);
                                     out.value = c.value.as_deref().map(str_bytes);
                                     out.read_only = c.read_only;
-                                    out.config_source = source_id(c.source);
+                                    out.config_source = source_id(c.kafka_source());
                                     out
                                 })
                                 .collect(),
@@ -188,6 +191,21 @@ pub(crate) fn delete_topics(
     response
 }
 
+/// Kafka's `DescribeConfigsResponse.ConfigType` ids.
+fn type_id(kind: DescribedType) -> i8 {
+    match kind {
+        DescribedType::Boolean => 1,
+        DescribedType::String => 2,
+        DescribedType::Int => 3,
+        DescribedType::Short => 4,
+        DescribedType::Long => 5,
+        DescribedType::Double => 6,
+        DescribedType::List => 7,
+        DescribedType::Class => 8,
+        DescribedType::Password => 9,
+    }
+}
+
 /// Kafka's `DescribeConfigsResponse.ConfigSource` id of a value's source.
 fn source_id(source: DescribedSource) -> i8 {
     match source {
@@ -234,11 +252,9 @@ pub(crate) fn describe_configs(
             Ok(configs) => {
                 result.configs = configs
                     .iter()
-                    .filter(|c| {
-                        resource
-                            .configuration_keys
-                            .as_ref()
-                            .is_none_or(|keys| keys.iter().any(|k| k.as_str() == c.name))
+                    .filter(|c| match &resource.configuration_keys {
+                        Some(keys) => keys.iter().any(|k| k.as_str() == c.name),
+                        None => !c.kpfs_own,
                     })
                     .map(|c| describe_entry(c, request.include_synonyms))
                     .collect();
@@ -284,7 +300,8 @@ fn describe_entry(c: &DescribedConfig, include_synonyms: bool) -> DescribeConfig
     out.value = c.value.as_deref().map(str_bytes);
     out.read_only = c.read_only;
     out.is_sensitive = c.sensitive;
-    out.config_source = source_id(c.source);
+    out.config_source = source_id(c.kafka_source());
+    out.config_type = type_id(c.kind);
     if include_synonyms {
         out.synonyms = c
             .synonyms
