@@ -73,6 +73,15 @@ impl BrokerConfig {
     pub(crate) fn apply_change(&self, change: &ConfigChange) -> Result<BrokerConfig, ConfigError> {
         let (cluster_default, this_broker) =
             change.applied_to_broker(&self.cluster_default, &self.this_broker)?;
+        // `ConfigurationControlManager`'s ELR rules (Kafka 4.x enables ELR on a new
+        // cluster, and kpfs behaves as one).
+        let min_isr = min_insync_replicas();
+        if self.cluster_default.contains_key(&min_isr) && !cluster_default.contains_key(&min_isr) {
+            return Err(ConfigError::Broker(BrokerRule::ClusterMinIsrRemoved));
+        }
+        if self.this_broker.get(&min_isr) != this_broker.get(&min_isr) {
+            return Err(ConfigError::Broker(BrokerRule::BrokerMinIsrAltered));
+        }
         let next = BrokerConfig {
             static_values: self.static_values.clone(),
             cluster_default,
@@ -93,6 +102,30 @@ impl BrokerConfig {
             }));
         }
         Ok(next)
+    }
+
+    /// Kafka's `ConfigurationControlManager.maybeGenerateElrSafetyRecords`: a cluster with
+    /// ELR on (every new Kafka 4.x cluster; kpfs always) has a cluster-wide
+    /// `min.insync.replicas`, the static one or its default, which its controller writes
+    /// when it first starts. Returns whether it had to be added here (then the caller
+    /// saves the dynamic config).
+    pub(crate) fn ensure_cluster_min_insync_replicas(&mut self) -> bool {
+        let min_isr = min_insync_replicas();
+        if self.cluster_default.contains_key(&min_isr) {
+            return false;
+        }
+        let text = match self.static_values.get(&min_isr) {
+            Some(setting) => setting.text.clone(),
+            None => min_isr.def().default.unwrap_or("1").to_string(),
+        };
+        match parse_setting(min_isr.def(), &text) {
+            Ok(setting) => {
+                self.cluster_default.insert(min_isr, setting);
+                true
+            }
+            // A static value is checked when loaded, and the default by the tests.
+            Err(e) => unreachable!("min.insync.replicas={text} was accepted once: {e}"),
+        }
     }
 
     /// The dynamic overrides to persist: the cluster-wide level's `key=value` lines, then,
@@ -500,6 +533,12 @@ impl ListenerSettings {
         let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
         Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
     }
+}
+
+/// `min.insync.replicas`, a Kafka broker config of the generated table.
+fn min_insync_replicas() -> BrokerName {
+    BrokerName::known("min.insync.replicas")
+        .unwrap_or_else(|_| unreachable!("min.insync.replicas is a Kafka broker config"))
 }
 
 /// Where a config value that is not an override comes from, named as

@@ -198,6 +198,11 @@ pub enum BrokerRule {
     /// kpfs topics have one partition: `num.partitions` above 1 would make every
     /// auto-created topic fail.
     NumPartitionsAboveOne,
+    /// The cluster-wide `min.insync.replicas` is gone from the result: Kafka 4.x keeps it
+    /// while eligible leader replicas (ELR, KIP-966) are on, as they are for a new cluster.
+    ClusterMinIsrRemoved,
+    /// `min.insync.replicas` set or removed for one broker, which ELR forbids.
+    BrokerMinIsrAltered,
 }
 
 impl fmt::Display for BrokerRule {
@@ -230,6 +235,12 @@ impl fmt::Display for BrokerRule {
             ),
             BrokerRule::NumPartitionsAboveOne => f.write_str(
                 "num.partitions must be 1: kpfs topics have one partition for now",
+            ),
+            BrokerRule::ClusterMinIsrRemoved => f.write_str(
+                "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",
+            ),
+            BrokerRule::BrokerMinIsrAltered => f.write_str(
+                "Broker-level min.insync.replicas cannot be altered while ELR is enabled.",
             ),
         }
     }
