@@ -282,17 +282,17 @@ mod tests {
     use bytes::BytesMut;
     use kafka_protocol::messages::{
         alter_configs_request, create_topics_request, delete_records_request,
-        delete_topics_request, describe_configs_request, fetch_request,
-        incremental_alter_configs_request, join_group_request, leave_group_request,
+        delete_topics_request, describe_configs_request, describe_topic_partitions_request,
+        fetch_request, incremental_alter_configs_request, join_group_request, leave_group_request,
         list_offsets_request, metadata_request, offset_commit_request, offset_delete_request,
         offset_fetch_request, produce_request, sync_group_request, AlterConfigsRequest,
         ApiVersionsRequest, BrokerId, CreateTopicsRequest, DeleteGroupsRequest,
         DeleteRecordsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-        DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
-        IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-        ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-        OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestKind, SyncGroupRequest,
-        TopicName,
+        DescribeGroupsRequest, DescribeTopicPartitionsRequest, FetchRequest,
+        FindCoordinatorRequest, GroupId, HeartbeatRequest, IncrementalAlterConfigsRequest,
+        InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+        ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+        OffsetFetchRequest, ProduceRequest, RequestKind, SyncGroupRequest, TopicName,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
     use proptest::prelude::*;
@@ -453,6 +453,17 @@ mod tests {
             }
             ApiKey::DescribeCluster => {
                 RequestKind::DescribeCluster(DescribeClusterRequest::default())
+            }
+            ApiKey::DescribeTopicPartitions => {
+                let mut t = describe_topic_partitions_request::TopicRequest::default();
+                t.name = topic_name();
+                let mut cursor = describe_topic_partitions_request::Cursor::default();
+                cursor.topic_name = topic_name();
+                let mut r = DescribeTopicPartitionsRequest::default();
+                r.topics = vec![t.clone(), t];
+                r.response_partition_limit = 2000;
+                r.cursor = Some(cursor);
+                RequestKind::DescribeTopicPartitions(r)
             }
             ApiKey::JoinGroup => {
                 let mut p = join_group_request::JoinGroupRequestProtocol::default();
