@@ -419,6 +419,9 @@ fn render_described(configs: &[DescribedConfig]) -> String {
     for config in configs.iter().filter(|c| c.is_override) {
         let value = config.value.as_deref().unwrap_or_default();
         out.push_str(&format!("{}={value}\n", config.name));
+        if config.no_effect {
+            out.push_str(&format!("# {} has no effect in kpfs\n", config.name));
+        }
     }
     out.push_str(DEFAULTS_HEADER);
     let defaults: Vec<DescribedConfig> =

@@ -249,7 +249,8 @@ pub(crate) fn describe_configs(
         result.resource_name = resource.resource_name.clone();
         let described = described(shared, resource.resource_type, &resource.resource_name);
         match described {
-            Ok(configs) => {
+            Ok(mut configs) => {
+                kafka_answer_order(&mut configs);
                 result.configs = configs
                     .iter()
                     .filter(|c| match &resource.configuration_keys {
@@ -292,6 +293,27 @@ fn described(shared: &Shared, kind: i8, name: &str) -> Result<Vec<DescribedConfi
             ),
         )),
     }
+}
+
+/// Puts `configs` in the order Kafka's `ConfigHelper` answers: the iteration order of the
+/// Scala `mutable.HashMap` it builds of every config (by bucket of the spread Java
+/// `String.hashCode`, then by that hash within a bucket). Clients keep it where it shows:
+/// `kafka-topics.sh --describe` prints a topic's `Configs:` in the order of a Java
+/// `HashMap` of the answer, which, with as many buckets, differs only in keeping the
+/// answer's order within a bucket (`segment.bytes` before `retention.ms`).
+fn kafka_answer_order(configs: &mut [DescribedConfig]) {
+    let mut buckets: usize = 16;
+    while configs.len() * 4 > buckets * 3 {
+        buckets *= 2;
+    }
+    let mask = i32::try_from(buckets - 1).unwrap_or(i32::MAX);
+    configs.sort_by_key(|c| {
+        let hash = c.name.encode_utf16().fold(0i32, |h, unit| {
+            h.wrapping_mul(31).wrapping_add(i32::from(unit))
+        });
+        let spread = hash ^ ((hash as u32) >> 16) as i32;
+        (spread & mask, spread)
+    });
 }
 
 fn describe_entry(c: &DescribedConfig, include_synonyms: bool) -> DescribeConfigsResourceResult {
