@@ -1070,7 +1070,8 @@ fn kafka_broker_configs_are_kept_per_broker_and_cluster_wide() {
     let password = entry("ssl.key.password");
     assert!(password.is_sensitive && password.value.is_none());
     assert!(entry("process.roles").read_only);
-    // The cluster-wide resource: only what is set there.
+    // The cluster-wide resource: only what is set there, the min.insync.replicas every
+    // new cluster has (Kafka's ELR) among them, in Kafka's answer order.
     let cluster = describe(&mut client, "");
     assert_eq!(
         cluster
@@ -1078,7 +1079,10 @@ fn kafka_broker_configs_are_kept_per_broker_and_cluster_wide() {
             .iter()
             .map(|c| (c.name.to_string(), c.config_source))
             .collect::<Vec<_>>(),
-        [("background.threads".to_string(), 3)]
+        [
+            ("min.insync.replicas".to_string(), 3),
+            ("background.threads".to_string(), 3)
+        ]
     );
     let other = describe(&mut client, "2");
     assert_eq!(

@@ -512,16 +512,9 @@ fn a_sed_temporary_renamed_over_config_applies_as_the_whole_file() {
         f.fs.lookup(dir, OsStr::new("sedAb12Cd")).unwrap_err().errno,
         libc::ENOENT
     );
-    // .kpfs/config the same way (the edited file keeps the cluster's min.insync.replicas,
-    // which Kafka's ELR rules do not let go).
+    // .kpfs/config the same way.
     let control = f.ino(ROOT_INO, ".kpfs");
-    sed_edit(
-        &f,
-        control,
-        "sed000000",
-        "log.cleaner.backoff.ms=999\nmin.insync.replicas=1\n",
-    )
-    .unwrap();
+    sed_edit(&f, control, "sed000000", "log.cleaner.backoff.ms=999\n").unwrap();
     assert_eq!(f.fs.engine().broker_config().cleaner_backoff_ms(), 999);
     // A bad line fails its write; nothing changes, the reason names the temporary.
     let refused = sed_edit(&f, dir, "sedZZZZZZ", "segment.bytes=400\n");

@@ -71,11 +71,18 @@ impl BrokerConfig {
     /// The broker config after `change` (a broker change): all of it, checked across
     /// configs on the result, or nothing.
     pub(crate) fn apply_change(&self, change: &ConfigChange) -> Result<BrokerConfig, ConfigError> {
-        let (cluster_default, this_broker) =
+        let (mut cluster_default, this_broker) =
             change.applied_to_broker(&self.cluster_default, &self.this_broker)?;
         // `ConfigurationControlManager`'s ELR rules (Kafka 4.x enables ELR on a new
-        // cluster, and kpfs behaves as one).
+        // cluster, and kpfs behaves as one). A rewrite of `.kpfs/config` replaces the
+        // overrides that may go; the cluster's min.insync.replicas stays unless named
+        // (`>` reaches kpfs as a truncation before its lines, which would remove it).
         let min_isr = min_insync_replicas();
+        if change.rewrite_leaves_out(min_isr) {
+            if let Some(kept) = self.cluster_default.get(&min_isr) {
+                cluster_default.insert(min_isr, kept.clone());
+            }
+        }
         if self.cluster_default.contains_key(&min_isr) && !cluster_default.contains_key(&min_isr) {
             return Err(ConfigError::Broker(BrokerRule::ClusterMinIsrRemoved));
         }

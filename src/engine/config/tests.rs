@@ -1945,6 +1945,28 @@ fn the_cluster_keeps_a_min_insync_replicas_as_kafka_with_elr() {
         "Broker-level min.insync.replicas cannot be altered while ELR is enabled."
     );
     assert!(b.apply_dynamic("min.insync.replicas=2").is_ok());
+    // `>` to `.kpfs/config` replaces what may go and keeps it unless it names it; the
+    // wire's AlterConfigs of the level, which replaces the level, does not.
+    let rewritten = b
+        .apply_change(&write_back(
+            "log.cleaner.backoff.ms=999\n",
+            ConfigScope::Broker,
+        ))
+        .unwrap();
+    assert_eq!(
+        rewritten.dynamic_properties(),
+        "log.cleaner.backoff.ms=999\nmin.insync.replicas=1\n"
+    );
+    let rewritten = b
+        .apply_change(&write_back("min.insync.replicas=3\n", ConfigScope::Broker))
+        .unwrap();
+    assert_eq!(rewritten.dynamic_properties(), "min.insync.replicas=3\n");
+    let mut level = ConfigChange::broker_level(BrokerLevel::ClusterDefault, true);
+    level.write(b"log.cleaner.backoff.ms=999\n");
+    assert_eq!(
+        b.apply_change(&level).unwrap_err().to_string(),
+        "Cluster-level min.insync.replicas cannot be removed while ELR is enabled."
+    );
 }
 
 /// The cluster-wide resource's synonyms are its own level's only, and a null broker
