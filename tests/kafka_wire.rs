@@ -23,6 +23,7 @@ use kafka_protocol::messages::delete_records_request::{
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_producers_request;
+use kafka_protocol::messages::describe_topic_partitions_request::{Cursor, TopicRequest};
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
@@ -31,7 +32,8 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateAclsRequest, CreateTopicsRequest,
     DeleteAclsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeProducersRequest, FetchRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeProducersRequest,
+    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, FetchRequest,
     FindCoordinatorRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
     ListOffsetsRequest, MetadataRequest, ResponseHeader, TransactionalId,
 };
@@ -67,6 +69,95 @@ fn api_versions_lists_the_served_ranges_and_answers_unknown_versions_with_them()
     assert!(!error.api_keys.is_empty());
     // The connection stays open.
     assert_eq!(client.send(0, &ApiVersionsRequest::default()).error_code, 0);
+}
+
+/// DescribeTopicPartitions as Kafka's handler pages it: sorted topics from the cursor's on,
+/// at most `response_partition_limit` partitions, the next page's cursor at the first
+/// topic left out; ELR and last known ELR empty.
+#[test]
+fn describe_topic_partitions_pages_with_kafkas_cursor() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    for topic in ["c", "a", "b"] {
+        broker.engine.create_topic(topic).unwrap();
+    }
+    let ask = |client: &mut Client, topics: &[&str], limit: i32, cursor: Option<&str>| {
+        let mut request = DescribeTopicPartitionsRequest::default();
+        request.topics = topics
+            .iter()
+            .map(|t| {
+                let mut r = TopicRequest::default();
+                r.name = name(t);
+                r
+            })
+            .collect();
+        request.response_partition_limit = limit;
+        request.cursor = cursor.map(|t| {
+            let mut c = Cursor::default();
+            c.topic_name = name(t);
+            c
+        });
+        client.send(0, &request)
+    };
+    let names = |r: &DescribeTopicPartitionsResponse| -> Vec<(String, i16)> {
+        r.topics
+            .iter()
+            .map(|t| (t.name.as_ref().unwrap().0.to_string(), t.error_code))
+            .collect()
+    };
+    let next = |r: &DescribeTopicPartitionsResponse| {
+        r.next_cursor
+            .as_ref()
+            .map(|c| (c.topic_name.0.to_string(), c.partition_index))
+    };
+    let page = ask(&mut client, &[], 2, None);
+    assert_eq!(names(&page), [("a".into(), 0), ("b".into(), 0)]);
+    assert_eq!(next(&page), Some(("c".into(), 0)));
+    let partition = &page.topics[0].partitions[0];
+    assert_eq!(partition.eligible_leader_replicas, Some(vec![]));
+    assert_eq!(partition.last_known_elr, Some(vec![]));
+    assert_eq!(partition.isr_nodes, partition.replica_nodes);
+    assert_eq!(
+        page.topics[0].topic_id.as_bytes(),
+        &broker
+            .engine
+            .topic("a")
+            .unwrap()
+            .log()
+            .topic_id()
+            .to_bytes()
+    );
+    let rest = ask(&mut client, &[], 2, Some("c"));
+    assert_eq!(names(&rest), [("c".into(), 0)]);
+    assert_eq!(next(&rest), None);
+    // Named topics: sorted, deduplicated; a missing one is UNKNOWN_TOPIC_OR_PARTITION, an
+    // invalid name INVALID_TOPIC_EXCEPTION, and a cursor outside them INVALID_REQUEST.
+    let named = ask(
+        &mut client,
+        &["c", "nope", "a", "c", "bad/name"],
+        2000,
+        None,
+    );
+    assert_eq!(
+        names(&named),
+        [
+            ("a".into(), 0),
+            ("bad/name".into(), 17),
+            ("c".into(), 0),
+            ("nope".into(), 3)
+        ]
+    );
+    assert!(named.topics[1].partitions.is_empty());
+    let refused = ask(&mut client, &["a", "b"], 2000, Some("c"));
+    assert_eq!(names(&refused), [("a".into(), 42), ("b".into(), 42)]);
+    // The broker's max.request.partition.size.limit bounds the page too.
+    let capped = Broker::start_with(|c| c.max_request_partition_size_limit = 1);
+    let mut client = capped.client();
+    capped.engine.create_topic("x").unwrap();
+    capped.engine.create_topic("y").unwrap();
+    let page = ask(&mut client, &[], 2000, None);
+    assert_eq!(names(&page), [("x".into(), 0)]);
+    assert_eq!(next(&page), Some(("y".into(), 0)));
 }
 
 #[test]
@@ -731,6 +822,18 @@ fn configs_are_described_and_altered_through_the_engines_validators() {
         .iter()
         .any(|c| c.name.as_str() == "log.retention.hours"));
     assert_eq!(describe(&mut client, 2, "missing").error_code, 3);
+    // Kafka's ConfigDef type (LIST is 7); kpfs's own configs only when named.
+    assert_eq!(policy.config_type, 7);
+    assert!(topic.configs.iter().all(|c| c.name.as_str() != "parse.key"));
+    let mut named = DescribeConfigsResource::default();
+    named.resource_type = 2;
+    named.resource_name = StrBytes::from_static_str("t");
+    named.configuration_keys = Some(vec![StrBytes::from_static_str("parse.key")]);
+    let mut request = DescribeConfigsRequest::default();
+    request.resources = vec![named];
+    let parse_key = client.send(4, &request).results.remove(0);
+    assert_eq!(parse_key.configs.len(), 1);
+    assert_eq!(parse_key.configs[0].value.as_deref(), Some("false"));
 }
 
 #[test]
@@ -1191,7 +1294,8 @@ fn kafka_broker_configs_are_kept_per_broker_and_cluster_wide() {
     let password = entry("ssl.key.password");
     assert!(password.is_sensitive && password.value.is_none());
     assert!(entry("process.roles").read_only);
-    // The cluster-wide resource: only what is set there.
+    // The cluster-wide resource: only what is set there, the min.insync.replicas every
+    // new cluster has (Kafka's ELR) among them, in Kafka's answer order.
     let cluster = describe(&mut client, "");
     assert_eq!(
         cluster
@@ -1199,7 +1303,10 @@ fn kafka_broker_configs_are_kept_per_broker_and_cluster_wide() {
             .iter()
             .map(|c| (c.name.to_string(), c.config_source))
             .collect::<Vec<_>>(),
-        [("background.threads".to_string(), 3)]
+        [
+            ("min.insync.replicas".to_string(), 3),
+            ("background.threads".to_string(), 3)
+        ]
     );
     let other = describe(&mut client, "2");
     assert_eq!(

@@ -387,10 +387,13 @@ impl Engine {
         log_loader::remove_stale_temporary(&recovery_path);
         let recovery_points = read_offset_checkpoint(&recovery_path);
         let log_starts = Arc::new(LogStartCheckpoint::load(data_dir));
-        let broker = match read_if_present(&dynamic_path)? {
+        let mut broker = match read_if_present(&dynamic_path)? {
             Some(text) => broker.with_dynamic_properties(&text)?,
             None => broker,
         };
+        if broker.ensure_cluster_min_insync_replicas() {
+            files::write_atomically(&dynamic_path, broker.dynamic_properties().as_bytes())?;
+        }
         let group_configs_path = data_dir.join(GROUP_CONFIG_FILE);
         log_loader::remove_stale_temporary(&group_configs_path);
         let group_configs = match read_if_present(&group_configs_path)? {

@@ -283,17 +283,18 @@ mod tests {
     use kafka_protocol::messages::{
         alter_configs_request, create_acls_request, create_topics_request, delete_acls_request,
         delete_records_request, delete_topics_request, describe_configs_request,
-        describe_producers_request, fetch_request, incremental_alter_configs_request,
-        join_group_request, leave_group_request, list_offsets_request, metadata_request,
-        offset_commit_request, offset_delete_request, offset_fetch_request, produce_request,
-        sync_group_request, AlterConfigsRequest, ApiVersionsRequest, BrokerId, CreateAclsRequest,
-        CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-        DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-        DescribeGroupsRequest, DescribeProducersRequest, FetchRequest, FindCoordinatorRequest,
-        GroupId, HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
-        JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-        MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
-        ProduceRequest, RequestKind, SyncGroupRequest, TopicName,
+        describe_producers_request, describe_topic_partitions_request, fetch_request,
+        incremental_alter_configs_request, join_group_request, leave_group_request,
+        list_offsets_request, metadata_request, offset_commit_request, offset_delete_request,
+        offset_fetch_request, produce_request, sync_group_request, AlterConfigsRequest,
+        ApiVersionsRequest, BrokerId, CreateAclsRequest, CreateTopicsRequest, DeleteAclsRequest,
+        DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
+        DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+        DescribeProducersRequest, DescribeTopicPartitionsRequest, FetchRequest,
+        FindCoordinatorRequest, GroupId, HeartbeatRequest, IncrementalAlterConfigsRequest,
+        InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+        ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+        OffsetFetchRequest, ProduceRequest, RequestKind, SyncGroupRequest, TopicName,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
     use proptest::prelude::*;
@@ -454,6 +455,17 @@ mod tests {
             }
             ApiKey::DescribeCluster => {
                 RequestKind::DescribeCluster(DescribeClusterRequest::default())
+            }
+            ApiKey::DescribeTopicPartitions => {
+                let mut t = describe_topic_partitions_request::TopicRequest::default();
+                t.name = topic_name();
+                let mut cursor = describe_topic_partitions_request::Cursor::default();
+                cursor.topic_name = topic_name();
+                let mut r = DescribeTopicPartitionsRequest::default();
+                r.topics = vec![t.clone(), t];
+                r.response_partition_limit = 2000;
+                r.cursor = Some(cursor);
+                RequestKind::DescribeTopicPartitions(r)
             }
             ApiKey::JoinGroup => {
                 let mut p = join_group_request::JoinGroupRequestProtocol::default();

@@ -46,6 +46,7 @@ pub(crate) const SERVED: &[(ApiKey, i16, i16)] = &[
     // v2 lists controllers with endpoint type 2, which a single node does not split.
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 /// The versions kpfs serves of `key`, `None` when it does not serve the API.

@@ -4,6 +4,9 @@
 # one (log.segment.delete.delay.ms) is accepted and survives a remount; a Kafka broker
 # config kpfs does not act on is kept at Kafka's level (per-broker only for
 # sasl.kerberos.min.time.before.relogin), marked as having no effect, and survives a remount.
+# A new data directory starts with the cluster-wide min.insync.replicas=1 of a new Kafka 4.x
+# cluster (ELR), which Kafka's words refuse to remove or to set per broker; a `>` rewrite
+# that does not name it keeps it.
 source "$(dirname "$0")/lib.sh"
 
 mount_kpfs --override log.retention.check.interval.ms=500
@@ -11,8 +14,20 @@ BROKER=$MNT/.kpfs/config
 
 grep -qx "# log.retention.check.interval.ms=500 (STATIC_BROKER_CONFIG, read-only)" "$BROKER" || fail "override not listed: $(grep retention.check "$BROKER")"
 grep -qx "# log.segment.delete.delay.ms=60000 (DEFAULT_CONFIG)" "$BROKER" || fail "default log.segment.delete.delay.ms not listed"
-bad=$(grep -v '^#' "$BROKER" | head -n 3 || true)
-expect_eq "" "$bad" "lines of .kpfs/config that are not comments without dynamic overrides"
+# A new data directory's one dynamic override: the cluster-wide min.insync.replicas a new
+# Kafka 4.x cluster's controller writes (ELR), which cannot go, nor be set per broker.
+overrides=$(grep -v '^#' "$BROKER" | head -n 3 || true)
+expect_eq "min.insync.replicas=1" "$overrides" "the dynamic overrides of a new data directory"
+n=$(wc -l < "$MNT/.kpfs/errors")
+expect_errno "Invalid argument" "echo -min.insync.replicas >> '$BROKER'"
+expect_contains "$(tail -n +$((n + 1)) "$MNT/.kpfs/errors" | cut -d' ' -f2-)" \
+    ".kpfs/config: Cluster-level min.insync.replicas cannot be removed while ELR is enabled." ".kpfs/errors"
+# A rewrite that does not name it keeps it.
+: >"$BROKER"
+expect_errno "Invalid argument" "printf '# per-broker overrides\nmin.insync.replicas=1\n' >> '$BROKER'"
+expect_contains "$(tail -n 2 "$MNT/.kpfs/errors")" \
+    "Broker-level min.insync.replicas cannot be altered while ELR is enabled." ".kpfs/errors"
+expect_eq "min.insync.replicas=1" "$(grep -v '^#' "$BROKER")" ".kpfs/config after the refused changes"
 
 # ms_since START_NS: milliseconds elapsed since START_NS ($(date +%s%N)).
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }

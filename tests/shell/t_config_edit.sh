@@ -68,7 +68,8 @@ expect_contains "$(errors_since "$n")" ".kpfs/config: Log cleaner threads cannot
 err=$(echo log.cleaner.dedupe.buffer.size=1048576 2>&1 >>"$BROKER") && fail "a 1 MiB dedupe buffer for one thread was accepted"
 expect_contains "$err" "write error: Invalid argument" "echo of log.cleaner.dedupe.buffer.size=1048576"
 expect_contains "$(errors_since "$n")" ".kpfs/config: log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread."
-expect_eq "" "$(overrides "$BROKER")" ".kpfs/config overrides after the refusals"
+# The one override of a new data directory: the cluster's min.insync.replicas (Kafka's ELR).
+expect_eq "min.insync.replicas=1" "$(overrides "$BROKER")" ".kpfs/config overrides after the refusals"
 
 # Valid lines in one write each: nothing applies before the close, which applies them
 # all; a reader meanwhile sees the config as it was.
@@ -147,12 +148,12 @@ expect_eq $'delete.retention.ms=1234\nretention.ms=1500\nsegment.ms=3000' "$(ove
 expect_contains "$(errors_since "$n")" "Invalid value 400 for configuration segment.bytes: Value must be at least 1048576"
 expect_eq "" "$(ls "$MNT/t" | grep '^sed' || true)" "sed temporaries left in the topic folder"
 sed -i '/^# overrides$/a log.cleaner.backoff.ms=777' "$BROKER" || fail "sed -i on .kpfs/config failed"
-expect_eq $'log.cleaner.backoff.ms=777\nlog.segment.delete.delay.ms=5000' "$(overrides "$BROKER")" ".kpfs/config after sed -i"
+expect_eq $'log.cleaner.backoff.ms=777\nlog.segment.delete.delay.ms=5000\nmin.insync.replicas=1' "$(overrides "$BROKER")" ".kpfs/config after sed -i"
 n=$(error_count)
 err=$(sed -i '/^# overrides$/a log.cleaner.threads=3' "$BROKER" 2>&1) && fail "sed -i tripled the cleaner threads"
 expect_contains "$err" "Invalid argument" "sed's error on .kpfs/config"
 expect_contains "$(errors_since "$n")" "Log cleaner threads cannot be increased to more than double the current value 1"
-expect_eq $'log.cleaner.backoff.ms=777\nlog.segment.delete.delay.ms=5000' "$(overrides "$BROKER")" ".kpfs/config after a refused sed -i"
+expect_eq $'log.cleaner.backoff.ms=777\nlog.segment.delete.delay.ms=5000\nmin.insync.replicas=1' "$(overrides "$BROKER")" ".kpfs/config after a refused sed -i"
 expect_eq "" "$(ls "$MNT/.kpfs" | grep '^sed' || true)" "sed temporaries left in .kpfs"
 echo "-log.cleaner.backoff.ms" >>"$BROKER"
 printf 'flush.ms=8\nretention.ms=1000\nsegment.ms=3000\n' >"$CONFIG"

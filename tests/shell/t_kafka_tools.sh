@@ -29,12 +29,6 @@ declare -A KNOWN=(
     [topics-create-3-partitions]="documented: kpfs topics have one partition (docs/KAFKA-PROTOCOL.md)"
     [topics-alter-partitions]="documented: one partition; CreatePartitions is not served (docs/KAFKA-PROTOCOL.md) and the tool says 'The node does not support CREATE_PARTITIONS'"
     [offsets-all-topics]="documented: kpfs's __consumer_offsets has one partition, Kafka's 50"
-    [topics-describe]="defect: no DescribeTopicPartitions (Elr: N/A, Kafka: empty) and no cluster-level min.insync.replicas=1 that kafka-storage.sh format writes (Configs:)"
-    [topics-describe-all]="defect: as topics-describe"
-    [configs-topic-describe]="defect: a dynamic topic config lacks its DEFAULT_CONFIG broker synonym (log.cleanup.policy)"
-    [configs-topic-describe-all]="defect: synonyms name the topic config itself or twice, min.insync.replicas/follower/leader throttled/remote.* are missing, kpfs's own (parse.key, key.separator, null.marker, internal.segment.bytes) are listed"
-    [configs-topic-after-alter]="defect: as configs-topic-describe"
-    [configs-broker-default-describe]="defect: no cluster-level min.insync.replicas=1 (DYNAMIC_DEFAULT_BROKER_CONFIG) as kafka-storage.sh format writes"
     [demo-time.ls]="documented: kpfs creates a segment's index files with it, Kafka 4.3.1 lazily (SEMANTICS.md, 'Index files are created with the segment')"
     [dump-log-compact-demo-0-00000000000000000000.log]="defect: kpfs dump-log lacks Kafka's 'Non-consecutive offsets in FILE / -1 is followed by N' on a compacted segment"
     [dump-log--deep-iteration-compact-demo-0-00000000000000000000.log]="defect: as dump-log-compact-demo-0-00000000000000000000.log"
@@ -48,7 +42,6 @@ declare -A KNOWN=(
     [dump-log--deep-iteration-orders-0-00000000000000000000.index]="defect: as dump-log-compact-demo-0-00000000000000000007.index"
     [dump-log-orders-0-00000000000000000000.timeindex]="defect: as dump-log-compact-demo-0-00000000000000000007.timeindex"
     [dump-log--deep-iteration-orders-0-00000000000000000000.timeindex]="defect: as dump-log-compact-demo-0-00000000000000000007.timeindex"
-    [configs-broker-all]="defect: a STATIC_BROKER_CONFIG lacks its DEFAULT_CONFIG synonym, a null default has a synonym, and metadata.log.segment.*/transaction.state.log.segment.bytes are missing"
 )
 # --- Part 1 on a kpfs with the broker defaults: the transcript's first output is of a
 # default broker.

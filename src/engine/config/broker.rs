@@ -71,8 +71,24 @@ impl BrokerConfig {
     /// The broker config after `change` (a broker change): all of it, checked across
     /// configs on the result, or nothing.
     pub(crate) fn apply_change(&self, change: &ConfigChange) -> Result<BrokerConfig, ConfigError> {
-        let (cluster_default, this_broker) =
+        let (mut cluster_default, this_broker) =
             change.applied_to_broker(&self.cluster_default, &self.this_broker)?;
+        // `ConfigurationControlManager`'s ELR rules (Kafka 4.x enables ELR on a new
+        // cluster, and kpfs behaves as one). A rewrite of `.kpfs/config` replaces the
+        // overrides that may go; the cluster's min.insync.replicas stays unless named
+        // (`>` reaches kpfs as a truncation before its lines, which would remove it).
+        let min_isr = min_insync_replicas();
+        if change.rewrite_leaves_out(min_isr) {
+            if let Some(kept) = self.cluster_default.get(&min_isr) {
+                cluster_default.insert(min_isr, kept.clone());
+            }
+        }
+        if self.cluster_default.contains_key(&min_isr) && !cluster_default.contains_key(&min_isr) {
+            return Err(ConfigError::Broker(BrokerRule::ClusterMinIsrRemoved));
+        }
+        if self.this_broker.get(&min_isr) != this_broker.get(&min_isr) {
+            return Err(ConfigError::Broker(BrokerRule::BrokerMinIsrAltered));
+        }
         let next = BrokerConfig {
             static_values: self.static_values.clone(),
             cluster_default,
@@ -93,6 +109,30 @@ impl BrokerConfig {
             }));
         }
         Ok(next)
+    }
+
+    /// Kafka's `ConfigurationControlManager.maybeGenerateElrSafetyRecords`: a cluster with
+    /// ELR on (every new Kafka 4.x cluster; kpfs always) has a cluster-wide
+    /// `min.insync.replicas`, the static one or its default, which its controller writes
+    /// when it first starts. Returns whether it had to be added here (then the caller
+    /// saves the dynamic config).
+    pub(crate) fn ensure_cluster_min_insync_replicas(&mut self) -> bool {
+        let min_isr = min_insync_replicas();
+        if self.cluster_default.contains_key(&min_isr) {
+            return false;
+        }
+        let text = match self.static_values.get(&min_isr) {
+            Some(setting) => setting.text.clone(),
+            None => min_isr.def().default.unwrap_or("1").to_string(),
+        };
+        match parse_setting(min_isr.def(), &text) {
+            Ok(setting) => {
+                self.cluster_default.insert(min_isr, setting);
+                true
+            }
+            // A static value is checked when loaded, and the default by the tests.
+            Err(e) => unreachable!("min.insync.replicas={text} was accepted once: {e}"),
+        }
     }
 
     /// The dynamic overrides to persist: the cluster-wide level's `key=value` lines, then,
@@ -287,14 +327,15 @@ impl BrokerConfig {
     /// [`BrokerConfig::inherited_topic_value`] with where it comes from.
     pub(super) fn inherited_topic_source(&self, topic: TopicKey) -> Option<Inherited> {
         for synonym in topic.row().synonyms {
-            let (source, setting_value) = match self.configured(BrokerName::Own(synonym.key)) {
+            let broker = synonym.broker();
+            let (source, setting_value) = match self.configured(broker) {
                 Some((setting, source)) => (source, setting.value.clone()),
-                None => match builtin(synonym.key.def()) {
+                None => match builtin(broker.def()) {
                     Some(value) => (ConfigSource::Default, value),
                     None => continue,
                 },
             };
-            let shown = Some((synonym.key.name(), setting_value.render()));
+            let shown = Some((broker.name(), setting_value.render()));
             if topic.def().kind != Kind::Long {
                 return Some(Inherited {
                     value: setting_value,
@@ -302,8 +343,7 @@ impl BrokerConfig {
                     synonym: shown,
                 });
             }
-            let n =
-                read::<i64>(synonym.key, Some(setting_value)).saturating_mul(synonym.ms_per_unit);
+            let n = read::<i64>(broker, Some(setting_value)).saturating_mul(synonym.ms_per_unit);
             // `KafkaConfig.logRetentionTimeMillis`: any negative broker retention is unlimited.
             let n = if topic == TopicKey::RetentionMs && n < 0 {
                 -1
@@ -444,6 +484,7 @@ impl BrokerConfig {
             connections_max_idle_ms: u64::try_from(idle_ms).ok(),
             auto_create_topics: self.get(BrokerKey::AutoCreateTopicsEnable),
             num_partitions: self.get(BrokerKey::NumPartitions),
+            max_request_partition_size_limit: self.get(BrokerKey::MaxRequestPartitionSizeLimit),
             delete_topic_enable: self.get(BrokerKey::DeleteTopicEnable),
         })
     }
@@ -478,6 +519,8 @@ pub struct ListenerSettings {
     pub auto_create_topics: bool,
     /// Always 1 (`check_rules`), the partitions of an auto-created topic.
     pub num_partitions: i32,
+    /// `max.request.partition.size.limit`: DescribeTopicPartitions' page size at most.
+    pub max_request_partition_size_limit: i32,
     pub delete_topic_enable: bool,
 }
 
@@ -497,6 +540,12 @@ impl ListenerSettings {
         let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
         Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
     }
+}
+
+/// `min.insync.replicas`, a Kafka broker config of the generated table.
+fn min_insync_replicas() -> BrokerName {
+    BrokerName::known("min.insync.replicas")
+        .unwrap_or_else(|_| unreachable!("min.insync.replicas is a Kafka broker config"))
 }
 
 /// Where a config value that is not an override comes from, named as

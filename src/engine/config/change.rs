@@ -313,6 +313,18 @@ impl ConfigChange {
 
     /// The broker's dynamic overrides, cluster-wide and this broker's, with this broker
     /// change applied.
+    /// Whether this is a rewrite of the whole `.kpfs/config` (`>`, a renamed draft) that
+    /// does not name the cluster-wide `name`.
+    pub(super) fn rewrite_leaves_out(&self, name: BrokerName) -> bool {
+        let Edits::Broker {
+            cluster_default, ..
+        } = &self.edits
+        else {
+            return false;
+        };
+        matches!(self.replace, Replace::All) && !cluster_default.contains_key(&name)
+    }
+
     pub(super) fn applied_to_broker(
         &self,
         cluster_values: &Settings,

@@ -114,6 +114,8 @@ pub(super) enum Check {
     },
     /// `ConfigDef.NonEmptyString`.
     NonEmpty,
+    /// `ThrottledReplicaListValidator`: `*`, or `PARTITION:BROKER` items (empty ones too).
+    ThrottledReplicas,
     /// `atLeast(4)` as Kafka validates it, then what creating an index requires: room for
     /// one entry of the larger index (`AbstractIndex`'s "Invalid max index size").
     IndexSize,
@@ -133,8 +135,27 @@ pub(super) struct Def {
 /// A broker config a topic config falls back to, and how many milliseconds one of its
 /// units is (1 unless the broker config counts minutes or hours).
 pub(super) struct Synonym {
-    pub(super) key: BrokerKey,
+    pub(super) key: SynonymKey,
     pub(super) ms_per_unit: i64,
+}
+
+/// A topic config's broker synonym: one of kpfs's own broker configs, or one of the rest
+/// of Kafka's (the generated table's names are not Rust items, so it is named).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum SynonymKey {
+    Own(BrokerKey),
+    Kafka(&'static str),
+}
+
+impl Synonym {
+    pub(super) fn broker(&self) -> BrokerName {
+        match self.key {
+            SynonymKey::Own(key) => BrokerName::Own(key),
+            // The tests check that every named synonym is in the generated table.
+            SynonymKey::Kafka(name) => BrokerName::known(name)
+                .unwrap_or_else(|_| panic!("{name}, a topic config's synonym, is a broker config")),
+        }
+    }
 }
 
 pub(super) struct TopicDef {
@@ -205,7 +226,15 @@ const fn def(name: &'static str, kind: Kind, default: Option<&'static str>, chec
 
 const fn same(key: BrokerKey) -> Synonym {
     Synonym {
-        key,
+        key: SynonymKey::Own(key),
+        ms_per_unit: 1,
+    }
+}
+
+/// A synonym from the generated table of Kafka's broker configs (no effect in kpfs).
+const fn kafkas(name: &'static str) -> Synonym {
+    Synonym {
+        key: SynonymKey::Kafka(name),
         ms_per_unit: 1,
     }
 }
@@ -288,11 +317,11 @@ config_table! {
             synonyms: &[
                 same(BrokerKey::LogRetentionMs),
                 Synonym {
-                    key: BrokerKey::LogRetentionMinutes,
+                    key: SynonymKey::Own(BrokerKey::LogRetentionMinutes),
                     ms_per_unit: MS_PER_MINUTE,
                 },
                 Synonym {
-                    key: BrokerKey::LogRetentionHours,
+                    key: SynonymKey::Own(BrokerKey::LogRetentionHours),
                     ms_per_unit: MS_PER_HOUR,
                 },
             ],
@@ -320,7 +349,7 @@ config_table! {
             synonyms: &[
                 same(BrokerKey::LogRollMs),
                 Synonym {
-                    key: BrokerKey::LogRollHours,
+                    key: SynonymKey::Own(BrokerKey::LogRollHours),
                     ms_per_unit: MS_PER_HOUR,
                 },
             ],
@@ -335,7 +364,7 @@ config_table! {
             synonyms: &[
                 same(BrokerKey::LogRollJitterMs),
                 Synonym {
-                    key: BrokerKey::LogRollJitterHours,
+                    key: SynonymKey::Own(BrokerKey::LogRollJitterHours),
                     ms_per_unit: MS_PER_HOUR,
                 },
             ],
@@ -475,6 +504,55 @@ config_table! {
         CompressionZstdLevel => TopicDef {
             def: zstd_level(),
             synonyms: &[same(BrokerKey::CompressionZstdLevel)],
+        },
+        // Kafka's topic configs kpfs keeps, validates and describes as Kafka does, with no
+        // effect: replication (one replica, no throttle, no unclean election) and tiered
+        // storage (none) have nothing to act on (SEMANTICS.md).
+        FollowerReplicationThrottledReplicas => TopicDef {
+            def: def(
+                "follower.replication.throttled.replicas",
+                Kind::List,
+                Some(""),
+                Check::ThrottledReplicas,
+            ),
+            synonyms: &[],
+        },
+        LeaderReplicationThrottledReplicas => TopicDef {
+            def: def(
+                "leader.replication.throttled.replicas",
+                Kind::List,
+                Some(""),
+                Check::ThrottledReplicas,
+            ),
+            synonyms: &[],
+        },
+        LocalRetentionBytes => TopicDef {
+            def: def("local.retention.bytes", Kind::Long, Some("-2"), Check::AtLeast(-2)),
+            synonyms: &[kafkas("log.local.retention.bytes")],
+        },
+        LocalRetentionMs => TopicDef {
+            def: def("local.retention.ms", Kind::Long, Some("-2"), Check::AtLeast(-2)),
+            synonyms: &[kafkas("log.local.retention.ms")],
+        },
+        MinInsyncReplicas => TopicDef {
+            def: def("min.insync.replicas", Kind::Int, Some("1"), Check::AtLeast(1)),
+            synonyms: &[kafkas("min.insync.replicas")],
+        },
+        RemoteLogCopyDisable => TopicDef {
+            def: def("remote.log.copy.disable", Kind::Boolean, Some("false"), Check::None),
+            synonyms: &[],
+        },
+        RemoteLogDeleteOnDisable => TopicDef {
+            def: def("remote.log.delete.on.disable", Kind::Boolean, Some("false"), Check::None),
+            synonyms: &[],
+        },
+        RemoteStorageEnable => TopicDef {
+            def: def("remote.storage.enable", Kind::Boolean, Some("false"), Check::None),
+            synonyms: &[],
+        },
+        UncleanLeaderElectionEnable => TopicDef {
+            def: def("unclean.leader.election.enable", Kind::Boolean, Some("false"), Check::None),
+            synonyms: &[kafkas("unclean.leader.election.enable")],
         },
         InternalSegmentBytes => TopicDef {
             // Kafka's test-only way around the 1 MiB `segment.bytes` floor; deliberately unchecked.
@@ -740,6 +818,13 @@ config_table! {
             Check::None,
         )),
         NumPartitions => fixed(def("num.partitions", Kind::Int, Some("1"), Check::AtLeast(1))),
+        // The most partitions one DescribeTopicPartitions answer lists (`KafkaConfig`).
+        MaxRequestPartitionSizeLimit => fixed(def(
+            "max.request.partition.size.limit",
+            Kind::Int,
+            Some("2000"),
+            Check::AtLeast(1),
+        )),
         SocketRequestMaxBytes => fixed(def(
             "socket.request.max.bytes",
             Kind::Int,
@@ -817,6 +902,36 @@ config_table! {
 }
 
 impl TopicKey {
+    /// Whether kpfs acts on the config (the others are kept and shown only).
+    pub(super) fn has_effect(self) -> bool {
+        !matches!(
+            self,
+            TopicKey::FollowerReplicationThrottledReplicas
+                | TopicKey::LeaderReplicationThrottledReplicas
+                | TopicKey::LocalRetentionBytes
+                | TopicKey::LocalRetentionMs
+                | TopicKey::MinInsyncReplicas
+                | TopicKey::RemoteLogCopyDisable
+                | TopicKey::RemoteLogDeleteOnDisable
+                | TopicKey::RemoteStorageEnable
+                | TopicKey::UncleanLeaderElectionEnable
+        )
+    }
+
+    /// kpfs's own topic configs, for the FUSE `log` file (the console producer's
+    /// `parse.key`, `key.separator`, `null.marker`) and Kafka's internal
+    /// `internal.segment.bytes`: Kafka's DescribeConfigs does not list them, kpfs's only
+    /// when they are named.
+    pub(crate) fn is_kpfs_own(self) -> bool {
+        matches!(
+            self,
+            TopicKey::InternalSegmentBytes
+                | TopicKey::ParseKey
+                | TopicKey::KeySeparator
+                | TopicKey::NullMarker
+        )
+    }
+
     /// The key named `name`, or Kafka's refusal of an unknown topic config.
     pub(super) fn known(name: &str) -> Result<TopicKey, ConfigError> {
         TopicKey::from_name(name).ok_or_else(|| ConfigError::UnknownTopicConfig {

@@ -34,6 +34,9 @@ pub enum ConfigError {
         min_ms: i64,
         max_ms: i64,
     },
+    /// `remote.storage.enable=true`: kpfs has no tiered storage (Kafka's refusal on a
+    /// broker whose `remote.log.storage.system.enable` is false).
+    TieredStorageDisabled,
     UnknownTopicConfig {
         name: String,
     },
@@ -195,6 +198,11 @@ pub enum BrokerRule {
     /// kpfs topics have one partition: `num.partitions` above 1 would make every
     /// auto-created topic fail.
     NumPartitionsAboveOne,
+    /// The cluster-wide `min.insync.replicas` is gone from the result: Kafka 4.x keeps it
+    /// while eligible leader replicas (ELR, KIP-966) are on, as they are for a new cluster.
+    ClusterMinIsrRemoved,
+    /// `min.insync.replicas` set or removed for one broker, which ELR forbids.
+    BrokerMinIsrAltered,
 }
 
 impl fmt::Display for BrokerRule {
@@ -227,6 +235,12 @@ impl fmt::Display for BrokerRule {
             ),
             BrokerRule::NumPartitionsAboveOne => f.write_str(
                 "num.partitions must be 1: kpfs topics have one partition for now",
+            ),
+            BrokerRule::ClusterMinIsrRemoved => f.write_str(
+                "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",
+            ),
+            BrokerRule::BrokerMinIsrAltered => f.write_str(
+                "Broker-level min.insync.replicas cannot be altered while ELR is enabled.",
             ),
         }
     }
@@ -262,6 +276,9 @@ impl fmt::Display for ConfigError {
             ConfigError::CompactionLagConflict { min_ms, max_ms } => write!(
                 f,
                 "conflict topic config setting min.compaction.lag.ms ({min_ms}) > max.compaction.lag.ms ({max_ms})"
+            ),
+            ConfigError::TieredStorageDisabled => f.write_str(
+                "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.",
             ),
             ConfigError::UnknownTopicConfig { name } => {
                 let name = Excerpt::plain(name.as_bytes());

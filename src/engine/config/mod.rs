@@ -27,7 +27,7 @@ pub(crate) use def::{is_list_config, TopicKey};
 pub(crate) use error::ConfigError;
 pub(crate) use group::GroupConfigs;
 pub(crate) use properties::parse_properties;
-pub(crate) use render::{DescribedConfig, DescribedSource};
+pub(crate) use render::{DescribedConfig, DescribedSource, DescribedType};
 #[cfg(test)]
 pub(crate) use topic::TopicCompression;
 pub use topic::TopicOverrides;

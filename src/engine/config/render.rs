@@ -3,7 +3,7 @@
 
 use super::broker::{BrokerConfig, ConfigSource, Inherited};
 use super::change::{OVERRIDES_HEADER, THIS_BROKER_HEADER};
-use super::def::{BrokerLevel, BrokerName, GroupName, Kind, TopicKey};
+use super::def::{BrokerLevel, BrokerName, GroupName, Kind, Synonym, TopicKey};
 use super::group::GroupConfigs;
 use super::topic::TopicOverrides;
 
@@ -26,7 +26,10 @@ pub(crate) struct DescribedConfig {
     /// `None`: Kafka's default is null and nothing supplies a value, or the value is a
     /// secret (`sensitive`).
     pub(crate) value: Option<String>,
+    /// Where kpfs's value comes from (its `config` files say so); Kafka's DescribeConfigs
+    /// reports [`DescribedConfig::kafka_source`].
     pub(crate) source: DescribedSource,
+    pub(crate) kind: DescribedType,
     /// A static broker config: only a remount changes it.
     pub(crate) read_only: bool,
     /// A password: its value is never shown (Kafka's `isSensitive`).
@@ -39,8 +42,53 @@ pub(crate) struct DescribedConfig {
     /// Written to this config file (a topic override, a dynamic broker config): a
     /// `key=value` line of the rendered file rather than a comment.
     pub(crate) is_override: bool,
-    /// A Kafka broker config kpfs keeps and shows but does not act on.
+    /// A Kafka config kpfs keeps and shows but does not act on.
     pub(crate) no_effect: bool,
+    /// One of kpfs's own topic configs ([`TopicKey::is_kpfs_own`]): described only when
+    /// named.
+    pub(crate) kpfs_own: bool,
+}
+
+impl DescribedConfig {
+    /// The source Kafka's `ConfigHelper` reports: its first synonym's, else
+    /// `DEFAULT_CONFIG`, even where the value comes from a broker config that is no synonym
+    /// (`segment.ms` from a configured `log.roll.hours` while `log.roll.ms` is unset).
+    pub(crate) fn kafka_source(&self) -> DescribedSource {
+        self.synonyms
+            .first()
+            .map_or(DescribedSource::Broker(ConfigSource::Default), |s| s.source)
+    }
+}
+
+/// A config's type as DescribeConfigs reports it (Kafka's `ConfigDef.Type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DescribedType {
+    Boolean,
+    String,
+    Int,
+    Short,
+    Long,
+    Double,
+    List,
+    Class,
+    Password,
+}
+
+impl Kind {
+    fn described(self) -> DescribedType {
+        match self {
+            Kind::Boolean => DescribedType::Boolean,
+            // kpfs's literal separators are strings to a client.
+            Kind::String | Kind::Text => DescribedType::String,
+            Kind::Int => DescribedType::Int,
+            Kind::Short => DescribedType::Short,
+            Kind::Long => DescribedType::Long,
+            Kind::Double => DescribedType::Double,
+            Kind::List => DescribedType::List,
+            Kind::Class => DescribedType::Class,
+            Kind::Password => DescribedType::Password,
+        }
+    }
 }
 
 /// One of a described config's synonyms.
@@ -58,13 +106,13 @@ impl TopicOverrides {
         let mut out: Vec<DescribedConfig> = self
             .values
             .iter()
-            .map(|(key, setting)| {
+            .map(|(&key, setting)| {
                 topic_entry(
-                    key.name(),
+                    key,
                     Some(setting.text.clone()),
                     DescribedSource::Topic,
                     None,
-                    true,
+                    broker,
                 )
             })
             .collect();
@@ -83,18 +131,18 @@ impl TopicOverrides {
                         source,
                         synonym,
                     }) => topic_entry(
-                        topic.name(),
+                        topic,
                         Some(value.render()),
                         DescribedSource::Broker(source),
                         synonym,
-                        false,
+                        broker,
                     ),
                     None => topic_entry(
-                        topic.name(),
+                        topic,
                         None,
                         DescribedSource::Broker(ConfigSource::Default),
                         None,
-                        false,
+                        broker,
                     ),
                 }),
         );
@@ -109,36 +157,42 @@ impl TopicOverrides {
     }
 }
 
-/// A topic config's entry: its own value, then the broker config it is inherited through.
+/// A topic config's entry, as Kafka's `ConfigHelper.createTopicConfigEntry` makes it: the
+/// synonyms are the topic's override, if it has one, then the values of its first broker
+/// synonym (`ServerTopicConfigSynonyms`) and of the broker configs that stand for that one,
+/// from the first synonym's own first value on. So `retention.ms` shows no broker synonym
+/// while `log.retention.ms` is unset, although its value comes from `log.retention.hours`.
 fn topic_entry(
-    name: &'static str,
+    key: TopicKey,
     value: Option<String>,
     source: DescribedSource,
     synonym: Option<(&'static str, String)>,
-    is_override: bool,
+    broker: &BrokerConfig,
 ) -> DescribedConfig {
-    let mut synonyms = vec![DescribedSynonym {
-        name,
+    let is_override = source == DescribedSource::Topic;
+    let own = is_override.then(|| DescribedSynonym {
+        name: key.name(),
         value: value.clone(),
         source,
-    }];
-    if let (Some((name, value)), DescribedSource::Broker(_)) = (&synonym, source) {
-        synonyms.push(DescribedSynonym {
-            name,
-            value: Some(value.clone()),
-            source,
-        });
-    }
+    });
+    let inherited = key
+        .row()
+        .synonyms
+        .first()
+        .map(|first| broker.broker_synonyms(first.broker(), false))
+        .unwrap_or_default();
     DescribedConfig {
-        name,
+        name: key.name(),
         value,
         source,
+        kind: key.def().kind.described(),
         read_only: false,
         sensitive: false,
         synonym,
-        synonyms,
+        synonyms: own.into_iter().chain(inherited).collect(),
         is_override,
-        no_effect: false,
+        no_effect: !key.has_effect(),
+        kpfs_own: key.is_kpfs_own(),
     }
 }
 
@@ -174,12 +228,14 @@ impl GroupConfigs {
                     source: synonyms
                         .first()
                         .map_or(DescribedSource::Broker(ConfigSource::Default), |s| s.source),
+                    kind: name.def().kind.described(),
                     read_only: false,
                     sensitive: false,
                     synonym: None,
                     synonyms,
                     is_override: overrides.contains_key(&name),
                     no_effect: true,
+                    kpfs_own: false,
                 }
             })
             .collect()
@@ -202,8 +258,10 @@ impl BrokerConfig {
                 .iter()
                 .map(|(&name, setting)| {
                     let mut entry = self.entry(name);
+                    // `ConfigHelper.createBrokerConfigEntry` of the default resource: its
+                    // synonyms are the cluster-wide default's only.
                     entry.synonyms.retain(|s| {
-                        s.source != DescribedSource::Broker(ConfigSource::DynamicBroker)
+                        s.source == DescribedSource::Broker(ConfigSource::DynamicDefaultBroker)
                     });
                     entry.value = (!entry.sensitive).then(|| setting.text.clone());
                     entry.source = DescribedSource::Broker(ConfigSource::DynamicDefaultBroker);
@@ -213,56 +271,64 @@ impl BrokerConfig {
         }
     }
 
-    /// One broker config with the value in force.
+    /// One broker config with the value in force, `None` for a null default left unset.
     fn entry(&self, name: BrokerName) -> DescribedConfig {
         let sensitive = name.def().kind == Kind::Password;
-        let (value, source, synonym) = match (self.configured(name), name.def().default) {
-            (Some((setting, source)), _) => (Some(setting.text.clone()), source, None),
-            (None, Some(default)) => (Some(default.to_string()), ConfigSource::Default, None),
-            (None, None) => match name {
-                // kpfs shows what a null-default log config means: the value topics get.
-                BrokerName::Own(key) => match TopicKey::ALL
-                    .iter()
-                    .copied()
-                    .find(|t| t.row().synonyms.first().is_some_and(|s| s.key == key))
-                    .and_then(|t| self.inherited_topic_source(t))
-                {
-                    Some(Inherited {
-                        value,
-                        source,
-                        synonym: Some(synonym),
-                    }) => (Some(value.render()), source, Some(synonym)),
-                    _ => (None, ConfigSource::Default, None),
-                },
-                BrokerName::Kafka(_) => (None, ConfigSource::Default, None),
-            },
+        let (value, source) = match (self.configured(name), name.def().default) {
+            (Some((setting, source)), _) => (Some(setting.text.clone()), source),
+            (None, default) => (default.map(str::to_string), ConfigSource::Default),
         };
         DescribedConfig {
             name: name.name(),
             value: value.filter(|_| !sensitive),
             source: DescribedSource::Broker(source),
+            kind: name.def().kind.described(),
             read_only: !name.is_dynamic() || name.is_bound_at_start(),
             sensitive,
-            synonym,
+            synonym: None,
             synonyms: self.broker_synonyms(name, sensitive),
             is_override: false,
             no_effect: !name.has_effect(),
+            kpfs_own: false,
         }
+    }
+
+    /// [`BrokerConfig::entry`] as `.kpfs/config` comments on it: a null-default log config
+    /// of kpfs's own shows what it means, the value topics get and the broker config it
+    /// comes from (`log.retention.ms` unset: the `log.retention.hours` in force).
+    fn file_entry(&self, name: BrokerName) -> DescribedConfig {
+        let mut entry = self.entry(name);
+        if entry.value.is_some() || !name.has_effect() {
+            return entry;
+        }
+        let meaning = TopicKey::ALL
+            .iter()
+            .copied()
+            .find(|t| t.row().synonyms.first().is_some_and(|s| s.broker() == name))
+            .and_then(|t| self.inherited_topic_source(t));
+        if let Some(Inherited {
+            value,
+            source,
+            synonym: Some(synonym),
+        }) = meaning
+        {
+            entry.value = Some(value.render());
+            entry.source = DescribedSource::Broker(source);
+            entry.synonym = Some(synonym);
+        }
+        entry
     }
 
     /// Kafka's `ConfigHelper.configSynonyms`: the values of the config and of the broker
     /// configs it stands for (`log.retention.ms`, `.minutes`, `.hours`), level by level
     /// from this broker's to the built-in defaults, from the config's own first value on.
     fn broker_synonyms(&self, name: BrokerName, sensitive: bool) -> Vec<DescribedSynonym> {
-        let group: Vec<BrokerName> = match name {
-            BrokerName::Own(key) => TopicKey::ALL
-                .iter()
-                .map(|t| t.row().synonyms)
-                .find(|synonyms| synonyms.len() > 1 && synonyms.iter().any(|s| s.key == key))
-                .map(|synonyms| synonyms.iter().map(|s| BrokerName::Own(s.key)).collect())
-                .unwrap_or_else(|| vec![name]),
-            BrokerName::Kafka(_) => vec![name],
-        };
+        let group: Vec<BrokerName> = TopicKey::ALL
+            .iter()
+            .map(|t| t.row().synonyms)
+            .find(|synonyms| synonyms.len() > 1 && synonyms.iter().any(|s| s.broker() == name))
+            .map(|synonyms| synonyms.iter().map(Synonym::broker).collect())
+            .unwrap_or_else(|| vec![name]);
         let mut out = Vec::new();
         for level in [
             ConfigSource::DynamicBroker,
@@ -338,7 +404,7 @@ impl BrokerConfig {
                 !self.cluster_default.contains_key(name) && !self.this_broker.contains_key(name)
             })
             .filter(|&name| name.row().listed_unset || self.configured(name).is_some())
-            .map(|name| self.entry(name))
+            .map(|name| self.file_entry(name))
             .collect();
         out.push_str(DEFAULTS_HEADER);
         push_comments(&mut out, &others);
@@ -353,6 +419,9 @@ fn render_described(configs: &[DescribedConfig]) -> String {
     for config in configs.iter().filter(|c| c.is_override) {
         let value = config.value.as_deref().unwrap_or_default();
         out.push_str(&format!("{}={value}\n", config.name));
+        if config.no_effect {
+            out.push_str(&format!("# {} has no effect in kpfs\n", config.name));
+        }
     }
     out.push_str(DEFAULTS_HEADER);
     let defaults: Vec<DescribedConfig> =

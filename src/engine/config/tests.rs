@@ -75,15 +75,12 @@ fn every_builtin_default_parses_and_passes_its_validator() {
 fn synonyms_are_broker_configs_and_only_the_first_is_dynamic() {
     for topic in TOPIC_DEFS {
         for (i, synonym) in topic.synonyms.iter().enumerate() {
-            let broker = synonym.key.row();
-            assert_eq!(
-                broker.update == Update::ClusterWide,
-                i == 0,
-                "{}",
-                synonym.key
-            );
+            // Resolving panics on a name the generated table lacks.
+            let name = synonym.broker();
+            let broker = name.row();
+            assert_eq!(broker.update == Update::ClusterWide, i == 0, "{name}");
             if synonym.ms_per_unit == 1 {
-                assert_eq!(broker.def.kind, topic.def.kind, "{}", synonym.key);
+                assert_eq!(broker.def.kind, topic.def.kind, "{name}");
             }
         }
     }
@@ -1235,6 +1232,7 @@ fn listener_configs_default_as_kafka_except_listeners() {
             connections_max_idle_ms: Some(600_000),
             auto_create_topics: true,
             num_partitions: 1,
+            max_request_partition_size_limit: 2000,
             delete_topic_enable: true,
         })
     );
@@ -1756,4 +1754,243 @@ fn group_configs_persist_and_read_back() {
         .apply_change("group", &change("-share.isolation.level\n"), &broker)
         .unwrap();
     assert_eq!(emptied.groups.len(), 1);
+}
+
+/// A described config's synonyms as `kafka-configs.sh` prints them: `SOURCE:name=value`.
+fn synonyms_of(configs: &[DescribedConfig], name: &str) -> Vec<String> {
+    let config = configs
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("{name} is not described"));
+    config
+        .synonyms
+        .iter()
+        .map(|s| {
+            let source = match s.source {
+                DescribedSource::Topic => "DYNAMIC_TOPIC_CONFIG".to_string(),
+                DescribedSource::Group => "GROUP_CONFIG".to_string(),
+                DescribedSource::Broker(source) => source.to_string(),
+            };
+            format!(
+                "{source}:{}={}",
+                s.name,
+                s.value.as_deref().unwrap_or("null")
+            )
+        })
+        .collect()
+}
+
+/// Kafka 4.3.1's `ConfigHelper.createTopicConfigEntry`, as its broker answers
+/// `kafka-configs.sh --describe --all` on a topic: the override, then the first broker
+/// synonym's values level by level from its own first one on; no self-synonym, none twice.
+#[test]
+fn topic_synonyms_are_kafkas() {
+    let b = load(&[("log.roll.hours", "2")]).unwrap();
+    let t = TopicOverrides::default()
+        .apply_command("cleanup.policy=delete\nretention.ms=60000", &b)
+        .unwrap();
+    let described = t.describe(&b);
+    assert_eq!(
+        synonyms_of(&described, "cleanup.policy"),
+        [
+            "DYNAMIC_TOPIC_CONFIG:cleanup.policy=delete",
+            "DEFAULT_CONFIG:log.cleanup.policy=delete"
+        ]
+    );
+    // log.retention.ms is null, so the hours that supply the value are no synonym.
+    assert_eq!(
+        synonyms_of(&described, "retention.ms"),
+        ["DYNAMIC_TOPIC_CONFIG:retention.ms=60000"]
+    );
+    assert_eq!(
+        synonyms_of(&described, "compression.gzip.level"),
+        ["DEFAULT_CONFIG:compression.gzip.level=-1"]
+    );
+    assert_eq!(
+        synonyms_of(&described, "delete.retention.ms"),
+        ["DEFAULT_CONFIG:log.cleaner.delete.retention.ms=86400000"]
+    );
+    // Neither log.flush.scheduler.interval.ms nor log.roll.hours while the first synonym
+    // is unset; the value is still the one they give, its source Kafka's DEFAULT_CONFIG.
+    assert!(synonyms_of(&described, "flush.ms").is_empty());
+    let segment_ms = described.iter().find(|c| c.name == "segment.ms").unwrap();
+    assert!(segment_ms.synonyms.is_empty());
+    assert_eq!(segment_ms.value.as_deref(), Some("7200000"));
+    assert_eq!(
+        segment_ms.source,
+        DescribedSource::Broker(ConfigSource::StaticBroker)
+    );
+    assert_eq!(
+        segment_ms.kafka_source(),
+        DescribedSource::Broker(ConfigSource::Default)
+    );
+    // Configs without a broker synonym have none at all.
+    for name in [
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        "remote.storage.enable",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
+    ] {
+        assert!(synonyms_of(&described, name).is_empty(), "{name}");
+    }
+    assert_eq!(
+        synonyms_of(&described, "local.retention.ms"),
+        ["DEFAULT_CONFIG:log.local.retention.ms=-2"]
+    );
+    // Once the first synonym is set, the ones it stands for follow it.
+    let b = load(&[("log.roll.ms", "3600000"), ("log.roll.hours", "2")]).unwrap();
+    assert_eq!(
+        synonyms_of(&TopicOverrides::default().describe(&b), "segment.ms"),
+        [
+            "STATIC_BROKER_CONFIG:log.roll.ms=3600000",
+            "STATIC_BROKER_CONFIG:log.roll.hours=2",
+            "DEFAULT_CONFIG:log.roll.hours=168"
+        ]
+    );
+}
+
+/// Kafka's topic configs kpfs has nothing to apply to are listed with Kafka's defaults
+/// (RF=1: one replica, no tiered storage), validated as Kafka does, and marked.
+#[test]
+fn kafkas_replication_and_tiered_storage_topic_configs_have_no_effect() {
+    let described = TopicOverrides::default().describe(&broker());
+    let value = |name: &str| {
+        let c = described.iter().find(|c| c.name == name).unwrap();
+        assert!(c.no_effect, "{name}");
+        c.value.clone().unwrap()
+    };
+    assert_eq!(value("min.insync.replicas"), "1");
+    assert_eq!(value("local.retention.bytes"), "-2");
+    assert_eq!(value("leader.replication.throttled.replicas"), "");
+    assert_eq!(value("unclean.leader.election.enable"), "false");
+    assert!(apply("leader.replication.throttled.replicas=*").is_ok());
+    assert!(apply("follower.replication.throttled.replicas=0:1, 0:2,").is_ok());
+    assert_eq!(
+        error("follower.replication.throttled.replicas=0:1, x,"),
+        "Invalid value [0:1, x, ] for configuration follower.replication.throttled.replicas: \
+         follower.replication.throttled.replicas must be the literal '*' or a list of replicas \
+         in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    );
+    assert_eq!(
+        error("leader.replication.throttled.replicas=*,0:1"),
+        "Invalid value [*, 0:1] for configuration leader.replication.throttled.replicas: \
+         leader.replication.throttled.replicas must be the literal '*' or a list of replicas \
+         in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    );
+    assert_eq!(
+        error("min.insync.replicas=0"),
+        "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1"
+    );
+    assert!(apply("min.insync.replicas=2\nremote.storage.enable=false").is_ok());
+    assert_eq!(
+        error("remote.storage.enable=true"),
+        "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
+    );
+}
+
+/// kpfs's own topic configs are marked, so DescribeConfigs lists them only when named.
+#[test]
+fn kpfs_own_topic_configs_are_marked() {
+    let own: Vec<&str> = TopicOverrides::default()
+        .describe(&broker())
+        .into_iter()
+        .filter(|c| c.kpfs_own)
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(
+        own,
+        [
+            "internal.segment.bytes",
+            "key.separator",
+            "null.marker",
+            "parse.key"
+        ]
+    );
+}
+
+/// Kafka 4.x's controller with ELR on: a cluster-wide min.insync.replicas (the static
+/// value or 1) that cannot be removed, and none per broker.
+#[test]
+fn the_cluster_keeps_a_min_insync_replicas_as_kafka_with_elr() {
+    let mut b = broker();
+    assert!(b.ensure_cluster_min_insync_replicas());
+    assert!(!b.ensure_cluster_min_insync_replicas());
+    assert_eq!(b.dynamic_properties(), "min.insync.replicas=1\n");
+    let mut two = load(&[("min.insync.replicas", "2")]).unwrap();
+    assert!(two.ensure_cluster_min_insync_replicas());
+    assert_eq!(two.dynamic_properties(), "min.insync.replicas=2\n");
+    let default_level = b.describe(BrokerLevel::ClusterDefault);
+    assert_eq!(
+        synonyms_of(&default_level, "min.insync.replicas"),
+        ["DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1"]
+    );
+    assert_eq!(
+        synonyms_of(
+            &TopicOverrides::default().describe(&b),
+            "min.insync.replicas"
+        ),
+        [
+            "DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1",
+            "DEFAULT_CONFIG:min.insync.replicas=1"
+        ]
+    );
+    let refused = |text: &str| b.apply_dynamic(text).unwrap_err().to_string();
+    assert_eq!(
+        refused("-min.insync.replicas"),
+        "Cluster-level min.insync.replicas cannot be removed while ELR is enabled."
+    );
+    assert_eq!(
+        refused("# per-broker overrides\nmin.insync.replicas=2"),
+        "Broker-level min.insync.replicas cannot be altered while ELR is enabled."
+    );
+    assert!(b.apply_dynamic("min.insync.replicas=2").is_ok());
+    // `>` to `.kpfs/config` replaces what may go and keeps it unless it names it; the
+    // wire's AlterConfigs of the level, which replaces the level, does not.
+    let rewritten = b
+        .apply_change(&write_back(
+            "log.cleaner.backoff.ms=999\n",
+            ConfigScope::Broker,
+        ))
+        .unwrap();
+    assert_eq!(
+        rewritten.dynamic_properties(),
+        "log.cleaner.backoff.ms=999\nmin.insync.replicas=1\n"
+    );
+    let rewritten = b
+        .apply_change(&write_back("min.insync.replicas=3\n", ConfigScope::Broker))
+        .unwrap();
+    assert_eq!(rewritten.dynamic_properties(), "min.insync.replicas=3\n");
+    let mut level = ConfigChange::broker_level(BrokerLevel::ClusterDefault, true);
+    level.write(b"log.cleaner.backoff.ms=999\n");
+    assert_eq!(
+        b.apply_change(&level).unwrap_err().to_string(),
+        "Cluster-level min.insync.replicas cannot be removed while ELR is enabled."
+    );
+}
+
+/// The cluster-wide resource's synonyms are its own level's only, and a null broker
+/// default is null on the wire (`.kpfs/config` still says what it means).
+#[test]
+fn broker_entries_are_kafkas() {
+    let b = broker()
+        .apply_dynamic("log.cleaner.backoff.ms=20000")
+        .unwrap();
+    assert_eq!(
+        synonyms_of(
+            &b.describe(BrokerLevel::ClusterDefault),
+            "log.cleaner.backoff.ms"
+        ),
+        ["DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=20000"]
+    );
+    let this_broker = b.describe(BrokerLevel::ThisBroker);
+    let retention = this_broker
+        .iter()
+        .find(|c| c.name == "log.retention.ms")
+        .unwrap();
+    assert_eq!(retention.value, None);
+    assert!(retention.synonyms.is_empty());
+    assert!(b
+        .render()
+        .contains("\n# log.retention.ms=604800000 (DEFAULT_CONFIG:log.retention.hours=168)\n"));
 }

@@ -158,6 +158,13 @@ impl TopicOverrides {
         // `LogConfig.validateValues` runs on the merged config, so a broker default can
         // conflict with a topic override as well as two overrides with each other.
         let effective = broker.resolve_topic(&next);
+        if next
+            .values
+            .get(&TopicKey::RemoteStorageEnable)
+            .is_some_and(|s| s.value == Value::Boolean(true))
+        {
+            return Err(ConfigError::TieredStorageDisabled);
+        }
         if effective.min_compaction_lag_ms > effective.max_compaction_lag_ms {
             return Err(ConfigError::CompactionLagConflict {
                 min_ms: effective.min_compaction_lag_ms,

@@ -303,6 +303,12 @@ pub(super) fn check(def: &Def, value: &Value, raw: &str) -> Result<(), ConfigErr
             };
             return check_list(def.name, items, allowed, empty);
         }
+        Check::ThrottledReplicas => {
+            let Value::List(items) = value else {
+                return Ok(());
+            };
+            return check_throttled_replicas(def.name, items);
+        }
     };
     // Java compares as doubles; NaN passes both bounds there, and here too.
     let (below, above) = match value {
@@ -364,6 +370,29 @@ fn check_list(
         }
     }
     Ok(())
+}
+
+/// `ThrottledReplicaListValidator`: every item `PARTITION:BROKER` (digits) or empty, or
+/// the items together exactly `*`; refused with the list as Java prints it.
+fn check_throttled_replicas(name: &str, items: &[String]) -> Result<(), ConfigError> {
+    let replica = |item: &str| {
+        item.is_empty()
+            || item.split_once(':').is_some_and(|(partition, broker)| {
+                [partition, broker]
+                    .iter()
+                    .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+    };
+    if items.iter().all(|item| replica(item)) || items.concat() == "*" {
+        return Ok(());
+    }
+    Err(invalid(
+        name,
+        format!("[{}]", items.join(", ")),
+        format!(
+            "{name} must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+        ),
+    ))
 }
 
 /// A built-in default; the tests check every one parses and passes its own validator.

@@ -29,7 +29,7 @@ use kafka_protocol::ResponseError;
 
 use super::{engine_error, str_bytes, topic_by_id, topic_uuid, Reply};
 use crate::engine::config::{
-    is_list_config, BrokerLevel, ConfigSource, DescribedConfig, DescribedSource,
+    is_list_config, BrokerLevel, ConfigSource, DescribedConfig, DescribedSource, DescribedType,
 };
 use crate::engine::{validate_topic_name, ConfigChange, ConfigScope, EngineError, Topic};
 use crate::kafka::Shared;
@@ -109,12 +109,13 @@ pub(crate) fn create_topics(
                     result.configs = Some(
                         configs
                             .iter()
+                            .filter(|c| !c.kpfs_own)
                             .map(|c| {
                                 let mut out = CreatableTopicConfigs::default();
                                 out.name = str_bytes(c.name);
                                 out.value = c.value.as_deref().map(str_bytes);
                                 out.read_only = c.read_only;
-                                out.config_source = source_id(c.source);
+                                out.config_source = source_id(c.kafka_source());
                                 out
                             })
                             .collect(),
@@ -315,6 +316,21 @@ pub(crate) fn delete_topics(
     response
 }
 
+/// Kafka's `DescribeConfigsResponse.ConfigType` ids.
+fn type_id(kind: DescribedType) -> i8 {
+    match kind {
+        DescribedType::Boolean => 1,
+        DescribedType::String => 2,
+        DescribedType::Int => 3,
+        DescribedType::Short => 4,
+        DescribedType::Long => 5,
+        DescribedType::Double => 6,
+        DescribedType::List => 7,
+        DescribedType::Class => 8,
+        DescribedType::Password => 9,
+    }
+}
+
 /// Kafka's `DescribeConfigsResponse.ConfigSource` id of a value's source.
 fn source_id(source: DescribedSource) -> i8 {
     match source {
@@ -383,14 +399,13 @@ pub(crate) fn describe_configs(
             Asking::Describe,
         );
         match described {
-            Ok(configs) => {
+            Ok(mut configs) => {
+                kafka_answer_order(&mut configs);
                 result.configs = configs
                     .iter()
-                    .filter(|c| {
-                        resource
-                            .configuration_keys
-                            .as_ref()
-                            .is_none_or(|keys| keys.iter().any(|k| k.as_str() == c.name))
+                    .filter(|c| match &resource.configuration_keys {
+                        Some(keys) => keys.iter().any(|k| k.as_str() == c.name),
+                        None => !c.kpfs_own,
                     })
                     .map(|c| describe_entry(c, request.include_synonyms))
                     .collect();
@@ -438,13 +453,35 @@ fn described(
     }
 }
 
+/// Puts `configs` in the order Kafka's `ConfigHelper` answers: the iteration order of the
+/// Scala `mutable.HashMap` it builds of every config (by bucket of the spread Java
+/// `String.hashCode`, then by that hash within a bucket). Clients keep it where it shows:
+/// `kafka-topics.sh --describe` prints a topic's `Configs:` in the order of a Java
+/// `HashMap` of the answer, which, with as many buckets, differs only in keeping the
+/// answer's order within a bucket (`segment.bytes` before `retention.ms`).
+fn kafka_answer_order(configs: &mut [DescribedConfig]) {
+    let mut buckets: usize = 16;
+    while configs.len() * 4 > buckets * 3 {
+        buckets *= 2;
+    }
+    let mask = i32::try_from(buckets - 1).unwrap_or(i32::MAX);
+    configs.sort_by_key(|c| {
+        let hash = c.name.encode_utf16().fold(0i32, |h, unit| {
+            h.wrapping_mul(31).wrapping_add(i32::from(unit))
+        });
+        let spread = hash ^ ((hash as u32) >> 16) as i32;
+        (spread & mask, spread)
+    });
+}
+
 fn describe_entry(c: &DescribedConfig, include_synonyms: bool) -> DescribeConfigsResourceResult {
     let mut out = DescribeConfigsResourceResult::default();
     out.name = str_bytes(c.name);
     out.value = c.value.as_deref().map(str_bytes);
     out.read_only = c.read_only;
     out.is_sensitive = c.sensitive;
-    out.config_source = source_id(c.source);
+    out.config_source = source_id(c.kafka_source());
+    out.config_type = type_id(c.kind);
     if include_synonyms {
         out.synonyms = c
             .synonyms

@@ -12,12 +12,16 @@ use std::time::Duration;
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::describe_topic_partitions_response::{
+    Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
+};
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
     ApiVersionsResponse, BrokerId, DescribeClusterRequest, DescribeClusterResponse,
-    MetadataRequest, MetadataResponse, RequestKind, ResponseKind, TopicName,
+    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, MetadataRequest,
+    MetadataResponse, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -26,7 +30,7 @@ use super::error_code::error_code;
 use super::frame::Request;
 use super::versions::SERVED;
 use super::Shared;
-use crate::engine::{Engine, EngineError, Topic};
+use crate::engine::{validate_topic_name, Engine, EngineError, Topic};
 
 pub use groups::find_coordinator;
 pub(crate) use records::FetchReply;
@@ -70,6 +74,9 @@ pub(crate) fn handle(shared: &Shared, request: Request, peer: SocketAddr) -> Rep
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata(shared, &r, version)),
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(describe_cluster(shared, &r))
+        }
+        RequestKind::DescribeTopicPartitions(r) => {
+            ResponseKind::DescribeTopicPartitions(describe_topic_partitions(shared, &r))
         }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator(&r, version, || {
@@ -412,6 +419,127 @@ fn metadata_topic(
         Err(code) => out.error_code = code.code(),
     }
     out
+}
+
+/// DescribeTopicPartitions (KIP-966), what `kafka-topics.sh --describe` asks since Kafka
+/// 3.8: the asked topics (every topic when none is named) from the cursor's on, sorted by
+/// name, a page of at most `response_partition_limit` and `max.request.partition.size.limit`
+/// partitions, and the cursor of the next page, as Kafka's
+/// `DescribeTopicPartitionsRequestHandler` and `KRaftMetadataCache` answer it. A kpfs
+/// topic's one partition has its one replica in sync, so its eligible leader replicas
+/// (ELR) and last known ELR are empty.
+fn describe_topic_partitions(
+    shared: &Shared,
+    request: &DescribeTopicPartitionsRequest,
+) -> DescribeTopicPartitionsResponse {
+    let engine = &shared.engine;
+    let every_topic = request.topics.is_empty();
+    let cursor = request
+        .cursor
+        .as_ref()
+        .map(|c| (c.topic_name.0.to_string(), c.partition_index));
+    let from = cursor.as_ref().map_or("", |(name, _)| name.as_str());
+    let mut names: Vec<String> = if every_topic {
+        engine.topic_names()
+    } else {
+        request
+            .topics
+            .iter()
+            .map(|t| t.name.0.to_string())
+            .collect()
+    };
+    names.retain(|name| name.as_str() >= from);
+    names.sort();
+    names.dedup();
+    let mut response = DescribeTopicPartitionsResponse::default();
+    if let Some((name, _)) = cursor.as_ref().filter(|_| !every_topic) {
+        if names.binary_search(name).is_err() {
+            // Kafka throws InvalidRequestException ("DescribeTopicPartitionsRequest topic
+            // list should contain the cursor topic"); its error response carries the code
+            // on every asked topic, without the message.
+            response.topics = request
+                .topics
+                .iter()
+                .map(|t| {
+                    let mut out = DescribeTopicPartitionsResponseTopic::default();
+                    out.name = Some(t.name.clone());
+                    out.error_code = ResponseError::InvalidRequest.code();
+                    out
+                })
+                .collect();
+            return response;
+        }
+    }
+    let first_partition = |name: &str| match &cursor {
+        Some((cursor_name, index)) if cursor_name == name => *index,
+        _ => 0,
+    };
+    let mut remaining = shared
+        .config
+        .max_request_partition_size_limit
+        .min(request.response_partition_limit);
+    for name in names {
+        if remaining == 0 {
+            // The page is full: the next one starts at this topic's first partition.
+            let mut next = Cursor::default();
+            next.topic_name = topic_name(&name);
+            next.partition_index = 0;
+            response.next_cursor = Some(next);
+            break;
+        }
+        // A negative limit lists nothing, and no cursor either, as Kafka's loop.
+        if remaining < 0 {
+            continue;
+        }
+        let mut out = DescribeTopicPartitionsResponseTopic::default();
+        out.name = Some(topic_name(&name));
+        match engine.topic(&name) {
+            Some(topic) => {
+                out.topic_id = topic_uuid(&topic);
+                out.is_internal = topic.is_internal();
+                // The one partition, unless the cursor starts past it.
+                if first_partition(&name) == 0 {
+                    out.partitions = vec![described_partition(shared.config.node_id)];
+                }
+                remaining -= out.partitions.len() as i32;
+            }
+            // Named topics only: of every topic, none can be missing.
+            None if every_topic => continue,
+            None => {
+                out.error_code = match validate_topic_name(&name) {
+                    Ok(()) => ResponseError::UnknownTopicOrPartition,
+                    Err(_) => ResponseError::InvalidTopicException,
+                }
+                .code();
+                out.is_internal = KAFKA_INTERNAL_TOPICS.contains(&name.as_str());
+            }
+        }
+        out.topic_authorized_operations = AclResource::Topic.authorized_operations();
+        response.topics.push(out);
+    }
+    response
+}
+
+/// Kafka's `Topic.INTERNAL_TOPICS`: what a missing topic's `is_internal` is judged by.
+const KAFKA_INTERNAL_TOPICS: &[&str] = &[
+    "__consumer_offsets",
+    "__transaction_state",
+    "__share_group_state",
+];
+
+/// A kpfs topic's partition 0 as DescribeTopicPartitions lists it: led by this node, its
+/// one replica, in sync; no ELR, none offline.
+fn described_partition(node_id: i32) -> DescribeTopicPartitionsResponsePartition {
+    let node = BrokerId(node_id);
+    let mut partition = DescribeTopicPartitionsResponsePartition::default();
+    partition.partition_index = 0;
+    partition.leader_id = node;
+    partition.leader_epoch = 0;
+    partition.replica_nodes = vec![node];
+    partition.isr_nodes = vec![node];
+    partition.eligible_leader_replicas = Some(Vec::new());
+    partition.last_known_elr = Some(Vec::new());
+    partition
 }
 
 /// DescribeCluster: one node, broker and controller at once.
