@@ -60,6 +60,12 @@ pub(super) struct DumpLogArgs {
     /// Check index entries against the log and print only problems.
     #[arg(long)]
     pub(super) verify_index_only: bool,
+    /// Print only the batches that end within this many bytes of a log's start.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(..=i32::MAX as i64))]
+    pub(super) max_bytes: Option<u32>,
+    /// How far past an index entry's position its batch may end [default: 5242880].
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(..=i32::MAX as i64))]
+    pub(super) max_message_size: Option<u32>,
 }
 
 #[derive(Debug, Args)]
