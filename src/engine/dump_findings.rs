@@ -330,7 +330,7 @@ impl RawIndex {
         let key = |i: usize| self.offset_entry(i).0;
         let search = |mut lo: usize, mut hi: usize| {
             while lo < hi {
-                let mid = (lo + hi + 1) / 2;
+                let mid = (lo + hi).div_ceil(2);
                 match key(mid).cmp(&target) {
                     std::cmp::Ordering::Greater => hi = mid - 1,
                     std::cmp::Ordering::Less => lo = mid,
@@ -389,7 +389,7 @@ pub(crate) fn dump_offset_index(
             )));
         }
         let len = index.bytes.len();
-        if len % OFFSET_INDEX_ENTRY_BYTES != 0 {
+        if !len.is_multiple_of(OFFSET_INDEX_ENTRY_BYTES) {
             return Err(KafkaRefusal::Refused(format!(
                 "Index file {} is corrupt, found {len} bytes which is neither positive nor a \
                  multiple of {OFFSET_INDEX_ENTRY_BYTES}",
@@ -537,7 +537,7 @@ fn time_index_sanity_check(path: &Path, index: &RawIndex) -> Result<(), KafkaRef
         }
     }
     let len = index.bytes.len();
-    if len % TIME_INDEX_ENTRY_BYTES != 0 {
+    if !len.is_multiple_of(TIME_INDEX_ENTRY_BYTES) {
         return Err(KafkaRefusal::Refused(format!(
             "Time index file {} is corrupt, found {len} bytes which is neither positive nor a \
              multiple of {TIME_INDEX_ENTRY_BYTES}",
@@ -567,6 +567,34 @@ mod tests {
             .collect();
         // 2112 & 15 = 0 (bucket 0: "BB" then "Aa"), 97 & 15 = 1.
         assert_eq!(order, ["BB", "Aa", "a"]);
+    }
+
+    #[test]
+    fn findings_print_in_kafkas_sections_and_orders() {
+        let mut findings = DumpFindings::default();
+        let log = Path::new("/d/t-0/00000000000000000007.log");
+        for (previous, offset) in [(-1, 7), (7, 9), (9, 10), (10, 12)] {
+            findings.note_record(log, previous, offset);
+        }
+        let index = "/d/t-0/00000000000000000007.index";
+        findings.index_mismatches.entry(index).insert(7, 9);
+        findings.index_mismatches.entry(index).insert(12, 13);
+        let time_index = "/d/t-0/00000000000000000007.timeindex";
+        findings
+            .time_offsets_not_found
+            .entry(time_index)
+            .push((7, 9));
+        let mut err = Vec::new();
+        findings.print(&mut err).unwrap();
+        assert_eq!(
+            String::from_utf8(err).unwrap(),
+            format!(
+                "Mismatches in :{index}\n  Index offset: 12, log offset: 13\n  Index offset: 7, log offset: 9\n\
+                 The following indexed offsets are not found in :{time_index}\nIndexed offset: 7, found log offset: 9\n\
+                 Non-consecutive offsets in {}\n  -1 is followed by 7\n  7 is followed by 9\n  10 is followed by 12\n",
+                log.display()
+            )
+        );
     }
 
     #[test]

@@ -296,9 +296,9 @@ impl EntryReader {
     }
 }
 
-/// One output of an index walk.
+/// One output of a stream index walk.
 enum IndexLine {
-    /// The entry as `DumpLogSegments` prints it.
+    /// The entry as `kpfs dump-log` prints it.
     Entry(String),
     /// A problem, worded with the byte position of the entry.
     Problem(String),

@@ -30,51 +30,56 @@ start_kafka_broker "${BROKER_CONFIGS[@]}"
 # and reports the batch there as ending elsewhere.
 TOPICS=(lines keyed gzip snappy lz4 zstd compacted batched)
 workload() { # workload BOOTSTRAP LOGS: the same commands on one broker
-    local b=$1 logs=$2 t codec dir
+    local b=$1 logs=$2 t dir pids=() p
+    P() { "$K/kafka-console-producer.sh" --bootstrap-server "$b" "$@"; }
     for t in "${TOPICS[@]}"; do
         local configs=(--config index.interval.bytes=1)
         [ "$t" != batched ] || configs=()
         [ "$t" != compacted ] || configs+=(--config cleanup.policy=compact --config segment.ms=2000
             --config min.cleanable.dirty.ratio=0.01 --config delete.retention.ms=86400000)
-        "$K/kafka-topics.sh" --bootstrap-server "$b" --create --topic "$t" --partitions 1 "${configs[@]}" >/dev/null
+        "$K/kafka-topics.sh" --bootstrap-server "$b" --create --topic "$t" --partitions 1 "${configs[@]}" >/dev/null &
+        pids+=($!)
     done
-    # One batch per line (--sync, no linger): several batches, so several index entries.
-    printf 'line-%s\n' 1 2 3 4 5 | "$K/kafka-console-producer.sh" --bootstrap-server "$b" --topic lines \
-        --sync --command-property linger.ms=0
-    printf 'k1:v1\nk2:v2\nk1:NULL\n' | "$K/kafka-console-producer.sh" --bootstrap-server "$b" --topic keyed \
-        --sync --command-property linger.ms=0 --property parse.key=true --property key.separator=: \
-        --property null.marker=NULL
+    for p in "${pids[@]}"; do wait "$p" || { echo "a topic's creation failed"; return 1; }; done
+    pids=()
+    # The topics but the compacted one, each in the background (JVMs start slowly).
+    # One batch per line (--sync, no linger): several batches, so several index entries;
+    # then the group's commit of them, for __consumer_offsets.
+    { printf 'line-%s\n' 1 2 3 4 5 | P --topic lines --sync --command-property linger.ms=0 &&
+        "$K/kafka-console-consumer.sh" --bootstrap-server "$b" --topic lines --group dumper --from-beginning \
+            --max-messages 5 >/dev/null 2>&1; } &
+    pids+=($!)
+    printf 'k1:v1\nk2:v2\nk1:NULL\n' | P --topic keyed --sync --command-property linger.ms=0 \
+        --property parse.key=true --property key.separator=: --property null.marker=NULL &
+    pids+=($!)
     for codec in gzip snappy lz4 zstd; do
-        # Two batches of three records each, compressed.
-        for round in 1 2; do
-            printf "$codec-$round-%s\n" a b c | "$K/kafka-console-producer.sh" --bootstrap-server "$b" \
-                --topic "$codec" --compression-codec "$codec"
-        done
+        # A batch of three records (the console producer lingers), compressed.
+        printf "$codec-%s\n" a b c | P --topic "$codec" --compression-codec "$codec" &
+        pids+=($!)
     done
-    printf 'b-%s\n' 1 2 3 | "$K/kafka-console-producer.sh" --bootstrap-server "$b" --topic batched
+    printf 'b-%s\n' 1 2 3 | P --topic batched &
+    pids+=($!)
     # The compacted topic: three keys twice, a tombstone, then a record in a new segment
     # after segment.ms, so that the first segment is cleaned (the tombstone keeps its
-    # delete horizon, a day ahead so that no later pass drops it, the overwritten records
-# go).
-    printf 'a:1\nb:1\nc:1\na:2\nb:2\n' | "$K/kafka-console-producer.sh" --bootstrap-server "$b" --topic compacted \
-        --sync --command-property linger.ms=0 --property parse.key=true --property key.separator=:
-    printf 'c:NULL\n' | "$K/kafka-console-producer.sh" --bootstrap-server "$b" --topic compacted \
-        --property parse.key=true --property key.separator=: --property null.marker=NULL
-    "$K/kafka-console-consumer.sh" --bootstrap-server "$b" --topic lines --group dumper --from-beginning \
-        --max-messages 5 >/dev/null 2>&1
+    # delete horizon, a day ahead so that no later pass drops it; the overwritten records
+    # go).
+    printf 'a:1\nb:1\nc:1\na:2\nb:2\n' | P --topic compacted --sync --command-property linger.ms=0 \
+        --property parse.key=true --property key.separator=:
+    printf 'c:NULL\n' | P --topic compacted --property parse.key=true --property key.separator=: \
+        --property null.marker=NULL
     dir=$logs/compacted-0
     # A produce once segment.ms passed rolls the segment (both roll on the append).
     local t0
     t0=$(date +%s%N)
     wait_until 10 elapsed_ms_since "$t0" 2200
-    printf 'd:1\n' | "$K/kafka-console-producer.sh" --bootstrap-server "$b" --topic compacted \
-        --property parse.key=true --property key.separator=:
+    printf 'd:1\n' | P --topic compacted --property parse.key=true --property key.separator=:
     rolled() { [ "$(ls "$dir" | grep -c '\.log$')" -ge 2 ]; }
     wait_until 30 rolled || { echo "compacted-0 did not roll: $(ls "$dir")"; return 1; }
     # kpfs's own dump reads either side's files, and starts quicker than a JVM.
     cleaned() { "$KPFS" dump-log "$dir/00000000000000000000.log" |
         grep -q '^baseOffset: .* deleteHorizonMs: OptionalLong\['; }
     wait_until 60 cleaned || { echo "compacted-0 was not cleaned: $("$KPFS" dump-log "$dir"/*.log)"; return 1; }
+    for p in "${pids[@]}"; do wait "$p" || { echo "a producer or the consumer failed"; return 1; }; done
 }
 # elapsed_ms_since T_NS MS: succeeds once MS ms have passed since T_NS (date +%s%N).
 elapsed_ms_since() { [ $((($(date +%s%N) - $1) / 1000000)) -ge "$2" ]; }

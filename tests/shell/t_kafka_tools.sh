@@ -35,18 +35,6 @@ declare -A KNOWN=(
     [configs-topic-after-alter]="defect: as configs-topic-describe"
     [configs-broker-default-describe]="defect: no cluster-level min.insync.replicas=1 (DYNAMIC_DEFAULT_BROKER_CONFIG) as kafka-storage.sh format writes"
     [demo-time.ls]="documented: kpfs creates a segment's index files with it, Kafka 4.3.1 lazily (SEMANTICS.md, 'Index files are created with the segment')"
-    [dump-log-compact-demo-0-00000000000000000000.log]="defect: kpfs dump-log lacks Kafka's 'Non-consecutive offsets in FILE / -1 is followed by N' on a compacted segment"
-    [dump-log--deep-iteration-compact-demo-0-00000000000000000000.log]="defect: as dump-log-compact-demo-0-00000000000000000000.log"
-    [dump-log-compact-demo-0-00000000000000000007.log]="defect: as dump-log-compact-demo-0-00000000000000000000.log"
-    [dump-log--deep-iteration-compact-demo-0-00000000000000000007.log]="defect: as dump-log-compact-demo-0-00000000000000000000.log"
-    [dump-log-compact-demo-0-00000000000000000007.index]="defect: kpfs dump-log lacks Kafka's 'Mismatches in :FILE / Index offset: 7, log offset: 9' (an entry names a batch's base offset)"
-    [dump-log--deep-iteration-compact-demo-0-00000000000000000007.index]="defect: as dump-log-compact-demo-0-00000000000000000007.index"
-    [dump-log-compact-demo-0-00000000000000000007.timeindex]="defect: kpfs dump-log lacks Kafka's 'The following indexed offsets are not found in :FILE / Indexed offset: 7, found log offset: 9'"
-    [dump-log--deep-iteration-compact-demo-0-00000000000000000007.timeindex]="defect: as dump-log-compact-demo-0-00000000000000000007.timeindex"
-    [dump-log-orders-0-00000000000000000000.index]="defect: as dump-log-compact-demo-0-00000000000000000007.index"
-    [dump-log--deep-iteration-orders-0-00000000000000000000.index]="defect: as dump-log-compact-demo-0-00000000000000000007.index"
-    [dump-log-orders-0-00000000000000000000.timeindex]="defect: as dump-log-compact-demo-0-00000000000000000007.timeindex"
-    [dump-log--deep-iteration-orders-0-00000000000000000000.timeindex]="defect: as dump-log-compact-demo-0-00000000000000000007.timeindex"
     [configs-broker-all]="defect: a STATIC_BROKER_CONFIG lacks its DEFAULT_CONFIG synonym, a null default has a synonym, and metadata.log.segment.*/transaction.state.log.segment.bytes are missing"
 )
 declare -A DIFFERS=()
