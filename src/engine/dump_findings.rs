@@ -11,6 +11,7 @@
 //! Both are reproduced here as they are, not as kpfs's engine reads its indexes
 //! (`index.rs`), because they decide which lines Kafka prints.
 
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
@@ -38,19 +39,24 @@ const LAST_OFFSET_DELTA_AT: usize = 23;
 /// `AbstractIndex.warmEntries`: the newest 8 KiB of entries are searched first.
 const WARM_SECTION_BYTES: usize = 8192;
 
-/// A `java.util.HashMap<String, V>` as far as its iteration order goes: by bucket of the
-/// key's spread `String.hashCode` in the table the entries grew it to, then insertion
-/// order within a bucket (a table resize keeps it; no bucket of a dump's few files grows
-/// to the 8 entries at which Java would make it a tree).
+/// A `java.util.HashMap<String, V>` filled by `computeIfAbsent`, as far as its iteration
+/// order goes: by bucket of the key's spread `String.hashCode` in the table the entries
+/// grew it to, then the latest key first within a bucket (`computeIfAbsent` puts a new
+/// node at the head of its bin; a table resize keeps the order; no bucket of a dump's few
+/// files grows to the 8 entries at which Java would make it a tree).
 #[derive(Debug)]
 struct JavaHashMap<V> {
     entries: Vec<(String, V)>,
+    /// The table's length: none before the first call, then 16, doubled by a call that
+    /// finds more entries than 3/4 of it (before it inserts, hit or miss).
+    buckets: usize,
 }
 
 impl<V> Default for JavaHashMap<V> {
     fn default() -> Self {
         JavaHashMap {
             entries: Vec::new(),
+            buckets: 0,
         }
     }
 }
@@ -58,6 +64,11 @@ impl<V> Default for JavaHashMap<V> {
 impl<V: Default> JavaHashMap<V> {
     /// `computeIfAbsent(key, k -> new V())`.
     fn entry(&mut self, key: &str) -> &mut V {
+        if self.buckets == 0 {
+            self.buckets = 16;
+        } else if self.entries.len() > self.buckets / 4 * 3 {
+            self.buckets *= 2;
+        }
         let i = match self.entries.iter().position(|(k, _)| k == key) {
             Some(i) => i,
             None => {
@@ -72,19 +83,21 @@ impl<V: Default> JavaHashMap<V> {
 impl<V> JavaHashMap<V> {
     /// The entries as `HashMap.forEach` visits them.
     fn in_java_order(&self) -> Vec<&(String, V)> {
-        // A table starts at 16 buckets and doubles when it holds more than 3/4 of that.
-        let mut buckets = 16usize;
-        while self.entries.len() > buckets / 4 * 3 {
-            buckets *= 2;
-        }
-        let mut order: Vec<(usize, usize)> = self
+        let buckets = self.buckets.max(1);
+        let mut order: Vec<(usize, Reverse<usize>)> = self
             .entries
             .iter()
             .enumerate()
-            .map(|(i, (k, _))| (java_spread_hash(k) as usize & (buckets - 1), i))
+            .map(|(i, (k, _))| {
+                let bucket = java_spread_hash(k) as usize & (buckets - 1);
+                (bucket, Reverse(i))
+            })
             .collect();
         order.sort_unstable();
-        order.into_iter().map(|(_, i)| &self.entries[i]).collect()
+        order
+            .into_iter()
+            .map(|(_, Reverse(i))| &self.entries[i])
+            .collect()
     }
 }
 
@@ -552,7 +565,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn java_hash_map_order_follows_buckets_then_insertion() {
+    fn java_hash_map_order_follows_buckets_then_the_latest_key() {
         // "Aa" and "BB" share a String.hashCode (2112), so a bucket; "a" (97) sorts by
         // its own bucket.
         assert_eq!(java_spread_hash("Aa"), java_spread_hash("BB"));
@@ -565,8 +578,29 @@ mod tests {
             .iter()
             .map(|(k, _)| k.as_str())
             .collect();
-        // 2112 & 15 = 0 (bucket 0: "BB" then "Aa"), 97 & 15 = 1.
-        assert_eq!(order, ["BB", "Aa", "a"]);
+        // 2112 & 15 = 0 (bucket 0: "Aa", put last, first), 97 & 15 = 1: what Java's
+        // HashMap.forEach gives for these computeIfAbsent calls.
+        assert_eq!(order, ["Aa", "BB", "a"]);
+    }
+
+    #[test]
+    fn java_hash_map_order_after_a_resize() {
+        // What Java 17 prints for these calls (13 keys fill 16 buckets past 3/4; the next
+        // call, a hit, doubles the table first).
+        let mut map: JavaHashMap<Vec<i64>> = JavaHashMap::default();
+        let order = |map: &JavaHashMap<Vec<i64>>| {
+            map.in_java_order()
+                .iter()
+                .map(|(k, _)| k[4..k.find('-').unwrap()].to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        for i in 0..13 {
+            map.entry(&format!("/d/t{i}-0/x.index")).push(1);
+        }
+        assert_eq!(order(&map), "12,9,0,8,2,5,10,7,3,6,4,1,11");
+        map.entry("/d/t0-0/x.index").push(2);
+        assert_eq!(order(&map), "5,3,4,12,9,0,8,2,10,7,6,1,11");
     }
 
     #[test]

@@ -2,9 +2,11 @@
 # partition files and on a real Kafka 4.3.1 broker's after the same workload: the same
 # stdout and stderr, byte for byte, for every option, over every kind of batch kpfs
 # writes (plain lines, keyed records, tombstones with their delete horizons, each codec,
-# idempotent producers, cleaned segments, __consumer_offsets). Then the files themselves:
-# the same records produced to both with the same client give the same segment bytes but
-# for what must differ (timestamps, producer ids and epochs, CRCs).
+# idempotent producers, cleaned segments, __consumer_offsets), and on a mount's files
+# (lines appended with the shell). Then the files themselves: the same records produced
+# to both with the same client give the same segment and index bytes but for what must
+# differ (CRCs, timestamps, producer ids and epochs, and the record timestamp deltas of a
+# batch with a delete horizon, which replaced its base timestamp).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kafka_lib.sh"
 
@@ -136,6 +138,20 @@ for side in kpfs kafka; do
     [ -n "$offsets" ] || fail "$side: no __consumer_offsets segment holds the group's commits"
     compare "$side-offsets-decoder" "$offsets" --offsets-decoder
 done
+# The batches only a mount writes: lines appended with the shell, keyless and keyed
+# (kpfs's parse.key, key.separator and null.marker topic configs), a tombstone among them.
+mount_kpfs
+mkdir "$MNT/shell-lines" "$MNT/shell-keyed"
+echo index.interval.bytes=1 >"$MNT/shell-lines/config"
+printf 'index.interval.bytes=1\nparse.key=true\nkey.separator=:\nnull.marker=NULL\n' >"$MNT/shell-keyed/config"
+for i in 1 2 3; do printf 'a line %s\nand another\n' "$i" >>"$MNT/shell-lines/log"; done
+printf 'k1:v1\nk2:v2\n' >>"$MNT/shell-keyed/log"
+printf 'k1:NULL\n' >>"$MNT/shell-keyed/log"
+shell_files=$(for f in "$DATA"/shell-{lines,keyed}-0/*.{log,index,timeindex}; do echo "$f"; done | paste -sd,)
+compare mount-plain "$shell_files"
+compare mount-data "$shell_files" --print-data-log
+compare mount-verify "$(tr , '\n' <<<"$shell_files" | grep -v '\.log$' | paste -sd,)" --verify-index-only
+grep -q "^offset: [1-9][0-9]* position: [1-9]" "$W/mount-plain.kafka" || fail "mount: no index entries dumped"
 for name in "${DIFFS[@]}"; do
     echo "kpfs dump-log differs from kafka-dump-log.sh in $name (< Kafka, > kpfs):" >&2
     diff "$W/$name.kafka" "$W/$name.kpfs" >&2 || true
