@@ -90,7 +90,7 @@ fn dump_log(args: &DumpLogArgs) -> Result<(), CliError> {
     let mut out = io::BufWriter::new(stdout.lock());
     let mut findings = DumpFindings::default();
     let mut failures = Vec::new();
-    for file in &args.files {
+    for file in args.files.iter().chain(&args.files_list) {
         if let Err(e) = refuse_legacy_segment(file) {
             failures.push(e.to_string());
         } else if let Err(e) = dump_file(file, &opts, &mut out, &mut findings) {

@@ -115,8 +115,7 @@ compare() {
     { "$K/kafka-dump-log.sh" --files "$files" "$@" 2>&1 || echo "exit $?"; } |
         sed -E -e 's/^Exception in thread "main" [A-Za-z0-9_.$]+: /stopped: /' -e '/^\tat /d' -e 's/^exit 1$/exit/' \
             >"$W/$name.kafka"
-    # shellcheck disable=SC2046
-    { "$KPFS" dump-log $(tr , ' ' <<<"$files") "$@" 2>&1 || echo "exit $?"; } |
+    { "$KPFS" dump-log --files "$files" "$@" 2>&1 || echo "exit $?"; } |
         sed -E -e 's#^kpfs: [^:]+: #stopped: #' -e 's/^exit 2$/exit/' >"$W/$name.kpfs"
     cmp -s "$W/$name.kafka" "$W/$name.kpfs" || DIFFS+=("$name")
 }
