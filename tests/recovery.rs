@@ -1174,7 +1174,13 @@ fn row06_preallocated_active_segments_are_trimmed_at_roll_and_close_and_recovere
         report.notes
     );
     let mut dump = Vec::new();
-    kpfs::engine::inspect::dump_file(&last.log_path(), &Default::default(), &mut dump).unwrap();
+    kpfs::engine::inspect::dump_file(
+        &last.log_path(),
+        &Default::default(),
+        &mut dump,
+        &mut Default::default(),
+    )
+    .unwrap();
     let dump = String::from_utf8(dump).unwrap();
     assert!(dump.contains(" zero bytes at position "), "{dump}");
     start(&mut f);

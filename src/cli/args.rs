@@ -39,12 +39,17 @@ pub(super) enum CliCommand {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).multiple(true).args(["files", "files_list"])))]
 pub(super) struct DumpLogArgs {
     /// `.log`, `.index`, `.timeindex` or producer-state `.snapshot` files of a partition
     /// directory, or a `.stream` file of kpfs's `kpfs-topics/` (also with `.deleted`,
     /// `.cleaned`, `.swap`).
-    #[arg(required = true, value_name = "FILE")]
+    #[arg(value_name = "FILE")]
     pub(super) files: Vec<PathBuf>,
+    /// The same as a comma-separated list, as kafka-dump-log.sh takes them (after the
+    /// FILE arguments).
+    #[arg(long = "files", value_name = "FILE,...", value_delimiter = ',')]
+    pub(super) files_list: Vec<PathBuf>,
     /// Print each record's key and payload.
     #[arg(long)]
     pub(super) print_data_log: bool,
@@ -60,6 +65,12 @@ pub(super) struct DumpLogArgs {
     /// Check index entries against the log and print only problems.
     #[arg(long)]
     pub(super) verify_index_only: bool,
+    /// Print only the batches that end within this many bytes of a log's start.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(..=i32::MAX as i64))]
+    pub(super) max_bytes: Option<u32>,
+    /// How far past an index entry's position its batch may end [default: 5242880].
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(..=i32::MAX as i64))]
+    pub(super) max_message_size: Option<u32>,
 }
 
 #[derive(Debug, Args)]

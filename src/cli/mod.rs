@@ -26,7 +26,7 @@ mod signals;
 use std::io::{self, Write};
 use std::path::Path;
 
-use crate::engine::inspect::{check_data_dir, dump_file, DumpOptions};
+use crate::engine::inspect::{check_data_dir, dump_file, DumpFindings, DumpOptions};
 use crate::engine::upgrade::{refuse_legacy, refuse_legacy_segment, upgrade_data_dir};
 
 pub use args::Cli;
@@ -83,18 +83,30 @@ fn dump_log(args: &DumpLogArgs) -> Result<(), CliError> {
         offsets_decoder: args.offsets_decoder,
         index_sanity_check: args.index_sanity_check,
         verify_index_only: args.verify_index_only,
+        max_bytes: args.max_bytes,
+        max_message_size: args.max_message_size,
     };
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
+    let mut findings = DumpFindings::default();
     let mut failures = Vec::new();
-    for file in &args.files {
+    for file in args.files.iter().chain(&args.files_list) {
         if let Err(e) = refuse_legacy_segment(file) {
             failures.push(e.to_string());
-        } else if let Err(e) = dump_file(file, &opts, &mut out) {
+        } else if let Err(e) = dump_file(file, &opts, &mut out, &mut findings) {
             failures.push(e.to_string());
+            // Kafka's tool stops at an exception, before its findings.
+            if e.stops_the_dump() {
+                out.flush().map_err(|e| io_error("stdout", e))?;
+                return Err(CliError::new(failures.join("; ")));
+            }
         }
     }
     out.flush().map_err(|e| io_error("stdout", e))?;
+    // After stdout, on stderr, as Kafka's tool prints them.
+    findings
+        .print(&mut io::stderr().lock())
+        .map_err(|e| io_error("stderr", e))?;
     if failures.is_empty() {
         Ok(())
     } else {

@@ -8,6 +8,7 @@ pub mod cleaner_manager;
 pub(crate) mod clock;
 pub mod codec;
 pub(crate) mod config;
+pub(crate) mod dump_findings;
 pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod excerpt;

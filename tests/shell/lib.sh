@@ -49,6 +49,9 @@ wait_until() {
     done
 }
 
+# elapsed_ms_since T_NS MS: succeeds once MS ms have passed since T_NS (date +%s%N).
+elapsed_ms_since() { [ $((($(date +%s%N) - $1) / 1000000)) -ge "$2" ]; }
+
 # expect_eq EXPECTED GOT [WHAT]
 expect_eq() {
     [ "$1" == "$2" ] && return 0

@@ -30,18 +30,6 @@ declare -A KNOWN=(
     [topics-alter-partitions]="documented: one partition; CreatePartitions is not served (docs/KAFKA-PROTOCOL.md) and the tool says 'The node does not support CREATE_PARTITIONS'"
     [offsets-all-topics]="documented: kpfs's __consumer_offsets has one partition, Kafka's 50"
     [demo-time.ls]="documented: kpfs creates a segment's index files with it, Kafka 4.3.1 lazily (SEMANTICS.md, 'Index files are created with the segment')"
-    [dump-log-compact-demo-0-00000000000000000000.log]="defect: kpfs dump-log lacks Kafka's 'Non-consecutive offsets in FILE / -1 is followed by N' on a compacted segment"
-    [dump-log--deep-iteration-compact-demo-0-00000000000000000000.log]="defect: as dump-log-compact-demo-0-00000000000000000000.log"
-    [dump-log-compact-demo-0-00000000000000000007.log]="defect: as dump-log-compact-demo-0-00000000000000000000.log"
-    [dump-log--deep-iteration-compact-demo-0-00000000000000000007.log]="defect: as dump-log-compact-demo-0-00000000000000000000.log"
-    [dump-log-compact-demo-0-00000000000000000007.index]="defect: kpfs dump-log lacks Kafka's 'Mismatches in :FILE / Index offset: 7, log offset: 9' (an entry names a batch's base offset)"
-    [dump-log--deep-iteration-compact-demo-0-00000000000000000007.index]="defect: as dump-log-compact-demo-0-00000000000000000007.index"
-    [dump-log-compact-demo-0-00000000000000000007.timeindex]="defect: kpfs dump-log lacks Kafka's 'The following indexed offsets are not found in :FILE / Indexed offset: 7, found log offset: 9'"
-    [dump-log--deep-iteration-compact-demo-0-00000000000000000007.timeindex]="defect: as dump-log-compact-demo-0-00000000000000000007.timeindex"
-    [dump-log-orders-0-00000000000000000000.index]="defect: as dump-log-compact-demo-0-00000000000000000007.index"
-    [dump-log--deep-iteration-orders-0-00000000000000000000.index]="defect: as dump-log-compact-demo-0-00000000000000000007.index"
-    [dump-log-orders-0-00000000000000000000.timeindex]="defect: as dump-log-compact-demo-0-00000000000000000007.timeindex"
-    [dump-log--deep-iteration-orders-0-00000000000000000000.timeindex]="defect: as dump-log-compact-demo-0-00000000000000000007.timeindex"
 )
 # --- Part 1 on a kpfs with the broker defaults: the transcript's first output is of a
 # default broker.
@@ -86,8 +74,6 @@ java.util.concurrent.ExecutionException: org.apache.kafka.common.errors.InvalidR
 
 # --- The transcript's three demos, on both brokers at once (each side in the background,
 # its outputs under $W/SIDE.*). A wait for a clock condition (segment.ms) is a poll.
-# elapsed_ms_since T_NS MS: succeeds once MS ms have passed since T_NS (date +%s%N).
-elapsed_ms_since() { [ $((($(date +%s%N) - $1) / 1000000)) -ge "$2" ]; }
 # after_segment_ms: returns once 3.2 s (segment.ms=3000) passed since $last_produce.
 after_segment_ms() { wait_until 10 elapsed_ms_since "$last_produce" 3200; }
 

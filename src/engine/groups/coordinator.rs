@@ -1625,6 +1625,7 @@ fn offset_commit_record(group: &str, c: &CommittedOffset) -> OffsetsRecord {
         leader_epoch: c.leader_epoch,
         metadata: c.metadata.clone(),
         commit_timestamp_ms: c.commit_timestamp_ms,
+        topic_id: None,
     };
     (
         offset_key(group, &c.topic, c.partition),

@@ -1,8 +1,11 @@
 //! The records of `__consumer_offsets` in Kafka's schemas (group-coordinator's
-//! `OffsetCommitKey` v1, `OffsetCommitValue` v3, `GroupMetadataKey` v2,
-//! `GroupMetadataValue` v3: the versions Kafka 4.x writes), each prefixed by its
+//! `OffsetCommitKey` v1, `OffsetCommitValue` v3 (Kafka 4.3.1 writes v4, which adds
+//! the tagged topic id), `GroupMetadataKey` v2, `GroupMetadataValue` v3), each prefixed by its
 //! version as an int16. Kafka's tools (`kafka-dump-log.sh --offsets-decoder`) read
 //! what kpfs writes, and kpfs reads every version Kafka ever wrote of them.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 
 const OFFSET_COMMIT_KEY_VERSION: i16 = 1;
 const GROUP_METADATA_KEY_VERSION: i16 = 2;
@@ -29,6 +32,9 @@ pub(crate) struct OffsetCommitValue {
     pub(crate) leader_epoch: i32,
     pub(crate) metadata: String,
     pub(crate) commit_timestamp_ms: i64,
+    /// Version 4's tagged `topicId` (Kafka 4.x writes it; kpfs writes version 3 without
+    /// it): read so that a dump of Kafka's records shows it.
+    pub(crate) topic_id: Option<[u8; 16]>,
 }
 
 /// `GroupMetadataValue.MemberMetadata`.
@@ -105,6 +111,9 @@ impl OffsetsKey {
     }
 }
 
+/// `OffsetCommitValue`'s tag of `topicId`.
+const TOPIC_ID_TAG: u64 = 0;
+
 impl OffsetCommitValue {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Writer::default();
@@ -132,11 +141,23 @@ impl OffsetCommitValue {
             r.string()?
         };
         let commit_timestamp_ms = r.i64()?;
+        let mut topic_id = None;
+        if version >= 4 {
+            for _ in 0..r.uvarint()? {
+                let tag = r.uvarint()?;
+                let len = r.uvarint()? as usize;
+                let field = <[u8; 16]>::try_from(r.take(len)?);
+                if let (TOPIC_ID_TAG, Ok(id)) = (tag, field) {
+                    topic_id = Some(id);
+                }
+            }
+        }
         Ok(OffsetCommitValue {
             offset,
             leader_epoch,
             metadata,
             commit_timestamp_ms,
+            topic_id,
         })
     }
 }
@@ -305,6 +326,10 @@ pub(crate) fn dump_json(
             j.raw("commitTimestamp", &v.commit_timestamp_ms.to_string());
             if value_version == 1 {
                 j.raw("expireTimestamp", "-1");
+            }
+            // Kafka's converter leaves out a tagged field at its default (the zero Uuid).
+            if let Some(id) = v.topic_id.filter(|id| id.iter().any(|&b| b != 0)) {
+                j.string("topicId", &URL_SAFE_NO_PAD.encode(id));
             }
             j.finish()
         }),
@@ -613,6 +638,7 @@ mod tests {
             leader_epoch: -1,
             metadata: String::new(),
             commit_timestamp_ms: 1_000,
+            topic_id: None,
         };
         let bytes = value.encode();
         assert_eq!(
@@ -673,6 +699,7 @@ mod tests {
             leader_epoch: -1,
             metadata: "m\"".into(),
             commit_timestamp_ms: 9,
+            topic_id: None,
         }
         .encode();
         assert_eq!(
@@ -684,6 +711,18 @@ mod tests {
                         .to_string()
                 )
             )
+        );
+        // Version 4 as Kafka 4.3.1 writes it: compact metadata, the topic id tagged (0).
+        let mut v4 = vec![0, 4];
+        v4.extend_from_slice(&5i64.to_be_bytes());
+        v4.extend_from_slice(&0i32.to_be_bytes());
+        v4.push(1); // metadata "" (compact: length + 1)
+        v4.extend_from_slice(&9i64.to_be_bytes());
+        v4.extend_from_slice(&[1, 0, 16]); // one tagged field: tag 0, 16 bytes
+        v4.extend_from_slice(&[0xfb; 16]);
+        assert_eq!(
+            dump_json(Some(&key), Some(&v4), 0).1.unwrap(),
+            r#"{"version":"4","data":{"offset":5,"leaderEpoch":0,"metadata":"","commitTimestamp":9,"topicId":"-_v7-_v7-_v7-_v7-_v7-w"}}"#
         );
         assert_eq!(
             dump_json(Some(&key), None, 0).1.as_deref(),
