@@ -200,11 +200,18 @@ kafka_round() {
     idle=$(proc_kib "$pid" VmRSS)
     anon_peak "$pid" "$dir/anon_peak" &
     sampler=$!
+    # The server's CPU seconds before and after each step: what a step cost the server
+    # itself, which the shared machine's load does not inflate as it does wall time.
+    local -a cpu=("$(cpu_s "$pid")")
     pw=$(elapsed produce_file "$port" kcat "$in")
+    cpu+=("$(cpu_s "$pid")")
     pr=$(elapsed consume_all "$port" kcat "$n" "$dir/last")
+    cpu+=("$(cpu_s "$pid")")
     expect_last_offset "$dir/last" "$n"
     perf_produce "$port" "$n" "$dir/perf_w"
+    cpu+=("$(cpu_s "$pid")")
     perf_consume "$port" "$n" "$dir/perf_r"
+    cpu+=("$(cpu_s "$pid")")
     hwm=$(proc_kib "$pid" VmHWM)
     kill "$sampler"
     wait "$sampler" || true
@@ -219,12 +226,14 @@ kafka_round() {
         "$KAFKA_LATENCY_RECORDS" "$KAFKA_LATENCY_RATE" | awk '{ v[$1] = $2 } END { print v["p50_ms:"], v["p99_ms:"] }')
     log "  $side: untimed latency run: $(tr '\n' ' ' <"$dir/warm-up")"
     kafka_side_stop "$dir"
+    local steps_cpu i
+    steps_cpu=$(for ((i = 1; i < ${#cpu[@]}; i++)); do calc "${cpu[i]} - ${cpu[i - 1]}" 2; echo; done | paste -sd ' ')
     echo "$(cat "$dir/startup_s") $idle $pw $pr $(cat "$dir/perf_w") $(cat "$dir/perf_r") $hwm $anon $latency" \
-        >>"$2/$side.rows"
+        "$steps_cpu" >>"$2/$side.rows"
     log "  $side: start $(cat "$dir/startup_s")s, idle $((idle / 1024)) MiB, kcat -P ${pw}s," \
         "-C ${pr}s, perf $(cat "$dir/perf_w") / $(cat "$dir/perf_r") records/s, peak $((hwm / 1024)) MiB" \
         "($((anon / 1024)) MiB anonymous)," \
-        "latency p50/p99 ${latency/ //} ms"
+        "latency p50/p99 ${latency/ //} ms, server CPU s per step ${steps_cpu// / \/ }"
 }
 
 # kafka_column DIR SIDE COLUMN HOW: a column of DIR/SIDE.rows summed up: least, most or
@@ -286,6 +295,19 @@ scenario_kafka() {
         "$(mib $(($(fig 7 median kpfs) * 1024))) ($(mib $(($(fig 8 median kpfs) * 1024))))" \
         "$(mib $(($(fig 7 median kafka) * 1024))) ($(mib $(($(fig 8 median kafka) * 1024)))) Kafka" \
         "$(calc "$(fig 8 median kpfs) / $(fig 8 median kafka)" 3)x (anonymous)" "-" "info"
+    # cpu_steps SIDE: the median CPU seconds of each throughput step, "a / b / c / d".
+    cpu_steps() {
+        local c
+        for c in 11 12 13 14; do fig "$c" median "$1"; done | paste -sd / | sed 's|/| / |g'
+    }
+    # cpu_total SIDE: the median over the rounds of the four steps' sum.
+    cpu_total() {
+        local -a sums
+        mapfile -t sums < <(awk '{ print $11 + $12 + $13 + $14 }' "$dir/$1.rows")
+        median "${sums[@]}"
+    }
+    row "K3-K6 server CPU s: kcat -P / -C / perf producer / consumer$(rounds median)" "$(cpu_steps kpfs)" \
+        "$(cpu_steps kafka) Kafka" "$(calc "$(cpu_total kpfs) / $(cpu_total kafka)" 3)x (sum)" "-" "info"
     local label="K8 end-to-end latency p50/p99 ms, acks=1, $KAFKA_LATENCY_RATE records/s, $KAFKA_LATENCY_RECORDS records$(rounds median)"
     local k99 a99
     k99=$(fig 10 median kpfs) a99=$(fig 10 median kafka)
