@@ -13,6 +13,9 @@
 #   stop_kafka_broker
 #                  SIGTERM (Kafka's controlled shutdown), SIGKILL after 30 s.
 
+# shellcheck source=scripts/kafka-broker.sh
+. "$KPFS_ROOT/scripts/kafka-broker.sh"
+
 KAFKA_HOME=${KAFKA_HOME:-$("$KPFS_ROOT/scripts/kafka-dist")} || fail "scripts/kafka-dist failed"
 KAFKA_BIN=$KAFKA_HOME/bin
 [ -x "$KAFKA_BIN/kafka-server-start.sh" ] || fail "no Kafka at $KAFKA_HOME (scripts/kafka-dist installs it)"
@@ -42,21 +45,10 @@ _kafka_cleanup() {
 # lib.sh's trap, after the broker's: both run whatever the test's end.
 trap '_kafka_cleanup; _kpfs_cleanup' EXIT
 
-# kafka_uuid: a random Kafka Uuid as kafka-storage.sh random-uuid prints it (16 bytes in
-# URL-safe base64 without padding, never starting with '-'), without a JVM's start.
-kafka_uuid() {
-    local id
-    while :; do
-        id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
-        case $id in -*) ;; *) break ;; esac
-    done
-    echo "$id"
-}
-
 _kafka_started() { grep -q 'Kafka Server started' "$1"; }
 
 start_kafka_broker() {
-    local dir props attempt port cport t0 line
+    local dir props attempt port cport t0
     [ -z "$KAFKA_PID" ] || fail "start_kafka_broker: a broker already runs ($KAFKA_PID)"
     dir=$(mktemp -d /tmp/kpfs-kafka.XXXXXX)
     KAFKA_BROKER_DIRS+=("$dir")
@@ -66,24 +58,7 @@ start_kafka_broker() {
         random_port port
         random_port cport
         [ "$port" != "$cport" ] || continue
-        {
-            echo "process.roles=broker,controller"
-            echo "node.id=1"
-            echo "controller.quorum.bootstrap.servers=127.0.0.1:$cport"
-            echo "listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport"
-            echo "advertised.listeners=PLAINTEXT://127.0.0.1:$port"
-            echo "inter.broker.listener.name=PLAINTEXT"
-            echo "controller.listener.names=CONTROLLER"
-            echo "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
-            echo "log.dirs=$KAFKA_LOG_DIRS"
-            echo "num.partitions=1"
-            echo "offsets.topic.replication.factor=1"
-            echo "share.coordinator.state.topic.replication.factor=1"
-            echo "share.coordinator.state.topic.min.isr=1"
-            echo "transaction.state.log.replication.factor=1"
-            echo "transaction.state.log.min.isr=1"
-            for line in "$@"; do echo "$line"; done
-        } >"$props"
+        kafka_broker_properties "$port" "$cport" "$KAFKA_LOG_DIRS" "$@" >"$props"
         rm -rf "$KAFKA_LOG_DIRS" "$dir/logs"
         LOG_DIR=$dir/logs "$KAFKA_BIN/kafka-storage.sh" format --standalone \
             -t "$(kafka_uuid)" -c "$props" >"$dir/format.out" 2>&1 ||
