@@ -247,6 +247,12 @@ both configs-broker-default-describe "$C --describe --entity-type brokers --enti
 both configs-broker-default-delete "$C --alter --entity-type brokers --entity-default --delete-config log.cleaner.backoff.ms"
 both configs-broker-alter-node "$C --alter --entity-type brokers --entity-name 1 --add-config log.retention.ms=7200000; $C --describe --entity-type brokers --entity-name 1; $C --alter --entity-type brokers --entity-name 1 --delete-config log.retention.ms"
 both configs-broker-all "$C --describe --entity-type brokers --entity-name 1 --all | grep -E '^  log\.(retention|segment|cleaner)'"
+# The whole list, every config Kafka 4.3.1 lists, but for what the test broker's
+# server.properties sets (kafka_broker_properties: a KRaft node's roles, listeners and
+# log.dirs, replication factors of 1) and broker.id, which Kafka derives from node.id:
+# kpfs has no server.properties, so those are its own (docs/KAFKA-PROTOCOL.md, "Configs").
+set_by_server_properties=$(kafka_broker_properties 0 0 - | cut -d= -f1 | sed 's/\./\\./g' | paste -sd'|')
+both configs-broker-all-full "$C --describe --entity-type brokers --entity-name 1 --all | grep -vE '^  ($set_by_server_properties|broker\.id)='"
 
 P='$K/kafka-console-producer.sh --bootstrap-server $BOOTSTRAP --topic orders --property parse.key=true --property key.separator=:'
 both producer-keys --stdin $'a:1\nb:2\na:3\n' "$P"
