@@ -12,6 +12,10 @@
 #                  transcripts' /tmp/kafka-logs) and $KAFKA_PID set. Stopped at exit.
 #   stop_kafka_broker
 #                  SIGTERM (Kafka's controlled shutdown), SIGKILL after 30 s.
+#   start_kpfs_and_kafka [KEY=VALUE...]
+#                  `kpfs serve` and a Kafka broker with the same broker configs (kpfs's
+#                  --override, Kafka's server.properties), for side-by-side tests: sets
+#                  $KPFS_LOGS (kpfs's data dir) and $KPFS_BOOTSTRAP beside start_kafka_broker's.
 
 # shellcheck source=scripts/kafka-broker.sh
 . "$KPFS_ROOT/scripts/kafka-broker.sh"
@@ -21,6 +25,9 @@ KAFKA_BIN=$KAFKA_HOME/bin
 [ -x "$KAFKA_BIN/kafka-server-start.sh" ] || fail "no Kafka at $KAFKA_HOME (scripts/kafka-dist installs it)"
 KAFKA_PID=
 KAFKA_BROKER_DIRS=()
+# The tools' and the test broker's JVMs, quicker to start (C1 only, serial GC): what they
+# print and answer is the same. scripts/bench measures Kafka with its own flags instead.
+export KAFKA_JVM_PERFORMANCE_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto -Djava.awt.headless=true"
 
 _kafka_alive() { [ -n "$KAFKA_PID" ] && kill -0 "$KAFKA_PID" 2>/dev/null; }
 _kafka_gone() { ! _kafka_alive; }
@@ -82,4 +89,15 @@ start_kafka_broker() {
         fail "the Kafka broker did not start in 60 s (log above; $dir/broker.out)"
     done
     fail "the Kafka broker found no free port in $attempt attempts"
+}
+
+start_kpfs_and_kafka() {
+    local c overrides=()
+    new_data_dir KPFS_LOGS
+    KPFS_DATA_DIRS+=("$KPFS_LOGS.log")
+    for c in "$@"; do overrides+=(--override "$c"); done
+    serve_kpfs_listening "$KPFS_LOGS.log" "$KPFS_LOGS" "${overrides[@]}"
+    KPFS_BOOTSTRAP=$BOOTSTRAP
+    start_kafka_broker "$@"
+    echo "Kafka broker started in $KAFKA_START_MS ms"
 }

@@ -19,7 +19,6 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kafka_lib.sh"
 source "$(dirname "$0")/side_by_side.sh"
 
-export KAFKA_JVM_PERFORMANCE_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto -Djava.awt.headless=true"
 K=$KAFKA_BIN
 PY=$(kafka_python)
 new_data_dir W
@@ -33,14 +32,7 @@ declare -A KNOWN=(
 
 # Retention and the cleaner on a short leash on both, groups without the initial delay.
 BROKER_CONFIGS=(log.retention.check.interval.ms=1000 log.cleaner.backoff.ms=1000 group.initial.rebalance.delay.ms=0)
-new_data_dir KPFS_LOGS
-KPFS_DATA_DIRS+=("$KPFS_LOGS.log")
-overrides=()
-for c in "${BROKER_CONFIGS[@]}"; do overrides+=(--override "$c"); done
-serve_kpfs_listening "$KPFS_LOGS.log" "$KPFS_LOGS" "${overrides[@]}"
-KPFS_BOOTSTRAP=$BOOTSTRAP
-start_kafka_broker "${BROKER_CONFIGS[@]}"
-echo "Kafka broker started in $KAFKA_START_MS ms"
+start_kpfs_and_kafka "${BROKER_CONFIGS[@]}"
 t_brokers=$(date +%s)
 
 # --- 1 and 2 at once (their topics are their own), while 3 runs its workload.

@@ -10,20 +10,13 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kafka_lib.sh"
 
-export KAFKA_JVM_PERFORMANCE_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto -Djava.awt.headless=true"
 K=$KAFKA_BIN
 new_data_dir W
 t_start=$(date +%s)
 
 # Both brokers: a quick cleaner, so that the compacted topic is cleaned within seconds.
 BROKER_CONFIGS=(log.cleaner.backoff.ms=200 group.initial.rebalance.delay.ms=0)
-new_data_dir KPFS_LOGS
-KPFS_DATA_DIRS+=("$KPFS_LOGS.log")
-overrides=()
-for c in "${BROKER_CONFIGS[@]}"; do overrides+=(--override "$c"); done
-serve_kpfs_listening "$KPFS_LOGS.log" "$KPFS_LOGS" "${overrides[@]}"
-KPFS_BOOTSTRAP=$BOOTSTRAP
-start_kafka_broker "${BROKER_CONFIGS[@]}"
+start_kpfs_and_kafka "${BROKER_CONFIGS[@]}"
 
 # index.interval.bytes=1: an index entry for every batch but each segment's first, so
 # that the index checks have entries to check.

@@ -17,8 +17,6 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kafka_lib.sh"
 source "$(dirname "$0")/side_by_side.sh"
 
-# The tools' JVMs, quicker to start (C1 only, serial GC): what they print is the same.
-export KAFKA_JVM_PERFORMANCE_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto -Djava.awt.headless=true"
 K=$KAFKA_BIN
 new_data_dir W
 t_start=$(date +%s)
@@ -50,14 +48,7 @@ wait "$SERVE_PID" || true
 # --- The two brokers of the side-by-side checks, configured as the transcript's scratch
 # broker (KAFKA_LOG_RETENTION_CHECK_INTERVAL_MS=1000), groups without the initial delay.
 BROKER_CONFIGS=(log.retention.check.interval.ms=1000 group.initial.rebalance.delay.ms=0)
-new_data_dir KPFS_LOGS
-KPFS_DATA_DIRS+=("$KPFS_LOGS.log")
-overrides=()
-for c in "${BROKER_CONFIGS[@]}"; do overrides+=(--override "$c"); done
-serve_kpfs_listening "$KPFS_LOGS.log" "$KPFS_LOGS" "${overrides[@]}"
-KPFS_BOOTSTRAP=$BOOTSTRAP
-start_kafka_broker "${BROKER_CONFIGS[@]}"
-echo "Kafka broker started in $KAFKA_START_MS ms"
+start_kpfs_and_kafka "${BROKER_CONFIGS[@]}"
 
 # The transcript's refusal of a dynamic check interval, its line verbatim, side by side;
 # Kafka's output has the two lines the transcript shows (4.3.1's tail -3 ends in the stack
