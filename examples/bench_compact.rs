@@ -36,7 +36,9 @@ fn main() {
         EngineOptions::default(),
     )
     .expect("open engine");
-    let topic = engine.create_topic("compact-bench").expect("create topic");
+    let topic = engine
+        .create_topic("compact-bench", 1)
+        .expect("create topic");
     topic
         .update_config(b"cleanup.policy=compact\nparse.key=true\nkey.separator=:\nsegment.bytes=67108864\nmin.cleanable.dirty.ratio=0.01")
         .expect("config");
@@ -62,7 +64,7 @@ fn main() {
     clock.advance(8 * 86_400_000);
     topic.append_lines(b"k-last:roll\n").expect("append");
     let append_secs = started.elapsed().as_secs_f64();
-    let log_bytes = topic.log().size_bytes();
+    let log_bytes = topic.partition(0).unwrap().log().size_bytes();
     println!("records: {records}");
     println!("keys: {keys}");
     println!("log_bytes_before: {log_bytes}");
@@ -102,6 +104,9 @@ fn main() {
     println!("map_utilization_percent: {:.1}", utilization * 100.0);
     println!("rss_before_kib: {rss_before}");
     println!("peak_rss_kib: {peak}");
-    println!("log_bytes_after: {}", topic.log().size_bytes());
+    println!(
+        "log_bytes_after: {}",
+        topic.partition(0).unwrap().log().size_bytes()
+    );
     engine.shutdown().expect("shutdown");
 }

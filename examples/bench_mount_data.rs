@@ -51,7 +51,7 @@ fn main() {
     let lines_per_topic = bytes / LINE_BYTES as u64 / topics.max(1) as u64;
     let names: Vec<String> = (0..topics).map(|t| format!("t{t:04}")).collect();
     for name in &names {
-        engine.create_topic(name).expect("create topic");
+        engine.create_topic(name, 1).expect("create topic");
     }
     let started = Instant::now();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -26,8 +26,8 @@ fn setup_failed(what: &str, e: impl std::fmt::Display) -> ! {
 fn timed_deletion(engine: &Engine, topics: &[String]) -> (f64, usize) {
     for name in topics {
         let topic = engine.topic(name).expect("topic");
-        let total = topic.log().size_bytes();
-        let oldest = topic.log().snapshot().segments[0].size();
+        let total = topic.partition(0).unwrap().log().size_bytes();
+        let oldest = topic.partition(0).unwrap().log().snapshot().segments[0].size();
         topic
             .update_config(format!("retention.bytes={}", total - oldest).as_bytes())
             .expect("config");
@@ -55,7 +55,7 @@ fn main() {
     let started = Instant::now();
     for t in 0..topics {
         let topic = engine
-            .create_topic(&format!("t{t:05}"))
+            .create_topic(&format!("t{t:05}"), 1)
             .unwrap_or_else(|e| setup_failed(&format!("create topic {t}"), e));
         // Every append rolls: one record per segment; retention by time keeps them all.
         topic

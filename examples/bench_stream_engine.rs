@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use kpfs::engine::{BrokerConfig, Engine, EngineOptions, LogCursor, ManualClock};
+use kpfs::engine::{BrokerConfig, Engine, EngineOptions, ManualClock, TopicCursor};
 
 const IO_BYTES: usize = 1 << 20;
 
@@ -50,7 +50,7 @@ fn main() {
             EngineOptions::default(),
         )
         .expect("open engine");
-        let topic = engine.create_topic("stream").expect("create topic");
+        let topic = engine.create_topic("stream", 1).expect("create topic");
         topic
             .update_config(b"segment.bytes=2147483647")
             .expect("config");
@@ -59,7 +59,7 @@ fn main() {
             topic.append_lines(&write).expect("append");
         }
         best_append = best_append.min(started.elapsed().as_secs_f64());
-        let (mut cursor, mut pos) = (LogCursor::default(), 0u64);
+        let (mut cursor, mut pos) = (TopicCursor::default(), 0u64);
         let started = Instant::now();
         loop {
             let got = topic.read_log(&mut cursor, pos, IO_BYTES).expect("read");

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use kpfs::engine::format::{BatchBuilder, ClientBatch, Record, BATCH_HEADER_BYTES};
-use kpfs::engine::{LogCursor, Topic};
+use kpfs::engine::{Topic, TopicCursor};
 use proptest::prelude::*;
 
 #[test]
@@ -29,7 +29,7 @@ fn lines_round_trip_with_and_without_keys() {
         "No key separator found on line number 2: 'noseparator'"
     );
     assert_eq!(
-        k.log().log_end_offset(),
+        k.partition(0).unwrap().log().log_end_offset(),
         3,
         "a refused write appends nothing"
     );
@@ -86,7 +86,7 @@ fn random_access_reads_land_on_the_right_bytes() {
         expected.len() - 3,
         expected.len(),
     ] {
-        let mut cursor = kpfs::engine::LogCursor::default();
+        let mut cursor = kpfs::engine::TopicCursor::default();
         let got = t.read_log(&mut cursor, pos as u64, 50).unwrap();
         let end = (pos + 50).min(expected.len());
         assert_eq!(got, &expected[pos..end], "at {pos}");
@@ -105,7 +105,7 @@ fn a_read_starting_in_the_replayed_bytes_gets_the_full_count() {
         expected.extend_from_slice(line.as_bytes());
     }
     t.append_lines(&expected).unwrap();
-    let mut cursor = kpfs::engine::LogCursor::default();
+    let mut cursor = kpfs::engine::TopicCursor::default();
     assert_eq!(t.read_log(&mut cursor, 0, 100).unwrap(), &expected[..100]);
     assert_eq!(t.read_log(&mut cursor, 0, 1000).unwrap(), &expected[..1000]);
     assert_eq!(t.read_log(&mut cursor, 50, 20).unwrap(), &expected[50..70]);
@@ -177,7 +177,7 @@ fn random_reads_and_preads_return_the_contents_they_cover() {
         t.append_lines(&write).unwrap();
         expected.extend_from_slice(&write);
     }
-    assert!(t.log().snapshot().segments.len() > 5);
+    assert!(t.partition(0).unwrap().log().snapshot().segments.len() > 5);
     let total = expected.len();
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: 256,
@@ -186,7 +186,7 @@ fn random_reads_and_preads_return_the_contents_they_cover() {
     });
     runner
         .run(&prop::collection::vec(read_strategy(), 1..40), |reads| {
-            let mut cursor = kpfs::engine::LogCursor::default();
+            let mut cursor = kpfs::engine::TopicCursor::default();
             let mut offset = 0usize;
             let mut last = 0usize;
             for read in reads {
@@ -220,12 +220,12 @@ fn rolls_by_size_and_keeps_offsets() {
         t.append_lines(format!("value-{i:04}\n").as_bytes())
             .unwrap();
     }
-    let segs = t.log().snapshot().segments.clone();
+    let segs = t.partition(0).unwrap().log().snapshot().segments.clone();
     assert!(segs.len() > 3, "{} segments", segs.len());
     for s in segs.iter() {
         assert!(s.size() <= 1000);
     }
-    assert_eq!(t.log().log_end_offset(), 100);
+    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 100);
     let text = cat_string(&t);
     assert_eq!(text.lines().count(), 100);
     assert!(text.starts_with("value-0000\nvalue-0001\n"));
@@ -244,6 +244,8 @@ fn rolls_by_time_measured_from_the_first_record() {
         t.append_lines(format!("{i}\n").as_bytes()).unwrap();
     }
     let bases: Vec<u64> = t
+        .partition(0)
+        .unwrap()
         .log()
         .snapshot()
         .segments
@@ -301,7 +303,7 @@ fn a_record_whose_batch_alone_is_over_max_message_bytes_is_refused_whole() {
         err.to_string(),
         "The record batch size in the append to keyed-0 is 101 bytes which exceeds the maximum configured value of 100."
     );
-    assert_eq!(keyed.log().log_end_offset(), 1);
+    assert_eq!(keyed.partition(0).unwrap().log().log_end_offset(), 1);
 }
 
 /// The largest line the default `max.message.bytes` (1 MiB + 12, Kafka's) admits: its
@@ -397,7 +399,7 @@ fn every_batch_fits_max_message_bytes_and_only_records_that_cannot_are_refused()
                     e.to_string(),
                     format!("The record batch size in the append to p-0 is {single} bytes which exceeds the maximum configured value of {max}.")
                 );
-                prop_assert_eq!(t.log().log_end_offset(), 0);
+                prop_assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 0);
             }
             (result, expected) => prop_assert!(false, "{:?} where the first oversized batch is {:?}", result, expected),
         }
@@ -417,21 +419,24 @@ fn records_offsets_and_configs_survive_reopen() {
             .unwrap();
     }
     let before = cat_string(&t);
-    let segments = t.log().snapshot().segments.len();
+    let segments = t.partition(0).unwrap().log().snapshot().segments.len();
     drop(t);
     f.reopen();
     let t = f.topic("persist");
     assert_eq!(cat_string(&t), before);
-    assert_eq!(t.log().snapshot().segments.len(), segments);
-    assert_eq!(t.log().log_end_offset(), 50);
+    assert_eq!(
+        t.partition(0).unwrap().log().snapshot().segments.len(),
+        segments
+    );
+    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 50);
     t.append_lines(b"k1:after\n").unwrap();
-    assert_eq!(t.log().log_end_offset(), 51);
+    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 51);
     assert!(t.config_text().contains("key.separator=:"));
     drop(t);
     f.crash_and_reopen();
     let t = f.topic("persist");
     assert!(cat_string(&t).ends_with("k1:after\n"));
-    assert_eq!(t.log().log_end_offset(), 51);
+    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 51);
 }
 
 #[test]
@@ -440,7 +445,11 @@ fn torn_tail_is_truncated_after_a_crash() {
     let t = f.topic("torn");
     t.append_lines(b"one\ntwo\n").unwrap();
     t.append_lines(b"three\n").unwrap();
-    let path = t.dir().join("00000000000000000000.log");
+    let path = t
+        .partition(0)
+        .unwrap()
+        .dir()
+        .join("00000000000000000000.log");
     drop(t);
     let e = f.engine.take().unwrap();
     drop(e);
@@ -450,7 +459,7 @@ fn torn_tail_is_truncated_after_a_crash() {
     f.engine = Some(open(f.dir.path(), &f.clock));
     let t = f.topic("torn");
     assert_eq!(cat_string(&t), "one\ntwo\n");
-    assert_eq!(t.log().log_end_offset(), 2);
+    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 2);
     t.append_lines(b"four\n").unwrap();
     assert_eq!(cat_string(&t), "one\ntwo\nfour\n");
 }
@@ -480,16 +489,17 @@ fn a_write_in_two_pieces_appends_what_one_buffer_would() {
     for t in [&one, &two] {
         set(t, "parse.key=true\nkey.separator=:");
     }
-    let bytes =
-        |t: &kpfs::engine::Topic| std::fs::read(t.log().snapshot().active().log_path()).unwrap();
+    let bytes = |t: &kpfs::engine::Topic| {
+        std::fs::read(t.partition(0).unwrap().log().snapshot().active().log_path()).unwrap()
+    };
     // Both layouts: batches with record metadata (keys) and plain batches (no keys).
     for (one, two) in [(&one, &two), (&plain_one, &plain_two)] {
         let (head, body) = (&b"k1:first\n"[..], &b"k2:second\nk3:third\n"[..]);
         assert_eq!(one.append_lines(&[head, body].concat()).unwrap(), 3);
-        assert_eq!(two.append_lines_after(head, body).unwrap(), 3);
-        assert_eq!(two.append_lines_after(b"", b"k4:x\n").unwrap(), 1);
+        assert_eq!(two.append_lines_after(None, head, body).unwrap(), 3);
+        assert_eq!(two.append_lines_after(None, b"", b"k4:x\n").unwrap(), 1);
         assert_eq!(one.append_lines(b"k4:x\n").unwrap(), 1);
-        assert_eq!(two.append_lines_after(b"k5:y\n", b"k6:z").unwrap(), 2);
+        assert_eq!(two.append_lines_after(None, b"k5:y\n", b"k6:z").unwrap(), 2);
         assert_eq!(one.append_lines(b"k5:y\nk6:z").unwrap(), 2);
         assert_eq!(bytes(two), bytes(one), "same batches, byte for byte");
         assert_eq!(cat_string(two), cat_string(one));
@@ -500,18 +510,18 @@ fn a_write_in_two_pieces_appends_what_one_buffer_would() {
         "plain batches carry no record metadata"
     );
     // A bad line in the body refuses the head too.
-    let err = two.append_lines_after(b"k5:ok\n", b"k6:ok\nno-separator\n");
+    let err = two.append_lines_after(None, b"k5:ok\n", b"k6:ok\nno-separator\n");
     assert!(err.is_err());
     assert_eq!(
-        two.log().log_end_offset(),
+        two.partition(0).unwrap().log().log_end_offset(),
         6,
         "nothing of the write was appended"
     );
     // So does a bad head.
     assert!(two
-        .append_lines_after(b"no-separator\n", b"k7:ok\n")
+        .append_lines_after(None, b"no-separator\n", b"k7:ok\n")
         .is_err());
-    assert_eq!(two.log().log_end_offset(), 6);
+    assert_eq!(two.partition(0).unwrap().log().log_end_offset(), 6);
 }
 
 /// Size of Kafka's batch holding one keyless record of `len` bytes.
@@ -545,7 +555,7 @@ fn keyless_writes_become_batches_of_whole_lines() {
     body.extend_from_slice(&huge);
     body.extend_from_slice(b"unterminated");
     let lines = 1 + 40_000 + 1 + 1;
-    assert_eq!(t.append_lines_after(&head, &body).unwrap(), lines);
+    assert_eq!(t.append_lines_after(None, &head, &body).unwrap(), lines);
     expected.extend_from_slice(&head);
     expected.extend_from_slice(&body);
     expected.push(b'\n');
@@ -574,7 +584,7 @@ fn keyless_writes_become_batches_of_whole_lines() {
     }
     assert_eq!(offset, lines + 1);
     let mut stream_pos = 0;
-    for s in t.log().snapshot().segments.iter() {
+    for s in t.partition(0).unwrap().log().snapshot().segments.iter() {
         for (offset, pos) in s.record_stream_positions().unwrap() {
             assert_eq!(pos, stream_pos, "record {offset}");
             stream_pos += lines_read[offset as usize].len() as u64;
@@ -600,7 +610,7 @@ fn a_keyless_line_too_big_for_any_segment_is_refused_whole() {
         "Message batch size is 201 bytes in append to partition small-0, which exceeds the maximum configured segment size of 200."
     );
     assert_eq!(
-        t.log().log_end_offset(),
+        t.partition(0).unwrap().log().log_end_offset(),
         1,
         "nothing of the write was appended"
     );
@@ -613,7 +623,7 @@ fn a_keyless_line_too_big_for_any_segment_is_refused_whole() {
         err.to_string(),
         "Message batch size is 68 bytes in append to partition tiny-0, which exceeds the maximum configured segment size of 50."
     );
-    assert_eq!(tiny.log().log_end_offset(), 0);
+    assert_eq!(tiny.partition(0).unwrap().log().log_end_offset(), 0);
 
     // Kafka prints the configured value, even one no segment can hold.
     let negative = f.topic("negative");
@@ -677,7 +687,7 @@ fn a_keyless_record_reads_as_a_null_key_not_an_empty_one() {
     let keyless = |value: &[u8]| {
         let mut b = BatchBuilder::new(0);
         b.push(0, T0, None, Some(value));
-        t.append_produced(&b.finish_client((-1, -1, -1), ClientBatch::PLAIN))
+        t.append_produced(0, &b.finish_client((-1, -1, -1), ClientBatch::PLAIN))
             .unwrap();
     };
     keyless(b"plain");
@@ -733,8 +743,12 @@ fn a_large_write_is_whole_batches() {
         offset += records.len() as u64;
     }
     assert_eq!(offset, lines as u64 + 1);
-    let path = t.dir().join("00000000000000000000.log");
-    let size = t.log().snapshot().active().size();
+    let path = t
+        .partition(0)
+        .unwrap()
+        .dir()
+        .join("00000000000000000000.log");
+    let size = t.partition(0).unwrap().log().snapshot().active().size();
     assert_eq!(
         std::fs::metadata(&path).unwrap().len(),
         size,
@@ -754,7 +768,7 @@ fn assert_stream(t: &Topic, expected: &[u8]) {
     assert_eq!(t.stream_len(), expected.len() as u64);
     for pos in 0..expected.len() {
         let got = t
-            .read_log(&mut LogCursor::default(), pos as u64, 5)
+            .read_log(&mut TopicCursor::default(), pos as u64, 5)
             .unwrap();
         assert_eq!(
             got,
@@ -829,7 +843,7 @@ fn records_produced_before_parse_key_read_as_they_did() {
     let mut b = BatchBuilder::new(0);
     b.push(0, T0, Some(b"k1"), Some(b"hello"));
     b.push(1, T0, Some(b"k2"), None);
-    t.append_produced(&b.finish_client((-1, -1, -1), ClientBatch::PLAIN))
+    t.append_produced(0, &b.finish_client((-1, -1, -1), ClientBatch::PLAIN))
         .unwrap();
     assert_stream(&t, b"hello\nnull\n");
     set(&t, "parse.key=true\nnull.marker=-\n");

@@ -13,7 +13,9 @@ use kpfs::engine::producer_state::decode_snapshot;
 use kpfs::engine::Topic;
 
 fn names(t: &Topic) -> Vec<String> {
-    t.backing_files()
+    t.partition(0)
+        .unwrap()
+        .backing_files()
         .unwrap()
         .into_iter()
         .map(|f| f.name)
@@ -39,7 +41,7 @@ fn segment_files(base: u64, kinds: &[&str]) -> Vec<String> {
 }
 
 fn read(t: &Topic, name: &str) -> Vec<u8> {
-    fs::read(t.dir().join(name)).unwrap()
+    fs::read(t.partition(0).unwrap().dir().join(name)).unwrap()
 }
 
 fn produce(t: &Topic, from: usize, n: usize) {
@@ -64,7 +66,10 @@ fn a_new_topic_holds_kafkas_files_and_no_snapshot() {
     let metadata = String::from_utf8(read(&t, "partition.metadata")).unwrap();
     assert_eq!(
         metadata,
-        format!("version: 0\ntopic_id: {}", t.log().topic_id())
+        format!(
+            "version: 0\ntopic_id: {}",
+            t.partition(0).unwrap().log().topic_id()
+        )
     );
 }
 
@@ -164,7 +169,7 @@ fn a_clean_close_snapshots_the_log_end_and_a_reopen_keeps_it() {
     produce(&t, 0, 5);
     f.advance(4000);
     produce(&t, 5, 2);
-    let id = t.log().topic_id();
+    let id = t.partition(0).unwrap().log().topic_id();
     drop(t);
     f.reopen();
     let t = f.topic("close");
@@ -181,14 +186,17 @@ fn a_clean_close_snapshots_the_log_end_and_a_reopen_keeps_it() {
         Ok(vec![])
     );
     assert_eq!(
-        t.log().topic_id(),
+        t.partition(0).unwrap().log().topic_id(),
         id,
         "the topic id is kept for the topic's life"
     );
     // The close's snapshot at 7 becomes the next segment's: no new one is written.
     f.advance(4000);
     produce(&t, 7, 1);
-    assert_eq!(t.segment_log_files().unwrap(), vec![0, 5, 7]);
+    assert_eq!(
+        t.partition(0).unwrap().segment_log_files().unwrap(),
+        vec![0, 5, 7]
+    );
     assert_eq!(read(&t, &format!("{:020}.snapshot", 7)), EMPTY_SNAPSHOT);
 }
 
@@ -200,7 +208,7 @@ fn opening_after_a_crash_removes_stray_and_corrupt_snapshots() {
     produce(&t, 0, 5);
     f.advance(4000);
     produce(&t, 5, 5);
-    let dir = t.dir().to_path_buf();
+    let dir = t.partition(0).unwrap().dir().to_path_buf();
     drop(t);
     // A stray below the last base, a leftover `.deleted`, a torn snapshot at the log end,
     // and one past it.

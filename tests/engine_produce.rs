@@ -70,12 +70,12 @@ fn produced_records_take_offsets_at_the_log_end_and_show_in_cat() {
         NO_PRODUCER,
         ClientBatch::PLAIN,
     );
-    let outcome = t.append_produced(&batch).unwrap();
+    let outcome = t.append_produced(0, &batch).unwrap();
     assert_eq!(outcome.base_offset, 2);
     assert_eq!(outcome.log_append_time_ms, -1, "CreateTime");
     assert_eq!(outcome.log_start_offset, 0);
     t.append_lines(b"after\n").unwrap();
-    assert_eq!(t.log().log_end_offset(), 6);
+    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 6);
 
     let mut expected = b"from echo\nsecond line\nv1\nnull\n".to_vec();
     expected.extend_from_slice(&binary);
@@ -106,7 +106,7 @@ fn produced_records_take_offsets_at_the_log_end_and_show_in_cat() {
         NO_PRODUCER,
         ClientBatch::PLAIN,
     );
-    assert_eq!(t.append_produced(&keyed).unwrap().base_offset, 6);
+    assert_eq!(t.append_produced(0, &keyed).unwrap().base_offset, 6);
     let text = cat(&t, 1 << 20);
     assert!(
         text.ends_with(b"a:1\nNIL:NIL\n"),
@@ -123,8 +123,12 @@ fn refusals_use_kafkas_errors_and_texts_and_append_nothing() {
     let p = "strict-0";
     let good = plain(&values(3, "v"), NO_PRODUCER);
     let refuse = |bytes: &[u8]| {
-        let err = t.append_produced(bytes).unwrap_err();
-        assert_eq!(t.log().log_end_offset(), 0, "{err}: nothing appended");
+        let err = t.append_produced(0, bytes).unwrap_err();
+        assert_eq!(
+            t.partition(0).unwrap().log().log_end_offset(),
+            0,
+            "{err}: nothing appended"
+        );
         err
     };
 
@@ -269,12 +273,10 @@ fn refusals_use_kafkas_errors_and_texts_and_append_nothing() {
         }
     ));
     // A timestamp of -1 is exempt.
-    t.append_produced(&batch_of(
-        &[(None, Some(b"a"))],
-        -1,
-        NO_PRODUCER,
-        ClientBatch::PLAIN,
-    ))
+    t.append_produced(
+        0,
+        &batch_of(&[(None, Some(b"a"))], -1, NO_PRODUCER, ClientBatch::PLAIN),
+    )
     .unwrap();
 
     // Keyless records on a compacted topic: every one is listed.
@@ -290,7 +292,7 @@ fn refusals_use_kafkas_errors_and_texts_and_append_nothing() {
         NO_PRODUCER,
         ClientBatch::PLAIN,
     );
-    let err = c.append_produced(&mixed).unwrap_err();
+    let err = c.append_produced(0, &mixed).unwrap_err();
     let message =
         "Compacted topic cannot accept message without key in topic partition compacted-0";
     assert_eq!(
@@ -310,7 +312,7 @@ fn refusals_use_kafkas_errors_and_texts_and_append_nothing() {
         errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(),
         [0, 2]
     );
-    assert_eq!(c.log().log_end_offset(), 0);
+    assert_eq!(c.partition(0).unwrap().log().log_end_offset(), 0);
 }
 
 #[test]
@@ -319,7 +321,7 @@ fn a_batch_over_the_segment_size_is_refused_with_kafkas_text() {
     let t = f.topic("small");
     set(&t, "internal.segment.bytes=200\nmax.message.bytes=100000");
     let big = plain(&[vec![b'x'; 300]], NO_PRODUCER);
-    let err = t.append_produced(&big).unwrap_err();
+    let err = t.append_produced(0, &big).unwrap_err();
     assert!(matches!(err, EngineError::BatchOverSegmentSize { .. }));
     assert_eq!(
         err.to_string(),
@@ -330,11 +332,11 @@ fn a_batch_over_the_segment_size_is_refused_with_kafkas_text() {
     );
     // Batches that fit roll the segment as Kafka rolls it.
     for i in 0..5 {
-        t.append_produced(&plain(&values(2, &format!("b{i}")), NO_PRODUCER))
+        t.append_produced(0, &plain(&values(2, &format!("b{i}")), NO_PRODUCER))
             .unwrap();
     }
-    assert!(t.log().snapshot().segments.len() > 1);
-    assert_eq!(t.log().log_end_offset(), 10);
+    assert!(t.partition(0).unwrap().log().snapshot().segments.len() > 1);
+    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 10);
 }
 
 #[test]
@@ -344,12 +346,15 @@ fn log_append_time_stamps_the_batch_with_the_append_time() {
     set(&t, "message.timestamp.type=LogAppendTime");
     let old = T0 - 30 * 24 * 3_600_000;
     let outcome = t
-        .append_produced(&batch_of(
-            &[(None, Some(b"a")), (None, Some(b"b"))],
-            old,
-            NO_PRODUCER,
-            ClientBatch::PLAIN,
-        ))
+        .append_produced(
+            0,
+            &batch_of(
+                &[(None, Some(b"a")), (None, Some(b"b"))],
+                old,
+                NO_PRODUCER,
+                ClientBatch::PLAIN,
+            ),
+        )
         .unwrap();
     assert_eq!(
         outcome.log_append_time_ms, T0,
@@ -368,15 +373,18 @@ fn log_append_time_stamps_the_batch_with_the_append_time() {
     assert_eq!(h.codec().unwrap(), CompressionCodec::None);
     // A producer may not choose LogAppendTime itself.
     let err = t
-        .append_produced(&batch_of(
-            &[(None, Some(b"a"))],
-            T0,
-            NO_PRODUCER,
-            ClientBatch {
-                log_append_time_ms: Some(T0),
-                ..ClientBatch::PLAIN
-            },
-        ))
+        .append_produced(
+            0,
+            &batch_of(
+                &[(None, Some(b"a"))],
+                T0,
+                NO_PRODUCER,
+                ClientBatch {
+                    log_append_time_ms: Some(T0),
+                    ..ClientBatch::PLAIN
+                },
+            ),
+        )
         .unwrap_err();
     assert!(
         err.to_string()
@@ -394,7 +402,10 @@ fn log_append_time_stamps_the_batch_with_the_append_time() {
     // batch past the recovery point, keeps both batches.
     drop(t);
     f.crash_and_reopen();
-    assert_eq!(f.topic("lat").log().log_end_offset(), 3);
+    assert_eq!(
+        f.topic("lat").partition(0).unwrap().log().log_end_offset(),
+        3
+    );
 }
 
 #[test]
@@ -428,9 +439,9 @@ fn every_codec_is_kept_under_producer_and_recompressed_under_a_fixed_type() {
                 ..ClientBatch::PLAIN
             };
             let batch = batch_of(&records, T0, NO_PRODUCER, client);
-            let base = fixed.log().log_end_offset();
-            assert_eq!(fixed.append_produced(&batch).unwrap().base_offset, base);
-            assert_eq!(kept.append_produced(&batch).unwrap().base_offset, base);
+            let base = fixed.partition(0).unwrap().log().log_end_offset();
+            assert_eq!(fixed.append_produced(0, &batch).unwrap().base_offset, base);
+            assert_eq!(kept.append_produced(0, &batch).unwrap().base_offset, base);
             for v in &vals {
                 expected.extend_from_slice(v);
                 expected.push(b'\n');
@@ -460,15 +471,23 @@ fn idempotent_retries_are_answered_with_the_original_offsets_and_gaps_are_refuse
     let (pid, epoch) = f.engine().init_producer_id().unwrap();
     assert_eq!(epoch, 0);
     let first = plain(&values(3, "a"), (pid, epoch, 0));
-    assert_eq!(t.append_produced(&first).unwrap().base_offset, 0);
+    assert_eq!(t.append_produced(0, &first).unwrap().base_offset, 0);
     t.append_lines(b"echo between\n").unwrap();
-    assert_eq!(t.append_produced(&first).unwrap().base_offset, 0, "a retry");
-    assert_eq!(t.log().log_end_offset(), 4, "not appended twice");
+    assert_eq!(
+        t.append_produced(0, &first).unwrap().base_offset,
+        0,
+        "a retry"
+    );
+    assert_eq!(
+        t.partition(0).unwrap().log().log_end_offset(),
+        4,
+        "not appended twice"
+    );
     let second = plain(&values(2, "b"), (pid, epoch, 3));
-    assert_eq!(t.append_produced(&second).unwrap().base_offset, 4);
+    assert_eq!(t.append_produced(0, &second).unwrap().base_offset, 4);
 
     let gap = plain(&values(1, "c"), (pid, epoch, 7));
-    let err = t.append_produced(&gap).unwrap_err();
+    let err = t.append_produced(0, &gap).unwrap_err();
     assert!(matches!(err, EngineError::OutOfOrderSequence { .. }));
     assert_eq!(
         err.to_string(),
@@ -478,11 +497,11 @@ fn idempotent_retries_are_answered_with_the_original_offsets_and_gaps_are_refuse
     // Five batches back are remembered, the sixth is not.
     for i in 0..5 {
         let b = plain(&values(1, &format!("d{i}")), (pid, epoch, 5 + i));
-        assert_eq!(t.append_produced(&b).unwrap().base_offset, 6 + i as u64);
+        assert_eq!(t.append_produced(0, &b).unwrap().base_offset, 6 + i as u64);
     }
     let fifth_back = plain(&values(1, "d0"), (pid, epoch, 5));
-    assert_eq!(t.append_produced(&fifth_back).unwrap().base_offset, 6);
-    let err = t.append_produced(&second).unwrap_err();
+    assert_eq!(t.append_produced(0, &fifth_back).unwrap().base_offset, 6);
+    let err = t.append_produced(0, &second).unwrap_err();
     assert!(
         matches!(err, EngineError::OutOfOrderSequence { .. }),
         "{err}"
@@ -490,16 +509,16 @@ fn idempotent_retries_are_answered_with_the_original_offsets_and_gaps_are_refuse
 
     // A new epoch starts at sequence 0; the old epoch is fenced.
     let err = t
-        .append_produced(&plain(&values(1, "e"), (pid, 1, 3)))
+        .append_produced(0, &plain(&values(1, "e"), (pid, 1, 3)))
         .unwrap_err();
     assert_eq!(
         err.to_string(),
         format!("Invalid sequence number for new epoch of producer {pid}at offset 11 in partition idem-0: 1 (request epoch), 3 (seq. number), 0 (current producer epoch)")
     );
-    t.append_produced(&plain(&values(1, "e"), (pid, 1, 0)))
+    t.append_produced(0, &plain(&values(1, "e"), (pid, 1, 0)))
         .unwrap();
     let err = t
-        .append_produced(&plain(&values(1, "f"), (pid, 0, 10)))
+        .append_produced(0, &plain(&values(1, "f"), (pid, 0, 10)))
         .unwrap_err();
     assert!(matches!(err, EngineError::InvalidProducerEpoch { .. }));
     assert_eq!(
@@ -510,7 +529,7 @@ fn idempotent_retries_are_answered_with_the_original_offsets_and_gaps_are_refuse
     let (other, _) = f.engine().init_producer_id().unwrap();
     assert_ne!(other, pid);
     assert_eq!(
-        t.append_produced(&plain(&values(1, "g"), (other, 0, 0)))
+        t.append_produced(0, &plain(&values(1, "g"), (other, 0, 0)))
             .unwrap()
             .base_offset,
         12
@@ -535,7 +554,7 @@ fn produce_run(t: &Topic, pid: i64, from: i32, n: i32) -> Vec<u64> {
     (from..from + n)
         .map(|seq| {
             let b = plain(&values(1, &format!("s{seq}")), (pid, 0, seq));
-            t.append_produced(&b).unwrap().base_offset
+            t.append_produced(0, &b).unwrap().base_offset
         })
         .collect()
 }
@@ -563,9 +582,9 @@ fn producer_state_survives_a_clean_reopen_in_its_snapshot() {
     );
     // The last batch is known (a snapshot keeps one), the sequence goes on.
     let retry = plain(&values(1, "s2"), (pid, 0, 2));
-    assert_eq!(t.append_produced(&retry).unwrap().base_offset, bases[2]);
+    assert_eq!(t.append_produced(0, &retry).unwrap().base_offset, bases[2]);
     let err = t
-        .append_produced(&plain(&values(1, "x"), (pid, 0, 9)))
+        .append_produced(0, &plain(&values(1, "x"), (pid, 0, 9)))
         .unwrap_err();
     assert!(matches!(err, EngineError::OutOfOrderSequence { .. }));
     assert_eq!(produce_run(&t, pid, 3, 1), [3]);
@@ -579,7 +598,7 @@ fn producer_state_is_rebuilt_from_the_log_after_a_crash() {
     let pid = f.engine().init_producer_id().unwrap().0;
     let bases = produce_run(&t, pid, 0, 12);
     assert!(
-        t.log().snapshot().segments.len() > 2,
+        t.partition(0).unwrap().log().snapshot().segments.len() > 2,
         "rolled, with snapshots at the rolls"
     );
     drop(t);
@@ -589,14 +608,14 @@ fn producer_state_is_rebuilt_from_the_log_after_a_crash() {
     for seq in 7..12 {
         let retry = plain(&values(1, &format!("s{seq}")), (pid, 0, seq));
         assert_eq!(
-            t.append_produced(&retry).unwrap().base_offset,
+            t.append_produced(0, &retry).unwrap().base_offset,
             bases[seq as usize]
         );
     }
-    assert_eq!(t.log().log_end_offset(), 12);
+    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 12);
     assert_eq!(produce_run(&t, pid, 12, 1), [12]);
     let err = t
-        .append_produced(&plain(&values(1, "x"), (pid, 0, 20)))
+        .append_produced(0, &plain(&values(1, "x"), (pid, 0, 20)))
         .unwrap_err();
     assert!(matches!(err, EngineError::OutOfOrderSequence { .. }));
 }
@@ -614,9 +633,9 @@ fn idle_producers_expire_after_producer_id_expiration_ms() {
     let t = f.topic("expiry");
     // Forgotten: its retry is new data, and any sequence is taken (Kafka since KIP-360).
     let retry = plain(&values(1, "s1"), (pid, 0, 1));
-    assert_eq!(t.append_produced(&retry).unwrap().base_offset, 2);
+    assert_eq!(t.append_produced(0, &retry).unwrap().base_offset, 2);
     let err = t
-        .append_produced(&plain(&values(1, "z"), (pid, 0, 40)))
+        .append_produced(0, &plain(&values(1, "z"), (pid, 0, 40)))
         .unwrap_err();
     assert!(
         matches!(err, EngineError::OutOfOrderSequence { .. }),
@@ -678,18 +697,18 @@ proptest! {
                     let client = ClientBatch { compression: Compression::default_level(codecs[codec]), ..ClientBatch::PLAIN };
                     let batch = batch_of(&records, T0, (pid, 0, seq), client);
                     seq += values.len() as i32;
-                    let base = t.append_produced(&batch).unwrap().base_offset;
+                    let base = t.append_produced(0, &batch).unwrap().base_offset;
                     prop_assert_eq!(base, model.len() as u64);
                     model.extend(values.iter().map(|v| v.clone().unwrap_or_else(|| "null".into())));
                     last = Some((batch, base));
                 }
                 Op::Retry => {
                     if let Some((batch, base)) = &last {
-                        prop_assert_eq!(t.append_produced(batch).unwrap().base_offset, *base);
+                        prop_assert_eq!(t.append_produced(0, batch).unwrap().base_offset, *base);
                     }
                 }
             }
-            prop_assert_eq!(t.log().log_end_offset(), model.len() as u64);
+            prop_assert_eq!(t.partition(0).unwrap().log().log_end_offset(), model.len() as u64);
         }
         let expected: String = model.iter().map(|l| format!("{l}\n")).collect();
         prop_assert_eq!(cat_string(&t), expected.clone());
@@ -700,7 +719,7 @@ proptest! {
         prop_assert_eq!(cat_string(&t), expected.clone());
         prop_assert_eq!(t.stream_len(), expected.len() as u64);
         if let Some((batch, base)) = &last {
-            prop_assert_eq!(t.append_produced(batch).unwrap().base_offset, *base);
+            prop_assert_eq!(t.append_produced(0, batch).unwrap().base_offset, *base);
         }
     }
 }

@@ -5,10 +5,12 @@
 mod common;
 
 use common::*;
-use kpfs::engine::LogCursor;
+use kpfs::engine::TopicCursor;
 
 fn names(t: &kpfs::engine::Topic) -> Vec<String> {
-    t.backing_files()
+    t.partition(0)
+        .unwrap()
+        .backing_files()
         .unwrap()
         .into_iter()
         .map(|f| f.name)
@@ -30,7 +32,10 @@ fn seed_time_retention_demo() {
     produce(&t, 0, 5);
     f.advance(4000);
     produce(&t, 5, 5);
-    assert_eq!(t.segment_log_files().unwrap(), vec![0, 5]);
+    assert_eq!(
+        t.partition(0).unwrap().segment_log_files().unwrap(),
+        vec![0, 5]
+    );
     f.advance(2000);
     // Segment 0's records are 6 s old, segment 5's only 2 s: only 0 goes.
     assert_eq!(f.engine().run_retention_once(), 1);
@@ -43,8 +48,8 @@ fn seed_time_retention_demo() {
         "{files:?}"
     );
     assert!(files.contains(&"00000000000000000010.log".to_string()));
-    assert_eq!(t.log().log_start_offset(), 10);
-    assert_eq!(t.log().log_end_offset(), 10);
+    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 10);
+    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 10);
     assert_eq!(cat_string(&t), "");
     // Removed after file.delete.delay.ms (default 60000).
     f.advance(59_999);
@@ -76,17 +81,23 @@ fn seed_size_retention_demo() {
         produce(&t, batch * 5, 5);
         f.advance(4000);
     }
-    assert_eq!(t.segment_log_files().unwrap(), vec![0, 5, 10, 15]);
+    assert_eq!(
+        t.partition(0).unwrap().segment_log_files().unwrap(),
+        vec![0, 5, 10, 15]
+    );
     f.engine().run_retention_once();
-    assert_eq!(t.segment_log_files().unwrap(), vec![15]);
-    assert_eq!(t.log().log_start_offset(), 15);
+    assert_eq!(
+        t.partition(0).unwrap().segment_log_files().unwrap(),
+        vec![15]
+    );
+    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 15);
     let deleted = names(&t).iter().filter(|n| n.ends_with(".deleted")).count();
     assert_eq!(
         deleted, 11,
         "segments 0, 5, 10 (.log, .index, .timeindex) and the snapshots of 5 and 10"
     );
     assert!(
-        t.log().size_bytes() > 300,
+        t.partition(0).unwrap().log().size_bytes() > 300,
         "the partition may stay above retention.bytes by one segment"
     );
 }
@@ -98,7 +109,7 @@ fn size_retention_keeps_within_one_segment_of_the_limit() {
     set(&t, "internal.segment.bytes=400\nretention.bytes=1000");
     produce(&t, 0, 200);
     f.engine().run_retention_once();
-    let size = t.log().size_bytes();
+    let size = t.partition(0).unwrap().log().size_bytes();
     assert!(size <= 1000 + 400, "{size}");
     assert!(size >= 1000 - 400, "{size}");
     let text = cat_string(&t);
@@ -110,7 +121,10 @@ fn size_retention_keeps_within_one_segment_of_the_limit() {
         .trim_start_matches("record-")
         .parse()
         .unwrap();
-    assert_eq!(first as u64, t.log().log_start_offset());
+    assert_eq!(
+        first as u64,
+        t.partition(0).unwrap().log().log_start_offset()
+    );
 }
 
 #[test]
@@ -121,9 +135,9 @@ fn retention_bytes_zero_deletes_every_non_empty_segment() {
     produce(&t, 0, 30);
     set(&t, "retention.bytes=0");
     f.engine().run_retention_once();
-    assert_eq!(t.log().log_start_offset(), 30);
-    assert_eq!(t.log().snapshot().segments.len(), 1);
-    assert!(t.log().snapshot().active().is_empty());
+    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 30);
+    assert_eq!(t.partition(0).unwrap().log().snapshot().segments.len(), 1);
+    assert!(t.partition(0).unwrap().log().snapshot().active().is_empty());
 }
 
 #[test]
@@ -137,7 +151,7 @@ fn minus_one_disables_time_and_size() {
     produce(&t, 0, 30);
     f.advance(365 * 86_400_000);
     assert_eq!(f.engine().run_retention_once(), 0);
-    assert_eq!(t.log().log_start_offset(), 0);
+    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 0);
 }
 
 #[test]
@@ -184,9 +198,12 @@ fn future_timestamps_block_time_retention() {
     f.advance(50_000);
     assert_eq!(f.engine().run_retention_once(), 0);
     assert!(
-        t.status_text().contains("future_timestamp_segment: 0"),
+        t.partition(0)
+            .unwrap()
+            .status_text()
+            .contains("future_timestamp_segment: 0"),
         "{}",
-        t.status_text()
+        t.partition(0).unwrap().status_text()
     );
 }
 
@@ -196,13 +213,13 @@ fn readers_below_the_new_log_start_continue_there() {
     let t = f.topic("readers");
     set(&t, "internal.segment.bytes=400\nretention.ms=1000");
     produce(&t, 0, 20);
-    let mut cursor = LogCursor::default();
+    let mut cursor = TopicCursor::default();
     let first = t.read_log(&mut cursor, 0, 10).unwrap();
     assert_eq!(first, b"record-0\nr");
     f.advance(2000);
     produce(&t, 20, 1);
     f.engine().run_retention_once();
-    let lso = t.log().log_start_offset();
+    let lso = t.partition(0).unwrap().log().log_start_offset();
     assert!(lso > 0);
     let rest = t.read_log(&mut cursor, 10, 1 << 20).unwrap();
     let rest = String::from_utf8(rest).unwrap();
@@ -211,7 +228,11 @@ fn readers_below_the_new_log_start_continue_there() {
     let (held, after) = rest.split_once('\n').unwrap();
     assert_eq!(held, "ecord-1");
     assert!(after.starts_with(&format!("record-{lso}\n")), "{rest}");
-    assert!(t.status_text().contains("reader_skips: 1"));
+    assert!(t
+        .partition(0)
+        .unwrap()
+        .status_text()
+        .contains("reader_skips: 1"));
     // The stream size never shrinks.
     assert!(t.stream_len() >= 10 + rest.len() as u64);
 }
@@ -228,7 +249,7 @@ fn leftover_deleted_files_are_removed_at_open() {
     f.reopen();
     let t = f.topic("leftover");
     assert!(!names(&t).iter().any(|n| n.ends_with(".deleted")));
-    assert_eq!(t.log().log_start_offset(), 30);
+    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 30);
 }
 
 /// The scheduler flushes rolled segments without the writer lock, from a snapshot;
@@ -243,23 +264,36 @@ fn flushing_rolled_segments_survives_their_concurrent_removal() {
     let config = t.config();
     for i in 0..300 {
         t.append_lines(format!("line-{i}\n").as_bytes()).unwrap();
-        t.log().roll(&config, RollReason::Size).unwrap();
+        t.partition(0)
+            .unwrap()
+            .log()
+            .roll(&config, RollReason::Size)
+            .unwrap();
     }
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
     let flusher = {
         let (t, barrier) = (t.clone(), barrier.clone());
         std::thread::spawn(move || {
             barrier.wait();
-            t.flush_rolled_segments().map_err(|e| e.to_string())
+            t.partition(0)
+                .unwrap()
+                .flush_rolled_segments()
+                .map_err(|e| e.to_string())
         })
     };
     barrier.wait();
-    let last = t.log().snapshot().segments[250].base_offset();
-    for d in t.log().delete_segments_through(last, &config).unwrap() {
+    let last = t.partition(0).unwrap().log().snapshot().segments[250].base_offset();
+    for d in t
+        .partition(0)
+        .unwrap()
+        .log()
+        .delete_segments_through(last, &config)
+        .unwrap()
+    {
         remove_files(&d.files).unwrap();
     }
     let flushed = flusher.join().unwrap();
     assert_eq!(flushed, Ok(()));
-    assert_eq!(t.log().poison_reason(), None);
+    assert_eq!(t.partition(0).unwrap().log().poison_reason(), None);
     t.append_lines(b"after\n").unwrap();
 }

@@ -93,13 +93,13 @@ fn errors_name_a_topic_named_like_a_partition() {
 fn names_that_collide_in_metric_names_are_refused() {
     let f = Fixture::new();
     f.topic("my.topic").append_lines(b"a\n").unwrap();
-    let err = f.engine().create_topic("my_topic").unwrap_err();
+    let err = f.engine().create_topic("my_topic", 1).unwrap_err();
     assert_eq!(
         err.to_string(),
         "Topic 'my_topic' collides with existing topic: my.topic"
     );
     f.topic("woo.bar.foo");
-    let err = f.engine().create_topic("woo.bar_foo").unwrap_err();
+    let err = f.engine().create_topic("woo.bar_foo", 1).unwrap_err();
     assert_eq!(
         err.to_string(),
         "Topic 'woo.bar_foo' collides with existing topic: woo.bar.foo"
@@ -161,8 +161,8 @@ fn deletions_are_told_to_the_hook_once_done() {
             .unwrap()
             .push((name.to_string(), engine.topic(name).is_some()));
     })));
-    engine.create_topic("a").unwrap();
-    engine.create_topic("b").unwrap();
+    engine.create_topic("a", 1).unwrap();
+    engine.create_topic("b", 1).unwrap();
     engine.delete_topic("b").unwrap();
     assert!(engine.delete_topic("b").is_err());
     assert_eq!(*told.lock().unwrap(), [("b".to_string(), false)]);

@@ -14,7 +14,7 @@ use kpfs::engine::format::{
     decode_batch, decode_header, verify_batch, BatchBuilder, BATCH_HEADER_BYTES,
 };
 use kpfs::engine::{
-    BrokerConfig, Engine, EngineOptions, LogCursor, ManualClock, Topic, TopicOverrides,
+    BrokerConfig, Engine, EngineOptions, ManualClock, Topic, TopicCursor, TopicOverrides,
     CLEAN_SHUTDOWN_FILE, RECOVERY_CHECKPOINT_FILE,
 };
 use proptest::prelude::*;
@@ -170,7 +170,7 @@ fn template() -> &'static (tempfile::TempDir, String) {
             text.push_str(&line);
             f.advance(5);
         }
-        assert!(t.log().snapshot().segments.len() >= 5);
+        assert!(t.partition(0).unwrap().log().snapshot().segments.len() >= 5);
         let mut f = f;
         let e = f.engine.take().unwrap();
         e.shutdown().unwrap();
@@ -191,7 +191,7 @@ fn segment_files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
 
 /// Reads the whole `log` like `cat`, stopping at the first error instead of panicking.
 fn cat_until_error(t: &Topic) -> (Vec<u8>, Option<String>) {
-    let mut cursor = LogCursor::default();
+    let mut cursor = TopicCursor::default();
     let mut out = Vec::new();
     loop {
         match t.read_log(&mut cursor, out.len() as u64, 1000) {
@@ -264,7 +264,7 @@ proptest! {
         // bytes or an error, never other bytes.
         for (at, len) in reads {
             let pos = at.index(text.len());
-            let mut cursor = LogCursor::default();
+            let mut cursor = TopicCursor::default();
             if let Ok(got) = t.read_log(&mut cursor, pos as u64, len) {
                 let end = (pos + got.len()).min(text.len());
                 prop_assert_eq!(&got[..], &text.as_bytes()[pos..end], "read at {}", pos);

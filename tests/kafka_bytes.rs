@@ -85,7 +85,9 @@ fn decode(bytes: &[u8]) -> Result<Vec<Batch>, String> {
 }
 
 fn segment_files(t: &Topic) -> Vec<PathBuf> {
-    t.log()
+    t.partition(0)
+        .unwrap()
+        .log()
         .snapshot()
         .segments
         .iter()

@@ -383,7 +383,7 @@ fn hundred_groups_round(broker: &Broker, groups: &[String], round: i64) -> u64 {
 fn a_hundred_groups_of_two_members_hold_bounded_memory_and_are_evicted_at_their_session_timeout() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let broker = broker_with(&[]);
-    broker.engine.create_topic("load").unwrap();
+    broker.engine.create_topic("load", 1).unwrap();
     let groups: Vec<String> = (0..GROUPS).map(|i| format!("load-group-{i:03}")).collect();
     // A first round warms the allocator's arenas for the member and listener threads.
     hundred_groups_round(&broker, &groups, 1);
@@ -449,7 +449,7 @@ fn a_join_group_storm_never_wedges_the_group() {
         ("group.initial.rebalance.delay.ms", "300"),
         ("group.min.session.timeout.ms", "1000"),
     ]));
-    broker.engine.create_topic("load").unwrap();
+    broker.engine.create_topic("load", 1).unwrap();
     let group = "storm";
     let clock = Ticking::start(&broker, 50);
     let stop_steady = Arc::new(AtomicBool::new(false));
@@ -551,7 +551,7 @@ fn a_join_group_storm_never_wedges_the_group() {
 fn malformed_group_requests_get_kafkas_error_codes() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let broker = Arc::new(broker_with(&[("group.initial.rebalance.delay.ms", "0")]));
-    broker.engine.create_topic("load").unwrap();
+    broker.engine.create_topic("load", 1).unwrap();
     // A new group's first rebalance completes at the scheduler's next tick.
     let _clock = Ticking::start(&broker, 50);
 

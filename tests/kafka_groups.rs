@@ -420,7 +420,7 @@ fn find_group_coordinator(client: &mut Client, version: i16, key: &str) -> (i16,
 /// versions: every answer as Kafka's, and the group's view as `.kpfs/groups` shows it.
 fn a_group_of_two(v: Versions) {
     let broker = Broker::start_with(|c| c.advertised_port = 19092);
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     let mut client = broker.client();
 
     let (code, node, host, port) = find_group_coordinator(&mut client, v.find, GROUP);
@@ -660,7 +660,7 @@ fn join_refusals_are_kafkas() {
 #[test]
 fn offsets_of_unknown_groups_and_topics() {
     let broker = Broker::start();
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     let mut client = broker.client();
     find_group_coordinator(&mut client, 6, GROUP);
     // An unknown group has nothing committed: -1 and no error, as Kafka answers.
@@ -765,7 +765,7 @@ fn offsets_of_unknown_groups_and_topics() {
 #[test]
 fn list_groups_filters_by_state_and_type() {
     let broker = Broker::start();
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     let mut client = broker.client();
     find_group_coordinator(&mut client, 6, GROUP);
     // A simple consumer's group: Empty, no protocol type.
@@ -971,7 +971,7 @@ fn malformed_group_requests_close_the_connection_with_a_log_line() {
 #[test]
 fn every_group_api_version_is_answered() {
     let broker = Broker::start();
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     let mut client = broker.client();
     find_group_coordinator(&mut client, 6, GROUP);
     // A simple consumer's group, Empty with a committed offset.

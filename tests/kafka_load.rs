@@ -61,7 +61,7 @@ fn others_are_served(broker: &Broker, topic: &str) {
     let mut client = broker.client();
     assert_eq!(client.send(3, &ApiVersionsRequest::default()).error_code, 0);
     let t = broker.engine.topic(topic).unwrap();
-    let end = t.log().log_end_offset();
+    let end = t.partition(0).unwrap().log().log_end_offset();
     let (code, base) = produce(&mut client, 12, topic, batch(&[(None, "served")]));
     assert_eq!((code, base), (0, end as i64));
     t.append_lines(b"mount\n").unwrap();
@@ -91,7 +91,7 @@ fn a_thousand_idle_connections_cost_bounded_memory_and_leave_nothing_behind() {
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     const CONNECTIONS: usize = 1000;
     let broker = Broker::start_with(|c| c.max_connections = 2 * CONNECTIONS);
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     let base_threads = threads();
     warm_up(&broker, "t");
     wait_for_threads(base_threads, "after the warm-up");
@@ -157,7 +157,7 @@ fn clients_that_never_read_hold_bounded_memory_and_others_are_served() {
     const STUCK: usize = 20;
     let idle = Duration::from_secs(4);
     let broker = Broker::start_with(|c| c.connections_max_idle_ms = idle.as_millis() as u64);
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     let topic = broker.engine.topic("t").unwrap();
     // More records than the socket buffers hold, so that no kernel absorbs a whole answer
     // (and a receive queue collapsed now and then cannot let it trickle through either).
@@ -253,11 +253,18 @@ fn a_storm_of_garbage_connections_appends_nothing_and_leaves_nothing_behind() {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let broker = Broker::start_with(|c| c.connections_max_idle_ms = 2000);
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     let base_threads = threads();
     others_are_served(&broker, "t");
     wait_for_threads(base_threads, "after a client left");
-    let end = broker.engine.topic("t").unwrap().log().log_end_offset();
+    let end = broker
+        .engine
+        .topic("t")
+        .unwrap()
+        .partition(0)
+        .unwrap()
+        .log()
+        .log_end_offset();
     // xorshift: reproducible garbage without a crate.
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
     let mut next = move || {
@@ -293,7 +300,14 @@ fn a_storm_of_garbage_connections_appends_nothing_and_leaves_nothing_behind() {
     }
     wait_for_threads(base_threads, "after the garbage");
     assert_eq!(
-        broker.engine.topic("t").unwrap().log().log_end_offset(),
+        broker
+            .engine
+            .topic("t")
+            .unwrap()
+            .partition(0)
+            .unwrap()
+            .log()
+            .log_end_offset(),
         end,
         "garbage was appended"
     );

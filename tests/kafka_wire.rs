@@ -79,7 +79,7 @@ fn describe_topic_partitions_pages_with_kafkas_cursor() {
     let broker = Broker::start();
     let mut client = broker.client();
     for topic in ["c", "a", "b"] {
-        broker.engine.create_topic(topic).unwrap();
+        broker.engine.create_topic(topic, 1).unwrap();
     }
     let ask = |client: &mut Client, topics: &[&str], limit: i32, cursor: Option<&str>| {
         let mut request = DescribeTopicPartitionsRequest::default();
@@ -123,6 +123,8 @@ fn describe_topic_partitions_pages_with_kafkas_cursor() {
             .engine
             .topic("a")
             .unwrap()
+            .partition(0)
+            .unwrap()
             .log()
             .topic_id()
             .to_bytes()
@@ -153,8 +155,8 @@ fn describe_topic_partitions_pages_with_kafkas_cursor() {
     // The broker's max.request.partition.size.limit bounds the page too.
     let capped = Broker::start_with(|c| c.max_request_partition_size_limit = 1);
     let mut client = capped.client();
-    capped.engine.create_topic("x").unwrap();
-    capped.engine.create_topic("y").unwrap();
+    capped.engine.create_topic("x", 1).unwrap();
+    capped.engine.create_topic("y", 1).unwrap();
     let page = ask(&mut client, &[], 2000, None);
     assert_eq!(names(&page), [("x".into(), 0)]);
     assert_eq!(next(&page), Some(("y".into(), 0)));
@@ -175,7 +177,7 @@ fn metadata_creates_topics_when_allowed_and_reports_the_topic_id() {
     assert_eq!(listed.name.as_ref().unwrap().0.as_str(), "orders");
     assert_eq!(
         listed.topic_id.as_bytes(),
-        &topic.log().topic_id().to_bytes()
+        &topic.partition(0).unwrap().log().topic_id().to_bytes()
     );
     assert_eq!(listed.partitions.len(), 1);
     assert_eq!(listed.partitions[0].leader_id.0, 1);
@@ -205,7 +207,7 @@ const CLUSTER_OPERATIONS: i32 = 1 << 5 // CREATE
 fn authorized_operations_are_every_supported_one_when_asked() {
     let broker = Broker::start();
     let mut client = broker.client();
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     for version in 0..=12 {
         for asked in [false, true] {
             let mut request = MetadataRequest::default();
@@ -265,7 +267,7 @@ fn authorized_operations_are_every_supported_one_when_asked() {
 fn produced_batches_are_read_back_by_cat_and_by_fetch() {
     let broker = Broker::start();
     let mut client = broker.client();
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     for version in [3, 9, 12] {
         let (code, _) = produce(
             &mut client,
@@ -307,12 +309,12 @@ fn produced_batches_are_read_back_by_cat_and_by_fetch() {
 fn produce_refusals_carry_a_message_only_for_refused_records() {
     let broker = Broker::start();
     let mut client = broker.client();
-    broker.engine.create_topic("small").unwrap();
+    broker.engine.create_topic("small", 1).unwrap();
     common::set(
         &broker.engine.topic("small").unwrap(),
         "max.message.bytes=100\n",
     );
-    broker.engine.create_topic("compacted").unwrap();
+    broker.engine.create_topic("compacted", 1).unwrap();
     common::set(
         &broker.engine.topic("compacted").unwrap(),
         "cleanup.policy=compact\n",
@@ -460,7 +462,7 @@ fn acl_apis_answer_as_kafka_without_an_authorizer() {
 fn describe_producers_lists_each_idempotent_producers_state() {
     let broker = Broker::start();
     let mut client = broker.client();
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     let mut init = InitProducerIdRequest::default();
     init.transactional_id = None;
     init.transaction_timeout_ms = -1;
@@ -519,7 +521,7 @@ fn describe_producers_lists_each_idempotent_producers_state() {
 #[test]
 fn a_parked_fetch_answers_when_a_record_arrives() {
     let broker = Broker::start();
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     let mut consumer = broker.client();
     let topic = broker.engine.topic("t").unwrap();
     let writer = std::thread::spawn(move || {
@@ -551,7 +553,7 @@ fn list_offset(client: &mut Client, version: i16, topic: &str, timestamp: i64) -
 fn list_offsets_gives_the_log_start_and_end() {
     let broker = Broker::start();
     let mut client = broker.client();
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     let topic = broker.engine.topic("t").unwrap();
     topic.append_lines(b"a\nb\nc\n").unwrap();
     for version in 1..=7 {
@@ -574,7 +576,7 @@ fn list_offsets_gives_the_log_start_and_end() {
 fn every_served_version_is_answered() {
     let broker = Broker::start();
     let mut client = broker.client();
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     for version in 0..=4 {
         assert_eq!(
             client
@@ -763,7 +765,7 @@ fn create_topics_refuses_partitions_and_bad_configs_in_kafkas_words() {
 fn configs_are_described_and_altered_through_the_engines_validators() {
     let broker = Broker::start();
     let mut client = broker.client();
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     let alter = |client: &mut Client, value: &str| {
         let mut c = AlterableConfig::default();
         c.name = StrBytes::from_static_str("cleanup.policy");
@@ -905,7 +907,7 @@ fn transaction_coordinator_lookups_are_refused_and_logged_once_per_client() {
 fn bad_input_closes_only_the_offending_connection() {
     capture_log();
     let broker = Broker::start();
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     let mut bystander = broker.client();
     assert_eq!(
         bystander.send(3, &ApiVersionsRequest::default()).error_code,
@@ -1028,7 +1030,11 @@ fn bad_input_closes_only_the_offending_connection() {
         0
     );
     let topic = broker.engine.topic("t").unwrap();
-    assert_eq!(topic.log().log_end_offset(), 0, "something was appended");
+    assert_eq!(
+        topic.partition(0).unwrap().log().log_end_offset(),
+        0,
+        "something was appended"
+    );
     // The mount's side is unaffected too.
     topic.append_lines(b"from the mount\n").unwrap();
     assert_eq!(
@@ -1069,7 +1075,7 @@ fn a_client_trickling_a_byte_at_a_time_is_closed_after_connections_max_idle_ms()
     capture_log();
     let idle = Duration::from_millis(600);
     let broker = Broker::start_with(|c| c.connections_max_idle_ms = idle.as_millis() as u64);
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     let mut trickler = broker.client();
     let peer = trickler.stream.local_addr().unwrap();
     let frame = trickler.frame(9, &produce_request("t", batch(&[(None, "slow")])));
@@ -1106,7 +1112,17 @@ fn a_client_trickling_a_byte_at_a_time_is_closed_after_connections_max_idle_ms()
         "{:?}",
         logged_about(peer)
     );
-    assert_eq!(broker.engine.topic("t").unwrap().log().log_end_offset(), 0);
+    assert_eq!(
+        broker
+            .engine
+            .topic("t")
+            .unwrap()
+            .partition(0)
+            .unwrap()
+            .log()
+            .log_end_offset(),
+        0
+    );
 }
 
 #[test]
@@ -1144,7 +1160,7 @@ fn connections_over_max_connections_are_closed_at_once() {
 fn config_changes_show_both_ways() {
     let broker = Broker::start();
     let mut client = broker.client();
-    broker.engine.create_topic("t").unwrap();
+    broker.engine.create_topic("t", 1).unwrap();
     broker
         .engine
         .topic("t")

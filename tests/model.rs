@@ -14,7 +14,7 @@ use common::*;
 use kpfs::engine::cleaner_manager::CleanerState;
 use kpfs::engine::format::decode_batch;
 use kpfs::engine::offset_map::OffsetMap;
-use kpfs::engine::{LogCursor, Topic};
+use kpfs::engine::{Topic, TopicCursor};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -127,7 +127,7 @@ fn setup() -> impl Strategy<Value = (Vec<TopicSetup>, Vec<Op>)> {
 }
 
 fn create(f: &Fixture, name: &str, (policy, segment_bytes, plain): TopicSetup) {
-    let t = f.engine().create_topic(name).unwrap();
+    let t = f.engine().create_topic(name, 1).unwrap();
     let (parse_key, policy) = if plain {
         (false, "delete")
     } else {
@@ -176,7 +176,7 @@ fn keyed(r: &ModelRecord) -> &str {
 /// Every record in every live segment, read straight from the segment files, with its
 /// stream position.
 fn on_disk(t: &Topic) -> Vec<(kpfs::engine::format::Record, u64)> {
-    let snap = t.log().snapshot();
+    let snap = t.partition(0).unwrap().log().snapshot();
     let mut out = Vec::new();
     for s in snap.segments.iter() {
         let bytes = s.read_at(0, s.size() as usize).unwrap();
@@ -221,10 +221,15 @@ fn expected_read(m: &TopicModel, visible: &[u64], pos: u64, len: usize) -> Vec<u
 fn check(t: &Topic, m: &mut TopicModel) -> Result<(), TestCaseError> {
     let name = &m.name;
     let n = m.records.len() as u64;
-    let snap = t.log().snapshot();
+    let snap = t.partition(0).unwrap().log().snapshot();
     let lso = snap.log_start_offset;
     let active_base = snap.active().base_offset();
-    prop_assert_eq!(t.log().log_end_offset(), n, "{}: log end offset", name);
+    prop_assert_eq!(
+        t.partition(0).unwrap().log().log_end_offset(),
+        n,
+        "{}: log end offset",
+        name
+    );
     prop_assert!(
         lso >= m.last_log_start,
         "{}: log start offset went back from {} to {}",
@@ -234,10 +239,13 @@ fn check(t: &Topic, m: &mut TopicModel) -> Result<(), TestCaseError> {
     );
     m.last_log_start = lso;
     prop_assert!(
-        !t.status_text().contains("refusing writes"),
+        !t.partition(0)
+            .unwrap()
+            .status_text()
+            .contains("refusing writes"),
         "{}: {}",
         name,
-        t.status_text()
+        t.partition(0).unwrap().status_text()
     );
 
     let disk = on_disk(t);
@@ -373,7 +381,7 @@ fn check_read(t: &Topic, m: &TopicModel, frac: u64, len: usize) -> Result<(), Te
     let stream_len = t.stream_len();
     let pos = stream_len * frac / 1000;
     // Two sequential reads through one cursor: a repositioning read, then a continuation.
-    let mut cursor = LogCursor::default();
+    let mut cursor = TopicCursor::default();
     let mut got = t.read_log(&mut cursor, pos, len).unwrap();
     let more = t
         .read_log(&mut cursor, pos + got.len() as u64, len)
@@ -465,7 +473,7 @@ fn run(topics: Vec<TopicSetup>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let mut map = OffsetMap::new(slots * 24, 0.9);
                 f.engine().run_cleaner_once_with(&mut map);
                 for m in &models {
-                    let state = f.topic(&m.name).cleaner.state();
+                    let state = f.topic(&m.name).partition(0).unwrap().cleaner.state();
                     prop_assert_eq!(state, CleanerState::Idle, "{}: cleaner state", &m.name);
                 }
             }

@@ -6,6 +6,7 @@ use std::io;
 use std::path::PathBuf;
 
 use super::config::ConfigError;
+use super::limits::MAX_PARTITIONS;
 
 /// What was refused on an internal topic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,6 +14,7 @@ pub enum InternalTopicAction {
     Append,
     DeleteRecords,
     Delete,
+    AddPartitions,
 }
 
 #[derive(Debug)]
@@ -32,6 +34,31 @@ pub enum EngineError {
     },
     UnknownTopic {
         name: String,
+    },
+    /// A partition number the topic does not have.
+    UnknownPartition {
+        topic: String,
+        partition: i64,
+    },
+    /// CreatePartitions asking for fewer partitions than the topic has (made by
+    /// `Topic::add_partitions`, which only the engine's tests call until the adapters
+    /// serve partitions) (Kafka's
+    /// `InvalidPartitionsException`: partitions are only ever added).
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    PartitionsDecrease {
+        name: String,
+        current: u32,
+        requested: u32,
+    },
+    /// CreatePartitions asking for the count the topic has.
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    PartitionsUnchanged {
+        name: String,
+        current: u32,
+    },
+    /// A partition count below one, or above what a kpfs topic may have.
+    InvalidPartitionCount {
+        count: u32,
     },
     /// A refused topic or broker configuration change.
     Config(ConfigError),
@@ -219,6 +246,30 @@ impl fmt::Display for EngineError {
                     "This server does not host this topic-partition: {name}-0"
                 )
             }
+            EngineError::UnknownPartition { topic, partition } => write!(
+                f,
+                "This server does not host this topic-partition: {topic}-{partition}"
+            ),
+            // Kafka 4.3.1's `ReplicationControlManager.createPartitions` (asked of a real
+            // broker; older releases worded it "which is higher than the requested").
+            EngineError::PartitionsDecrease {
+                name,
+                current,
+                requested,
+            } => write!(
+                f,
+                "The topic {name} currently has {current} partition(s); {requested} would not be an increase."
+            ),
+            EngineError::PartitionsUnchanged { current, .. } => {
+                write!(f, "Topic already has {current} partition(s).")
+            }
+            EngineError::InvalidPartitionCount { count: 0 } => {
+                write!(f, "Number of partitions was set to an invalid non-positive value.")
+            }
+            EngineError::InvalidPartitionCount { count } => write!(
+                f,
+                "Number of partitions was set to {count}, more than the {MAX_PARTITIONS} partitions a kpfs topic may have."
+            ),
             EngineError::Config(e) => write!(f, "{e}"),
             EngineError::RecordTooLarge {
                 partition,
@@ -339,6 +390,13 @@ impl fmt::Display for EngineError {
                 InternalTopicAction::Delete => write!(
                     f,
                     "Cannot delete internal topic {name}: it holds the consumer groups and their committed offsets"
+                ),
+                // Kafka lets an admin add them, which moves groups to other partitions
+                // (`partitionFor` hashes over the count); kpfs's coordinator keeps every
+                // group in partition 0.
+                InternalTopicAction::AddPartitions => write!(
+                    f,
+                    "Cannot add partitions to internal topic {name}: its one partition holds every consumer group"
                 ),
             },
             EngineError::NodeIdMismatch {

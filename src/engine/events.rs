@@ -1,6 +1,7 @@
 //! A topic's recent actions (rolls, deletions, cleaning passes, refused appends), one line
-//! each with time and reason, newest last: the `events` file. Bounded, so a busy topic
-//! costs a fixed amount of memory.
+//! each with time, the partition it happened to (`TOPIC-N`, or the topic's name for what
+//! concerns the whole topic) and reason, newest last: the `events` file. Bounded, so a
+//! busy topic costs a fixed amount of memory.
 
 use std::collections::VecDeque;
 
@@ -16,9 +17,9 @@ pub(crate) struct EventLog {
 }
 
 impl EventLog {
-    /// Adds `kind detail` stamped with `now_ms`.
-    pub(crate) fn record(&self, now_ms: i64, kind: &str, detail: &str) {
-        let line = format!("{} {kind} {detail}", format_time_ms(now_ms));
+    /// Adds `where kind detail` stamped with `now_ms`.
+    pub(crate) fn record(&self, now_ms: i64, at: &str, kind: &str, detail: &str) {
+        let line = format!("{} {at} {kind} {detail}", format_time_ms(now_ms));
         let mut lines = self.lines.lock();
         if lines.len() == MAX_EVENTS {
             lines.pop_front();
@@ -50,11 +51,11 @@ mod tests {
     fn keeps_the_newest_events() {
         let log = EventLog::default();
         for i in 0..MAX_EVENTS + 3 {
-            log.record(0, "roll", &format!("n={i}"));
+            log.record(0, "t-0", "roll", &format!("n={i}"));
         }
         assert_eq!(log.len(), MAX_EVENTS);
         let text = log.text();
-        assert!(text.starts_with("1970-01-01T00:00:00.000Z roll n=3\n"));
+        assert!(text.starts_with("1970-01-01T00:00:00.000Z t-0 roll n=3\n"));
         assert!(text.ends_with(&format!("roll n={}\n", MAX_EVENTS + 2)));
     }
 }

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 
 use super::error::{EngineError, Result};
 use super::format::TMP_SUFFIX;
+use super::topic_partition::TopicPartition;
 
 pub(crate) fn io_at(path: &Path, what: &str) -> impl FnOnce(io::Error) -> EngineError {
     let context = format!("{what} {}", path.display());
@@ -112,7 +113,7 @@ pub(crate) fn write_or_defer(
 /// Reads one of Kafka's offset checkpoint files (`0\n<count>\n<topic> <partition>
 /// <offset>` lines). Anything unreadable is skipped, which only makes kpfs start from
 /// the log start (a cleaner checkpoint) or validate more (a recovery point), as Kafka.
-pub(crate) fn read_offset_checkpoint(path: &Path) -> BTreeMap<String, u64> {
+pub(crate) fn read_offset_checkpoint(path: &Path) -> BTreeMap<TopicPartition, u64> {
     let Ok(text) = fs::read_to_string(path) else {
         return BTreeMap::new();
     };
@@ -121,19 +122,23 @@ pub(crate) fn read_offset_checkpoint(path: &Path) -> BTreeMap<String, u64> {
         .filter_map(|line| {
             let mut parts = line.split(' ');
             match (parts.next(), parts.next(), parts.next()) {
-                (Some(name), Some("0"), Some(offset)) => {
-                    Some((name.to_string(), offset.parse::<u64>().ok()?))
-                }
+                (Some(name), Some(partition), Some(offset)) => Some((
+                    TopicPartition::new(name, partition.parse().ok()?),
+                    offset.parse::<u64>().ok()?,
+                )),
                 _ => None,
             }
         })
         .collect()
 }
 
-pub(crate) fn write_offset_checkpoint(path: &Path, entries: &BTreeMap<String, u64>) -> Result<()> {
+pub(crate) fn write_offset_checkpoint(
+    path: &Path,
+    entries: &BTreeMap<TopicPartition, u64>,
+) -> Result<()> {
     let mut text = format!("0\n{}\n", entries.len());
-    for (name, offset) in entries {
-        text.push_str(&format!("{name} 0 {offset}\n"));
+    for (tp, offset) in entries {
+        text.push_str(&format!("{} {} {offset}\n", tp.topic, tp.partition));
     }
     write_atomically(path, text.as_bytes())
 }

@@ -29,8 +29,6 @@ pub(crate) const SWAP_SUFFIX: &str = ".swap";
 /// Width of the zero-padded base offset in file names (Kafka's `filenamePrefixFromOffset`).
 pub(crate) const OFFSET_DIGITS: usize = 20;
 
-/// Partition directory suffix: one partition per topic (`TOPIC-0`).
-pub(crate) const PARTITION_SUFFIX: &str = "-0";
 /// Suffix of a topic directory being deleted (Kafka's `LocalLog.logDeleteDirName`).
 pub(crate) const DELETING_SUFFIX: &str = "-delete";
 /// Suffix of `files::write_atomically`'s temporary files, renamed over the target.
@@ -83,6 +81,17 @@ pub(crate) const STREAM_INDEX_HEADER_BYTES: usize = 20;
 /// separator length i32 (-1: keys not rendered), null rendering length u32, CRC32C u32 of
 /// the 24 bytes before it.
 pub(crate) const STREAM_INDEX_ENTRY_BYTES: usize = 28;
+
+/// The order of a topic's records across its partitions in its `log` file
+/// (`stream_order`), in partition 0's kpfs folder; only for a topic of several partitions.
+pub(crate) const STREAM_ORDER_FILE: &str = "stream-order";
+/// Stream order file: magic, version u32, CRC32C u32 of the 8 bytes before it.
+pub(crate) const STREAM_ORDER_MAGIC: &[u8; 4] = b"KPSO";
+pub(crate) const STREAM_ORDER_VERSION: u32 = 1;
+pub(crate) const STREAM_ORDER_HEADER_BYTES: usize = 12;
+/// Stream order entry (a run): partition u32, first offset u64, topic stream position
+/// u64, partition stream position u64, CRC32C u32 of the 28 bytes before it.
+pub(crate) const STREAM_ORDER_ENTRY_BYTES: usize = 32;
 
 // Kafka's partition-directory files besides the segments.
 /// A producer-state snapshot ([`producer_state`](super::producer_state)):

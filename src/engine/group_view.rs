@@ -8,7 +8,7 @@
 use std::fmt::Write;
 
 use super::groups::{GroupDescription, MemberDescription};
-use super::{Engine, Topic};
+use super::{Engine, Partition, Topic};
 
 /// `ConsumerGroupCommand.MISSING_COLUMN_VALUE`.
 const MISSING: &str = "-";
@@ -41,14 +41,12 @@ fn lag(committed: Option<i64>, log_end_offset: Option<i64>) -> Option<i64> {
 }
 
 impl Engine {
-    /// The log end offset of a partition, `None` if it does not exist (kpfs topics have
-    /// the one partition 0).
+    /// The log end offset of a partition, `None` if it does not exist.
     fn partition_end(&self, topic: &str, partition: i32) -> Option<i64> {
-        if partition != 0 {
-            return None;
-        }
-        let end = self.topic(topic)?.log().log_end_offset();
-        Some(i64::try_from(end).unwrap_or(i64::MAX))
+        let partition = self
+            .topic(topic)?
+            .partition(u32::try_from(partition).ok()?)?;
+        Some(i64::try_from(partition.log().log_end_offset()).unwrap_or(i64::MAX))
     }
 
     /// Every committed offset of `group` with its partition's log end offset, by topic
@@ -69,12 +67,16 @@ impl Engine {
         )
     }
 
-    /// The topic's `status` file, with a `consumer_group` line for every group that
+    /// A partition's `status` file (`TOPIC/partitions/N/status`, and `TOPIC/status` of a
+    /// topic of one partition), with a `consumer_group` line for every group that
     /// committed an offset of it: the offset and the lag behind the log end the file
     /// shows.
-    pub fn topic_status_text(&self, topic: &Topic) -> String {
-        let committed = self.groups().committed_to_topic(topic.name());
-        topic.status_text_with(|log_end| {
+    pub fn partition_status_text(&self, partition: &Partition) -> String {
+        let index = i32::try_from(partition.index()).unwrap_or(i32::MAX);
+        let committed = self
+            .groups()
+            .committed_to_partition(partition.name(), index);
+        partition.status_text_with(|log_end| {
             let end = i64::try_from(log_end).unwrap_or(i64::MAX);
             committed
                 .into_iter()
@@ -88,6 +90,36 @@ impl Engine {
                 })
                 .collect()
         })
+    }
+
+    /// A topic's `status` file. A topic of one partition shows its partition's (as kpfs
+    /// always has); one of several sums them, then has a line per partition, then the
+    /// consumer groups' offsets and lag per partition.
+    pub fn topic_status_text(&self, topic: &Topic) -> String {
+        let partitions = topic.partitions();
+        let mut out = if partitions.len() == 1 {
+            self.partition_status_text(&partitions[0])
+        } else {
+            topic.status_sums()
+        };
+        out.push_str(&format!("partitions: {}\n", partitions.len()));
+        for p in partitions.iter() {
+            out.push_str(&format!("partition: {}\n", p.status_summary()));
+        }
+        if partitions.len() > 1 {
+            for p in partitions.iter() {
+                let index = i32::try_from(p.index()).unwrap_or(i32::MAX);
+                let end = i64::try_from(p.log().log_end_offset()).unwrap_or(i64::MAX);
+                for (group, offset) in self.groups().committed_to_partition(topic.name(), index) {
+                    let lag =
+                        lag(Some(offset), Some(end)).map_or(MISSING.into(), |l| l.to_string());
+                    out.push_str(&format!(
+                        "consumer_group: {group} partition={index} committed_offset={offset} lag={lag}\n"
+                    ));
+                }
+            }
+        }
+        out
     }
 
     /// The group's entry as `.kpfs/groups/GROUP/`, or `None` when there is no such group.

@@ -34,15 +34,16 @@ use super::format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DELETING_SUFFIX,
     DYNAMIC_BROKER_CONFIG_FILE, GROUP_CONFIG_FILE, KPFS_TOPICS_DIR, LEADER_EPOCH_CHECKPOINT_FILE,
     LOCK_FILE, LOG_START_CHECKPOINT_FILE, MAX_SEGMENT_FILE_BYTES, META_PROPERTIES_FILE,
-    PARTITION_METADATA_FILE, PARTITION_SUFFIX, PRODUCER_ID_BLOCK_FILE, RECOVERY_CHECKPOINT_FILE,
-    RENDERINGS_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
+    PARTITION_METADATA_FILE, PRODUCER_ID_BLOCK_FILE, RECOVERY_CHECKPOINT_FILE, RENDERINGS_FILE,
+    TMP_SUFFIX, TOPIC_CONFIG_FILE,
 };
 use super::metadata_files::parse_meta_properties;
+use super::partition::validate_renderings;
 use super::producer_state::{decode_snapshot, ProducerStateEntry};
 use super::stream_index::{
     decode_entry as decode_stream_entry, decode_header as decode_stream_header, StreamEntry,
 };
-use super::topic::validate_renderings;
+use super::topic_partition::TopicPartition;
 use super::validate_topic_name;
 
 /// What `dump_file` prints, after `kafka-dump-log.sh`'s flags of the same names.
@@ -1177,7 +1178,7 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
         }
     };
     // Log end offset of each topic, for the cleaner checkpoint.
-    let mut log_ends: BTreeMap<String, u64> = BTreeMap::new();
+    let mut log_ends: BTreeMap<TopicPartition, u64> = BTreeMap::new();
     let mut clean_marker = false;
     let mut checkpoints: Vec<(&str, &str)> = Vec::new();
     let mut kpfs_topics: Option<PathBuf> = None;
@@ -1191,15 +1192,15 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
                 );
             } else if entry.name == KPFS_TOPICS_DIR {
                 kpfs_topics = Some(path);
-            } else if let Some(topic) = entry
-                .name
-                .strip_suffix(PARTITION_SUFFIX)
-                .filter(|t| validate_topic_name(t).is_ok())
+            } else if let Some(tp) = TopicPartition::parse_dir_name(&entry.name)
+                .filter(|tp| validate_topic_name(&tp.topic).is_ok())
             {
-                report.topics += 1;
+                if tp.partition == 0 {
+                    report.topics += 1;
+                }
                 let kpfs_dir = dir.join(KPFS_TOPICS_DIR).join(&entry.name);
                 let end = check_partition(&path, &kpfs_dir, &mut report);
-                log_ends.insert(topic.to_string(), end);
+                log_ends.insert(tp, end);
             } else {
                 report.note(&path, "not a partition directory; kpfs ignores it");
             }
@@ -1613,7 +1614,11 @@ fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report:
 }
 
 /// Folders of `kpfs-topics/` whose partition directory is gone.
-fn check_orphan_kpfs_folders(dir: &Path, topics: &BTreeMap<String, u64>, report: &mut CheckReport) {
+fn check_orphan_kpfs_folders(
+    dir: &Path,
+    partitions: &BTreeMap<TopicPartition, u64>,
+    report: &mut CheckReport,
+) {
     let names = match sorted_entries(dir) {
         Ok(names) => names,
         Err(e) => {
@@ -1623,13 +1628,13 @@ fn check_orphan_kpfs_folders(dir: &Path, topics: &BTreeMap<String, u64>, report:
     };
     for entry in names {
         let path = dir.join(&entry.name);
-        let topic = entry.name.strip_suffix(PARTITION_SUFFIX);
+        let tp = TopicPartition::parse_dir_name(&entry.name);
         if !entry.is_dir {
             report.problem(
                 &path,
-                "unknown file: kpfs-topics holds one folder per topic",
+                "unknown file: kpfs-topics holds one folder per partition",
             );
-        } else if !topic.is_some_and(|t| topics.contains_key(t)) {
+        } else if !tp.is_some_and(|tp| partitions.contains_key(&tp)) {
             report.problem(
                 &path,
                 format_args!(
@@ -1916,7 +1921,7 @@ fn check_partition_metadata(path: &Path, report: &mut CheckReport) {
 fn check_offset_checkpoint(
     path: &Path,
     what: &str,
-    log_ends: &BTreeMap<String, u64>,
+    log_ends: &BTreeMap<TopicPartition, u64>,
     report: &mut CheckReport,
 ) {
     let Some(text) = read_text(path, report) else {
@@ -1955,19 +1960,22 @@ fn check_offset_checkpoint(
         let [topic, partition, offset] = parts[..] else {
             report.problem(
                 path,
-                format_args!("line {n}: {line:?} is not `<topic> 0 <offset>`; kpfs ignores it"),
-            );
-            continue;
-        };
-        if partition != "0" {
-            report.problem(
-                path,
                 format_args!(
-                    "line {n}: partition {partition:?} of topic {topic}; kpfs has only partition 0"
+                    "line {n}: {line:?} is not `<topic> <partition> <offset>`; kpfs ignores it"
                 ),
             );
             continue;
-        }
+        };
+        let Ok(partition) = partition.parse::<u32>() else {
+            report.problem(
+                path,
+                format_args!(
+                    "line {n}: partition {partition:?} is not a number; kpfs ignores the entry"
+                ),
+            );
+            continue;
+        };
+        let tp = TopicPartition::new(topic, partition);
         let Ok(offset) = offset.parse::<u64>() else {
             report.problem(
                 path,
@@ -1975,15 +1983,18 @@ fn check_offset_checkpoint(
             );
             continue;
         };
-        if !seen.insert(topic) {
-            report.problem(path, format_args!("line {n}: topic {topic} listed twice"));
+        if !seen.insert(tp.clone()) {
+            report.problem(path, format_args!("line {n}: partition {tp} listed twice"));
         }
-        match log_ends.get(topic) {
-            None => report.problem(path, format_args!("line {n}: topic {topic} does not exist")),
+        match log_ends.get(&tp) {
+            None => report.problem(
+                path,
+                format_args!("line {n}: partition {tp} does not exist"),
+            ),
             Some(&end) if offset > end => report.problem(
                 path,
                 format_args!(
-                    "line {n}: {what} {offset} of topic {topic} is beyond its log end offset {end}"
+                    "line {n}: {what} {offset} of partition {tp} is beyond its log end offset {end}"
                 ),
             ),
             Some(_) => {}
@@ -2015,7 +2026,7 @@ mod tests {
     /// Topic `orders` over several 300-byte segments, every batch but a segment's first
     /// indexed, one second between appends.
     fn fill(engine: &Engine, clock: &ManualClock) {
-        let t = engine.create_topic("orders").unwrap();
+        let t = engine.create_topic("orders", 1).unwrap();
         t.update_config(b"internal.segment.bytes=330\nindex.interval.bytes=0")
             .unwrap();
         for i in 0..12 {
@@ -2424,7 +2435,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(T0));
         let engine = open(dir.path(), &clock);
-        let t = engine.create_topic("cmp").unwrap();
+        let t = engine.create_topic("cmp", 1).unwrap();
         t.update_config(
             b"cleanup.policy=compact\nsegment.ms=3000\nmin.cleanable.dirty.ratio=0.01\n\
               delete.retention.ms=60000\nparse.key=true\nkey.separator=:\nnull.marker=NULL\n\
@@ -2480,7 +2491,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(T0));
         let engine = open(dir.path(), &clock);
-        let t = engine.create_topic("kv").unwrap();
+        let t = engine.create_topic("kv", 1).unwrap();
         t.update_config(b"parse.key=true\nkey.separator=:\nnull.marker=NULL")
             .unwrap();
         t.append_lines(b"a:apple\nNULL:keyless\nb:NULL\n").unwrap();
@@ -2995,7 +3006,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(T0));
         let engine = open(dir.path(), &clock);
-        let t = engine.create_topic("compact-demo").unwrap();
+        let t = engine.create_topic("compact-demo", 1).unwrap();
         t.update_config(b"parse.key=true\nkey.separator=:").unwrap();
         for round in 1..=2 {
             for k in ["a", "b", "c"] {

@@ -13,13 +13,26 @@ use super::format::{
 // --- Names ---
 
 /// Kafka's topic name limit (`Topic.MAX_NAME_LENGTH`): a partition directory
-/// `TOPIC-0` must fit a file name.
+/// `TOPIC-N` must fit a file name.
 pub(crate) const MAX_TOPIC_NAME_CHARS: usize = 249;
 /// The longest file name (bytes) Linux filesystems take (`NAME_MAX`).
 pub(crate) const MAX_FILE_NAME_BYTES: usize = 255;
-// A topic's partition directory name fits (topic names are ASCII, so chars are bytes).
+/// The most partitions a topic may have. Kafka sets no bound of its own, but its
+/// partition directory `TOPIC-N` must fit a file name: with 249-character topic names,
+/// `-9999` is the longest suffix that does, so a larger count would work for some names
+/// and fail half way for others. Far above what one machine serves well.
+pub(crate) const MAX_PARTITIONS: u32 = 10_000;
+const fn decimal_digits(mut n: u32) -> usize {
+    let mut digits = 1;
+    while n >= 10 {
+        n /= 10;
+        digits += 1;
+    }
+    digits
+}
+// Every partition directory name fits (topic names are ASCII, so chars are bytes).
 const _: () =
-    assert!(MAX_TOPIC_NAME_CHARS + super::format::PARTITION_SUFFIX.len() <= MAX_FILE_NAME_BYTES);
+    assert!(MAX_TOPIC_NAME_CHARS + 1 + decimal_digits(MAX_PARTITIONS - 1) <= MAX_FILE_NAME_BYTES);
 
 // --- Appends ---
 

@@ -22,7 +22,7 @@ pub(crate) use super::files::sync_dir;
 use super::format::kpfs_topic_dir;
 use super::format::{
     decode_header, parse_segment_file_name, set_base_offset, BatchBuilder, BatchEnd,
-    DELETED_SUFFIX, MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES, PARTITION_SUFFIX, SWAP_SUFFIX,
+    DELETED_SUFFIX, MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES, SWAP_SUFFIX,
 };
 use super::limits::{MAX_APPEND_BATCH_BYTES, PRODUCER_REPLAY_READ_BYTES};
 pub use super::log_loader::Durability;
@@ -33,6 +33,7 @@ use super::produce::{ProduceOutcome, ValidatedBatch};
 use super::producer_state::{Expiry, ProducerStateEntry, ProducerStateManager};
 use super::segment::{RollReason, Segment, SegmentSpec};
 use super::stream_index::{BatchStream, StreamMark, StreamShape};
+use super::topic_partition::TopicPartition;
 
 /// One record to append, located in the written bytes; the line protocol already split
 /// the line into key and value. Positions rather than slices, so a write's records go
@@ -79,7 +80,7 @@ impl<'a> WriteBytes<'a> {
 
     /// Bytes `start..end`, which lie in one piece (`head` ends with a newline, and no
     /// line spans the two).
-    fn slice(&self, start: usize, end: usize) -> &'a [u8] {
+    pub(crate) fn slice(&self, start: usize, end: usize) -> &'a [u8] {
         let h = self.head.len();
         if end <= h {
             &self.head[start..end]
@@ -277,6 +278,20 @@ pub struct AppendInfo {
     pub(crate) appended_at_ms: i64,
 }
 
+impl AppendInfo {
+    /// Adds what a later append of the same write did (to another partition).
+    pub(crate) fn absorb(&mut self, later: AppendInfo) {
+        if self.records == 0 {
+            self.first_offset = later.first_offset;
+        }
+        self.last_offset = later.last_offset;
+        self.records += later.records;
+        self.bytes += later.bytes;
+        self.rolls.extend(later.rolls);
+        self.appended_at_ms = self.appended_at_ms.max(later.appended_at_ms);
+    }
+}
+
 /// A segment removed from the log and renamed `.deleted`, waiting for physical removal.
 #[derive(Debug)]
 pub struct DeletedSegment {
@@ -319,8 +334,10 @@ pub struct Log {
     /// The topic's name, as errors name it. Never derived from `partition`: a topic may
     /// itself be named like a partition (`x-0`).
     topic: String,
-    /// `TOPIC-0`, for Kafka-worded messages.
+    /// `TOPIC-N`, for Kafka-worded messages.
     partition: String,
+    /// `N`.
+    index: u32,
     clock: Arc<dyn Clock>,
     writer: Mutex<WriterState>,
     shared: RwLock<Shared>,
@@ -354,12 +371,12 @@ struct WriterState {
 }
 
 impl Log {
-    /// Opens the partition directory of `topic`, creating it if missing, and brings it to
+    /// Opens the partition directory of `tp`, creating it if missing, and brings it to
     /// a consistent state ([`log_loader`](super::log_loader): the recovery case table in
     /// docs/ARCHITECTURE.md).
     pub fn open(
         dir: &Path,
-        topic: &str,
+        tp: &TopicPartition,
         config: &TopicConfig,
         clock: Arc<dyn Clock>,
         durability: Durability,
@@ -371,8 +388,9 @@ impl Log {
         let log = Log {
             dir: dir.to_path_buf(),
             stream_dir,
-            topic: topic.to_string(),
-            partition: format!("{topic}{PARTITION_SUFFIX}"),
+            topic: tp.topic.clone(),
+            partition: tp.to_string(),
+            index: tp.partition,
             clock: clock.clone(),
             writer: Mutex::new(WriterState {
                 unflushed_records: 0,
@@ -512,6 +530,11 @@ impl Log {
 
     pub(crate) fn partition(&self) -> &str {
         &self.partition
+    }
+
+    /// The partition's number within its topic.
+    pub fn index(&self) -> u32 {
+        self.index
     }
 
     pub fn snapshot(&self) -> LogSnapshot {

@@ -16,12 +16,13 @@ use super::error::Result;
 use super::files::{read_offset_checkpoint, write_offset_checkpoint};
 use super::format::LOG_START_CHECKPOINT_FILE;
 use super::log_loader::remove_stale_temporary;
+use super::topic_partition::TopicPartition;
 
 /// The file and the entries it holds, shared by the engine and its topics.
 #[derive(Debug)]
 pub(crate) struct LogStartCheckpoint {
     path: PathBuf,
-    entries: Mutex<BTreeMap<String, u64>>,
+    entries: Mutex<BTreeMap<TopicPartition, u64>>,
 }
 
 impl LogStartCheckpoint {
@@ -34,17 +35,17 @@ impl LogStartCheckpoint {
         LogStartCheckpoint { path, entries }
     }
 
-    /// The checkpointed log start of `topic`, if any.
-    pub(crate) fn get(&self, topic: &str) -> Option<u64> {
-        self.entries.lock().get(topic).copied()
+    /// The checkpointed log start of `tp`, if any.
+    pub(crate) fn get(&self, tp: &TopicPartition) -> Option<u64> {
+        self.entries.lock().get(tp).copied()
     }
 
-    /// Records `topic`'s new log start and rewrites the file (crash-safe). An entry
-    /// never moves back, so concurrent DeleteRecords on a topic leave the larger start.
-    pub(crate) fn save(&self, topic: &str, log_start: u64) -> Result<()> {
+    /// Records `tp`'s new log start and rewrites the file (crash-safe). An entry never
+    /// moves back, so concurrent DeleteRecords on a partition leave the larger start.
+    pub(crate) fn save(&self, tp: &TopicPartition, log_start: u64) -> Result<()> {
         let mut entries = self.entries.lock();
         let mut updated = entries.clone();
-        let entry = updated.entry(topic.to_string()).or_default();
+        let entry = updated.entry(tp.clone()).or_default();
         *entry = (*entry).max(log_start);
         write_offset_checkpoint(&self.path, &updated)?;
         *entries = updated;
@@ -55,11 +56,11 @@ impl LogStartCheckpoint {
     /// name must start at 0).
     pub(crate) fn forget(&self, topic: &str) -> Result<()> {
         let mut entries = self.entries.lock();
-        if !entries.contains_key(topic) {
+        if !entries.keys().any(|tp| tp.topic == topic) {
             return Ok(());
         }
         let mut updated = entries.clone();
-        updated.remove(topic);
+        updated.retain(|tp, _| tp.topic != topic);
         write_offset_checkpoint(&self.path, &updated)?;
         *entries = updated;
         Ok(())
@@ -74,14 +75,23 @@ mod tests {
     fn entries_are_written_in_kafkas_format_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let checkpoint = LogStartCheckpoint::load(dir.path());
-        assert_eq!(checkpoint.get("a"), None);
-        checkpoint.save("b", 7).unwrap();
-        checkpoint.save("a", 42).unwrap();
-        checkpoint.save("a", 41).unwrap();
+        let (a0, b0, b2) = (
+            TopicPartition::new("a", 0),
+            TopicPartition::new("b", 0),
+            TopicPartition::new("b", 2),
+        );
+        assert_eq!(checkpoint.get(&a0), None);
+        checkpoint.save(&b2, 9).unwrap();
+        checkpoint.save(&b0, 7).unwrap();
+        checkpoint.save(&a0, 42).unwrap();
+        checkpoint.save(&a0, 41).unwrap();
         let text = std::fs::read_to_string(dir.path().join(LOG_START_CHECKPOINT_FILE)).unwrap();
-        assert_eq!(text, "0\n2\na 0 42\nb 0 7\n");
+        assert_eq!(text, "0\n3\na 0 42\nb 0 7\nb 2 9\n");
         checkpoint.forget("b").unwrap();
         let reloaded = LogStartCheckpoint::load(dir.path());
-        assert_eq!((reloaded.get("a"), reloaded.get("b")), (Some(42), None));
+        assert_eq!(
+            (reloaded.get(&a0), reloaded.get(&b0), reloaded.get(&b2)),
+            (Some(42), None, None)
+        );
     }
 }

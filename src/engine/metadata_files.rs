@@ -100,6 +100,16 @@ fn parse_partition_metadata(text: &str) -> Option<Uuid> {
 /// topic, or a data directory from before the file). A file that does not parse is
 /// refused: a new id would silently make it another topic.
 pub(crate) fn load_topic_id(partition_dir: &Path) -> Result<Uuid> {
+    load_topic_id_or(partition_dir, Uuid::random)
+}
+
+/// [`load_topic_id`], giving a new partition of an existing topic that topic's id:
+/// every partition directory of a topic carries the same one, as in Kafka.
+pub(crate) fn adopt_topic_id(partition_dir: &Path, id: Uuid) -> Result<Uuid> {
+    load_topic_id_or(partition_dir, || Ok(id))
+}
+
+fn load_topic_id_or(partition_dir: &Path, new_id: impl FnOnce() -> Result<Uuid>) -> Result<Uuid> {
     let path = partition_dir.join(PARTITION_METADATA_FILE);
     remove_stale_temporary(&path);
     match fs::read_to_string(&path) {
@@ -109,7 +119,7 @@ pub(crate) fn load_topic_id(partition_dir: &Path) -> Result<Uuid> {
             reason: "not a partition metadata file (`version: 0`, `topic_id: <id>`)".into(),
         }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let id = Uuid::random()?;
+            let id = new_id()?;
             write_atomically(&path, partition_metadata_text(id).as_bytes())?;
             Ok(id)
         }

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use super::cleaner::cleaner_view;
 use super::cleaner_manager::CleanerState;
-use super::topic::RefusalReason;
+use super::partition::RefusalReason;
 use super::Engine;
 
 /// One metric family: its HELP and TYPE lines, then its samples.
@@ -136,53 +136,54 @@ pub(crate) fn render(engine: &Engine) -> String {
         let Some(topic) = engine.topic(&name) else {
             continue;
         };
-        let label = [("topic", name.as_str())];
-        let snap = topic.log().snapshot();
-        segments.add(&label, snap.segments.len());
-        size.add(&label, snap.segments.iter().map(|s| s.size()).sum::<u64>());
-        start.add(&label, snap.log_start_offset);
-        end.add(&label, snap.active().next_offset());
-
-        let stats = &topic.stats;
-        appended_records.add(&label, stats.appended_records.load(Ordering::Relaxed));
-        appended_bytes.add(&label, stats.appended_bytes.load(Ordering::Relaxed));
-        for reason in RefusalReason::ALL {
-            refused.add(
-                &[("topic", name.as_str()), ("reason", reason.label())],
-                stats.refused(reason).load(Ordering::Relaxed),
-            );
-        }
-        for (reason, count) in [
-            ("time", &stats.segments_deleted_time),
-            ("size", &stats.segments_deleted_size),
-            ("log_start_offset", &stats.segments_deleted_log_start),
-        ] {
-            deleted.add(
-                &[("topic", name.as_str()), ("reason", reason)],
-                count.load(Ordering::Relaxed),
-            );
-        }
-        let cleaner = &topic.cleaner;
-        tombstones.add(&label, cleaner.tombstones_removed());
-        compacted.add(&label, cleaner.records_removed());
-
-        if let Some(p) = cleaner.last_pass() {
-            max_clean_ms = max_clean_ms.max(p.elapsed_ms);
-            max_utilization = max_utilization.max(p.buffer_utilization);
-            max_delay_ms = max_delay_ms.max(p.max_compaction_delay_ms);
-            read += p.bytes_read;
-            written += p.bytes_written;
-        }
         let config = topic.config();
-        if !config.cleanup_policy.compact {
-            continue;
-        }
-        let view = cleaner_view(&snap, cleaner.checkpoint(), &config, now);
-        if matches!(cleaner.state(), CleanerState::Uncleanable(_)) {
-            uncleanable += 1;
-            uncleanable_bytes += view.cleanable_bytes;
-        } else {
-            max_dirty = max_dirty.max(view.ratio());
+        for partition in topic.partitions().iter() {
+            let index = partition.index().to_string();
+            let label = [("topic", name.as_str()), ("partition", index.as_str())];
+            let with = |key: &'static str, value: &'static str| [label[0], label[1], (key, value)];
+            let snap = partition.log().snapshot();
+            segments.add(&label, snap.segments.len());
+            size.add(&label, snap.segments.iter().map(|s| s.size()).sum::<u64>());
+            start.add(&label, snap.log_start_offset);
+            end.add(&label, snap.active().next_offset());
+
+            let stats = &partition.stats;
+            appended_records.add(&label, stats.appended_records.load(Ordering::Relaxed));
+            appended_bytes.add(&label, stats.appended_bytes.load(Ordering::Relaxed));
+            for reason in RefusalReason::ALL {
+                refused.add(
+                    &with("reason", reason.label()),
+                    stats.refused(reason).load(Ordering::Relaxed),
+                );
+            }
+            for (reason, count) in [
+                ("time", &stats.segments_deleted_time),
+                ("size", &stats.segments_deleted_size),
+                ("log_start_offset", &stats.segments_deleted_log_start),
+            ] {
+                deleted.add(&with("reason", reason), count.load(Ordering::Relaxed));
+            }
+            let cleaner = &partition.cleaner;
+            tombstones.add(&label, cleaner.tombstones_removed());
+            compacted.add(&label, cleaner.records_removed());
+
+            if let Some(p) = cleaner.last_pass() {
+                max_clean_ms = max_clean_ms.max(p.elapsed_ms);
+                max_utilization = max_utilization.max(p.buffer_utilization);
+                max_delay_ms = max_delay_ms.max(p.max_compaction_delay_ms);
+                read += p.bytes_read;
+                written += p.bytes_written;
+            }
+            if !config.cleanup_policy.compact {
+                continue;
+            }
+            let view = cleaner_view(&snap, cleaner.checkpoint(), &config, now);
+            if matches!(cleaner.state(), CleanerState::Uncleanable(_)) {
+                uncleanable += 1;
+                uncleanable_bytes += view.cleanable_bytes;
+            } else {
+                max_dirty = max_dirty.max(view.ratio());
+            }
         }
     }
 
@@ -198,12 +199,12 @@ pub(crate) fn render(engine: &Engine) -> String {
     );
     for listing in engine.groups().list_groups() {
         // A group deleted since the listing is simply not reported.
-        // Without a partition label, as every per-topic metric here: kpfs topics have the
-        // one partition 0, the only one a group can commit.
         for p in engine.group_lags(&listing.group_id).unwrap_or_default() {
+            let partition = p.partition.to_string();
             let labels = [
                 ("group", listing.group_id.as_str()),
                 ("topic", p.topic.as_str()),
+                ("partition", partition.as_str()),
             ];
             committed.add(&labels, p.committed);
             if let Some(l) = p.lag() {
@@ -309,8 +310,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(T0));
         let e = engine(dir.path(), &clock);
-        e.create_topic("a").unwrap();
-        e.create_topic("b").unwrap();
+        e.create_topic("a", 1).unwrap();
+        e.create_topic("b", 1).unwrap();
         let text = render(&e);
         let mut declared = Vec::new();
         for line in text.lines() {
@@ -338,7 +339,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(T0));
         let e = engine(dir.path(), &clock);
-        let t = e.create_topic("t").unwrap();
+        let t = e.create_topic("t", 1).unwrap();
         t.update_config(b"internal.segment.bytes=200\nretention.bytes=300\nmax.message.bytes=100")
             .unwrap();
         for i in 0..20 {
@@ -346,27 +347,36 @@ mod tests {
                 .unwrap();
         }
         let before = render(&e);
-        let snap = t.log().snapshot();
+        let snap = t.partition(0).unwrap().log().snapshot();
         assert!(snap.segments.len() > 2);
         assert_eq!(
-            value(&before, "kpfs_log_num_log_segments{topic=\"t\"}"),
+            value(
+                &before,
+                "kpfs_log_num_log_segments{topic=\"t\",partition=\"0\"}"
+            ),
             snap.segments.len().to_string()
         );
-        assert_eq!(value(&before, "kpfs_log_end_offset{topic=\"t\"}"), "20");
         assert_eq!(
-            value(&before, "kpfs_appended_records_total{topic=\"t\"}"),
+            value(&before, "kpfs_log_end_offset{topic=\"t\",partition=\"0\"}"),
+            "20"
+        );
+        assert_eq!(
+            value(
+                &before,
+                "kpfs_appended_records_total{topic=\"t\",partition=\"0\"}"
+            ),
             "20"
         );
         let deleted = e.run_retention_once();
         assert!(deleted > 0);
         let after = render(&e);
-        let snap = t.log().snapshot();
+        let snap = t.partition(0).unwrap().log().snapshot();
         assert_eq!(
-            value(&after, "kpfs_log_start_offset{topic=\"t\"}"),
+            value(&after, "kpfs_log_start_offset{topic=\"t\",partition=\"0\"}"),
             snap.log_start_offset.to_string()
         );
         assert_eq!(
-            value(&after, "kpfs_log_size_bytes{topic=\"t\"}"),
+            value(&after, "kpfs_log_size_bytes{topic=\"t\",partition=\"0\"}"),
             snap.segments
                 .iter()
                 .map(|s| s.size())
@@ -400,7 +410,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(T0));
         let e = engine(dir.path(), &clock);
-        let t = e.create_topic("c").unwrap();
+        let t = e.create_topic("c", 1).unwrap();
         t.update_config(
             b"cleanup.policy=compact\nsegment.ms=3000\nmin.cleanable.dirty.ratio=0.01\nparse.key=true\nkey.separator=:\nnull.marker=NULL\ndelete.retention.ms=0",
         )

@@ -26,13 +26,17 @@ pub(crate) mod metadata_files;
 pub(crate) mod metrics;
 pub(crate) mod newlines;
 pub mod offset_map;
+pub mod partition;
+pub(crate) mod partitioner;
 pub mod produce;
 pub(crate) mod producer_ids;
 pub mod producer_state;
 pub(crate) mod retention;
 pub mod segment;
 pub mod stream_index;
+pub(crate) mod stream_order;
 pub mod topic;
+pub mod topic_partition;
 pub mod upgrade;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -73,22 +77,25 @@ pub use format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DYNAMIC_BROKER_CONFIG_FILE, GROUP_CONFIG_FILE,
     RECOVERY_CHECKPOINT_FILE,
 };
-pub(crate) use format::{DAEMON_LOG_FILE, LOCK_FILE, PARTITION_SUFFIX};
+pub(crate) use format::{DAEMON_LOG_FILE, LOCK_FILE};
 pub use groups::GroupCoordinator;
 pub(crate) use limits::MAX_TOPIC_NAME_CHARS;
 #[cfg(feature = "internals")]
-pub use topic::FetchOutcome;
+pub use partition::FetchOutcome;
 #[cfg(any(test, feature = "internals"))]
-pub use topic::CAPTURE_GRACE_MS;
-pub use topic::{FetchedRange, OffsetQuery};
-pub use topic::{LogCapture, LogCursor, Topic};
+pub use partition::CAPTURE_GRACE_MS;
+pub use partition::{FetchedRange, OffsetQuery};
+pub use partition::{LogCapture, LogCursor, Partition};
+use topic::{check_partition_count, TopicPlace};
+pub use topic::{Topic, TopicCursor};
+pub use topic_partition::TopicPartition;
 
-/// Kafka's `LocalLog.logDeleteDirName`: `TOPIC-0.<unique id>-delete`, with the topic cut
+/// Kafka's `LocalLog.logDeleteDirName`: `TOPIC-N.<unique id>-delete`, with the topic cut
 /// short so the name fits [`MAX_FILE_NAME_BYTES`] (a 249-character topic would not). The
 /// id is the deletion time in ms (Kafka's is a UUID); nothing reads the name back but the
 /// `-delete` suffix.
-fn delete_dir_name(topic: &str, unique_id: i64) -> String {
-    let suffix = format!("{PARTITION_SUFFIX}.{unique_id}{DELETING_SUFFIX}");
+fn delete_dir_name(topic: &str, partition: u32, unique_id: i64) -> String {
+    let suffix = format!("-{partition}.{unique_id}{DELETING_SUFFIX}");
     // Topic names are ASCII (validate_topic_name), so any byte count is a char boundary.
     let kept = topic.len().min(MAX_FILE_NAME_BYTES - suffix.len());
     format!("{}{suffix}", &topic[..kept])
@@ -134,7 +141,7 @@ pub struct EngineOptions {
 #[derive(Debug)]
 struct PendingDeletion {
     due_ms: i64,
-    topic: String,
+    partition: TopicPartition,
     files: Vec<PathBuf>,
 }
 
@@ -159,7 +166,7 @@ struct Inner {
     meta: metadata_files::MetaProperties,
     closed: Mutex<bool>,
     /// Recovery points as last written to [`RECOVERY_CHECKPOINT_FILE`], and when.
-    recovery_checkpoint: Mutex<(BTreeMap<String, u64>, i64)>,
+    recovery_checkpoint: Mutex<(BTreeMap<TopicPartition, u64>, i64)>,
     /// InitProducerId's ids, never reused (`producer_ids`).
     producer_ids: Mutex<producer_ids::ProducerIds>,
     /// When the scheduler last looked for expired producers.
@@ -411,6 +418,7 @@ impl Engine {
             .collect();
         entries.sort_by_key(|e| e.file_name());
         log_loader::finish_interrupted_kpfs_folder_deletions(data_dir);
+        let mut found: BTreeMap<String, Vec<u32>> = BTreeMap::new();
         for entry in entries {
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
@@ -421,44 +429,78 @@ impl Engine {
             if log_loader::finish_interrupted_topic_deletion(&name, &entry.path()) {
                 continue;
             }
-            let Some(topic_name) = name.strip_suffix(PARTITION_SUFFIX) else {
+            let Some(tp) = TopicPartition::parse_dir_name(&name) else {
                 continue;
             };
-            if validate_topic_name(topic_name).is_err() {
+            if validate_topic_name(&tp.topic).is_err() {
                 tracing::warn!(dir = %name, "ignoring a directory that is not a valid partition directory");
                 continue;
             }
-            let durability = if clean_shutdown {
-                Durability::CleanShutdown
-            } else {
-                Durability::RecoveryPoint(recovery_points.get(topic_name).copied().unwrap_or(0))
-            };
-            let (topic, report) = Topic::open(
-                topic_name,
-                &entry.path(),
-                broker.clone(),
-                clock.clone(),
-                durability,
-                log_starts.clone(),
-            )?;
-            if report != Default::default() {
-                tracing::info!(topic = topic_name, ?report, "recovered topic");
-            }
-            for cut in &report.truncated {
-                let path = format!("{topic_name}/segments/{}", cut.file);
+            found.entry(tp.topic).or_default().push(tp.partition);
+        }
+        for (topic_name, mut partitions) in found {
+            partitions.sort_unstable();
+            // Partitions are 0..n; a directory past a missing one (left by hand, or by a
+            // deletion that failed half way) is not opened, and said so where users look.
+            let count = partitions
+                .iter()
+                .enumerate()
+                .take_while(|(i, p)| *i as u32 == **p)
+                .count() as u32;
+            for stray in &partitions[count as usize..] {
+                let dir = TopicPartition::new(&topic_name, *stray).dir_name();
+                tracing::warn!(%dir, "not opening a partition directory: its topic lacks partition {count}");
                 rejections.push_back(rejection_line(
                     clock.now_ms(),
-                    &path,
-                    &format!("recovery: {}", cut.describe()),
+                    &dir,
+                    &format!("not opened: partition {count} of {topic_name} is missing, and a topic's partitions are 0..n"),
                 ));
             }
-            topics.insert(topic_name.to_string(), Arc::new(topic));
+            if count == 0 {
+                continue;
+            }
+            let place = TopicPlace {
+                data_dir,
+                broker: broker.clone(),
+                clock: clock.clone(),
+                log_starts: log_starts.clone(),
+            };
+            let (topic, reports) = Topic::open(&topic_name, count, place, |tp| {
+                if clean_shutdown {
+                    Durability::CleanShutdown
+                } else {
+                    Durability::RecoveryPoint(recovery_points.get(tp).copied().unwrap_or(0))
+                }
+            })?;
+            for (tp, report) in &reports {
+                if *report != Default::default() {
+                    tracing::info!(partition = %tp, ?report, "recovered partition");
+                }
+                for cut in &report.truncated {
+                    let path = if topic.partition_count() == 1 {
+                        format!("{topic_name}/segments/{}", cut.file)
+                    } else {
+                        format!(
+                            "{topic_name}/partitions/{}/segments/{}",
+                            tp.partition, cut.file
+                        )
+                    };
+                    rejections.push_back(rejection_line(
+                        clock.now_ms(),
+                        &path,
+                        &format!("recovery: {}", cut.describe()),
+                    ));
+                }
+            }
+            topics.insert(topic_name, Arc::new(topic));
         }
         rejections.drain(..rejections.len().saturating_sub(MAX_REJECTIONS));
         load_cleaner_checkpoints(data_dir, &topics);
         let producer_ids = producer_ids::ProducerIds::open(data_dir)?;
         let groups = GroupCoordinator::open(
-            topics.get(groups::OFFSETS_TOPIC).cloned(),
+            topics
+                .get(groups::OFFSETS_TOPIC)
+                .and_then(|t: &Arc<Topic>| t.partition(0)),
             clock.clone(),
             broker.clone(),
         )?;
@@ -598,7 +640,7 @@ impl Engine {
         }
         let topic = match self.topic(groups::OFFSETS_TOPIC) {
             Some(topic) => topic,
-            None => match self.create_topic(groups::OFFSETS_TOPIC) {
+            None => match self.create_topic(groups::OFFSETS_TOPIC, 1) {
                 // create_topic set it up.
                 Ok(_) => return Ok(()),
                 Err(EngineError::TopicExists { name }) => self
@@ -618,7 +660,8 @@ impl Engine {
             "cleanup.policy=compact\ncompression.type=producer\nsegment.bytes={segment_bytes}\n"
         );
         topic.apply_config_change(&ConfigChange::from_text(ConfigScope::Topic, &settings)?)?;
-        self.inner.groups.set_offsets_topic(topic.clone());
+        let partition = topic.partition(0).expect("a topic has partition 0");
+        self.inner.groups.set_offsets_topic(partition);
         tracing::info!("created the offsets topic {}", groups::OFFSETS_TOPIC);
         Ok(())
     }
@@ -636,8 +679,21 @@ impl Engine {
         self.inner.topics.read().get(name).cloned()
     }
 
-    pub fn create_topic(&self, name: &str) -> Result<Arc<Topic>> {
+    /// The partitions a topic created without a count gets: `num.partitions`.
+    pub fn default_partitions(&self) -> u32 {
+        self.inner.broker.read().num_partitions()
+    }
+
+    /// Creates topic `name` with `partitions` partitions (Kafka's CreateTopics).
+    pub fn create_topic(&self, name: &str, partitions: u32) -> Result<Arc<Topic>> {
         validate_topic_name(name)?;
+        check_partition_count(partitions)?;
+        if name == groups::OFFSETS_TOPIC && partitions != 1 {
+            return Err(EngineError::InternalTopic {
+                name: name.to_string(),
+                action: InternalTopicAction::AddPartitions,
+            });
+        }
         let mut topics = self.inner.topics.write();
         if topics.contains_key(name) {
             return Err(EngineError::TopicExists {
@@ -652,41 +708,43 @@ impl Engine {
                 existing: existing.clone(),
             });
         }
-        // A topic of the same name deleted earlier may still have a recovery point in
-        // the file: it must not vouch for this topic's unsynced records, so the file is
-        // rewritten without it before the topic exists. (Only then: a rewrite per mkdir
+        // A topic of the same name deleted earlier may still have recovery points in
+        // the file: they must not vouch for this topic's unsynced records, so the file is
+        // rewritten without them before the topic exists. (Only then: a rewrite per mkdir
         // would make creating n topics cost n^2.)
-        if self.inner.recovery_checkpoint.lock().0.contains_key(name) {
+        if self
+            .inner
+            .recovery_checkpoint
+            .lock()
+            .0
+            .keys()
+            .any(|tp| tp.topic == name)
+        {
             save_recovery_checkpoint(&self.inner, &topics)?;
         }
         // Nor may it start where a deleted namesake's DeleteRecords left off (the entry
         // outlives a crash between the deletion and its removal).
         self.inner.log_starts.forget(name)?;
-        let dir = self
-            .inner
-            .data_dir
-            .join(format!("{name}{PARTITION_SUFFIX}"));
-        let (topic, _) = Topic::open(
-            name,
-            &dir,
-            self.inner.broker.clone(),
-            self.inner.clock.clone(),
-            Durability::CleanShutdown,
-            self.inner.log_starts.clone(),
-        )?;
+        let place = TopicPlace {
+            data_dir: &self.inner.data_dir,
+            broker: self.inner.broker.clone(),
+            clock: self.inner.clock.clone(),
+            log_starts: self.inner.log_starts.clone(),
+        };
+        let (topic, _) = Topic::open(name, partitions, place, |_| Durability::CleanShutdown)?;
         files::sync_dir(&self.inner.data_dir)?;
         let topic = Arc::new(topic);
         topics.insert(name.to_string(), topic.clone());
         drop(topics);
-        tracing::info!(topic = name, "created topic");
+        tracing::info!(topic = name, partitions, "created topic");
         if topic.is_internal() {
             self.init_offsets_topic(&topic)?;
         }
         Ok(topic)
     }
 
-    /// Deletes a topic and its data. Open readers keep their file handles. All or
-    /// nothing: until its directory is renamed `-delete` the topic stays whole and listed,
+    /// Deletes a topic and its data. Open readers keep their file handles. Until its
+    /// last partition directory is renamed `-delete` the topic stays whole and listed,
     /// so a failed delete leaves it as it was; after the rename it is gone for good (a
     /// `-delete` directory the removal leaves is removed at the next open).
     pub fn delete_topic(&self, name: &str) -> Result<()> {
@@ -697,13 +755,15 @@ impl Engine {
             });
         };
         topic.refuse_internal(InternalTopicAction::Delete)?;
-        let doomed = self
-            .inner
-            .data_dir
-            .join(delete_dir_name(name, self.inner.clock.now_ms()));
-        let retired = topic.log().retire_dir(&doomed)?;
+        let now = self.inner.clock.now_ms();
+        let data_dir = &self.inner.data_dir;
+        let retired =
+            topic.retire(|partition| data_dir.join(delete_dir_name(name, partition, now)))?;
         topics.remove(name);
-        self.inner.deletions.lock().retain(|d| d.topic != name);
+        self.inner
+            .deletions
+            .lock()
+            .retain(|d| d.partition.topic != name);
         let removed = files::sync_dir(&self.inner.data_dir).and_then(|()| {
             retired.iter().try_for_each(|dir| {
                 fs::remove_dir_all(dir)
@@ -714,7 +774,7 @@ impl Engine {
             tracing::warn!(topic = name, error = %e, "deleted topic; its files go at the next open");
         }
         if let Err(e) = self.inner.log_starts.forget(name) {
-            tracing::warn!(topic = name, error = %e, "deleted topic; its log start entry goes when a topic of that name is created");
+            tracing::warn!(topic = name, error = %e, "deleted topic; its log start entries go when a topic of that name is created");
         }
         // Long-poll fetches waiting on it look again, and find it gone.
         topic.append_signal().appended();
@@ -948,8 +1008,7 @@ impl Engine {
     /// `flush-log` for every topic that rolled, then the recovery-point checkpoint.
     #[cfg(feature = "internals")]
     pub fn run_flush_once(&self) -> Result<()> {
-        let topics: Vec<Arc<Topic>> = self.inner.topics.read().values().cloned().collect();
-        for t in &topics {
+        for t in all_partitions(&self.inner) {
             t.flush_rolled_segments()?;
         }
         save_recovery_checkpoint(&self.inner, &self.inner.topics.read())
@@ -974,9 +1033,8 @@ fn clean_filthiest(
     let now = inner.clock.now_ms();
     let mut checkpoints_reset = false;
     let best = {
-        let topics = inner.topics.read();
-        let mut best: Option<(f64, Arc<Topic>)> = None;
-        for t in topics.values() {
+        let mut best: Option<(f64, Arc<Partition>)> = None;
+        for t in all_partitions(inner) {
             let config = t.config();
             if !config.cleanup_policy.compact {
                 continue;
@@ -998,13 +1056,13 @@ fn clean_filthiest(
                     if let Some(warning) =
                         cleaner::invalid_checkpoint_warning(&snap, checkpoint, &config, partition)
                     {
-                        tracing::warn!(topic = t.name(), "{warning}");
-                        t.events.record(now, "checkpoint", &warning);
+                        tracing::warn!(partition, "{warning}");
+                        t.record_event("checkpoint", &warning);
                     }
                 }
             }
             if view.eligible(&config) && best.as_ref().is_none_or(|(r, _)| view.ratio() > *r) {
-                best = Some((view.ratio(), t.clone()));
+                best = Some((view.ratio(), t));
             }
         }
         best
@@ -1043,7 +1101,7 @@ fn clean_filthiest(
             &mut deleted,
         )
     }));
-    let name = topic.name().to_string();
+    let name = topic.log().partition().to_string();
     // Groups swapped before a failure are replaced all the same.
     let due = now.saturating_add(topic.config().file_delete_delay_ms);
     inner
@@ -1051,7 +1109,7 @@ fn clean_filthiest(
         .lock()
         .extend(deleted.into_iter().map(|d| PendingDeletion {
             due_ms: due,
-            topic: name.clone(),
+            partition: topic.topic_partition(),
             files: d.files,
         }));
     let result = match outcome {
@@ -1063,9 +1121,8 @@ fn clean_filthiest(
             #[allow(clippy::disallowed_methods)] // as `started`
             let elapsed = started.elapsed();
             stats.elapsed_ms = elapsed.as_millis() as u64;
-            tracing::info!(topic = %name, ?stats, "cleaned");
-            topic.events.record(
-                now,
+            tracing::info!(partition = %name, ?stats, "cleaned");
+            topic.record_event(
                 "clean",
                 &format!(
                     "offsets [{}, {}){}: records kept {} removed {}, tombstones kept {} removed {} (delete horizon for newly kept tombstones {}), segments replaced {}, bytes read {} written {}, map utilization {:.1}%",
@@ -1090,13 +1147,13 @@ fn clean_filthiest(
             Some((name, stats))
         }
         Err(EngineError::CleanAborted { reason }) => {
-            tracing::info!(topic = %name, %reason, "cleaning aborted");
+            tracing::info!(partition = %name, %reason, "cleaning aborted");
             topic.cleaner.aborted();
             None
         }
         Err(e) => {
-            tracing::error!(topic = %name, error = %e, "cleaning failed; marking the topic uncleanable");
-            topic.events.record(now, "uncleanable", &e.to_string());
+            tracing::error!(partition = %name, error = %e, "cleaning failed; marking the partition uncleanable");
+            topic.record_event("uncleanable", &e.to_string());
             topic.cleaner.mark_uncleanable(e.to_string());
             None
         }
@@ -1104,19 +1161,32 @@ fn clean_filthiest(
 }
 
 fn load_cleaner_checkpoints(data_dir: &Path, topics: &BTreeMap<String, Arc<Topic>>) {
-    for (name, offset) in read_offset_checkpoint(&data_dir.join(CLEANER_CHECKPOINT_FILE)) {
-        if let Some(t) = topics.get(&name) {
-            t.cleaner.load_checkpoint(offset);
+    for (tp, offset) in read_offset_checkpoint(&data_dir.join(CLEANER_CHECKPOINT_FILE)) {
+        if let Some(p) = topics
+            .get(&tp.topic)
+            .and_then(|t| t.partition(tp.partition))
+        {
+            p.cleaner.load_checkpoint(offset);
         }
     }
 }
 
-fn save_cleaner_checkpoints(inner: &Inner) -> Result<()> {
-    let entries: BTreeMap<String, u64> = inner
-        .topics
-        .read()
+/// Every partition of every topic, as they are now.
+fn all_partitions(inner: &Inner) -> Vec<Arc<Partition>> {
+    partitions_of(&inner.topics.read())
+}
+
+fn partitions_of(topics: &BTreeMap<String, Arc<Topic>>) -> Vec<Arc<Partition>> {
+    topics
         .values()
-        .filter_map(|t| Some((t.name().to_string(), t.cleaner.checkpoint()?)))
+        .flat_map(|t| t.partitions().iter().cloned().collect::<Vec<_>>())
+        .collect()
+}
+
+fn save_cleaner_checkpoints(inner: &Inner) -> Result<()> {
+    let entries: BTreeMap<TopicPartition, u64> = all_partitions(inner)
+        .iter()
+        .filter_map(|p| Some((p.topic_partition(), p.cleaner.checkpoint()?)))
         .collect();
     write_offset_checkpoint(&inner.data_dir.join(CLEANER_CHECKPOINT_FILE), &entries)
 }
@@ -1124,7 +1194,7 @@ fn save_cleaner_checkpoints(inner: &Inner) -> Result<()> {
 /// Makes every record of `topic` below `offset` durable (Kafka's `flush-log` for the
 /// rolled segments, when its recovery point is not there yet) and makes sure the
 /// recovery-point checkpoint file says so.
-fn checkpoint_recovery_point_through(inner: &Inner, topic: &Topic, offset: u64) -> Result<()> {
+fn checkpoint_recovery_point_through(inner: &Inner, topic: &Partition, offset: u64) -> Result<()> {
     if topic.recovery_point() < offset {
         topic.flush_rolled_segments()?;
     }
@@ -1132,7 +1202,7 @@ fn checkpoint_recovery_point_through(inner: &Inner, topic: &Topic, offset: u64) 
         .recovery_checkpoint
         .lock()
         .0
-        .get(topic.name())
+        .get(&topic.topic_partition())
         .copied();
     if written.is_none_or(|w| w < offset) {
         save_recovery_checkpoint(inner, &inner.topics.read())?;
@@ -1146,9 +1216,9 @@ fn checkpoint_recovery_point_through(inner: &Inner, topic: &Topic, offset: u64) 
 /// since `create_topic` rewrites the file before a new topic of the same name could use
 /// one.
 fn save_recovery_checkpoint(inner: &Inner, topics: &BTreeMap<String, Arc<Topic>>) -> Result<()> {
-    let points: BTreeMap<String, u64> = topics
-        .values()
-        .map(|t| (t.name().to_string(), t.recovery_point()))
+    let points: BTreeMap<TopicPartition, u64> = partitions_of(topics)
+        .iter()
+        .map(|p| (p.topic_partition(), p.recovery_point()))
         .collect();
     let mut written = inner.recovery_checkpoint.lock();
     if written.0 != points {
@@ -1238,8 +1308,8 @@ impl Drop for Engine {
     }
 }
 
-fn retention_pass(inner: &Inner, select: impl Fn(&Topic) -> bool) -> usize {
-    let topics: Vec<Arc<Topic>> = inner.topics.read().values().cloned().collect();
+fn retention_pass(inner: &Inner, select: impl Fn(&Partition) -> bool) -> usize {
+    let topics = all_partitions(inner);
     let mut deleted = 0;
     for topic in topics.iter().filter(|t| select(t)) {
         match topic.run_retention() {
@@ -1254,17 +1324,25 @@ fn retention_pass(inner: &Inner, select: impl Fn(&Topic) -> bool) -> usize {
                         deleted += 1;
                         q.push(PendingDeletion {
                             due_ms: due,
-                            topic: topic.name().to_string(),
+                            partition: topic.topic_partition(),
                             files: seg.files,
                         });
                     }
                 }
             }
-            Err(e) => tracing::error!(topic = topic.name(), error = %e, "retention failed"),
+            Err(e) => {
+                tracing::error!(partition = topic.log().partition(), error = %e, "retention failed")
+            }
         }
     }
     if deleted > 0 {
         run_deletions(inner);
+        let topics: Vec<Arc<Topic>> = inner.topics.read().values().cloned().collect();
+        for t in topics {
+            if let Err(e) = t.forget_deleted_runs() {
+                tracing::warn!(topic = t.name(), error = %e, "rewriting the stream order failed; it keeps the runs of deleted records");
+            }
+        }
     }
     deleted
 }
@@ -1279,17 +1357,21 @@ fn run_deletions(inner: &Inner) -> usize {
     };
     for d in &due {
         if let Err(e) = log::remove_files(&d.files) {
-            tracing::error!(topic = %d.topic, error = %e, "removing deleted segment files failed");
+            tracing::error!(partition = %d.partition, error = %e, "removing deleted segment files failed");
         } else {
-            tracing::info!(topic = %d.topic, files = ?d.files, "removed deleted segment files");
-            if let Some(t) = inner.topics.read().get(&d.topic) {
+            tracing::info!(partition = %d.partition, files = ?d.files, "removed deleted segment files");
+            let partition = inner
+                .topics
+                .read()
+                .get(&d.partition.topic)
+                .and_then(|t| t.partition(d.partition.partition));
+            if let Some(t) = partition {
                 let names: Vec<String> = d
                     .files
                     .iter()
                     .filter_map(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()))
                     .collect();
-                t.events.record(
-                    now,
+                t.record_event(
                     "remove",
                     &format!("file.delete.delay.ms passed: removed {}", names.join(" ")),
                 );
@@ -1328,13 +1410,12 @@ fn scheduler_loop(inner: &Inner, stop: &Receiver<()>) {
         }
         run_deletions(inner);
         save_unsaved(inner);
-        let topics: Vec<Arc<Topic>> = inner.topics.read().values().cloned().collect();
-        for t in topics {
+        for t in all_partitions(inner) {
             if let Err(e) = t.maybe_flush_by_time() {
-                tracing::error!(topic = t.name(), error = %e, "flush failed");
+                tracing::error!(partition = t.log().partition(), error = %e, "flush failed");
             }
             if let Err(e) = t.flush_rolled_segments() {
-                tracing::error!(topic = t.name(), error = %e, "flushing rolled segments failed");
+                tracing::error!(partition = t.log().partition(), error = %e, "flushing rolled segments failed");
             }
             t.expire_capture();
         }
@@ -1355,8 +1436,7 @@ fn run_producer_expiry_if_due(inner: &Inner) {
         }
         *last = now;
     }
-    let topics: Vec<Arc<Topic>> = inner.topics.read().values().cloned().collect();
-    for t in topics {
+    for t in all_partitions(inner) {
         t.remove_expired_producers();
     }
 }
@@ -1389,18 +1469,22 @@ mod tests {
     #[test]
     fn delete_dir_names_cut_the_topic_to_fit_a_file_name() {
         let now = 1_764_430_000_123;
-        assert_eq!(delete_dir_name("t", now), "t-0.1764430000123-delete");
-        for len in [1, 232, 233, 240, MAX_TOPIC_NAME_CHARS] {
-            let topic = "a".repeat(len);
-            let name = delete_dir_name(&topic, now);
-            assert!(name.len() <= MAX_FILE_NAME_BYTES, "{len}: {}", name.len());
-            assert!(name.ends_with("-0.1764430000123-delete"));
-            assert!(topic.starts_with(name.split("-0.").next().unwrap()));
+        assert_eq!(delete_dir_name("t", 0, now), "t-0.1764430000123-delete");
+        assert_eq!(delete_dir_name("t", 11, now), "t-11.1764430000123-delete");
+        for partition in [0, 9_999] {
+            for len in [1, 232, 233, 240, MAX_TOPIC_NAME_CHARS] {
+                let topic = "a".repeat(len);
+                let name = delete_dir_name(&topic, partition, now);
+                assert!(name.len() <= MAX_FILE_NAME_BYTES, "{len}: {}", name.len());
+                let suffix = format!("-{partition}.1764430000123-delete");
+                assert!(name.ends_with(&suffix));
+                assert!(topic.starts_with(name.strip_suffix(&suffix).unwrap()));
+            }
+            assert_eq!(
+                delete_dir_name(&"a".repeat(MAX_TOPIC_NAME_CHARS), partition, now).len(),
+                MAX_FILE_NAME_BYTES
+            );
         }
-        assert_eq!(
-            delete_dir_name(&"a".repeat(MAX_TOPIC_NAME_CHARS), now).len(),
-            MAX_FILE_NAME_BYTES
-        );
     }
 
     #[test]

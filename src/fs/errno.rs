@@ -12,7 +12,11 @@ pub(crate) fn errno_of(error: &EngineError) -> i32 {
         EngineError::TopicExists { .. } => libc::EEXIST,
         // Kafka's InvalidTopicException, as for any other name it refuses.
         EngineError::TopicCollision { .. } => libc::EINVAL,
-        EngineError::UnknownTopic { .. } => libc::ENOENT,
+        EngineError::UnknownTopic { .. } | EngineError::UnknownPartition { .. } => libc::ENOENT,
+        // `mkdir TOPIC/partitions/N` with N not the count: no such partition to make.
+        EngineError::PartitionsDecrease { .. }
+        | EngineError::PartitionsUnchanged { .. }
+        | EngineError::InvalidPartitionCount { .. } => libc::EINVAL,
         EngineError::Config(_) => libc::EINVAL,
         // EFBIG is what write(2) reports for "larger than the file may grow", the closest
         // POSIX has to Kafka's RecordTooLargeException, and shells print it legibly.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::engine::{ConfigChange, ConfigScope, LogCapture, LogCursor, Topic};
+use crate::engine::{ConfigChange, ConfigScope, LogCapture, LogCursor, Topic, TopicCursor};
 use crate::fs::inode::Node;
 use crate::fs::DirEntry;
 
@@ -121,7 +121,7 @@ impl Draft {
 /// The per-handle state of `TOPIC/log`.
 #[derive(Default)]
 pub(crate) struct LogState {
-    pub(crate) cursor: LogCursor,
+    pub(crate) cursor: TopicCursor,
     /// Bytes after the last `\n` written through this handle: the start of a line whose
     /// end has not arrived yet (one write(2) may reach us as several WRITEs).
     pub(crate) pending: Vec<u8>,

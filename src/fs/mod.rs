@@ -24,7 +24,8 @@ use parking_lot::Mutex;
 use crate::engine::excerpt::Excerpt;
 use crate::engine::groups::GroupError;
 use crate::engine::{
-    metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, LogCursor, SystemClock, Topic,
+    metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, LogCursor, Partition,
+    SystemClock, Topic,
 };
 use errno::{errno_of, group_errno};
 use handle::{ConfigTarget, ConfigWriter, Draft, Handle, HandleKind, HandleTable, LogState};
@@ -419,8 +420,7 @@ impl KpfsFs {
             // Whoever asks, and whether through a handle or not (the kernel's fstat names
             // none), sees the topic's current capture.
             Node::SnapshotLog(_) => {
-                let capture = self
-                    .topic(node)?
+                let capture = partition_zero(&*self.topic(node)?)
                     .current_capture(false)
                     .map_err(|e| self.engine_error(&node.path(), &e))?;
                 self.file_attr(ino, capture.size(), 0o444, capture.modified_ms())
@@ -430,8 +430,7 @@ impl KpfsFs {
                 self.file_attr(ino, len, 0o444, self.mounted_ms)
             }
             Node::Segment { name, .. } => {
-                let topic = self.topic(node)?;
-                let files = topic
+                let files = partition_zero(&*self.topic(node)?)
                     .backing_files()
                     .map_err(|e| self.engine_error(&node.path(), &e))?;
                 let file = files
@@ -510,8 +509,7 @@ impl KpfsFs {
                 }
             }
             Node::SegmentsDir(t) => {
-                let topic = self.topic(parent)?;
-                let files = topic
+                let files = partition_zero(&*self.topic(parent)?)
                     .backing_files()
                     .map_err(|e| self.engine_error(&parent.child_path(name), &e))?;
                 if !files.iter().any(|f| f.name == name) {
@@ -686,7 +684,7 @@ impl KpfsFs {
             return Err(self.refuse(&path, libc::EPERM, "the name .kpfs is reserved by kpfs"));
         }
         self.engine
-            .create_topic(name)
+            .create_topic(name, self.engine.default_partitions())
             .map_err(|e| self.engine_error(&path, &e))?;
         // Created, but Kafka warns about such a name: say so where refusals go.
         if let Some(warning) = crate::engine::topic_name_warning(name) {
@@ -952,7 +950,7 @@ impl KpfsFs {
                 ),
                 Node::SnapshotLog(_) => {
                     let topic = of_topic()?;
-                    let capture = topic
+                    let capture = partition_zero(&topic)
                         .current_capture(true)
                         .map_err(|e| self.engine_error(&path, &e))?;
                     HandleKind::Capture {
@@ -1025,8 +1023,7 @@ impl KpfsFs {
                     return read_only("segments/ is a view of the partition directory; it")
                 }
                 Node::Segment { name, .. } => {
-                    let file = self
-                        .topic(&node)?
+                    let file = partition_zero(&*self.topic(&node)?)
                         .open_backing_file(name)
                         .map_err(|e| self.engine_error(&path, &e))?;
                     HandleKind::Backing { file }
@@ -1128,8 +1125,7 @@ impl KpfsFs {
                 ]
             }
             Node::SegmentsDir(t) => {
-                let files = self
-                    .topic(&node)?
+                let files = partition_zero(&*self.topic(&node)?)
                     .backing_files()
                     .map_err(|e| self.engine_error(&node.path(), &e))?;
                 let names: Vec<String> = files.into_iter().map(|f| f.name).collect();
@@ -1207,7 +1203,7 @@ impl KpfsFs {
         if let Some(topic) = &handle.topic {
             // After `rmdir` (or DeleteTopics), a descriptor opened before reads nothing
             // of the topic, nor of a new one under its name.
-            topic
+            partition_zero(topic)
                 .log()
                 .check_not_deleted()
                 .map_err(|e| self.engine_error(&path, &e))?;
@@ -1227,7 +1223,7 @@ impl KpfsFs {
                 topic,
                 capture,
                 cursor,
-            } => topic
+            } => partition_zero(topic)
                 .read_capture(capture, &mut cursor.lock(), offset, size as usize)
                 .map_err(|e| self.engine_error(&path, &e)),
             HandleKind::Backing { file } => {
@@ -1423,7 +1419,9 @@ impl KpfsFs {
         };
         if rest_len > 0 {
             // Refused before any of the write's lines is appended: all or nothing.
-            topic.check_unterminated_line(rest_len)?;
+            topic
+                .partition_for_line(None)?
+                .check_unterminated_line(rest_len)?;
         }
         if kept > 0 && first_newline.is_none() {
             // Still no newline: the fragment only grows.
@@ -1432,7 +1430,7 @@ impl KpfsFs {
         }
         let complete_end = complete.unwrap_or(0);
         if head_end > 0 || complete_end > 0 {
-            topic.append_lines_after(&pending[..head_end], &body[..complete_end])?;
+            topic.append_lines_after(None, &pending[..head_end], &body[..complete_end])?;
         }
         pending.clear();
         pending.extend_from_slice(&body[complete_end..]);
@@ -1567,7 +1565,7 @@ impl KpfsFs {
                 ),
             ));
         };
-        topic
+        partition_zero(topic)
             .delete_records_before(offset)
             .map(|_| ())
             .map_err(|e| self.engine_error(&node.path(), &e))
@@ -1640,7 +1638,7 @@ impl KpfsFs {
             }
         }
         if let HandleKind::Capture { topic, capture, .. } = &handle.kind {
-            topic.capture_closed(capture);
+            partition_zero(topic).capture_closed(capture);
         }
         self.end_open_line(&handle);
     }
@@ -1759,7 +1757,12 @@ fn acl_is_mode(value: &[u8], perm: u16) -> bool {
 
 /// The `log_start_offset` file: the offset and a newline.
 fn log_start_text(topic: &Topic) -> String {
-    format!("{}\n", topic.log().log_start_offset())
+    format!("{}\n", partition_zero(topic).log().log_start_offset())
+}
+
+/// Partition 0 of a topic: every topic has it.
+fn partition_zero(topic: &Topic) -> Arc<Partition> {
+    topic.partition(0).expect("a topic has partition 0")
 }
 
 /// The bytes of `text` a read of `size` at `offset` gets.

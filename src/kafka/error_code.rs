@@ -15,7 +15,12 @@ pub(crate) fn error_code(error: &EngineError) -> ResponseError {
             ResponseError::InvalidTopicException
         }
         EngineError::TopicExists { .. } => ResponseError::TopicAlreadyExists,
-        EngineError::UnknownTopic { .. } => ResponseError::UnknownTopicOrPartition,
+        EngineError::UnknownTopic { .. } | EngineError::UnknownPartition { .. } => {
+            ResponseError::UnknownTopicOrPartition
+        }
+        EngineError::PartitionsDecrease { .. }
+        | EngineError::PartitionsUnchanged { .. }
+        | EngineError::InvalidPartitionCount { .. } => ResponseError::InvalidPartitions,
         // Kafka's ConfigAdminManager answers a change of a static broker config with
         // InvalidRequestException ("Cannot update these configs dynamically: [...]").
         EngineError::Config(ConfigError::NotDynamic { .. }) => ResponseError::InvalidRequest,

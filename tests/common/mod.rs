@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use kpfs::engine::format::{decode_batch, BatchHeader, Record};
-use kpfs::engine::{BrokerConfig, Engine, EngineOptions, LogCursor, ManualClock, Topic};
+use kpfs::engine::{BrokerConfig, Engine, EngineOptions, ManualClock, Topic, TopicCursor};
 
 pub const T0: i64 = 1_764_430_000_000;
 
@@ -45,7 +45,7 @@ impl Fixture {
     pub fn topic(&self, name: &str) -> Arc<Topic> {
         match self.engine().topic(name) {
             Some(t) => t,
-            None => self.engine().create_topic(name).unwrap(),
+            None => self.engine().create_topic(name, 1).unwrap(),
         }
     }
 
@@ -81,7 +81,7 @@ pub fn open(dir: &Path, clock: &Arc<ManualClock>) -> Engine {
 
 /// Reads the whole `log` stream with `chunk`-byte reads, as `cat` would.
 pub fn cat(topic: &Topic, chunk: usize) -> Vec<u8> {
-    let mut cursor = LogCursor::default();
+    let mut cursor = TopicCursor::default();
     let mut out = Vec::new();
     loop {
         let got = topic
@@ -131,7 +131,7 @@ pub fn copy_dir(from: &Path, to: &Path) {
 /// Every batch on disk of a topic, decoded, in order.
 pub fn batches(t: &Topic) -> Vec<(BatchHeader, Vec<Record>)> {
     let mut out = Vec::new();
-    for s in t.log().snapshot().segments.iter() {
+    for s in t.partition(0).unwrap().log().snapshot().segments.iter() {
         let bytes = s.read_at(0, s.size() as usize).unwrap();
         let mut at = 0;
         while at < bytes.len() {

@@ -444,6 +444,13 @@ impl BrokerConfig {
 
     /// `node.id` (static). Default 1 (Kafka's quickstart value; Kafka's own default -1
     /// is refused).
+    /// `num.partitions`: the partitions of a topic created without a count (`mkdir`,
+    /// auto-creation, CreateTopics with -1); 1 until the mount and the Kafka listener
+    /// serve topics of several partitions (`check_rules`).
+    pub(crate) fn num_partitions(&self) -> u32 {
+        self.get::<i32>(BrokerKey::NumPartitions).max(1) as u32
+    }
+
     pub(crate) fn node_id(&self) -> i32 {
         self.get(BrokerKey::NodeId)
     }
@@ -517,7 +524,7 @@ pub struct ListenerSettings {
     /// which Kafka's `Selector` takes as "no idle expiry").
     pub connections_max_idle_ms: Option<u64>,
     pub auto_create_topics: bool,
-    /// Always 1 (`check_rules`), the partitions of an auto-created topic.
+    /// `num.partitions` (1: `check_rules`), the partitions of an auto-created topic.
     pub num_partitions: i32,
     /// `max.request.partition.size.limit`: DescribeTopicPartitions' page size at most.
     pub max_request_partition_size_limit: i32,

@@ -21,7 +21,7 @@ use crate::engine::format::{
     decode_header, records_section, BatchBuilder, RecordIter, OFFSETS_TOPIC,
 };
 use crate::engine::metadata_files::Uuid;
-use crate::engine::topic::Topic;
+use crate::engine::partition::Partition;
 
 /// Kafka's `group.consumer.session.timeout`-independent wait for a new member's first
 /// rejoin (`GroupCoordinatorConfig.CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS`).
@@ -41,7 +41,7 @@ pub struct GroupCoordinator {
 /// What the lock guards: the groups, and where their records go.
 struct Coordinator {
     groups: BTreeMap<String, Group>,
-    offsets_topic: Option<Arc<Topic>>,
+    offsets_topic: Option<Arc<Partition>>,
     expiry_checked_ms: i64,
     /// The engine clock and the settings as the request holding the lock found them.
     now_ms: i64,
@@ -55,7 +55,7 @@ impl GroupCoordinator {
     /// The coordinator of an engine whose offsets topic, if it exists, is `offsets`:
     /// its records are replayed to rebuild the groups and committed offsets.
     pub(crate) fn open(
-        offsets: Option<Arc<Topic>>,
+        offsets: Option<Arc<Partition>>,
         clock: Arc<dyn Clock>,
         broker: Arc<RwLock<BrokerConfig>>,
     ) -> Result<GroupCoordinator> {
@@ -80,7 +80,7 @@ impl GroupCoordinator {
     }
 
     /// The offsets topic, once the engine created it (Kafka's FindCoordinator does).
-    pub(crate) fn set_offsets_topic(&self, topic: Arc<Topic>) {
+    pub(crate) fn set_offsets_topic(&self, topic: Arc<Partition>) {
         self.state.lock().offsets_topic = Some(topic);
     }
 
@@ -280,8 +280,8 @@ impl GroupCoordinator {
     }
 
     /// Every group's committed offset of `topic`'s partition 0, by group id.
-    pub fn committed_to_topic(&self, topic: &str) -> Vec<(String, i64)> {
-        let key = (topic.to_string(), 0);
+    pub fn committed_to_partition(&self, topic: &str, partition: i32) -> Vec<(String, i64)> {
+        let key = (topic.to_string(), partition);
         self.lock_every_group()
             .groups
             .values()
@@ -1321,7 +1321,7 @@ impl Coordinator {
     }
 
     /// Rebuilds the groups from the offsets topic, oldest record first.
-    fn replay(&mut self, topic: &Topic) -> Result<()> {
+    fn replay(&mut self, topic: &Partition) -> Result<()> {
         let mut offset = topic.log().log_start_offset();
         let mut buffer = Vec::new();
         let mut scratch = Vec::new();
@@ -1431,7 +1431,7 @@ impl Coordinator {
     }
 }
 
-fn corrupt(topic: &Topic, reason: String) -> EngineError {
+fn corrupt(topic: &Partition, reason: String) -> EngineError {
     EngineError::Corrupt {
         path: topic.dir().to_path_buf(),
         position: 0,

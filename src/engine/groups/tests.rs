@@ -133,7 +133,7 @@ fn two_members_rebalance_to_stable_and_commit() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(1_000_000));
     let engine = open(dir.path(), &clock);
-    engine.create_topic("t").unwrap();
+    engine.create_topic("t", 1).unwrap();
     let (a, b, generation) = stable_group_of_two(&engine, &clock);
     assert_eq!(engine.groups().heartbeat("g", generation, &b, None), Ok(()));
     assert_eq!(
@@ -159,7 +159,7 @@ fn two_members_rebalance_to_stable_and_commit() {
         .fetch_offsets("g", Some(&[("t".into(), 0), ("u".into(), 0)]));
     assert_eq!((fetched[0].offset, fetched[1].offset), (5, -1));
     assert_eq!(
-        engine.groups().committed_to_topic("t"),
+        engine.groups().committed_to_partition("t", 0),
         vec![("g".into(), 5)]
     );
     // A stale generation cannot commit.
@@ -264,7 +264,7 @@ fn groups_and_offsets_survive_a_reopen_and_expire_after_retention() {
     let clock = Arc::new(ManualClock::new(1_000_000));
     {
         let engine = open(dir.path(), &clock);
-        engine.create_topic("t").unwrap();
+        engine.create_topic("t", 1).unwrap();
         engine.ensure_offsets_topic().unwrap();
         // A simple consumer's commit (no membership) makes a group.
         let commit = CommitRequest {
@@ -370,7 +370,7 @@ fn concurrent_first_lookups_each_find_the_coordinator_ready() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(1_000_000));
     let engine = open(dir.path(), &clock);
-    engine.create_topic("t").unwrap();
+    engine.create_topic("t", 1).unwrap();
     std::thread::scope(|scope| {
         for i in 0..8 {
             let engine = &engine;

@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 
 use super::error::{EngineError, Result};
 use super::files::{io_at, list_names, write_atomically};
-use super::format::{parse_segment_file_name, DELETING_SUFFIX, LOG_SUFFIX, PARTITION_SUFFIX};
+use super::format::{parse_segment_file_name, DELETING_SUFFIX, LOG_SUFFIX};
+/// Data directories of kpfs's own format predate partitions: each topic had one, `TOPIC-0`.
+const PARTITION_SUFFIX: &str = "-0";
 use convert::{convert_partition, Steps};
 pub use convert::{segment_format, SegmentFormat, UpgradeReport};
 use legacy_format::{LegacyBatches, LEGACY_STREAM_START_FILE, LEGACY_TOPIC_CONFIG_FILE};

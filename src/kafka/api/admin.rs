@@ -87,7 +87,10 @@ pub(crate) fn create_topics(
                     .map_err(|e| engine_error(&e))?;
                 return Ok((uuid::Uuid::from_bytes(id.to_bytes()), configs));
             }
-            let topic = shared.engine.create_topic(&name).map_err(|e| engine_error(&e))?;
+            let topic = shared
+                .engine
+                .create_topic(&name, 1)
+                .map_err(|e| engine_error(&e))?;
             if let Err(e) = topic.apply_config_change(&change) {
                 // All or nothing, as Kafka's controller: the topic goes with its refusal.
                 if let Err(undo) = shared.engine.delete_topic(&name) {

@@ -236,7 +236,7 @@ pub(crate) fn topic_name(s: &str) -> TopicName {
 
 /// kafka-protocol's Uuid of a topic.
 pub(crate) fn topic_uuid(topic: &Topic) -> uuid::Uuid {
-    uuid::Uuid::from_bytes(topic.log().topic_id().to_bytes())
+    uuid::Uuid::from_bytes(topic.id().to_bytes())
 }
 
 /// The topic whose id is `id`.
@@ -373,7 +373,7 @@ fn metadata(shared: &Shared, request: &MetadataRequest, version: i16) -> Metadat
 /// Kafka's auto-creation: an invalid name is `INVALID_TOPIC_EXCEPTION`; a topic another
 /// request created meanwhile is simply there.
 fn auto_create(engine: &Engine, name: &str) -> Result<Arc<Topic>, ResponseError> {
-    match engine.create_topic(name) {
+    match engine.create_topic(name, engine.default_partitions()) {
         Ok(topic) => {
             tracing::info!(
                 topic = name,

@@ -28,7 +28,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{engine_error, str_bytes, topic_by_id, Reply, STOP_CHECK};
-use crate::engine::{EngineError, FetchedRange, OffsetQuery, Topic};
+use crate::engine::{EngineError, FetchedRange, OffsetQuery, Partition, Topic};
 use crate::kafka::deadline::Deadline;
 use crate::kafka::error_code::error_code;
 use crate::kafka::response::records_marker;
@@ -96,26 +96,31 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
                 (Some(refused), _, _) => Err(refused.clone()),
                 (None, Some(topic), PARTITION) => {
                     let records = partition.records.unwrap_or_default();
-                    topic.append_produced(&records).map_err(|e| {
-                        tracing::debug!(topic = name, error = %e, "produce refused");
-                        // Kafka lists the records LogValidator refused (Produce v8+).
-                        if let (EngineError::RecordsRejected { errors, .. }, 8..) = (&e, version) {
-                            result.record_errors = errors
-                                .iter()
-                                .map(|r| {
-                                    let mut b = BatchIndexAndErrorMessage::default();
-                                    b.batch_index = r.batch_index;
-                                    b.batch_index_error_message = Some(str_bytes(&r.message));
-                                    b
-                                })
-                                .collect();
-                        }
-                        let (code, message, with_log_start) = produce_refusal(&e);
-                        if with_log_start {
-                            result.log_start_offset = topic.log().log_start_offset() as i64;
-                        }
-                        (code, message)
-                    })
+                    topic
+                        .append_produced(PARTITION as u32, &records)
+                        .map_err(|e| {
+                            tracing::debug!(topic = name, error = %e, "produce refused");
+                            // Kafka lists the records LogValidator refused (Produce v8+).
+                            if let (EngineError::RecordsRejected { errors, .. }, 8..) =
+                                (&e, version)
+                            {
+                                result.record_errors = errors
+                                    .iter()
+                                    .map(|r| {
+                                        let mut b = BatchIndexAndErrorMessage::default();
+                                        b.batch_index = r.batch_index;
+                                        b.batch_index_error_message = Some(str_bytes(&r.message));
+                                        b
+                                    })
+                                    .collect();
+                            }
+                            let (code, message, with_log_start) = produce_refusal(&e);
+                            if with_log_start {
+                                result.log_start_offset = partition_of(topic, PARTITION)
+                                    .map_or(-1, |p| p.log().log_start_offset() as i64);
+                            }
+                            (code, message)
+                        })
                 }
                 // Kafka's ReplicaManager: the code alone.
                 _ => Err((ResponseError::UnknownTopicOrPartition.code(), None)),
@@ -199,6 +204,11 @@ pub(crate) fn fetch(shared: &Shared, request: &FetchRequest) -> FetchReply {
     }
 }
 
+/// Partition `index` of `topic`, if the topic has it.
+fn partition_of(topic: &Topic, index: i32) -> Option<std::sync::Arc<Partition>> {
+    topic.partition(u32::try_from(index).ok()?)
+}
+
 fn resolve(shared: &Shared, name: &str, id: uuid::Uuid) -> Option<std::sync::Arc<Topic>> {
     if name.is_empty() {
         topic_by_id(&shared.engine, id)
@@ -227,7 +237,9 @@ fn fetch_once(shared: &Shared, request: &FetchRequest) -> FetchReply {
             let fetched = match (&topic, p.partition, u64::try_from(p.fetch_offset)) {
                 (Some(topic), PARTITION, Ok(offset)) => {
                     let max = left.min(p.partition_max_bytes.max(0) as u64);
-                    topic.fetch(offset, max).map_err(|e| engine_error(&e).0)
+                    partition_of(topic, PARTITION)
+                        .ok_or(ResponseError::UnknownTopicOrPartition.code())
+                        .and_then(|p| p.fetch(offset, max).map_err(|e| engine_error(&e).0))
                 }
                 (Some(_), PARTITION, Err(_)) => Err(ResponseError::OffsetOutOfRange.code()),
                 _ => Err(ResponseError::UnknownTopicOrPartition.code()),
@@ -283,7 +295,10 @@ pub(crate) fn list_offsets(
                 (Some(_), PARTITION) if p.timestamp < -3 || (p.timestamp == -3 && version < 7) => {
                     result.error_code = ResponseError::UnsupportedVersion.code()
                 }
-                (Some(topic), PARTITION) => match topic.list_offset(query) {
+                (Some(topic), PARTITION) => match partition_of(topic, PARTITION)
+                    .expect("partition 0 exists")
+                    .list_offset(query)
+                {
                     Ok(Some((offset, timestamp))) => {
                         result.offset = offset as i64;
                         result.timestamp = timestamp;
@@ -322,11 +337,15 @@ pub(crate) fn delete_records(
             match (&topic, p.partition_index) {
                 (Some(topic), PARTITION) => {
                     let offset = match p.offset {
-                        -1 => Ok(topic.log().log_end_offset()),
+                        -1 => Ok(partition_of(topic, PARTITION)
+                            .expect("partition 0 exists")
+                            .log()
+                            .log_end_offset()),
                         o => u64::try_from(o).map_err(|_| ResponseError::OffsetOutOfRange.code()),
                     };
                     match offset.and_then(|o| {
-                        topic
+                        partition_of(topic, PARTITION)
+                            .expect("partition 0 exists")
                             .delete_records_before(o)
                             .map_err(|e| engine_error(&e).0)
                     }) {
@@ -392,7 +411,8 @@ pub(crate) fn describe_producers(
             partition.partition_index = index;
             match (&topic, index) {
                 (Some(topic), PARTITION) => {
-                    partition.active_producers = topic
+                    partition.active_producers = partition_of(topic, PARTITION)
+                        .expect("partition 0 exists")
                         .log()
                         .active_producers()
                         .into_iter()

@@ -11,12 +11,12 @@ thread_local! {
     /// The parsed records of the write in progress, kept between writes: a 1 MiB write of
     /// 100-byte lines holds 10,000 of them, and growing a fresh vector for every write
     /// was a tenth of the append path's time.
-    pub(super) static PARSED: std::cell::RefCell<Vec<PendingRecord>> = const { std::cell::RefCell::new(Vec::new()) };
+    pub(crate) static PARSED: std::cell::RefCell<Vec<PendingRecord>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Kafka's console-producer line protocol (`LineMessageReader`) over a piece of one
 /// write that starts at position `base` of it, added to the write's `records`.
-pub(super) fn parse_lines(
+pub(crate) fn parse_lines(
     data: &[u8],
     base: usize,
     config: &TopicConfig,
@@ -82,7 +82,7 @@ pub(super) fn parse_lines(
 }
 
 /// Records in `data` under the line protocol of [`parse_lines`].
-pub(super) fn count_lines(data: &[u8]) -> u64 {
+pub(crate) fn count_lines(data: &[u8]) -> u64 {
     let newlines = memchr::memchr_iter(b'\n', data).count() as u64;
     newlines + u64::from(data.last().is_some_and(|&b| b != b'\n'))
 }

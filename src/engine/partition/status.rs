@@ -9,12 +9,13 @@ use crate::engine::cleaner_manager::CleanerState;
 use crate::engine::config::{TopicConfig, TopicKey};
 use crate::engine::log::LogSnapshot;
 
-use super::Topic;
+use super::Partition;
+use crate::engine::topic::TopicCore;
 
 /// Why nothing the cleaner threads do happens: they never start.
 const CLEANER_OFF: &str = "log.cleaner.enable=false, so no cleaner thread runs";
 
-impl Topic {
+impl Partition {
     /// The `status` file: `name: value` lines (the mount shows
     /// `Engine::topic_status_text`, which adds the consumer groups).
     #[cfg(feature = "internals")]
@@ -46,7 +47,7 @@ impl Topic {
             out.push_str(&v);
             out.push('\n');
         };
-        line("topic", self.name.clone());
+        line("topic", self.name().to_string());
         line("log_start_offset", snap.log_start_offset.to_string());
         line("log_end_offset", active.next_offset.to_string());
         // Kafka's recovery point: everything below it is on stable storage; a crash makes
@@ -110,7 +111,7 @@ impl Topic {
         for warning in self.config_warnings() {
             line("config_warning", warning);
         }
-        let now = self.clock.now_ms();
+        let now = self.topic.clock.now_ms();
         for (k, v) in self.retention_diagnostics(&snap, &config, now) {
             line(k, v);
         }
@@ -125,21 +126,54 @@ impl Topic {
         out
     }
 
+    /// The partition's line in its topic's `status`: where its log stands and what
+    /// retention makes of its oldest segment, from the numbers of its own `status`.
+    pub(crate) fn status_summary(&self) -> String {
+        let snap = self.log.snapshot();
+        let config = self.config();
+        let size: u64 = snap.segments.iter().map(|s| s.size()).sum();
+        let mut out = format!(
+            "{} log_start_offset={} log_end_offset={} size_bytes={} segment_count={}",
+            self.index(),
+            snap.log_start_offset,
+            snap.active().info().next_offset,
+            size,
+            snap.segments.len()
+        );
+        let now = self.topic.clock.now_ms();
+        let verdict = self
+            .retention_diagnostics(&snap, &config, now)
+            .into_iter()
+            .find(|(k, _)| *k == "retention_oldest_segment" || *k == "retention");
+        if let Some((key, why)) = verdict {
+            out.push_str(&format!(" {key}: {why}"));
+        }
+        out
+    }
+
     /// Configs that do not do what they seem, each with why: shown in `status` and
     /// reported in `.kpfs/errors` when a config write sets them.
     pub(crate) fn config_warnings(&self) -> Vec<String> {
-        let overrides = self.overrides.read();
-        let config = self.config();
-        let set = |key: TopicKey| overrides.get(key).is_some();
-        let mut out = Vec::new();
-        if let Some(reason) = self.unsaved_overrides.lock().as_ref() {
-            out.push(format!(
-                "the overrides in force are not saved yet ({reason}): kpfs saves them as soon as there is space; until then a crash or an unmount loses them"
-            ));
-        }
+        let mut out = self.topic.config_warnings();
         if let Some(reason) = self.unsaved_renderings.lock().as_ref() {
             out.push(format!(
                 "the renderings of earlier lines are not saved yet ({reason}): kpfs saves them as soon as there is space; until then a crash leaves those lines their lengths but not always their separator and null marker"
+            ));
+        }
+        out
+    }
+}
+
+impl TopicCore {
+    /// The topic's configs that do not do what they seem, each with why.
+    pub(crate) fn config_warnings(&self) -> Vec<String> {
+        let overrides = self.overrides();
+        let config = self.config();
+        let set = |key: TopicKey| overrides.get(key).is_some();
+        let mut out = Vec::new();
+        if let Some(reason) = self.unsaved_overrides().as_ref() {
+            out.push(format!(
+                "the overrides in force are not saved yet ({reason}): kpfs saves them as soon as there is space; until then a crash or an unmount loses them"
             ));
         }
         let policy = &config.cleanup_policy;
@@ -180,7 +214,9 @@ impl Topic {
         }
         out
     }
+}
 
+impl Partition {
     /// Why the oldest segment is (not yet) deletable, answering "why is my data not
     /// deleted" from the numbers retention uses.
     fn retention_diagnostics(
@@ -190,7 +226,7 @@ impl Topic {
         now: i64,
     ) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
-        if config.cleanup_policy.compact && !self.broker.read().cleaner_enable() {
+        if config.cleanup_policy.compact && !self.topic.broker().read().cleaner_enable() {
             out.push((
                 "retention",
                 format!("never: {CLEANER_OFF}, and a topic with compact gets retention from those threads (as in Kafka)"),
@@ -298,7 +334,7 @@ impl Topic {
             ),
             Some(why) => format!("no: {why}"),
         };
-        let due = if self.broker.read().cleaner_enable() {
+        let due = if self.topic.broker().read().cleaner_enable() {
             due
         } else {
             format!("no: {CLEANER_OFF} (with it on: {due})")

@@ -11,7 +11,7 @@ use crate::engine::log::DeletedSegment;
 use crate::engine::retention::{self, DeletionCause, SegmentFacts};
 use crate::engine::segment::Segment;
 
-use super::Topic;
+use super::Partition;
 
 /// Segments deleted by one retention step.
 #[derive(Debug)]
@@ -19,15 +19,15 @@ pub(crate) struct RetentionDeletion {
     pub(crate) segments: Vec<DeletedSegment>,
 }
 
-/// See [`Topic::retention_view`].
+/// See [`Partition::retention_view`].
 struct RetentionView {
     facts: Vec<SegmentFacts>,
     segments: Arc<Vec<Arc<Segment>>>,
     log_end: u64,
 }
 
-impl Topic {
-    /// Retention's view of the segments, taken again (see [`Topic::refresh`]) before each
+impl Partition {
+    /// Retention's view of the segments, taken again (see [`Partition::refresh`]) before each
     /// step only if the log changed since.
     fn retention_view(&self) -> RetentionView {
         let snap = self.log.snapshot();
@@ -56,7 +56,7 @@ impl Topic {
     pub(crate) fn run_retention(&self) -> Result<Vec<RetentionDeletion>> {
         let config = self.config();
         let mut done = Vec::new();
-        let now = self.clock.now_ms();
+        let now = self.topic.clock.now_ms();
         let lso = self.log.log_start_offset();
         let mut view = self.retention_view();
         let n = retention::log_start_breach(&view.facts, lso);
@@ -87,8 +87,11 @@ impl Topic {
                 .swap(future.map_or(-1, |b| b as i64), Ordering::Relaxed);
             if let Some(base) = future {
                 if previous != base as i64 && config.retention_ms >= 0 {
-                    tracing::warn!(topic = %self.name, base_offset = base,
-                        "segment contains future timestamp(s), making it ineligible to be deleted");
+                    tracing::warn!(
+                        partition = self.log.partition(),
+                        base_offset = base,
+                        "segment contains future timestamp(s), making it ineligible to be deleted"
+                    );
                 }
             }
         }
@@ -111,17 +114,13 @@ impl Topic {
         let rolls_first = count == facts.len();
         let log_end = self.log.log_end_offset();
         let segments = self.log.delete_segments_through(last, config)?;
-        let now = self.clock.now_ms();
         if rolls_first {
-            self.events.record(
-                now,
-                "roll",
+            self.record_event("roll",
                 &format!("new segment at offset {log_end}: reason=retention: every segment, the active one included, is deletable, so an empty active segment is rolled first"),
             );
         }
         for reason in &reasons {
-            self.events.record(
-                now,
+            self.record_event(
                 "delete",
                 &format!(
                     "{reason}; renamed .deleted, removed after file.delete.delay.ms {}",
@@ -136,7 +135,7 @@ impl Topic {
         };
         counter.fetch_add(segments.len() as u64, Ordering::Relaxed);
         tracing::info!(
-            topic = %self.name,
+            topic = self.log.partition(),
             segments = ?segments.iter().map(|d| d.segment.base_offset()).collect::<Vec<_>>(),
             cause = ?cause,
             log_start_offset = self.log.log_start_offset(),

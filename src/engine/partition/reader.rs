@@ -18,7 +18,7 @@ use crate::engine::stream_index::StreamWalker;
 
 use super::capture::LogCapture;
 use super::renderings::Renderer;
-use super::Topic;
+use super::Partition;
 
 /// Where one open `log` handle is in the stream. Sequential reads continue from here;
 /// a read at another position repositions by stream position.
@@ -41,23 +41,78 @@ pub struct LogCursor {
     /// it: the rest of an uncompressed batch stays in the segment for the next read rather
     /// than being rendered aside and copied again.
     resume: Option<RecordsProgress>,
-    /// The bytes the last read returned, when it was small, and the kernel offset they
-    /// started at. Tools such as bash's `read` and `head` read a block, then seek back to
-    /// just after what they used; once retention or compaction has left gaps, kernel
-    /// offsets no longer equal stream positions, so such a re-read is served from what
-    /// this handle was given rather than mapped again (which could repeat records).
-    replay: Vec<u8>,
-    replay_at: u64,
+    replay: Replay,
+    /// The offset this cursor's records end before (a run of a topic's `log`, which
+    /// shows a partition's records up to where another partition's follow), if any.
+    pub(crate) limit: Option<u64>,
 }
 
-impl Topic {
+/// The bytes the last read of a handle returned, when it was small, and the kernel
+/// offset they started at. Tools such as bash's `read` and `head` read a block, then seek
+/// back to just after what they used; once retention or compaction has left gaps, kernel
+/// offsets no longer equal stream positions, so such a re-read is served from what the
+/// handle was given rather than mapped again (which could repeat records).
+#[derive(Debug, Default)]
+pub(crate) struct Replay {
+    bytes: Vec<u8>,
+    at: u64,
+}
+
+impl Replay {
+    /// Serves what it can of a read of `len` bytes at `pos` by a handle whose next
+    /// sequential read is at `next_pos`, into `out`: `Some(true)` when `out` holds all of
+    /// it, `Some(false)` when it holds the replayed part and the rest follows from
+    /// `next_pos`, `None` when the read is not a re-read of these bytes.
+    pub(crate) fn serve(
+        &self,
+        pos: u64,
+        len: usize,
+        next_pos: u64,
+        out: &mut Vec<u8>,
+    ) -> Option<bool> {
+        let end = self.at + self.bytes.len() as u64;
+        if pos == next_pos || pos < self.at || pos >= end || end != next_pos {
+            return None;
+        }
+        let from = (pos - self.at) as usize;
+        let to = (from + len).min(self.bytes.len());
+        out.extend_from_slice(&self.bytes[from..to]);
+        Some(to - from == len)
+    }
+
+    /// Keeps the bytes a read at `pos` returned, if few.
+    pub(crate) fn remember(&mut self, pos: u64, bytes: &[u8]) {
+        self.bytes.clear();
+        if bytes.len() <= REPLAY_LIMIT_BYTES {
+            self.bytes.extend_from_slice(bytes);
+            self.at = pos;
+        }
+    }
+}
+
+impl LogCursor {
+    /// Whether the cursor has read: its kernel offsets then follow what it returned.
+    pub(crate) fn is_positioned(&self) -> bool {
+        self.positioned
+    }
+}
+
+impl Partition {
+    /// The offset of the first record whose line covers or follows stream position `pos`
+    /// (at least the log start).
+    pub(crate) fn offset_at_stream_pos(&self, pos: u64) -> Result<u64> {
+        let mut cursor = LogCursor::default();
+        self.reposition(&mut cursor, &Source::Live(self.log.snapshot()), pos)?;
+        Ok(cursor.next_offset.max(self.log.log_start_offset()))
+    }
+
     /// Reads up to `len` bytes of the rendered stream at kernel offset `pos`. Never blocks;
     /// returns an empty vector at the end.
     pub fn read_log(&self, cursor: &mut LogCursor, pos: u64, len: usize) -> Result<Vec<u8>> {
         self.read_log_in(cursor, pos, len, Source::Live(self.log.snapshot()))
     }
 
-    /// [`Topic::read_log`] from `source`: the live log from a snapshot, which may already
+    /// [`Partition::read_log`] from `source`: the live log from a snapshot, which may already
     /// be outdated, or a capture, where `pos` counts the capture's bytes.
     pub(super) fn read_log_in(
         &self,
@@ -70,18 +125,13 @@ impl Topic {
         let mut out = Vec::with_capacity(len.min(READ_MAX_BYTES) + COPY_BLOCK_BYTES);
         // Where in the stream the bytes not served from the replay buffer start.
         let mut from_pos = pos;
-        if cursor.positioned && pos != cursor.next_pos {
-            let replay_end = cursor.replay_at + cursor.replay.len() as u64;
-            if pos >= cursor.replay_at && pos < replay_end && replay_end == cursor.next_pos {
-                let from = (pos - cursor.replay_at) as usize;
-                let to = (from + len).min(cursor.replay.len());
-                if to - from == len {
-                    return Ok(cursor.replay[from..to].to_vec());
-                }
+        if cursor.positioned {
+            match cursor.replay.serve(pos, len, cursor.next_pos, &mut out) {
+                Some(true) => return Ok(out),
                 // The replayed bytes alone would be a short read in the middle of the
                 // file: the rest follows from where the handle stopped, as it would have.
-                out.extend_from_slice(&cursor.replay[from..]);
-                from_pos = replay_end;
+                Some(false) => from_pos = cursor.next_pos,
+                None => {}
             }
         }
         if !cursor.positioned || from_pos != cursor.next_pos {
@@ -120,11 +170,7 @@ impl Topic {
             }
         }
         cursor.next_pos = pos + out.len() as u64;
-        cursor.replay.clear();
-        if out.len() <= REPLAY_LIMIT_BYTES {
-            cursor.replay.extend_from_slice(&out);
-            cursor.replay_at = pos;
-        }
+        cursor.replay.remember(pos, &out);
         Ok(out)
     }
 
@@ -160,6 +206,12 @@ impl Topic {
             cursor.hint = None;
             cursor.resume = None;
             self.stats.reader_skips.fetch_add(1, Ordering::Relaxed);
+        }
+        if cursor
+            .limit
+            .is_some_and(|limit| cursor.next_offset >= limit)
+        {
+            return Ok(false);
         }
         let Some(mut seg_idx) = snap.segment_for(cursor.next_offset) else {
             return Ok(false);
@@ -278,6 +330,13 @@ impl Topic {
                     };
                     if rec.offset < cursor.next_offset {
                         continue;
+                    }
+                    if cursor.limit.is_some_and(|limit| rec.offset >= limit) {
+                        // The next records are another run's: the next read of this
+                        // cursor finds the batch again and skips to this record.
+                        cursor.next_offset = rec.offset;
+                        cursor.hint = Some((seg.id(), file_pos + at as u64));
+                        return Ok(true);
                     }
                     if rec.offset >= render_until {
                         (render, render_until) = renderer.render_at(seg, rec.offset);
@@ -412,7 +471,7 @@ impl Source<'_> {
 
     /// Takes a fresh snapshot if the one read from is outdated; whether it did (a capture
     /// is never outdated).
-    fn refresh(&mut self, topic: &Topic) -> bool {
+    fn refresh(&mut self, topic: &Partition) -> bool {
         match self {
             Source::Live(snap) if topic.outdated(snap) => {
                 *snap = topic.log.snapshot();
@@ -460,7 +519,7 @@ impl Source<'_> {
     }
 }
 
-/// What [`Topic::render_batches`] is given: the cursor, the batches, the renderings, and
+/// What [`Partition::render_batches`] is given: the cursor, the batches, the renderings, and
 /// the output with the length it may reach.
 struct RenderJob<'c, 'm> {
     cursor: &'c mut LogCursor,
@@ -494,29 +553,28 @@ pub(super) fn corrupt(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::clock::{Clock, ManualClock};
+    use crate::engine::clock::ManualClock;
     use crate::engine::config::BrokerConfig;
     use crate::engine::log::remove_files;
     use crate::engine::log::Durability;
     use crate::engine::log_start_checkpoint::LogStartCheckpoint;
     use crate::engine::segment::RollReason;
+    use crate::engine::topic::{Topic, TopicPlace};
     use parking_lot::RwLock;
     use std::sync::Arc;
 
-    /// Topic `t` in `dir`, with the broker's defaults and a manual clock.
-    fn open_topic(dir: &std::path::Path) -> Topic {
-        let broker = Arc::new(RwLock::new(BrokerConfig::defaults()));
-        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_764_430_000_000));
-        let (topic, _) = Topic::open(
-            "t",
-            &dir.join("t-0"),
-            broker,
-            clock,
-            Durability::CleanShutdown,
-            Arc::new(LogStartCheckpoint::load(dir)),
-        )
-        .unwrap();
-        topic
+    /// Topic `t` of one partition in `dir`, with the broker's defaults and a manual
+    /// clock, and its partition.
+    fn open_topic(dir: &std::path::Path) -> (Topic, Arc<Partition>) {
+        let place = TopicPlace {
+            data_dir: dir,
+            broker: Arc::new(RwLock::new(BrokerConfig::defaults())),
+            clock: Arc::new(ManualClock::new(1_764_430_000_000)),
+            log_starts: Arc::new(LogStartCheckpoint::load(dir)),
+        };
+        let (topic, _) = Topic::open("t", 1, place, |_| Durability::CleanShutdown).unwrap();
+        let partition = topic.partition(0).unwrap();
+        (topic, partition)
     }
 
     /// Reads of any size render each batch once and in order: a read that ends inside an
@@ -526,7 +584,7 @@ mod tests {
     fn reads_that_end_inside_batches_go_on_where_they_stopped() {
         for compression in ["uncompressed", "gzip"] {
             let dir = tempfile::tempdir().unwrap();
-            let topic = open_topic(dir.path());
+            let (topic, partition) = open_topic(dir.path());
             topic
                 .update_config(format!("compression.type={compression}").as_bytes())
                 .unwrap();
@@ -539,7 +597,9 @@ mod tests {
             for len in [1, 7, 100, 4096, 1 << 20] {
                 let (mut cursor, mut got) = (LogCursor::default(), Vec::new());
                 loop {
-                    let bytes = topic.read_log(&mut cursor, got.len() as u64, len).unwrap();
+                    let bytes = partition
+                        .read_log(&mut cursor, got.len() as u64, len)
+                        .unwrap();
                     if bytes.is_empty() {
                         break;
                     }
@@ -557,14 +617,15 @@ mod tests {
     #[test]
     fn a_read_through_an_outdated_snapshot_starts_again_at_the_log_start() {
         let dir = tempfile::tempdir().unwrap();
-        let topic = open_topic(dir.path());
+        let (topic, partition) = open_topic(dir.path());
         let config = topic.config();
         for i in 0..3 {
             topic
                 .append_lines(format!("line-{i}\n").as_bytes())
                 .unwrap();
-            topic.log.roll(&config, RollReason::Size).unwrap();
+            partition.log.roll(&config, RollReason::Size).unwrap();
         }
+        let topic = partition;
         let outdated = topic.log.snapshot();
         for d in topic.log.delete_segments_through(1, &config).unwrap() {
             remove_files(&d.files).unwrap();

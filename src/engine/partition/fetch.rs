@@ -14,7 +14,7 @@ use crate::engine::error::{EngineError, OffsetRequest, Result};
 use crate::engine::limits::STALE_READ_RETRIES;
 use crate::engine::log::LogSnapshot;
 
-use super::Topic;
+use super::Partition;
 
 /// Bytes of one segment's `.log` to send as they are: whole batches.
 #[derive(Debug)]
@@ -77,13 +77,7 @@ impl OffsetQuery {
 /// Kafka's `RecordBatch.NO_TIMESTAMP`: the earliest and latest answers carry none.
 const NO_TIMESTAMP: i64 = -1;
 
-impl Topic {
-    /// Moves on with every append to the topic (and at its deletion): a long-poll fetch
-    /// compares it with what it saw ([`AppendWatch`](crate::engine::AppendWatch)).
-    pub fn append_generation(&self) -> u64 {
-        self.append_signal.generation()
-    }
-
+impl Partition {
     /// Kafka's `UnifiedLog.read` up to the high watermark, with `minOneMessage`: the
     /// whole batches from the one holding `offset` (a fetch from inside a batch gets
     /// that batch; the client skips the records before its offset), at least that one
@@ -99,7 +93,7 @@ impl Topic {
                 Err(e) if attempts < STALE_READ_RETRIES && self.outdated(&snap) => {
                     // A segment of the snapshot was removed before it could be opened: a
                     // fresh snapshot has its replacement, or a log start past `offset`.
-                    tracing::debug!(topic = %self.name, error = %e, "fetch retried on a fresh snapshot");
+                    tracing::debug!(partition = self.log.partition(), error = %e, "fetch retried on a fresh snapshot");
                     attempts += 1;
                     snap = self.log.snapshot();
                 }
@@ -234,11 +228,16 @@ impl Topic {
             self.log.flush()?;
         }
         // Saved first: a failure leaves the log as it was.
-        self.log_starts.save(&self.name, offset)?;
+        self.topic
+            .log_starts
+            .save(&self.topic_partition(), offset)?;
         if let Some(log_start) = self.log.increment_log_start_offset(offset)? {
-            tracing::info!(topic = %self.name, log_start, "incremented log start offset due to client record deletion");
-            self.events.record(
-                self.clock.now_ms(),
+            tracing::info!(
+                partition = self.log.partition(),
+                log_start,
+                "incremented log start offset due to client record deletion"
+            );
+            self.record_event(
                 "log-start",
                 &format!("log start offset moved to {log_start} (records deleted before it)"),
             );

@@ -33,7 +33,7 @@ use crate::engine::segment::PinnedLog;
 use crate::engine::stream_index::StreamWalker;
 
 use super::reader::{corrupt, Source};
-use super::{LogCursor, Topic};
+use super::{LogCursor, Partition};
 
 /// How long a capture outlives its making and its last close, by the engine clock: long
 /// enough for a copying tool's stat after its last read, short enough that a file that
@@ -103,12 +103,12 @@ struct Kept {
     until_ms: i64,
 }
 
-impl Topic {
+impl Partition {
     /// The capture a look at the topic's copy sees now: the current one, or a new one
     /// made of the records visible now. `opening` counts a handle that reads it until
-    /// [`Topic::capture_closed`].
+    /// [`Partition::capture_closed`].
     pub fn current_capture(&self, opening: bool) -> Result<Arc<LogCapture>> {
-        let now = self.clock.now_ms();
+        let now = self.topic.clock.now_ms();
         {
             let mut slot = self.capture.0.lock();
             match slot.as_mut() {
@@ -140,14 +140,14 @@ impl Topic {
             .filter(|kept| Arc::ptr_eq(&kept.capture, capture))
         {
             kept.open -= 1;
-            kept.until_ms = self.clock.now_ms() + CAPTURE_GRACE_MS;
+            kept.until_ms = self.topic.clock.now_ms() + CAPTURE_GRACE_MS;
         }
     }
 
     /// Drops the current capture once nobody reads it and its time is up (the scheduler
     /// asks every tick), so its pinned segments do not outlive it.
     pub fn expire_capture(&self) {
-        let now = self.clock.now_ms();
+        let now = self.topic.clock.now_ms();
         let mut slot = self.capture.0.lock();
         if slot
             .as_ref()
@@ -188,7 +188,7 @@ impl Topic {
                 // the next snapshot no longer lists it.
                 Err(e) if attempts < STALE_READ_RETRIES && self.outdated(&snap) => {
                     attempts += 1;
-                    tracing::debug!(topic = self.name(), error = %e, "capture retried");
+                    tracing::debug!(partition = self.log.partition(), error = %e, "capture retried");
                 }
                 Err(e) => return Err(e),
             }
