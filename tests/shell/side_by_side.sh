@@ -54,7 +54,7 @@ normalise() {
 # both NAME [--stdin TEXT] CMDLINE: CMDLINE on Kafka and on kpfs at once; their normalised
 # outputs (stdout, stderr, exit status) are kept as $W/NAME.{kafka,kpfs} and compared.
 both() {
-    local name=$1 input= side pids=()
+    local name=$1 input='' side pids=()
     shift
     if [ "$1" == --stdin ]; then input=$2; shift 2; fi
     CHECKS+=("$name")

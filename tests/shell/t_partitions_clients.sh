@@ -24,6 +24,7 @@
 #
 #   PARTITIONS_ONLY_KAFKA=1   (for development) runs every check on the Kafka broker
 #                             alone: no kpfs, no comparison, no matrix rows.
+# shellcheck shell=bash disable=SC2016 # $BOOTSTRAP and $K in both's command lines: each side's
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kafka_lib.sh"
 source "$(dirname "$0")/side_by_side.sh"
@@ -140,7 +141,8 @@ kafka_says keyed-confluent-kafka "$expected_keyed"
 # partition's member (letters in order of first appearance, "?" when the assignor's
 # choice depends on member ids).
 group_says() {
-    local name=$1 group=$2 topic=$3 letters=($6) p
+    local name=$1 group=$2 topic=$3 letters p
+    read -ra letters <<<"$6"
     kafka_says "$name" "three members: $4
   consumed 60 records, 60 distinct, 60 of the 60 produced, 0 others
   committed: 0=10 1=10 2=10 3=10 4=10 5=10
