@@ -220,7 +220,7 @@ fn compacted_topic_decodes_after_a_cleaning_pass_with_the_tombstone_horizon() {
     t.append_lines(b"d:1\n").unwrap(); // rolls segment 0: it becomes cleanable
     let cleaned_at = T0 + 5 + 2000;
     let (topic, _) = f.engine().run_cleaner_once().expect("a cleaning pass");
-    assert_eq!(topic, "compacted");
+    assert_eq!(topic, "compacted-0", "the cleaner cleans a partition");
     let batches = decode_topic(&t);
     assert_eq!(shapes(&batches), vec![(2, 1), (3, 1), (4, 1), (5, 1)]);
     assert!(batches.iter().all(|b| b.compression == Compression::Snappy));

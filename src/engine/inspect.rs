@@ -2356,13 +2356,13 @@ mod tests {
         let found = problems_about(&report, &ckpt);
         assert!(found
             .iter()
-            .any(|p| p.contains("line 4: topic ghost does not exist")));
+            .any(|p| p.contains("line 4: partition ghost-0 does not exist")));
         assert!(found.iter().any(|p| p.contains(
-            "line 5: cleaner offset 999 of topic orders is beyond its log end offset 24"
+            "line 5: cleaner offset 999 of partition orders-0 is beyond its log end offset 24"
         )));
         assert!(found
             .iter()
-            .any(|p| p.contains("line 5: topic orders listed twice")));
+            .any(|p| p.contains("line 5: partition orders-0 listed twice")));
         assert_eq!(found.len(), 3, "{found:#?}");
         assert_eq!(problems_about(&report, &props).len(), 1);
         fs::write(&ckpt, "0\n1\norders 0 24\n").unwrap();

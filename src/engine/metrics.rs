@@ -327,7 +327,7 @@ mod tests {
             }
         }
         assert_eq!(
-            text.matches("kpfs_refused_records_total{topic=\"b\",reason=")
+            text.matches("kpfs_refused_records_total{topic=\"b\",partition=\"0\",reason=")
                 .count(),
             3
         );
@@ -386,7 +386,7 @@ mod tests {
         assert_eq!(
             value(
                 &after,
-                "kpfs_segments_deleted_total{topic=\"t\",reason=\"size\"}"
+                "kpfs_segments_deleted_total{topic=\"t\",partition=\"0\",reason=\"size\"}"
             ),
             deleted.to_string()
         );
@@ -394,8 +394,9 @@ mod tests {
         t.update_config(b"cleanup.policy=compact").unwrap();
         assert!(t.append_lines(b"one\ntwo\n").is_err());
         let refused = render(&e);
-        let series =
-            |reason: &str| format!("kpfs_refused_records_total{{topic=\"t\",reason=\"{reason}\"}}");
+        let series = |reason: &str| {
+            format!("kpfs_refused_records_total{{topic=\"t\",partition=\"0\",reason=\"{reason}\"}}")
+        };
         assert_eq!(value(&refused, &series("too_large")), "1");
         assert_eq!(value(&refused, &series("keyless_compacted")), "2");
         assert_eq!(value(&refused, &series("invalid")), "0");
@@ -446,12 +447,15 @@ mod tests {
         assert_eq!(
             value(
                 &after,
-                "kpfs_records_removed_by_compaction_total{topic=\"c\"}"
+                "kpfs_records_removed_by_compaction_total{topic=\"c\",partition=\"0\"}"
             ),
             "1"
         );
         assert_eq!(
-            value(&after, "kpfs_tombstones_removed_total{topic=\"c\"}"),
+            value(
+                &after,
+                "kpfs_tombstones_removed_total{topic=\"c\",partition=\"0\"}"
+            ),
             "0"
         );
         assert_eq!(value(&after, dirty), "0", "everything closed is clean now");
@@ -463,12 +467,15 @@ mod tests {
         assert_eq!(
             value(
                 &after,
-                "kpfs_records_removed_by_compaction_total{topic=\"c\"}"
+                "kpfs_records_removed_by_compaction_total{topic=\"c\",partition=\"0\"}"
             ),
             "3"
         );
         assert_eq!(
-            value(&after, "kpfs_tombstones_removed_total{topic=\"c\"}"),
+            value(
+                &after,
+                "kpfs_tombstones_removed_total{topic=\"c\",partition=\"0\"}"
+            ),
             "1"
         );
         assert_eq!(

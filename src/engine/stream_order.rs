@@ -105,7 +105,8 @@ fn parse_runs(bytes: &[u8], partitions: u32) -> std::result::Result<Vec<Run>, St
             partition_pos: be_u64(&e[20..28]),
             end_offset: u64::MAX,
         };
-        if run.partition >= partitions || runs.last().is_some_and(|l| run.topic_pos < l.topic_pos) {
+        if run.partition >= partitions || runs.last().is_some_and(|l| run.topic_pos <= l.topic_pos)
+        {
             break;
         }
         runs.push(run);
@@ -207,7 +208,10 @@ impl StreamOrder {
     }
 
     /// Starts a run of `partition` at the end of the stream, written before its records
-    /// are appended; the run it follows ends where its partition's log ends now.
+    /// are appended; the run it follows ends where its partition's log ends now. A last
+    /// run that placed nothing (its append was refused, or it is the first run of a
+    /// topic whose first append went elsewhere) is replaced rather than followed, so no
+    /// two runs start at one position and a position names one run.
     fn push_run(
         &mut self,
         partition: u32,
@@ -222,14 +226,28 @@ impl StreamOrder {
             partition_pos,
             end_offset: u64::MAX,
         };
-        let at = STREAM_ORDER_HEADER_BYTES as u64
-            + (self.runs.len() as u64) * STREAM_ORDER_ENTRY_BYTES as u64;
+        let last = *self.runs.last().expect("never empty");
+        let slot = if last.topic_pos == self.end {
+            self.runs.len() - 1
+        } else {
+            self.runs.len()
+        };
+        let at = STREAM_ORDER_HEADER_BYTES as u64 + (slot as u64) * STREAM_ORDER_ENTRY_BYTES as u64;
         self.file
             .write_all_at(&entry_bytes(&run), at)
             .map_err(io_at(&self.path, "write"))?;
-        let last = self.runs.last_mut().expect("never empty");
-        last.end_offset = log_end(last.partition);
-        self.runs.push(run);
+        if slot == self.runs.len() {
+            self.runs.last_mut().expect("never empty").end_offset = log_end(last.partition);
+            self.runs.push(run);
+        } else {
+            self.runs[slot] = run;
+        }
+        debug_assert!(
+            self.runs
+                .windows(2)
+                .all(|w| w[0].topic_pos < w[1].topic_pos),
+            "runs start at increasing positions"
+        );
         Ok(())
     }
 

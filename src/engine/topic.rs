@@ -713,6 +713,10 @@ impl Topic {
             }
             // The run is read to its end: the next one goes on.
             let Some(next) = next else { break };
+            debug_assert!(
+                next.topic_pos > cursor.run_pos,
+                "runs start at increasing positions"
+            );
             cursor.run_pos = next.topic_pos;
             cursor.partition = next.partition;
             cursor.inner = LogCursor::default();

@@ -118,7 +118,9 @@ fn nothing_of_a_line_refused_in_part_is_stored() {
     // One record refused, however many writes carried it.
     let metrics = crate::engine::metrics::render(f.fs.engine());
     assert!(
-        metrics.contains("kpfs_refused_records_total{topic=\"t\",reason=\"too_large\"} 1\n"),
+        metrics.contains(
+            "kpfs_refused_records_total{topic=\"t\",partition=\"0\",reason=\"too_large\"} 1\n"
+        ),
         "{metrics}"
     );
 }
@@ -735,7 +737,9 @@ fn events_and_metrics_are_listed_read_only_snapshots() {
     let metrics = f.ino(control, "metrics");
     let text = f.read_all(metrics);
     assert!(
-        text.contains("kpfs_refused_records_total{topic=\"t\",reason=\"invalid\"} 1\n"),
+        text.contains(
+            "kpfs_refused_records_total{topic=\"t\",partition=\"0\",reason=\"invalid\"} 1\n"
+        ),
         "{text}"
     );
     assert_eq!(f.fs.getattr(metrics).unwrap().size, text.len() as u64);
@@ -778,7 +782,9 @@ fn an_overlong_unterminated_line_counts_as_a_too_large_refusal() {
     f.fs.release(fh);
     let metrics = crate::engine::metrics::render(f.fs.engine());
     assert!(
-        metrics.contains("kpfs_refused_records_total{topic=\"t\",reason=\"too_large\"} 1\n"),
+        metrics.contains(
+            "kpfs_refused_records_total{topic=\"t\",partition=\"0\",reason=\"too_large\"} 1\n"
+        ),
         "{metrics}"
     );
 }
@@ -1076,8 +1082,8 @@ fn a_group_is_a_directory_of_kafkas_describe_tables_fresh_at_each_open() {
     f.fs.release(held);
     let metrics = f.read_all(f.ino(control, "metrics"));
     for series in [
-        "kpfs_consumer_group_committed_offset{group=\"g\",topic=\"t\"} 2\n",
-        "kpfs_consumer_group_lag{group=\"g\",topic=\"t\"} 4\n",
+        "kpfs_consumer_group_committed_offset{group=\"g\",topic=\"t\",partition=\"0\"} 2\n",
+        "kpfs_consumer_group_lag{group=\"g\",topic=\"t\",partition=\"0\"} 4\n",
     ] {
         assert!(metrics.contains(series), "{series} in {metrics}");
     }
