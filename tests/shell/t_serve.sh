@@ -87,8 +87,8 @@ expect_contains "$(refused --override "listeners=SSL://127.0.0.1:$PORT")" \
     "kpfs serves PLAINTEXT listeners only, not SSL: TLS and SASL authentication are out of scope for now" "SSL"
 expect_contains "$(refused --override listeners=localhost:9092)" \
     "Error creating broker listeners from 'localhost:9092': Unable to parse localhost:9092 to a broker endpoint" "no protocol"
-expect_contains "$(refused --override num.partitions=3)" \
-    "num.partitions must be 1: kpfs topics have one partition for now" "num.partitions=3"
+expect_contains "$(refused --override num.partitions=10001)" \
+    "num.partitions must be at most 10000: a kpfs topic has at most 10000 partitions" "num.partitions=10001"
 ! is_listening "$PORT" || fail "a refused serve listens on $PORT"
 expect_eq "$cluster_id" "$(sed -n 's/^cluster.id=//p' "$DATA/meta.properties")" "cluster.id after refusals"
 

@@ -11,7 +11,7 @@ use super::error::{BrokerRule, ConfigError, ListenerRule};
 use super::listeners::{parse_listeners, Endpoint};
 use super::properties::{parse_properties, read_persisted, write_persisted};
 use super::value::{builtin, parse_setting, read, ConfigType, Setting, Value};
-use crate::engine::limits::MIN_OFFSET_MAP_BYTES;
+use crate::engine::limits::{MAX_PARTITIONS, MIN_OFFSET_MAP_BYTES};
 
 /// Effective broker configuration: built-in defaults, then the static values given at
 /// mount, then the dynamic overrides of `.kpfs/config`: the cluster-wide default level,
@@ -389,8 +389,8 @@ impl BrokerConfig {
         if self.node_id() < 0 {
             return Err(ConfigError::Broker(BrokerRule::NodeIdMissing));
         }
-        if self.get::<i32>(BrokerKey::NumPartitions) > 1 {
-            return Err(ConfigError::Broker(BrokerRule::NumPartitionsAboveOne));
+        if self.get::<i32>(BrokerKey::NumPartitions) > MAX_PARTITIONS as i32 {
+            return Err(ConfigError::Broker(BrokerRule::NumPartitionsAboveMax));
         }
         self.check_listener_rules()
     }

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::engine::excerpt::Excerpt;
+use crate::engine::limits::MAX_PARTITIONS;
 
 /// A configuration error, displayed in Kafka's wording.
 #[derive(Clone, Debug, PartialEq)]
@@ -195,9 +196,9 @@ pub enum BrokerRule {
     },
     /// `node.id` below 0 (Kafka's default -1 means unset, which KRaft refuses).
     NodeIdMissing,
-    /// kpfs topics have one partition: `num.partitions` above 1 would make every
-    /// auto-created topic fail.
-    NumPartitionsAboveOne,
+    /// `num.partitions` above the partitions a kpfs topic may have: every auto-created
+    /// topic would fail.
+    NumPartitionsAboveMax,
     /// The cluster-wide `min.insync.replicas` is gone from the result: Kafka 4.x keeps it
     /// while eligible leader replicas (ELR, KIP-966) are on, as they are for a new cluster.
     ClusterMinIsrRemoved,
@@ -233,8 +234,9 @@ impl fmt::Display for BrokerRule {
                 "Missing configuration `node.id` which is required when `process.roles` is \
                  defined (i.e. when running in KRaft mode).",
             ),
-            BrokerRule::NumPartitionsAboveOne => f.write_str(
-                "num.partitions must be 1: kpfs topics have one partition for now",
+            BrokerRule::NumPartitionsAboveMax => write!(
+                f,
+                "num.partitions must be at most {MAX_PARTITIONS}: a kpfs topic has at most {MAX_PARTITIONS} partitions"
             ),
             BrokerRule::ClusterMinIsrRemoved => f.write_str(
                 "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",

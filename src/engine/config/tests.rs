@@ -1416,9 +1416,10 @@ fn broker_wide_listener_configs_use_kafkas_validators() {
         "Invalid value 0 for configuration num.partitions: Value must be at least 1"
     );
     assert_eq!(
-        refusal("num.partitions", "3"),
-        "num.partitions must be 1: kpfs topics have one partition for now"
+        refusal("num.partitions", "10001"),
+        "num.partitions must be at most 10000: a kpfs topic has at most 10000 partitions"
     );
+    assert!(load(&[("num.partitions", "10000")]).is_ok());
     assert_eq!(
         refusal("node.id", "-1"),
         "Missing configuration `node.id` which is required when `process.roles` is defined \
