@@ -36,6 +36,7 @@ pub mod segment;
 pub mod stream_index;
 pub(crate) mod stream_order;
 pub mod topic;
+pub mod topic_capture;
 pub mod topic_partition;
 pub mod upgrade;
 
@@ -88,6 +89,8 @@ pub use partition::{FetchedRange, OffsetQuery};
 pub use partition::{LogCapture, LogCursor, Partition};
 use topic::{check_partition_count, TopicPlace};
 pub use topic::{Topic, TopicCursor};
+pub use topic_capture::{TopicCapture, TopicCaptureCursor};
+pub(crate) use topic_partition::parse_partition_number;
 pub use topic_partition::TopicPartition;
 
 /// Kafka's `LocalLog.logDeleteDirName`: `TOPIC-N.<unique id>-delete`, with the topic cut

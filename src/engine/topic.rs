@@ -120,7 +120,6 @@ pub struct Topic {
     partitions: RwLock<Arc<Vec<Arc<Partition>>>>,
     data_dir: PathBuf,
     /// Held while partitions are added, so two additions do not make the same one.
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
     growth: Mutex<()>,
     /// The order of the records of several partitions in the topic's `log`; `None` for
     /// a topic of one partition, whose `log` is that partition's. Its lock is the
@@ -252,10 +251,7 @@ impl Topic {
     }
 
     /// Kafka's CreatePartitions: the topic grows to `count` partitions (partitions are
-    /// only ever added), the new ones empty and carrying the topic's id. (The mount's
-    /// `mkdir TOPIC/partitions/N` and the listener's CreatePartitions are its callers to
-    /// come: until they serve partitions, only the engine's tests grow topics.)
-    #[cfg(any(test, feature = "internals"))]
+    /// only ever added), the new ones empty and carrying the topic's id.
     pub fn add_partitions(&self, count: u32) -> Result<()> {
         self.core
             .refuse_internal(InternalTopicAction::AddPartitions)?;

@@ -30,14 +30,23 @@ impl TopicPartition {
     /// partition a decimal number without sign or leading zeros, as Kafka writes it).
     pub(crate) fn parse_dir_name(name: &str) -> Option<TopicPartition> {
         let (topic, partition) = name.rsplit_once('-')?;
-        let canonical = !partition.is_empty()
-            && partition.bytes().all(|b| b.is_ascii_digit())
-            && (partition == "0" || !partition.starts_with('0'));
-        if topic.is_empty() || !canonical {
+        if topic.is_empty() {
             return None;
         }
-        Some(TopicPartition::new(topic, partition.parse().ok()?))
+        Some(TopicPartition::new(
+            topic,
+            parse_partition_number(partition)?,
+        ))
     }
+}
+
+/// A partition number written as Kafka writes one: a decimal without sign or leading
+/// zeros, so each partition has one spelling.
+pub(crate) fn parse_partition_number(text: &str) -> Option<u32> {
+    let canonical = !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
+    canonical.then(|| text.parse().ok()).flatten()
 }
 
 impl fmt::Display for TopicPartition {

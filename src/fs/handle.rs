@@ -9,7 +9,10 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::engine::{ConfigChange, ConfigScope, LogCapture, LogCursor, Topic, TopicCursor};
+use crate::engine::{
+    ConfigChange, ConfigScope, LogCursor, Partition, Topic, TopicCapture, TopicCaptureCursor,
+    TopicCursor,
+};
 use crate::fs::inode::Node;
 use crate::fs::DirEntry;
 
@@ -118,10 +121,19 @@ impl Draft {
     }
 }
 
-/// The per-handle state of `TOPIC/log`.
-#[derive(Default)]
+/// Which stream a `log` handle reads: the topic's (every partition's records in the
+/// order they were appended) or one partition's (`TOPIC/partitions/N/log`).
+pub(crate) enum LogReader {
+    Topic(TopicCursor),
+    Partition {
+        partition: Arc<Partition>,
+        cursor: LogCursor,
+    },
+}
+
+/// The per-handle state of a `log`.
 pub(crate) struct LogState {
-    pub(crate) cursor: TopicCursor,
+    pub(crate) reader: LogReader,
     /// Bytes after the last `\n` written through this handle: the start of a line whose
     /// end has not arrived yet (one write(2) may reach us as several WRITEs).
     pub(crate) pending: Vec<u8>,
@@ -156,6 +168,31 @@ impl RefusedLine {
 }
 
 impl LogState {
+    /// The state of a handle of the topic's `log` (`partition` `None`) or of a partition's.
+    pub(crate) fn new(partition: Option<Arc<Partition>>) -> LogState {
+        let reader = match partition {
+            None => LogReader::Topic(TopicCursor::default()),
+            Some(partition) => LogReader::Partition {
+                partition,
+                cursor: LogCursor::default(),
+            },
+        };
+        LogState {
+            reader,
+            pending: Vec::new(),
+            writer: None,
+            refused: None,
+        }
+    }
+
+    /// The partition the handle's writes go to; `None`: where the partitioner sends them.
+    pub(crate) fn target(&self) -> Option<u32> {
+        match &self.reader {
+            LogReader::Topic(_) => None,
+            LogReader::Partition { partition, .. } => Some(partition.index()),
+        }
+    }
+
     /// Notes that a write of `data` was refused. `continued` says whether it carried the
     /// rest of a line that earlier writes began: that line is refused whole, and so is the
     /// line the write leaves unterminated, whose next pieces are still to come.
@@ -195,10 +232,11 @@ pub(crate) enum HandleKind {
         /// A config file opened for writing; `None` for files opened read-only.
         writer: Option<ConfigWriter>,
     },
-    /// `TOPIC/log_start_offset`: the offset as of the open, and the unterminated rest of
-    /// what a writer wrote (each complete line is an offset, applied as it arrives).
+    /// `log_start_offset`: the offset as of the open, and the unterminated rest of what
+    /// a writer wrote (each complete line is an offset, applied as it arrives).
     LogStart {
         topic: Arc<Topic>,
+        partition: Arc<Partition>,
         text: Vec<u8>,
         pending: Mutex<Vec<u8>>,
     },
@@ -210,9 +248,8 @@ pub(crate) enum HandleKind {
     /// `.kpfs/snapshot/TOPIC/log`: the capture it was opened on, read through its own
     /// cursor; the topic keeps the capture current until the handle is released.
     Capture {
-        topic: Arc<Topic>,
-        capture: Arc<LogCapture>,
-        cursor: Mutex<LogCursor>,
+        capture: TopicCapture,
+        cursor: Mutex<TopicCaptureCursor>,
     },
     /// A directory listing, taken at opendir so offsets stay meaningful while topics or
     /// segments come and go.

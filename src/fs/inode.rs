@@ -105,7 +105,50 @@ pub(crate) fn is_sed_temporary(name: &str) -> bool {
 /// Linux's `NAME_MAX`.
 const MAX_NAME_BYTES: usize = 255;
 
-/// One path of the mount. Topic-scoped nodes carry the topic name.
+/// `TOPIC/partitions`: a folder per partition.
+pub(crate) const PARTITIONS_DIR: &str = "partitions";
+
+/// The folder a per-partition file is in: the topic's own (where `log` and `status` are
+/// the topic's, and `segments` and `log_start_offset` partition 0's, as they were when
+/// every topic had one partition) or `TOPIC/partitions/N`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Scope {
+    Topic(String),
+    Partition(String, u32),
+}
+
+impl Scope {
+    pub(crate) fn topic(&self) -> &str {
+        match self {
+            Scope::Topic(t) | Scope::Partition(t, _) => t,
+        }
+    }
+
+    /// The partition of `TOPIC/partitions/N`, `None` for the topic's own folder.
+    pub(crate) fn nested_partition(&self) -> Option<u32> {
+        match self {
+            Scope::Topic(_) => None,
+            Scope::Partition(_, n) => Some(*n),
+        }
+    }
+
+    fn dir(&self) -> Node {
+        match self {
+            Scope::Topic(t) => Node::TopicDir(t.clone()),
+            Scope::Partition(t, n) => Node::PartitionDir(t.clone(), *n),
+        }
+    }
+
+    fn path(&self) -> String {
+        match self {
+            Scope::Topic(t) => t.clone(),
+            Scope::Partition(t, n) => format!("{t}/{PARTITIONS_DIR}/{n}"),
+        }
+    }
+}
+
+/// One path of the mount. Topic-scoped nodes carry the topic name, per-partition ones
+/// the [`Scope`] of their folder.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Node {
     Root,
@@ -114,18 +157,23 @@ pub(crate) enum Node {
     Errors,
     Metrics,
     TopicDir(String),
-    Log(String),
+    /// The topic's stream (`TOPIC/log`, every partition's records) or a partition's.
+    Log(Scope),
     TopicConfig(String),
-    Status(String),
+    /// The topic's sums and a line per partition, or a partition's own.
+    Status(Scope),
     Events(String),
-    /// `TOPIC/log_start_offset`: read it, or write an offset to delete the records
+    /// `log_start_offset`: read it, or write an offset to delete the records
     /// before it (Kafka's DeleteRecords).
-    LogStart(String),
-    SegmentsDir(String),
+    LogStart(Scope),
+    SegmentsDir(Scope),
     Segment {
-        topic: String,
+        scope: Scope,
         name: String,
     },
+    /// `TOPIC/partitions`; `mkdir TOPIC/partitions/N` adds partition N (the next one).
+    PartitionsDir(String),
+    PartitionDir(String, u32),
     /// `.kpfs/groups`: the consumer groups (Kafka's ListGroups).
     GroupsDir,
     /// `.kpfs/groups/GROUP`, by group id; `rmdir` deletes the group (DeleteGroups).
@@ -159,13 +207,15 @@ impl Node {
             Node::Errors => format!("{CONTROL_DIR}/errors"),
             Node::Metrics => format!("{CONTROL_DIR}/metrics"),
             Node::TopicDir(t) => t.clone(),
-            Node::Log(t) => format!("{t}/log"),
+            Node::Log(s) => format!("{}/log", s.path()),
             Node::TopicConfig(t) => format!("{t}/config"),
-            Node::Status(t) => format!("{t}/status"),
+            Node::Status(s) => format!("{}/status", s.path()),
             Node::Events(t) => format!("{t}/events"),
-            Node::LogStart(t) => format!("{t}/{LOG_START_FILE}"),
-            Node::SegmentsDir(t) => format!("{t}/segments"),
-            Node::Segment { topic, name } => format!("{topic}/segments/{name}"),
+            Node::LogStart(s) => format!("{}/{LOG_START_FILE}", s.path()),
+            Node::SegmentsDir(s) => format!("{}/segments", s.path()),
+            Node::Segment { scope, name } => format!("{}/segments/{name}", scope.path()),
+            Node::PartitionsDir(t) => format!("{t}/{PARTITIONS_DIR}"),
+            Node::PartitionDir(t, n) => Scope::Partition(t.clone(), *n).path(),
             Node::GroupsDir => format!("{CONTROL_DIR}/{GROUPS_DIR}"),
             Node::GroupDir(group) => Node::GroupsDir.child_path(&shown_group(group)),
             Node::GroupFile { group, file } => format!(
@@ -196,6 +246,8 @@ impl Node {
                 | Node::ControlDir
                 | Node::TopicDir(_)
                 | Node::SegmentsDir(_)
+                | Node::PartitionsDir(_)
+                | Node::PartitionDir(..)
                 | Node::GroupsDir
                 | Node::GroupDir(_)
                 | Node::SnapshotDir
@@ -217,13 +269,28 @@ impl Node {
             Node::Draft { topic, .. } => topic.as_deref(),
             Node::SnapshotTopicDir(t) | Node::SnapshotLog(t) | Node::SnapshotConfig(t) => Some(t),
             Node::TopicDir(t)
-            | Node::Log(t)
             | Node::TopicConfig(t)
-            | Node::Status(t)
             | Node::Events(t)
-            | Node::LogStart(t)
-            | Node::SegmentsDir(t) => Some(t),
-            Node::Segment { topic, .. } => Some(topic),
+            | Node::PartitionsDir(t)
+            | Node::PartitionDir(t, _) => Some(t),
+            Node::Log(s)
+            | Node::Status(s)
+            | Node::LogStart(s)
+            | Node::SegmentsDir(s)
+            | Node::Segment { scope: s, .. } => Some(s.topic()),
+        }
+    }
+
+    /// The partition a node of `TOPIC/partitions/N` is of.
+    pub(crate) fn nested_partition(&self) -> Option<u32> {
+        match self {
+            Node::PartitionDir(_, n) => Some(*n),
+            Node::Log(s)
+            | Node::Status(s)
+            | Node::LogStart(s)
+            | Node::SegmentsDir(s)
+            | Node::Segment { scope: s, .. } => s.nested_partition(),
+            _ => None,
         }
     }
 
@@ -231,13 +298,12 @@ impl Node {
         match self {
             Node::Root | Node::ControlDir | Node::TopicDir(_) => Node::Root,
             Node::BrokerConfig | Node::Errors | Node::Metrics => Node::ControlDir,
-            Node::Log(t)
-            | Node::TopicConfig(t)
-            | Node::Status(t)
-            | Node::Events(t)
-            | Node::LogStart(t)
-            | Node::SegmentsDir(t) => Node::TopicDir(t.clone()),
-            Node::Segment { topic, .. } => Node::SegmentsDir(topic.clone()),
+            Node::TopicConfig(t) | Node::Events(t) | Node::PartitionsDir(t) => {
+                Node::TopicDir(t.clone())
+            }
+            Node::Log(s) | Node::Status(s) | Node::LogStart(s) | Node::SegmentsDir(s) => s.dir(),
+            Node::Segment { scope, .. } => Node::SegmentsDir(scope.clone()),
+            Node::PartitionDir(t, _) => Node::PartitionsDir(t.clone()),
             Node::GroupsDir => Node::ControlDir,
             Node::GroupDir(_) => Node::GroupsDir,
             Node::GroupFile { group, .. } => Node::GroupDir(group.clone()),
@@ -340,11 +406,11 @@ impl InodeTable {
         self.forget_where(|node| node.group().is_some_and(|g| !present.contains(g)));
     }
 
-    /// Forgets the segment files of `topic` that are no longer in `present`, so the table
-    /// stays bounded while segments roll and retire for months.
-    pub(crate) fn retain_segments(&self, topic: &str, present: &[String]) {
+    /// Forgets the segment files of the folder `scope` that are no longer in `present`,
+    /// so the table stays bounded while segments roll and retire for months.
+    pub(crate) fn retain_segments(&self, scope: &Scope, present: &[String]) {
         self.forget_where(|node| match node {
-            Node::Segment { topic: t, name } => t == topic && !present.contains(name),
+            Node::Segment { scope: s, name } => s == scope && !present.contains(name),
             _ => false,
         });
     }
@@ -371,7 +437,7 @@ mod tests {
     #[test]
     fn a_recreated_topic_gets_fresh_inode_numbers() {
         let table = InodeTable::new();
-        let log = Node::Log("t".into());
+        let log = Node::Log(Scope::Topic("t".into()));
         let first = table.ino(&log);
         assert_eq!(table.ino(&log), first);
         table.forget_topic("t");
@@ -382,15 +448,18 @@ mod tests {
     #[test]
     fn retired_segments_leave_the_table() {
         let table = InodeTable::new();
-        let seg = |name: &str| Node::Segment {
-            topic: "t".into(),
+        let seg = |scope: &Scope, name: &str| Node::Segment {
+            scope: scope.clone(),
             name: name.into(),
         };
-        let old = table.ino(&seg("a.log"));
-        let kept = table.ino(&seg("b.log"));
-        table.retain_segments("t", &["b.log".to_string()]);
+        let (topic, nested) = (Scope::Topic("t".into()), Scope::Partition("t".into(), 0));
+        let old = table.ino(&seg(&topic, "a.log"));
+        let kept = table.ino(&seg(&topic, "b.log"));
+        let other_folder = table.ino(&seg(&nested, "a.log"));
+        table.retain_segments(&topic, &["b.log".to_string()]);
         assert_eq!(table.node(old), None);
-        assert_eq!(table.node(kept), Some(seg("b.log")));
+        assert_eq!(table.node(kept), Some(seg(&topic, "b.log")));
+        assert_eq!(table.node(other_folder), Some(seg(&nested, "a.log")));
     }
 
     #[test]
@@ -441,7 +510,26 @@ mod tests {
     #[test]
     fn paths_are_relative_to_the_mount() {
         assert_eq!(Node::Root.child_path("t"), "t");
-        assert_eq!(Node::Log("t".into()).path(), "t/log");
+        assert_eq!(Node::Log(Scope::Topic("t".into())).path(), "t/log");
+        let nested = Scope::Partition("t".into(), 2);
+        assert_eq!(Node::Log(nested.clone()).path(), "t/partitions/2/log");
+        assert_eq!(
+            Node::Segment {
+                scope: nested.clone(),
+                name: "x.log".into()
+            }
+            .path(),
+            "t/partitions/2/segments/x.log"
+        );
+        assert_eq!(
+            Node::Status(nested.clone()).parent().parent(),
+            Node::PartitionsDir("t".into())
+        );
+        assert_eq!(
+            Node::PartitionsDir("t".into()).parent(),
+            Node::TopicDir("t".into())
+        );
+        assert_eq!(Node::LogStart(nested).topic(), Some("t"));
         assert_eq!(Node::ControlDir.child_path("x"), ".kpfs/x");
         assert_eq!(Node::Metrics.path(), ".kpfs/metrics");
         assert_eq!(Node::Events("t".into()).path(), "t/events");

@@ -24,14 +24,16 @@ use parking_lot::Mutex;
 use crate::engine::excerpt::Excerpt;
 use crate::engine::groups::GroupError;
 use crate::engine::{
-    metrics, Clock, ConfigChange, ConfigScope, Engine, EngineError, LogCursor, Partition,
-    SystemClock, Topic,
+    metrics, parse_partition_number, Clock, ConfigChange, ConfigScope, Engine, EngineError,
+    Partition, SystemClock, Topic, TopicCaptureCursor,
 };
 use errno::{errno_of, group_errno};
-use handle::{ConfigTarget, ConfigWriter, Draft, Handle, HandleKind, HandleTable, LogState};
+use handle::{
+    ConfigTarget, ConfigWriter, Draft, Handle, HandleKind, HandleTable, LogReader, LogState,
+};
 use inode::{
-    group_file_name, group_of_file_name, is_sed_temporary, GroupFile, InodeTable, Node,
-    CONTROL_DIR, GROUPS_DIR, LOG_START_FILE, SNAPSHOT_DIR,
+    group_file_name, group_of_file_name, is_sed_temporary, GroupFile, InodeTable, Node, Scope,
+    CONTROL_DIR, GROUPS_DIR, LOG_START_FILE, PARTITIONS_DIR, SNAPSHOT_DIR,
 };
 
 /// Attributes of files are never cached: `tail -f` polls fstat once a second and must
@@ -275,6 +277,27 @@ impl KpfsFs {
             .ok_or_else(|| Self::not_found(&node.path()))
     }
 
+    /// The partition a node's per-partition content is of: N in `TOPIC/partitions/N`,
+    /// partition 0 in the topic's own folder.
+    fn partition_at(&self, node: &Node) -> FsResult<Arc<Partition>> {
+        self.topic(node)?
+            .partition(node.nested_partition().unwrap_or(0))
+            .ok_or_else(|| Self::not_found(&node.path()))
+    }
+
+    /// A `status` file's text and its mtime: the topic's, or a partition's.
+    fn status(&self, node: &Node) -> FsResult<(String, i64)> {
+        if let Node::Status(Scope::Topic(_)) = node {
+            let topic = self.topic(node)?;
+            return Ok((self.engine.topic_status_text(&topic), topic.modified_ms()));
+        }
+        let partition = self.partition_at(node)?;
+        Ok((
+            self.engine.partition_status_text(&partition),
+            partition.modified_ms(),
+        ))
+    }
+
     /// The draft `node` names, if it still exists: one of a deleted (or deleted and
     /// recreated) topic is gone with it.
     fn draft(&self, node: &Node) -> Option<Arc<Draft>> {
@@ -364,8 +387,12 @@ impl KpfsFs {
                 let len = self.group_text(node)?.len() as u64;
                 self.file_attr(ino, len, 0o444, self.mounted_ms)
             }
-            Node::TopicDir(_) | Node::SegmentsDir(_) => {
+            Node::TopicDir(_) | Node::PartitionsDir(_) => {
                 self.topic(node)?;
+                self.dir_attr(ino)
+            }
+            Node::PartitionDir(..) | Node::SegmentsDir(_) => {
+                self.partition_at(node)?;
                 self.dir_attr(ino)
             }
             Node::BrokerConfig => {
@@ -380,18 +407,21 @@ impl KpfsFs {
                 let len = metrics::render(&self.engine).len() as u64;
                 self.file_attr(ino, len, 0o444, self.mounted_ms)
             }
-            Node::Log(_) => {
+            Node::Log(Scope::Topic(_)) => {
                 let topic = self.topic(node)?;
                 self.file_attr(ino, topic.stream_len(), 0o644, topic.modified_ms())
+            }
+            Node::Log(Scope::Partition(..)) => {
+                let partition = self.partition_at(node)?;
+                self.file_attr(ino, partition.stream_len(), 0o644, partition.modified_ms())
             }
             Node::TopicConfig(_) => {
                 let len = self.topic(node)?.config_text().len() as u64;
                 self.file_attr(ino, len, CONFIG_PERM, self.mounted_ms)
             }
             Node::Status(_) => {
-                let topic = self.topic(node)?;
-                let len = self.engine.topic_status_text(&topic).len() as u64;
-                self.file_attr(ino, len, 0o444, topic.modified_ms())
+                let (text, modified_ms) = self.status(node)?;
+                self.file_attr(ino, text.len() as u64, 0o444, modified_ms)
             }
             Node::Events(_) => {
                 let topic = self.topic(node)?;
@@ -399,7 +429,7 @@ impl KpfsFs {
                 self.file_attr(ino, len, 0o444, topic.modified_ms())
             }
             Node::LogStart(_) => {
-                let len = log_start_text(&*self.topic(node)?).len() as u64;
+                let len = log_start_text(&*self.partition_at(node)?).len() as u64;
                 self.file_attr(ino, len, 0o644, self.mounted_ms)
             }
             Node::Draft { .. } => {
@@ -420,7 +450,8 @@ impl KpfsFs {
             // Whoever asks, and whether through a handle or not (the kernel's fstat names
             // none), sees the topic's current capture.
             Node::SnapshotLog(_) => {
-                let capture = partition_zero(&*self.topic(node)?)
+                let capture = self
+                    .topic(node)?
                     .current_capture(false)
                     .map_err(|e| self.engine_error(&node.path(), &e))?;
                 self.file_attr(ino, capture.size(), 0o444, capture.modified_ms())
@@ -430,7 +461,8 @@ impl KpfsFs {
                 self.file_attr(ino, len, 0o444, self.mounted_ms)
             }
             Node::Segment { name, .. } => {
-                let files = partition_zero(&*self.topic(node)?)
+                let files = self
+                    .partition_at(node)?
                     .backing_files()
                     .map_err(|e| self.engine_error(&node.path(), &e))?;
                 let file = files
@@ -498,25 +530,38 @@ impl KpfsFs {
             }
             Node::TopicDir(t) => {
                 self.topic(parent)?;
+                let scope = Scope::Topic(t.clone());
                 match name {
-                    "log" => Node::Log(t.clone()),
                     "config" => Node::TopicConfig(t.clone()),
-                    "status" => Node::Status(t.clone()),
                     "events" => Node::Events(t.clone()),
-                    LOG_START_FILE => Node::LogStart(t.clone()),
-                    "segments" => Node::SegmentsDir(t.clone()),
-                    _ => self.draft_child(parent, name).ok_or_else(missing)?,
+                    PARTITIONS_DIR => Node::PartitionsDir(t.clone()),
+                    _ => match partition_file(scope, name) {
+                        Some(node) => node,
+                        None => self.draft_child(parent, name).ok_or_else(missing)?,
+                    },
                 }
             }
-            Node::SegmentsDir(t) => {
-                let files = partition_zero(&*self.topic(parent)?)
+            Node::PartitionsDir(t) => {
+                let topic = self.topic(parent)?;
+                let index = parse_partition_number(name)
+                    .filter(|&n| n < topic.partition_count())
+                    .ok_or_else(missing)?;
+                Node::PartitionDir(t.clone(), index)
+            }
+            Node::PartitionDir(t, n) => {
+                self.partition_at(parent)?;
+                partition_file(Scope::Partition(t.clone(), *n), name).ok_or_else(missing)?
+            }
+            Node::SegmentsDir(scope) => {
+                let files = self
+                    .partition_at(parent)?
                     .backing_files()
                     .map_err(|e| self.engine_error(&parent.child_path(name), &e))?;
                 if !files.iter().any(|f| f.name == name) {
                     return Err(missing());
                 }
                 Node::Segment {
-                    topic: t.clone(),
+                    scope: scope.clone(),
                     name: name.to_string(),
                 }
             }
@@ -637,6 +682,8 @@ impl KpfsFs {
                 | Node::ControlDir
                 | Node::TopicDir(_)
                 | Node::SegmentsDir(_)
+                | Node::PartitionsDir(_)
+                | Node::PartitionDir(..)
                 | Node::Errors
                 | Node::Metrics
                 | Node::Status(_)
@@ -670,11 +717,15 @@ impl KpfsFs {
         if parent.in_groups() {
             return Err(self.refuse(&path, libc::EPERM, GROUPS_READ_ONLY));
         }
+        if let Node::PartitionsDir(_) = parent {
+            return self.add_partition(&parent, name, &path);
+        }
         if parent != Node::Root {
             return Err(self.refuse(
                 &path,
                 libc::EPERM,
-                "directories can only be created in the mount root (mkdir TOPIC creates a topic)",
+                "directories can only be created in the mount root (mkdir TOPIC creates a \
+                 topic) and in TOPIC/partitions (mkdir TOPIC/partitions/N adds partition N)",
             ));
         }
         let Some(name) = name.to_str() else {
@@ -694,6 +745,44 @@ impl KpfsFs {
         self.entry(&Node::TopicDir(name.to_string()))
     }
 
+    /// `mkdir TOPIC/partitions/N`: Kafka's CreatePartitions, one partition at a time,
+    /// so N is the current count.
+    fn add_partition(&self, dir: &Node, name: &OsStr, path: &str) -> FsResult<Entry> {
+        let topic = self.topic(dir)?;
+        let count = topic.partition_count();
+        let next = format!("{}/{PARTITIONS_DIR}/{count}", topic.name());
+        let exists = || FsError {
+            errno: libc::EEXIST,
+            message: format!("{path}: exists"),
+        };
+        match name.to_str().and_then(parse_partition_number) {
+            Some(n) if n < count => Err(exists()),
+            Some(n) if n == count => match topic.add_partitions(count + 1) {
+                Ok(()) => self.entry(&Node::PartitionDir(topic.name().to_string(), n)),
+                // Another mkdir of the same partition came first.
+                Err(EngineError::PartitionsUnchanged { .. }) => Err(exists()),
+                Err(e) => Err(self.engine_error(path, &e)),
+            },
+            Some(_) => Err(self.refuse(
+                path,
+                libc::EINVAL,
+                format!(
+                    "partitions are added one at a time: {} has {count} partitions, and \
+                     mkdir {next} adds the next",
+                    topic.name()
+                ),
+            )),
+            None => Err(self.refuse(
+                path,
+                libc::EINVAL,
+                format!(
+                    "a partition's folder is its number (0, 1, ...): mkdir {next} adds \
+                     partition {count}"
+                ),
+            )),
+        }
+    }
+
     pub(crate) fn rmdir(&self, parent: u64, name: &OsStr) -> FsResult<()> {
         let parent = self.node(parent)?;
         let path = parent.child_path(&name.to_string_lossy());
@@ -702,6 +791,17 @@ impl KpfsFs {
         };
         if parent == Node::GroupsDir {
             return self.delete_group(name, &path);
+        }
+        if let Node::PartitionsDir(t) = &parent {
+            self.child(&parent, name)?;
+            return Err(self.refuse(
+                &path,
+                libc::EPERM,
+                format!(
+                    "partitions are never removed, as in Kafka (they are only ever added): \
+                     rmdir {t} deletes the topic"
+                ),
+            ));
         }
         if parent != Node::Root || name == CONTROL_DIR {
             self.child(&parent, name)?;
@@ -939,6 +1039,8 @@ impl KpfsFs {
                 | Node::ControlDir
                 | Node::TopicDir(_)
                 | Node::SegmentsDir(_)
+                | Node::PartitionsDir(_)
+                | Node::PartitionDir(..)
                 | Node::GroupsDir
                 | Node::GroupDir(_)
                 | Node::SnapshotDir
@@ -948,17 +1050,12 @@ impl KpfsFs {
                 Node::SnapshotLog(_) | Node::SnapshotConfig(_) if writable => return read_only(
                     ".kpfs/snapshot is a copy of the topics for backups (append to TOPIC/log); it",
                 ),
-                Node::SnapshotLog(_) => {
-                    let topic = of_topic()?;
-                    let capture = partition_zero(&topic)
+                Node::SnapshotLog(_) => HandleKind::Capture {
+                    capture: of_topic()?
                         .current_capture(true)
-                        .map_err(|e| self.engine_error(&path, &e))?;
-                    HandleKind::Capture {
-                        topic,
-                        capture,
-                        cursor: Mutex::new(LogCursor::default()),
-                    }
-                }
+                        .map_err(|e| self.engine_error(&path, &e))?,
+                    cursor: Mutex::new(TopicCaptureCursor::default()),
+                },
                 Node::SnapshotConfig(_) => HandleKind::Text {
                     text: of_topic()?.config_text().into_bytes(),
                     writer: None,
@@ -970,10 +1067,16 @@ impl KpfsFs {
                     text: self.group_text(&node)?.into_bytes(),
                     writer: None,
                 },
-                Node::Log(_) => HandleKind::Log {
-                    topic: of_topic()?,
-                    state: Mutex::new(LogState::default()),
-                },
+                Node::Log(scope) => {
+                    let partition = match scope {
+                        Scope::Topic(_) => None,
+                        Scope::Partition(..) => Some(self.partition_at(&node)?),
+                    };
+                    HandleKind::Log {
+                        topic: of_topic()?,
+                        state: Mutex::new(LogState::new(partition)),
+                    }
+                }
                 Node::TopicConfig(_) => {
                     let topic = of_topic()?;
                     if writable {
@@ -995,7 +1098,7 @@ impl KpfsFs {
                 },
                 Node::Status(_) if writable => return read_only("status"),
                 Node::Status(_) => HandleKind::Text {
-                    text: self.engine.topic_status_text(&*of_topic()?).into_bytes(),
+                    text: self.status(&node)?.0.into_bytes(),
                     writer: None,
                 },
                 Node::Metrics if writable => return read_only(".kpfs/metrics"),
@@ -1009,10 +1112,11 @@ impl KpfsFs {
                     writer: None,
                 },
                 Node::LogStart(_) => {
-                    let topic = of_topic()?;
+                    let partition = self.partition_at(&node)?;
                     HandleKind::LogStart {
-                        text: log_start_text(&topic).into_bytes(),
-                        topic,
+                        text: log_start_text(&partition).into_bytes(),
+                        topic: of_topic()?,
+                        partition,
                         pending: Mutex::new(Vec::new()),
                     }
                 }
@@ -1023,7 +1127,8 @@ impl KpfsFs {
                     return read_only("segments/ is a view of the partition directory; it")
                 }
                 Node::Segment { name, .. } => {
-                    let file = partition_zero(&*self.topic(&node)?)
+                    let file = self
+                        .partition_at(&node)?
                         .open_backing_file(name)
                         .map_err(|e| self.engine_error(&path, &e))?;
                     HandleKind::Backing { file }
@@ -1100,16 +1205,29 @@ impl KpfsFs {
             }
             Node::TopicDir(t) => {
                 self.topic(&node)?;
+                let scope = Scope::Topic(t.clone());
                 let mut children = vec![
-                    Node::Log(t.clone()),
+                    Node::Log(scope.clone()),
                     Node::TopicConfig(t.clone()),
-                    Node::SegmentsDir(t.clone()),
-                    Node::Status(t.clone()),
+                    Node::SegmentsDir(scope.clone()),
+                    Node::Status(scope.clone()),
                     Node::Events(t.clone()),
-                    Node::LogStart(t.clone()),
+                    Node::LogStart(scope),
+                    Node::PartitionsDir(t.clone()),
                 ];
                 children.extend(self.drafts_in(&node));
                 children
+            }
+            Node::PartitionsDir(t) => (0..self.topic(&node)?.partition_count())
+                .map(|n| Node::PartitionDir(t.clone(), n))
+                .collect(),
+            Node::PartitionDir(t, n) => {
+                self.partition_at(&node)?;
+                let scope = Scope::Partition(t.clone(), *n);
+                PARTITION_FILES
+                    .iter()
+                    .filter_map(|name| partition_file(scope.clone(), name))
+                    .collect()
             }
             Node::SnapshotDir => self
                 .engine
@@ -1124,16 +1242,17 @@ impl KpfsFs {
                     Node::SnapshotConfig(t.clone()),
                 ]
             }
-            Node::SegmentsDir(t) => {
-                let files = partition_zero(&*self.topic(&node)?)
+            Node::SegmentsDir(scope) => {
+                let files = self
+                    .partition_at(&node)?
                     .backing_files()
                     .map_err(|e| self.engine_error(&node.path(), &e))?;
                 let names: Vec<String> = files.into_iter().map(|f| f.name).collect();
-                self.inodes.retain_segments(t, &names);
+                self.inodes.retain_segments(scope, &names);
                 names
                     .into_iter()
                     .map(|name| Node::Segment {
-                        topic: t.clone(),
+                        scope: scope.clone(),
                         name,
                     })
                     .collect()
@@ -1210,21 +1329,20 @@ impl KpfsFs {
         }
         match &handle.kind {
             HandleKind::Log { topic, state } => {
-                let mut state = state.lock();
-                topic
-                    .read_log(&mut state.cursor, offset, size as usize)
-                    .map_err(|e| self.engine_error(&path, &e))
+                let read = match &mut state.lock().reader {
+                    LogReader::Topic(cursor) => topic.read_log(cursor, offset, size as usize),
+                    LogReader::Partition { partition, cursor } => {
+                        partition.read_log(cursor, offset, size as usize)
+                    }
+                };
+                read.map_err(|e| self.engine_error(&path, &e))
             }
             HandleKind::Text { text, .. } | HandleKind::LogStart { text, .. } => {
                 Ok(slice_at(text, offset, size))
             }
             HandleKind::Draft(draft) => Ok(slice_at(&draft.bytes.lock(), offset, size)),
-            HandleKind::Capture {
-                topic,
-                capture,
-                cursor,
-            } => partition_zero(topic)
-                .read_capture(capture, &mut cursor.lock(), offset, size as usize)
+            HandleKind::Capture { capture, cursor } => capture
+                .read(&mut cursor.lock(), offset, size as usize)
                 .map_err(|e| self.engine_error(&path, &e)),
             HandleKind::Backing { file } => {
                 let mut buf = vec![0; size as usize];
@@ -1273,13 +1391,18 @@ impl KpfsFs {
                 ..
             } => self.write_config(writer, data, owner, &handle.node)?,
             HandleKind::Draft(draft) => self.write_draft(draft, data, owner, &handle.node)?,
-            HandleKind::LogStart { topic, pending, .. } => {
+            HandleKind::LogStart {
+                topic,
+                partition,
+                pending,
+                ..
+            } => {
                 let mut pending = pending.lock();
                 pending.extend_from_slice(data);
                 let complete = memchr::memrchr(b'\n', &pending).map_or(0, |i| i + 1);
                 let lines: Vec<u8> = pending.drain(..complete).collect();
                 for line in lines.split(|&b| b == b'\n') {
-                    self.move_log_start(topic, line, &handle.node)?;
+                    self.move_log_start(topic, partition, line, &handle.node)?;
                 }
             }
             HandleKind::Text { writer: None, .. }
@@ -1379,7 +1502,8 @@ impl KpfsFs {
             }
         }
         let continued = !state.pending.is_empty();
-        self.append_lines(topic, &mut state.pending, data)
+        let target = state.target();
+        self.append_lines(topic, target, &mut state.pending, data)
             .map_err(|e| {
                 let error = self.engine_error(&node.path(), &e);
                 state.refuse_write(data, continued, error.errno, e.to_string());
@@ -1387,11 +1511,13 @@ impl KpfsFs {
             })
     }
 
-    /// Appends the complete lines of `pending + data` and keeps the unterminated rest in
-    /// `pending`. On error nothing is appended, and the caller drops the line.
+    /// Appends the complete lines of `pending + data` (to partition `target`, or where
+    /// the partitioner sends them) and keeps the unterminated rest in `pending`. On error
+    /// nothing is appended, and the caller drops the line.
     fn append_lines(
         &self,
         topic: &Topic,
+        target: Option<u32>,
         pending: &mut Vec<u8>,
         data: &[u8],
     ) -> Result<(), EngineError> {
@@ -1420,7 +1546,7 @@ impl KpfsFs {
         if rest_len > 0 {
             // Refused before any of the write's lines is appended: all or nothing.
             topic
-                .partition_for_line(None)?
+                .partition_for_line(target)?
                 .check_unterminated_line(rest_len)?;
         }
         if kept > 0 && first_newline.is_none() {
@@ -1430,7 +1556,7 @@ impl KpfsFs {
         }
         let complete_end = complete.unwrap_or(0);
         if head_end > 0 || complete_end > 0 {
-            topic.append_lines_after(None, &pending[..head_end], &body[..complete_end])?;
+            topic.append_lines_after(target, &pending[..head_end], &body[..complete_end])?;
         }
         pending.clear();
         pending.extend_from_slice(&body[complete_end..]);
@@ -1454,9 +1580,14 @@ impl KpfsFs {
                 writer: Some(writer),
                 ..
             } => self.commit_config(&handle, writer, Some(closer)),
-            HandleKind::LogStart { topic, pending, .. } => {
+            HandleKind::LogStart {
+                topic,
+                partition,
+                pending,
+                ..
+            } => {
                 let line = std::mem::take(&mut *pending.lock());
-                self.move_log_start(topic, &line, &handle.node)
+                self.move_log_start(topic, partition, &line, &handle.node)
             }
             // A draft applies when it is renamed over its config file, not at close.
             HandleKind::Text { writer: None, .. }
@@ -1485,7 +1616,7 @@ impl KpfsFs {
             return Ok(());
         }
         topic
-            .append_lines(&line)
+            .append_lines_after(state.target(), &[], &line)
             .map(|_| ())
             .map_err(|e| self.engine_error(&node.path(), &e))
     }
@@ -1547,13 +1678,33 @@ impl KpfsFs {
         Ok(())
     }
 
-    /// One line written to `log_start_offset`: an offset, before which the records are
-    /// deleted (Kafka's DeleteRecords); blank lines are nothing.
-    fn move_log_start(&self, topic: &Topic, line: &[u8], node: &Node) -> FsResult<()> {
+    /// One line written to `log_start_offset`: an offset, before which the records of
+    /// `partition` are deleted (Kafka's DeleteRecords); blank lines are nothing.
+    fn move_log_start(
+        &self,
+        topic: &Topic,
+        partition: &Partition,
+        line: &[u8],
+        node: &Node,
+    ) -> FsResult<()> {
         let text = String::from_utf8_lossy(line);
         let text = text.trim();
         if text.is_empty() {
             return Ok(());
+        }
+        let count = topic.partition_count();
+        if node.nested_partition().is_none() && count > 1 {
+            // Partition 0's file, kept where it always was; an offset means nothing
+            // without its partition.
+            return Err(self.refuse(
+                &node.path(),
+                libc::EINVAL,
+                format!(
+                    "{} has {count} partitions: write the offset to {}/{PARTITIONS_DIR}/N/{LOG_START_FILE} of partition N",
+                    topic.name(),
+                    topic.name()
+                ),
+            ));
         }
         let Ok(offset) = text.parse::<u64>() else {
             return Err(self.refuse(
@@ -1565,7 +1716,7 @@ impl KpfsFs {
                 ),
             ));
         };
-        partition_zero(topic)
+        partition
             .delete_records_before(offset)
             .map(|_| ())
             .map_err(|e| self.engine_error(&node.path(), &e))
@@ -1637,8 +1788,8 @@ impl KpfsFs {
                 tracing::warn!(errno = error.errno, "{}", error.message);
             }
         }
-        if let HandleKind::Capture { topic, capture, .. } = &handle.kind {
-            partition_zero(topic).capture_closed(capture);
+        if let HandleKind::Capture { capture, .. } = &handle.kind {
+            capture.closed();
         }
         self.end_open_line(&handle);
     }
@@ -1756,8 +1907,22 @@ fn acl_is_mode(value: &[u8], perm: u16) -> bool {
 }
 
 /// The `log_start_offset` file: the offset and a newline.
-fn log_start_text(topic: &Topic) -> String {
-    format!("{}\n", partition_zero(topic).log().log_start_offset())
+fn log_start_text(partition: &Partition) -> String {
+    format!("{}\n", partition.log().log_start_offset())
+}
+
+/// The files of a partition's folder, in listing order.
+const PARTITION_FILES: [&str; 4] = ["log", "segments", "status", LOG_START_FILE];
+
+/// The per-partition file `name` of the folder `scope`, if it is one.
+fn partition_file(scope: Scope, name: &str) -> Option<Node> {
+    Some(match name {
+        "log" => Node::Log(scope),
+        "segments" => Node::SegmentsDir(scope),
+        "status" => Node::Status(scope),
+        LOG_START_FILE => Node::LogStart(scope),
+        _ => return None,
+    })
 }
 
 /// Partition 0 of a topic: every topic has it.

@@ -708,7 +708,8 @@ fn events_and_metrics_are_listed_read_only_snapshots() {
             "segments",
             "status",
             "events",
-            "log_start_offset"
+            "log_start_offset",
+            "partitions"
         ]
     );
     let control = f.ino(ROOT_INO, ".kpfs");
@@ -1362,4 +1363,175 @@ fn the_snapshot_of_a_topic_reads_as_long_as_its_size_through_tars_steps() {
 fn expect_rejection_of(f: &Fixture, path: &str) {
     let errors = f.errors();
     assert!(errors.contains(&format!(" {path}: ")), "{errors}");
+}
+
+impl Fixture {
+    fn mkdir_in(&self, dir: u64, name: &str) -> crate::fs::FsResult<u64> {
+        self.fs.mkdir(dir, OsStr::new(name)).map(|e| e.attr.ino)
+    }
+
+    fn append(&self, log: u64, data: &[u8]) {
+        let fh = self
+            .fs
+            .open(log, libc::O_WRONLY | libc::O_APPEND)
+            .unwrap()
+            .fh;
+        self.fs.write(fh, data).unwrap();
+        self.fs.release(fh);
+    }
+}
+
+/// `TOPIC/partitions/N`: one folder per partition, added by `mkdir` of the next number
+/// only (Kafka's CreatePartitions), never removed.
+#[test]
+fn partitions_are_folders_added_by_mkdir_of_the_next_number() {
+    let f = fixture();
+    let topic = f.topic("t");
+    assert!(listing(&f, topic).contains(&"partitions".to_string()));
+    let partitions = f.ino(topic, "partitions");
+    assert_eq!(listing(&f, partitions), [".", "..", "0"]);
+    let zero = f.ino(partitions, "0");
+    assert_eq!(
+        listing(&f, zero),
+        [".", "..", "log", "segments", "status", "log_start_offset"]
+    );
+    for (name, errno) in [
+        ("0", libc::EEXIST),
+        ("2", libc::EINVAL),
+        ("01", libc::EINVAL),
+        ("one", libc::EINVAL),
+    ] {
+        assert_eq!(
+            f.mkdir_in(partitions, name).unwrap_err().errno,
+            errno,
+            "{name}"
+        );
+    }
+    let errors = f.errors();
+    assert!(
+        errors.contains("t/partitions/2: partitions are added one at a time: t has 1 partitions, and mkdir t/partitions/1 adds the next"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains("t/partitions/one: a partition's folder is its number"),
+        "{errors}"
+    );
+    let one = f.mkdir_in(partitions, "1").unwrap();
+    assert_eq!(f.ino(partitions, "1"), one);
+    assert_eq!(listing(&f, partitions), [".", "..", "0", "1"]);
+    assert_eq!(f.fs.engine().topic("t").unwrap().partition_count(), 2);
+    assert!(f
+        .read_all(f.ino(topic, "status"))
+        .contains("partitions: 2\n"));
+    let removed = f.fs.rmdir(partitions, OsStr::new("1")).unwrap_err();
+    assert_eq!(removed.errno, libc::EPERM);
+    assert!(
+        f.errors()
+            .contains("t/partitions/1: partitions are never removed, as in Kafka"),
+        "{}",
+        f.errors()
+    );
+    enoent(f.fs.lookup(partitions, OsStr::new("2")), "partition 2");
+    // The internal topic's partitions are the group coordinator's.
+    let internal =
+        f.fs.engine()
+            .topic(crate::engine::format::OFFSETS_TOPIC)
+            .map(|t| t.partition_count());
+    if let Some(count) = internal {
+        let dir = f.ino(ROOT_INO, crate::engine::format::OFFSETS_TOPIC);
+        let parts = f.ino(dir, "partitions");
+        let refused = f.mkdir_in(parts, &count.to_string()).unwrap_err();
+        assert_eq!(refused.errno, libc::EPERM, "{}", refused.message);
+    }
+}
+
+/// `TOPIC/partitions/N/log` is partition N's stream alone, and appends to it go to N;
+/// `TOPIC/log` reads every partition's records once, in the order they were appended,
+/// and sends a keyed record to its key's partition.
+#[test]
+fn a_partitions_log_is_its_own_stream_and_the_topics_log_is_all_of_them() {
+    let f = fixture();
+    let topic = f.topic("t");
+    let partitions = f.ino(topic, "partitions");
+    f.mkdir_in(partitions, "1").unwrap();
+    let log_of = |n: &str| f.ino(f.ino(partitions, n), "log");
+    f.append(log_of("1"), b"a\n");
+    f.append(log_of("0"), b"b\n");
+    f.append(log_of("1"), b"c\nd\n");
+    assert_eq!(f.read_all(log_of("1")), "a\nc\nd\n");
+    assert_eq!(f.read_all(log_of("0")), "b\n");
+    let log = f.ino(topic, "log");
+    assert_eq!(f.read_all(log), "a\nb\nc\nd\n");
+    assert_eq!(f.fs.getattr(log).unwrap().size, 8);
+    assert_eq!(f.fs.getattr(log_of("1")).unwrap().size, 6);
+    let status_of = |n: &str| f.read_all(f.ino(f.ino(partitions, n), "status"));
+    assert!(
+        status_of("1").contains("log_end_offset: 3\n"),
+        "{}",
+        status_of("1")
+    );
+    assert!(
+        status_of("0").contains("log_end_offset: 1\n"),
+        "{}",
+        status_of("0")
+    );
+
+    // A keyed line goes where Kafka's default partitioner sends its key.
+    f.set_config(topic, "parse.key=true\nkey.separator=:\n");
+    let key_partition = crate::engine::partitioner::partition_for_key(b"alice", 2);
+    f.append(log, b"alice:v1\n");
+    let expected = if key_partition == 0 {
+        "b\nalice:v1\n"
+    } else {
+        "a\nc\nd\nalice:v1\n"
+    };
+    assert_eq!(f.read_all(log_of(&key_partition.to_string())), expected);
+    assert_eq!(f.read_all(log), "a\nb\nc\nd\nalice:v1\n");
+
+    // The topic folder's log_start_offset is partition 0's: with several partitions an
+    // offset must name its partition.
+    let topic_start = f.ino(topic, "log_start_offset");
+    let fh = f.fs.open(topic_start, libc::O_WRONLY).unwrap().fh;
+    assert_eq!(f.fs.write(fh, b"1\n").unwrap_err().errno, libc::EINVAL);
+    f.fs.release(fh);
+    assert!(
+        f.errors().contains(
+            "t/log_start_offset: t has 2 partitions: write the offset to t/partitions/N/log_start_offset of partition N"
+        ),
+        "{}",
+        f.errors()
+    );
+    let start_of_one = f.ino(f.ino(partitions, "1"), "log_start_offset");
+    f.append(start_of_one, b"2\n");
+    assert_eq!(f.read_all(start_of_one), "2\n");
+    assert_eq!(f.read_all(topic_start), "0\n");
+    assert!(f.read_all(log_of("1")).starts_with("d\n"));
+    let segments = f.ino(f.ino(partitions, "1"), "segments");
+    assert!(listing(&f, segments).contains(&"00000000000000000000.log".to_string()));
+}
+
+/// The snapshot of a topic of several partitions holds each partition's records in
+/// turn, and its size is what a read returns.
+#[test]
+fn the_snapshot_of_a_topic_of_several_partitions_holds_each_partition_in_turn() {
+    let f = fixture();
+    let topic = f.topic("t");
+    let partitions = f.ino(topic, "partitions");
+    f.mkdir_in(partitions, "1").unwrap();
+    f.mkdir_in(partitions, "2").unwrap();
+    let log_of = |n: &str| f.ino(f.ino(partitions, n), "log");
+    f.append(log_of("2"), b"c1\n");
+    f.append(log_of("0"), b"a1\na2\n");
+    f.append(log_of("2"), b"c2\n");
+    let copy = f.ino(f.ino(f.ino(ROOT_INO, ".kpfs"), "snapshot"), "t");
+    let copy_log = f.ino(copy, "log");
+    assert_eq!(f.fs.getattr(copy_log).unwrap().size, 12);
+    assert_eq!(f.read_all(copy_log), "a1\na2\nc1\nc2\n");
+    let fh = f.fs.open(copy_log, libc::O_RDONLY).unwrap().fh;
+    assert_eq!(
+        f.fs.read(fh, 4, 5).unwrap(),
+        b"2\nc1\n",
+        "a read across partitions"
+    );
+    f.fs.release(fh);
 }
