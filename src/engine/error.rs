@@ -53,7 +53,6 @@ pub enum EngineError {
     /// CreatePartitions asking for the count the topic has.
     #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
     PartitionsUnchanged {
-        name: String,
         current: u32,
     },
     /// A partition count below one, or above what a kpfs topic may have.

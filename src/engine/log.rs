@@ -66,6 +66,7 @@ pub(crate) struct WriteBytes<'a> {
 }
 
 impl<'a> WriteBytes<'a> {
+    #[cfg(any(test, feature = "internals"))]
     pub(crate) fn new(body: &'a [u8]) -> Self {
         WriteBytes { head: &[], body }
     }

@@ -83,10 +83,12 @@ pub use groups::GroupCoordinator;
 pub(crate) use limits::MAX_TOPIC_NAME_CHARS;
 #[cfg(feature = "internals")]
 pub use partition::FetchOutcome;
+#[cfg(feature = "internals")]
+pub use partition::LogCapture;
 #[cfg(any(test, feature = "internals"))]
 pub use partition::CAPTURE_GRACE_MS;
 pub use partition::{FetchedRange, OffsetQuery};
-pub use partition::{LogCapture, LogCursor, Partition};
+pub use partition::{LogCursor, Partition};
 use topic::{check_partition_count, TopicPlace};
 pub use topic::{Topic, TopicCursor};
 pub use topic_capture::{TopicCapture, TopicCaptureCursor};

@@ -265,10 +265,7 @@ impl Topic {
             });
         }
         if count == current {
-            return Err(EngineError::PartitionsUnchanged {
-                name: self.core.name.clone(),
-                current,
-            });
+            return Err(EngineError::PartitionsUnchanged { current });
         }
         check_partition_count(count)?;
         self.partitions()
@@ -458,12 +455,15 @@ impl Topic {
 
     /// Appends the lines of one write to the topic's `log`: each record goes where the
     /// producer's default partitioner sends it ([`partitioner`](super::partitioner)),
-    /// all or nothing per partition. Returns the number of records appended.
+    /// all or nothing per partition. Returns the number of records appended. (For tests
+    /// and tools: the mount appends through [`Topic::append_lines_after`].)
+    #[cfg(any(test, feature = "internals"))]
     pub fn append_lines(&self, data: &[u8]) -> Result<u64> {
         Ok(self.append_lines_info(data)?.records)
     }
 
     /// [`Topic::append_lines`], returning what was appended, summed over partitions.
+    #[cfg(any(test, feature = "internals"))]
     pub fn append_lines_info(&self, data: &[u8]) -> Result<AppendInfo> {
         self.append_write(None, WriteBytes::new(data))
     }
