@@ -403,7 +403,7 @@ impl Log {
                 log_start_offset: 0,
             }),
             poisoned: Mutex::new(None),
-            jitter_seed: AtomicU64::new((now as u64) ^ 0x9E37_79B9_7F4A_7C15),
+            jitter_seed: AtomicU64::new(jitter_seed(dir, now)),
             recovery_point: AtomicU64::new(0),
             producer_state: Mutex::new(ProducerStateManager::default()),
             leader_epochs: Mutex::new(LeaderEpochCheckpoint::default()),
@@ -1363,9 +1363,47 @@ fn new_active_segment(
     Ok(segment)
 }
 
+/// A log's own seed for its segments' roll jitter. Kafka draws each jitter from
+/// `ThreadLocalRandom`; a seed of the clock alone would give the partitions of a topic
+/// opened in one millisecond the same jitters, and they would roll together, which is
+/// what the jitter is for avoiding.
+fn jitter_seed(dir: &Path, now: i64) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    dir.hash(&mut hasher);
+    now.hash(&mut hasher);
+    // xorshift stays at 0 forever.
+    hasher.finish() | 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logs_opened_in_one_millisecond_draw_different_jitters() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(crate::engine::ManualClock::new(1_764_430_000_000));
+        let mut config = crate::engine::BrokerConfig::load(None, &[])
+            .unwrap()
+            .resolve_topic(&Default::default());
+        config.segment_jitter_ms = 3_600_000;
+        let jitters = |partition: u32| {
+            let tp = TopicPartition::new("t", partition);
+            let (log, _) = Log::open(
+                &dir.path().join(tp.dir_name()),
+                &tp,
+                &config,
+                clock.clone(),
+                Durability::CleanShutdown,
+            )
+            .unwrap();
+            (0..4).map(|_| log.next_jitter(&config)).collect::<Vec<_>>()
+        };
+        let (zero, one) = (jitters(0), jitters(1));
+        assert_ne!(zero, one);
+        assert!(zero.iter().chain(&one).all(|j| (0..3_600_000).contains(j)));
+    }
 
     proptest::proptest! {
         /// The windowed search finds the line a line-by-line search finds.
