@@ -92,6 +92,29 @@ fn keyed_records_go_to_their_keys_partitions() {
     );
 }
 
+/// A keyed write whose records go to several partitions is refused whole when one
+/// record cannot be stored: no partition keeps its part.
+#[test]
+fn a_keyed_write_refused_for_one_record_appends_nothing_anywhere() {
+    let f = Fixture::new();
+    let t = f.engine().create_topic("keyed", 5).unwrap();
+    set(
+        &t,
+        "parse.key=true\nkey.separator=:\ninternal.segment.bytes=200",
+    );
+    // abc goes to partition 2, 21 to partition 0: its record alone is over a segment.
+    let big = format!("abc:1\n21:{}\n", "x".repeat(300));
+    let err = t.append_lines(big.as_bytes()).unwrap_err();
+    assert!(
+        err.to_string().contains("in append to partition keyed-0, which exceeds the maximum configured segment size of 200"),
+        "{err}"
+    );
+    for p in 0..5 {
+        assert_eq!(partition_text(&f, "keyed", p), "", "partition {p}");
+    }
+    assert_eq!(t.stream_len(), 0);
+}
+
 /// The topic's stream keeps its positions: a read at any position after a reopen, and
 /// after retention removed one partition's oldest records, gives what it gave before
 /// (the removed lines are a gap).

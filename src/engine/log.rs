@@ -751,6 +751,25 @@ impl Log {
         Ok(())
     }
 
+    /// Refuses records of which one alone would not fit an empty segment (Kafka's
+    /// `RecordBatchTooLargeException` of `LogSegment`'s size).
+    pub(crate) fn check_fits_segment(
+        &self,
+        data: WriteBytes<'_>,
+        records: WriteRecords<'_>,
+        config: &TopicConfig,
+    ) -> Result<()> {
+        let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
+        match first_oversized_record(data, records, segment_size) {
+            Some(single) => Err(EngineError::BatchOverSegmentSize {
+                partition: self.partition.clone(),
+                size: single,
+                segment_size: config.segment_size(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     fn append_locked(
         &self,
         writer: &mut WriterState,
@@ -758,15 +777,9 @@ impl Log {
         records: WriteRecords<'_>,
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
-        let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
         // Whole-append checks first, so a refused write changes nothing.
-        if let Some(single) = first_oversized_record(data, records, segment_size) {
-            return Err(EngineError::BatchOverSegmentSize {
-                partition: self.partition.clone(),
-                size: single,
-                segment_size: config.segment_size(),
-            });
-        }
+        self.check_fits_segment(data, records, config)?;
+        let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
         let now = self.clock.now_ms();
         let (first_offset, first_stream_pos) = {
             let info = self.snapshot().active().info();

@@ -595,6 +595,18 @@ impl Topic {
                 None => groups.push((p, vec![*r])),
             }
         }
+        // A write refused for a record is refused whole: no partition gets its part.
+        for (p, group) in &groups {
+            let partition = &partitions[*p as usize];
+            if let Err(e) =
+                partition
+                    .log()
+                    .check_fits_segment(data, WriteRecords::Parsed(group), config)
+            {
+                partition.note_refused_append(&e, records.len() as u64);
+                return Err(e);
+            }
+        }
         let mut total = AppendInfo::default();
         for (p, group) in &groups {
             let info = self.append_to(

@@ -132,6 +132,17 @@ impl Scope {
         }
     }
 
+    /// The folder whose name a segment file of this folder's `segments/` has: partition
+    /// 0's files are one file each under two names (`TOPIC/segments/F` and
+    /// `TOPIC/partitions/0/segments/F`), so they have one node and one inode, as hard
+    /// links do, and `du` counts them once.
+    pub(crate) fn of_segment_files(&self) -> Scope {
+        match self {
+            Scope::Partition(t, 0) => Scope::Topic(t.clone()),
+            other => other.clone(),
+        }
+    }
+
     fn dir(&self) -> Node {
         match self {
             Scope::Topic(t) => Node::TopicDir(t.clone()),

@@ -460,7 +460,7 @@ impl KpfsFs {
                 let len = self.topic(node)?.config_text().len() as u64;
                 self.file_attr(ino, len, 0o444, self.mounted_ms)
             }
-            Node::Segment { name, .. } => {
+            Node::Segment { scope, name } => {
                 let files = self
                     .partition_at(node)?
                     .backing_files()
@@ -473,6 +473,12 @@ impl KpfsFs {
                 // segment.index.bytes, and `du` must not count what was never written.
                 Attr {
                     blocks: file.blocks,
+                    // Partition 0's files have two names (Scope::of_segment_files).
+                    nlink: if scope.nested_partition().is_none() {
+                        2
+                    } else {
+                        1
+                    },
                     ..self.file_attr(ino, file.size, 0o444, file.mtime_ms)
                 }
             }
@@ -561,7 +567,7 @@ impl KpfsFs {
                     return Err(missing());
                 }
                 Node::Segment {
-                    scope: scope.clone(),
+                    scope: scope.of_segment_files(),
                     name: name.to_string(),
                 }
             }
@@ -1248,7 +1254,8 @@ impl KpfsFs {
                     .backing_files()
                     .map_err(|e| self.engine_error(&node.path(), &e))?;
                 let names: Vec<String> = files.into_iter().map(|f| f.name).collect();
-                self.inodes.retain_segments(scope, &names);
+                let scope = scope.of_segment_files();
+                self.inodes.retain_segments(&scope, &names);
                 names
                     .into_iter()
                     .map(|name| Node::Segment {

@@ -1508,6 +1508,12 @@ fn a_partitions_log_is_its_own_stream_and_the_topics_log_is_all_of_them() {
     assert!(f.read_all(log_of("1")).starts_with("d\n"));
     let segments = f.ino(f.ino(partitions, "1"), "segments");
     assert!(listing(&f, segments).contains(&"00000000000000000000.log".to_string()));
+    // Partition 0's segment files are one file under two names.
+    let first = "00000000000000000000.log";
+    let nested = f.ino(f.ino(f.ino(partitions, "0"), "segments"), first);
+    assert_eq!(nested, f.ino(f.ino(topic, "segments"), first));
+    assert_eq!(f.fs.getattr(nested).unwrap().nlink, 2);
+    assert_eq!(f.fs.getattr(f.ino(segments, first)).unwrap().nlink, 1);
 }
 
 /// The snapshot of a topic of several partitions holds each partition's records in

@@ -70,7 +70,7 @@ umount_kpfs
 # check is healthy afterwards.
 printf '0\n2\nempty 0 16\nkeys 0 200\n' >"$DATA/cleaner-offset-checkpoint"
 out=$("$KPFS" check "$DATA" 2>&1) && fail "kpfs check accepted a checkpoint beyond the log end"
-expect_contains "$out" "cleaner offset 200 of topic keys is beyond its log end offset 6" "kpfs check"
+expect_contains "$out" "cleaner offset 200 of partition keys-0 is beyond its log end offset 6" "kpfs check"
 remount_kpfs --override log.cleaner.backoff.ms=200
 rewritten() { ! grep -q '^keys 0 200$' "$DATA/cleaner-offset-checkpoint"; }
 wait_until 5 rewritten || fail "checkpoint not rewritten: $(cat "$DATA/cleaner-offset-checkpoint")"
