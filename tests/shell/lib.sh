@@ -81,7 +81,7 @@ expect_rejection() {
 }
 
 # metric SERIES: the value of one sample of $MNT/.kpfs/metrics, SERIES written exactly as
-# the file has it (name and labels), e.g. metric 'kpfs_log_end_offset{topic="t"}'.
+# the file has it (name and labels), e.g. metric 'kpfs_log_end_offset{topic="t",partition="0"}'.
 metric() {
     awk -v s="$1" '$1 == s { print $2; found = 1 } END { exit !found }' "$MNT/.kpfs/metrics"
 }

@@ -74,9 +74,9 @@ expect_eq "GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID H
 expect_eq "$(offset_rows)" "$(tail -n +2 "$GDIR/$G/offsets" | tr -s ' ' | sort)" "the offsets' rows"
 
 # --- Lag: appends raise it in metrics, status and offsets; consuming brings it to 0.
-lag_series="kpfs_consumer_group_lag{group=\"$G\",topic=\"gv-a\"}"
+lag_series="kpfs_consumer_group_lag{group=\"$G\",topic=\"gv-a\",partition=\"0\"}"
 expect_eq 0 "$(metric "$lag_series")" "$lag_series"
-expect_eq 5 "$(metric "kpfs_consumer_group_committed_offset{group=\"$G\",topic=\"gv-a\"}")" \
+expect_eq 5 "$(metric "kpfs_consumer_group_committed_offset{group=\"$G\",topic=\"gv-a\",partition=\"0\"}")" \
     "the committed offset in .kpfs/metrics"
 expect_contains "$(cat "$MNT/.kpfs/metrics")" "# HELP kpfs_consumer_group_lag " ".kpfs/metrics"
 printf 'a%s\n' 6 7 8 9 >>"$MNT/gv-a/log"

@@ -57,7 +57,7 @@ expect_errno "File too large" "cat '$scratch/big' >> '$MNT/cat/log'"
 head -n 1 "$scratch/big" > "$scratch/first"
 cmp "$scratch/first" "$MNT/cat/log" || fail "log after cat of a 3 MB line is not its first line"
 expect_eq 1 "$(status_field cat log_end_offset)" "log_end_offset after cat of a 3 MB line"
-expect_eq 1 "$(metric 'kpfs_refused_records_total{topic="cat",reason="too_large"}')" "refused records after cat of a 3 MB line"
+expect_eq 1 "$(metric 'kpfs_refused_records_total{topic="cat",partition="0",reason="too_large"}')" "refused records after cat of a 3 MB line"
 
 # A line in several write(2)s under max.message.bytes=1000: 600 bytes, then 600 more and
 # its newline, refused; the next line is appended. A line refused before its newline

@@ -26,14 +26,14 @@ echo "internal.segment.bytes=200" > "$MNT/seg/config"
 for i in 1 2 3 4 5 6; do echo "r$i" >> "$MNT/seg/log"; done
 logs=("$MNT"/seg/segments/*.log)
 [ ${#logs[@]} -ge 3 ] || fail "expected at least 3 segments, got ${#logs[@]}"
-expect_eq ${#logs[@]} "$(metric 'kpfs_log_num_log_segments{topic="seg"}')" "segment count"
+expect_eq ${#logs[@]} "$(metric 'kpfs_log_num_log_segments{topic="seg",partition="0"}')" "segment count"
 expect_eq "$(status_field seg segment_count)" ${#logs[@]} "status segment_count"
 bytes=$(stat -c %s "${logs[@]}" | awk '{ s += $1 } END { print s }')
-expect_eq "$bytes" "$(metric 'kpfs_log_size_bytes{topic="seg"}')" "size vs segments/*.log"
-expect_eq 0 "$(metric 'kpfs_log_start_offset{topic="seg"}')" "log start offset"
-expect_eq 6 "$(metric 'kpfs_log_end_offset{topic="seg"}')" "log end offset"
-expect_eq 6 "$(metric 'kpfs_appended_records_total{topic="seg"}')" "appended records"
-expect_eq "$bytes" "$(metric 'kpfs_appended_bytes_total{topic="seg"}')" "appended bytes"
+expect_eq "$bytes" "$(metric 'kpfs_log_size_bytes{topic="seg",partition="0"}')" "size vs segments/*.log"
+expect_eq 0 "$(metric 'kpfs_log_start_offset{topic="seg",partition="0"}')" "log start offset"
+expect_eq 6 "$(metric 'kpfs_log_end_offset{topic="seg",partition="0"}')" "log end offset"
+expect_eq 6 "$(metric 'kpfs_appended_records_total{topic="seg",partition="0"}')" "appended records"
+expect_eq "$bytes" "$(metric 'kpfs_appended_bytes_total{topic="seg",partition="0"}')" "appended bytes"
 active=$(basename "${logs[-1]}" .log)
 expect_eq "$((10#$active))" "$(status_field seg active_segment_base_offset)" "active segment"
 
@@ -59,12 +59,12 @@ for i in "${!sizes[@]}"; do
 done
 [ "$expected" -ge 1 ] || fail "the scenario should delete at least one segment by size"
 echo "retention.bytes=$limit" >> "$MNT/size/config"
-wait_until 10 metric_is 'kpfs_segments_deleted_total{topic="size",reason="size"}' "$expected" ||
-    fail "size deletions: want $expected, metric says $(metric 'kpfs_segments_deleted_total{topic="size",reason="size"}')"
-expect_eq 0 "$(metric 'kpfs_segments_deleted_total{topic="size",reason="time"}')" "time deletions of size"
-expect_eq "$expected_start" "$(metric 'kpfs_log_start_offset{topic="size"}')" "log start after size retention"
-expect_eq $((${#sizes[@]} - expected)) "$(metric 'kpfs_log_num_log_segments{topic="size"}')" "segments after size retention"
-expect_eq 6 "$(metric 'kpfs_log_end_offset{topic="size"}')" "log end after size retention"
+wait_until 10 metric_is 'kpfs_segments_deleted_total{topic="size",partition="0",reason="size"}' "$expected" ||
+    fail "size deletions: want $expected, metric says $(metric 'kpfs_segments_deleted_total{topic="size",partition="0",reason="size"}')"
+expect_eq 0 "$(metric 'kpfs_segments_deleted_total{topic="size",partition="0",reason="time"}')" "time deletions of size"
+expect_eq "$expected_start" "$(metric 'kpfs_log_start_offset{topic="size",partition="0"}')" "log start after size retention"
+expect_eq $((${#sizes[@]} - expected)) "$(metric 'kpfs_log_num_log_segments{topic="size",partition="0"}')" "segments after size retention"
+expect_eq 6 "$(metric 'kpfs_log_end_offset{topic="size",partition="0"}')" "log end after size retention"
 
 # --- time retention -----------------------------------------------------------------
 mkdir "$MNT/time"
@@ -75,13 +75,13 @@ expect_eq 2 "$before" "segments of time before retention"
 echo "retention.ms=1000" >> "$MNT/time/config"
 # Every segment, the active one included, expires: all are deleted after an empty
 # active segment is rolled at the log end.
-wait_until 10 metric_is 'kpfs_segments_deleted_total{topic="time",reason="time"}' 2 ||
-    fail "time deletions: $(metric 'kpfs_segments_deleted_total{topic="time",reason="time"}')"
-expect_eq 3 "$(metric 'kpfs_log_start_offset{topic="time"}')" "log start after time retention"
-expect_eq 3 "$(metric 'kpfs_log_end_offset{topic="time"}')" "log end after time retention"
-expect_eq 1 "$(metric 'kpfs_log_num_log_segments{topic="time"}')" "segments after time retention"
-expect_eq 0 "$(metric 'kpfs_log_size_bytes{topic="time"}')" "size after time retention"
-expect_eq 0 "$(metric 'kpfs_segments_deleted_total{topic="time",reason="size"}')" "size deletions of time"
+wait_until 10 metric_is 'kpfs_segments_deleted_total{topic="time",partition="0",reason="time"}' 2 ||
+    fail "time deletions: $(metric 'kpfs_segments_deleted_total{topic="time",partition="0",reason="time"}')"
+expect_eq 3 "$(metric 'kpfs_log_start_offset{topic="time",partition="0"}')" "log start after time retention"
+expect_eq 3 "$(metric 'kpfs_log_end_offset{topic="time",partition="0"}')" "log end after time retention"
+expect_eq 1 "$(metric 'kpfs_log_num_log_segments{topic="time",partition="0"}')" "segments after time retention"
+expect_eq 0 "$(metric 'kpfs_log_size_bytes{topic="time",partition="0"}')" "size after time retention"
+expect_eq 0 "$(metric 'kpfs_segments_deleted_total{topic="time",partition="0",reason="size"}')" "size deletions of time"
 
 # --- refused records ----------------------------------------------------------------
 mkdir "$MNT/refuse"
@@ -89,17 +89,17 @@ printf 'cleanup.policy=compact\nmax.message.bytes=150\n' > "$MNT/refuse/config"
 expect_errno "Invalid argument" "echo keyless >> '$MNT/refuse/log'"
 # All records of a refused write are refused.
 expect_errno "Invalid argument" "printf 'x\ny\n' >> '$MNT/refuse/log'"
-expect_eq 3 "$(metric 'kpfs_refused_records_total{topic="refuse",reason="keyless_compacted"}')" "keyless refusals"
+expect_eq 3 "$(metric 'kpfs_refused_records_total{topic="refuse",partition="0",reason="keyless_compacted"}')" "keyless refusals"
 # One write of one 101-byte line, a 179-byte batch: the engine refuses it before
 # looking for a key.
 long=$(head -c 100 /dev/zero | tr '\0' x)
 expect_errno "File too large" "printf '%s\\n' $long >> '$MNT/refuse/log'"
-expect_eq 1 "$(metric 'kpfs_refused_records_total{topic="refuse",reason="too_large"}')" "too_large refusals"
-expect_eq 3 "$(metric 'kpfs_refused_records_total{topic="refuse",reason="keyless_compacted"}')" "keyless after too_large"
+expect_eq 1 "$(metric 'kpfs_refused_records_total{topic="refuse",partition="0",reason="too_large"}')" "too_large refusals"
+expect_eq 3 "$(metric 'kpfs_refused_records_total{topic="refuse",partition="0",reason="keyless_compacted"}')" "keyless after too_large"
 printf 'cleanup.policy=delete\nparse.key=true\n' >> "$MNT/refuse/config"
 expect_errno "Invalid argument" "echo no-separator >> '$MNT/refuse/log'"
-expect_eq 1 "$(metric 'kpfs_refused_records_total{topic="refuse",reason="invalid"}')" "invalid refusals"
-expect_eq 0 "$(metric 'kpfs_appended_records_total{topic="refuse"}')" "appends of refuse"
+expect_eq 1 "$(metric 'kpfs_refused_records_total{topic="refuse",partition="0",reason="invalid"}')" "invalid refusals"
+expect_eq 0 "$(metric 'kpfs_appended_records_total{topic="refuse",partition="0"}')" "appends of refuse"
 
 # --- compaction -----------------------------------------------------------------------
 mkdir "$MNT/comp"
@@ -109,9 +109,9 @@ echo "a:2" >> "$MNT/comp/log"
 expect_eq 0 "$(metric kpfs_log_cleaner_manager_max_dirty_percent)" "dirty percent with only an active segment"
 echo "a:3" >> "$MNT/comp/log"
 # Segment 0 (a:1, a:2) is closed and dirty now; the cleaner removes a:1 on its next look.
-wait_until 10 metric_is 'kpfs_records_removed_by_compaction_total{topic="comp"}' 1 ||
-    fail "records removed by compaction: $(metric 'kpfs_records_removed_by_compaction_total{topic="comp"}')"
-expect_eq 0 "$(metric 'kpfs_tombstones_removed_total{topic="comp"}')" "tombstones removed"
+wait_until 10 metric_is 'kpfs_records_removed_by_compaction_total{topic="comp",partition="0"}' 1 ||
+    fail "records removed by compaction: $(metric 'kpfs_records_removed_by_compaction_total{topic="comp",partition="0"}')"
+expect_eq 0 "$(metric 'kpfs_tombstones_removed_total{topic="comp",partition="0"}')" "tombstones removed"
 recopy=$(metric kpfs_log_cleaner_recopy_percent)
 [ "$recopy" -gt 0 ] && [ "$recopy" -lt 100 ] || fail "recopy percent after dropping one of two records: $recopy"
 expect_eq 0 "$(metric kpfs_log_cleaner_manager_max_dirty_percent)" "dirty percent after the pass"
