@@ -37,6 +37,7 @@ pub mod stream_index;
 pub(crate) mod stream_order;
 pub mod topic;
 pub mod topic_capture;
+pub(crate) mod topic_core;
 pub mod topic_partition;
 pub mod upgrade;
 

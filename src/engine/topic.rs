@@ -2,14 +2,14 @@
 //! the gate that orders appends with a change of rendering, its `events`, and its
 //! partitions, each a [`Partition`] with a log of its own (Kafka's `UnifiedLog` per
 //! `TopicPartition`). What every partition reads of its topic is the [`TopicCore`] they
-//! share; the topic's `log` file, which shows every partition's records in the order
-//! they were appended, is [`merged`](super::merged).
+//! share; the topic's `log` file shows every partition's records in the order they
+//! were appended, kept by the [`stream_order`](super::stream_order).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLock};
 
 use super::append_watch::AppendSignal;
 use super::clock::Clock;
@@ -18,9 +18,7 @@ use super::error::BatchSize;
 use super::error::{EngineError, InternalTopicAction, Result};
 use super::events::EventLog;
 use super::files::write_or_defer;
-use super::format::{
-    decode_header, kpfs_topic_dir, OFFSETS_TOPIC, STREAM_ORDER_FILE, TOPIC_CONFIG_FILE,
-};
+use super::format::{decode_header, kpfs_topic_dir, STREAM_ORDER_FILE, TOPIC_CONFIG_FILE};
 use super::limits::{MAX_PARTITIONS, PARSED_RECORDS_KEPT};
 use super::log::{
     first_oversized_record, AppendInfo, OpenReport, PendingRecord, WriteBytes, WriteRecords,
@@ -33,72 +31,8 @@ use super::partition::{LineRendering, LogCursor, Partition, Replay};
 use super::partitioner::partition_for_key;
 use super::produce::ProduceOutcome;
 use super::stream_order::{PartitionEnd, Run, StreamOrder};
+use super::topic_core::TopicCore;
 use super::topic_partition::TopicPartition;
-
-/// What the partitions of a topic share.
-pub(crate) struct TopicCore {
-    pub(crate) name: String,
-    broker: Arc<RwLock<BrokerConfig>>,
-    overrides: RwLock<TopicOverrides>,
-    /// Why the overrides in force are not yet in `topic.properties` (the disk was full
-    /// when they changed); saved as soon as there is space.
-    unsaved_overrides: Mutex<Option<String>>,
-    config: RwLock<Arc<TopicConfig>>,
-    /// Held shared by each append from the config it reads until its records are in
-    /// their log, and exclusively by a change of rendering (see
-    /// [`Topic::apply_config_change`]), so the log end offset of every partition divides
-    /// the records of the two renderings exactly.
-    pub(crate) rendering_gate: RwLock<()>,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) events: EventLog,
-    /// The data directory's `log-start-offset-checkpoint`, which DeleteRecords writes.
-    pub(crate) log_starts: Arc<LogStartCheckpoint>,
-    /// Wakes long-poll fetches and followers of `log` waiting for this topic's appends.
-    pub(crate) append_signal: AppendSignal,
-    /// `topic.properties`, in partition 0's kpfs folder (where a topic of one partition
-    /// has always kept it).
-    config_path: PathBuf,
-}
-
-impl TopicCore {
-    pub(crate) fn config(&self) -> Arc<TopicConfig> {
-        self.config.read().clone()
-    }
-
-    pub(crate) fn is_internal(&self) -> bool {
-        self.name == OFFSETS_TOPIC
-    }
-
-    pub(crate) fn overrides(&self) -> RwLockReadGuard<'_, TopicOverrides> {
-        self.overrides.read()
-    }
-
-    /// Why the overrides in force are not saved yet, if they are not.
-    pub(crate) fn unsaved_overrides(&self) -> Option<String> {
-        self.unsaved_overrides.lock().clone()
-    }
-
-    pub(crate) fn broker(&self) -> &RwLock<BrokerConfig> {
-        &self.broker
-    }
-
-    /// Refuses `action` on an internal topic, as Kafka's `InvalidTopicException`.
-    pub(crate) fn refuse_internal(&self, action: InternalTopicAction) -> Result<()> {
-        if self.is_internal() {
-            return Err(EngineError::InternalTopic {
-                name: self.name.clone(),
-                action,
-            });
-        }
-        Ok(())
-    }
-
-    /// Adds a line about the whole topic to its `events`.
-    fn record_event(&self, kind: &str, detail: &str) {
-        self.events
-            .record(self.clock.now_ms(), &self.name, kind, detail);
-    }
-}
 
 /// Where a topic's partitions live and how they open.
 pub(crate) struct TopicPlace<'a> {

@@ -32,7 +32,7 @@ use super::format::{decode_header, BatchBuilder};
 use super::log::{AppendInfo, Durability, Log, OpenReport, WriteBytes, WriteRecords};
 use super::metadata_files::{adopt_topic_id, Uuid};
 use super::produce::{validate_produced, ProduceOutcome};
-use super::topic::TopicCore;
+use super::topic_core::TopicCore;
 use super::topic_partition::TopicPartition;
 use protocol::count_lines;
 pub(crate) use renderings::validate_renderings;

@@ -10,7 +10,7 @@ use crate::engine::config::{TopicConfig, TopicKey};
 use crate::engine::log::LogSnapshot;
 
 use super::Partition;
-use crate::engine::topic::TopicCore;
+use crate::engine::topic_core::TopicCore;
 
 /// Why nothing the cleaner threads do happens: they never start.
 const CLEANER_OFF: &str = "log.cleaner.enable=false, so no cleaner thread runs";
