@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! bench_io lines OUT BYTES [LINE_BYTES]  # BYTES/LINE_BYTES numbered lines (default 100 bytes)
+//! bench_io keyed OUT BYTES KEYS          # 100-byte `kNNNNN:...` lines, KEYS keys in a scattered order
 //! bench_io small PATH COUNT              # COUNT write(2)s of one line each, O_APPEND
 //! bench_io follow PATH COUNT INTERVAL_MS # append-to-visible delay through `tail -f`
 //! ```
@@ -33,7 +34,7 @@ const FOLLOW_DEADLINE: Duration = Duration::from_secs(10);
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: bench_io lines OUT BYTES [LINE_BYTES] | small PATH COUNT | follow PATH COUNT INTERVAL_MS"
+        "usage: bench_io lines OUT BYTES [LINE_BYTES] | keyed OUT BYTES KEYS | small PATH COUNT | follow PATH COUNT INTERVAL_MS"
     );
     ExitCode::from(2)
 }
@@ -52,6 +53,10 @@ fn main() -> ExitCode {
                 _ => return usage(),
             }
         }
+        (Some("keyed"), 4) => match (num(2), num(3)) {
+            (Some(bytes), Some(keys)) if keys > 0 => keyed(&args[1], bytes, keys),
+            _ => return usage(),
+        },
         (Some("small"), 3) => match num(2) {
             Some(count) => small(&args[1], count),
             None => return usage(),
@@ -92,6 +97,26 @@ fn lines(out: &str, bytes: u64, line_bytes: usize) -> io::Result<()> {
     let count = bytes / line_bytes as u64;
     for n in 0..count {
         fill_line(&mut line, n);
+        out.write_all(&line)?;
+    }
+    out.flush()?;
+    println!("lines: {count}");
+    Ok(())
+}
+
+/// Lines `kKKKKK:NNN...\n` of `LINE_BYTES`: line `n` has key `n * 2654435761 % keys` (a
+/// multiplicative hash, so consecutive lines' keys scatter over the partitions as real
+/// keys do) and its number in the rest.
+fn keyed(out: &str, bytes: u64, keys: u64) -> io::Result<()> {
+    const KEY_BYTES: usize = 7;
+    let file = std::fs::File::create(out)?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut line = vec![0u8; LINE_BYTES];
+    let count = bytes / LINE_BYTES as u64;
+    for n in 0..count {
+        let key = n.wrapping_mul(2_654_435_761) % keys;
+        line[..KEY_BYTES].copy_from_slice(format!("k{:05}:", key % 100_000).as_bytes());
+        fill_line(&mut line[KEY_BYTES..], n);
         out.write_all(&line)?;
     }
     out.flush()?;

@@ -1,9 +1,10 @@
-//! Data for the mount-time benchmark: TOPICS topics holding BYTES of 100-byte lines in
-//! total, written through the engine (no FUSE round trips, one thread per core), then
+//! Data for the mount-time benchmark: TOPICS topics of PARTITIONS partitions (default 1)
+//! holding BYTES of 100-byte lines in total (each chunk of lines to the next partition in
+//! turn, as keyless writes go), written through the engine (no FUSE round trips, one thread per core), then
 //! closed cleanly, as `kpfs umount` leaves a data directory. Run by `scripts/bench`.
 //!
 //! ```text
-//! cargo run --release --features internals --example bench_mount_data -- DATA_DIR TOPICS BYTES
+//! cargo run --release --features internals --example bench_mount_data -- DATA_DIR TOPICS BYTES [PARTITIONS]
 //! ```
 #![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 
@@ -38,9 +39,10 @@ fn main() {
         args.get(2).and_then(|v| v.parse::<usize>().ok()),
         args.get(3).and_then(|v| v.parse::<u64>().ok()),
     ) else {
-        eprintln!("usage: bench_mount_data DATA_DIR TOPICS BYTES");
+        eprintln!("usage: bench_mount_data DATA_DIR TOPICS BYTES [PARTITIONS]");
         std::process::exit(2);
     };
+    let partitions: u32 = args.get(4).map_or(1, |v| v.parse().expect("PARTITIONS"));
     let engine = Engine::open(
         std::path::Path::new(dir),
         BrokerConfig::defaults(),
@@ -51,7 +53,7 @@ fn main() {
     let lines_per_topic = bytes / LINE_BYTES as u64 / topics.max(1) as u64;
     let names: Vec<String> = (0..topics).map(|t| format!("t{t:04}")).collect();
     for name in &names {
-        engine.create_topic(name, 1).expect("create topic");
+        engine.create_topic(name, partitions).expect("create topic");
     }
     let started = Instant::now();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -79,6 +81,7 @@ fn main() {
     let secs = started.elapsed().as_secs_f64();
     engine.shutdown().expect("shutdown");
     println!("topics: {topics}");
+    println!("partitions_per_topic: {partitions}");
     println!("records: {}", lines_per_topic * topics as u64);
     println!(
         "bytes: {}",
