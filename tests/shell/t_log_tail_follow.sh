@@ -65,11 +65,13 @@ if grep -q "truncated" "$scratch/f2.err"; then fail "tail said: $(cat "$scratch/
 # 3. An open descriptor keeps reading across a deletion, without an error: cat
 # continues where dd stopped (sequential reads; records deleted meanwhile are skipped).
 mkdir "$MNT/f3"
-printf 'internal.segment.bytes=300\nretention.bytes=600\n' > "$MNT/f3/config"
+echo internal.segment.bytes=300 > "$MNT/f3/config"
 append f3 0 29
 exec 4<"$MNT/f3/log"
 first=$(dd bs=7 count=1 status=none <&4)
 expect_eq f3-000 "$first" "first line read on fd 4"
+# Retention only from now on: a check before the first read would take what it reads.
+echo retention.bytes=600 >> "$MNT/f3/config"
 append f3 30 59
 wait_until 15 status_at_least f3 log_start_offset 30 || fail "retention deleted nothing under fd 4: $(cat "$MNT/f3/status")"
 cat <&4 > "$scratch/f3.out" 2> "$scratch/f3.err" || fail "cat on fd 4 failed: $(cat "$scratch/f3.err")"
@@ -83,11 +85,13 @@ echo "reader_skips after cat: $(stat_of f3 reader_skips)" # >0 is allowed
 # 4. The same with bash's read builtin, which reads a block and seeks back to just
 # after the line it consumed: each line must still come once.
 mkdir "$MNT/f4"
-printf 'internal.segment.bytes=300\nretention.bytes=600\n' > "$MNT/f4/config"
+echo internal.segment.bytes=300 > "$MNT/f4/config"
 append f4 0 29
 exec 4<"$MNT/f4/log"
 read -r -u 4 first || fail "read of the first line failed"
 expect_eq f4-000 "$first" "first line read on fd 4"
+# Retention only from now on: a check before the first read would take what it reads.
+echo retention.bytes=600 >> "$MNT/f4/config"
 append f4 30 59
 wait_until 15 status_at_least f4 log_start_offset 30 || fail "retention deleted nothing under fd 4: $(cat "$MNT/f4/status")"
 : > "$scratch/f4.out"
