@@ -521,38 +521,34 @@ impl Topic {
             Ok(len) => partition_for_key(data.slice(r.line_start, r.line_start + len), count),
             Err(_) => lead.index(),
         };
-        let mut groups: Vec<(u32, Vec<PendingRecord>)> = Vec::new();
-        for r in records {
-            let p = target_of(r);
-            match groups.iter_mut().find(|(q, _)| *q == p) {
-                Some((_, group)) => group.push(*r),
-                None => groups.push((p, vec![*r])),
+        BY_PARTITION.with_borrow_mut(|groups| {
+            groups.sort(records, count, target_of);
+            // A write refused for a record is refused whole: no partition gets its part.
+            for (p, group) in groups.iter() {
+                let partition = &partitions[p as usize];
+                if let Err(e) =
+                    partition
+                        .log()
+                        .check_fits_segment(data, WriteRecords::Parsed(group), config)
+                {
+                    partition.note_refused_append(&e, records.len() as u64);
+                    return Err(e);
+                }
             }
-        }
-        // A write refused for a record is refused whole: no partition gets its part.
-        for (p, group) in &groups {
-            let partition = &partitions[*p as usize];
-            if let Err(e) =
-                partition
-                    .log()
-                    .check_fits_segment(data, WriteRecords::Parsed(group), config)
-            {
-                partition.note_refused_append(&e, records.len() as u64);
-                return Err(e);
+            let mut total = AppendInfo::default();
+            for (p, group) in groups.iter() {
+                let info = self.append_to(
+                    partitions,
+                    &partitions[p as usize],
+                    data,
+                    WriteRecords::Parsed(group),
+                    config,
+                )?;
+                total.absorb(info);
             }
-        }
-        let mut total = AppendInfo::default();
-        for (p, group) in &groups {
-            let info = self.append_to(
-                partitions,
-                &partitions[*p as usize],
-                data,
-                WriteRecords::Parsed(group),
-                config,
-            )?;
-            total.absorb(info);
-        }
-        Ok(total)
+            groups.shrink(PARSED_RECORDS_KEPT);
+            Ok(total)
+        })
     }
 
     /// Appends to `partition`, under the topic's append lock when it has several
@@ -853,6 +849,87 @@ fn partition_end(partition: &Partition) -> PartitionEnd {
 
 fn partition_ends(partitions: &[Arc<Partition>]) -> Vec<PartitionEnd> {
     partitions.iter().map(|p| partition_end(p)).collect()
+}
+
+thread_local! {
+    /// A keyed write's records grouped by partition, reused from write to write as
+    /// [`PARSED`] is: grouping allocates nothing once warm.
+    static BY_PARTITION: std::cell::RefCell<PartitionGroups> = std::cell::RefCell::new(PartitionGroups::default());
+}
+
+/// The records of one write sorted by partition (stably, so each partition's keep their
+/// order), the partitions in the order of their first records.
+#[derive(Default)]
+struct PartitionGroups {
+    sorted: Vec<PendingRecord>,
+    /// The partition of each record of the write.
+    targets: Vec<u32>,
+    /// Distinct partitions, in order of first record, with where their records end in
+    /// `sorted`.
+    groups: Vec<(u32, usize)>,
+    /// Per partition, its index in `groups` (`usize::MAX`: no record of this write);
+    /// only the entries of the partitions in `groups` are set, and they are reset after.
+    slot: Vec<usize>,
+}
+
+impl PartitionGroups {
+    /// Groups `records` by `target_of`, a partition below `partitions`.
+    fn sort(
+        &mut self,
+        records: &[PendingRecord],
+        partitions: u32,
+        target_of: impl Fn(&PendingRecord) -> u32,
+    ) {
+        for &(p, _) in &self.groups {
+            self.slot[p as usize] = usize::MAX;
+        }
+        self.targets.clear();
+        self.groups.clear();
+        if self.slot.len() < partitions as usize {
+            self.slot.resize(partitions as usize, usize::MAX);
+        }
+        for r in records {
+            let p = target_of(r);
+            self.targets.push(p);
+            let slot = &mut self.slot[p as usize];
+            if *slot == usize::MAX {
+                *slot = self.groups.len();
+                self.groups.push((p, 0));
+            }
+            self.groups[*slot].1 += 1;
+        }
+        // Counts to starts, then each record to its group's next place.
+        let mut start = 0;
+        for group in &mut self.groups {
+            let len = group.1;
+            group.1 = start;
+            start += len;
+        }
+        self.sorted.clear();
+        if let Some(&first) = records.first() {
+            self.sorted.resize(records.len(), first);
+        }
+        for (r, &p) in records.iter().zip(&self.targets) {
+            let group = &mut self.groups[self.slot[p as usize]];
+            self.sorted[group.1] = *r;
+            group.1 += 1;
+        }
+    }
+
+    /// Each partition and its records, in the order of their first records.
+    fn iter(&self) -> impl Iterator<Item = (u32, &[PendingRecord])> {
+        let mut begin = 0;
+        self.groups.iter().map(move |&(p, end)| {
+            let group = &self.sorted[begin..end];
+            begin = end;
+            (p, group)
+        })
+    }
+
+    fn shrink(&mut self, keep: usize) {
+        self.sorted.shrink_to(keep);
+        self.targets.shrink_to(keep);
+    }
 }
 
 /// Kafka's rule for a partition count (`ReplicationControlManager`): at least one; and
