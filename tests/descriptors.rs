@@ -37,7 +37,7 @@ fn sealed_segments_hold_no_descriptor_and_no_mapping() {
                 .append_lines(format!("line-{s:04}-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n").as_bytes())
                 .unwrap();
         }
-        assert!(topic.partition(0).unwrap().log().snapshot().segments.len() >= SEGMENTS);
+        assert!(topic.p0().log().snapshot().segments.len() >= SEGMENTS);
         // Reading every segment, and seeking into the middle, maps sealed segments and
         // looks up their indexes; neither may stay behind.
         assert!(!cat_string(&topic).is_empty());

@@ -17,8 +17,7 @@ fn read_capture(t: &Topic, capture: &LogCapture, chunk: usize) -> Vec<u8> {
     let mut out = Vec::new();
     loop {
         let got = t
-            .partition(0)
-            .unwrap()
+            .p0()
             .read_capture(capture, &mut cursor, out.len() as u64, chunk)
             .unwrap();
         if got.is_empty() {
@@ -51,17 +50,12 @@ fn check_positioned_reads(t: &Topic, capture: &LogCapture, expected: &[u8]) {
         let want = 10usize.min((len - pos) as usize);
         let at = pos as usize;
         for cursor in [&mut LogCursor::default(), &mut shared] {
-            let got = t
-                .partition(0)
-                .unwrap()
-                .read_capture(capture, cursor, pos, 10)
-                .unwrap();
+            let got = t.p0().read_capture(capture, cursor, pos, 10).unwrap();
             assert_eq!(got, &expected[at..at + want], "10 bytes at {pos}");
         }
     }
     assert!(t
-        .partition(0)
-        .unwrap()
+        .p0()
         .read_capture(capture, &mut LogCursor::default(), len, 10)
         .unwrap()
         .is_empty());
@@ -100,7 +94,7 @@ fn a_capture_reads_as_it_was_while_retention_and_the_cleaner_run() {
 
     let mut captured = Vec::new();
     for (name, t) in [("compacted", &compacted), ("retained", &retained)] {
-        let capture = t.partition(0).unwrap().current_capture(true).unwrap();
+        let capture = t.p0().current_capture(true).unwrap();
         let visible = cat(t, 4096);
         assert_eq!(capture.size(), visible.len() as u64, "{name} size");
         captured.push((name, t.clone(), capture, visible));
@@ -127,11 +121,11 @@ fn a_capture_reads_as_it_was_while_retention_and_the_cleaner_run() {
             assert_eq!(&read_capture(t, capture, chunk), visible, "{name}, {chunk}");
         }
         check_positioned_reads(t, capture, visible);
-        t.partition(0).unwrap().capture_closed(capture);
+        t.p0().capture_closed(capture);
     }
     f.advance(CAPTURE_GRACE_MS);
     for (name, t) in [("compacted", &compacted), ("retained", &retained)] {
-        let capture = t.partition(0).unwrap().current_capture(false).unwrap();
+        let capture = t.p0().current_capture(false).unwrap();
         let visible = cat(t, 4096);
         assert_eq!(capture.size(), visible.len() as u64);
         assert_eq!(read_capture(t, &capture, 1000), visible, "{name} now");
@@ -147,10 +141,10 @@ fn a_topic_keeps_one_capture_while_it_is_read_and_for_the_grace_window() {
     let f = Fixture::new();
     let t = f.topic("t");
     t.append_lines(b"one\ntwo\n").unwrap();
-    let looked = t.partition(0).unwrap().current_capture(false).unwrap();
+    let looked = t.p0().current_capture(false).unwrap();
     f.advance(CAPTURE_GRACE_MS - 1);
     t.append_lines(b"three\n").unwrap();
-    let opened = t.partition(0).unwrap().current_capture(true).unwrap();
+    let opened = t.p0().current_capture(true).unwrap();
     assert!(
         Arc::ptr_eq(&looked, &opened),
         "tar's stat and open see one capture"
@@ -159,27 +153,24 @@ fn a_topic_keeps_one_capture_while_it_is_read_and_for_the_grace_window() {
     // Held open, it stays current however long the copy takes.
     f.advance(10 * CAPTURE_GRACE_MS);
     assert!(Arc::ptr_eq(
-        &t.partition(0).unwrap().current_capture(false).unwrap(),
+        &t.p0().current_capture(false).unwrap(),
         &opened
     ));
-    t.partition(0).unwrap().capture_closed(&opened);
+    t.p0().capture_closed(&opened);
     f.advance(CAPTURE_GRACE_MS - 1);
     assert!(
-        Arc::ptr_eq(
-            &t.partition(0).unwrap().current_capture(false).unwrap(),
-            &opened
-        ),
+        Arc::ptr_eq(&t.p0().current_capture(false).unwrap(), &opened),
         "tar's stat after its last read sees what it read"
     );
     f.advance(1);
-    let next = t.partition(0).unwrap().current_capture(false).unwrap();
+    let next = t.p0().current_capture(false).unwrap();
     assert!(!Arc::ptr_eq(&next, &opened));
     assert_eq!(next.size(), 14);
 
     // Nobody looks: the tick lets it go (and with it the segments it pinned).
-    t.partition(0).unwrap().expire_capture();
+    t.p0().expire_capture();
     assert_eq!(Arc::strong_count(&next), 2, "kept within the window");
     f.advance(CAPTURE_GRACE_MS);
-    t.partition(0).unwrap().expire_capture();
+    t.p0().expire_capture();
     assert_eq!(Arc::strong_count(&next), 1, "dropped after the window");
 }

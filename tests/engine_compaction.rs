@@ -21,7 +21,7 @@ type Row = (u64, String, Option<String>);
 
 /// Every record in every live segment, by segment base.
 fn dump(t: &Topic) -> Vec<(u64, Vec<Row>)> {
-    let snap = t.partition(0).unwrap().log().snapshot();
+    let snap = t.p0().log().snapshot();
     snap.segments
         .iter()
         .map(|s| {
@@ -106,9 +106,9 @@ fn seed_compaction_demo_exact_offsets() {
         vec![7, 8, 9]
     );
     assert_eq!(segs[1].0, 10);
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 13);
+    assert_eq!(t.p0().log().log_end_offset(), 13);
     assert_eq!(
-        t.partition(0).unwrap().log().log_start_offset(),
+        t.p0().log().log_start_offset(),
         0,
         "compaction never moves the log start"
     );
@@ -206,26 +206,12 @@ fn partial_passes_with_a_tiny_map_converge() {
         passes += 1;
         assert!(passes < 100);
         if stats.partial {
-            assert!(
-                stats.end_offset
-                    < t.partition(0)
-                        .unwrap()
-                        .log()
-                        .snapshot()
-                        .active()
-                        .base_offset()
-            );
+            assert!(stats.end_offset < t.p0().log().snapshot().active().base_offset());
         }
     }
     assert!(passes > 1, "a small map makes several passes");
     let text = cat_string(&t);
-    let active_base = t
-        .partition(0)
-        .unwrap()
-        .log()
-        .snapshot()
-        .active()
-        .base_offset();
+    let active_base = t.p0().log().snapshot().active().base_offset();
     // Every key's latest value is present and in order.
     for k in 0..40 {
         let latest = (0..300).rev().find(|i| i % 40 == k).unwrap();
@@ -271,13 +257,7 @@ fn keyless_records_written_before_compaction_are_removed() {
     set(&t, "parse.key=true");
     let mut map = small_map();
     f.engine().run_cleaner_once_with(&mut map).unwrap();
-    let active_base = t
-        .partition(0)
-        .unwrap()
-        .log()
-        .snapshot()
-        .active()
-        .base_offset();
+    let active_base = t.p0().log().snapshot().active().base_offset();
     let cleaned: Vec<_> = dump(&t)
         .into_iter()
         .filter(|s| s.0 < active_base)
@@ -314,7 +294,7 @@ fn cleaned_segments_keep_offsets_order_and_stream_size() {
     let t = f.topic("order");
     assert_eq!(cat_string(&t), text);
     assert_eq!(t.stream_len(), size_before);
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 200);
+    assert_eq!(t.p0().log().log_end_offset(), 200);
 }
 
 /// The issue's case: 16 keyless lines in segments 0, 5, 10 and 15, then `compact`. Kafka
@@ -334,7 +314,7 @@ fn emptied_batches_are_kept_only_where_the_cleaning_round_ends() {
         text.push_str(&line);
     }
     let bases = |t: &Topic| -> Vec<u64> {
-        let snap = t.partition(0).unwrap().log().snapshot();
+        let snap = t.p0().log().snapshot();
         snap.segments.iter().map(|s| s.base_offset()).collect()
     };
     assert_eq!(bases(&t), [0, 5, 10, 15]);
@@ -343,7 +323,7 @@ fn emptied_batches_are_kept_only_where_the_cleaning_round_ends() {
     assert_eq!((stats.first_dirty_offset, stats.end_offset), (0, 15));
     let check = |t: &Topic, when: &str| {
         assert_eq!(bases(t), [0, 5, 10, 15], "{when}");
-        let snap = t.partition(0).unwrap().log().snapshot();
+        let snap = t.p0().log().snapshot();
         let sizes: Vec<u64> = snap.segments.iter().map(|s| s.size()).collect();
         assert_eq!(&sizes[..2], [0, 0], "{when}: segments 0 and 5 hold nothing");
         let kept = snap.segments[2].read_at(0, sizes[2] as usize).unwrap();
@@ -354,7 +334,7 @@ fn emptied_batches_are_kept_only_where_the_cleaning_round_ends() {
             (14, 14, 0),
             "{when}"
         );
-        assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 16, "{when}");
+        assert_eq!(t.p0().log().log_end_offset(), 16, "{when}");
         assert_eq!(t.stream_len(), text.len() as u64, "{when}");
         assert_eq!(cat_string(t), "line-16\n", "{when}");
     };
@@ -369,7 +349,7 @@ fn emptied_batches_are_kept_only_where_the_cleaning_round_ends() {
     check(&t, "after a clean reopen");
     set(&t, "cleanup.policy=delete");
     t.append_lines(b"line-17\n").unwrap();
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 17);
+    assert_eq!(t.p0().log().log_end_offset(), 17);
     assert_eq!(cat_string(&t), "line-16\nline-17\n");
     assert_eq!(t.stream_len(), (text.len() + 8) as u64);
 }
@@ -451,7 +431,7 @@ fn cleaner_configs_apply_at_once_with_new_threads_and_map() {
     clock.advance(2000);
     t.append_lines(b"2:f\n").unwrap();
     wait_for("the cleaner to reach offset 5", || {
-        t.partition(0).unwrap().cleaner.checkpoint() == Some(5)
+        t.p0().cleaner.checkpoint() == Some(5)
     });
     assert_eq!(
         pass_ranges(&t),
@@ -491,8 +471,7 @@ fn a_reconfiguration_stops_a_pass_in_progress() {
     std::thread::sleep(std::time::Duration::from_millis(400));
     set(&t, "cleanup.policy=compact\nmin.cleanable.dirty.ratio=0.01");
     wait_for("a pass to start", || {
-        t.partition(0).unwrap().cleaner.state()
-            == kpfs::engine::cleaner_manager::CleanerState::Cleaning
+        t.p0().cleaner.state() == kpfs::engine::cleaner_manager::CleanerState::Cleaning
     });
     let started = std::time::Instant::now();
     engine
@@ -503,17 +482,11 @@ fn a_reconfiguration_stops_a_pass_in_progress() {
         "the restart waited {:?} for the throttled pass",
         started.elapsed()
     );
-    let end = t
-        .partition(0)
-        .unwrap()
-        .log()
-        .snapshot()
-        .active()
-        .base_offset();
+    let end = t.p0().log().snapshot().active().base_offset();
     wait_for("the new threads to clean the topic", || {
-        t.partition(0).unwrap().cleaner.checkpoint() == Some(end)
+        t.p0().cleaner.checkpoint() == Some(end)
     });
-    let leftovers: Vec<String> = std::fs::read_dir(t.partition(0).unwrap().dir())
+    let leftovers: Vec<String> = std::fs::read_dir(t.p0().dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.contains(".cleaned") || n.contains(".swap"))
@@ -556,7 +529,7 @@ fn an_invalid_cleaner_checkpoint_is_rewritten_to_the_log_start() {
     // Nothing is cleanable (everything is in the active segment): no pass, a reset.
     assert!(f.engine().run_cleaner_once().is_none());
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "0\n1\nc 0 0\n");
-    assert_eq!(t.partition(0).unwrap().cleaner.checkpoint(), Some(0));
+    assert_eq!(t.p0().cleaner.checkpoint(), Some(0));
     assert!(
         t.events_text().contains(
             " checkpoint The last checkpoint dirty offset for partition c-0 is 200, which is \
@@ -592,7 +565,7 @@ fn the_io_buffer_size_changes_how_the_cleaner_reads_not_what_it_writes() {
                 .unwrap();
         }
         f.engine().run_cleaner_once().unwrap();
-        let snap = t.partition(0).unwrap().log().snapshot();
+        let snap = t.p0().log().snapshot();
         let indexes: Vec<Vec<(u64, u32)>> = snap
             .segments
             .iter()
@@ -643,7 +616,7 @@ fn every_codec_is_written_read_cleaned_and_reopened() {
         assert_eq!(cat_string(&t), written, "{codec}: what was written");
         let attributes = |t: &Topic| -> Vec<u16> {
             let mut ids = Vec::new();
-            for s in t.partition(0).unwrap().log().snapshot().segments.iter() {
+            for s in t.p0().log().snapshot().segments.iter() {
                 let bytes = s.read_at(0, s.size() as usize).unwrap();
                 let mut at = 0;
                 while at < bytes.len() {
@@ -668,8 +641,7 @@ fn every_codec_is_written_read_cleaned_and_reopened() {
             attributes(&t)
         );
         // Compressed batches are small: roll, so every round is in a cleanable segment.
-        t.partition(0)
-            .unwrap()
+        t.p0()
             .log()
             .roll(&t.config(), kpfs::engine::segment::RollReason::Size)
             .unwrap();
@@ -722,7 +694,7 @@ fn status_says_when_the_cleaner_is_off() {
     t.append_lines(b"k:1\nk:2\n").unwrap();
     clock.advance(2000);
     t.append_lines(b"k:3\n").unwrap();
-    let status = t.partition(0).unwrap().status_text();
+    let status = t.p0().status_text();
     let field = |name: &str| {
         status
             .lines()

@@ -45,9 +45,8 @@ fn bases(outcome: &FetchOutcome) -> Vec<u64> {
 /// The size of each batch of the topic, in offset order.
 fn batch_sizes(t: &Topic) -> Vec<u64> {
     let all = t
-        .partition(0)
-        .unwrap()
-        .fetch(t.partition(0).unwrap().log().log_start_offset(), u64::MAX)
+        .p0()
+        .fetch(t.p0().log().log_start_offset(), u64::MAX)
         .unwrap();
     let mut sizes = Vec::new();
     for range in &all.ranges {
@@ -67,11 +66,7 @@ fn batch_sizes(t: &Topic) -> Vec<u64> {
 }
 
 fn roll(t: &Topic) {
-    t.partition(0)
-        .unwrap()
-        .log()
-        .roll(&t.config(), RollReason::Size)
-        .unwrap();
+    t.p0().log().roll(&t.config(), RollReason::Size).unwrap();
 }
 
 fn out_of_range(result: kpfs::engine::Result<FetchOutcome>) -> (u64, u64, u64, String) {
@@ -102,7 +97,7 @@ fn three_batches(f: &Fixture, name: &str) -> Arc<Topic> {
 fn a_fetch_starts_with_the_batch_holding_its_offset() {
     let f = Fixture::new();
     let t = three_batches(&f, "t");
-    let all = t.partition(0).unwrap().fetch(0, u64::MAX).unwrap();
+    let all = t.p0().fetch(0, u64::MAX).unwrap();
     assert_eq!((all.high_watermark, all.log_start_offset), (6, 0));
     assert_eq!(
         batches(&all),
@@ -113,28 +108,16 @@ fn a_fetch_starts_with_the_batch_holding_its_offset() {
         ]
     );
     // From inside a batch: that whole batch; the client skips the records before.
-    assert_eq!(
-        bases(&t.partition(0).unwrap().fetch(1, u64::MAX).unwrap()),
-        vec![0, 3, 4]
-    );
-    assert_eq!(
-        bases(&t.partition(0).unwrap().fetch(2, u64::MAX).unwrap()),
-        vec![0, 3, 4]
-    );
-    assert_eq!(
-        bases(&t.partition(0).unwrap().fetch(3, u64::MAX).unwrap()),
-        vec![3, 4]
-    );
-    assert_eq!(
-        bases(&t.partition(0).unwrap().fetch(5, u64::MAX).unwrap()),
-        vec![4]
-    );
+    assert_eq!(bases(&t.p0().fetch(1, u64::MAX).unwrap()), vec![0, 3, 4]);
+    assert_eq!(bases(&t.p0().fetch(2, u64::MAX).unwrap()), vec![0, 3, 4]);
+    assert_eq!(bases(&t.p0().fetch(3, u64::MAX).unwrap()), vec![3, 4]);
+    assert_eq!(bases(&t.p0().fetch(5, u64::MAX).unwrap()), vec![4]);
     // At the log end: nothing yet, no error.
-    let end = t.partition(0).unwrap().fetch(6, u64::MAX).unwrap();
+    let end = t.p0().fetch(6, u64::MAX).unwrap();
     assert!(end.ranges.is_empty());
     assert_eq!(end.high_watermark, 6);
     // Past it: Kafka's OffsetOutOfRange.
-    let (offset, start, log_end, text) = out_of_range(t.partition(0).unwrap().fetch(7, u64::MAX));
+    let (offset, start, log_end, text) = out_of_range(t.p0().fetch(7, u64::MAX));
     assert_eq!((offset, start, log_end), (7, 0, 6));
     assert_eq!(
         text,
@@ -149,38 +132,21 @@ fn max_bytes_takes_whole_batches_and_at_least_one() {
     let sizes = batch_sizes(&t);
     assert_eq!(sizes.len(), 3);
     // Smaller than the first batch: that batch anyway (Kafka's minOneMessage).
-    let one = t.partition(0).unwrap().fetch(0, 1).unwrap();
+    let one = t.p0().fetch(0, 1).unwrap();
     assert_eq!(bases(&one), vec![0]);
     assert_eq!(one.bytes(), sizes[0]);
-    assert_eq!(
-        bases(&t.partition(0).unwrap().fetch(0, 0).unwrap()),
-        vec![0]
-    );
+    assert_eq!(bases(&t.p0().fetch(0, 0).unwrap()), vec![0]);
     // Exactly two batches, and one byte less.
     assert_eq!(
-        bases(
-            &t.partition(0)
-                .unwrap()
-                .fetch(0, sizes[0] + sizes[1])
-                .unwrap()
-        ),
+        bases(&t.p0().fetch(0, sizes[0] + sizes[1]).unwrap()),
         vec![0, 3]
     );
     assert_eq!(
-        bases(
-            &t.partition(0)
-                .unwrap()
-                .fetch(0, sizes[0] + sizes[1] - 1)
-                .unwrap()
-        ),
+        bases(&t.p0().fetch(0, sizes[0] + sizes[1] - 1).unwrap()),
         vec![0]
     );
     // Never a partial batch: the bytes are whole batches up to the limit.
-    let limited = t
-        .partition(0)
-        .unwrap()
-        .fetch(0, sizes[0] + sizes[1] + sizes[2] - 1)
-        .unwrap();
+    let limited = t.p0().fetch(0, sizes[0] + sizes[1] + sizes[2] - 1).unwrap();
     assert_eq!(limited.bytes(), sizes[0] + sizes[1]);
 }
 
@@ -194,20 +160,17 @@ fn a_fetch_goes_on_into_later_segments_up_to_max_bytes() {
         roll(&t);
     }
     t.append_lines(b"active\n").unwrap();
-    assert_eq!(t.partition(0).unwrap().log().snapshot().segments.len(), 5);
-    let all = t.partition(0).unwrap().fetch(0, u64::MAX).unwrap();
+    assert_eq!(t.p0().log().snapshot().segments.len(), 5);
+    let all = t.p0().fetch(0, u64::MAX).unwrap();
     assert_eq!(all.ranges.len(), 5, "one range per segment");
     assert_eq!(bases(&all), vec![0, 2, 4, 6, 8]);
     // From inside the third segment's batch.
-    assert_eq!(
-        bases(&t.partition(0).unwrap().fetch(5, u64::MAX).unwrap()),
-        vec![4, 6, 8]
-    );
+    assert_eq!(bases(&t.p0().fetch(5, u64::MAX).unwrap()), vec![4, 6, 8]);
     // The limit counts across segments.
     let size = batch_sizes(&t)[0];
-    let two = t.partition(0).unwrap().fetch(2, 2 * size).unwrap();
+    let two = t.p0().fetch(2, 2 * size).unwrap();
     assert_eq!((bases(&two), two.ranges.len()), (vec![2, 4], 2));
-    let (_, _, _, text) = out_of_range(t.partition(0).unwrap().fetch(10, 1));
+    let (_, _, _, text) = out_of_range(t.p0().fetch(10, 1));
     assert!(text.ends_with("upto 9."), "{text}");
 }
 
@@ -221,16 +184,12 @@ fn after_retention_an_old_offset_is_out_of_range_and_its_ranges_stay_readable() 
     f.advance(500);
     t.append_lines(b"new-2\n").unwrap();
     // A fetch in flight: its ranges were opened before retention removes the segment.
-    let in_flight = t.partition(0).unwrap().fetch(0, u64::MAX).unwrap();
+    let in_flight = t.p0().fetch(0, u64::MAX).unwrap();
     f.advance(1_000);
     assert_eq!(f.engine().run_retention_once(), 1);
     f.engine().run_deletions_once();
     assert!(
-        !t.partition(0)
-            .unwrap()
-            .segment_log_files()
-            .unwrap()
-            .contains(&0),
+        !t.p0().segment_log_files().unwrap().contains(&0),
         "the file is gone"
     );
     assert_eq!(
@@ -241,23 +200,15 @@ fn after_retention_an_old_offset_is_out_of_range_and_its_ranges_stay_readable() 
         ],
         "an open range keeps the removed file's bytes"
     );
-    let (offset, start, end, text) = out_of_range(t.partition(0).unwrap().fetch(1, u64::MAX));
+    let (offset, start, end, text) = out_of_range(t.p0().fetch(1, u64::MAX));
     assert_eq!((offset, start, end), (1, 2, 3));
     assert_eq!(
         text,
         "Received request for offset 1 for partition t-0, but we only have log segments starting from offset: 2."
     );
     // auto.offset.reset=earliest is the client's: it asks ListOffsets and fetches there.
-    let (earliest, _) = t
-        .partition(0)
-        .unwrap()
-        .list_offset(OffsetQuery::Earliest)
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        bases(&t.partition(0).unwrap().fetch(earliest, u64::MAX).unwrap()),
-        vec![2]
-    );
+    let (earliest, _) = t.p0().list_offset(OffsetQuery::Earliest).unwrap().unwrap();
+    assert_eq!(bases(&t.p0().fetch(earliest, u64::MAX).unwrap()), vec![2]);
 }
 
 #[test]
@@ -278,22 +229,15 @@ fn a_compacted_topic_fetches_what_the_cleaner_left() {
     t.append_lines(b"c:c0\n").unwrap();
     let mut map = OffsetMap::new(1 << 20, 0.9);
     assert!(f.engine().run_cleaner_once_with(&mut map).is_some());
-    let values: Vec<String> = batches(&t.partition(0).unwrap().fetch(0, u64::MAX).unwrap())
+    let values: Vec<String> = batches(&t.p0().fetch(0, u64::MAX).unwrap())
         .into_iter()
         .flat_map(|b| b.2)
         .collect();
     assert_eq!(values, vec!["a2", "b2", "c0"]);
     // An offset the cleaner removed: the fetch starts at the next batch that remains.
-    let from_gap = batches(&t.partition(0).unwrap().fetch(1, u64::MAX).unwrap());
+    let from_gap = batches(&t.p0().fetch(1, u64::MAX).unwrap());
     assert_eq!(from_gap[0].1, vec![4]);
-    assert_eq!(
-        t.partition(0)
-            .unwrap()
-            .fetch(0, u64::MAX)
-            .unwrap()
-            .high_watermark,
-        7
-    );
+    assert_eq!(t.p0().fetch(0, u64::MAX).unwrap().high_watermark, 7);
 }
 
 #[test]
@@ -308,7 +252,7 @@ fn list_offsets_answers_every_query() {
     roll(&t);
     f.advance(1_000);
     t.append_lines(b"d\ne\n").unwrap();
-    let q = |query| t.partition(0).unwrap().list_offset(query).unwrap();
+    let q = |query| t.p0().list_offset(query).unwrap();
     assert_eq!(q(OffsetQuery::Earliest), Some((0, -1)));
     assert_eq!(q(OffsetQuery::EarliestLocal), Some((0, -1)));
     assert_eq!(q(OffsetQuery::Latest), Some((5, -1)));
@@ -332,19 +276,10 @@ fn list_offsets_answers_every_query() {
     // An empty topic: earliest and latest 0, nothing by time or max timestamp.
     let e = f.topic("empty");
     assert_eq!(
-        e.partition(0)
-            .unwrap()
-            .list_offset(OffsetQuery::Latest)
-            .unwrap(),
+        e.p0().list_offset(OffsetQuery::Latest).unwrap(),
         Some((0, -1))
     );
-    assert_eq!(
-        e.partition(0)
-            .unwrap()
-            .list_offset(OffsetQuery::MaxTimestamp)
-            .unwrap(),
-        None
-    );
+    assert_eq!(e.p0().list_offset(OffsetQuery::MaxTimestamp).unwrap(), None);
 }
 
 #[test]
@@ -357,32 +292,23 @@ fn a_timestamp_search_uses_the_time_index_of_a_large_segment() {
         t.append_lines(format!("record-{i}\n").as_bytes()).unwrap();
     }
     roll(&t);
-    let entries = t.partition(0).unwrap().log().snapshot().segments[0]
+    let entries = t.p0().log().snapshot().segments[0]
         .time_index_entries()
         .unwrap();
     assert!(entries.len() > 10, "the segment has a time index");
     for i in [0u64, 1, 57, 150, 299] {
         let ts = T0 + 10 * (i as i64 + 1);
         assert_eq!(
-            t.partition(0)
-                .unwrap()
-                .list_offset(OffsetQuery::Timestamp(ts))
-                .unwrap(),
+            t.p0().list_offset(OffsetQuery::Timestamp(ts)).unwrap(),
             Some((i, ts))
         );
         assert_eq!(
-            t.partition(0)
-                .unwrap()
-                .list_offset(OffsetQuery::Timestamp(ts - 5))
-                .unwrap(),
+            t.p0().list_offset(OffsetQuery::Timestamp(ts - 5)).unwrap(),
             Some((i, ts))
         );
     }
     assert_eq!(
-        t.partition(0)
-            .unwrap()
-            .list_offset(OffsetQuery::MaxTimestamp)
-            .unwrap(),
+        t.p0().list_offset(OffsetQuery::MaxTimestamp).unwrap(),
         Some((299, T0 + 3_000))
     );
 }
@@ -397,30 +323,20 @@ fn delete_records_moves_the_log_start_for_readers_retention_and_reopens() {
     roll(&t);
     t.append_lines(b"r4\n").unwrap();
     let stream_len = t.stream_len();
-    assert_eq!(t.partition(0).unwrap().delete_records_before(3).unwrap(), 3);
+    assert_eq!(t.p0().delete_records_before(3).unwrap(), 3);
     assert_eq!(cat_string(&t), "r3\nr4\n");
     assert_eq!(t.stream_len(), stream_len, "the log file never shrinks");
     assert_eq!(
-        t.partition(0)
-            .unwrap()
-            .list_offset(OffsetQuery::Earliest)
-            .unwrap(),
+        t.p0().list_offset(OffsetQuery::Earliest).unwrap(),
         Some((3, -1))
     );
-    let (_, start, _, _) = out_of_range(t.partition(0).unwrap().fetch(2, u64::MAX));
+    let (_, start, _, _) = out_of_range(t.p0().fetch(2, u64::MAX));
     assert_eq!(start, 3);
     // A fetch at the new start gets the batch holding it, which begins below it.
-    assert_eq!(
-        bases(&t.partition(0).unwrap().fetch(3, u64::MAX).unwrap()),
-        vec![2, 4]
-    );
+    assert_eq!(bases(&t.p0().fetch(3, u64::MAX).unwrap()), vec![2, 4]);
     // Never back, and never past the high watermark.
-    assert_eq!(t.partition(0).unwrap().delete_records_before(1).unwrap(), 3);
-    let err = t
-        .partition(0)
-        .unwrap()
-        .delete_records_before(6)
-        .unwrap_err();
+    assert_eq!(t.p0().delete_records_before(1).unwrap(), 3);
+    let err = t.p0().delete_records_before(6).unwrap_err();
     assert!(matches!(
         err,
         EngineError::OffsetOutOfRange {
@@ -437,16 +353,15 @@ fn delete_records_moves_the_log_start_for_readers_retention_and_reopens() {
     // Kept across a clean and an unclean reopen.
     f.reopen();
     let t = f.topic("t");
-    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 3);
+    assert_eq!(t.p0().log().log_start_offset(), 3);
     assert_eq!(cat_string(&t), "r3\nr4\n");
     f.crash_and_reopen();
     let t = f.topic("t");
-    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 3);
+    assert_eq!(t.p0().log().log_start_offset(), 3);
     // Retention's log-start rule deletes the segment wholly below it, not the one it is in.
     assert_eq!(f.engine().run_retention_once(), 1);
     let bases_left: Vec<u64> = t
-        .partition(0)
-        .unwrap()
+        .p0()
         .log()
         .snapshot()
         .segments
@@ -456,20 +371,11 @@ fn delete_records_moves_the_log_start_for_readers_retention_and_reopens() {
     assert_eq!(bases_left, vec![2, 4]);
     assert_eq!(cat_string(&t), "r3\nr4\n");
     // Up to the log end: every record goes; the log end stays.
-    assert_eq!(t.partition(0).unwrap().delete_records_before(5).unwrap(), 5);
+    assert_eq!(t.p0().delete_records_before(5).unwrap(), 5);
     assert_eq!(cat_string(&t), "");
-    assert!(t
-        .partition(0)
-        .unwrap()
-        .fetch(5, u64::MAX)
-        .unwrap()
-        .ranges
-        .is_empty());
+    assert!(t.p0().fetch(5, u64::MAX).unwrap().ranges.is_empty());
     assert_eq!(
-        t.partition(0)
-            .unwrap()
-            .list_offset(OffsetQuery::Latest)
-            .unwrap(),
+        t.p0().list_offset(OffsetQuery::Latest).unwrap(),
         Some((5, -1))
     );
 }
@@ -479,17 +385,14 @@ fn a_deleted_topic_takes_its_log_start_along() {
     let mut f = Fixture::new();
     let t = f.topic("t");
     t.append_lines(b"a\nb\n").unwrap();
-    t.partition(0).unwrap().delete_records_before(1).unwrap();
+    t.p0().delete_records_before(1).unwrap();
     drop(t);
     f.engine().delete_topic("t").unwrap();
     let t = f.topic("t");
     t.append_lines(b"c\n").unwrap();
-    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 0);
+    assert_eq!(t.p0().log().log_start_offset(), 0);
     f.reopen();
-    assert_eq!(
-        f.topic("t").partition(0).unwrap().log().log_start_offset(),
-        0
-    );
+    assert_eq!(f.topic("t").p0().log().log_start_offset(), 0);
     assert_eq!(cat_string(&f.topic("t")), "c\n");
 }
 
@@ -499,18 +402,14 @@ fn delete_records_is_refused_without_delete_in_the_policy() {
     let t = f.topic("c");
     set(&t, "cleanup.policy=compact\nparse.key=true");
     t.append_lines(b"k\tv\n").unwrap();
-    let err = t
-        .partition(0)
-        .unwrap()
-        .delete_records_before(1)
-        .unwrap_err();
+    let err = t.p0().delete_records_before(1).unwrap_err();
     assert_eq!(
         err.to_string(),
         "Records of partition c-0 can not be deleted due to the configured policy"
     );
-    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 0);
+    assert_eq!(t.p0().log().log_start_offset(), 0);
     set(&t, "cleanup.policy=compact,delete");
-    assert_eq!(t.partition(0).unwrap().delete_records_before(1).unwrap(), 1);
+    assert_eq!(t.p0().delete_records_before(1).unwrap(), 1);
 }
 
 #[test]
@@ -525,7 +424,7 @@ fn an_append_wakes_a_waiting_fetch_before_its_deadline() {
             #[allow(clippy::disallowed_methods)] // a real deadline: the wait is real
             let deadline = Instant::now() + Duration::from_secs(60);
             let ready = watch.wait_until(&[&other, &t], deadline, || {
-                t.partition(0).unwrap().fetch(0, u64::MAX).unwrap().bytes() > 0
+                t.p0().fetch(0, u64::MAX).unwrap().bytes() > 0
             });
             #[allow(clippy::disallowed_methods)] // how long before the deadline it woke
             let left = deadline.saturating_duration_since(Instant::now());

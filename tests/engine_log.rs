@@ -29,7 +29,7 @@ fn lines_round_trip_with_and_without_keys() {
         "No key separator found on line number 2: 'noseparator'"
     );
     assert_eq!(
-        k.partition(0).unwrap().log().log_end_offset(),
+        k.p0().log().log_end_offset(),
         3,
         "a refused write appends nothing"
     );
@@ -177,7 +177,7 @@ fn random_reads_and_preads_return_the_contents_they_cover() {
         t.append_lines(&write).unwrap();
         expected.extend_from_slice(&write);
     }
-    assert!(t.partition(0).unwrap().log().snapshot().segments.len() > 5);
+    assert!(t.p0().log().snapshot().segments.len() > 5);
     let total = expected.len();
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: 256,
@@ -220,12 +220,12 @@ fn rolls_by_size_and_keeps_offsets() {
         t.append_lines(format!("value-{i:04}\n").as_bytes())
             .unwrap();
     }
-    let segs = t.partition(0).unwrap().log().snapshot().segments.clone();
+    let segs = t.p0().log().snapshot().segments.clone();
     assert!(segs.len() > 3, "{} segments", segs.len());
     for s in segs.iter() {
         assert!(s.size() <= 1000);
     }
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 100);
+    assert_eq!(t.p0().log().log_end_offset(), 100);
     let text = cat_string(&t);
     assert_eq!(text.lines().count(), 100);
     assert!(text.starts_with("value-0000\nvalue-0001\n"));
@@ -244,8 +244,7 @@ fn rolls_by_time_measured_from_the_first_record() {
         t.append_lines(format!("{i}\n").as_bytes()).unwrap();
     }
     let bases: Vec<u64> = t
-        .partition(0)
-        .unwrap()
+        .p0()
         .log()
         .snapshot()
         .segments
@@ -303,7 +302,7 @@ fn a_record_whose_batch_alone_is_over_max_message_bytes_is_refused_whole() {
         err.to_string(),
         "The record batch size in the append to keyed-0 is 101 bytes which exceeds the maximum configured value of 100."
     );
-    assert_eq!(keyed.partition(0).unwrap().log().log_end_offset(), 1);
+    assert_eq!(keyed.p0().log().log_end_offset(), 1);
 }
 
 /// The largest line the default `max.message.bytes` (1 MiB + 12, Kafka's) admits: its
@@ -399,7 +398,7 @@ fn every_batch_fits_max_message_bytes_and_only_records_that_cannot_are_refused()
                     e.to_string(),
                     format!("The record batch size in the append to p-0 is {single} bytes which exceeds the maximum configured value of {max}.")
                 );
-                prop_assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 0);
+                prop_assert_eq!(t.p0().log().log_end_offset(), 0);
             }
             (result, expected) => prop_assert!(false, "{:?} where the first oversized batch is {:?}", result, expected),
         }
@@ -419,24 +418,21 @@ fn records_offsets_and_configs_survive_reopen() {
             .unwrap();
     }
     let before = cat_string(&t);
-    let segments = t.partition(0).unwrap().log().snapshot().segments.len();
+    let segments = t.p0().log().snapshot().segments.len();
     drop(t);
     f.reopen();
     let t = f.topic("persist");
     assert_eq!(cat_string(&t), before);
-    assert_eq!(
-        t.partition(0).unwrap().log().snapshot().segments.len(),
-        segments
-    );
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 50);
+    assert_eq!(t.p0().log().snapshot().segments.len(), segments);
+    assert_eq!(t.p0().log().log_end_offset(), 50);
     t.append_lines(b"k1:after\n").unwrap();
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 51);
+    assert_eq!(t.p0().log().log_end_offset(), 51);
     assert!(t.config_text().contains("key.separator=:"));
     drop(t);
     f.crash_and_reopen();
     let t = f.topic("persist");
     assert!(cat_string(&t).ends_with("k1:after\n"));
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 51);
+    assert_eq!(t.p0().log().log_end_offset(), 51);
 }
 
 #[test]
@@ -445,11 +441,7 @@ fn torn_tail_is_truncated_after_a_crash() {
     let t = f.topic("torn");
     t.append_lines(b"one\ntwo\n").unwrap();
     t.append_lines(b"three\n").unwrap();
-    let path = t
-        .partition(0)
-        .unwrap()
-        .dir()
-        .join("00000000000000000000.log");
+    let path = t.p0().dir().join("00000000000000000000.log");
     drop(t);
     let e = f.engine.take().unwrap();
     drop(e);
@@ -459,7 +451,7 @@ fn torn_tail_is_truncated_after_a_crash() {
     f.engine = Some(open(f.dir.path(), &f.clock));
     let t = f.topic("torn");
     assert_eq!(cat_string(&t), "one\ntwo\n");
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 2);
+    assert_eq!(t.p0().log().log_end_offset(), 2);
     t.append_lines(b"four\n").unwrap();
     assert_eq!(cat_string(&t), "one\ntwo\nfour\n");
 }
@@ -490,7 +482,7 @@ fn a_write_in_two_pieces_appends_what_one_buffer_would() {
         set(t, "parse.key=true\nkey.separator=:");
     }
     let bytes = |t: &kpfs::engine::Topic| {
-        std::fs::read(t.partition(0).unwrap().log().snapshot().active().log_path()).unwrap()
+        std::fs::read(t.p0().log().snapshot().active().log_path()).unwrap()
     };
     // Both layouts: batches with record metadata (keys) and plain batches (no keys).
     for (one, two) in [(&one, &two), (&plain_one, &plain_two)] {
@@ -513,7 +505,7 @@ fn a_write_in_two_pieces_appends_what_one_buffer_would() {
     let err = two.append_lines_after(None, b"k5:ok\n", b"k6:ok\nno-separator\n");
     assert!(err.is_err());
     assert_eq!(
-        two.partition(0).unwrap().log().log_end_offset(),
+        two.p0().log().log_end_offset(),
         6,
         "nothing of the write was appended"
     );
@@ -521,7 +513,7 @@ fn a_write_in_two_pieces_appends_what_one_buffer_would() {
     assert!(two
         .append_lines_after(None, b"no-separator\n", b"k7:ok\n")
         .is_err());
-    assert_eq!(two.partition(0).unwrap().log().log_end_offset(), 6);
+    assert_eq!(two.p0().log().log_end_offset(), 6);
 }
 
 /// Size of Kafka's batch holding one keyless record of `len` bytes.
@@ -584,7 +576,7 @@ fn keyless_writes_become_batches_of_whole_lines() {
     }
     assert_eq!(offset, lines + 1);
     let mut stream_pos = 0;
-    for s in t.partition(0).unwrap().log().snapshot().segments.iter() {
+    for s in t.p0().log().snapshot().segments.iter() {
         for (offset, pos) in s.record_stream_positions().unwrap() {
             assert_eq!(pos, stream_pos, "record {offset}");
             stream_pos += lines_read[offset as usize].len() as u64;
@@ -610,7 +602,7 @@ fn a_keyless_line_too_big_for_any_segment_is_refused_whole() {
         "Message batch size is 201 bytes in append to partition small-0, which exceeds the maximum configured segment size of 200."
     );
     assert_eq!(
-        t.partition(0).unwrap().log().log_end_offset(),
+        t.p0().log().log_end_offset(),
         1,
         "nothing of the write was appended"
     );
@@ -623,7 +615,7 @@ fn a_keyless_line_too_big_for_any_segment_is_refused_whole() {
         err.to_string(),
         "Message batch size is 68 bytes in append to partition tiny-0, which exceeds the maximum configured segment size of 50."
     );
-    assert_eq!(tiny.partition(0).unwrap().log().log_end_offset(), 0);
+    assert_eq!(tiny.p0().log().log_end_offset(), 0);
 
     // Kafka prints the configured value, even one no segment can hold.
     let negative = f.topic("negative");
@@ -743,12 +735,8 @@ fn a_large_write_is_whole_batches() {
         offset += records.len() as u64;
     }
     assert_eq!(offset, lines as u64 + 1);
-    let path = t
-        .partition(0)
-        .unwrap()
-        .dir()
-        .join("00000000000000000000.log");
-    let size = t.partition(0).unwrap().log().snapshot().active().size();
+    let path = t.p0().dir().join("00000000000000000000.log");
+    let size = t.p0().log().snapshot().active().size();
     assert_eq!(
         std::fs::metadata(&path).unwrap().len(),
         size,

@@ -13,8 +13,7 @@ use kpfs::engine::producer_state::decode_snapshot;
 use kpfs::engine::Topic;
 
 fn names(t: &Topic) -> Vec<String> {
-    t.partition(0)
-        .unwrap()
+    t.p0()
         .backing_files()
         .unwrap()
         .into_iter()
@@ -41,7 +40,7 @@ fn segment_files(base: u64, kinds: &[&str]) -> Vec<String> {
 }
 
 fn read(t: &Topic, name: &str) -> Vec<u8> {
-    fs::read(t.partition(0).unwrap().dir().join(name)).unwrap()
+    fs::read(t.p0().dir().join(name)).unwrap()
 }
 
 fn produce(t: &Topic, from: usize, n: usize) {
@@ -66,10 +65,7 @@ fn a_new_topic_holds_kafkas_files_and_no_snapshot() {
     let metadata = String::from_utf8(read(&t, "partition.metadata")).unwrap();
     assert_eq!(
         metadata,
-        format!(
-            "version: 0\ntopic_id: {}",
-            t.partition(0).unwrap().log().topic_id()
-        )
+        format!("version: 0\ntopic_id: {}", t.p0().log().topic_id())
     );
 }
 
@@ -169,7 +165,7 @@ fn a_clean_close_snapshots_the_log_end_and_a_reopen_keeps_it() {
     produce(&t, 0, 5);
     f.advance(4000);
     produce(&t, 5, 2);
-    let id = t.partition(0).unwrap().log().topic_id();
+    let id = t.p0().log().topic_id();
     drop(t);
     f.reopen();
     let t = f.topic("close");
@@ -186,17 +182,14 @@ fn a_clean_close_snapshots_the_log_end_and_a_reopen_keeps_it() {
         Ok(vec![])
     );
     assert_eq!(
-        t.partition(0).unwrap().log().topic_id(),
+        t.p0().log().topic_id(),
         id,
         "the topic id is kept for the topic's life"
     );
     // The close's snapshot at 7 becomes the next segment's: no new one is written.
     f.advance(4000);
     produce(&t, 7, 1);
-    assert_eq!(
-        t.partition(0).unwrap().segment_log_files().unwrap(),
-        vec![0, 5, 7]
-    );
+    assert_eq!(t.p0().segment_log_files().unwrap(), vec![0, 5, 7]);
     assert_eq!(read(&t, &format!("{:020}.snapshot", 7)), EMPTY_SNAPSHOT);
 }
 
@@ -208,7 +201,7 @@ fn opening_after_a_crash_removes_stray_and_corrupt_snapshots() {
     produce(&t, 0, 5);
     f.advance(4000);
     produce(&t, 5, 5);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
+    let dir = t.p0().dir().to_path_buf();
     drop(t);
     // A stray below the last base, a leftover `.deleted`, a torn snapshot at the log end,
     // and one past it.

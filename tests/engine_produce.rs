@@ -75,7 +75,7 @@ fn produced_records_take_offsets_at_the_log_end_and_show_in_cat() {
     assert_eq!(outcome.log_append_time_ms, -1, "CreateTime");
     assert_eq!(outcome.log_start_offset, 0);
     t.append_lines(b"after\n").unwrap();
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 6);
+    assert_eq!(t.p0().log().log_end_offset(), 6);
 
     let mut expected = b"from echo\nsecond line\nv1\nnull\n".to_vec();
     expected.extend_from_slice(&binary);
@@ -124,11 +124,7 @@ fn refusals_use_kafkas_errors_and_texts_and_append_nothing() {
     let good = plain(&values(3, "v"), NO_PRODUCER);
     let refuse = |bytes: &[u8]| {
         let err = t.append_produced(0, bytes).unwrap_err();
-        assert_eq!(
-            t.partition(0).unwrap().log().log_end_offset(),
-            0,
-            "{err}: nothing appended"
-        );
+        assert_eq!(t.p0().log().log_end_offset(), 0, "{err}: nothing appended");
         err
     };
 
@@ -312,7 +308,7 @@ fn refusals_use_kafkas_errors_and_texts_and_append_nothing() {
         errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(),
         [0, 2]
     );
-    assert_eq!(c.partition(0).unwrap().log().log_end_offset(), 0);
+    assert_eq!(c.p0().log().log_end_offset(), 0);
 }
 
 #[test]
@@ -335,8 +331,8 @@ fn a_batch_over_the_segment_size_is_refused_with_kafkas_text() {
         t.append_produced(0, &plain(&values(2, &format!("b{i}")), NO_PRODUCER))
             .unwrap();
     }
-    assert!(t.partition(0).unwrap().log().snapshot().segments.len() > 1);
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 10);
+    assert!(t.p0().log().snapshot().segments.len() > 1);
+    assert_eq!(t.p0().log().log_end_offset(), 10);
 }
 
 #[test]
@@ -402,10 +398,7 @@ fn log_append_time_stamps_the_batch_with_the_append_time() {
     // batch past the recovery point, keeps both batches.
     drop(t);
     f.crash_and_reopen();
-    assert_eq!(
-        f.topic("lat").partition(0).unwrap().log().log_end_offset(),
-        3
-    );
+    assert_eq!(f.topic("lat").p0().log().log_end_offset(), 3);
 }
 
 #[test]
@@ -439,7 +432,7 @@ fn every_codec_is_kept_under_producer_and_recompressed_under_a_fixed_type() {
                 ..ClientBatch::PLAIN
             };
             let batch = batch_of(&records, T0, NO_PRODUCER, client);
-            let base = fixed.partition(0).unwrap().log().log_end_offset();
+            let base = fixed.p0().log().log_end_offset();
             assert_eq!(fixed.append_produced(0, &batch).unwrap().base_offset, base);
             assert_eq!(kept.append_produced(0, &batch).unwrap().base_offset, base);
             for v in &vals {
@@ -478,11 +471,7 @@ fn idempotent_retries_are_answered_with_the_original_offsets_and_gaps_are_refuse
         0,
         "a retry"
     );
-    assert_eq!(
-        t.partition(0).unwrap().log().log_end_offset(),
-        4,
-        "not appended twice"
-    );
+    assert_eq!(t.p0().log().log_end_offset(), 4, "not appended twice");
     let second = plain(&values(2, "b"), (pid, epoch, 3));
     assert_eq!(t.append_produced(0, &second).unwrap().base_offset, 4);
 
@@ -598,7 +587,7 @@ fn producer_state_is_rebuilt_from_the_log_after_a_crash() {
     let pid = f.engine().init_producer_id().unwrap().0;
     let bases = produce_run(&t, pid, 0, 12);
     assert!(
-        t.partition(0).unwrap().log().snapshot().segments.len() > 2,
+        t.p0().log().snapshot().segments.len() > 2,
         "rolled, with snapshots at the rolls"
     );
     drop(t);
@@ -612,7 +601,7 @@ fn producer_state_is_rebuilt_from_the_log_after_a_crash() {
             bases[seq as usize]
         );
     }
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 12);
+    assert_eq!(t.p0().log().log_end_offset(), 12);
     assert_eq!(produce_run(&t, pid, 12, 1), [12]);
     let err = t
         .append_produced(0, &plain(&values(1, "x"), (pid, 0, 20)))
@@ -708,7 +697,7 @@ proptest! {
                     }
                 }
             }
-            prop_assert_eq!(t.partition(0).unwrap().log().log_end_offset(), model.len() as u64);
+            prop_assert_eq!(t.p0().log().log_end_offset(), model.len() as u64);
         }
         let expected: String = model.iter().map(|l| format!("{l}\n")).collect();
         prop_assert_eq!(cat_string(&t), expected.clone());

@@ -8,8 +8,7 @@ use common::*;
 use kpfs::engine::TopicCursor;
 
 fn names(t: &kpfs::engine::Topic) -> Vec<String> {
-    t.partition(0)
-        .unwrap()
+    t.p0()
         .backing_files()
         .unwrap()
         .into_iter()
@@ -32,10 +31,7 @@ fn seed_time_retention_demo() {
     produce(&t, 0, 5);
     f.advance(4000);
     produce(&t, 5, 5);
-    assert_eq!(
-        t.partition(0).unwrap().segment_log_files().unwrap(),
-        vec![0, 5]
-    );
+    assert_eq!(t.p0().segment_log_files().unwrap(), vec![0, 5]);
     f.advance(2000);
     // Segment 0's records are 6 s old, segment 5's only 2 s: only 0 goes.
     assert_eq!(f.engine().run_retention_once(), 1);
@@ -48,8 +44,8 @@ fn seed_time_retention_demo() {
         "{files:?}"
     );
     assert!(files.contains(&"00000000000000000010.log".to_string()));
-    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 10);
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 10);
+    assert_eq!(t.p0().log().log_start_offset(), 10);
+    assert_eq!(t.p0().log().log_end_offset(), 10);
     assert_eq!(cat_string(&t), "");
     // Removed after file.delete.delay.ms (default 60000).
     f.advance(59_999);
@@ -81,23 +77,17 @@ fn seed_size_retention_demo() {
         produce(&t, batch * 5, 5);
         f.advance(4000);
     }
-    assert_eq!(
-        t.partition(0).unwrap().segment_log_files().unwrap(),
-        vec![0, 5, 10, 15]
-    );
+    assert_eq!(t.p0().segment_log_files().unwrap(), vec![0, 5, 10, 15]);
     f.engine().run_retention_once();
-    assert_eq!(
-        t.partition(0).unwrap().segment_log_files().unwrap(),
-        vec![15]
-    );
-    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 15);
+    assert_eq!(t.p0().segment_log_files().unwrap(), vec![15]);
+    assert_eq!(t.p0().log().log_start_offset(), 15);
     let deleted = names(&t).iter().filter(|n| n.ends_with(".deleted")).count();
     assert_eq!(
         deleted, 11,
         "segments 0, 5, 10 (.log, .index, .timeindex) and the snapshots of 5 and 10"
     );
     assert!(
-        t.partition(0).unwrap().log().size_bytes() > 300,
+        t.p0().log().size_bytes() > 300,
         "the partition may stay above retention.bytes by one segment"
     );
 }
@@ -109,7 +99,7 @@ fn size_retention_keeps_within_one_segment_of_the_limit() {
     set(&t, "internal.segment.bytes=400\nretention.bytes=1000");
     produce(&t, 0, 200);
     f.engine().run_retention_once();
-    let size = t.partition(0).unwrap().log().size_bytes();
+    let size = t.p0().log().size_bytes();
     assert!(size <= 1000 + 400, "{size}");
     assert!(size >= 1000 - 400, "{size}");
     let text = cat_string(&t);
@@ -121,10 +111,7 @@ fn size_retention_keeps_within_one_segment_of_the_limit() {
         .trim_start_matches("record-")
         .parse()
         .unwrap();
-    assert_eq!(
-        first as u64,
-        t.partition(0).unwrap().log().log_start_offset()
-    );
+    assert_eq!(first as u64, t.p0().log().log_start_offset());
 }
 
 #[test]
@@ -135,9 +122,9 @@ fn retention_bytes_zero_deletes_every_non_empty_segment() {
     produce(&t, 0, 30);
     set(&t, "retention.bytes=0");
     f.engine().run_retention_once();
-    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 30);
-    assert_eq!(t.partition(0).unwrap().log().snapshot().segments.len(), 1);
-    assert!(t.partition(0).unwrap().log().snapshot().active().is_empty());
+    assert_eq!(t.p0().log().log_start_offset(), 30);
+    assert_eq!(t.p0().log().snapshot().segments.len(), 1);
+    assert!(t.p0().log().snapshot().active().is_empty());
 }
 
 #[test]
@@ -151,7 +138,7 @@ fn minus_one_disables_time_and_size() {
     produce(&t, 0, 30);
     f.advance(365 * 86_400_000);
     assert_eq!(f.engine().run_retention_once(), 0);
-    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 0);
+    assert_eq!(t.p0().log().log_start_offset(), 0);
 }
 
 #[test]
@@ -198,12 +185,9 @@ fn future_timestamps_block_time_retention() {
     f.advance(50_000);
     assert_eq!(f.engine().run_retention_once(), 0);
     assert!(
-        t.partition(0)
-            .unwrap()
-            .status_text()
-            .contains("future_timestamp_segment: 0"),
+        t.p0().status_text().contains("future_timestamp_segment: 0"),
         "{}",
-        t.partition(0).unwrap().status_text()
+        t.p0().status_text()
     );
 }
 
@@ -219,7 +203,7 @@ fn readers_below_the_new_log_start_continue_there() {
     f.advance(2000);
     produce(&t, 20, 1);
     f.engine().run_retention_once();
-    let lso = t.partition(0).unwrap().log().log_start_offset();
+    let lso = t.p0().log().log_start_offset();
     assert!(lso > 0);
     let rest = t.read_log(&mut cursor, 10, 1 << 20).unwrap();
     let rest = String::from_utf8(rest).unwrap();
@@ -228,11 +212,7 @@ fn readers_below_the_new_log_start_continue_there() {
     let (held, after) = rest.split_once('\n').unwrap();
     assert_eq!(held, "ecord-1");
     assert!(after.starts_with(&format!("record-{lso}\n")), "{rest}");
-    assert!(t
-        .partition(0)
-        .unwrap()
-        .status_text()
-        .contains("reader_skips: 1"));
+    assert!(t.p0().status_text().contains("reader_skips: 1"));
     // The stream size never shrinks.
     assert!(t.stream_len() >= 10 + rest.len() as u64);
 }
@@ -249,7 +229,7 @@ fn leftover_deleted_files_are_removed_at_open() {
     f.reopen();
     let t = f.topic("leftover");
     assert!(!names(&t).iter().any(|n| n.ends_with(".deleted")));
-    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 30);
+    assert_eq!(t.p0().log().log_start_offset(), 30);
 }
 
 /// The scheduler flushes rolled segments without the writer lock, from a snapshot;
@@ -264,36 +244,23 @@ fn flushing_rolled_segments_survives_their_concurrent_removal() {
     let config = t.config();
     for i in 0..300 {
         t.append_lines(format!("line-{i}\n").as_bytes()).unwrap();
-        t.partition(0)
-            .unwrap()
-            .log()
-            .roll(&config, RollReason::Size)
-            .unwrap();
+        t.p0().log().roll(&config, RollReason::Size).unwrap();
     }
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
     let flusher = {
         let (t, barrier) = (t.clone(), barrier.clone());
         std::thread::spawn(move || {
             barrier.wait();
-            t.partition(0)
-                .unwrap()
-                .flush_rolled_segments()
-                .map_err(|e| e.to_string())
+            t.p0().flush_rolled_segments().map_err(|e| e.to_string())
         })
     };
     barrier.wait();
-    let last = t.partition(0).unwrap().log().snapshot().segments[250].base_offset();
-    for d in t
-        .partition(0)
-        .unwrap()
-        .log()
-        .delete_segments_through(last, &config)
-        .unwrap()
-    {
+    let last = t.p0().log().snapshot().segments[250].base_offset();
+    for d in t.p0().log().delete_segments_through(last, &config).unwrap() {
         remove_files(&d.files).unwrap();
     }
     let flushed = flusher.join().unwrap();
     assert_eq!(flushed, Ok(()));
-    assert_eq!(t.partition(0).unwrap().log().poison_reason(), None);
+    assert_eq!(t.p0().log().poison_reason(), None);
     t.append_lines(b"after\n").unwrap();
 }

@@ -170,7 +170,7 @@ fn template() -> &'static (tempfile::TempDir, String) {
             text.push_str(&line);
             f.advance(5);
         }
-        assert!(t.partition(0).unwrap().log().snapshot().segments.len() >= 5);
+        assert!(t.p0().log().snapshot().segments.len() >= 5);
         let mut f = f;
         let e = f.engine.take().unwrap();
         e.shutdown().unwrap();

@@ -53,7 +53,7 @@ fn power_cut(f: &Fixture, t: &Topic, rng: &mut Rng, loss: Loss) -> (tempfile::Te
     let copy = tempfile::tempdir().unwrap();
     copy_dir(f.dir.path(), copy.path());
     let mut damaged = 0;
-    for seg in t.partition(0).unwrap().log().snapshot().segments.iter() {
+    for seg in t.p0().log().snapshot().segments.iter() {
         let (synced, size) = (seg.synced_size(), seg.size());
         assert!(synced <= size, "synced {synced} beyond size {size}");
         let cut = synced + rng.below(size - synced + 1);
@@ -113,7 +113,7 @@ fn check_copy(copy: &Path, appended: &[String], durable: usize, fsck: bool, what
     for (i, (got, want)) in lines.iter().zip(appended).enumerate() {
         assert_eq!(got, want, "{what}: line {i} differs");
     }
-    let snap = t.partition(0).unwrap().log().snapshot();
+    let snap = t.p0().log().snapshot();
     if t.stream_len() != text.len() as u64 {
         for s in snap.segments.iter() {
             eprintln!("DEBUG {:?}", s.info());
@@ -186,7 +186,7 @@ fn power_cuts_lose_only_unsynced_whole_batches() {
         if rng.below(4) == 0 {
             t.sync().unwrap();
             durable = appended.len();
-            for seg in t.partition(0).unwrap().log().snapshot().segments.iter() {
+            for seg in t.p0().log().snapshot().segments.iter() {
                 assert_eq!(
                     seg.synced_size(),
                     seg.size(),
@@ -209,7 +209,7 @@ fn power_cuts_lose_only_unsynced_whole_batches() {
         shorter += usize::from(n < appended.len());
     }
     assert!(
-        t.partition(0).unwrap().log().snapshot().segments.len() > 20,
+        t.p0().log().snapshot().segments.len() > 20,
         "segments rolled"
     );
     // The cuts must actually have bitten, or the test proved nothing.
@@ -240,14 +240,14 @@ fn sync_after_crash_recovery_covers_recovered_segments() {
     drop(t);
     f.crash_and_reopen();
     let t = f.topic(TOPIC);
-    let snap = t.partition(0).unwrap().log().snapshot();
+    let snap = t.p0().log().snapshot();
     assert!(snap.segments.len() > 3);
     assert!(
         snap.segments.iter().all(|s| s.synced_size() == 0),
         "nothing loaded after a crash is known to be synced"
     );
     t.sync().unwrap();
-    for s in t.partition(0).unwrap().log().snapshot().segments.iter() {
+    for s in t.p0().log().snapshot().segments.iter() {
         assert_eq!(s.synced_size(), s.size(), "segment {}", s.base_offset());
     }
 }

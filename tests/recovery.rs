@@ -106,7 +106,7 @@ fn plain_topic(f: &Fixture, lines: usize) -> (Arc<Topic>, String) {
         text.push_str(&line);
         f.advance(10);
     }
-    assert!(t.partition(0).unwrap().log().snapshot().segments.len() >= 4);
+    assert!(t.p0().log().snapshot().segments.len() >= 4);
     (t, text)
 }
 
@@ -125,14 +125,8 @@ fn assert_random_reads(t: &Topic, text: &str) {
 fn row06_torn_last_batch_is_cut_and_appends_continue_at_the_next_offset() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 40);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
-    let active = t
-        .partition(0)
-        .unwrap()
-        .log()
-        .snapshot()
-        .active()
-        .base_offset();
+    let dir = t.p0().dir().to_path_buf();
+    let active = t.p0().log().snapshot().active().base_offset();
     drop(t);
     crash(&mut f);
     let path = seg(&dir, active, LOG);
@@ -148,10 +142,10 @@ fn row06_torn_last_batch_is_cut_and_appends_continue_at_the_next_offset() {
     let last_line = text.lines().last().unwrap().len() + 1;
     let kept = &text[..text.len() - last_line];
     assert_eq!(cat_string(&t), kept);
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 39);
+    assert_eq!(t.p0().log().log_end_offset(), 39);
     assert_eq!(t.stream_len(), kept.len() as u64);
     t.append_lines(b"after\n").unwrap();
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 40);
+    assert_eq!(t.p0().log().log_end_offset(), 40);
     let expected = format!("{kept}after\n");
     assert_eq!(cat_string(&t), expected);
     assert_eq!(t.stream_len(), expected.len() as u64);
@@ -186,7 +180,7 @@ fn row06_a_base_offset_beyond_the_segments_relative_range_is_cut() {
 fn cut_at_a_damaged_batch_of_a_sealed_segment(damage: fn(&Path, u64, usize)) {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 60);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
+    let dir = t.p0().dir().to_path_buf();
     drop(t);
     crash(&mut f);
     let bases = log_bases(&dir);
@@ -199,7 +193,7 @@ fn cut_at_a_damaged_batch_of_a_sealed_segment(damage: fn(&Path, u64, usize)) {
     let t = f.topic("r");
     assert_eq!(log_bases(&dir), bases[..2].to_vec(), "{:?}", names(&dir));
     assert_eq!(fs::metadata(&path).unwrap().len(), pos);
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), bad_offset);
+    assert_eq!(t.p0().log().log_end_offset(), bad_offset);
     let kept: String = text
         .lines()
         .take(bad_offset as usize)
@@ -207,10 +201,7 @@ fn cut_at_a_damaged_batch_of_a_sealed_segment(damage: fn(&Path, u64, usize)) {
         .collect();
     assert_eq!(cat_string(&t), kept);
     t.append_lines(b"after\n").unwrap();
-    assert_eq!(
-        t.partition(0).unwrap().log().log_end_offset(),
-        bad_offset + 1
-    );
+    assert_eq!(t.p0().log().log_end_offset(), bad_offset + 1);
     assert_eq!(cat_string(&t), format!("{kept}after\n"));
 }
 
@@ -218,11 +209,11 @@ fn cut_at_a_damaged_batch_of_a_sealed_segment(damage: fn(&Path, u64, usize)) {
 fn row01_leftover_deleted_files_are_removed_at_open() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 40);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
+    let dir = t.p0().dir().to_path_buf();
     set(&t, "retention.bytes=900");
     assert!(f.engine().run_retention_once() > 0);
     assert!(names(&dir).iter().any(|n| n.ends_with(".deleted")));
-    let lso = t.partition(0).unwrap().log().log_start_offset();
+    let lso = t.p0().log().log_start_offset();
     let kept = cat_string(&t);
     assert!(text.ends_with(&kept) && kept.len() < text.len());
     drop(t);
@@ -234,16 +225,16 @@ fn row01_leftover_deleted_files_are_removed_at_open() {
         "{:?}",
         names(&dir)
     );
-    assert_eq!(t.partition(0).unwrap().log().log_start_offset(), lso);
+    assert_eq!(t.p0().log().log_start_offset(), lso);
     assert_eq!(cat_string(&t), kept);
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 40);
+    assert_eq!(t.p0().log().log_end_offset(), 40);
 }
 
 #[test]
 fn row02_cleaned_files_are_removed_at_open() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 40);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
+    let dir = t.p0().dir().to_path_buf();
     drop(t);
     crash(&mut f);
     let before = names(&dir);
@@ -293,7 +284,7 @@ fn swap_images() -> SwapImages {
         t.append_lines(line.as_bytes()).unwrap();
         before_text.push_str(&line);
     }
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
+    let dir = t.p0().dir().to_path_buf();
     drop(t);
     crash(&mut f);
     let before_dir = tempfile::tempdir().unwrap();
@@ -306,13 +297,7 @@ fn swap_images() -> SwapImages {
     let t = f.topic("r");
     let after_text = cat_string(&t);
     assert_ne!(after_text, before_text);
-    let active = t
-        .partition(0)
-        .unwrap()
-        .log()
-        .snapshot()
-        .active()
-        .base_offset();
+    let active = t.p0().log().snapshot().active().base_offset();
     drop(t);
     stop_cleanly(&mut f);
     let after_bases = log_bases(&dir);
@@ -380,7 +365,7 @@ fn row03_complete_swap_is_finished_at_open() {
     assert!(!names(&topic_dir(img.path()))
         .iter()
         .any(|n| n.contains(".swap") || n.contains(".cleaned") || n.contains(".deleted")));
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 60);
+    assert_eq!(t.p0().log().log_end_offset(), 60);
     drop((t, e));
 
     // Crash in the middle of renaming the originals `.deleted`.
@@ -428,7 +413,7 @@ fn row02_incomplete_swap_is_rolled_back() {
 fn row05_orphan_indexes_are_removed() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 30);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
+    let dir = t.p0().dir().to_path_buf();
     drop(t);
     stop_cleanly(&mut f);
     let before = names(&dir);
@@ -445,8 +430,8 @@ fn row07_missing_indexes_are_rebuilt_after_clean_and_unclean_stops() {
     for clean in [true, false] {
         let mut f = Fixture::new();
         let (t, text) = plain_topic(&f, 60);
-        let dir = t.partition(0).unwrap().dir().to_path_buf();
-        let snap = t.partition(0).unwrap().log().snapshot();
+        let dir = t.p0().dir().to_path_buf();
+        let snap = t.p0().log().snapshot();
         let before: Vec<_> = snap
             .segments
             .iter()
@@ -475,7 +460,7 @@ fn row07_missing_indexes_are_rebuilt_after_clean_and_unclean_stops() {
         for b in &bases {
             assert!(seg(&dir, *b, INDEX).exists() && seg(&dir, *b, TIME_INDEX).exists());
         }
-        let snap = t.partition(0).unwrap().log().snapshot();
+        let snap = t.p0().log().snapshot();
         for (i, s) in snap.segments.iter().enumerate() {
             assert_eq!(
                 s.index_entries().unwrap(),
@@ -512,8 +497,8 @@ fn row07_missing_indexes_are_rebuilt_after_clean_and_unclean_stops() {
 fn row06_random_bytes_in_an_index_are_replaced_after_an_unclean_stop() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 60);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
-    let snap = t.partition(0).unwrap().log().snapshot();
+    let dir = t.p0().dir().to_path_buf();
+    let snap = t.p0().log().snapshot();
     let before: Vec<_> = snap
         .segments
         .iter()
@@ -538,8 +523,7 @@ fn row06_random_bytes_in_an_index_are_replaced_after_an_unclean_stop() {
     assert_eq!(cat_string(&t), text);
     assert_random_reads(&t, &text);
     let after: Vec<_> = t
-        .partition(0)
-        .unwrap()
+        .p0()
         .log()
         .snapshot()
         .segments
@@ -553,8 +537,8 @@ fn row06_random_bytes_in_an_index_are_replaced_after_an_unclean_stop() {
 fn row08_clean_shutdown_marker_skips_the_scan_and_keeps_the_data() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 40);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
-    let segments = t.partition(0).unwrap().log().snapshot().segments.len();
+    let dir = t.p0().dir().to_path_buf();
+    let segments = t.p0().log().snapshot().segments.len();
     drop(t);
     stop_cleanly(&mut f);
     assert!(f.dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
@@ -590,14 +574,14 @@ fn row08_clean_shutdown_marker_skips_the_scan_and_keeps_the_data() {
     let t = f.topic("r");
     assert_eq!(cat_string(&t), text);
     assert_random_reads(&t, &text);
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 40);
+    assert_eq!(t.p0().log().log_end_offset(), 40);
 }
 
 #[test]
 fn row08_hand_edited_sealed_segment_never_reads_as_wrong_bytes() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 60);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
+    let dir = t.p0().dir().to_path_buf();
     drop(t);
     stop_cleanly(&mut f);
     let bases = log_bases(&dir);
@@ -650,7 +634,7 @@ fn row08_hand_edited_sealed_segment_never_reads_as_wrong_bytes() {
     fs::remove_file(f.dir.path().join(RECOVERY_CHECKPOINT_FILE)).unwrap();
     start(&mut f);
     let t = f.topic("r");
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), bad_offset);
+    assert_eq!(t.p0().log().log_end_offset(), bad_offset);
     assert_eq!(cat_string(&t), good);
 }
 
@@ -688,10 +672,9 @@ fn row04_swap_interrupted_in_its_last_rename_leaves_no_swap_files() {
 fn row08_random_bytes_in_an_index_after_a_clean_stop_never_hide_records() {
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 60);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
+    let dir = t.p0().dir().to_path_buf();
     let bases: Vec<u64> = t
-        .partition(0)
-        .unwrap()
+        .p0()
         .log()
         .snapshot()
         .segments
@@ -720,7 +703,7 @@ fn row10_stream_size_survives_reopen_after_retention_emptied_the_log() {
         set(&t, "retention.ms=1000");
         f.advance(1001);
         assert!(f.engine().run_retention_once() > 0);
-        assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 20);
+        assert_eq!(t.p0().log().log_start_offset(), 20);
         assert_eq!(t.stream_len(), text.len() as u64);
         drop(t);
         if clean {
@@ -730,7 +713,7 @@ fn row10_stream_size_survives_reopen_after_retention_emptied_the_log() {
         }
         start(&mut f);
         let t = f.topic("r");
-        assert_eq!(t.partition(0).unwrap().log().log_start_offset(), 20);
+        assert_eq!(t.p0().log().log_start_offset(), 20);
         // The size of `log` never decreases: readers hold kernel offsets into it.
         assert_eq!(t.stream_len(), text.len() as u64, "clean={clean}");
         t.append_lines(b"after\n").unwrap();
@@ -747,7 +730,7 @@ fn row06b_sealed_segment_that_lost_its_tail_cuts_the_log_there() {
     // CRC notices; the offset gap to the next segment does.
     let mut f = Fixture::new();
     let (t, text) = plain_topic(&f, 60);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
+    let dir = t.p0().dir().to_path_buf();
     drop(t);
     crash(&mut f);
     let bases = log_bases(&dir);
@@ -763,7 +746,7 @@ fn row06b_sealed_segment_that_lost_its_tail_cuts_the_log_there() {
     start(&mut f);
     let t = f.topic("r");
     assert_eq!(log_bases(&dir), bases[..2].to_vec(), "{:?}", names(&dir));
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), lost_from);
+    assert_eq!(t.p0().log().log_end_offset(), lost_from);
     let kept: String = text
         .lines()
         .take(lost_from as usize)
@@ -810,14 +793,10 @@ fn row06c_garbage_past_the_valid_index_entries_goes_at_open() {
         text.push_str(&line);
         f.advance(10);
         if i == 80 {
-            t.partition(0)
-                .unwrap()
-                .log()
-                .roll(&t.config(), RollReason::Size)
-                .unwrap();
+            t.p0().log().roll(&t.config(), RollReason::Size).unwrap();
         }
     }
-    let snap = t.partition(0).unwrap().log().snapshot();
+    let snap = t.p0().log().snapshot();
     assert_eq!(snap.segments.len(), 2);
     let (sealed, active) = (snap.segments[0].clone(), snap.active().clone());
     let entries = |s: &kpfs::engine::segment::Segment| {
@@ -829,7 +808,7 @@ fn row06c_garbage_past_the_valid_index_entries_goes_at_open() {
     let (sealed_entries, _) = entries(&sealed);
     let (active_entries, active_time_entries) = entries(&active);
     assert!(sealed_entries > 10 && active_entries > 10 && active_time_entries > 10);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
+    let dir = t.p0().dir().to_path_buf();
     let log_size = active.size();
     drop((t, snap));
     crash(&mut f);
@@ -873,10 +852,10 @@ fn row06c_garbage_past_the_valid_index_entries_goes_at_open() {
 
     start(&mut f);
     let t = f.topic("r");
-    assert_eq!(t.partition(0).unwrap().log().log_end_offset(), 160);
+    assert_eq!(t.p0().log().log_end_offset(), 160);
     assert_eq!(fs::metadata(&log).unwrap().len(), log_size);
     assert_eq!(cat_string(&t), text);
-    let snap = t.partition(0).unwrap().log().snapshot();
+    let snap = t.p0().log().snapshot();
     assert_eq!(entries(&snap.segments[0]).0, sealed_entries);
     assert_eq!(
         entries(snap.active()),
@@ -905,7 +884,7 @@ fn row06c_garbage_past_the_valid_index_entries_goes_at_open() {
         "{}",
         t.events_text()
     );
-    let status = t.partition(0).unwrap().status_text();
+    let status = t.p0().status_text();
     assert!(status.contains("\nlast_recovery: at "), "{status}");
     assert!(
         status.contains(&cut)
@@ -925,7 +904,7 @@ fn row08_sealed_log_emptied_behind_a_clean_marker_is_recovered() {
     // and the clean-shutdown marker stayed. The index must not be trusted.
     let mut f = Fixture::new();
     let (t, _) = plain_topic(&f, 60);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
+    let dir = t.p0().dir().to_path_buf();
     drop(t);
     stop_cleanly(&mut f);
     let bases = log_bases(&dir);
@@ -971,16 +950,16 @@ fn row06_crash_recovery_validates_only_what_follows_the_recovery_point() {
     append(&t, 0, 600);
     t.sync().unwrap();
     f.engine().run_flush_once().unwrap();
-    let durable_end = t.partition(0).unwrap().log().log_end_offset();
-    let durable_bytes = t.partition(0).unwrap().log().size_bytes();
+    let durable_end = t.p0().log().log_end_offset();
+    let durable_bytes = t.p0().log().size_bytes();
     assert!(
-        t.partition(0).unwrap().log().snapshot().segments.len() > 3,
+        t.p0().log().snapshot().segments.len() > 3,
         "several segments"
     );
     // The unsynced tail: appended after the checkpoint, then a torn write after it.
     append(&t, 600, 640);
-    let tail_bytes = t.partition(0).unwrap().log().size_bytes() - durable_bytes;
-    let snap = t.partition(0).unwrap().log().snapshot();
+    let tail_bytes = t.p0().log().size_bytes() - durable_bytes;
+    let snap = t.p0().log().snapshot();
     let tail_segments = snap
         .segments
         .iter()
@@ -991,7 +970,7 @@ fn row06_crash_recovery_validates_only_what_follows_the_recovery_point() {
         "some segments below the point"
     );
     drop(snap);
-    let active = t.partition(0).unwrap().log().snapshot().active().log_path();
+    let active = t.p0().log().snapshot().active().log_path();
     drop(t);
     crash(&mut f);
     let mut torn = fs::OpenOptions::new().append(true).open(&active).unwrap();
@@ -1076,8 +1055,7 @@ fn row06_a_recreated_topic_does_not_inherit_a_recovery_point() {
     assert_eq!(fs::read_to_string(&path).unwrap(), "0\n1\nr 0 50\n");
     assert!(
         f.topic("r")
-            .partition(0)
-            .unwrap()
+            .p0()
             .status_text()
             .contains("\nrecovery_point: 50\n"),
         "status shows the point"
@@ -1089,7 +1067,7 @@ fn row06_a_recreated_topic_does_not_inherit_a_recovery_point() {
         "0\n0\n",
         "the old point is gone"
     );
-    assert_eq!(t.partition(0).unwrap().recovery_point(), 0);
+    assert_eq!(t.p0().recovery_point(), 0);
 }
 
 /// The batch recovery would resume at (the last index entry below the point) no longer
@@ -1115,16 +1093,9 @@ fn row06_a_damaged_batch_at_the_resume_point_is_cut_with_its_index_entry() {
     t.append_lines(many.as_bytes()).unwrap();
     t.sync().unwrap();
     f.engine().run_flush_once().unwrap();
-    let point = t.partition(0).unwrap().log().log_end_offset();
+    let point = t.p0().log().log_end_offset();
     assert_eq!(point, 55);
-    let entries = t
-        .partition(0)
-        .unwrap()
-        .log()
-        .snapshot()
-        .active()
-        .index_entries()
-        .unwrap();
+    let entries = t.p0().log().snapshot().active().index_entries().unwrap();
     let (off, pos) = *entries.last().unwrap();
     assert_eq!(
         off, 54,
@@ -1191,36 +1162,23 @@ fn row06_preallocated_active_segments_are_trimmed_at_roll_and_close_and_recovere
     };
     // The first segment predates the config; the next one is preallocated.
     append(&t, &mut text, 0);
-    t.partition(0)
-        .unwrap()
-        .log()
-        .roll(&t.config(), RollReason::Size)
-        .unwrap();
+    t.p0().log().roll(&t.config(), RollReason::Size).unwrap();
     for i in 1..4 {
         append(&t, &mut text, i);
     }
-    let active = t
-        .partition(0)
-        .unwrap()
-        .log()
-        .snapshot()
-        .active()
-        .base_offset();
+    let active = t.p0().log().snapshot().active().base_offset();
     let active_path = seg(&dir, active, LOG);
     assert_eq!(fs::metadata(&active_path).unwrap().len(), 4000);
     // Three of Kafka's batches of one 11-byte record: 61 + 7 + 11 bytes each.
-    assert_eq!(
-        t.partition(0).unwrap().log().snapshot().active().size(),
-        3 * (61 + 7 + 11)
-    );
+    assert_eq!(t.p0().log().snapshot().active().size(), 3 * (61 + 7 + 11));
     assert_eq!(cat(&t, 7), text.as_bytes());
     assert_eq!(t.stream_len(), text.len() as u64);
     // Enough to roll by size: the sealed segment is trimmed, the new one preallocated.
-    while t.partition(0).unwrap().log().snapshot().segments.len() < 3 {
+    while t.p0().log().snapshot().segments.len() < 3 {
         let i = text.lines().count();
         append(&t, &mut text, i);
     }
-    let snap = t.partition(0).unwrap().log().snapshot();
+    let snap = t.p0().log().snapshot();
     for s in &snap.segments[1..snap.segments.len() - 1] {
         assert_eq!(fs::metadata(s.log_path()).unwrap().len(), s.size());
     }
@@ -1255,19 +1213,15 @@ fn row06_preallocated_active_segments_are_trimmed_at_roll_and_close_and_recovere
     assert_eq!(cat(&t, 7), text.as_bytes());
     assert_eq!(
         fs::metadata(last.log_path()).unwrap().len(),
-        t.partition(0).unwrap().log().snapshot().active().size()
+        t.p0().log().snapshot().active().size()
     );
     append(&t, &mut text, 1000);
     assert_eq!(cat(&t, 4096), text.as_bytes());
 
     // A clean close trims the active segment: nothing is left to recover.
-    t.partition(0)
-        .unwrap()
-        .log()
-        .roll(&t.config(), RollReason::Size)
-        .unwrap();
+    t.p0().log().roll(&t.config(), RollReason::Size).unwrap();
     append(&t, &mut text, 1001);
-    let active_path = t.partition(0).unwrap().log().snapshot().active().log_path();
+    let active_path = t.p0().log().snapshot().active().log_path();
     assert_eq!(fs::metadata(&active_path).unwrap().len(), 4000);
     stop_cleanly(&mut f);
     assert_eq!(fs::metadata(&active_path).unwrap().len(), 61 + 7 + 11);
@@ -1283,7 +1237,7 @@ fn row06_preallocated_active_segments_are_trimmed_at_roll_and_close_and_recovere
 fn row09_overlapping_segments_refuse_to_open() {
     let mut f = Fixture::new();
     let (t, _) = plain_topic(&f, 60);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
+    let dir = t.p0().dir().to_path_buf();
     drop(t);
     stop_cleanly(&mut f);
     let bases = log_bases(&dir);
@@ -1352,7 +1306,7 @@ fn row11_temporary_files_beside_configs_and_checkpoints_are_removed() {
 fn row12_a_topic_directory_being_deleted_is_removed_at_open() {
     let mut f = Fixture::new();
     let (t, _) = plain_topic(&f, 20);
-    let dir = t.partition(0).unwrap().dir().to_path_buf();
+    let dir = t.p0().dir().to_path_buf();
     drop(t);
     crash(&mut f);
     // What `delete_topic` leaves when the crash comes between its rename and its removal.

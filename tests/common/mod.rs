@@ -16,7 +16,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use kpfs::engine::format::{decode_batch, BatchHeader, Record};
-use kpfs::engine::{BrokerConfig, Engine, EngineOptions, ManualClock, Topic, TopicCursor};
+use kpfs::engine::{
+    BrokerConfig, Engine, EngineOptions, ManualClock, Partition, Topic, TopicCursor,
+};
 
 pub const T0: i64 = 1_764_430_000_000;
 
@@ -97,6 +99,17 @@ pub fn cat(topic: &Topic, chunk: usize) -> Vec<u8> {
 
 pub fn cat_string(topic: &Topic) -> String {
     String::from_utf8(cat(topic, 128 << 10)).unwrap()
+}
+
+/// Partition 0 of a topic: most tests are of topics of one partition.
+pub trait PartitionZero {
+    fn p0(&self) -> Arc<Partition>;
+}
+
+impl PartitionZero for Topic {
+    fn p0(&self) -> Arc<Partition> {
+        self.partition(0).expect("every topic has partition 0")
+    }
 }
 
 pub fn set(topic: &Topic, text: &str) {
