@@ -27,8 +27,8 @@ use super::format::{
     segment_file_name, sequence_at, BatchHeader, RecordIter, RecordRef, BATCH_HEADER_BYTES,
     BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS,
     OFFSET_INDEX_ENTRY_BYTES, SNAPSHOT_SUFFIX, STREAM_INDEX_ENTRY_BYTES, STREAM_INDEX_HEADER_BYTES,
-    STREAM_INDEX_SUFFIX, STREAM_INDEX_VERSION, SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES,
-    TIME_INDEX_SUFFIX,
+    STREAM_INDEX_SUFFIX, STREAM_INDEX_VERSION, STREAM_ORDER_FILE, SWAP_SUFFIX,
+    TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX,
 };
 use super::format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DELETING_SUFFIX,
@@ -1255,6 +1255,9 @@ pub fn check_data_dir(dir: &Path) -> CheckReport {
             _ => report.note(&path, "unknown file; kpfs ignores it"),
         }
     }
+    if let Some(path) = &kpfs_topics {
+        check_topics_of_partitions(dir, path, &log_ends, &mut report);
+    }
     if let Some(path) = kpfs_topics {
         check_orphan_kpfs_folders(&path, &log_ends, &mut report);
     }
@@ -1575,6 +1578,10 @@ fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report:
             });
             continue;
         }
+        if entry.name == STREAM_ORDER_FILE {
+            // The topic's, checked with its partitions (check_topics_of_partitions).
+            continue;
+        }
         if entry.name == RENDERINGS_FILE {
             if let Some(Err(reason)) = read_text(&path, report).map(|t| validate_renderings(&t)) {
                 report.problem(
@@ -1611,6 +1618,67 @@ fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report:
         }
     }
     note_awaiting_deletion(dir, awaiting_deletion, report);
+}
+
+/// What makes the partitions of each topic one topic: partitions `0..n` with no gap (the
+/// mount opens no partition after a missing one), and for a topic of several, the order
+/// of their records in its `log` (`kpfs-topics/TOPIC-0/stream-order`).
+fn check_topics_of_partitions(
+    data_dir: &Path,
+    kpfs_topics: &Path,
+    partitions: &BTreeMap<TopicPartition, u64>,
+    report: &mut CheckReport,
+) {
+    let mut counts: BTreeMap<&str, (u32, Vec<u32>)> = BTreeMap::new();
+    for tp in partitions.keys() {
+        counts.entry(&tp.topic).or_default().1.push(tp.partition);
+    }
+    for (topic, (count, present)) in &mut counts {
+        // Keys are sorted, so a topic's partitions are in order.
+        *count = present
+            .iter()
+            .enumerate()
+            .take_while(|&(i, &p)| i as u32 == p)
+            .count() as u32;
+        for &p in present.iter().skip(*count as usize) {
+            report.problem(
+                &data_dir.join(TopicPartition::new(topic, p).dir_name()),
+                format_args!(
+                    "partition {count} of {topic} is missing, and a topic's partitions are \
+                     0..n: the mount does not open this one"
+                ),
+            );
+        }
+        let order = kpfs_topics
+            .join(TopicPartition::new(topic, 0).dir_name())
+            .join(STREAM_ORDER_FILE);
+        match (std::fs::read(&order), *count) {
+            (Err(e), 2..) if e.kind() == io::ErrorKind::NotFound => report.problem(
+                &order,
+                "missing for a topic of several partitions: the mount places every \
+                 partition's records after partition 0's, so positions in the topic's log \
+                 change",
+            ),
+            (Err(e), 2..) => report.problem(&order, format_args!("cannot read: {e}")),
+            (Err(_), _) => {}
+            (Ok(_), 0..=1) => report.problem(
+                &order,
+                "a topic of one partition has no stream order (its log is its partition's); \
+                 the mount rewrites it when partitions are added",
+            ),
+            (Ok(bytes), count) => match super::stream_order::check_file(&bytes, count) {
+                Err(reason) => report.problem(
+                    &order,
+                    format_args!(
+                        "{reason}: the mount ignores it and places every partition's records \
+                         after partition 0's, so positions in the topic's log change"
+                    ),
+                ),
+                Ok(Some(note)) => report.note(&order, note),
+                Ok(None) => {}
+            },
+        }
+    }
 }
 
 /// Folders of `kpfs-topics/` whose partition directory is gone.
@@ -2121,6 +2189,61 @@ mod tests {
         let mut bytes = fs::read(path).unwrap();
         bytes[at..at + 4].copy_from_slice(&value.to_be_bytes());
         fs::write(path, bytes).unwrap();
+    }
+
+    /// A topic of three partitions: healthy as kpfs leaves it; a torn tail of its stream
+    /// order is a note, a missing or unreadable order and a partition after a missing
+    /// one are problems.
+    #[test]
+    fn the_partitions_of_a_topic_are_checked_as_one_topic() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine = open(dir.path(), &clock);
+        let topic = engine.create_topic("wide", 3).unwrap();
+        for p in [2, 0, 1, 2] {
+            topic.append_lines_after(Some(p), b"", b"a\nb\n").unwrap();
+        }
+        drop(topic);
+        engine.shutdown().unwrap();
+        let report = check_data_dir(dir.path());
+        healthy(&report);
+        assert_eq!(report.topics, 1);
+        assert_eq!(report.records, 8);
+
+        let order = dir
+            .path()
+            .join(KPFS_TOPICS_DIR)
+            .join("wide-0")
+            .join(STREAM_ORDER_FILE);
+        let bytes = fs::read(&order).unwrap();
+        fs::write(&order, &bytes[..bytes.len() - 5]).unwrap();
+        let report = check_data_dir(dir.path());
+        healthy(&report);
+        assert!(
+            report
+                .notes
+                .iter()
+                .any(|n| n.contains("27 bytes after run 3 are not runs")),
+            "{:#?}",
+            report.notes
+        );
+        fs::write(&order, b"KPSO").unwrap();
+        let problems = problems_about(&check_data_dir(dir.path()), &order);
+        assert!(problems[0].contains("the mount ignores it"), "{problems:?}");
+        fs::remove_file(&order).unwrap();
+        let problems = problems_about(&check_data_dir(dir.path()), &order);
+        assert!(
+            problems[0].contains("missing for a topic of several partitions"),
+            "{problems:?}"
+        );
+
+        fs::rename(dir.path().join("wide-1"), dir.path().join("elsewhere")).unwrap();
+        let problems = problems_about(&check_data_dir(dir.path()), &dir.path().join("wide-2"));
+        assert!(
+            problems[0]
+                .contains("partition 1 of wide is missing, and a topic's partitions are 0..n"),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -114,6 +114,26 @@ fn parse_runs(bytes: &[u8], partitions: u32) -> std::result::Result<Vec<Run>, St
     Ok(runs)
 }
 
+/// What `kpfs check` says of the `stream-order` file `bytes` of a topic of `partitions`
+/// partitions: `Err` for a file the mount ignores (a bad header), `Ok(Some(note))` for
+/// entries past the first the mount takes for a torn tail, `Ok(None)` when every entry
+/// is read.
+pub(crate) fn check_file(
+    bytes: &[u8],
+    partitions: u32,
+) -> std::result::Result<Option<String>, String> {
+    let runs = parse_runs(bytes, partitions)?;
+    let read = STREAM_ORDER_HEADER_BYTES + runs.len() * STREAM_ORDER_ENTRY_BYTES;
+    Ok((bytes.len() > read).then(|| {
+        format!(
+            "{} bytes after run {} are not runs of this topic (a torn tail, or damage): the \
+             mount places the records they placed at the end of the topic's log",
+            bytes.len() - read,
+            runs.len()
+        )
+    }))
+}
+
 impl StreamOrder {
     /// Opens (creating) the order in `path` of a topic whose partitions are now as
     /// `ends` says, and places the records no run places (their runs lost to a power cut,
