@@ -301,3 +301,53 @@ scenario_wire_topics() {
     row "$label, consumed records/s" "$kc" "$fc floor" "$(calc "100 * $kc / $fc" 0)%" ">= 80% of floor" \
         "$(verdict "$kc >= 0.8 * $fc")"
 }
+
+# consume_count PORT TOPIC N OUT: kcat -C of the topic's first N records, from the
+# beginning of every partition; how many came goes to OUT.
+consume_count() {
+    timeout "$WIRE_DEADLINE_S" kcat -b "127.0.0.1:$1" -C -t "$2" -o beginning -c "$3" -f '\n' \
+        "${WIRE_CONSUMER[@]}" | wc -l >"$4"
+}
+
+# Wire scenario W7 (issue 26): one producer, then one consumer (kcat), over a topic of 12
+# partitions beside a topic of one, each on a fresh `kpfs serve` whose num.partitions
+# makes the topic kcat's metadata request creates; the order alternates by round.
+scenario_wire_partitions() {
+    wire_sizes
+    local dir=$B/wire_partitions in n r p port got parts pw pr
+    in=$(input_file "$WIRE_BYTES" $((WIRE_RECORD_BYTES + 1)))
+    n=$(wire_records "$(stat -c %s "$in")")
+    mkdir -p "$dir"
+    sync
+    local -A produce=() fetch=()
+    local -a order
+    for ((r = 1; r <= ROUNDS; r++)); do
+        order=(1 12)
+        if ((r % 2 == 0)); then order=(12 1); fi
+        for p in "${order[@]}"; do
+            wire_kpfs_start "$dir/p$p" --override "num.partitions=$p"
+            port=$(cat "$dir/p$p/port")
+            pw=$(wire_timed "$dir/p$p/cpu_w" produce_file "$port" wide "$in")
+            pr=$(wire_timed "$dir/p$p/cpu_r" consume_count "$port" wide "$n" "$dir/p$p/count")
+            got=$(cat "$dir/p$p/count")
+            parts=$(kcat -b "127.0.0.1:$port" -L -t wide | grep -c '^ *partition ')
+            wire_stop "$dir/p$p"
+            if [ "$got" != "$n" ] || [ "$parts" != "$p" ]; then
+                log "bench: $got of $n records consumed from $parts partitions, expected $p"
+                return 1
+            fi
+            produce[$p]=$(least "$pw" "${produce[$p]:-$pw}")
+            fetch[$p]=$(least "$pr" "${fetch[$p]:-$pr}")
+            log "  round $r, $p partition(s): produce ${pw}s, fetch ${pr}s"
+        done
+    done
+    local mb one twelve step
+    mb=$(calc "$n * $WIRE_RECORD_BYTES / 1e6" 6)
+    for step in produce fetch; do
+        local -n best=$step
+        one=$(calc "$mb / ${best[1]}") twelve=$(calc "$mb / ${best[12]}")
+        row "W7 one $step MB/s over 12 partitions, kcat, $(size "$WIRE_BYTES")$(rounds)" "$twelve" \
+            "$one over 1 partition" "$(calc "100 * $twelve / $one" 0)%" "-" "info"
+    done
+}
+
