@@ -86,7 +86,8 @@ pub use partition::FetchOutcome;
 pub use partition::CAPTURE_GRACE_MS;
 pub use partition::{FetchedRange, OffsetQuery};
 pub use partition::{LogCapture, LogCursor, Partition};
-use topic::{check_partition_count, TopicPlace};
+pub(crate) use topic::check_partition_count;
+use topic::TopicPlace;
 pub use topic::{Topic, TopicCursor};
 pub use topic_partition::TopicPartition;
 

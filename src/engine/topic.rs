@@ -120,7 +120,6 @@ pub struct Topic {
     partitions: RwLock<Arc<Vec<Arc<Partition>>>>,
     data_dir: PathBuf,
     /// Held while partitions are added, so two additions do not make the same one.
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
     growth: Mutex<()>,
     /// The order of the records of several partitions in the topic's `log`; `None` for
     /// a topic of one partition, whose `log` is that partition's. Its lock is the
@@ -252,32 +251,11 @@ impl Topic {
     }
 
     /// Kafka's CreatePartitions: the topic grows to `count` partitions (partitions are
-    /// only ever added), the new ones empty and carrying the topic's id. (The mount's
-    /// `mkdir TOPIC/partitions/N` and the listener's CreatePartitions are its callers to
-    /// come: until they serve partitions, only the engine's tests grow topics.)
-    #[cfg(any(test, feature = "internals"))]
+    /// only ever added), the new ones empty and carrying the topic's id. The listener's
+    /// CreatePartitions calls it (and the mount's `mkdir TOPIC/partitions/N`).
     pub fn add_partitions(&self, count: u32) -> Result<()> {
-        self.core
-            .refuse_internal(InternalTopicAction::AddPartitions)?;
         let _one_at_a_time = self.growth.lock();
-        let current = self.partition_count();
-        if count < current {
-            return Err(EngineError::PartitionsDecrease {
-                name: self.core.name.clone(),
-                current,
-                requested: count,
-            });
-        }
-        if count == current {
-            return Err(EngineError::PartitionsUnchanged {
-                name: self.core.name.clone(),
-                current,
-            });
-        }
-        check_partition_count(count)?;
-        self.partitions()
-            .first()
-            .map_or(Ok(()), |p| p.log().check_not_deleted())?;
+        let current = self.check_add_partitions(count)?;
         // No append may run while the order of the partitions' records is set up.
         let _no_appends = self.core.rendering_gate.write();
         self.open_partitions(count, |_| Durability::CleanShutdown)?;
@@ -288,6 +266,30 @@ impl Topic {
         );
         tracing::info!(topic = %self.core.name, from = current, to = count, "added partitions");
         Ok(())
+    }
+
+    /// What [`Topic::add_partitions`] would refuse of growing to `count` partitions, in
+    /// its order (a CreatePartitions with `validate_only` asks only this); the count the
+    /// topic has otherwise.
+    pub fn check_add_partitions(&self, count: u32) -> Result<u32> {
+        self.core
+            .refuse_internal(InternalTopicAction::AddPartitions)?;
+        let current = self.partition_count();
+        if count < current {
+            return Err(EngineError::PartitionsDecrease {
+                name: self.core.name.clone(),
+                current,
+                requested: count,
+            });
+        }
+        if count == current {
+            return Err(EngineError::PartitionsUnchanged { current });
+        }
+        check_partition_count(count)?;
+        self.partitions()
+            .first()
+            .map_or(Ok(()), |p| p.log().check_not_deleted())?;
+        Ok(current)
     }
 
     pub(crate) fn name(&self) -> &str {

@@ -52,7 +52,6 @@ pub struct ListenerConfig {
     pub max_connections: usize,
     pub connections_max_idle_ms: u64,
     pub auto_create_topics: bool,
-    pub num_partitions: i32,
     /// The most partitions one DescribeTopicPartitions answer lists.
     pub max_request_partition_size_limit: i32,
     pub delete_topic_enable: bool,

@@ -476,11 +476,13 @@ pub(crate) fn leave_group(
 /// UNKNOWN_TOPIC_OR_PARTITION unless `partition` of `topic` exists: Kafka's request
 /// handlers check it before the coordinator sees a commit or an offset deletion.
 fn check_partition(shared: &Shared, topic: &str, partition: i32) -> Option<GroupError> {
-    (partition != 0 || shared.engine.topic(topic).is_none()).then(|| {
-        GroupError::UnknownTopicOrPartition {
-            topic: topic.to_string(),
-            partition,
-        }
+    let exists = shared
+        .engine
+        .topic(topic)
+        .is_some_and(|t| u32::try_from(partition).is_ok_and(|p| p < t.partition_count()));
+    (!exists).then(|| GroupError::UnknownTopicOrPartition {
+        topic: topic.to_string(),
+        partition,
     })
 }
 
@@ -900,7 +902,6 @@ mod tests {
                 max_connections: 10,
                 connections_max_idle_ms: 60_000,
                 auto_create_topics: true,
-                num_partitions: 1,
                 max_request_partition_size_limit: 2000,
                 delete_topic_enable: true,
             },

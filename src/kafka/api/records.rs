@@ -34,9 +34,6 @@ use crate::kafka::error_code::error_code;
 use crate::kafka::response::records_marker;
 use crate::kafka::Shared;
 
-/// Kafka's only partition of a kpfs topic.
-const PARTITION: i32 = 0;
-
 /// What Kafka's Produce answers for an append the engine refused: the code, the text
 /// only where Kafka sends one (its batch reader's and `LogValidator`'s record errors; its
 /// request rules and the log's own refusals reach the client as a code alone), and
@@ -92,12 +89,15 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
             result.base_offset = -1;
             result.log_append_time_ms = -1;
             result.log_start_offset = -1;
-            let outcome = match (&refusal, &topic, partition.index) {
-                (Some(refused), _, _) => Err(refused.clone()),
-                (None, Some(topic), PARTITION) => {
+            let target = topic
+                .as_ref()
+                .and_then(|t| partition_of(t, partition.index).map(|p| (t, p)));
+            let outcome = match (&refusal, target) {
+                (Some(refused), _) => Err(refused.clone()),
+                (None, Some((topic, target))) => {
                     let records = partition.records.unwrap_or_default();
                     topic
-                        .append_produced(PARTITION as u32, &records)
+                        .append_produced(target.index(), &records)
                         .map_err(|e| {
                             tracing::debug!(topic = name, error = %e, "produce refused");
                             // Kafka lists the records LogValidator refused (Produce v8+).
@@ -116,8 +116,7 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
                             }
                             let (code, message, with_log_start) = produce_refusal(&e);
                             if with_log_start {
-                                result.log_start_offset = partition_of(topic, PARTITION)
-                                    .map_or(-1, |p| p.log().log_start_offset() as i64);
+                                result.log_start_offset = target.log().log_start_offset() as i64;
                             }
                             (code, message)
                         })
@@ -234,17 +233,19 @@ fn fetch_once(shared: &Shared, request: &FetchRequest) -> FetchReply {
             data.log_start_offset = -1;
             data.preferred_read_replica = BrokerId(-1);
             data.records = Some(Bytes::new());
-            let fetched = match (&topic, p.partition, u64::try_from(p.fetch_offset)) {
-                (Some(topic), PARTITION, Ok(offset)) => {
+            let target = topic.as_ref().and_then(|t| partition_of(t, p.partition));
+            let fetched = match (&target, u64::try_from(p.fetch_offset)) {
+                (Some(target), Ok(offset)) => {
                     let max = left.min(p.partition_max_bytes.max(0) as u64);
-                    partition_of(topic, PARTITION)
-                        .ok_or(ResponseError::UnknownTopicOrPartition.code())
-                        .and_then(|p| p.fetch(offset, max).map_err(|e| engine_error(&e).0))
+                    // Kafka's `minOneMessage`: until a partition has given records.
+                    target
+                        .fetch_limited(offset, max, ranges.is_empty())
+                        .map_err(|e| engine_error(&e).0)
                 }
-                (Some(_), PARTITION, Err(_)) => Err(ResponseError::OffsetOutOfRange.code()),
-                _ => Err(ResponseError::UnknownTopicOrPartition.code()),
+                (Some(_), Err(_)) => Err(ResponseError::OffsetOutOfRange.code()),
+                (None, _) => Err(ResponseError::UnknownTopicOrPartition.code()),
             };
-            if topic.is_some() && p.partition == PARTITION {
+            if target.is_some() {
                 // Kafka's log lists aborted transactions to read_committed fetches only
                 // (kpfs has none: no transactions); a partition it lacks gets an empty
                 // list from KafkaApis.
@@ -289,16 +290,16 @@ pub(crate) fn list_offsets(
             result.timestamp = -1;
             result.offset = -1;
             let query = OffsetQuery::from_request_timestamp(p.timestamp);
-            match (&topic, p.partition_index) {
+            match topic
+                .as_ref()
+                .and_then(|t| partition_of(t, p.partition_index))
+            {
                 // Kafka's special timestamps are -1, -2 and (v7+) -3; a version that
                 // has no meaning for a negative one is what Kafka's answer says lacks.
-                (Some(_), PARTITION) if p.timestamp < -3 || (p.timestamp == -3 && version < 7) => {
+                Some(_) if p.timestamp < -3 || (p.timestamp == -3 && version < 7) => {
                     result.error_code = ResponseError::UnsupportedVersion.code()
                 }
-                (Some(topic), PARTITION) => match partition_of(topic, PARTITION)
-                    .expect("partition 0 exists")
-                    .list_offset(query)
-                {
+                Some(target) => match target.list_offset(query) {
                     Ok(Some((offset, timestamp))) => {
                         result.offset = offset as i64;
                         result.timestamp = timestamp;
@@ -310,7 +311,7 @@ pub(crate) fn list_offsets(
                     Ok(None) => {}
                     Err(e) => result.error_code = engine_error(&e).0,
                 },
-                _ => result.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                None => result.error_code = ResponseError::UnknownTopicOrPartition.code(),
             }
             out.partitions.push(result);
         }
@@ -334,18 +335,17 @@ pub(crate) fn delete_records(
             let mut result = DeleteRecordsPartitionResult::default();
             result.partition_index = p.partition_index;
             result.low_watermark = -1;
-            match (&topic, p.partition_index) {
-                (Some(topic), PARTITION) => {
+            match topic
+                .as_ref()
+                .and_then(|t| partition_of(t, p.partition_index))
+            {
+                Some(target) => {
                     let offset = match p.offset {
-                        -1 => Ok(partition_of(topic, PARTITION)
-                            .expect("partition 0 exists")
-                            .log()
-                            .log_end_offset()),
+                        -1 => Ok(target.log().log_end_offset()),
                         o => u64::try_from(o).map_err(|_| ResponseError::OffsetOutOfRange.code()),
                     };
                     match offset.and_then(|o| {
-                        partition_of(topic, PARTITION)
-                            .expect("partition 0 exists")
+                        target
                             .delete_records_before(o)
                             .map_err(|e| engine_error(&e).0)
                     }) {
@@ -353,7 +353,7 @@ pub(crate) fn delete_records(
                         Err(code) => result.error_code = code,
                     }
                 }
-                _ => result.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                None => result.error_code = ResponseError::UnknownTopicOrPartition.code(),
             }
             out.partitions.push(result);
         }
@@ -409,10 +409,9 @@ pub(crate) fn describe_producers(
         for &index in &asked.partition_indexes {
             let mut partition = PartitionResponse::default();
             partition.partition_index = index;
-            match (&topic, index) {
-                (Some(topic), PARTITION) => {
-                    partition.active_producers = partition_of(topic, PARTITION)
-                        .expect("partition 0 exists")
+            match topic.as_ref().and_then(|t| partition_of(t, index)) {
+                Some(target) => {
+                    partition.active_producers = target
                         .log()
                         .active_producers()
                         .into_iter()
@@ -428,7 +427,7 @@ pub(crate) fn describe_producers(
                         })
                         .collect();
                 }
-                _ => partition.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                None => partition.error_code = ResponseError::UnknownTopicOrPartition.code(),
             }
             out.partitions.push(partition);
         }
