@@ -714,14 +714,27 @@ fn offsets_of_unknown_groups_and_topics() {
     partition_1.partitions[0].partition_index = 1;
     request.topics.extend([unknown, partition_1]);
     let response = client.send(8, &request);
-    let codes: Vec<i16> = response
+    // In Kafka's order (its OffsetCommitResponse.Builder): the refused partitions first,
+    // each under its topic's first entry, then the coordinator's answer merged in.
+    let codes: Vec<(String, Vec<(i32, i16)>)> = response
         .topics
         .iter()
-        .map(|t| t.partitions[0].error_code)
+        .map(|t| {
+            (
+                t.name.0.to_string(),
+                t.partitions
+                    .iter()
+                    .map(|p| (p.partition_index, p.error_code))
+                    .collect(),
+            )
+        })
         .collect();
     assert_eq!(
         codes,
-        vec![0, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION]
+        vec![
+            ("x".into(), vec![(0, UNKNOWN_TOPIC_OR_PARTITION)]),
+            ("t".into(), vec![(1, UNKNOWN_TOPIC_OR_PARTITION), (0, 0)]),
+        ]
     );
     let (_, offsets) = fetch_offsets(&mut client, 8, GROUP, Some(&["t"]));
     assert_eq!(offsets[0].1, 4);
@@ -753,7 +766,8 @@ fn offsets_of_unknown_groups_and_topics() {
     // OffsetDelete of an unknown topic; of a group that does not exist.
     assert_eq!(
         delete_offsets(&mut client, &["t", "x"]),
-        (0, vec![0, UNKNOWN_TOPIC_OR_PARTITION])
+        // Kafka's order: the unknown topic's refusal before the coordinator's answer.
+        (0, vec![UNKNOWN_TOPIC_OR_PARTITION, 0])
     );
     broker.engine.groups().delete_groups(&[GROUP.to_string()]);
     assert_eq!(
@@ -1142,10 +1156,11 @@ fn a_group_spreads_the_partitions_of_a_topic_as_its_leader_assigns_them() {
     );
     assert_eq!(
         commit_partitions(&mut client, 1, &b, &[(2, 12), (3, 13), (-1, 1)]),
+        // Kafka's order: the partitions refused before the coordinator's answer.
         [
-            (2, 0),
             (3, UNKNOWN_TOPIC_OR_PARTITION),
-            (-1, UNKNOWN_TOPIC_OR_PARTITION)
+            (-1, UNKNOWN_TOPIC_OR_PARTITION),
+            (2, 0)
         ]
     );
     assert_eq!(
@@ -1184,7 +1199,7 @@ fn a_group_spreads_the_partitions_of_a_topic_as_its_leader_assigns_them() {
         .collect();
     assert_eq!(
         (response.error_code, codes),
-        (0, vec![(1, 0), (3, UNKNOWN_TOPIC_OR_PARTITION)])
+        (0, vec![(3, UNKNOWN_TOPIC_OR_PARTITION), (1, 0)])
     );
     assert_eq!(
         committed(&mut client),
