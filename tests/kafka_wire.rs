@@ -1617,6 +1617,9 @@ fn produce_to(client: &mut Client, topic: &str, parts: &[(i32, Bytes)]) -> Vec<(
         .collect()
 }
 
+/// A partition of a Fetch answer: (index, code, high watermark, values).
+type FetchedPartition = (i32, i16, i64, Vec<String>);
+
 /// A Fetch of each (partition, offset) of `topic` in one request with `max_bytes` for the
 /// whole answer: each partition's (index, code, high watermark, values).
 fn fetch_from(
@@ -1624,7 +1627,7 @@ fn fetch_from(
     topic: &str,
     parts: &[(i32, i64)],
     max_bytes: i32,
-) -> Vec<(i32, i16, i64, Vec<String>)> {
+) -> Vec<FetchedPartition> {
     let mut t = fetch_request::FetchTopic::default();
     t.topic = name(topic);
     t.partitions = parts
@@ -2233,5 +2236,128 @@ fn describe_topic_partitions_pages_through_partitions() {
             vec![("a".to_string(), 42, vec![]), ("b".to_string(), 42, vec![])],
             None
         )
+    );
+}
+
+/// A Fetch of `topic` in a session: (session id, epoch), the (partition, offset)s named
+/// and those forgotten; the answer's (error, session id, [(partition, code, high
+/// watermark, values)]).
+fn fetch_in_session(
+    client: &mut Client,
+    session: (i32, i32),
+    topic: &str,
+    parts: &[(i32, i64)],
+    forgotten: &[i32],
+) -> (i16, i32, Vec<FetchedPartition>) {
+    let mut t = fetch_request::FetchTopic::default();
+    t.topic = name(topic);
+    t.partitions = parts
+        .iter()
+        .map(|&(index, offset)| {
+            let mut p = fetch_request::FetchPartition::default();
+            p.partition = index;
+            p.fetch_offset = offset;
+            p.partition_max_bytes = 1 << 20;
+            p
+        })
+        .collect();
+    let mut request = FetchRequest::default();
+    request.max_wait_ms = 0;
+    request.min_bytes = 0;
+    request.max_bytes = 1 << 20;
+    request.session_id = session.0;
+    request.session_epoch = session.1;
+    if !parts.is_empty() {
+        request.topics = vec![t];
+    }
+    if !forgotten.is_empty() {
+        let mut f = fetch_request::ForgottenTopic::default();
+        f.topic = name(topic);
+        f.partitions = forgotten.to_vec();
+        request.forgotten_topics_data = vec![f];
+    }
+    let response = client.send(12, &request);
+    let partitions = response
+        .responses
+        .iter()
+        .flat_map(|t| {
+            assert_eq!(t.topic.0.as_str(), topic);
+            t.partitions.iter().map(|p| {
+                (
+                    p.partition_index,
+                    p.error_code,
+                    p.high_watermark,
+                    values_of(p.records.clone().unwrap_or_default()),
+                )
+            })
+        })
+        .collect();
+    (response.error_code, response.session_id, partitions)
+}
+
+#[test]
+fn fetch_sessions_answer_only_the_partitions_that_changed() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t", 3).unwrap();
+    produce_to(
+        &mut client,
+        "t",
+        &[(0, batch(&[(None, "a")])), (2, batch(&[(None, "c")]))],
+    );
+    let v = |s: &[&str]| -> Vec<String> { s.iter().map(|s| s.to_string()).collect() };
+    // A full fetch (epoch 0) of every partition and one that does not exist (answered
+    // last, as Kafka's erroneous partitions): a session is opened.
+    let (code, id, parts) = fetch_in_session(
+        &mut client,
+        (0, 0),
+        "t",
+        &[(0, 0), (5, 0), (1, 0), (2, 0)],
+        &[],
+    );
+    assert_eq!(code, 0);
+    assert_ne!(id, 0, "a session");
+    assert_eq!(
+        parts,
+        [
+            (0, 0, 1, v(&["a"])),
+            (1, 0, 0, v(&[])),
+            (2, 0, 1, v(&["c"])),
+            (5, 3, -1, v(&[])),
+        ]
+    );
+    // Epoch 1: the client moved past what it read; nothing changed since, so only the
+    // unknown partition (an error is always answered) comes back.
+    let (code, same, parts) = fetch_in_session(&mut client, (id, 1), "t", &[(0, 1), (2, 1)], &[]);
+    assert_eq!((code, same), (0, id));
+    assert_eq!(parts, [(5, 3, -1, v(&[]))]);
+    // A record in partition 1 and the unknown one forgotten: partition 1 alone.
+    produce_to(&mut client, "t", &[(1, batch(&[(None, "b")]))]);
+    let (_, _, parts) = fetch_in_session(&mut client, (id, 2), "t", &[], &[5]);
+    assert_eq!(parts, [(1, 0, 1, v(&["b"]))]);
+    // Nothing new: an empty answer.
+    let (code, _, parts) = fetch_in_session(&mut client, (id, 3), "t", &[(1, 1)], &[]);
+    assert_eq!((code, parts), (0, vec![]));
+    // A stale epoch and an unknown session are refused, with no partition.
+    assert_eq!(
+        fetch_in_session(&mut client, (id, 3), "t", &[], &[]),
+        (71, 0, vec![]),
+        "INVALID_FETCH_SESSION_EPOCH"
+    );
+    assert_eq!(
+        fetch_in_session(&mut client, (id ^ 1, 1), "t", &[], &[]),
+        (70, 0, vec![]),
+        "FETCH_SESSION_ID_NOT_FOUND"
+    );
+    // Epoch 4 goes on; then a sessionless full fetch (epoch -1) closes the session.
+    produce_to(&mut client, "t", &[(2, batch(&[(None, "c2")]))]);
+    let (_, _, parts) = fetch_in_session(&mut client, (id, 4), "t", &[], &[]);
+    assert_eq!(parts, [(2, 0, 2, v(&["c2"]))]);
+    let (_, none, parts) = fetch_in_session(&mut client, (id, -1), "t", &[(0, 1)], &[]);
+    assert_eq!((none, parts.len()), (0, 1));
+    assert_eq!(
+        fetch_in_session(&mut client, (id, 5), "t", &[], &[]).0,
+        70,
+        "the session is gone"
     );
 }

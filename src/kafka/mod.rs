@@ -97,6 +97,8 @@ pub(crate) struct Shared {
     open: AtomicUsize,
     next_id: AtomicU64,
     transactions_refused: api::TransactionsRefused,
+    /// Fetch sessions (KIP-227), shared by every connection.
+    fetch_sessions: api::FetchSessions,
 }
 
 /// The Kafka listener.
@@ -140,6 +142,7 @@ impl Listener {
             open: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
             transactions_refused: Default::default(),
+            fetch_sessions: Default::default(),
         });
         let acceptor_shared = shared.clone();
         let acceptor = std::thread::Builder::new()

@@ -463,6 +463,36 @@ def refusals(pair):
     dtp("partitions-describe-page-full", {"topics": [{"name": "wire-p3"}, {"name": "wire-t"}], "response_partition_limit": 3, "cursor": None})
     dtp("partitions-describe-cursor-negative", {"topics": [{"name": "wire-p3"}], "response_partition_limit": 3, "cursor": {"topic_name": "wire-p3", "partition_index": -1}})
     dtp("partitions-describe-cursor-past-end", {"topics": [{"name": "wire-p3"}], "response_partition_limit": 3, "cursor": {"topic_name": "wire-p3", "partition_index": 7}})
+    # Fetch sessions (KIP-227) over the three partitions: a full fetch (epoch 0) opens one,
+    # incremental ones (each side with its own session id) carry only what changed.
+    sessions = {}
+
+    def in_session(name, side, epoch, offsets, forgotten=(), session=None):
+        body = fetch_partitions("wire-p3", offsets)
+        if not offsets:
+            body["topics"] = []
+        body["session_id"] = sessions.get(side, 0) if session is None else session
+        body["session_epoch"] = epoch
+        body["forgotten_topics_data"] = [{"topic": "wire-p3", "partitions": list(forgotten)}] if forgotten else []
+        answer = pair.sides[side].call(FetchRequest, FetchResponse, pair.version(FetchRequest), body)
+        if epoch == 0:
+            sessions[side] = answer["session_id"]
+        answer["session_id"] = "SESSION" if answer["session_id"] else 0
+        pair.write(name, side, answer)
+
+    for side in pair.sides:
+        in_session("session-full", side, 0, [(0, 0), (7, 0), (1, 0), (2, 0)])
+        in_session("session-incremental-moved", side, 1, [(1, 2), (2, 1)])
+    for side, answer in pair.each(ProduceRequest, ProduceResponse, produce("wire-p3", batch([(b"k", b"zero")]), partition=0)).items():
+        if answer["responses"][0]["partition_responses"][0]["error_code"] != 0:
+            sys.exit(f"{side}: produce to wire-p3: {answer}")
+    for side in pair.sides:
+        in_session("session-incremental-new-record", side, 2, [], forgotten=[7])
+        in_session("session-incremental-nothing-new", side, 3, [(0, 1)])
+        in_session("session-stale-epoch", side, 3, [])
+        in_session("session-unknown", side, 1, [], session=sessions[side] ^ 1)
+        in_session("session-closed-by-sessionless", side, -1, [(0, 1)])
+        in_session("session-after-close", side, 5, [])
     oc3 = offset_commit("wire-g3", "wire-p3", partition=2)
     oc3["topics"][0]["partitions"].append({**oc3["topics"][0]["partitions"][0], "partition_index": 3})
     pair.check("partitions-offset-commit", OffsetCommitRequest, OffsetCommitResponse, oc3)

@@ -971,6 +971,7 @@ mod tests {
             open: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
             transactions_refused: Default::default(),
+            fetch_sessions: Default::default(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! handlers return plain values; `connection` encodes and writes them.
 
 mod admin;
+mod fetch_session;
 mod groups;
 mod records;
 
@@ -32,6 +33,7 @@ use super::versions::SERVED;
 use super::Shared;
 use crate::engine::{validate_topic_name, Engine, EngineError, Topic};
 
+pub(crate) use fetch_session::FetchSessions;
 pub use groups::find_coordinator;
 pub(crate) use records::FetchReply;
 
