@@ -46,7 +46,6 @@ fn main() {
             max_connections: 1000,
             connections_max_idle_ms: 600_000,
             auto_create_topics: true,
-            num_partitions: 1,
             max_request_partition_size_limit: 2000,
             delete_topic_enable: true,
         },

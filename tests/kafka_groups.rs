@@ -714,14 +714,27 @@ fn offsets_of_unknown_groups_and_topics() {
     partition_1.partitions[0].partition_index = 1;
     request.topics.extend([unknown, partition_1]);
     let response = client.send(8, &request);
-    let codes: Vec<i16> = response
+    // In Kafka's order (its OffsetCommitResponse.Builder): the refused partitions first,
+    // each under its topic's first entry, then the coordinator's answer merged in.
+    let codes: Vec<(String, Vec<(i32, i16)>)> = response
         .topics
         .iter()
-        .map(|t| t.partitions[0].error_code)
+        .map(|t| {
+            (
+                t.name.0.to_string(),
+                t.partitions
+                    .iter()
+                    .map(|p| (p.partition_index, p.error_code))
+                    .collect(),
+            )
+        })
         .collect();
     assert_eq!(
         codes,
-        vec![0, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION]
+        vec![
+            ("x".into(), vec![(0, UNKNOWN_TOPIC_OR_PARTITION)]),
+            ("t".into(), vec![(1, UNKNOWN_TOPIC_OR_PARTITION), (0, 0)]),
+        ]
     );
     let (_, offsets) = fetch_offsets(&mut client, 8, GROUP, Some(&["t"]));
     assert_eq!(offsets[0].1, 4);
@@ -753,7 +766,8 @@ fn offsets_of_unknown_groups_and_topics() {
     // OffsetDelete of an unknown topic; of a group that does not exist.
     assert_eq!(
         delete_offsets(&mut client, &["t", "x"]),
-        (0, vec![0, UNKNOWN_TOPIC_OR_PARTITION])
+        // Kafka's order: the unknown topic's refusal before the coordinator's answer.
+        (0, vec![UNKNOWN_TOPIC_OR_PARTITION, 0])
     );
     broker.engine.groups().delete_groups(&[GROUP.to_string()]);
     assert_eq!(
@@ -1025,4 +1039,170 @@ fn every_group_api_version_is_answered() {
             "DeleteGroups v{version}"
         );
     }
+}
+
+/// Kafka's ConsumerProtocolAssignment v0: `partitions` of `topic`.
+fn assignment_of(topic: &str, partitions: &[i32]) -> Bytes {
+    let mut b = vec![0, 0, 0, 0, 0, 1];
+    b.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+    b.extend_from_slice(topic.as_bytes());
+    b.extend_from_slice(&(partitions.len() as i32).to_be_bytes());
+    for p in partitions {
+        b.extend_from_slice(&p.to_be_bytes());
+    }
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    Bytes::from(b)
+}
+
+/// A commit of `offsets` ((partition, offset)) of topic `t` by `member`.
+fn commit_partitions(
+    client: &mut Client,
+    generation: i32,
+    member: &str,
+    offsets: &[(i32, i64)],
+) -> Vec<(i32, i16)> {
+    let mut request = commit_request(generation, member, 0);
+    let template = request.topics[0].partitions[0].clone();
+    request.topics[0].partitions = offsets
+        .iter()
+        .map(|&(index, offset)| {
+            let mut p = template.clone();
+            p.partition_index = index;
+            p.committed_offset = offset;
+            p
+        })
+        .collect();
+    let response = client.send(9, &request);
+    response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code))
+        .collect()
+}
+
+/// Every committed offset of GROUP: (topic, partition, offset).
+fn committed(client: &mut Client) -> Vec<(String, i32, i64)> {
+    let mut g = OffsetFetchRequestGroup::default();
+    g.group_id = group_id(GROUP);
+    g.topics = None;
+    let mut request = OffsetFetchRequest::default();
+    request.groups = vec![g];
+    let response = client.send(9, &request);
+    response.groups[0]
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.0.to_string(), p.partition_index, p.committed_offset))
+        })
+        .collect()
+}
+
+#[test]
+fn a_group_spreads_the_partitions_of_a_topic_as_its_leader_assigns_them() {
+    let broker = Broker::start();
+    broker.engine.create_topic("t", 3).unwrap();
+    let mut client = broker.client();
+    find_group_coordinator(&mut client, 6, GROUP);
+    let join_a = new_member(&broker, &mut client, 9);
+    let join_b = new_member(&broker, &mut client, 9);
+    complete_rebalance(&broker);
+    let (a, b) = (join_a.join().unwrap(), join_b.join().unwrap());
+    assert_eq!((a.error_code, b.error_code), (0, 0));
+    let (a, b) = (a.member_id.to_string(), b.member_id.to_string());
+    let follower = {
+        let request = sync_request(5, 1, &b, &[]);
+        let addr = broker.addr();
+        std::thread::spawn(move || Client::connect(addr).send(5, &request))
+    };
+    wait_until("the follower's SyncGroup", || {
+        broker.engine.groups().describe_group(GROUP).state == GroupState::CompletingRebalance
+    });
+    // The leader's assignor (range) gave a partitions 0 and 1, b partition 2.
+    let leader: SyncGroupResponse = client.send(
+        5,
+        &sync_request(
+            5,
+            1,
+            &a,
+            &[
+                (&a, assignment_of("t", &[0, 1])),
+                (&b, assignment_of("t", &[2])),
+            ],
+        ),
+    );
+    let follower = follower.join().unwrap();
+    assert_eq!((leader.error_code, follower.error_code), (0, 0));
+    assert_eq!(leader.assignment, assignment_of("t", &[0, 1]));
+    assert_eq!(follower.assignment, assignment_of("t", &[2]));
+    let described = describe(&mut client, 5, GROUP);
+    let of = |id: &str| {
+        described.groups[0]
+            .members
+            .iter()
+            .find(|m| m.member_id.as_str() == id)
+            .unwrap()
+            .member_assignment
+            .clone()
+    };
+    assert_eq!(of(&a), assignment_of("t", &[0, 1]));
+    assert_eq!(of(&b), assignment_of("t", &[2]));
+
+    // Each member commits its partitions; a partition the topic lacks is refused.
+    assert_eq!(
+        commit_partitions(&mut client, 1, &a, &[(0, 10), (1, 11)]),
+        [(0, 0), (1, 0)]
+    );
+    assert_eq!(
+        commit_partitions(&mut client, 1, &b, &[(2, 12), (3, 13), (-1, 1)]),
+        // Kafka's order: the partitions refused before the coordinator's answer.
+        [
+            (3, UNKNOWN_TOPIC_OR_PARTITION),
+            (-1, UNKNOWN_TOPIC_OR_PARTITION),
+            (2, 0)
+        ]
+    );
+    assert_eq!(
+        committed(&mut client),
+        [
+            ("t".into(), 0, 10),
+            ("t".into(), 1, 11),
+            ("t".into(), 2, 12)
+        ]
+    );
+    // OffsetFetch of named partitions, one that was never committed among them.
+    let (code, offsets) = fetch_offsets(&mut client, 9, GROUP, Some(&["t"]));
+    assert_eq!((code, offsets[0].1), (0, 10));
+
+    // The members leave; offsets of partitions are deleted one by one.
+    assert_eq!(leave(&mut client, 5, &a), 0);
+    assert_eq!(leave(&mut client, 5, &b), 0);
+    let mut request = OffsetDeleteRequest::default();
+    request.group_id = group_id(GROUP);
+    let mut topic = OffsetDeleteRequestTopic::default();
+    topic.name = name("t");
+    topic.partitions = [1, 3]
+        .iter()
+        .map(|&index| {
+            let mut p = OffsetDeleteRequestPartition::default();
+            p.partition_index = index;
+            p
+        })
+        .collect();
+    request.topics = vec![topic];
+    let response = client.send(0, &request);
+    let codes: Vec<(i32, i16)> = response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code))
+        .collect();
+    assert_eq!(
+        (response.error_code, codes),
+        (0, vec![(3, UNKNOWN_TOPIC_OR_PARTITION), (1, 0)])
+    );
+    assert_eq!(
+        committed(&mut client),
+        [("t".into(), 0, 10), ("t".into(), 2, 12)]
+    );
 }

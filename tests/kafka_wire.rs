@@ -13,7 +13,6 @@ use common::kafka::{
     batch, capture_log, fetch, logged_about, metadata, name, produce, produce_request, values_of,
     Broker, Client, MAX_REQUEST,
 };
-use kafka_protocol::messages::alter_configs_request;
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
@@ -30,9 +29,13 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateAclsRequest, CreateTopicsRequest,
-    DeleteAclsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeProducersRequest,
+    alter_configs_request, create_partitions_request, create_topics_request, fetch_request,
+    produce_request,
+};
+use kafka_protocol::messages::{
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateAclsRequest, CreatePartitionsRequest,
+    CreateTopicsRequest, DeleteAclsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeProducersRequest,
     DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, FetchRequest,
     FindCoordinatorRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
     ListOffsetsRequest, MetadataRequest, ResponseHeader, TransactionalId,
@@ -732,10 +735,13 @@ fn create_topics_refuses_partitions_and_bad_configs_in_kafkas_words() {
                 .unwrap_or_default(),
         )
     };
-    let (code, message) = create(&mut client, "wide", 3, &[]);
+    let (code, message) = create(&mut client, "none", 0, &[]);
     assert_eq!(code, 37);
-    assert!(message.contains("one partition"), "{message}");
-    assert!(broker.engine.topic("wide").is_none());
+    assert_eq!(
+        message,
+        "Number of partitions was set to an invalid non-positive value."
+    );
+    assert!(broker.engine.topic("none").is_none());
 
     let (code, message) = create(&mut client, "bad", 1, &[("retention.ms", "-7")]);
     assert_eq!(code, 40);
@@ -1585,5 +1591,773 @@ fn group_configs_are_described_altered_validated_and_kept() {
                 s("share.isolation.level", "read_uncommitted", 5)
             ]
         )
+    );
+}
+
+// ---- Topics of several partitions -------------------------------------------------
+
+/// A Produce of `records` to each (partition, records) of `topic` in one request, acks=all;
+/// the (index, code, base offset) of each partition answered.
+fn produce_to(client: &mut Client, topic: &str, parts: &[(i32, Bytes)]) -> Vec<(i32, i16, i64)> {
+    let mut request = produce_request(topic, Bytes::new());
+    request.topic_data[0].partition_data = parts
+        .iter()
+        .map(|(index, records)| {
+            let mut p = produce_request::PartitionProduceData::default();
+            p.index = *index;
+            p.records = Some(records.clone());
+            p
+        })
+        .collect();
+    let response = client.send(9, &request);
+    response.responses[0]
+        .partition_responses
+        .iter()
+        .map(|p| (p.index, p.error_code, p.base_offset))
+        .collect()
+}
+
+/// A partition of a Fetch answer: (index, code, high watermark, values).
+type FetchedPartition = (i32, i16, i64, Vec<String>);
+
+/// A Fetch of each (partition, offset) of `topic` in one request with `max_bytes` for the
+/// whole answer: each partition's (index, code, high watermark, values).
+fn fetch_from(
+    client: &mut Client,
+    topic: &str,
+    parts: &[(i32, i64)],
+    max_bytes: i32,
+) -> Vec<FetchedPartition> {
+    let mut t = fetch_request::FetchTopic::default();
+    t.topic = name(topic);
+    t.partitions = parts
+        .iter()
+        .map(|&(index, offset)| {
+            let mut p = fetch_request::FetchPartition::default();
+            p.partition = index;
+            p.fetch_offset = offset;
+            p.partition_max_bytes = 1 << 20;
+            p
+        })
+        .collect();
+    let mut request = FetchRequest::default();
+    request.max_wait_ms = 0;
+    request.min_bytes = 1;
+    request.max_bytes = max_bytes;
+    request.topics = vec![t];
+    let response = client.send(12, &request);
+    response.responses[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.partition_index,
+                p.error_code,
+                p.high_watermark,
+                values_of(p.records.clone().unwrap_or_default()),
+            )
+        })
+        .collect()
+}
+
+/// A Metadata partition: (index, leader, leader epoch, replicas, ISR).
+type MetadataPartition = (i32, i32, i32, Vec<i32>, Vec<i32>);
+
+/// A CreatePartitions topic: (name, count, manual assignments).
+type GrownTopic<'a> = (&'a str, i32, Option<Vec<Vec<i32>>>);
+
+#[test]
+fn metadata_lists_every_partition_and_auto_creation_makes_num_partitions() {
+    let broker = Broker::start_configured(&[("num.partitions", "3")], |_| {});
+    let mut client = broker.client();
+    broker.engine.create_topic("five", 5).unwrap();
+    let mut request = MetadataRequest::default();
+    request.topics = Some(
+        ["five", "auto"]
+            .iter()
+            .map(|t| {
+                let mut r = MetadataRequestTopic::default();
+                r.name = Some(name(t));
+                r
+            })
+            .collect(),
+    );
+    request.allow_auto_topic_creation = true;
+    let response = client.send(12, &request);
+    let shape = |i: usize| -> Vec<MetadataPartition> {
+        response.topics[i]
+            .partitions
+            .iter()
+            .map(|p| {
+                (
+                    p.partition_index,
+                    p.leader_id.0,
+                    p.leader_epoch,
+                    p.replica_nodes.iter().map(|n| n.0).collect(),
+                    p.isr_nodes.iter().map(|n| n.0).collect(),
+                )
+            })
+            .collect()
+    };
+    let expect = |n: i32| -> Vec<MetadataPartition> {
+        (0..n).map(|i| (i, 1, 0, vec![1], vec![1])).collect()
+    };
+    assert_eq!(shape(0), expect(5));
+    // Auto-created with num.partitions.
+    assert_eq!(response.topics[1].error_code, 0);
+    assert_eq!(shape(1), expect(3));
+    assert_eq!(broker.engine.topic("auto").unwrap().partition_count(), 3);
+}
+
+#[test]
+fn produce_fetch_and_offsets_work_per_partition() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t", 3).unwrap();
+    let answered = produce_to(
+        &mut client,
+        "t",
+        &[
+            (0, batch(&[(None, "a0"), (None, "a1")])),
+            (2, batch(&[(None, "c0")])),
+            (3, batch(&[(None, "nowhere")])),
+            (-1, batch(&[(None, "nowhere")])),
+        ],
+    );
+    assert_eq!(
+        answered,
+        [(0, 0, 0), (2, 0, 0), (3, 3, -1), (-1, 3, -1)],
+        "an unknown partition is UNKNOWN_TOPIC_OR_PARTITION"
+    );
+    assert_eq!(
+        produce_to(&mut client, "t", &[(2, batch(&[(None, "c1")]))]),
+        [(2, 0, 1)]
+    );
+    let topic = broker.engine.topic("t").unwrap();
+    let sizes: Vec<u64> = (0..3)
+        .map(|p| topic.partition(p).unwrap().log().log_end_offset())
+        .collect();
+    assert_eq!(sizes, [2, 0, 2]);
+
+    let fetched = fetch_from(&mut client, "t", &[(0, 0), (1, 0), (2, 1), (9, 0)], 1 << 20);
+    assert_eq!(
+        fetched,
+        [
+            (0, 0, 2, vec!["a0".to_string(), "a1".to_string()]),
+            (1, 0, 0, vec![]),
+            (2, 0, 2, vec!["c1".to_string()]),
+            (9, 3, -1, vec![]),
+        ]
+    );
+    // Only the first partition with records may go over the answer's max_bytes
+    // (Kafka's minOneMessage); the others give their offsets alone.
+    let fetched = fetch_from(&mut client, "t", &[(1, 0), (0, 0), (2, 0)], 1);
+    assert_eq!(
+        fetched,
+        [
+            (1, 0, 0, vec![]),
+            (0, 0, 2, vec!["a0".to_string(), "a1".to_string()]),
+            (2, 0, 2, vec![]),
+        ]
+    );
+
+    // ListOffsets: each partition's own end and start.
+    let mut t = ListOffsetsTopic::default();
+    t.name = name("t");
+    t.partitions = [(0, -1), (1, -1), (2, -1), (2, -2), (3, -1)]
+        .iter()
+        .map(|&(index, timestamp)| {
+            let mut p = ListOffsetsPartition::default();
+            p.partition_index = index;
+            p.timestamp = timestamp;
+            p
+        })
+        .collect();
+    let mut request = ListOffsetsRequest::default();
+    request.replica_id = kafka_protocol::messages::BrokerId(-1);
+    request.topics = vec![t];
+    let response = client.send(7, &request);
+    let offsets: Vec<(i32, i16, i64)> = response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code, p.offset))
+        .collect();
+    assert_eq!(
+        offsets,
+        [(0, 0, 2), (1, 0, 0), (2, 0, 2), (2, 0, 0), (3, 3, -1)]
+    );
+
+    // DeleteRecords: partition 2 only; -1 is its high watermark.
+    let mut t = DeleteRecordsTopic::default();
+    t.name = name("t");
+    t.partitions = [(2, -1), (0, 1), (5, 0)]
+        .iter()
+        .map(|&(index, offset)| {
+            let mut p = DeleteRecordsPartition::default();
+            p.partition_index = index;
+            p.offset = offset;
+            p
+        })
+        .collect();
+    let mut request = DeleteRecordsRequest::default();
+    request.topics = vec![t];
+    let response = client.send(2, &request);
+    let low: Vec<(i32, i16, i64)> = response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.error_code, p.low_watermark))
+        .collect();
+    assert_eq!(low, [(2, 0, 2), (0, 0, 1), (5, 3, -1)]);
+    assert_eq!(topic.partition(2).unwrap().log().log_start_offset(), 2);
+    assert_eq!(topic.partition(0).unwrap().log().log_start_offset(), 1);
+    assert_eq!(topic.partition(1).unwrap().log().log_start_offset(), 0);
+}
+
+#[test]
+fn describe_producers_answers_per_partition() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t", 2).unwrap();
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = None;
+    init.transaction_timeout_ms = -1;
+    let producer = client.send(4, &init).producer_id.0;
+    let mut b = BatchBuilder::new(0);
+    b.push(0, common::T0, None, Some(b"a"));
+    let records = Bytes::from(b.finish_client((producer, 0, 0), ClientBatch::PLAIN));
+    assert_eq!(produce_to(&mut client, "t", &[(1, records)]), [(1, 0, 0)]);
+    let mut t = describe_producers_request::TopicRequest::default();
+    t.name = name("t");
+    t.partition_indexes = vec![0, 1, 2];
+    let mut request = DescribeProducersRequest::default();
+    request.topics = vec![t];
+    let response = client.send(0, &request);
+    let answered: Vec<(i32, i16, Vec<i64>)> = response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.partition_index,
+                p.error_code,
+                p.active_producers.iter().map(|s| s.producer_id.0).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        answered,
+        [(0, 0, vec![]), (1, 0, vec![producer]), (2, 3, vec![])]
+    );
+}
+
+fn create_topic_request(
+    topic: &str,
+    partitions: i32,
+    assignments: &[Vec<i32>],
+) -> CreateTopicsRequest {
+    let mut t = CreatableTopic::default();
+    t.name = name(topic);
+    t.num_partitions = partitions;
+    t.replication_factor = -1;
+    t.assignments = assignments
+        .iter()
+        .enumerate()
+        .map(|(i, brokers)| {
+            let mut a = create_topics_request::CreatableReplicaAssignment::default();
+            a.partition_index = i as i32;
+            a.broker_ids = brokers
+                .iter()
+                .map(|&b| kafka_protocol::messages::BrokerId(b))
+                .collect();
+            a
+        })
+        .collect();
+    let mut request = CreateTopicsRequest::default();
+    request.topics = vec![t];
+    request.timeout_ms = 5000;
+    request
+}
+
+#[test]
+fn create_topics_makes_the_asked_partitions() {
+    let broker = Broker::start_configured(&[("num.partitions", "4")], |_| {});
+    let mut client = broker.client();
+    let create = |client: &mut Client, request: &CreateTopicsRequest| {
+        let response = client.send(7, request);
+        let r = &response.topics[0];
+        (
+            r.error_code,
+            r.num_partitions,
+            r.error_message
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default(),
+        )
+    };
+    let count = |topic: &str| broker.engine.topic(topic).map(|t| t.partition_count());
+    assert_eq!(
+        create(&mut client, &create_topic_request("three", 3, &[])),
+        (0, 3, String::new())
+    );
+    assert_eq!(count("three"), Some(3));
+    // -1 is num.partitions.
+    assert_eq!(
+        create(&mut client, &create_topic_request("default", -1, &[])),
+        (0, 4, String::new())
+    );
+    assert_eq!(count("default"), Some(4));
+    // A manual assignment: one partition per list, each of this node alone.
+    assert_eq!(
+        create(
+            &mut client,
+            &create_topic_request("manual", -1, &[vec![1], vec![1]])
+        ),
+        (0, 2, String::new())
+    );
+    assert_eq!(count("manual"), Some(2));
+    // Sorted before they are checked, as Kafka's controller does: broker 0 first.
+    let (code, _, message) = create(
+        &mut client,
+        &create_topic_request("twice", -1, &[vec![1, 1, 0]]),
+    );
+    assert_eq!(code, 39);
+    assert_eq!(
+        message,
+        "The manual partition assignment includes broker 0, but no such broker is registered."
+    );
+    let (code, _, message) = create(
+        &mut client,
+        &create_topic_request("twice", -1, &[vec![1, 1]]),
+    );
+    assert_eq!(
+        (code, message.as_str()),
+        (
+            39,
+            "The manual partition assignment includes the broker 1 more than once."
+        )
+    );
+    // validate_only: the count answered, nothing made.
+    let mut request = create_topic_request("checked", 7, &[]);
+    request.validate_only = true;
+    assert_eq!(create(&mut client, &request), (0, 7, String::new()));
+    assert_eq!(count("checked"), None);
+    // kpfs's bound, 10000 partitions a topic, in the engine's words.
+    for validate_only in [false, true] {
+        let mut request = create_topic_request("huge", 10_001, &[]);
+        request.validate_only = validate_only;
+        let (code, _, message) = create(&mut client, &request);
+        assert_eq!(code, 37);
+        assert_eq!(
+            message,
+            "Number of partitions was set to 10001, more than the 10000 partitions a kpfs topic may have."
+        );
+        assert_eq!(count("huge"), None);
+    }
+}
+
+fn create_partitions(
+    client: &mut Client,
+    version: i16,
+    topics: &[GrownTopic<'_>],
+    validate_only: bool,
+) -> Vec<(String, i16, Option<String>)> {
+    let mut request = CreatePartitionsRequest::default();
+    request.topics = topics
+        .iter()
+        .map(|(topic, count, assignments)| {
+            let mut t = create_partitions_request::CreatePartitionsTopic::default();
+            t.name = name(topic);
+            t.count = *count;
+            t.assignments = assignments.as_ref().map(|lists| {
+                lists
+                    .iter()
+                    .map(|brokers| {
+                        let mut a =
+                            create_partitions_request::CreatePartitionsAssignment::default();
+                        a.broker_ids = brokers
+                            .iter()
+                            .map(|&b| kafka_protocol::messages::BrokerId(b))
+                            .collect();
+                        a
+                    })
+                    .collect()
+            });
+            t
+        })
+        .collect();
+    request.timeout_ms = 5000;
+    request.validate_only = validate_only;
+    client
+        .send(version, &request)
+        .results
+        .iter()
+        .map(|r| {
+            (
+                r.name.0.to_string(),
+                r.error_code,
+                r.error_message.as_ref().map(|m| m.to_string()),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn create_partitions_grows_topics_and_refuses_in_kafkas_words() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t", 1).unwrap();
+    broker
+        .engine
+        .topic("t")
+        .unwrap()
+        .append_lines(b"old\n")
+        .unwrap();
+    broker.engine.create_topic("u", 2).unwrap();
+    let count = |topic: &str| broker.engine.topic(topic).unwrap().partition_count();
+    let ok = |topic: &str| (topic.to_string(), 0, None);
+    let refused = |topic: &str, code: i16, message: Option<&str>| {
+        (topic.to_string(), code, message.map(str::to_string))
+    };
+    for version in 0..=3 {
+        assert_eq!(
+            create_partitions(
+                &mut client,
+                version,
+                &[("t", 2 + i32::from(version), None)],
+                false
+            ),
+            [ok("t")],
+            "v{version}"
+        );
+    }
+    assert_eq!(count("t"), 5);
+    // The new partitions take records; the old one kept its own.
+    assert_eq!(
+        produce_to(&mut client, "t", &[(4, batch(&[(None, "new")]))]),
+        [(4, 0, 0)]
+    );
+    assert_eq!(
+        broker
+            .engine
+            .topic("t")
+            .unwrap()
+            .partition(0)
+            .unwrap()
+            .log()
+            .log_end_offset(),
+        1
+    );
+    assert_eq!(
+        create_partitions(
+            &mut client,
+            3,
+            &[
+                ("t", 5, None),
+                ("u", 1, None),
+                ("u2", 3, None),
+                ("t", -1, None),
+            ],
+            false
+        ),
+        [
+            refused("t", 42, Some("Duplicate topic name.")),
+            refused(
+                "u",
+                37,
+                Some("The topic u currently has 2 partition(s); 1 would not be an increase.")
+            ),
+            refused("u2", 3, None),
+        ]
+    );
+    assert_eq!(
+        create_partitions(&mut client, 3, &[("u", 2, None), ("u", -1, None)], false),
+        [refused("u", 42, Some("Duplicate topic name."))]
+    );
+    assert_eq!(
+        create_partitions(&mut client, 3, &[("u", 2, None)], false),
+        [refused("u", 37, Some("Topic already has 2 partition(s)."))]
+    );
+    assert_eq!(
+        create_partitions(&mut client, 3, &[("u", -3, None)], false),
+        [refused(
+            "u",
+            37,
+            Some("The topic u currently has 2 partition(s); -3 would not be an increase.")
+        )]
+    );
+    // Manual assignments: one per added partition, of registered brokers, one replica.
+    assert_eq!(
+        create_partitions(&mut client, 3, &[("u", 4, Some(vec![vec![1]]))], false),
+        [refused(
+            "u",
+            39,
+            Some("Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.")
+        )]
+    );
+    assert_eq!(
+        create_partitions(&mut client, 3, &[("u", 3, Some(vec![vec![2]]))], false),
+        [refused(
+            "u",
+            39,
+            Some("The manual partition assignment includes broker 2, but no such broker is registered.")
+        )]
+    );
+    assert_eq!(
+        create_partitions(&mut client, 3, &[("u", 3, Some(vec![vec![]]))], false),
+        [refused(
+            "u",
+            39,
+            Some("The manual partition assignment includes an empty replica list.")
+        )]
+    );
+    assert_eq!(
+        create_partitions(&mut client, 3, &[("u", 3, Some(vec![vec![1, 1]]))], false),
+        [refused(
+            "u",
+            39,
+            Some("The manual partition assignment includes the broker 1 more than once.")
+        )]
+    );
+    assert_eq!(count("u"), 2, "nothing refused was added");
+    // validate_only checks and adds nothing; then the same for real.
+    assert_eq!(
+        create_partitions(
+            &mut client,
+            3,
+            &[("u", 4, Some(vec![vec![1], vec![1]]))],
+            true
+        ),
+        [ok("u")]
+    );
+    assert_eq!(count("u"), 2);
+    assert_eq!(
+        create_partitions(
+            &mut client,
+            3,
+            &[("u", 4, Some(vec![vec![1], vec![1]]))],
+            false
+        ),
+        [ok("u")]
+    );
+    assert_eq!(count("u"), 4);
+    // kpfs's bound, in the engine's words, validate_only or not.
+    for validate_only in [true, false] {
+        assert_eq!(
+            create_partitions(&mut client, 3, &[("u", 10_001, None)], validate_only),
+            [refused(
+                "u",
+                37,
+                Some("Number of partitions was set to 10001, more than the 10000 partitions a kpfs topic may have.")
+            )]
+        );
+    }
+    assert_eq!(count("u"), 4);
+    // Metadata shows the new count at once.
+    let mut request = MetadataRequest::default();
+    let mut r = MetadataRequestTopic::default();
+    r.name = Some(name("u"));
+    request.topics = Some(vec![r]);
+    assert_eq!(client.send(12, &request).topics[0].partitions.len(), 4);
+}
+
+#[test]
+fn describe_topic_partitions_pages_through_partitions() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("a", 3).unwrap();
+    broker.engine.create_topic("b", 2).unwrap();
+    broker.engine.create_topic("c", 1).unwrap();
+    let ask = |client: &mut Client, topics: &[&str], limit: i32, cursor: Option<(&str, i32)>| {
+        let mut request = DescribeTopicPartitionsRequest::default();
+        request.topics = topics
+            .iter()
+            .map(|t| {
+                let mut r = TopicRequest::default();
+                r.name = name(t);
+                r
+            })
+            .collect();
+        request.response_partition_limit = limit;
+        request.cursor = cursor.map(|(t, p)| {
+            let mut c = Cursor::default();
+            c.topic_name = name(t);
+            c.partition_index = p;
+            c
+        });
+        let response = client.send(0, &request);
+        let topics: Vec<(String, i16, Vec<i32>)> = response
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_ref().unwrap().0.to_string(),
+                    t.error_code,
+                    t.partitions.iter().map(|p| p.partition_index).collect(),
+                )
+            })
+            .collect();
+        let next = response
+            .next_cursor
+            .as_ref()
+            .map(|c| (c.topic_name.0.to_string(), c.partition_index));
+        (topics, next)
+    };
+    let t = |name: &str, partitions: &[i32]| (name.to_string(), 0, partitions.to_vec());
+    // A topic cut short ends the page with a cursor at its next partition.
+    assert_eq!(
+        ask(&mut client, &[], 2, None),
+        (vec![t("a", &[0, 1])], Some(("a".into(), 2)))
+    );
+    assert_eq!(
+        ask(&mut client, &[], 2, Some(("a", 2))),
+        (vec![t("a", &[2]), t("b", &[0])], Some(("b".into(), 1)))
+    );
+    assert_eq!(
+        ask(&mut client, &[], 2, Some(("b", 1))),
+        (vec![t("b", &[1]), t("c", &[0])], None)
+    );
+    // A page that ends with a topic's last partition points at the next topic's first.
+    assert_eq!(
+        ask(&mut client, &[], 3, None),
+        (vec![t("a", &[0, 1, 2])], Some(("b".into(), 0)))
+    );
+    // Named topics page the same way.
+    assert_eq!(
+        ask(&mut client, &["c", "b"], 1, Some(("b", 1))),
+        (vec![t("b", &[1])], Some(("c".into(), 0)))
+    );
+    // A cursor past a topic's end lists none of it; a negative one is INVALID_REQUEST.
+    assert_eq!(
+        ask(&mut client, &["b"], 10, Some(("b", 5))),
+        (vec![t("b", &[])], None)
+    );
+    assert_eq!(
+        ask(&mut client, &["a", "b"], 10, Some(("a", -1))),
+        (
+            vec![("a".to_string(), 42, vec![]), ("b".to_string(), 42, vec![])],
+            None
+        )
+    );
+}
+
+/// A Fetch of `topic` in a session: (session id, epoch), the (partition, offset)s named
+/// and those forgotten; the answer's (error, session id, [(partition, code, high
+/// watermark, values)]).
+fn fetch_in_session(
+    client: &mut Client,
+    session: (i32, i32),
+    topic: &str,
+    parts: &[(i32, i64)],
+    forgotten: &[i32],
+) -> (i16, i32, Vec<FetchedPartition>) {
+    let mut t = fetch_request::FetchTopic::default();
+    t.topic = name(topic);
+    t.partitions = parts
+        .iter()
+        .map(|&(index, offset)| {
+            let mut p = fetch_request::FetchPartition::default();
+            p.partition = index;
+            p.fetch_offset = offset;
+            p.partition_max_bytes = 1 << 20;
+            p
+        })
+        .collect();
+    let mut request = FetchRequest::default();
+    request.max_wait_ms = 0;
+    request.min_bytes = 0;
+    request.max_bytes = 1 << 20;
+    request.session_id = session.0;
+    request.session_epoch = session.1;
+    if !parts.is_empty() {
+        request.topics = vec![t];
+    }
+    if !forgotten.is_empty() {
+        let mut f = fetch_request::ForgottenTopic::default();
+        f.topic = name(topic);
+        f.partitions = forgotten.to_vec();
+        request.forgotten_topics_data = vec![f];
+    }
+    let response = client.send(12, &request);
+    let partitions = response
+        .responses
+        .iter()
+        .flat_map(|t| {
+            assert_eq!(t.topic.0.as_str(), topic);
+            t.partitions.iter().map(|p| {
+                (
+                    p.partition_index,
+                    p.error_code,
+                    p.high_watermark,
+                    values_of(p.records.clone().unwrap_or_default()),
+                )
+            })
+        })
+        .collect();
+    (response.error_code, response.session_id, partitions)
+}
+
+#[test]
+fn fetch_sessions_answer_only_the_partitions_that_changed() {
+    let broker = Broker::start();
+    let mut client = broker.client();
+    broker.engine.create_topic("t", 3).unwrap();
+    produce_to(
+        &mut client,
+        "t",
+        &[(0, batch(&[(None, "a")])), (2, batch(&[(None, "c")]))],
+    );
+    let v = |s: &[&str]| -> Vec<String> { s.iter().map(|s| s.to_string()).collect() };
+    // A full fetch (epoch 0) of every partition and one that does not exist (answered
+    // last, as Kafka's erroneous partitions): a session is opened.
+    let (code, id, parts) = fetch_in_session(
+        &mut client,
+        (0, 0),
+        "t",
+        &[(0, 0), (5, 0), (1, 0), (2, 0)],
+        &[],
+    );
+    assert_eq!(code, 0);
+    assert_ne!(id, 0, "a session");
+    assert_eq!(
+        parts,
+        [
+            (0, 0, 1, v(&["a"])),
+            (1, 0, 0, v(&[])),
+            (2, 0, 1, v(&["c"])),
+            (5, 3, -1, v(&[])),
+        ]
+    );
+    // Epoch 1: the client moved past what it read; nothing changed since, so only the
+    // unknown partition (an error is always answered) comes back.
+    let (code, same, parts) = fetch_in_session(&mut client, (id, 1), "t", &[(0, 1), (2, 1)], &[]);
+    assert_eq!((code, same), (0, id));
+    assert_eq!(parts, [(5, 3, -1, v(&[]))]);
+    // A record in partition 1 and the unknown one forgotten: partition 1 alone.
+    produce_to(&mut client, "t", &[(1, batch(&[(None, "b")]))]);
+    let (_, _, parts) = fetch_in_session(&mut client, (id, 2), "t", &[], &[5]);
+    assert_eq!(parts, [(1, 0, 1, v(&["b"]))]);
+    // Nothing new: an empty answer.
+    let (code, _, parts) = fetch_in_session(&mut client, (id, 3), "t", &[(1, 1)], &[]);
+    assert_eq!((code, parts), (0, vec![]));
+    // A stale epoch and an unknown session are refused, with no partition.
+    assert_eq!(
+        fetch_in_session(&mut client, (id, 3), "t", &[], &[]),
+        (71, 0, vec![]),
+        "INVALID_FETCH_SESSION_EPOCH"
+    );
+    assert_eq!(
+        fetch_in_session(&mut client, (id ^ 1, 1), "t", &[], &[]),
+        (70, 0, vec![]),
+        "FETCH_SESSION_ID_NOT_FOUND"
+    );
+    // Epoch 4 goes on; then a sessionless full fetch (epoch -1) closes the session.
+    produce_to(&mut client, "t", &[(2, batch(&[(None, "c2")]))]);
+    let (_, _, parts) = fetch_in_session(&mut client, (id, 4), "t", &[], &[]);
+    assert_eq!(parts, [(2, 0, 2, v(&["c2"]))]);
+    let (_, none, parts) = fetch_in_session(&mut client, (id, -1), "t", &[(0, 1)], &[]);
+    assert_eq!((none, parts.len()), (0, 1));
+    assert_eq!(
+        fetch_in_session(&mut client, (id, 5), "t", &[], &[]).0,
+        70,
+        "the session is gone"
     );
 }

@@ -109,7 +109,6 @@ fn listener_config(
         max_connections: settings.max_connections,
         connections_max_idle_ms: settings.connections_max_idle_ms.unwrap_or(u64::MAX),
         auto_create_topics: settings.auto_create_topics,
-        num_partitions: settings.num_partitions,
         max_request_partition_size_limit: settings.max_request_partition_size_limit,
         delete_topic_enable: settings.delete_topic_enable,
     })

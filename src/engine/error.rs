@@ -40,18 +40,16 @@ pub enum EngineError {
         topic: String,
         partition: i64,
     },
-    /// CreatePartitions asking for fewer partitions than the topic has (made by
-    /// `Topic::add_partitions`, which only the engine's tests call until the adapters
-    /// serve partitions) (Kafka's
-    /// `InvalidPartitionsException`: partitions are only ever added).
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    /// CreatePartitions asking for fewer partitions than the topic has
+    /// (`Topic::add_partitions`; Kafka's `InvalidPartitionsException`: partitions are
+    /// only ever added).
     PartitionsDecrease {
         name: String,
         current: u32,
         requested: u32,
     },
-    /// CreatePartitions asking for the count the topic has.
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    /// CreatePartitions asking for the count the topic has (Kafka's text names no
+    /// topic).
     PartitionsUnchanged {
         current: u32,
     },
@@ -259,7 +257,7 @@ impl fmt::Display for EngineError {
                 f,
                 "The topic {name} currently has {current} partition(s); {requested} would not be an increase."
             ),
-            EngineError::PartitionsUnchanged { current, .. } => {
+            EngineError::PartitionsUnchanged { current } => {
                 write!(f, "Topic already has {current} partition(s).")
             }
             EngineError::InvalidPartitionCount { count: 0 } => {

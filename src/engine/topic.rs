@@ -185,11 +185,29 @@ impl Topic {
     }
 
     /// Kafka's CreatePartitions: the topic grows to `count` partitions (partitions are
-    /// only ever added), the new ones empty and carrying the topic's id.
+    /// only ever added), the new ones empty and carrying the topic's id. The listener's
+    /// CreatePartitions calls it (and the mount's `mkdir TOPIC/partitions/N`).
     pub fn add_partitions(&self, count: u32) -> Result<()> {
+        let _one_at_a_time = self.growth.lock();
+        let current = self.check_add_partitions(count)?;
+        // No append may run while the order of the partitions' records is set up.
+        let _no_appends = self.core.rendering_gate.write();
+        self.open_partitions(count, |_| Durability::CleanShutdown)?;
+        super::files::sync_dir(&self.data_dir)?;
+        self.core.record_event(
+            "partitions",
+            &format!("added partitions {current}..{count}: the topic has {count} partitions"),
+        );
+        tracing::info!(topic = %self.core.name, from = current, to = count, "added partitions");
+        Ok(())
+    }
+
+    /// What [`Topic::add_partitions`] would refuse of growing to `count` partitions, in
+    /// its order (a CreatePartitions with `validate_only` asks only this); the count the
+    /// topic has otherwise.
+    pub fn check_add_partitions(&self, count: u32) -> Result<u32> {
         self.core
             .refuse_internal(InternalTopicAction::AddPartitions)?;
-        let _one_at_a_time = self.growth.lock();
         let current = self.partition_count();
         if count < current {
             return Err(EngineError::PartitionsDecrease {
@@ -205,16 +223,7 @@ impl Topic {
         self.partitions()
             .first()
             .map_or(Ok(()), |p| p.log().check_not_deleted())?;
-        // No append may run while the order of the partitions' records is set up.
-        let _no_appends = self.core.rendering_gate.write();
-        self.open_partitions(count, |_| Durability::CleanShutdown)?;
-        super::files::sync_dir(&self.data_dir)?;
-        self.core.record_event(
-            "partitions",
-            &format!("added partitions {current}..{count}: the topic has {count} partitions"),
-        );
-        tracing::info!(topic = %self.core.name, from = current, to = count, "added partitions");
-        Ok(())
+        Ok(current)
     }
 
     pub(crate) fn name(&self) -> &str {

@@ -281,20 +281,21 @@ mod tests {
     use super::*;
     use bytes::BytesMut;
     use kafka_protocol::messages::{
-        alter_configs_request, create_acls_request, create_topics_request, delete_acls_request,
-        delete_records_request, delete_topics_request, describe_configs_request,
-        describe_producers_request, describe_topic_partitions_request, fetch_request,
-        incremental_alter_configs_request, join_group_request, leave_group_request,
+        alter_configs_request, create_acls_request, create_partitions_request,
+        create_topics_request, delete_acls_request, delete_records_request, delete_topics_request,
+        describe_configs_request, describe_producers_request, describe_topic_partitions_request,
+        fetch_request, incremental_alter_configs_request, join_group_request, leave_group_request,
         list_offsets_request, metadata_request, offset_commit_request, offset_delete_request,
         offset_fetch_request, produce_request, sync_group_request, AlterConfigsRequest,
-        ApiVersionsRequest, BrokerId, CreateAclsRequest, CreateTopicsRequest, DeleteAclsRequest,
-        DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
-        DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-        DescribeProducersRequest, DescribeTopicPartitionsRequest, FetchRequest,
-        FindCoordinatorRequest, GroupId, HeartbeatRequest, IncrementalAlterConfigsRequest,
-        InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-        ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-        OffsetFetchRequest, ProduceRequest, RequestKind, SyncGroupRequest, TopicName,
+        ApiVersionsRequest, BrokerId, CreateAclsRequest, CreatePartitionsRequest,
+        CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
+        DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+        DescribeGroupsRequest, DescribeProducersRequest, DescribeTopicPartitionsRequest,
+        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+        IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
+        ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+        OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestKind, SyncGroupRequest,
+        TopicName,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
     use proptest::prelude::*;
@@ -641,6 +642,18 @@ mod tests {
                 let mut r = DeleteAclsRequest::default();
                 r.filters = vec![f.clone(), f];
                 RequestKind::DeleteAcls(r)
+            }
+            ApiKey::CreatePartitions => {
+                let mut a = create_partitions_request::CreatePartitionsAssignment::default();
+                a.broker_ids = vec![BrokerId(1)];
+                let mut t = create_partitions_request::CreatePartitionsTopic::default();
+                t.name = topic_name();
+                t.count = 3;
+                t.assignments = Some(vec![a.clone(), a]);
+                let mut r = CreatePartitionsRequest::default();
+                r.topics = vec![t];
+                r.timeout_ms = 1000;
+                RequestKind::CreatePartitions(r)
             }
             other => panic!("{other:?} is not served: give it a sample"),
         };

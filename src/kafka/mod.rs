@@ -52,7 +52,6 @@ pub struct ListenerConfig {
     pub max_connections: usize,
     pub connections_max_idle_ms: u64,
     pub auto_create_topics: bool,
-    pub num_partitions: i32,
     /// The most partitions one DescribeTopicPartitions answer lists.
     pub max_request_partition_size_limit: i32,
     pub delete_topic_enable: bool,
@@ -98,6 +97,8 @@ pub(crate) struct Shared {
     open: AtomicUsize,
     next_id: AtomicU64,
     transactions_refused: api::TransactionsRefused,
+    /// Fetch sessions (KIP-227), shared by every connection.
+    fetch_sessions: api::FetchSessions,
 }
 
 /// The Kafka listener.
@@ -141,6 +142,7 @@ impl Listener {
             open: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
             transactions_refused: Default::default(),
+            fetch_sessions: Default::default(),
         });
         let acceptor_shared = shared.clone();
         let acceptor = std::thread::Builder::new()

@@ -62,7 +62,6 @@ impl Broker {
             max_connections: 100,
             connections_max_idle_ms: 60_000,
             auto_create_topics: true,
-            num_partitions: 1,
             max_request_partition_size_limit: 2000,
             delete_topic_enable: true,
         };

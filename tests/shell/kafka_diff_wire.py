@@ -38,6 +38,12 @@ from kafka.protocol.admin.groups import (
     DescribeGroupsRequest,
     DescribeGroupsResponse,
 )
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+)
 from kafka.protocol.admin.topics import (
     CreateTopicsRequest,
     CreateTopicsResponse,
@@ -296,6 +302,28 @@ def delete_records(topic, offset, partition=0):
     return {"topics": [{"name": topic, "partitions": [{"partition_index": partition, "offset": offset}]}], "timeout_ms": 30000}
 
 
+def create_partitions(topics, validate_only=False):
+    """CreatePartitions of TOPICS: (name, count, assignments or None) each."""
+    return {
+        "topics": [
+            {"name": name, "count": count, "assignments": None if assignments is None else [{"broker_ids": b} for b in assignments]}
+            for name, count, assignments in topics
+        ],
+        "timeout_ms": 30000,
+        "validate_only": validate_only,
+    }
+
+
+def fetch_partitions(topic, offsets, max_bytes=1 << 20):
+    """A Fetch of each (partition, offset) of TOPIC in one request."""
+    body = fetch(topic, 0, max_bytes=max_bytes)
+    body["topics"][0]["partitions"] = [
+        {"partition": p, "current_leader_epoch": -1, "fetch_offset": o, "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+        for p, o in offsets
+    ]
+    return body
+
+
 def alter_configs(resource_type, name, configs):
     return {
         "resources": [{"resource_type": resource_type, "resource_name": name, "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
@@ -356,7 +384,7 @@ def refusals(pair):
     c = lambda name, body: pair.check(name, CreateTopicsRequest, CreateTopicsResponse, body, pick=configs_listed)
     # Setup on both: a plain topic with data, a compacted one, one with a small
     # max.message.bytes; each must be created on both for the checks to mean anything.
-    create_topics(pair, {"wire-t": None, "wire-compact": {"cleanup.policy": "compact"}, "wire-small": {"max.message.bytes": "200"}, "wire.coll": None})
+    create_topics(pair, {"wire-t": None, "wire-compact": {"cleanup.policy": "compact"}, "wire-small": {"max.message.bytes": "200"}, "wire.coll": None, "wire-p3": None, "wire-grow": None}, partitions={"wire-p3": 3})
     # Kafka's group coordinator serves once __consumer_offsets exists, which the first
     # FindCoordinator creates, and it loaded it.
     def coordinator_ready(side):
@@ -401,6 +429,73 @@ def refusals(pair):
     c("create-config-ratio-above-1", create_topic("cfg5", configs={"min.cleanable.dirty.ratio": "1.5"}))
     c("create-config-bad-boolean", create_topic("cfg6", configs={"preallocate": "maybe"}))
     c("create-config-null-value", create_topic("cfg7", configs={"retention.ms": None}))
+
+    # CreatePartitions: refusals, validate_only, growth.
+    cp = lambda name, body: pair.check(name, CreatePartitionsRequest, CreatePartitionsResponse, body)
+    cp("create-partitions-unknown-topic", create_partitions([("no-such-topic", 3, None)]))
+    cp("create-partitions-unchanged", create_partitions([("wire-t", 1, None)]))
+    cp("create-partitions-decrease", create_partitions([("wire-p3", 2, None)]))
+    cp("create-partitions-zero", create_partitions([("wire-t", 0, None)]))
+    cp("create-partitions-negative", create_partitions([("wire-t", -1, None)]))
+    cp("create-partitions-duplicate", create_partitions([("wire-t", 2, None), ("wire-t", 3, None)]))
+    cp("create-partitions-assignments-too-few", create_partitions([("wire-t", 3, [[1]])]))
+    cp("create-partitions-assignment-unknown-node", create_partitions([("wire-t", 2, [[7]])]))
+    cp("create-partitions-assignment-empty", create_partitions([("wire-t", 2, [[]])]))
+    cp("create-partitions-assignment-twice", create_partitions([("wire-t", 2, [[1, 1]])]))
+    cp("create-partitions-assignment-two-replicas", create_partitions([("wire-t", 2, [[1, 7]])]))
+    cp("create-partitions-validate-only", create_partitions([("wire-t", 4, None)], validate_only=True))
+    cp("create-partitions-grow", create_partitions([("wire-grow", 3, [[1], [1]])]))
+
+    # A topic of three partitions: produce to one, fetch and list offsets of each.
+    p3 = lambda name, req, resp, body: pair.check(name, req, resp, body)
+    p3("partitions-produce-2", ProduceRequest, ProduceResponse, produce("wire-p3", batch([(b"k", b"two")]), partition=2))
+    p3("partitions-produce-1", ProduceRequest, ProduceResponse, produce("wire-p3", batch([(b"k", b"one"), (b"k", b"more")]), partition=1))
+    p3("partitions-produce-3", ProduceRequest, ProduceResponse, produce("wire-p3", batch([(b"k", b"none")]), partition=3))
+    p3("partitions-fetch", FetchRequest, FetchResponse, fetch_partitions("wire-p3", [(0, 0), (1, 0), (2, 0), (3, 0)]))
+    # Only the first partition with records goes over the answer's max_bytes.
+    p3("partitions-fetch-max-bytes", FetchRequest, FetchResponse, fetch_partitions("wire-p3", [(0, 0), (1, 0), (2, 0)], max_bytes=1))
+    lo3 = list_offsets("wire-p3", -1)
+    lo3["topics"][0]["partitions"] = [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -1} for p in range(4)]
+    p3("partitions-list-offsets", ListOffsetsRequest, ListOffsetsResponse, lo3)
+    dtp = lambda name, body: pair.check(name, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, body)
+    dtp("partitions-describe-page-1", {"topics": [{"name": "wire-p3"}, {"name": "wire-t"}], "response_partition_limit": 2, "cursor": None})
+    dtp("partitions-describe-page-2", {"topics": [{"name": "wire-p3"}, {"name": "wire-t"}], "response_partition_limit": 2, "cursor": {"topic_name": "wire-p3", "partition_index": 2}})
+    dtp("partitions-describe-page-full", {"topics": [{"name": "wire-p3"}, {"name": "wire-t"}], "response_partition_limit": 3, "cursor": None})
+    dtp("partitions-describe-cursor-negative", {"topics": [{"name": "wire-p3"}], "response_partition_limit": 3, "cursor": {"topic_name": "wire-p3", "partition_index": -1}})
+    dtp("partitions-describe-cursor-past-end", {"topics": [{"name": "wire-p3"}], "response_partition_limit": 3, "cursor": {"topic_name": "wire-p3", "partition_index": 7}})
+    # Fetch sessions (KIP-227) over the three partitions: a full fetch (epoch 0) opens one,
+    # incremental ones (each side with its own session id) carry only what changed.
+    sessions = {}
+
+    def in_session(name, side, epoch, offsets, forgotten=(), session=None):
+        body = fetch_partitions("wire-p3", offsets)
+        if not offsets:
+            body["topics"] = []
+        body["session_id"] = sessions.get(side, 0) if session is None else session
+        body["session_epoch"] = epoch
+        body["forgotten_topics_data"] = [{"topic": "wire-p3", "partitions": list(forgotten)}] if forgotten else []
+        answer = pair.sides[side].call(FetchRequest, FetchResponse, pair.version(FetchRequest), body)
+        if epoch == 0:
+            sessions[side] = answer["session_id"]
+        answer["session_id"] = "SESSION" if answer["session_id"] else 0
+        pair.write(name, side, answer)
+
+    for side in pair.sides:
+        in_session("session-full", side, 0, [(0, 0), (7, 0), (1, 0), (2, 0)])
+        in_session("session-incremental-moved", side, 1, [(1, 2), (2, 1)])
+    for side, answer in pair.each(ProduceRequest, ProduceResponse, produce("wire-p3", batch([(b"k", b"zero")]), partition=0)).items():
+        if answer["responses"][0]["partition_responses"][0]["error_code"] != 0:
+            sys.exit(f"{side}: produce to wire-p3: {answer}")
+    for side in pair.sides:
+        in_session("session-incremental-new-record", side, 2, [], forgotten=[7])
+        in_session("session-incremental-nothing-new", side, 3, [(0, 1)])
+        in_session("session-stale-epoch", side, 3, [])
+        in_session("session-unknown", side, 1, [], session=sessions[side] ^ 1)
+        in_session("session-closed-by-sessionless", side, -1, [(0, 1)])
+        in_session("session-after-close", side, 5, [])
+    oc3 = offset_commit("wire-g3", "wire-p3", partition=2)
+    oc3["topics"][0]["partitions"].append({**oc3["topics"][0]["partitions"][0], "partition_index": 3})
+    pair.check("partitions-offset-commit", OffsetCommitRequest, OffsetCommitResponse, oc3)
 
     # AlterConfigs and IncrementalAlterConfigs.
     a = lambda name, body: pair.check(name, AlterConfigsRequest, AlterConfigsResponse, body)
@@ -533,17 +628,24 @@ def wait_for(what, deadline_s, probe):
             time.sleep(0.25)
 
 
-def create_topics(pair, topics):
-    """Creates TOPICS (name: configs) on both and waits until each broker serves them
-    (Kafka's broker learns of a topic its controller created a moment later)."""
+def create_topics(pair, topics, partitions=None):
+    """Creates TOPICS (name: configs) on both, each with the PARTITIONS (name: count) asked
+    or one, and waits until each broker serves them (Kafka's broker learns of a topic its
+    controller created a moment later)."""
     for name, configs in topics.items():
-        for side, answer in pair.each(CreateTopicsRequest, CreateTopicsResponse, create_topic(name, configs=configs)).items():
+        count = (partitions or {}).get(name, 1)
+        for side, answer in pair.each(CreateTopicsRequest, CreateTopicsResponse, create_topic(name, partitions=count, configs=configs)).items():
             if answer["topics"][0]["error_code"] != 0:
                 sys.exit(f"{side}: cannot create {name}: {answer}")
 
     def served(side):
         a = pair.sides[side].call(MetadataRequest, MetadataResponse, pair.version(MetadataRequest), {"topics": [{"name": n, "topic_id": None} for n in topics], "allow_auto_topic_creation": False})
-        ok = all(t["error_code"] == 0 and t["partitions"] and t["partitions"][0]["leader_id"] >= 0 for t in a["topics"])
+        ok = all(
+            t["error_code"] == 0
+            and len(t["partitions"]) == (partitions or {}).get(t["name"], 1)
+            and all(p["leader_id"] >= 0 for p in t["partitions"])
+            for t in a["topics"]
+        )
         return ok, a
 
     wait_for(f"the topics {sorted(topics)}", 30, served)

@@ -1,6 +1,6 @@
 # kafka-python's admin client against a mount with a Kafka listener: CreateTopics makes the
-# folder (with its configs), refuses more than one partition and invalid configs in
-# Kafka's words and leaves no folder; DescribeConfigs shows what the mount's `config` and
+# folder (with its configs) and the partitions asked (three, as describe_topics shows),
+# refuses zero partitions and invalid configs in Kafka's words and leaves no folder; DescribeConfigs shows what the mount's `config` and
 # `.kpfs/config` files say and IncrementalAlterConfigs changes what they show, with the
 # same validators and texts either way; DeleteTopics removes the folder at once (also
 # from the kernel's cache) and cuts off descriptors opened before, and a topic removed
@@ -25,15 +25,20 @@ expect_eq OK "$(client create orders 1 retention.ms=3600000 cleanup.policy=compa
 [ -d "$MNT/orders" ] || fail "no orders folder after CreateTopics: $(ls "$MNT")"
 expect_eq $'cleanup.policy=compact,delete\nretention.ms=3600000' "$(the_overrides "$MNT/orders/config" | sort)" \
     "orders/config after CreateTopics"
-refused=$(client create three 3)
-expect_contains "$refused" "InvalidPartitionsError" "create with 3 partitions"
-expect_contains "$refused" "kpfs topics have one partition: num_partitions must be 1 (or -1), not 3" "create with 3 partitions"
+expect_eq OK "$(client create three 3)" "create with 3 partitions"
+[ -d "$MNT/three" ] || fail "no three folder after CreateTopics: $(ls "$MNT")"
+expect_eq "$(for p in 0 1 2; do echo "three $p leader=1 epoch=0 replicas=[1] isr=[1] offline=[] NoError"; done)" \
+    "$(timeout 60 "$PY" "$KPFS_ROOT/tests/shell/partitions_client.py" kp-describe "$BOOTSTRAP" three)" \
+    "three's partitions, described"
+refused=$(client create none 0)
+expect_contains "$refused" "InvalidPartitionsError" "create with 0 partitions"
+expect_contains "$refused" "Number of partitions was set to an invalid non-positive value." "create with 0 partitions"
 refused=$(client create badconfig 1 segment.bytes=400)
 expect_contains "$refused" "InvalidConfigurationError" "create with segment.bytes=400"
 expect_contains "$refused" "Invalid value 400 for configuration segment.bytes: Value must be at least 1048576" \
     "create with segment.bytes=400"
 expect_contains "$(client create orders 1)" "TopicAlreadyExistsError" "create of an existing topic"
-[ ! -e "$MNT/three" ] && [ ! -e "$MNT/badconfig" ] || fail "a refused topic left a folder: $(ls "$MNT")"
+[ ! -e "$MNT/none" ] && [ ! -e "$MNT/badconfig" ] || fail "a refused topic left a folder: $(ls "$MNT")"
 matrix_row "$rows" admin-create-topics
 
 # --- Describe and alter, both ways.
@@ -84,6 +89,8 @@ exec 3<&-
 expect_eq "new" "$(cat "$MNT/orders/log")" "orders/log of the new topic"
 rmdir "$MNT/orders"
 rmdir "$MNT/inherits"
+# A topic of three partitions goes whole.
+expect_eq $'OK\ngone' "$(client delete three "$MNT/three")" "delete three"
 expect_eq "" "$(client list)" "topics after DeleteTopics and rmdir"
 matrix_row "$rows" admin-delete-topics
 

@@ -25,7 +25,6 @@ new_data_dir W
 t_start=$(date +%s)
 
 declare -A KNOWN=(
-    [create-partitions-3]="documented: kpfs topics have one partition (docs/KAFKA-PROTOCOL.md)"
     [incremental-bad-operation]="documented: an unknown config operation is INVALID_REQUEST with a text saying so; Kafka 4.3.1 fails it as UNKNOWN_SERVER_ERROR without one"
     [incremental-broker-unknown-name]="documented: a broker config name Kafka 4.3.1 does not define is refused; Kafka stores any name"
 )

@@ -13,7 +13,6 @@ CLIENT=java-kafka-clients-4.3.1
 # Scenario -> why kpfs cannot serve it (docs/KAFKA-PROTOCOL.md).
 declare -A UNSUPPORTED=(
     [consume-group-consumer-protocol]="KIP-848's ConsumerGroupHeartbeat is not served"
-    [admin-create-partitions]="CreatePartitions: kpfs topics have one partition"
     [admin-describe-log-dirs]="DescribeLogDirs is not served"
     [admin-list-transactions]="ListTransactions: kpfs does not support transactions"
     [admin-describe-metadata-quorum]="DescribeQuorum: kpfs has no KRaft quorum"
@@ -26,7 +25,7 @@ SCENARIOS=(produce produce-idempotent consume-from-beginning produce-compressed-
     admin-describe-configs admin-alter-configs admin-list-offsets admin-delete-records
     admin-list-groups admin-describe-groups admin-list-group-offsets admin-alter-group-offsets
     admin-delete-group-offsets admin-delete-groups admin-describe-cluster
-    admin-describe-features admin-acls admin-describe-producers "${!UNSUPPORTED[@]}"
+    admin-describe-features admin-acls admin-describe-producers admin-create-partitions "${!UNSUPPORTED[@]}"
     admin-delete-topics)
 PERF_RECORDS=200000
 

@@ -24,8 +24,6 @@ t_start=$(date +%s)
 # --- KNOWN: check name -> why kpfs differs from Kafka 4.3.1 there. Deliberate,
 # documented differences say "documented"; the rest are defects to fix in kpfs.
 declare -A KNOWN=(
-    [topics-create-3-partitions]="documented: kpfs topics have one partition (docs/KAFKA-PROTOCOL.md)"
-    [topics-alter-partitions]="documented: one partition; CreatePartitions is not served (docs/KAFKA-PROTOCOL.md) and the tool says 'The node does not support CREATE_PARTITIONS'"
     [offsets-all-topics]="documented: kpfs's __consumer_offsets has one partition, Kafka's 50"
     [demo-time.ls]="documented: kpfs creates a segment's index files with it, Kafka 4.3.1 lazily (SEMANTICS.md, 'Index files are created with the segment')"
 )

@@ -27,7 +27,7 @@ if [ "$status" -ne 0 ]; then
 fi
 expect_contains "$(node -p "require('$kafkajs/node_modules/kafkajs/package.json').version")" 2.2.4 "KafkaJS's version"
 # Every scenario has its row.
-expect_eq 23 "$(grep -c $'\tpass\t' "$rows")" "passing rows of KafkaJS"
+expect_eq 24 "$(grep -c $'\tpass\t' "$rows")" "passing rows of KafkaJS"
 expect_eq 4 "$(grep -c $'\tunsupported\t' "$rows")" "unsupported rows of KafkaJS"
 # kpfs logged no warning or error while serving it but the refusal of each transactional
 # producer, once.

@@ -490,7 +490,6 @@ impl BrokerConfig {
             max_connections: count(BrokerKey::MaxConnections),
             connections_max_idle_ms: u64::try_from(idle_ms).ok(),
             auto_create_topics: self.get(BrokerKey::AutoCreateTopicsEnable),
-            num_partitions: self.get(BrokerKey::NumPartitions),
             max_request_partition_size_limit: self.get(BrokerKey::MaxRequestPartitionSizeLimit),
             delete_topic_enable: self.get(BrokerKey::DeleteTopicEnable),
         })
@@ -524,8 +523,6 @@ pub struct ListenerSettings {
     /// which Kafka's `Selector` takes as "no idle expiry").
     pub connections_max_idle_ms: Option<u64>,
     pub auto_create_topics: bool,
-    /// `num.partitions` (1: `check_rules`), the partitions of an auto-created topic.
-    pub num_partitions: i32,
     /// `max.request.partition.size.limit`: DescribeTopicPartitions' page size at most.
     pub max_request_partition_size_limit: i32,
     pub delete_topic_enable: bool,

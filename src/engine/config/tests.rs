@@ -1231,7 +1231,6 @@ fn listener_configs_default_as_kafka_except_listeners() {
             max_connections: 2_147_483_647,
             connections_max_idle_ms: Some(600_000),
             auto_create_topics: true,
-            num_partitions: 1,
             max_request_partition_size_limit: 2000,
             delete_topic_enable: true,
         })

@@ -86,10 +86,23 @@ impl Partition {
     /// to the log end gives no range; below the log start or past the log end is
     /// [`EngineError::OffsetOutOfRange`].
     pub fn fetch(&self, offset: u64, max_bytes: u64) -> Result<FetchOutcome> {
+        self.fetch_limited(offset, max_bytes, true)
+    }
+
+    /// [`Partition::fetch`] with Kafka's `minOneMessage` given: a Fetch of several
+    /// partitions lets only its first partition with records go over the limit
+    /// (`ReplicaManager.readFromLog`); without it a first batch over `max_bytes` gives
+    /// no range, the offsets alone.
+    pub fn fetch_limited(
+        &self,
+        offset: u64,
+        max_bytes: u64,
+        min_one: bool,
+    ) -> Result<FetchOutcome> {
         let mut snap = self.log.snapshot();
         let mut attempts = 0;
         loop {
-            match self.fetch_in(&snap, offset, max_bytes) {
+            match self.fetch_in(&snap, offset, max_bytes, min_one) {
                 Err(e) if attempts < STALE_READ_RETRIES && self.outdated(&snap) => {
                     // A segment of the snapshot was removed before it could be opened: a
                     // fresh snapshot has its replacement, or a log start past `offset`.
@@ -102,7 +115,13 @@ impl Partition {
         }
     }
 
-    fn fetch_in(&self, snap: &LogSnapshot, offset: u64, max_bytes: u64) -> Result<FetchOutcome> {
+    fn fetch_in(
+        &self,
+        snap: &LogSnapshot,
+        offset: u64,
+        max_bytes: u64,
+        min_one: bool,
+    ) -> Result<FetchOutcome> {
         let active = snap.active().info();
         let mut outcome = FetchOutcome {
             ranges: Vec::new(),
@@ -127,7 +146,7 @@ impl Partition {
                 u64::MAX
             };
             let from = offset.max(segment.base_offset());
-            let min_one = outcome.ranges.is_empty();
+            let min_one = min_one && outcome.ranges.is_empty();
             let Some(span) = segment.fetch_span(from, remaining, max_position, min_one)? else {
                 continue;
             };

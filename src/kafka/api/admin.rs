@@ -7,6 +7,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
@@ -18,11 +20,11 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{
     alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
-    AlterConfigsResponse, CreateAclsRequest, CreateAclsResponse, CreateTopicsRequest,
-    CreateTopicsResponse, DeleteAclsRequest, DeleteAclsResponse, DeleteTopicsRequest,
-    DeleteTopicsResponse, DescribeAclsRequest, DescribeAclsResponse, DescribeConfigsRequest,
-    DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
-    ResponseKind,
+    AlterConfigsResponse, BrokerId, CreateAclsRequest, CreateAclsResponse, CreatePartitionsRequest,
+    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteAclsRequest,
+    DeleteAclsResponse, DeleteTopicsRequest, DeleteTopicsResponse, DescribeAclsRequest,
+    DescribeAclsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -31,7 +33,9 @@ use super::{engine_error, str_bytes, topic_by_id, topic_uuid, Reply};
 use crate::engine::config::{
     is_list_config, BrokerLevel, ConfigSource, DescribedConfig, DescribedSource, DescribedType,
 };
-use crate::engine::{validate_topic_name, ConfigChange, ConfigScope, EngineError, Topic};
+use crate::engine::{
+    check_partition_count, validate_topic_name, ConfigChange, ConfigScope, EngineError, Topic,
+};
 use crate::kafka::Shared;
 
 /// Kafka's `ConfigResource.Type` ids.
@@ -46,8 +50,8 @@ fn refusal(code: ResponseError, message: impl AsRef<str>) -> Refusal {
 }
 
 /// CreateTopics: each topic created with its configs, or refused whole, with the checks
-/// and texts of Kafka's controller (`ReplicationControlManager.createTopic`). kpfs topics
-/// have one partition and one replica.
+/// and texts of Kafka's controller (`ReplicationControlManager.createTopic`). kpfs
+/// partitions have one replica, this node.
 pub(crate) fn create_topics(
     shared: &Shared,
     request: &CreateTopicsRequest,
@@ -77,7 +81,7 @@ pub(crate) fn create_topics(
         } else {
             creatable(shared, asked, &name)
         };
-        let created = checked.and_then(|change| {
+        let created = checked.and_then(|(change, partitions)| {
             if request.validate_only {
                 let configs = shared
                     .engine
@@ -85,11 +89,11 @@ pub(crate) fn create_topics(
                     .map_err(|e| engine_error(&e))?;
                 let id = crate::engine::metadata_files::Uuid::random()
                     .map_err(|e| engine_error(&e))?;
-                return Ok((uuid::Uuid::from_bytes(id.to_bytes()), configs));
+                return Ok((uuid::Uuid::from_bytes(id.to_bytes()), configs, partitions));
             }
             let topic = shared
                 .engine
-                .create_topic(&name, 1)
+                .create_topic(&name, partitions)
                 .map_err(|e| engine_error(&e))?;
             if let Err(e) = topic.apply_config_change(&change) {
                 // All or nothing, as Kafka's controller: the topic goes with its refusal.
@@ -98,12 +102,16 @@ pub(crate) fn create_topics(
                 }
                 return Err(engine_error(&e));
             }
-            Ok((topic_uuid(&topic), topic.describe_config()))
+            Ok((
+                topic_uuid(&topic),
+                topic.describe_config(),
+                topic.partition_count(),
+            ))
         });
         match created {
-            Ok((topic_id, configs)) => {
+            Ok((topic_id, configs, partitions)) => {
                 result.error_message = None;
-                result.num_partitions = 1;
+                result.num_partitions = partitions as i32;
                 result.replication_factor = 1;
                 // Kafka names a topic a validate-only request would create by an id of
                 // its own too, one no topic keeps.
@@ -135,9 +143,14 @@ pub(crate) fn create_topics(
     response
 }
 
-/// The config change that creates `asked` as `name`, or its refusal: the name, then the
-/// partitions and replicas (manual or not), then the configs, in Kafka's order and words.
-fn creatable(shared: &Shared, asked: &CreatableTopic, name: &str) -> Result<ConfigChange, Refusal> {
+/// The config change and partition count that create `asked` as `name`, or its refusal:
+/// the name, then the partitions and replicas (manual or not), then the configs, in
+/// Kafka's order and words.
+fn creatable(
+    shared: &Shared,
+    asked: &CreatableTopic,
+    name: &str,
+) -> Result<(ConfigChange, u32), Refusal> {
     validate_topic_name(name).map_err(|e| engine_error(&e))?;
     if shared.engine.topic(name).is_some() {
         return Err(engine_error(&EngineError::TopicExists {
@@ -167,19 +180,18 @@ fn creatable(shared: &Shared, asked: &CreatableTopic, name: &str) -> Result<Conf
             ));
         }
         if asked.num_partitions == -1 {
-            shared.config.num_partitions
+            // num.partitions is at most 10000 (the broker config's check).
+            i32::try_from(shared.engine.default_partitions()).unwrap_or(i32::MAX)
         } else {
             asked.num_partitions
         }
     } else {
         manual_assignment(shared, asked)?
     };
-    if partitions != 1 {
-        return Err(refusal(
-            ResponseError::InvalidPartitions,
-            format!("kpfs topics have one partition: num_partitions must be 1 (or -1), not {partitions}"),
-        ));
-    }
+    // Kafka has no bound; kpfs's (a topic of at most 10000 partitions) is refused in
+    // the engine's words.
+    let partitions = partitions as u32;
+    check_partition_count(partitions).map_err(|e| engine_error(&e))?;
     let lines = asked
         .configs
         .iter()
@@ -194,7 +206,10 @@ fn creatable(shared: &Shared, asked: &CreatableTopic, name: &str) -> Result<Conf
             )),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    scoped_change(ConfigScope::Topic, &lines, false)
+    Ok((
+        scoped_change(ConfigScope::Topic, &lines, false)?,
+        partitions,
+    ))
 }
 
 /// The number of partitions a manual assignment makes, checked as Kafka's controller
@@ -212,8 +227,9 @@ fn manual_assignment(shared: &Shared, asked: &CreatableTopic) -> Result<i32, Ref
             "A manual partition assignment was specified, but numPartitions was not set to -1.",
         ));
     }
-    let node_id = shared.config.node_id;
     let mut indexes = HashSet::new();
+    // Each partition's replicas must be as many as the one before it has.
+    let mut replication_factor = None;
     for assignment in &asked.assignments {
         if !indexes.insert(assignment.partition_index) {
             return Err(refusal(
@@ -224,33 +240,8 @@ fn manual_assignment(shared: &Shared, asked: &CreatableTopic) -> Result<i32, Ref
                 ),
             ));
         }
-        if assignment.broker_ids.is_empty() {
-            return Err(refusal(
-                ResponseError::InvalidReplicaAssignment,
-                "The manual partition assignment includes an empty replica list.",
-            ));
-        }
-        let mut brokers = HashSet::new();
-        for broker in &assignment.broker_ids {
-            if broker.0 != node_id {
-                return Err(refusal(
-                    ResponseError::InvalidReplicaAssignment,
-                    format!(
-                        "The manual partition assignment includes broker {}, but no such broker is registered.",
-                        broker.0
-                    ),
-                ));
-            }
-            if !brokers.insert(broker.0) {
-                return Err(refusal(
-                    ResponseError::InvalidReplicaAssignment,
-                    format!(
-                        "The manual partition assignment includes the broker {} more than once.",
-                        broker.0
-                    ),
-                ));
-            }
-        }
+        validate_manual_assignment(shared, &assignment.broker_ids, replication_factor)?;
+        replication_factor = Some(assignment.broker_ids.len());
     }
     let count = asked.assignments.len() as i32;
     if (0..count).any(|i| !indexes.contains(&i)) {
@@ -260,6 +251,146 @@ fn manual_assignment(shared: &Shared, asked: &CreatableTopic) -> Result<i32, Ref
         ));
     }
     Ok(count)
+}
+
+/// One partition's manual assignment checked as Kafka's controller checks it
+/// (`ReplicationControlManager.validateManualPartitionAssignment`) against the one
+/// registered broker, this node: in the order of the sorted broker ids, then against the
+/// replication factor of the topic's other partitions, when it has some.
+fn validate_manual_assignment(
+    shared: &Shared,
+    brokers: &[BrokerId],
+    replication_factor: Option<usize>,
+) -> Result<(), Refusal> {
+    if brokers.is_empty() {
+        return Err(refusal(
+            ResponseError::InvalidReplicaAssignment,
+            "The manual partition assignment includes an empty replica list.",
+        ));
+    }
+    let mut sorted: Vec<i32> = brokers.iter().map(|b| b.0).collect();
+    sorted.sort_unstable();
+    let mut previous = None;
+    for &broker in &sorted {
+        if broker != shared.config.node_id {
+            return Err(refusal(
+                ResponseError::InvalidReplicaAssignment,
+                format!(
+                    "The manual partition assignment includes broker {broker}, but no such broker is registered."
+                ),
+            ));
+        }
+        if previous == Some(broker) {
+            return Err(refusal(
+                ResponseError::InvalidReplicaAssignment,
+                format!(
+                    "The manual partition assignment includes the broker {broker} more than once."
+                ),
+            ));
+        }
+        previous = Some(broker);
+    }
+    match replication_factor {
+        Some(factor) if factor != sorted.len() => Err(refusal(
+            ResponseError::InvalidReplicaAssignment,
+            format!(
+                "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {factor} replica(s).",
+                sorted.len()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// CreatePartitions: each topic grown to its asked count (partitions are only ever
+/// added), or refused, as Kafka's controller (`ControllerApis.createPartitions`,
+/// `ReplicationControlManager.createPartitions`): a name asked twice is `INVALID_REQUEST`
+/// "Duplicate topic name."; a topic that does not exist `UNKNOWN_TOPIC_OR_PARTITION`
+/// without a message; the count the topic has, or fewer, `INVALID_PARTITIONS`; manual
+/// assignments must be one per added partition, each of this node alone. Above kpfs's
+/// 10000 partitions a topic, the engine's `INVALID_PARTITIONS`. `validate_only` checks
+/// all of it and adds nothing.
+pub(crate) fn create_partitions(
+    shared: &Shared,
+    request: &CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for asked in &request.topics {
+        *counts.entry(asked.name.0.as_str()).or_default() += 1;
+    }
+    let mut answered = HashSet::new();
+    let mut response = CreatePartitionsResponse::default();
+    for asked in &request.topics {
+        let name = asked.name.0.as_str();
+        if !answered.insert(name) {
+            continue;
+        }
+        let outcome = if counts[name] > 1 {
+            Err(refusal(
+                ResponseError::InvalidRequest,
+                "Duplicate topic name.",
+            ))
+        } else {
+            grow(shared, asked, request.validate_only)
+        };
+        let mut result = CreatePartitionsTopicResult::default();
+        result.name = asked.name.clone();
+        if let Err((code, message)) = outcome {
+            result.error_code = code;
+            result.error_message = message;
+        }
+        response.results.push(result);
+    }
+    response
+}
+
+/// One topic of a CreatePartitions: checked, then (unless `validate_only`) grown.
+fn grow(
+    shared: &Shared,
+    asked: &CreatePartitionsTopic,
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    let name = asked.name.0.as_str();
+    let Some(topic) = shared.engine.topic(name) else {
+        // Kafka's UnknownTopicOrPartitionException(): the code alone.
+        return Err((ResponseError::UnknownTopicOrPartition.code(), None));
+    };
+    let current = match u32::try_from(asked.count) {
+        Ok(count) => topic
+            .check_add_partitions(count)
+            .map_err(|e| engine_error(&e))?,
+        // A negative count is never an increase, in Kafka's words of a decrease.
+        Err(_) => {
+            return Err(refusal(
+                ResponseError::InvalidPartitions,
+                format!(
+                    "The topic {name} currently has {} partition(s); {} would not be an increase.",
+                    topic.partition_count(),
+                    asked.count
+                ),
+            ))
+        }
+    };
+    let count = asked.count as u32;
+    if let Some(assignments) = &asked.assignments {
+        let added = count - current;
+        if assignments.len() != added as usize {
+            return Err(refusal(
+                ResponseError::InvalidReplicaAssignment,
+                format!(
+                    "Attempted to add {added} additional partition(s), but only {} assignment(s) were specified.",
+                    assignments.len()
+                ),
+            ));
+        }
+        for assignment in assignments {
+            validate_manual_assignment(shared, &assignment.broker_ids, Some(1))?;
+        }
+    }
+    if validate_only {
+        return Ok(());
+    }
+    topic.add_partitions(count).map_err(|e| engine_error(&e))
 }
 
 /// DeleteTopics: by name, or by id (v6+); refused whole when `delete.topic.enable` is off.

@@ -476,32 +476,80 @@ pub(crate) fn leave_group(
 /// UNKNOWN_TOPIC_OR_PARTITION unless `partition` of `topic` exists: Kafka's request
 /// handlers check it before the coordinator sees a commit or an offset deletion.
 fn check_partition(shared: &Shared, topic: &str, partition: i32) -> Option<GroupError> {
-    (partition != 0 || shared.engine.topic(topic).is_none()).then(|| {
-        GroupError::UnknownTopicOrPartition {
-            topic: topic.to_string(),
-            partition,
-        }
+    let exists = shared
+        .engine
+        .topic(topic)
+        .is_some_and(|t| u32::try_from(partition).is_ok_and(|p| p < t.partition_count()));
+    (!exists).then(|| GroupError::UnknownTopicOrPartition {
+        topic: topic.to_string(),
+        partition,
     })
 }
 
-/// The response's topics and partitions of an OffsetCommit or OffsetDelete: the request's,
-/// in its order, each partition with the next of `codes`. A macro because the two APIs'
-/// messages are distinct types with the same fields.
-macro_rules! answer_in_request_order {
-    ($request:expr, $codes:expr, $topic:ty, $partition:ty) => {
-        $request
-            .topics
-            .iter()
-            .map(|t| {
+/// The topics of an OffsetCommit or OffsetDelete answer, each with its (partition, code)s.
+type TopicCodes = Vec<(String, Vec<(i32, i16)>)>;
+
+/// The answer to an OffsetCommit or OffsetDelete of `asked` (the request's topics with
+/// their partitions, in its order) in Kafka's order, as `KafkaApis` builds it with the
+/// response's `Builder`: first the partitions [`check_partition`] refused (in the order
+/// met, each under the first entry of its topic), then `merge` of the coordinator's
+/// answer for the others (a topic already there gets them after its refused ones, another
+/// is added); with none refused, the coordinator's answer as it is, one entry per asked
+/// topic with a partition it was asked. `checks` and the coordinator's `outcome` (for the
+/// partitions not refused, in order, or its refusal of them all) are as
+/// [`partition_codes`] takes them.
+fn kafka_answer_order(
+    asked: &[(String, Vec<i32>)],
+    checks: &[Option<GroupError>],
+    outcome: &Result<Vec<Option<GroupError>>, GroupError>,
+) -> TopicCodes {
+    let codes = partition_codes(checks, outcome);
+    let mut refused: TopicCodes = Vec::new();
+    let mut coordinated: TopicCodes = Vec::new();
+    let mut flat = checks.iter().zip(codes);
+    for (name, partitions) in asked {
+        let mut valid = Vec::new();
+        for (&index, (check, code)) in partitions.iter().zip(flat.by_ref()) {
+            if check.is_some() {
+                match refused.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, list)) => list.push((index, code)),
+                    None => refused.push((name.clone(), vec![(index, code)])),
+                }
+            } else {
+                valid.push((index, code));
+            }
+        }
+        if !valid.is_empty() {
+            coordinated.push((name.clone(), valid));
+        }
+    }
+    if refused.is_empty() {
+        return coordinated;
+    }
+    for (name, partitions) in coordinated {
+        match refused.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, list)) => list.extend(partitions),
+            None => refused.push((name, partitions)),
+        }
+    }
+    refused
+}
+
+/// The response's topics of an OffsetCommit or OffsetDelete from [`kafka_answer_order`]'s.
+/// A macro because the two APIs' messages are distinct types with the same fields.
+macro_rules! answer_topics {
+    ($answer:expr, $topic:ty, $partition:ty) => {
+        $answer
+            .into_iter()
+            .map(|(name, partitions)| {
                 let mut topic = <$topic>::default();
-                topic.name = t.name.clone();
-                topic.partitions = t
-                    .partitions
-                    .iter()
-                    .map(|p| {
+                topic.name = topic_name(&name);
+                topic.partitions = partitions
+                    .into_iter()
+                    .map(|(index, code)| {
                         let mut partition = <$partition>::default();
-                        partition.partition_index = p.partition_index;
-                        partition.error_code = $codes.next().unwrap_or_default();
+                        partition.partition_index = index;
+                        partition.error_code = code;
                         partition
                     })
                     .collect();
@@ -528,7 +576,23 @@ fn partition_codes(
         .collect()
 }
 
-/// OffsetCommit: one code per partition, in the request's order. A group that does not
+/// The (topic, partitions) a request asks, in its order.
+macro_rules! asked_partitions {
+    ($request:expr) => {
+        $request
+            .topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.0.to_string(),
+                    t.partitions.iter().map(|p| p.partition_index).collect(),
+                )
+            })
+            .collect::<Vec<(String, Vec<i32>)>>()
+    };
+}
+
+/// OffsetCommit: one code per partition, in Kafka's order ([`kafka_answer_order`]). A group that does not
 /// exist is GROUP_ID_NOT_FOUND from v9 and ILLEGAL_GENERATION before, as Kafka's
 /// `OffsetMetadataManager.validateOffsetCommit` answers older clients. v2-4's
 /// `retention_time_ms` is not kept: `offsets.retention.minutes` applies to every offset.
@@ -575,11 +639,10 @@ pub(crate) fn offset_commit(
             outcome => outcome,
         }
     };
-    let mut codes = partition_codes(&checks, &outcome).into_iter();
+    let answer = kafka_answer_order(&asked_partitions!(request), &checks, &outcome);
     let mut response = OffsetCommitResponse::default();
-    response.topics = answer_in_request_order!(
-        request,
-        codes,
+    response.topics = answer_topics!(
+        answer,
         OffsetCommitResponseTopic,
         OffsetCommitResponsePartition
     );
@@ -862,10 +925,9 @@ pub(crate) fn offset_delete(
         response.error_code = group_error_code(e).code();
         return response;
     }
-    let mut codes = partition_codes(&checks, &outcome).into_iter();
-    response.topics = answer_in_request_order!(
-        request,
-        codes,
+    let answer = kafka_answer_order(&asked_partitions!(request), &checks, &outcome);
+    response.topics = answer_topics!(
+        answer,
         OffsetDeleteResponseTopic,
         OffsetDeleteResponsePartition
     );
@@ -900,7 +962,6 @@ mod tests {
                 max_connections: 10,
                 connections_max_idle_ms: 60_000,
                 auto_create_topics: true,
-                num_partitions: 1,
                 max_request_partition_size_limit: 2000,
                 delete_topic_enable: true,
             },
@@ -910,6 +971,7 @@ mod tests {
             open: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
             transactions_refused: Default::default(),
+            fetch_sessions: Default::default(),
         }
     }
 
@@ -1034,6 +1096,39 @@ mod tests {
             (16, -1, "m")
         );
         assert_eq!(lost.protocol_name.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn answers_put_refused_partitions_first_as_kafkas_response_builder() {
+        let unknown = || {
+            Some(GroupError::UnknownTopicOrPartition {
+                topic: "x".into(),
+                partition: 0,
+            })
+        };
+        let asked = vec![
+            ("t".to_string(), vec![0]),
+            ("x".to_string(), vec![0]),
+            ("t".to_string(), vec![1, 2]),
+        ];
+        let checks = [None, unknown(), unknown(), None];
+        let outcome = Ok(vec![None, Some(GroupError::GroupSubscribedToTopic)]);
+        assert_eq!(
+            kafka_answer_order(&asked, &checks, &outcome),
+            vec![
+                ("x".to_string(), vec![(0, 3)]),
+                ("t".to_string(), vec![(1, 3), (0, 0), (2, 86)]),
+            ]
+        );
+        // None refused: the coordinator's answer, an entry per asked topic.
+        let asked = vec![("t".to_string(), vec![0]), ("t".to_string(), vec![1])];
+        assert_eq!(
+            kafka_answer_order(&asked, &[None, None], &Ok(vec![None, None])),
+            vec![
+                ("t".to_string(), vec![(0, 0)]),
+                ("t".to_string(), vec![(1, 0)]),
+            ]
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! handlers return plain values; `connection` encodes and writes them.
 
 mod admin;
+mod fetch_session;
 mod groups;
 mod records;
 
@@ -32,6 +33,7 @@ use super::versions::SERVED;
 use super::Shared;
 use crate::engine::{validate_topic_name, Engine, EngineError, Topic};
 
+pub(crate) use fetch_session::FetchSessions;
 pub use groups::find_coordinator;
 pub(crate) use records::FetchReply;
 
@@ -125,6 +127,9 @@ pub(crate) fn handle(shared: &Shared, request: Request, peer: SocketAddr) -> Rep
         }
         RequestKind::DeleteTopics(r) => {
             ResponseKind::DeleteTopics(admin::delete_topics(shared, &r))
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(admin::create_partitions(shared, &r))
         }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(admin::describe_configs(shared, &r))
@@ -305,8 +310,8 @@ impl AclResource {
     }
 }
 
-/// Metadata: the one broker, and each asked-for topic with its one partition, led by that
-/// broker. Missing topics are created when the client allows it and
+/// Metadata: the one broker, and each asked-for topic with every partition, each led by
+/// that broker, its only replica and ISR. Missing topics are created when the client allows it and
 /// `auto.create.topics.enable` is on, as Kafka's `KafkaApis.handleTopicMetadataRequest`.
 fn metadata(shared: &Shared, request: &MetadataRequest, version: i16) -> MetadataResponse {
     let config = &shared.config;
@@ -370,8 +375,8 @@ fn metadata(shared: &Shared, request: &MetadataRequest, version: i16) -> Metadat
     response
 }
 
-/// Kafka's auto-creation: an invalid name is `INVALID_TOPIC_EXCEPTION`; a topic another
-/// request created meanwhile is simply there.
+/// Kafka's auto-creation, with `num.partitions` partitions: an invalid name is
+/// `INVALID_TOPIC_EXCEPTION`; a topic another request created meanwhile is simply there.
 fn auto_create(engine: &Engine, name: &str) -> Result<Arc<Topic>, ResponseError> {
     match engine.create_topic(name, engine.default_partitions()) {
         Ok(topic) => {
@@ -408,13 +413,17 @@ fn metadata_topic(
             // tools refuse to delete them.
             out.is_internal = topic.is_internal();
             let node = BrokerId(shared.config.node_id);
-            let mut partition = MetadataResponsePartition::default();
-            partition.partition_index = 0;
-            partition.leader_id = node;
-            partition.leader_epoch = 0;
-            partition.replica_nodes = vec![node];
-            partition.isr_nodes = vec![node];
-            out.partitions = vec![partition];
+            out.partitions = (0..topic.partition_count() as i32)
+                .map(|index| {
+                    let mut partition = MetadataResponsePartition::default();
+                    partition.partition_index = index;
+                    partition.leader_id = node;
+                    partition.leader_epoch = 0;
+                    partition.replica_nodes = vec![node];
+                    partition.isr_nodes = vec![node];
+                    partition
+                })
+                .collect();
         }
         Err(code) => out.error_code = code.code(),
     }
@@ -425,9 +434,10 @@ fn metadata_topic(
 /// 3.8: the asked topics (every topic when none is named) from the cursor's on, sorted by
 /// name, a page of at most `response_partition_limit` and `max.request.partition.size.limit`
 /// partitions, and the cursor of the next page, as Kafka's
-/// `DescribeTopicPartitionsRequestHandler` and `KRaftMetadataCache` answer it. A kpfs
-/// topic's one partition has its one replica in sync, so its eligible leader replicas
-/// (ELR) and last known ELR are empty.
+/// `DescribeTopicPartitionsRequestHandler` and `KRaftMetadataCache` answer it: a topic
+/// longer than the page left is cut there, and the cursor names its next partition. A
+/// kpfs partition has its one replica in sync, so its eligible leader replicas (ELR)
+/// and last known ELR are empty.
 fn describe_topic_partitions(
     shared: &Shared,
     request: &DescribeTopicPartitionsRequest,
@@ -452,23 +462,27 @@ fn describe_topic_partitions(
     names.sort();
     names.dedup();
     let mut response = DescribeTopicPartitionsResponse::default();
-    if let Some((name, _)) = cursor.as_ref().filter(|_| !every_topic) {
-        if names.binary_search(name).is_err() {
-            // Kafka throws InvalidRequestException ("DescribeTopicPartitionsRequest topic
-            // list should contain the cursor topic"); its error response carries the code
-            // on every asked topic, without the message.
-            response.topics = request
-                .topics
-                .iter()
-                .map(|t| {
-                    let mut out = DescribeTopicPartitionsResponseTopic::default();
-                    out.name = Some(t.name.clone());
-                    out.error_code = ResponseError::InvalidRequest.code();
-                    out
-                })
-                .collect();
-            return response;
-        }
+    let cursor_outside = cursor
+        .as_ref()
+        .filter(|_| !every_topic)
+        .is_some_and(|(name, _)| names.binary_search(name).is_err());
+    let cursor_negative = cursor.as_ref().is_some_and(|&(_, index)| index < 0);
+    if cursor_outside || cursor_negative {
+        // Kafka throws InvalidRequestException ("DescribeTopicPartitionsRequest topic
+        // list should contain the cursor topic", "... cursor partition must be
+        // valid"); its error response carries the code on every asked topic, without
+        // the message.
+        response.topics = request
+            .topics
+            .iter()
+            .map(|t| {
+                let mut out = DescribeTopicPartitionsResponseTopic::default();
+                out.name = Some(t.name.clone());
+                out.error_code = ResponseError::InvalidRequest.code();
+                out
+            })
+            .collect();
+        return response;
     }
     let first_partition = |name: &str| match &cursor {
         Some((cursor_name, index)) if cursor_name == name => *index,
@@ -497,11 +511,26 @@ fn describe_topic_partitions(
             Some(topic) => {
                 out.topic_id = topic_uuid(&topic);
                 out.is_internal = topic.is_internal();
-                // The one partition, unless the cursor starts past it.
-                if first_partition(&name) == 0 {
-                    out.partitions = vec![described_partition(shared.config.node_id)];
+                // From the cursor's partition, as many as the page has room for; a topic
+                // cut short ends the page with a cursor at its first partition left out
+                // (Kafka's `getPartitionMetadataForDescribeTopicResponse`).
+                let count = topic.partition_count() as i32;
+                let start = first_partition(&name);
+                let end = count.min(start.saturating_add(remaining));
+                out.partitions = (start.max(0)..end)
+                    .map(|index| described_partition(shared.config.node_id, index))
+                    .collect();
+                out.topic_authorized_operations = AclResource::Topic.authorized_operations();
+                response.topics.push(out);
+                if end < count {
+                    let mut next = Cursor::default();
+                    next.topic_name = topic_name(&name);
+                    next.partition_index = end;
+                    response.next_cursor = Some(next);
+                    break;
                 }
-                remaining -= out.partitions.len() as i32;
+                remaining -= (end - start).max(0);
+                continue;
             }
             // Named topics only: of every topic, none can be missing.
             None if every_topic => continue,
@@ -527,12 +556,12 @@ const KAFKA_INTERNAL_TOPICS: &[&str] = &[
     "__share_group_state",
 ];
 
-/// A kpfs topic's partition 0 as DescribeTopicPartitions lists it: led by this node, its
+/// A kpfs topic's partition as DescribeTopicPartitions lists it: led by this node, its
 /// one replica, in sync; no ELR, none offline.
-fn described_partition(node_id: i32) -> DescribeTopicPartitionsResponsePartition {
+fn described_partition(node_id: i32, index: i32) -> DescribeTopicPartitionsResponsePartition {
     let node = BrokerId(node_id);
     let mut partition = DescribeTopicPartitionsResponsePartition::default();
-    partition.partition_index = 0;
+    partition.partition_index = index;
     partition.leader_id = node;
     partition.leader_epoch = 0;
     partition.replica_nodes = vec![node];

@@ -27,15 +27,13 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::{engine_error, str_bytes, topic_by_id, Reply, STOP_CHECK};
+use super::fetch_session::{Answered, Asked};
+use super::{engine_error, str_bytes, Reply, STOP_CHECK};
 use crate::engine::{EngineError, FetchedRange, OffsetQuery, Partition, Topic};
 use crate::kafka::deadline::Deadline;
 use crate::kafka::error_code::error_code;
 use crate::kafka::response::records_marker;
 use crate::kafka::Shared;
-
-/// Kafka's only partition of a kpfs topic.
-const PARTITION: i32 = 0;
 
 /// What Kafka's Produce answers for an append the engine refused: the code, the text
 /// only where Kafka sends one (its batch reader's and `LogValidator`'s record errors; its
@@ -92,12 +90,15 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
             result.base_offset = -1;
             result.log_append_time_ms = -1;
             result.log_start_offset = -1;
-            let outcome = match (&refusal, &topic, partition.index) {
-                (Some(refused), _, _) => Err(refused.clone()),
-                (None, Some(topic), PARTITION) => {
+            let target = topic
+                .as_ref()
+                .and_then(|t| partition_of(t, partition.index).map(|p| (t, p)));
+            let outcome = match (&refusal, target) {
+                (Some(refused), _) => Err(refused.clone()),
+                (None, Some((topic, target))) => {
                     let records = partition.records.unwrap_or_default();
                     topic
-                        .append_produced(PARTITION as u32, &records)
+                        .append_produced(target.index(), &records)
                         .map_err(|e| {
                             tracing::debug!(topic = name, error = %e, "produce refused");
                             // Kafka lists the records LogValidator refused (Produce v8+).
@@ -116,8 +117,7 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
                             }
                             let (code, message, with_log_start) = produce_refusal(&e);
                             if with_log_start {
-                                result.log_start_offset = partition_of(topic, PARTITION)
-                                    .map_or(-1, |p| p.log().log_start_offset() as i64);
+                                result.log_start_offset = target.log().log_start_offset() as i64;
                             }
                             (code, message)
                         })
@@ -158,36 +158,72 @@ pub(crate) struct FetchReply {
     pub(crate) ranges: Vec<Vec<FetchedRange>>,
 }
 
-/// Fetch: each asked-for partition from its offset, whole batches as file ranges; waits
-/// up to `max_wait_ms` until `min_bytes` are there (long poll), answering as soon as
-/// they are.
+/// Fetch: each partition of the request (or of its fetch session) from its offset, whole
+/// batches as file ranges; waits up to `max_wait_ms` until `min_bytes` are there (long
+/// poll), answering as soon as they are. As Kafka's `KafkaApis.handleFetchRequest`: the
+/// partitions that exist are read in order, and those that do not follow them as
+/// `UNKNOWN_TOPIC_OR_PARTITION`; consecutive partitions of a topic share its entry. A
+/// fetch session (KIP-227, [`fetch_session`]) remembers the partitions of a consumer's
+/// full Fetch, and its incremental answers carry only the partitions that changed.
 pub(crate) fn fetch(shared: &Shared, request: &FetchRequest) -> FetchReply {
+    let asked: Vec<Asked> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let topic = t.topic.0.to_string();
+            t.partitions.iter().map(move |p| Asked {
+                topic: topic.clone(),
+                partition: p.partition,
+                fetch_offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes,
+            })
+        })
+        .collect();
+    let forgotten: Vec<(String, i32)> = request
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p)))
+        .collect();
+    let now = || shared.engine.clock().now_ms();
+    let context = shared.fetch_sessions.context(
+        request.session_id,
+        request.session_epoch,
+        asked,
+        &forgotten,
+        now(),
+    );
+    // Kafka's `metadataCache.contains`: what does not exist is not read (and cannot
+    // make the request wait).
+    let mut readable = Vec::new();
+    let mut missing = Vec::new();
+    for asked in context.partitions() {
+        let target = shared
+            .engine
+            .topic(&asked.topic)
+            .and_then(|t| partition_of(&t, asked.partition));
+        match target {
+            Some(partition) => readable.push((asked, partition)),
+            None => missing.push(asked),
+        }
+    }
     let deadline = Deadline::after(Duration::from_millis(request.max_wait_ms.max(0) as u64));
-    loop {
-        let reply = fetch_once(shared, request);
-        let bytes: u64 = reply.ranges.iter().flatten().map(|r| r.len).sum();
-        let errors = reply
-            .response
-            .responses
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .any(|p| p.error_code != 0);
-        if bytes >= request.min_bytes.max(0) as u64
-            || errors
+    let read = loop {
+        let read = read_partitions(&readable, request.max_bytes);
+        let bytes: u64 = read.iter().map(|(_, r)| r.bytes).sum();
+        if readable.is_empty()
+            || bytes >= request.min_bytes.max(0) as u64
+            || read.iter().any(|(data, _)| data.error_code != 0)
             || deadline.passed()
             || shared.stopping.load(Ordering::Relaxed)
         {
-            return reply;
+            break read;
         }
-        // Wait for an append to one of the asked-for topics (or the deadline); with none
-        // that exists, nothing can arrive.
-        let topics: Vec<std::sync::Arc<Topic>> = request
-            .topics
-            .iter()
-            .filter_map(|t| resolve(shared, &t.topic.0, t.topic_id))
-            .collect();
-        if topics.is_empty() {
-            return reply;
+        // Wait for an append to one of the read topics (or the deadline).
+        let mut topics: Vec<std::sync::Arc<Topic>> = Vec::new();
+        for (asked, _) in &readable {
+            if topics.iter().all(|t| t.name() != asked.topic) {
+                topics.extend(shared.engine.topic(&asked.topic));
+            }
         }
         let seen: Vec<u64> = topics.iter().map(|t| t.append_generation()).collect();
         let watched: Vec<&Topic> = topics.iter().map(|t| t.as_ref()).collect();
@@ -201,55 +237,102 @@ pub(crate) fn fetch(shared: &Shared, request: &FetchRequest) -> FetchReply {
                     .any(|(t, &g)| t.append_generation() != g)
             },
         );
+    };
+    // The answer's partitions, in Kafka's order: those read, then those missing.
+    let mut answered: Vec<(&Asked, PartitionData, Vec<FetchedRange>)> = Vec::new();
+    for ((asked, _), (data, read)) in readable.iter().zip(read) {
+        answered.push((asked, data, read.ranges));
     }
-}
-
-/// Partition `index` of `topic`, if the topic has it.
-fn partition_of(topic: &Topic, index: i32) -> Option<std::sync::Arc<Partition>> {
-    topic.partition(u32::try_from(index).ok()?)
-}
-
-fn resolve(shared: &Shared, name: &str, id: uuid::Uuid) -> Option<std::sync::Arc<Topic>> {
-    if name.is_empty() {
-        topic_by_id(&shared.engine, id)
-    } else {
-        shared.engine.topic(name)
+    for asked in missing {
+        let mut data = empty_partition(asked.partition);
+        data.error_code = ResponseError::UnknownTopicOrPartition.code();
+        answered.push((asked, data, Vec::new()));
     }
-}
-
-fn fetch_once(shared: &Shared, request: &FetchRequest) -> FetchReply {
-    let mut left = request.max_bytes.max(0) as u64;
-    let mut ranges = Vec::new();
-    let mut response = FetchResponse::default();
-    for asked in &request.topics {
-        let topic = resolve(shared, &asked.topic.0, asked.topic_id);
-        let mut out = FetchableTopicResponse::default();
-        out.topic = asked.topic.clone();
-        out.topic_id = asked.topic_id;
-        for p in &asked.partitions {
-            let mut data = PartitionData::default();
-            data.partition_index = p.partition;
-            data.high_watermark = -1;
-            data.last_stable_offset = -1;
-            data.log_start_offset = -1;
-            data.preferred_read_replica = BrokerId(-1);
-            data.records = Some(Bytes::new());
-            let fetched = match (&topic, p.partition, u64::try_from(p.fetch_offset)) {
-                (Some(topic), PARTITION, Ok(offset)) => {
-                    let max = left.min(p.partition_max_bytes.max(0) as u64);
-                    partition_of(topic, PARTITION)
-                        .ok_or(ResponseError::UnknownTopicOrPartition.code())
-                        .and_then(|p| p.fetch(offset, max).map_err(|e| engine_error(&e).0))
-                }
-                (Some(_), PARTITION, Err(_)) => Err(ResponseError::OffsetOutOfRange.code()),
-                _ => Err(ResponseError::UnknownTopicOrPartition.code()),
+    let summaries: Vec<(&Asked, Answered)> = answered
+        .iter()
+        .map(|(asked, data, ranges)| {
+            let summary = Answered {
+                has_records: ranges.iter().any(|r| r.len > 0),
+                high_watermark: data.high_watermark,
+                log_start_offset: data.log_start_offset,
+                error: data.error_code != 0,
             };
-            if topic.is_some() && p.partition == PARTITION {
-                // Kafka's log lists aborted transactions to read_committed fetches only
-                // (kpfs has none: no transactions); a partition it lacks gets an empty
-                // list from KafkaApis.
-                data.aborted_transactions = None;
+            (*asked, summary)
+        })
+        .collect();
+    let outcome = shared.fetch_sessions.outcome(&context, &summaries, now());
+    let mut response = FetchResponse::default();
+    response.error_code = outcome.error_code;
+    response.session_id = outcome.session_id;
+    let mut ranges = Vec::new();
+    for ((asked, mut data, read), keep) in answered.into_iter().zip(outcome.keep) {
+        if !keep {
+            continue;
+        }
+        if read.iter().any(|r| r.len > 0) {
+            data.records = Some(records_marker(ranges.len()));
+            ranges.push(read);
+        }
+        match response.responses.last_mut() {
+            Some(last) if last.topic.0.as_str() == asked.topic => last.partitions.push(data),
+            _ => {
+                let mut out = FetchableTopicResponse::default();
+                out.topic = super::topic_name(&asked.topic);
+                out.partitions = vec![data];
+                response.responses.push(out);
             }
+        }
+    }
+    FetchReply { response, ranges }
+}
+
+/// A partition's answer before it is read: no offsets, no records.
+fn empty_partition(index: i32) -> PartitionData {
+    let mut data = PartitionData::default();
+    data.partition_index = index;
+    data.high_watermark = -1;
+    data.last_stable_offset = -1;
+    data.log_start_offset = -1;
+    data.preferred_read_replica = BrokerId(-1);
+    data.records = Some(Bytes::new());
+    data
+}
+
+/// What one read of a partition gave: its byte count and file ranges.
+struct Read {
+    bytes: u64,
+    ranges: Vec<FetchedRange>,
+}
+
+/// Each partition read from its offset, within the request's `max_bytes` (Kafka's
+/// `ReplicaManager.readFromLog`: only the first partition with records may go over it).
+fn read_partitions(
+    readable: &[(&Asked, std::sync::Arc<Partition>)],
+    max_bytes: i32,
+) -> Vec<(PartitionData, Read)> {
+    let mut left = max_bytes.max(0) as u64;
+    let mut min_one = true;
+    readable
+        .iter()
+        .map(|(asked, partition)| {
+            let mut data = empty_partition(asked.partition);
+            // Kafka's log lists aborted transactions to read_committed fetches only
+            // (kpfs has none: no transactions); a partition it lacks gets an empty list
+            // from KafkaApis.
+            data.aborted_transactions = None;
+            let fetched = match u64::try_from(asked.fetch_offset) {
+                Ok(offset) => {
+                    let max = left.min(asked.max_bytes.max(0) as u64);
+                    partition
+                        .fetch_limited(offset, max, min_one)
+                        .map_err(|e| engine_error(&e).0)
+                }
+                Err(_) => Err(ResponseError::OffsetOutOfRange.code()),
+            };
+            let mut read = Read {
+                bytes: 0,
+                ranges: Vec::new(),
+            };
             match fetched {
                 Ok(outcome) => {
                     data.high_watermark = outcome.high_watermark as i64;
@@ -258,17 +341,23 @@ fn fetch_once(shared: &Shared, request: &FetchRequest) -> FetchReply {
                     let len = outcome.bytes();
                     if len > 0 {
                         left = left.saturating_sub(len);
-                        data.records = Some(records_marker(ranges.len()));
-                        ranges.push(outcome.ranges);
+                        min_one = false;
+                        read = Read {
+                            bytes: len,
+                            ranges: outcome.ranges,
+                        };
                     }
                 }
                 Err(code) => data.error_code = code,
             }
-            out.partitions.push(data);
-        }
-        response.responses.push(out);
-    }
-    FetchReply { response, ranges }
+            (data, read)
+        })
+        .collect()
+}
+
+/// Partition `index` of `topic`, if the topic has it.
+fn partition_of(topic: &Topic, index: i32) -> Option<std::sync::Arc<Partition>> {
+    topic.partition(u32::try_from(index).ok()?)
 }
 
 /// ListOffsets: `-1` latest, `-2` earliest, `-3` the record with the largest timestamp
@@ -289,16 +378,16 @@ pub(crate) fn list_offsets(
             result.timestamp = -1;
             result.offset = -1;
             let query = OffsetQuery::from_request_timestamp(p.timestamp);
-            match (&topic, p.partition_index) {
+            match topic
+                .as_ref()
+                .and_then(|t| partition_of(t, p.partition_index))
+            {
                 // Kafka's special timestamps are -1, -2 and (v7+) -3; a version that
                 // has no meaning for a negative one is what Kafka's answer says lacks.
-                (Some(_), PARTITION) if p.timestamp < -3 || (p.timestamp == -3 && version < 7) => {
+                Some(_) if p.timestamp < -3 || (p.timestamp == -3 && version < 7) => {
                     result.error_code = ResponseError::UnsupportedVersion.code()
                 }
-                (Some(topic), PARTITION) => match partition_of(topic, PARTITION)
-                    .expect("partition 0 exists")
-                    .list_offset(query)
-                {
+                Some(target) => match target.list_offset(query) {
                     Ok(Some((offset, timestamp))) => {
                         result.offset = offset as i64;
                         result.timestamp = timestamp;
@@ -310,7 +399,7 @@ pub(crate) fn list_offsets(
                     Ok(None) => {}
                     Err(e) => result.error_code = engine_error(&e).0,
                 },
-                _ => result.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                None => result.error_code = ResponseError::UnknownTopicOrPartition.code(),
             }
             out.partitions.push(result);
         }
@@ -334,18 +423,17 @@ pub(crate) fn delete_records(
             let mut result = DeleteRecordsPartitionResult::default();
             result.partition_index = p.partition_index;
             result.low_watermark = -1;
-            match (&topic, p.partition_index) {
-                (Some(topic), PARTITION) => {
+            match topic
+                .as_ref()
+                .and_then(|t| partition_of(t, p.partition_index))
+            {
+                Some(target) => {
                     let offset = match p.offset {
-                        -1 => Ok(partition_of(topic, PARTITION)
-                            .expect("partition 0 exists")
-                            .log()
-                            .log_end_offset()),
+                        -1 => Ok(target.log().log_end_offset()),
                         o => u64::try_from(o).map_err(|_| ResponseError::OffsetOutOfRange.code()),
                     };
                     match offset.and_then(|o| {
-                        partition_of(topic, PARTITION)
-                            .expect("partition 0 exists")
+                        target
                             .delete_records_before(o)
                             .map_err(|e| engine_error(&e).0)
                     }) {
@@ -353,7 +441,7 @@ pub(crate) fn delete_records(
                         Err(code) => result.error_code = code,
                     }
                 }
-                _ => result.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                None => result.error_code = ResponseError::UnknownTopicOrPartition.code(),
             }
             out.partitions.push(result);
         }
@@ -409,10 +497,9 @@ pub(crate) fn describe_producers(
         for &index in &asked.partition_indexes {
             let mut partition = PartitionResponse::default();
             partition.partition_index = index;
-            match (&topic, index) {
-                (Some(topic), PARTITION) => {
-                    partition.active_producers = partition_of(topic, PARTITION)
-                        .expect("partition 0 exists")
+            match topic.as_ref().and_then(|t| partition_of(t, index)) {
+                Some(target) => {
+                    partition.active_producers = target
                         .log()
                         .active_producers()
                         .into_iter()
@@ -428,7 +515,7 @@ pub(crate) fn describe_producers(
                         })
                         .collect();
                 }
-                _ => partition.error_code = ResponseError::UnknownTopicOrPartition.code(),
+                None => partition.error_code = ResponseError::UnknownTopicOrPartition.code(),
             }
             out.partitions.push(partition);
         }

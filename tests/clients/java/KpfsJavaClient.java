@@ -33,6 +33,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
+import java.util.function.IntSupplier;
 import java.util.function.Supplier;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
@@ -43,7 +44,9 @@ import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.CreatePartitionsOptions;
 import org.apache.kafka.clients.admin.CreateTopicsOptions;
+import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.GroupListing;
@@ -783,12 +786,17 @@ public final class KpfsJavaClient {
             InvalidConfigurationException bad = failure(admin.createTopics(List.of(new NewTopic("java-bad", 1,
                     (short) 1).configs(Map.of("retention.ms", "soon")))).all(),
                     InvalidConfigurationException.class, "a topic with retention.ms=soon");
-            InvalidPartitionsException three = failure(admin.createTopics(List.of(new NewTopic("java-three", 3,
-                    (short) 1))).all(), InvalidPartitionsException.class, "a topic of 3 partitions");
+            CreateTopicsResult three = admin.createTopics(List.of(new NewTopic("java-three", 3, (short) 1)));
+            expectEq(3, three.numPartitions("java-three").get(), "java-three's partitions, as created");
+            expectEq(3, admin.describeTopics(List.of("java-three")).allTopicNames().get().get("java-three")
+                    .partitions().size(), "java-three's partitions, described");
+            InvalidPartitionsException none = failure(admin.createTopics(List.of(new NewTopic("java-none", 0,
+                    (short) 1))).all(), InvalidPartitionsException.class, "a topic of 0 partitions");
             check(!admin.listTopics().names().get().contains("java-bad"), () -> "the refused topic exists");
             Uuid id = admin.createTopics(List.of(new NewTopic("java-admin-id", 1, (short) 1))).topicId("java-admin-id").get();
             check(!id.equals(Uuid.ZERO_UUID), () -> "the created topic's id is zero");
-            return "with configs, validateOnly, exists; refused: " + bad.getMessage() + " | " + three.getMessage();
+            return "with configs, validateOnly, exists, 3 partitions; refused: " + bad.getMessage() + " | "
+                    + none.getMessage();
         });
 
         scenario("admin-list-topics", () -> {
@@ -971,8 +979,36 @@ public final class KpfsJavaClient {
         });
 
         // Admin calls whose APIs kpfs does not serve: the client's refusal, and why.
-        unsupportedAdmin("admin-create-partitions", "CreatePartitions: kpfs topics have one partition",
-                () -> admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(2))).all());
+        // CreatePartitions: java-three (admin-create-topics) grows to 5, validateOnly first;
+        // fewer is refused in Kafka's words; a producer writes to the new partition 4.
+        scenario("admin-create-partitions", () -> {
+            String grown = "java-three";
+            IntSupplier count = () -> {
+                try {
+                    return admin.describeTopics(List.of(grown)).allTopicNames().get().get(grown).partitions().size();
+                } catch (InterruptedException | ExecutionException e) {
+                    throw new IllegalStateException(e);
+                }
+            };
+            admin.createPartitions(Map.of(grown, NewPartitions.increaseTo(5)),
+                    new CreatePartitionsOptions().validateOnly(true)).all().get();
+            expectEq(3, count.getAsInt(), "partitions after validateOnly");
+            admin.createPartitions(Map.of(grown, NewPartitions.increaseTo(5))).all().get();
+            expectEq(5, count.getAsInt(), "partitions after increaseTo(5)");
+            InvalidPartitionsException fewer = failure(admin.createPartitions(Map.of(grown,
+                    NewPartitions.increaseTo(2))).all(), InvalidPartitionsException.class, "increaseTo(2)");
+            expectEq("The topic java-three currently has 5 partition(s); 2 would not be an increase.",
+                    fewer.getMessage(), "increaseTo(2)'s refusal");
+            InvalidPartitionsException same = failure(admin.createPartitions(Map.of(grown,
+                    NewPartitions.increaseTo(5))).all(), InvalidPartitionsException.class, "increaseTo(5) again");
+            expectEq("Topic already has 5 partition(s).", same.getMessage(), "increaseTo(5)'s refusal");
+            try (KafkaProducer<byte[], byte[]> p = producer(Map.of())) {
+                RecordMetadata m = p.send(new ProducerRecord<>(grown, 4, null, "in 4".getBytes())).get();
+                expectEq(4, m.partition(), "the partition written");
+                expectEq(0L, m.offset(), "its offset");
+            }
+            return "3 -> 5 (validateOnly first), a record in partition 4; refused: " + fewer.getMessage();
+        });
         unsupportedAdmin("admin-describe-log-dirs", "DescribeLogDirs is not served",
                 () -> admin.describeLogDirs(List.of(1)).allDescriptions());
         // The producer state kpfs keeps: the two producers of java-produce as their batches

@@ -213,12 +213,24 @@ const scenarios = [
     })
     assert.equal(created, true)
     assert.equal(await admin.createTopics({ topics: [{ topic: topic('admin') }] }), false, 'creating it again')
-    await assert.rejects(admin.createTopics({ topics: [{ topic: topic('admin-three'), numPartitions: 3 }] }),
-      e => e.errors?.[0]?.type === 'INVALID_PARTITIONS' || assert.fail(`3 partitions: ${e}`))
+    assert.equal(await admin.createTopics({ topics: [{ topic: topic('admin-three'), numPartitions: 3 }] }), true, '3 partitions')
+    await assert.rejects(admin.createTopics({ topics: [{ topic: topic('admin-none'), numPartitions: 0 }] }),
+      e => e.errors?.[0]?.type === 'INVALID_PARTITIONS' || assert.fail(`0 partitions: ${e}`))
     await assert.rejects(admin.createTopics({ topics: [{ topic: topic('admin-bad'), configEntries: [{ name: 'retention.bytes', value: '-7' }, { name: 'min.insync.replicas', value: '-7' }] }] }),
       e => e.errors?.[0]?.type === 'INVALID_CONFIG' || assert.fail(`an invalid config: ${e}`))
     const topics = await admin.listTopics()
-    assert.ok(!topics.includes(topic('admin-three')) && !topics.includes(topic('admin-bad')), `refused topics exist: ${topics}`)
+    assert.ok(!topics.includes(topic('admin-none')) && !topics.includes(topic('admin-bad')), `refused topics exist: ${topics}`)
+  }],
+  // admin-three (admin-create-topics) grows from 3 partitions to 5; fewer is refused.
+  ['admin-create-partitions', async () => {
+    const partitions = async () => (await admin.fetchTopicMetadata({ topics: [topic('admin-three')] })).topics[0].partitions.length
+    assert.equal(await partitions(), 3, 'partitions before')
+    await admin.createPartitions({ topicPartitions: [{ topic: topic('admin-three'), count: 5 }], validateOnly: true })
+    assert.equal(await partitions(), 3, 'partitions after validateOnly')
+    await admin.createPartitions({ topicPartitions: [{ topic: topic('admin-three'), count: 5 }] })
+    assert.equal(await partitions(), 5, 'partitions after count 5')
+    await assert.rejects(admin.createPartitions({ topicPartitions: [{ topic: topic('admin-three'), count: 2 }] }),
+      e => e.type === 'INVALID_PARTITIONS' || assert.fail(`fewer partitions: ${e} ${e.type}`))
   }],
   ['admin-list-topics', async () => {
     const topics = await admin.listTopics()

@@ -60,6 +60,7 @@ func main() {
 	c.run("admin-create-topics", c.adminCreateTopic)
 	c.run("admin-list-topics", c.adminListTopics)
 	c.run("admin-describe-topics", c.adminDescribeTopics)
+	c.run("admin-create-partitions", c.adminCreatePartitions)
 	c.run("admin-describe-configs", c.adminDescribeConfig)
 	c.run("admin-alter-configs", c.adminAlterConfig)
 	c.run("admin-incremental-alter-configs", c.adminIncrementalAlterConfig)
@@ -647,9 +648,12 @@ func (c *checks) adminCreateTopic() error {
 	if !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 		return fmt.Errorf("creating it again: got %v, expected %v", err, sarama.ErrTopicAlreadyExists)
 	}
-	err = admin.CreateTopic(c.topic("admin-three"), &sarama.TopicDetail{NumPartitions: 3, ReplicationFactor: 1}, false)
-	if !errors.Is(err, sarama.ErrInvalidPartitions) || !strings.Contains(err.Error(), "kpfs topics have one partition") {
-		return fmt.Errorf("3 partitions: got %v, expected %v with kpfs's reason", err, sarama.ErrInvalidPartitions)
+	if err := admin.CreateTopic(c.topic("admin-three"), &sarama.TopicDetail{NumPartitions: 3, ReplicationFactor: 1}, false); err != nil {
+		return fmt.Errorf("3 partitions: %w", err)
+	}
+	err = admin.CreateTopic(c.topic("admin-none"), &sarama.TopicDetail{NumPartitions: 0, ReplicationFactor: 1}, false)
+	if !errors.Is(err, sarama.ErrInvalidPartitions) || !strings.Contains(err.Error(), "Number of partitions was set to an invalid non-positive value.") {
+		return fmt.Errorf("0 partitions: got %v, expected %v with Kafka's reason", err, sarama.ErrInvalidPartitions)
 	}
 	invalid := "-7"
 	err = admin.CreateTopic(c.topic("admin-bad"), &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
@@ -661,7 +665,7 @@ func (c *checks) adminCreateTopic() error {
 	if err != nil {
 		return err
 	}
-	for _, refused := range []string{"admin-three", "admin-bad"} {
+	for _, refused := range []string{"admin-none", "admin-bad"} {
 		if _, ok := topics[c.topic(refused)]; ok {
 			return fmt.Errorf("the refused topic %s exists", c.topic(refused))
 		}
@@ -688,6 +692,50 @@ func (c *checks) adminListTopics() error {
 	}
 	if v := d.ConfigEntries["retention.ms"]; v == nil || *v != "86400000" {
 		return fmt.Errorf("%s's retention.ms is %v, expected 86400000", c.topic("admin"), v)
+	}
+	return nil
+}
+
+// partitionsOf is the number of partitions DescribeTopics lists of topic.
+func partitionsOf(admin sarama.ClusterAdmin, topic string) (int, error) {
+	meta, err := admin.DescribeTopics([]string{topic})
+	if err != nil {
+		return 0, err
+	}
+	if len(meta) != 1 || !errors.Is(meta[0].Err, sarama.ErrNoError) {
+		return 0, fmt.Errorf("describing %s: %+v", topic, meta)
+	}
+	return len(meta[0].Partitions), nil
+}
+
+// adminCreatePartitions grows admin-three (of adminCreateTopic) from 3 partitions to 5,
+// validateOnly first; fewer is refused in Kafka's words.
+func (c *checks) adminCreatePartitions() error {
+	admin, err := c.admin()
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	topic := c.topic("admin-three")
+	if n, err := partitionsOf(admin, topic); err != nil || n != 3 {
+		return fmt.Errorf("%s before: %d partitions, %v", topic, n, err)
+	}
+	if err := admin.CreatePartitions(topic, 5, nil, true); err != nil {
+		return fmt.Errorf("validateOnly: %w", err)
+	}
+	if n, err := partitionsOf(admin, topic); err != nil || n != 3 {
+		return fmt.Errorf("%s after validateOnly: %d partitions, %v", topic, n, err)
+	}
+	if err := admin.CreatePartitions(topic, 5, nil, false); err != nil {
+		return err
+	}
+	if n, err := partitionsOf(admin, topic); err != nil || n != 5 {
+		return fmt.Errorf("%s after growing to 5: %d partitions, %v", topic, n, err)
+	}
+	err = admin.CreatePartitions(topic, 2, nil, false)
+	want := fmt.Sprintf("The topic %s currently has 5 partition(s); 2 would not be an increase.", topic)
+	if !errors.Is(err, sarama.ErrInvalidPartitions) || !strings.Contains(err.Error(), want) {
+		return fmt.Errorf("fewer partitions: got %v, expected %v with %q", err, sarama.ErrInvalidPartitions, want)
 	}
 	return nil
 }
