@@ -220,10 +220,14 @@ impl Topic {
             return Err(EngineError::PartitionsUnchanged { current });
         }
         check_partition_count(count)?;
-        self.partitions()
-            .first()
-            .map_or(Ok(()), |p| p.log().check_not_deleted())?;
+        self.check_not_deleted()?;
         Ok(current)
+    }
+
+    /// Refuses whatever is asked of a topic that was deleted (through a handle or a
+    /// reference taken before): its partitions are retired together, partition 0 last.
+    pub fn check_not_deleted(&self) -> Result<()> {
+        self.partition_list()[0].log().check_not_deleted()
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -333,10 +337,10 @@ impl Topic {
     /// in memory and is saved as soon as there is space (a warning says so meanwhile):
     /// lowering retention is how an operator gets space back.
     pub(crate) fn apply_config_change(&self, change: &ConfigChange) -> Result<()> {
-        let partitions = self.partition_list();
         // Through a handle opened before a deletion: the config file it would write is
         // that of whatever topic has the name now.
-        partitions[0].log().check_not_deleted()?;
+        self.check_not_deleted()?;
+        let partitions = self.partition_list();
         let core = &self.core;
         let mut overrides = core.overrides.write();
         let broker = core.broker.read();

@@ -1329,8 +1329,7 @@ impl KpfsFs {
         if let Some(topic) = &handle.topic {
             // After `rmdir` (or DeleteTopics), a descriptor opened before reads nothing
             // of the topic, nor of a new one under its name.
-            partition_zero(topic)
-                .log()
+            topic
                 .check_not_deleted()
                 .map_err(|e| self.engine_error(&path, &e))?;
         }
@@ -1930,11 +1929,6 @@ fn partition_file(scope: Scope, name: &str) -> Option<Node> {
         LOG_START_FILE => Node::LogStart(scope),
         _ => return None,
     })
-}
-
-/// Partition 0 of a topic: every topic has it.
-fn partition_zero(topic: &Topic) -> Arc<Partition> {
-    topic.partition(0).expect("a topic has partition 0")
 }
 
 /// The bytes of `text` a read of `size` at `offset` gets.
