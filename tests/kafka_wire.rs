@@ -2361,3 +2361,46 @@ fn fetch_sessions_answer_only_the_partitions_that_changed() {
         "the session is gone"
     );
 }
+
+#[test]
+fn a_parked_fetch_of_several_partitions_answers_when_any_gets_a_record() {
+    let broker = Broker::start();
+    broker.engine.create_topic("t", 3).unwrap();
+    let mut consumer = broker.client();
+    let topic = broker.engine.topic("t").unwrap();
+    let writer = std::thread::spawn(move || {
+        // The consumer is parked by now or soon; either way it must get the record.
+        topic.append_produced(1, &batch(&[(None, "late")])).unwrap();
+    });
+    let mut t = fetch_request::FetchTopic::default();
+    t.topic = name("t");
+    t.partitions = (0..3)
+        .map(|index| {
+            let mut p = fetch_request::FetchPartition::default();
+            p.partition = index;
+            p.partition_max_bytes = 1 << 20;
+            p
+        })
+        .collect();
+    let mut request = FetchRequest::default();
+    request.max_wait_ms = 30_000;
+    request.min_bytes = 1;
+    request.max_bytes = 1 << 20;
+    request.topics = vec![t];
+    let response = consumer.send(12, &request);
+    writer.join().unwrap();
+    let got: Vec<(i32, Vec<String>)> = response.responses[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.partition_index,
+                values_of(p.records.clone().unwrap_or_default()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [(0, vec![]), (1, vec!["late".to_string()]), (2, vec![])]
+    );
+}

@@ -592,9 +592,9 @@ macro_rules! asked_partitions {
     };
 }
 
-/// OffsetCommit: one code per partition, in Kafka's order ([`kafka_answer_order`]). A group that does not
-/// exist is GROUP_ID_NOT_FOUND from v9 and ILLEGAL_GENERATION before, as Kafka's
-/// `OffsetMetadataManager.validateOffsetCommit` answers older clients. v2-4's
+/// OffsetCommit: one code per partition, in Kafka's order ([`kafka_answer_order`]). A
+/// group that does not exist is GROUP_ID_NOT_FOUND from v9 and ILLEGAL_GENERATION before,
+/// as Kafka's `OffsetMetadataManager.validateOffsetCommit` answers older clients. v2-4's
 /// `retention_time_ms` is not kept: `offsets.retention.minutes` applies to every offset.
 pub(crate) fn offset_commit(
     shared: &Shared,
@@ -892,8 +892,9 @@ pub(crate) fn delete_groups(
     response
 }
 
-/// OffsetDelete: the group's committed offsets of the named partitions, one code each;
-/// a topic the group consumes is GROUP_SUBSCRIBED_TO_TOPIC.
+/// OffsetDelete: the group's committed offsets of the named partitions, one code each in
+/// Kafka's order ([`kafka_answer_order`]); a topic the group consumes is
+/// GROUP_SUBSCRIBED_TO_TOPIC.
 pub(crate) fn offset_delete(
     shared: &Shared,
     request: &OffsetDeleteRequest,

@@ -311,8 +311,9 @@ impl AclResource {
 }
 
 /// Metadata: the one broker, and each asked-for topic with every partition, each led by
-/// that broker, its only replica and ISR. Missing topics are created when the client allows it and
-/// `auto.create.topics.enable` is on, as Kafka's `KafkaApis.handleTopicMetadataRequest`.
+/// that broker, its only replica and ISR. Missing topics are created when the client
+/// allows it and `auto.create.topics.enable` is on, as Kafka's
+/// `KafkaApis.handleTopicMetadataRequest`.
 fn metadata(shared: &Shared, request: &MetadataRequest, version: i16) -> MetadataResponse {
     let config = &shared.config;
     let engine = &shared.engine;

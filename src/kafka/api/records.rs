@@ -206,6 +206,13 @@ pub(crate) fn fetch(shared: &Shared, request: &FetchRequest) -> FetchReply {
             None => missing.push(asked),
         }
     }
+    // The topics read, once each: a long poll watches them for appends.
+    let mut names = std::collections::HashSet::new();
+    let topics: Vec<std::sync::Arc<Topic>> = readable
+        .iter()
+        .filter(|(asked, _)| names.insert(asked.topic.as_str()))
+        .filter_map(|(asked, _)| shared.engine.topic(&asked.topic))
+        .collect();
     let deadline = Deadline::after(Duration::from_millis(request.max_wait_ms.max(0) as u64));
     let read = loop {
         let read = read_partitions(&readable, request.max_bytes);
@@ -219,12 +226,6 @@ pub(crate) fn fetch(shared: &Shared, request: &FetchRequest) -> FetchReply {
             break read;
         }
         // Wait for an append to one of the read topics (or the deadline).
-        let mut topics: Vec<std::sync::Arc<Topic>> = Vec::new();
-        for (asked, _) in &readable {
-            if topics.iter().all(|t| t.name() != asked.topic) {
-                topics.extend(shared.engine.topic(&asked.topic));
-            }
-        }
         let seen: Vec<u64> = topics.iter().map(|t| t.append_generation()).collect();
         let watched: Vec<&Topic> = topics.iter().map(|t| t.as_ref()).collect();
         shared.engine.append_watch().wait_until(
