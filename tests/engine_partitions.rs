@@ -202,6 +202,34 @@ fn a_reader_at_the_end_follows_a_run_replaced_in_place() {
     assert_eq!(cat_string(&t), "one\nzero\ntwo\n");
 }
 
+/// `kpfs check` knows a topic's `stream-order` file: a data directory with a topic of
+/// several partitions is healthy, and a stream order whose header is not this version's
+/// (which the mount ignores, placing every record anew) is a problem (found by the crash
+/// harness).
+#[test]
+fn kpfs_check_knows_the_stream_order() {
+    let mut f = Fixture::new();
+    let t = f.engine().create_topic("ordered", 2).unwrap();
+    t.append_lines(b"one\n").unwrap();
+    t.append_lines(b"two\n").unwrap();
+    f.reopen();
+    let report = kpfs::engine::inspect::check_data_dir(f.dir.path());
+    assert!(report.is_healthy(), "{:?}", report.problems);
+    let order = f.dir.path().join("kpfs-topics/ordered-0/stream-order");
+    let mut bytes = fs::read(&order).unwrap();
+    bytes[0] ^= 0xff;
+    fs::write(&order, &bytes).unwrap();
+    let report = kpfs::engine::inspect::check_data_dir(f.dir.path());
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("stream-order: not a stream-order file of this version")),
+        "{:?}",
+        report.problems
+    );
+}
+
 /// Partitions are only ever added, with Kafka's texts for the rest; a topic of one
 /// partition keeps its stream when it gets more, and the new ones carry its id.
 #[test]

@@ -35,7 +35,7 @@ use super::format::{
     DYNAMIC_BROKER_CONFIG_FILE, GROUP_CONFIG_FILE, KPFS_TOPICS_DIR, LEADER_EPOCH_CHECKPOINT_FILE,
     LOCK_FILE, LOG_START_CHECKPOINT_FILE, MAX_SEGMENT_FILE_BYTES, META_PROPERTIES_FILE,
     PARTITION_METADATA_FILE, PRODUCER_ID_BLOCK_FILE, RECOVERY_CHECKPOINT_FILE, RENDERINGS_FILE,
-    TMP_SUFFIX, TOPIC_CONFIG_FILE,
+    STREAM_ORDER_FILE, TMP_SUFFIX, TOPIC_CONFIG_FILE,
 };
 use super::metadata_files::parse_meta_properties;
 use super::partition::validate_renderings;
@@ -1545,7 +1545,8 @@ fn scan_partition_dir(
     note_awaiting_deletion(dir, awaiting_deletion, report);
 }
 
-/// The topic's kpfs folder: its config overrides and the segments' stream indexes.
+/// The topic's kpfs folder: its config overrides, the stream order (a topic of several
+/// partitions, in partition 0's folder) and the segments' stream indexes.
 fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report: &mut CheckReport) {
     let names = match sorted_entries(dir) {
         Ok(names) => names,
@@ -1588,6 +1589,25 @@ fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report:
             }
             continue;
         }
+        if entry.name == STREAM_ORDER_FILE {
+            // A torn tail is what a power cut leaves, and the open repairs it; a header
+            // it does not know makes the open place every record anew.
+            match std::fs::read(&path) {
+                Err(e) => report.problem(&path, format_args!("cannot read: {e}")),
+                Ok(bytes) => {
+                    if let Err(reason) = super::stream_order::parse_runs(&bytes, u32::MAX) {
+                        report.problem(
+                            &path,
+                            format_args!(
+                                "{reason} (mount ignores the file and places every \
+                                 partition's records anew: positions in the topic's log move)"
+                            ),
+                        );
+                    }
+                }
+            }
+            continue;
+        }
         if entry.name.ends_with(TMP_SUFFIX) {
             report.note(
                 &path,
@@ -1604,8 +1624,8 @@ fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report:
             None => report.problem(
                 &path,
                 format_args!(
-                    "unknown file: not {TOPIC_CONFIG_FILE}, {RENDERINGS_FILE} nor a stream \
-                     index (<20-digit base offset>.stream)"
+                    "unknown file: not {TOPIC_CONFIG_FILE}, {RENDERINGS_FILE}, \
+                     {STREAM_ORDER_FILE} nor a stream index (<20-digit base offset>.stream)"
                 ),
             ),
         }

@@ -87,7 +87,7 @@ fn be_u64(b: &[u8]) -> u64 {
 
 /// The runs of a file's bytes, up to the first entry that is torn, fails its CRC or
 /// does not follow the one before (a topic position going back, an unknown partition).
-fn parse_runs(bytes: &[u8], partitions: u32) -> std::result::Result<Vec<Run>, String> {
+pub(crate) fn parse_runs(bytes: &[u8], partitions: u32) -> std::result::Result<Vec<Run>, String> {
     if bytes.len() < STREAM_ORDER_HEADER_BYTES
         || bytes[..STREAM_ORDER_HEADER_BYTES] != header_bytes()
     {
