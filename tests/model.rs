@@ -679,7 +679,7 @@ fn check(t: &Topic, m: &mut TopicModel) -> Result<(), TestCaseError> {
         name
     );
     // Reads of 61 bytes end mid-line and cross from one partition's run into the next.
-    prop_assert_eq!(cat(t, 4096), full, "{}: cat log in 61-byte reads", name);
+    prop_assert_eq!(cat(t, 61), full, "{}: cat log in 61-byte reads", name);
     // (g) A reader following the stream (`tail -f`) gets the records still visible of
     // those appended since it read last, in order.
     let from = m.tail_offset;
@@ -872,8 +872,10 @@ fn run(topics: Vec<TopicSetup>, ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
+    // Fewer cases than the 256 of one partition per topic: a case now opens, syncs and
+    // checks about 1.5 times the partitions, and CI's time stays what it was.
     #![proptest_config(ProptestConfig {
-        cases: 256,
+        cases: 192,
         rng_seed: common::proptest_seed(),
         ..ProptestConfig::default()
     })]
