@@ -5,6 +5,7 @@
 //! crash_appender append LOG STATE_DIR ID [--keys N] [--max N] [--pause-us N]
 //! crash_appender produce ADDRESS TOPIC STATE_DIR ID [--acks all|1] [--idempotent [--lose-an-answer]] [--max N] [--pause-us N]
 //! crash_appender verify KIND CAT_FILE STATE_DIR IDS [--keys N] [--offsets START END]
+//! crash_appender verify-partitions CAT_DIR STATE_DIR KEYED_IDS ID:P,... --keys N --partition-offsets S-E,...
 //! crash_appender commit ADDRESS GROUP TOPICS STATE_DIR ID [--member] [--max N] [--pause-us N]
 //! crash_appender verify-commits ADDRESS GROUP TOPICS STATE_DIR ID
 //! ```
@@ -40,6 +41,16 @@
 //! must appear in increasing sequence order. For `keep` with `--offsets`, a record a
 //! producer was told is at offset O must be line O - START of the log. It prints one
 //! summary line and exits 1 after listing the first violations.
+//!
+//! `verify-partitions` holds a topic of several partitions, nothing ever removed, against
+//! the ledgers of keyed appenders of its `log` (KEYED_IDS: the default partitioner sends
+//! each line to `murmur2(key) % partitions`, Kafka's murmur2 rebuilt here) and of
+//! appenders of one partition's `partitions/P/log` each (`ID:P`). CAT_DIR holds `log`
+//! (`cat TOPIC/log`) and `P.log` (`cat TOPIC/partitions/P/log`). Every acknowledged line
+//! must be in `log` exactly once and in its partition's log; a partition's log holds
+//! only its own lines, each appender's in the order they were acknowledged, its offsets
+//! exactly its lines; and `log` is every partition's lines exactly once, each partition's
+//! in that partition's order, each appender's in the order they were acknowledged.
 //!
 //! `commit` is a committing consumer of kpfs's group coordinator at ADDRESS: it commits
 //! commit number 1, 2, 3... as the offset of partition 0 of every topic of TOPICS (comma-
@@ -98,6 +109,7 @@ fn usage() -> ExitCode {
         "usage: crash_appender append LOG STATE_DIR ID [--keys N] [--max N] [--pause-us N]\n       \
          crash_appender produce ADDRESS TOPIC STATE_DIR ID [--acks all|1] [--idempotent [--lose-an-answer]] [--max N] [--pause-us N]\n       \
          crash_appender verify keep|delete|compact CAT_FILE STATE_DIR ID,ID,... [--keys N] [--offsets START END]\n       \
+         crash_appender verify-partitions CAT_DIR STATE_DIR ID,ID,... ID:P,ID:P,... --keys N --partition-offsets S-E,S-E,...\n       \
          crash_appender commit ADDRESS GROUP TOPIC,... STATE_DIR ID [--member] [--max N] [--pause-us N]\n       \
          crash_appender verify-commits ADDRESS GROUP TOPIC,... STATE_DIR ID"
     );
@@ -177,6 +189,8 @@ struct Flags {
     max: u64,
     pause_us: u64,
     offsets: Option<(u64, u64)>,
+    /// `--partition-offsets S-E,...`: each partition's log start and end offsets.
+    partition_offsets: Option<Vec<(u64, u64)>>,
     acks: i16,
     idempotent: bool,
     lose_an_answer: bool,
@@ -189,6 +203,7 @@ fn flags(args: &[String]) -> Option<Flags> {
         max: u64::MAX,
         pause_us: 0,
         offsets: None,
+        partition_offsets: None,
         acks: -1,
         idempotent: false,
         lose_an_answer: false,
@@ -201,6 +216,17 @@ fn flags(args: &[String]) -> Option<Flags> {
             "--max" => f.max = it.next()?.parse().ok()?,
             "--pause-us" => f.pause_us = it.next()?.parse().ok()?,
             "--offsets" => f.offsets = Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?)),
+            "--partition-offsets" => {
+                let list: Option<Vec<(u64, u64)>> = it
+                    .next()?
+                    .split(',')
+                    .map(|r| {
+                        let (start, end) = r.split_once('-')?;
+                        Some((start.parse().ok()?, end.parse().ok()?))
+                    })
+                    .collect();
+                f.partition_offsets = Some(list?);
+            }
             "--acks" => {
                 f.acks = match it.next()?.as_str() {
                     "all" => -1,
@@ -793,6 +819,223 @@ fn verify(kind: &str, cat: &Path, state: &Path, ids: &[u32], f: &Flags) -> ExitC
     ExitCode::FAILURE
 }
 
+/// Kafka's `Utils.murmur2`, transcribed from the Java (signed 32-bit arithmetic, `>>>`
+/// as a logical shift, the tail's `switch` falling through): the engine's partitioner is
+/// private to the crate, and the verifier should not trust it anyway.
+fn murmur2(data: &[u8]) -> i32 {
+    let m: i32 = 0x5bd1_e995;
+    let ushr = |x: i32, n: u32| ((x as u32) >> n) as i32;
+    let mut h = (0x9747_b28c_u32 as i32) ^ data.len() as i32;
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        let mut k = i32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        k = k.wrapping_mul(m);
+        k ^= ushr(k, 24);
+        k = k.wrapping_mul(m);
+        h = h.wrapping_mul(m);
+        h ^= k;
+    }
+    let tail = words.remainder();
+    if tail.len() >= 3 {
+        h ^= i32::from(tail[2]) << 16;
+    }
+    if tail.len() >= 2 {
+        h ^= i32::from(tail[1]) << 8;
+    }
+    if !tail.is_empty() {
+        h ^= i32::from(tail[0]);
+        h = h.wrapping_mul(m);
+    }
+    h ^= ushr(h, 13);
+    h = h.wrapping_mul(m);
+    h ^= ushr(h, 15);
+    h
+}
+
+/// The partition Kafka's default partitioner picks for `key`:
+/// `toPositive(murmur2(key)) % partitions`.
+fn partition_of_key(key: &str, partitions: usize) -> usize {
+    (murmur2(key.as_bytes()) & 0x7fff_ffff) as usize % partitions
+}
+
+/// The key of appender `id`'s line `seq` (what [`line`] puts before the `:`).
+fn key_text(id: u32, seq: u64, keys: u32) -> String {
+    format!("a{id}k{:03}", key_of(id, seq, keys))
+}
+
+/// `verify-partitions`: a topic of several partitions (nothing ever removed), written by
+/// keyed appenders through its `log` (`keyed`: each line to its key's partition) and by
+/// appenders each to one partition's `partitions/P/log` (`direct`), all with `keys`
+/// keys. `CAT_DIR/log` is `cat TOPIC/log`, `CAT_DIR/P.log` is `cat
+/// TOPIC/partitions/P/log`, `offsets` each partition's log start and end offsets. Holds:
+/// every line whole and acknowledged or maybe; in each partition's log only the lines
+/// that belong there (the key's partition, or the one written to), each appender's in
+/// increasing sequence order, its offsets [start, end) exactly the lines shown, every
+/// acknowledged line of the partition present once; and the topic's `log` is every
+/// partition's lines exactly once (each partition's, in its own order) with each
+/// appender's lines in the order they were acknowledged: kill -9 loses nothing the page
+/// cache holds, so no run of the stream order is lost and no record moved.
+fn verify_partitions(
+    cats: &Path,
+    state: &Path,
+    keyed: &[u32],
+    direct: &[(u32, usize)],
+    keys: u32,
+    offsets: &[(u64, u64)],
+) -> ExitCode {
+    let partitions = offsets.len();
+    let partition_of = |id: u32, seq: u64| -> usize {
+        match direct.iter().find(|&&(d, _)| d == id) {
+            Some(&(_, p)) => p,
+            None => partition_of_key(&key_text(id, seq, keys), partitions),
+        }
+    };
+    let ids: Vec<u32> = keyed
+        .iter()
+        .copied()
+        .chain(direct.iter().map(|&(id, _)| id))
+        .collect();
+    let ledgers: BTreeMap<u32, (BTreeSet<u64>, BTreeSet<u64>)> = ids
+        .iter()
+        .map(|&id| {
+            let acked = read_seqs(&state_file(state, id, "acked"))
+                .into_iter()
+                .collect();
+            let maybe = read_seqs(&state_file(state, id, "maybe"))
+                .into_iter()
+                .collect();
+            (id, (acked, maybe))
+        })
+        .collect();
+    let mut violations: Vec<String> = Vec::new();
+    let mut violate = |v: String| {
+        if violations.len() < 20 {
+            violations.push(v);
+        }
+    };
+    // The (appender, seq) of each line of a `cat` output, checked line by line: whole,
+    // an appender's, acknowledged or maybe, each appender's in increasing order.
+    let mut read_cat = |name: &str| -> Vec<(u32, u64)> {
+        let path = cats.join(name);
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+            violate(format!(
+                "{name}: does not end with a newline (a torn last line)"
+            ));
+        }
+        let mut last: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut out = Vec::new();
+        let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+        let lines = (!bytes.is_empty()).then(|| body.split(|&b| b == b'\n'));
+        for (n, raw) in lines.into_iter().flatten().enumerate() {
+            let text = String::from_utf8_lossy(raw);
+            let Some((id, seq)) =
+                parse(&text, true).filter(|&(id, seq)| line(id, seq, Some(keys)) == text)
+            else {
+                violate(format!(
+                    "{name} line {}: not a line any appender wrote: {text:?}",
+                    n + 1
+                ));
+                continue;
+            };
+            let Some((acked, maybe)) = ledgers.get(&id) else {
+                violate(format!(
+                    "{name} line {}: unknown appender {id}: {text:?}",
+                    n + 1
+                ));
+                continue;
+            };
+            if !acked.contains(&seq) && !maybe.contains(&seq) {
+                violate(format!(
+                    "{name} line {}: appender {id} seq {seq} was never attempted or acknowledged",
+                    n + 1
+                ));
+            }
+            if let Some(prev) = last.insert(id, seq).filter(|&prev| seq <= prev) {
+                violate(format!(
+                    "{name} line {}: appender {id} seq {seq} after seq {prev} (duplicate or reordered)",
+                    n + 1
+                ));
+            }
+            out.push((id, seq));
+        }
+        out
+    };
+    let topic = read_cat("log");
+    let per_partition: Vec<Vec<(u32, u64)>> = (0..partitions)
+        .map(|p| read_cat(&format!("{p}.log")))
+        .collect();
+    let mut counts = Vec::new();
+    for (p, shown) in per_partition.iter().enumerate() {
+        for &(id, seq) in shown {
+            let want = partition_of(id, seq);
+            if want != p {
+                violate(format!(
+                    "partitions/{p}/log: appender {id} seq {seq} belongs in partition {want}"
+                ));
+            }
+        }
+        let (start, end) = offsets[p];
+        if end.checked_sub(start) != Some(shown.len() as u64) {
+            violate(format!(
+                "partitions/{p}/status says offsets [{start}, {end}) but its log shows {} lines",
+                shown.len()
+            ));
+        }
+        // The topic's `log` holds this partition's lines, in this partition's order.
+        let in_topic: Vec<(u32, u64)> = topic
+            .iter()
+            .copied()
+            .filter(|&(id, seq)| partition_of(id, seq) == p)
+            .collect();
+        if &in_topic != shown {
+            let at = in_topic.iter().zip(shown).position(|(a, b)| a != b);
+            violate(format!(
+                "log holds {} lines of partition {p}, partitions/{p}/log {}; first difference at its line {:?}",
+                in_topic.len(),
+                shown.len(),
+                at.map(|i| i + 1)
+            ));
+        }
+        let through_log = shown.iter().filter(|(id, _)| keyed.contains(id)).count();
+        counts.push(format!("p{p} {} ({through_log} through log)", shown.len()));
+    }
+    let visible: BTreeSet<(u32, u64)> = topic.iter().copied().collect();
+    let mut acked_total = 0;
+    let mut maybe_total = 0;
+    let mut maybe_present = 0;
+    for (&id, (acked, maybe)) in &ledgers {
+        acked_total += acked.len();
+        maybe_total += maybe.len();
+        maybe_present += maybe
+            .iter()
+            .filter(|&&s| visible.contains(&(id, s)))
+            .count();
+        for &seq in acked {
+            if !visible.contains(&(id, seq)) {
+                violate(format!(
+                    "appender {id}: acknowledged seq {seq} ({:?}, partition {}) is missing from log",
+                    line(id, seq, Some(keys)),
+                    partition_of(id, seq)
+                ));
+            }
+        }
+    }
+    println!(
+        "partitions: {} lines visible in log, {}; {acked_total} acked in total, all required present, maybe {maybe_present}/{maybe_total} present, {} violations",
+        topic.len(),
+        counts.join(", "),
+        violations.len()
+    );
+    if violations.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    for v in &violations {
+        println!("VIOLATION partitions: {v}");
+    }
+    ExitCode::FAILURE
+}
+
 /// A consumer protocol message (a subscription or an assignment) as the group APIs carry
 /// it: its version, then the message at that version.
 fn consumer_protocol<M: Encodable>(version: i16, message: &M) -> Bytes {
@@ -1177,6 +1420,30 @@ fn main() -> ExitCode {
             let topics: Vec<&str> = args[3].split(',').collect();
             verify_commits(&args[1], &args[2], &topics, Path::new(&args[4]), id)
         }
+        Some("verify-partitions") if args.len() >= 5 => {
+            let keyed: Option<Vec<u32>> = args[3].split(',').map(|s| s.parse().ok()).collect();
+            let direct: Option<Vec<(u32, usize)>> = args[4]
+                .split(',')
+                .map(|s| {
+                    let (id, p) = s.split_once(':')?;
+                    Some((id.parse().ok()?, p.parse().ok()?))
+                })
+                .collect();
+            let (Some(keyed), Some(direct), Some(f)) = (keyed, direct, flags(&args[5..])) else {
+                return usage();
+            };
+            let (Some(keys), Some(offsets)) = (f.keys, f.partition_offsets.as_deref()) else {
+                return usage();
+            };
+            verify_partitions(
+                Path::new(&args[1]),
+                Path::new(&args[2]),
+                &keyed,
+                &direct,
+                keys,
+                offsets,
+            )
+        }
         Some("verify") if args.len() >= 5 => {
             let ids: Option<Vec<u32>> = args[4].split(',').map(|s| s.parse().ok()).collect();
             let (Some(ids), Some(f)) = (ids, flags(&args[5..])) else {
@@ -1194,6 +1461,21 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Kafka's `UtilsTest.testMurmur2` vectors, and the empty input.
+    #[test]
+    fn murmur2_is_kafkas() {
+        let cases: [(&str, i32); 5] = [
+            ("21", -973_932_308),
+            ("foobar", -790_332_482),
+            ("a-little-bit-long-string", -985_981_536),
+            ("abc", 479_470_107),
+            ("", 275_646_681),
+        ];
+        for (data, want) in cases {
+            assert_eq!(murmur2(data.as_bytes()), want, "murmur2({data:?})");
+        }
+    }
 
     #[test]
     fn lines_parse_back() {

@@ -174,6 +174,34 @@ fn positions_in_the_topics_log_hold_across_reopens_and_retention() {
     assert_eq!(t.stream_len(), expected.len() as u64 + 6);
 }
 
+/// A reader at the end of the topic's `log` (`tail -f`) sits in a run that has placed
+/// nothing yet (a new topic's first run, or the run of an append that was refused) when
+/// the next append, to another partition, replaces that run in place: the reader goes on
+/// in the run that replaced it, so it reads that partition's records at their positions
+/// rather than its old partition's (found by tests/model.rs).
+#[test]
+fn a_reader_at_the_end_follows_a_run_replaced_in_place() {
+    let f = Fixture::new();
+    let t = f.engine().create_topic("follow", 3).unwrap();
+    set(&t, "internal.segment.bytes=200");
+    let mut tail = TopicCursor::default();
+    assert_eq!(t.read_log(&mut tail, 0, 100).unwrap(), b"");
+    // The first run is partition 0's; the first append goes to partition 1.
+    t.append_lines_after(Some(1), b"", b"one\n").unwrap();
+    assert_eq!(t.read_log(&mut tail, 0, 100).unwrap(), b"one\n");
+    // An append to partition 2 refused by its log (a record over a segment) leaves its
+    // run empty, and the reader at the end enters it.
+    let big = format!("{}\n", "x".repeat(300));
+    t.append_lines_after(Some(2), b"", big.as_bytes())
+        .unwrap_err();
+    assert_eq!(t.read_log(&mut tail, 4, 100).unwrap(), b"");
+    t.append_lines_after(Some(0), b"", b"zero\n").unwrap();
+    assert_eq!(t.read_log(&mut tail, 4, 100).unwrap(), b"zero\n");
+    t.append_lines_after(Some(2), b"", b"two\n").unwrap();
+    assert_eq!(t.read_log(&mut tail, 9, 100).unwrap(), b"two\n");
+    assert_eq!(cat_string(&t), "one\nzero\ntwo\n");
+}
+
 /// Partitions are only ever added, with Kafka's texts for the rest; a topic of one
 /// partition keeps its stream when it gets more, and the new ones carry its id.
 #[test]

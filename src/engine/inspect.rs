@@ -1548,7 +1548,8 @@ fn scan_partition_dir(
     note_awaiting_deletion(dir, awaiting_deletion, report);
 }
 
-/// The topic's kpfs folder: its config overrides and the segments' stream indexes.
+/// The topic's kpfs folder: its config overrides and the segments' stream indexes (the
+/// stream order is checked with the topic's partitions).
 fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report: &mut CheckReport) {
     let names = match sorted_entries(dir) {
         Ok(names) => names,
@@ -1611,8 +1612,8 @@ fn scan_kpfs_folder(dir: &Path, files: &mut BTreeMap<u64, SegmentFiles>, report:
             None => report.problem(
                 &path,
                 format_args!(
-                    "unknown file: not {TOPIC_CONFIG_FILE}, {RENDERINGS_FILE} nor a stream \
-                     index (<20-digit base offset>.stream)"
+                    "unknown file: not {TOPIC_CONFIG_FILE}, {RENDERINGS_FILE}, \
+                     {STREAM_ORDER_FILE} nor a stream index (<20-digit base offset>.stream)"
                 ),
             ),
         }

@@ -330,6 +330,40 @@ pub(crate) fn topic_name_warning(name: &str) -> Option<&'static str> {
     )
 }
 
+/// `f` of every item, on up to one thread per core, in the order of `items`.
+fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len());
+    if threads <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break done };
+                        done.push((i, f(item)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    results.sort_unstable_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
 fn take_lock(data_dir: &Path) -> Result<fs::File> {
     let path = data_dir.join(LOCK_FILE);
     let mut file = fs::OpenOptions::new()
@@ -445,6 +479,7 @@ impl Engine {
             }
             found.entry(tp.topic).or_default().push(tp.partition);
         }
+        let mut to_open: Vec<(String, u32)> = Vec::new();
         for (topic_name, mut partitions) in found {
             partitions.sort_unstable();
             // Partitions are 0..n; a directory past a missing one (left by hand, or by a
@@ -463,22 +498,30 @@ impl Engine {
                     &format!("not opened: partition {count} of {topic_name} is missing, and a topic's partitions are 0..n"),
                 ));
             }
-            if count == 0 {
-                continue;
+            if count > 0 {
+                to_open.push((topic_name, count));
             }
+        }
+        let open_one = |(topic_name, count): &(String, u32)| {
             let place = TopicPlace {
                 data_dir,
                 broker: broker.clone(),
                 clock: clock.clone(),
                 log_starts: log_starts.clone(),
             };
-            let (topic, reports) = Topic::open(&topic_name, count, place, |tp| {
+            Topic::open(topic_name, *count, place, |tp| {
                 if clean_shutdown {
                     Durability::CleanShutdown
                 } else {
                     Durability::RecoveryPoint(recovery_points.get(tp).copied().unwrap_or(0))
                 }
-            })?;
+            })
+        };
+        // Topics open independently (each its own files; what they share is read-only or
+        // locked), so a mount of many partitions opens them on every core. Results are
+        // taken in name order: the first failure is the one a sequential open would meet.
+        for ((topic_name, _), opened) in to_open.iter().zip(in_parallel(&to_open, open_one)) {
+            let (topic, reports) = opened?;
             for (tp, report) in &reports {
                 if *report != Default::default() {
                     tracing::info!(partition = %tp, ?report, "recovered partition");
@@ -499,7 +542,7 @@ impl Engine {
                     ));
                 }
             }
-            topics.insert(topic_name, Arc::new(topic));
+            topics.insert(topic_name.clone(), Arc::new(topic));
         }
         rejections.drain(..rejections.len().saturating_sub(MAX_REJECTIONS));
         load_cleaner_checkpoints(data_dir, &topics);
@@ -1463,6 +1506,14 @@ fn run_recovery_checkpoint_if_due(inner: &Inner) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn work_in_parallel_comes_back_in_order() {
+        let items: Vec<u64> = (0..1000).collect();
+        let squares = in_parallel(&items, |n| n * n);
+        assert_eq!(squares, items.iter().map(|n| n * n).collect::<Vec<_>>());
+        assert!(in_parallel(&[] as &[u64], |n| *n).is_empty());
+    }
 
     #[test]
     fn times_format_as_utc() {

@@ -78,9 +78,11 @@ pub struct TopicCursor {
     /// Kernel offset the next sequential read will ask for.
     next_pos: u64,
     replay: Replay,
-    /// The topic position where the run being read starts, and its partition.
+    /// The topic position where the run being read starts, its partition and first
+    /// offset.
     run_pos: u64,
     partition: u32,
+    run_first_offset: u64,
     /// The partition's cursor; its kernel offsets start at the partition position where
     /// the run was entered and grow by the bytes it returned.
     inner: LogCursor,
@@ -94,6 +96,15 @@ impl std::fmt::Debug for Topic {
             .field("partitions", &self.partition_count())
             .finish()
     }
+}
+
+/// Points `cursor` at the start of `run`.
+fn enter_run(cursor: &mut TopicCursor, run: Run) {
+    cursor.run_pos = run.topic_pos;
+    cursor.partition = run.partition;
+    cursor.run_first_offset = run.first_offset;
+    cursor.inner = LogCursor::default();
+    cursor.inner_pos = run.partition_pos;
 }
 
 impl Topic {
@@ -637,6 +648,7 @@ impl Topic {
             cursor.next_pos = pos;
             cursor.run_pos = 0;
             cursor.partition = 0;
+            cursor.run_first_offset = 0;
             cursor.inner_pos = pos;
         }
         cursor.merged = true;
@@ -653,7 +665,16 @@ impl Topic {
             self.reposition(cursor, from);
         }
         while out.len() < len {
-            let (limit, next) = self.run_bounds(&partitions, cursor);
+            let (current, limit, next) = self.run_bounds(&partitions, cursor);
+            if let Some(run) = current.filter(|r| {
+                (r.partition, r.first_offset) != (cursor.partition, cursor.run_first_offset)
+            }) {
+                // The run the cursor is in placed nothing and an append to another
+                // partition replaced it in place (`StreamOrder::push_run`): the cursor,
+                // at its start, goes on in the run that replaced it.
+                enter_run(cursor, run);
+                continue;
+            }
             cursor.inner.limit = Some(limit);
             let partition = &partitions[cursor.partition as usize];
             let bytes = partition.read_log(&mut cursor.inner, cursor.inner_pos, len - out.len())?;
@@ -668,10 +689,7 @@ impl Topic {
                 next.topic_pos > cursor.run_pos,
                 "runs start at increasing positions"
             );
-            cursor.run_pos = next.topic_pos;
-            cursor.partition = next.partition;
-            cursor.inner = LogCursor::default();
-            cursor.inner_pos = next.partition_pos;
+            enter_run(cursor, next);
         }
         cursor.next_pos = pos + out.len() as u64;
         cursor.replay.remember(pos, &out);
@@ -688,20 +706,19 @@ impl Topic {
         let (_, run) = order.locate(pos);
         cursor.positioned = true;
         cursor.next_pos = pos;
-        cursor.run_pos = run.topic_pos;
-        cursor.partition = run.partition;
-        cursor.inner = LogCursor::default();
+        enter_run(cursor, run);
         cursor.inner_pos = run.partition_pos + pos.saturating_sub(run.topic_pos);
     }
 
-    /// Where the cursor's run ends (the offset its records end before; for the last run,
+    /// The run that starts at the cursor's run position now (`None` once forgotten),
+    /// where the cursor's run ends (the offset its records end before; for the last run,
     /// its partition's log end now, so records appended meanwhile to a run started
     /// meanwhile are not taken for this one's) and the run after it.
     fn run_bounds(
         &self,
         partitions: &[Arc<Partition>],
         cursor: &TopicCursor,
-    ) -> (u64, Option<Run>) {
+    ) -> (Option<Run>, u64, Option<Run>) {
         let order = self.order.lock();
         let order = order
             .as_ref()
@@ -713,11 +730,11 @@ impl Topic {
                 } else {
                     run.end_offset
                 };
-                (limit, order.run(i + 1))
+                (Some(run), limit, order.run(i + 1))
             }
             // Its records were deleted and the run forgotten: the stream goes on at the
             // first run kept.
-            None => (0, order.run(order.locate(cursor.run_pos).0)),
+            None => (None, 0, order.run(order.locate(cursor.run_pos).0)),
         }
     }
 

@@ -1,9 +1,12 @@
 # The crash harness at CI size: 10 rounds of kill -9 under concurrent appenders on a
-# rolling+retained, a compacted and a plain topic, and Kafka producers (acks=all, acks=1,
-# idempotent) with an appender on a fourth, and two committing consumers (outside group
-# management and as a static member), each followed by remount, ledger verification
-# (acknowledged records at their acknowledged offsets; no acknowledged commit lost, no
-# committed offset backwards), and every 5th round a clean umount and `kpfs check`.
+# rolling+retained, a compacted and a plain topic, Kafka producers (acks=all, acks=1,
+# idempotent) with an appender on a fourth, appenders of a topic of three partitions
+# (keyed through its log, and one per partitions/N/log), and two committing consumers
+# (outside group management and as a static member), each followed by remount, ledger
+# verification (acknowledged records at their acknowledged offsets; every acknowledged
+# line of the partitioned topic once in its log and in its partition's, in order; no
+# acknowledged commit lost, no committed offset backwards), and every 5th round a clean
+# umount and `kpfs check`.
 source "$(dirname "$0")/lib.sh"
 
 helper=$KPFS_ROOT/target/debug/examples/crash_appender
@@ -27,5 +30,14 @@ for group in crash-outside crash-member; do
 $out"
     [[ $line =~ $acknowledged ]] ||
         fail "the committer of $group had no commit acknowledged: $line"
+done
+# The topic of three partitions: the keyed appenders of part/log reached every partition
+# (verify-partitions held each line to its key's partition).
+line=$(grep "last part: " <<<"$out") || fail "no line about the topic of partitions:
+$out"
+through='p0 [0-9]+ \(([0-9]+) through log\), p1 [0-9]+ \(([0-9]+) through log\), p2 [0-9]+ \(([0-9]+) through log\)'
+[[ $line =~ $through ]] || fail "no per-partition figures: $line"
+for n in 1 2 3; do
+    [ "${BASH_REMATCH[n]}" -gt 0 ] || fail "partition $((n - 1)) got no line through part/log: $line"
 done
 printf '%s\n' "$out" | sed -n '/summary/,$p'
