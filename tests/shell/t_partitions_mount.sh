@@ -15,6 +15,9 @@
 # 6. The topic's log of a compacted topic of 3 partitions, across rolls and cleaning:
 #    `tail -f` saw every record once in append order, small reads give what `cat` gives,
 #    and the latest value of every key is there.
+# 7. A group's committed offsets per partition (a Kafka client commits them): a row per
+#    partition in .kpfs/groups/G/offsets, as kafka-consumer-groups.sh --describe has, a
+#    consumer_group line per partition in status, the lag per partition in metrics.
 source "$(dirname "$0")/lib.sh"
 
 mount_kpfs --override num.partitions=3 --override log.retention.check.interval.ms=300 \
@@ -168,4 +171,26 @@ expect_eq "$(cat "$C/log")" "$(dd if="$C/log" bs=7 2>/dev/null)" "reads of 7 byt
 for k in 0 1 2 3 4 5 6 7 8 9; do
     expect_eq "key$k:round6" "$(grep "^key$k:" "$C/log" | tail -n 1)" "latest value of key$k"
 done
+umount_kpfs
+
+# 7. Partition N gets N + 1 records, and the group commits offset N of each.
+mount_kpfs_listening --override num.partitions=3
+GT=$MNT/grouped
+mkdir "$GT"
+for n in 0 1 2; do for ((i = 0; i <= n; i++)); do echo "p$n-$i" >> "$GT/partitions/$n/log"; done; done
+"$py" - "$BOOTSTRAP" <<'PY' || fail "the commit failed"
+import sys
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+consumer = KafkaConsumer(bootstrap_servers=sys.argv[1], group_id="per-partition", enable_auto_commit=False)
+consumer.commit({TopicPartition("grouped", p): OffsetAndMetadata(p, "", -1) for p in range(3)})
+consumer.close()
+PY
+expect_eq $'grouped 0 0 1 1\ngrouped 1 1 2 1\ngrouped 2 2 3 1' \
+    "$(tail -n +2 "$MNT/.kpfs/groups/per-partition/offsets" | awk '{ print $2, $3, $4, $5, $6 }' | sort)" \
+    "the group's offsets, a row per partition"
+expect_eq "$(printf 'consumer_group: per-partition partition=%d committed_offset=%d lag=1\n' 0 0 1 1 2 2)" \
+    "$(grep '^consumer_group: ' "$GT/status")" "the status lines of the group"
+expect_eq 1 "$(metric 'kpfs_consumer_group_lag{group="per-partition",topic="grouped",partition="2"}')" \
+    "the lag of partition 2"
 umount_kpfs
