@@ -1620,14 +1620,8 @@ fn produce_to(client: &mut Client, topic: &str, parts: &[(i32, Bytes)]) -> Vec<(
 /// A partition of a Fetch answer: (index, code, high watermark, values).
 type FetchedPartition = (i32, i16, i64, Vec<String>);
 
-/// A Fetch of each (partition, offset) of `topic` in one request with `max_bytes` for the
-/// whole answer: each partition's (index, code, high watermark, values).
-fn fetch_from(
-    client: &mut Client,
-    topic: &str,
-    parts: &[(i32, i64)],
-    max_bytes: i32,
-) -> Vec<FetchedPartition> {
+/// A Fetch request's topic: each `(partition, offset)` with a 1 MiB partition limit.
+fn fetch_topic(topic: &str, parts: &[(i32, i64)]) -> fetch_request::FetchTopic {
     let mut t = fetch_request::FetchTopic::default();
     t.topic = name(topic);
     t.partitions = parts
@@ -1640,6 +1634,18 @@ fn fetch_from(
             p
         })
         .collect();
+    t
+}
+
+/// A Fetch of each (partition, offset) of `topic` in one request with `max_bytes` for the
+/// whole answer: each partition's (index, code, high watermark, values).
+fn fetch_from(
+    client: &mut Client,
+    topic: &str,
+    parts: &[(i32, i64)],
+    max_bytes: i32,
+) -> Vec<FetchedPartition> {
+    let t = fetch_topic(topic, parts);
     let mut request = FetchRequest::default();
     request.max_wait_ms = 0;
     request.min_bytes = 1;
@@ -2249,18 +2255,7 @@ fn fetch_in_session(
     parts: &[(i32, i64)],
     forgotten: &[i32],
 ) -> (i16, i32, Vec<FetchedPartition>) {
-    let mut t = fetch_request::FetchTopic::default();
-    t.topic = name(topic);
-    t.partitions = parts
-        .iter()
-        .map(|&(index, offset)| {
-            let mut p = fetch_request::FetchPartition::default();
-            p.partition = index;
-            p.fetch_offset = offset;
-            p.partition_max_bytes = 1 << 20;
-            p
-        })
-        .collect();
+    let t = fetch_topic(topic, parts);
     let mut request = FetchRequest::default();
     request.max_wait_ms = 0;
     request.min_bytes = 0;
