@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::kafka::{batch, capture_log, fetch, logged_about, produce, values_of, Broker, Client};
+use common::PartitionZero;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{ApiVersionsRequest, FetchRequest};
 
@@ -61,7 +62,7 @@ fn others_are_served(broker: &Broker, topic: &str) {
     let mut client = broker.client();
     assert_eq!(client.send(3, &ApiVersionsRequest::default()).error_code, 0);
     let t = broker.engine.topic(topic).unwrap();
-    let end = t.partition(0).unwrap().log().log_end_offset();
+    let end = t.p0().log().log_end_offset();
     let (code, base) = produce(&mut client, 12, topic, batch(&[(None, "served")]));
     assert_eq!((code, base), (0, end as i64));
     t.append_lines(b"mount\n").unwrap();
@@ -261,8 +262,7 @@ fn a_storm_of_garbage_connections_appends_nothing_and_leaves_nothing_behind() {
         .engine
         .topic("t")
         .unwrap()
-        .partition(0)
-        .unwrap()
+        .p0()
         .log()
         .log_end_offset();
     // xorshift: reproducible garbage without a crate.
@@ -304,8 +304,7 @@ fn a_storm_of_garbage_connections_appends_nothing_and_leaves_nothing_behind() {
             .engine
             .topic("t")
             .unwrap()
-            .partition(0)
-            .unwrap()
+            .p0()
             .log()
             .log_end_offset(),
         end,

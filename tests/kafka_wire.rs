@@ -13,6 +13,7 @@ use common::kafka::{
     batch, capture_log, fetch, logged_about, metadata, name, produce, produce_request, values_of,
     Broker, Client, MAX_REQUEST,
 };
+use common::PartitionZero;
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
@@ -74,6 +75,33 @@ fn api_versions_lists_the_served_ranges_and_answers_unknown_versions_with_them()
     assert_eq!(client.send(0, &ApiVersionsRequest::default()).error_code, 0);
 }
 
+/// DescribeTopicPartitions of `topics` (all of them when empty), at most `limit`
+/// partitions, from `cursor` (a topic and partition) if any.
+fn describe_topic_partitions(
+    client: &mut Client,
+    topics: &[&str],
+    limit: i32,
+    cursor: Option<(&str, i32)>,
+) -> DescribeTopicPartitionsResponse {
+    let mut request = DescribeTopicPartitionsRequest::default();
+    request.topics = topics
+        .iter()
+        .map(|t| {
+            let mut r = TopicRequest::default();
+            r.name = name(t);
+            r
+        })
+        .collect();
+    request.response_partition_limit = limit;
+    request.cursor = cursor.map(|(t, p)| {
+        let mut c = Cursor::default();
+        c.topic_name = name(t);
+        c.partition_index = p;
+        c
+    });
+    client.send(0, &request)
+}
+
 /// DescribeTopicPartitions as Kafka's handler pages it: sorted topics from the cursor's on,
 /// at most `response_partition_limit` partitions, the next page's cursor at the first
 /// topic left out; ELR and last known ELR empty.
@@ -85,22 +113,7 @@ fn describe_topic_partitions_pages_with_kafkas_cursor() {
         broker.engine.create_topic(topic, 1).unwrap();
     }
     let ask = |client: &mut Client, topics: &[&str], limit: i32, cursor: Option<&str>| {
-        let mut request = DescribeTopicPartitionsRequest::default();
-        request.topics = topics
-            .iter()
-            .map(|t| {
-                let mut r = TopicRequest::default();
-                r.name = name(t);
-                r
-            })
-            .collect();
-        request.response_partition_limit = limit;
-        request.cursor = cursor.map(|t| {
-            let mut c = Cursor::default();
-            c.topic_name = name(t);
-            c
-        });
-        client.send(0, &request)
+        describe_topic_partitions(client, topics, limit, cursor.map(|t| (t, 0)))
     };
     let names = |r: &DescribeTopicPartitionsResponse| -> Vec<(String, i16)> {
         r.topics
@@ -126,8 +139,7 @@ fn describe_topic_partitions_pages_with_kafkas_cursor() {
             .engine
             .topic("a")
             .unwrap()
-            .partition(0)
-            .unwrap()
+            .p0()
             .log()
             .topic_id()
             .to_bytes()
@@ -180,7 +192,7 @@ fn metadata_creates_topics_when_allowed_and_reports_the_topic_id() {
     assert_eq!(listed.name.as_ref().unwrap().0.as_str(), "orders");
     assert_eq!(
         listed.topic_id.as_bytes(),
-        &topic.partition(0).unwrap().log().topic_id().to_bytes()
+        &topic.p0().log().topic_id().to_bytes()
     );
     assert_eq!(listed.partitions.len(), 1);
     assert_eq!(listed.partitions[0].leader_id.0, 1);
@@ -1037,7 +1049,7 @@ fn bad_input_closes_only_the_offending_connection() {
     );
     let topic = broker.engine.topic("t").unwrap();
     assert_eq!(
-        topic.partition(0).unwrap().log().log_end_offset(),
+        topic.p0().log().log_end_offset(),
         0,
         "something was appended"
     );
@@ -1123,8 +1135,7 @@ fn a_client_trickling_a_byte_at_a_time_is_closed_after_connections_max_idle_ms()
             .engine
             .topic("t")
             .unwrap()
-            .partition(0)
-            .unwrap()
+            .p0()
             .log()
             .log_end_offset(),
         0
@@ -1815,7 +1826,7 @@ fn produce_fetch_and_offsets_work_per_partition() {
         .collect();
     assert_eq!(low, [(2, 0, 2), (0, 0, 1), (5, 3, -1)]);
     assert_eq!(topic.partition(2).unwrap().log().log_start_offset(), 2);
-    assert_eq!(topic.partition(0).unwrap().log().log_start_offset(), 1);
+    assert_eq!(topic.p0().log().log_start_offset(), 1);
     assert_eq!(topic.partition(1).unwrap().log().log_start_offset(), 0);
 }
 
@@ -2046,8 +2057,7 @@ fn create_partitions_grows_topics_and_refuses_in_kafkas_words() {
             .engine
             .topic("t")
             .unwrap()
-            .partition(0)
-            .unwrap()
+            .p0()
             .log()
             .log_end_offset(),
         1
@@ -2173,23 +2183,7 @@ fn describe_topic_partitions_pages_through_partitions() {
     broker.engine.create_topic("b", 2).unwrap();
     broker.engine.create_topic("c", 1).unwrap();
     let ask = |client: &mut Client, topics: &[&str], limit: i32, cursor: Option<(&str, i32)>| {
-        let mut request = DescribeTopicPartitionsRequest::default();
-        request.topics = topics
-            .iter()
-            .map(|t| {
-                let mut r = TopicRequest::default();
-                r.name = name(t);
-                r
-            })
-            .collect();
-        request.response_partition_limit = limit;
-        request.cursor = cursor.map(|(t, p)| {
-            let mut c = Cursor::default();
-            c.topic_name = name(t);
-            c.partition_index = p;
-            c
-        });
-        let response = client.send(0, &request);
+        let response = describe_topic_partitions(client, topics, limit, cursor);
         let topics: Vec<(String, i16, Vec<i32>)> = response
             .topics
             .iter()
