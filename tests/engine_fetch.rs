@@ -11,7 +11,7 @@ use common::*;
 use kpfs::engine::format::decode_batch;
 use kpfs::engine::offset_map::OffsetMap;
 use kpfs::engine::segment::RollReason;
-use kpfs::engine::{EngineError, FetchOutcome, OffsetQuery, OffsetRequest, Topic};
+use kpfs::engine::{EngineError, FetchOutcome, Isolation, OffsetQuery, OffsetRequest, Topic};
 
 /// Every batch of a fetch, as (base offset, record offsets, values).
 fn batches(outcome: &FetchOutcome) -> Vec<(u64, Vec<u64>, Vec<String>)> {
@@ -207,7 +207,11 @@ fn after_retention_an_old_offset_is_out_of_range_and_its_ranges_stay_readable() 
         "Received request for offset 1 for partition t-0, but we only have log segments starting from offset: 2."
     );
     // auto.offset.reset=earliest is the client's: it asks ListOffsets and fetches there.
-    let (earliest, _) = t.p0().list_offset(OffsetQuery::Earliest).unwrap().unwrap();
+    let (earliest, _) = t
+        .p0()
+        .list_offset(OffsetQuery::Earliest, Isolation::ReadUncommitted)
+        .unwrap()
+        .unwrap();
     assert_eq!(bases(&t.p0().fetch(earliest, u64::MAX).unwrap()), vec![2]);
 }
 
@@ -252,7 +256,11 @@ fn list_offsets_answers_every_query() {
     roll(&t);
     f.advance(1_000);
     t.append_lines(b"d\ne\n").unwrap();
-    let q = |query| t.p0().list_offset(query).unwrap();
+    let q = |query| {
+        t.p0()
+            .list_offset(query, Isolation::ReadUncommitted)
+            .unwrap()
+    };
     assert_eq!(q(OffsetQuery::Earliest), Some((0, -1)));
     assert_eq!(q(OffsetQuery::EarliestLocal), Some((0, -1)));
     assert_eq!(q(OffsetQuery::Latest), Some((5, -1)));
@@ -276,10 +284,17 @@ fn list_offsets_answers_every_query() {
     // An empty topic: earliest and latest 0, nothing by time or max timestamp.
     let e = f.topic("empty");
     assert_eq!(
-        e.p0().list_offset(OffsetQuery::Latest).unwrap(),
+        e.p0()
+            .list_offset(OffsetQuery::Latest, Isolation::ReadUncommitted)
+            .unwrap(),
         Some((0, -1))
     );
-    assert_eq!(e.p0().list_offset(OffsetQuery::MaxTimestamp).unwrap(), None);
+    assert_eq!(
+        e.p0()
+            .list_offset(OffsetQuery::MaxTimestamp, Isolation::ReadUncommitted)
+            .unwrap(),
+        None
+    );
 }
 
 #[test]
@@ -299,16 +314,22 @@ fn a_timestamp_search_uses_the_time_index_of_a_large_segment() {
     for i in [0u64, 1, 57, 150, 299] {
         let ts = T0 + 10 * (i as i64 + 1);
         assert_eq!(
-            t.p0().list_offset(OffsetQuery::Timestamp(ts)).unwrap(),
+            t.p0()
+                .list_offset(OffsetQuery::Timestamp(ts), Isolation::ReadUncommitted)
+                .unwrap(),
             Some((i, ts))
         );
         assert_eq!(
-            t.p0().list_offset(OffsetQuery::Timestamp(ts - 5)).unwrap(),
+            t.p0()
+                .list_offset(OffsetQuery::Timestamp(ts - 5), Isolation::ReadUncommitted)
+                .unwrap(),
             Some((i, ts))
         );
     }
     assert_eq!(
-        t.p0().list_offset(OffsetQuery::MaxTimestamp).unwrap(),
+        t.p0()
+            .list_offset(OffsetQuery::MaxTimestamp, Isolation::ReadUncommitted)
+            .unwrap(),
         Some((299, T0 + 3_000))
     );
 }
@@ -327,7 +348,9 @@ fn delete_records_moves_the_log_start_for_readers_retention_and_reopens() {
     assert_eq!(cat_string(&t), "r3\nr4\n");
     assert_eq!(t.stream_len(), stream_len, "the log file never shrinks");
     assert_eq!(
-        t.p0().list_offset(OffsetQuery::Earliest).unwrap(),
+        t.p0()
+            .list_offset(OffsetQuery::Earliest, Isolation::ReadUncommitted)
+            .unwrap(),
         Some((3, -1))
     );
     let (_, start, _, _) = out_of_range(t.p0().fetch(2, u64::MAX));
@@ -375,7 +398,9 @@ fn delete_records_moves_the_log_start_for_readers_retention_and_reopens() {
     assert_eq!(cat_string(&t), "");
     assert!(t.p0().fetch(5, u64::MAX).unwrap().ranges.is_empty());
     assert_eq!(
-        t.p0().list_offset(OffsetQuery::Latest).unwrap(),
+        t.p0()
+            .list_offset(OffsetQuery::Latest, Isolation::ReadUncommitted)
+            .unwrap(),
         Some((5, -1))
     );
 }

@@ -512,7 +512,7 @@ fn idempotent_retries_are_answered_with_the_original_offsets_and_gaps_are_refuse
     assert!(matches!(err, EngineError::InvalidProducerEpoch { .. }));
     assert_eq!(
         err.to_string(),
-        format!("Epoch of producer {pid} at offset 12 in idem-0 is 0, which is smaller than the last seen epoch 1")
+        format!("Epoch of producer {pid} at offset 12 in idem-0 is 0, which is < the last seen epoch 1 (TV-1)")
     );
     // Another producer has its own sequences.
     let (other, _) = f.engine().init_producer_id().unwrap();

@@ -187,7 +187,7 @@ pub(crate) fn invalid_checkpoint_warning(
 
 /// Kafka's `cleanableOffsets` + `LogToClean` over a snapshot.
 pub(crate) fn cleaner_view(
-    snap: &LogSnapshot,
+    (snap, last_stable_offset): (&LogSnapshot, u64),
     checkpoint: Option<u64>,
     config: &TopicConfig,
     now_ms: i64,
@@ -199,7 +199,9 @@ pub(crate) fn cleaner_view(
         _ => lso,
     };
     let active_base = snap.active().base_offset();
-    let mut first_uncleanable = active_base;
+    // Kafka's `cleanableOffsets`: never past the last stable offset, so an open
+    // transaction's records (not yet known to be committed or aborted) stay as written.
+    let mut first_uncleanable = active_base.min(last_stable_offset);
     if config.min_compaction_lag_ms > 0 {
         let young_after = now_ms.saturating_sub(config.min_compaction_lag_ms);
         if let Some(s) = snap.segments[..snap.segments.len() - 1]
@@ -308,7 +310,12 @@ pub(crate) fn clean(
     deleted: &mut Vec<DeletedSegment>,
 ) -> Result<PassStats> {
     let snap = log.snapshot();
-    let view = cleaner_view(&snap, checkpoint, config, now_ms);
+    let view = cleaner_view(
+        (&snap, log.last_stable_offset()),
+        checkpoint,
+        config,
+        now_ms,
+    );
     let mut stats = PassStats {
         started_ms: now_ms,
         first_dirty_offset: view.first_dirty_offset,
@@ -393,10 +400,15 @@ fn build_offset_map(
             while at < bytes.len() {
                 let h =
                     decode_header(&bytes[at..]).map_err(|e| corrupt(seg, pos + at as u64, e))?;
-                let section = records_section(&h, &bytes[at..at + h.size], &mut scratch)
-                    .map_err(|e| corrupt(seg, pos + at as u64, e))?;
-                let records = hashed_records(&h, section, map)
-                    .map_err(|e| corrupt(seg, pos + at as u64, e))?;
+                // A marker's key names its type, not a record's key: it shadows nothing.
+                let records = if h.is_control() {
+                    Vec::new()
+                } else {
+                    let section = records_section(&h, &bytes[at..at + h.size], &mut scratch)
+                        .map_err(|e| corrupt(seg, pos + at as u64, e))?;
+                    hashed_records(&h, section, map)
+                        .map_err(|e| corrupt(seg, pos + at as u64, e))?
+                };
                 for (rec, hash) in records {
                     if rec.offset < view.first_dirty_offset {
                         continue;
@@ -585,6 +597,14 @@ fn clean_into(
         while at < bytes.len() {
             let h = decode_header(&bytes[at..]).map_err(|e| corrupt(source, pos + at as u64, e))?;
             let batch = &bytes[at..at + h.size];
+            if h.is_control() {
+                // A transaction marker is kept as written: it has no line in the stream.
+                let end = cleaned_stream_end(cleaned, &marks, &batches);
+                batches.push((marks.len()..marks.len(), end.0.max(walker.end().0)));
+                write_buffer.extend_from_slice(batch);
+                at += h.size;
+                continue;
+            }
             let section = records_section(&h, batch, &mut scratch)
                 .map_err(|e| corrupt(source, pos + at as u64, e))?;
             let records = hashed_records(&h, section, map)

@@ -130,9 +130,14 @@ pub enum EngineError {
     OutOfOrderSequence {
         message: String,
     },
-    /// A transactional batch: kpfs has no transaction coordinator, so no transaction is
-    /// ever ongoing (INVALID_TXN_STATE).
+    /// A batch that does not fit its producer's transaction: a plain batch while one is
+    /// open (INVALID_TXN_STATE).
     InvalidTxnState {
+        message: String,
+    },
+    /// An end-transaction marker from an older transaction coordinator than the last
+    /// one the producer's markers came from (TRANSACTION_COORDINATOR_FENCED).
+    TransactionCoordinatorFenced {
         message: String,
     },
     /// The data directory is held by another kpfs process.
@@ -298,7 +303,8 @@ impl fmt::Display for EngineError {
             | EngineError::CorruptMessage { message }
             | EngineError::InvalidProducerEpoch { message }
             | EngineError::OutOfOrderSequence { message }
-            | EngineError::InvalidTxnState { message } => f.write_str(message),
+            | EngineError::InvalidTxnState { message }
+            | EngineError::TransactionCoordinatorFenced { message } => f.write_str(message),
             // Kafka's `LogValidator.processRecordErrors`.
             EngineError::RecordsRejected {
                 invalid_timestamp: true,

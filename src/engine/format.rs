@@ -21,6 +21,12 @@ use super::newlines::{Baseline, BlockScan, Newlines};
 pub(crate) const LOG_SUFFIX: &str = ".log";
 pub(crate) const INDEX_SUFFIX: &str = ".index";
 pub(crate) const TIME_INDEX_SUFFIX: &str = ".timeindex";
+/// The segment's aborted transactions ([`txn_index`](super::txn_index)), made by its first.
+pub(crate) const TXN_INDEX_SUFFIX: &str = ".txnindex";
+/// `.txnindex` entry (Kafka's `AbortedTxn`): version i16, producer id i64, first offset
+/// i64, last offset i64, last stable offset i64.
+pub(crate) const ABORTED_TXN_BYTES: usize = 34;
+pub(crate) const ABORTED_TXN_VERSION: i16 = 0;
 /// Temporary suffixes appended after the normal one (`...log.deleted`).
 pub(crate) const DELETED_SUFFIX: &str = ".deleted";
 pub(crate) const CLEANED_SUFFIX: &str = ".cleaned";
@@ -290,6 +296,12 @@ impl BatchHeader {
 
     pub(crate) fn is_control(&self) -> bool {
         self.attributes & ATTR_CONTROL != 0
+    }
+
+    /// Whether the batch's records are lines of the `log` stream: a control batch's
+    /// record (a transaction marker) is none, and takes no stream position.
+    pub(crate) fn in_log_stream(&self) -> bool {
+        !self.is_control()
     }
 
     /// Kafka's `TimestampType` of the batch: with `LogAppendTime` every record's
@@ -599,6 +611,72 @@ pub(crate) fn records_section<'a>(
             decompress(codec, stored, MAX_BATCH_BYTES, scratch).map_err(bad)?;
             Ok(scratch)
         }
+    }
+}
+
+/// Kafka's `EndTransactionMarker`: the one record of a COMMIT or ABORT control batch.
+/// Key: version i16 (0), type i16 (0 ABORT, 1 COMMIT); value: version i16 (0),
+/// coordinator epoch i32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EndTxnMarker {
+    pub(crate) commit: bool,
+    pub(crate) coordinator_epoch: i32,
+}
+
+impl EndTxnMarker {
+    const ABORT_TYPE: i16 = 0;
+    const COMMIT_TYPE: i16 = 1;
+    const VERSION: i16 = 0;
+
+    pub(crate) fn key(&self) -> [u8; 4] {
+        let kind = if self.commit {
+            Self::COMMIT_TYPE
+        } else {
+            Self::ABORT_TYPE
+        };
+        let mut k = [0u8; 4];
+        k[..2].copy_from_slice(&Self::VERSION.to_be_bytes());
+        k[2..].copy_from_slice(&kind.to_be_bytes());
+        k
+    }
+
+    pub(crate) fn value(&self) -> [u8; 6] {
+        let mut v = [0u8; 6];
+        v[..2].copy_from_slice(&Self::VERSION.to_be_bytes());
+        v[2..].copy_from_slice(&self.coordinator_epoch.to_be_bytes());
+        v
+    }
+
+    /// The control type a control record's key names (Kafka's `ControlRecordType.parse`),
+    /// if the key holds one.
+    pub(crate) fn control_type(record: &RecordRef<'_>) -> Option<i16> {
+        let k = record.key?.get(2..4)?;
+        Some(i16::from_be_bytes([k[0], k[1]]))
+    }
+
+    /// The marker a control record holds, if it is a COMMIT or ABORT one with a value.
+    pub(crate) fn of(record: &RecordRef<'_>) -> Option<EndTxnMarker> {
+        let commit = match Self::control_type(record)? {
+            Self::ABORT_TYPE => false,
+            Self::COMMIT_TYPE => true,
+            _ => return None,
+        };
+        let e = record.value?.get(2..6)?;
+        Some(EndTxnMarker {
+            commit,
+            coordinator_epoch: i32::from_be_bytes([e[0], e[1], e[2], e[3]]),
+        })
+    }
+
+    /// The marker of a control batch's bytes (header and records), if it holds one.
+    pub(crate) fn of_batch(header: &BatchHeader, batch: &[u8]) -> Option<EndTxnMarker> {
+        if !header.is_control() {
+            return None;
+        }
+        let mut scratch = Vec::new();
+        let section = records_section(header, batch, &mut scratch).ok()?;
+        let record = RecordIter::new(header, section).next()?.ok()?;
+        Self::of(&record)
     }
 }
 

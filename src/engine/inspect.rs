@@ -24,11 +24,11 @@ use super::dump_findings::{
 };
 use super::format::{
     batch_crc, be_i64, be_u32, decode_header, field_len, parse_segment_file_name, records_section,
-    segment_file_name, sequence_at, BatchHeader, RecordIter, RecordRef, BATCH_HEADER_BYTES,
-    BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS,
-    OFFSET_INDEX_ENTRY_BYTES, SNAPSHOT_SUFFIX, STREAM_INDEX_ENTRY_BYTES, STREAM_INDEX_HEADER_BYTES,
-    STREAM_INDEX_SUFFIX, STREAM_INDEX_VERSION, STREAM_ORDER_FILE, SWAP_SUFFIX,
-    TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX,
+    segment_file_name, sequence_at, BatchHeader, EndTxnMarker, RecordIter, RecordRef,
+    BATCH_HEADER_BYTES, BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
+    OFFSET_DIGITS, OFFSET_INDEX_ENTRY_BYTES, SNAPSHOT_SUFFIX, STREAM_INDEX_ENTRY_BYTES,
+    STREAM_INDEX_HEADER_BYTES, STREAM_INDEX_SUFFIX, STREAM_INDEX_VERSION, STREAM_ORDER_FILE,
+    SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX,
 };
 use super::format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DELETING_SUFFIX,
@@ -779,8 +779,14 @@ fn control_record_text(r: &RecordRef<'_>) -> String {
         "KRAFT_VERSION",
         "KRAFT_VOTERS",
     ];
-    let i16_at = |b: &[u8], at: usize| b.get(at..at + 2).map(|x| i16::from_be_bytes([x[0], x[1]]));
-    let Some(type_id) = r.key.and_then(|k| i16_at(k, 2)) else {
+    if let Some(marker) = EndTxnMarker::of(r) {
+        let name = if marker.commit { "COMMIT" } else { "ABORT" };
+        return format!(
+            " endTxnMarker: {name} coordinatorEpoch: {}",
+            marker.coordinator_epoch
+        );
+    }
+    let Some(type_id) = EndTxnMarker::control_type(r) else {
         return " controlType: UNKNOWN(-1)".to_string();
     };
     let name = usize::try_from(type_id)
@@ -788,14 +794,7 @@ fn control_record_text(r: &RecordRef<'_>) -> String {
         .and_then(|i| TYPES.get(i))
         .copied()
         .unwrap_or("UNKNOWN");
-    let epoch = r
-        .value
-        .and_then(|v| v.get(2..6))
-        .map(|e| i32::from_be_bytes([e[0], e[1], e[2], e[3]]));
-    match (type_id, epoch) {
-        (0 | 1, Some(epoch)) => format!(" endTxnMarker: {name} coordinatorEpoch: {epoch}"),
-        _ => format!(" controlType: {name}({type_id})"),
-    }
+    format!(" controlType: {name}({type_id})")
 }
 
 /// The file of `kind` an index is checked against: the same directory and base offset,

@@ -21,8 +21,8 @@ pub use super::files::remove_files;
 pub(crate) use super::files::sync_dir;
 use super::format::kpfs_topic_dir;
 use super::format::{
-    decode_header, parse_segment_file_name, set_base_offset, BatchBuilder, BatchEnd,
-    DELETED_SUFFIX, MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES, SWAP_SUFFIX,
+    decode_header, parse_segment_file_name, set_base_offset, BatchBuilder, BatchEnd, BatchIdentity,
+    EndTxnMarker, DELETED_SUFFIX, MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES, SWAP_SUFFIX,
 };
 use super::limits::{MAX_APPEND_BATCH_BYTES, PRODUCER_REPLAY_READ_BYTES};
 pub use super::log_loader::Durability;
@@ -30,7 +30,7 @@ use super::log_loader::LogLoader;
 pub(crate) use super::log_loader::OpenReport;
 use super::metadata_files::{load_topic_id, LeaderEpochCheckpoint, Uuid};
 use super::produce::{ProduceOutcome, ValidatedBatch};
-use super::producer_state::{Expiry, ProducerStateEntry, ProducerStateManager};
+use super::producer_state::{Expiry, ProducerStateEntry, ProducerStateManager, TxnMarkerAt};
 use super::segment::{RollReason, Segment, SegmentSpec};
 use super::stream_index::{BatchStream, StreamMark, StreamShape};
 use super::topic_partition::TopicPartition;
@@ -471,7 +471,7 @@ impl Log {
             &self.dir,
             &bases,
             (snap.log_start_offset, log_end),
-            clean,
+            (clean, report.txn_index_from),
             expiry,
             |state| replay_producers(&snap, state),
         )?;
@@ -642,10 +642,14 @@ impl Log {
     /// appended again; otherwise the producer-state checks, then the batch goes at the
     /// log end (rolling first when Kafka would) and its records take their places in the
     /// `log` stream, under the rendering of `config` (the one it was validated with).
+    /// `txn_verified`: the transaction coordinator vouched that this partition is in the
+    /// transaction of the batch's producer (Kafka's verification guard), which a
+    /// transactional batch that opens a transaction here needs.
     pub(crate) fn append_produced(
         &self,
         mut batch: ValidatedBatch<'_>,
         config: &TopicConfig,
+        txn_verified: bool,
     ) -> Result<(ProduceOutcome, AppendInfo)> {
         assert_eq!(
             batch.shape,
@@ -676,7 +680,7 @@ impl Log {
                     };
                     return Ok((outcome, AppendInfo::default()));
                 }
-                producers.check(producer, first_offset, &self.partition)?;
+                producers.check(producer, (first_offset, &self.partition), txn_verified)?;
             }
             drop(producers);
             set_base_offset(&mut batch.header, first_offset);
@@ -729,6 +733,108 @@ impl Log {
             };
             Ok((outcome, info))
         })
+    }
+
+    /// Kafka's append of an end-transaction marker (`WriteTxnMarkers`, origin
+    /// COORDINATOR): a control batch of one COMMIT or ABORT record from `marker`'s
+    /// producer at the log end, which ends the producer's open transaction here, if it
+    /// has one. An abort goes into the active segment's transaction index with the last
+    /// stable offset after it (`updateTxnIndex`, then `completeTxn`). A marker takes an
+    /// offset but no place in the `log` stream. Returns its offset.
+    pub(crate) fn append_txn_marker(
+        &self,
+        marker: &TxnMarkerWrite,
+        config: &TopicConfig,
+    ) -> Result<u64> {
+        self.with_writer(|writer| {
+            let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
+            let (offset, stream_end) = {
+                let info = self.snapshot().active().info();
+                (info.next_offset, info.stream_end)
+            };
+            let now = self.clock.now_ms();
+            let at = TxnMarkerAt {
+                producer_id: marker.producer_id,
+                epoch: marker.producer_epoch,
+                offset,
+                timestamp: now,
+            };
+            self.producer_state.lock().check_marker(
+                &at,
+                marker.marker,
+                (&self.partition, marker.transaction_version),
+            )?;
+            let builder = &mut writer.builder;
+            builder.reset(offset, Some(now));
+            builder.push(
+                offset,
+                now,
+                Some(&marker.marker.key()),
+                Some(&marker.marker.value()),
+            );
+            let parts = builder
+                .finish_parts(&BatchEnd {
+                    identity: BatchIdentity {
+                        producer_id: marker.producer_id,
+                        producer_epoch: marker.producer_epoch,
+                        transactional: true,
+                        control: true,
+                        ..BatchIdentity::PLAIN
+                    },
+                    log_append_time_ms: (config.message_timestamp_type
+                        == TimestampType::LogAppendTime)
+                        .then_some(now),
+                    ..BatchEnd::PLAIN
+                })
+                .expect("an uncompressed batch always builds");
+            let size = parts.len() as u64;
+            let mut info = AppendInfo {
+                first_offset: offset,
+                last_offset: offset,
+                appended_at_ms: now,
+                ..AppendInfo::default()
+            };
+            let active = self.maybe_roll(size, now, segment_size, config, &mut info)?;
+            active.append_parts(
+                &parts.slices(),
+                BatchStream {
+                    marks: &[],
+                    stream_end,
+                },
+                config.index_interval_bytes.max(0) as u64,
+            )?;
+            let aborted = self.producer_state.lock().apply_marker(&at, marker.marker);
+            if let Some(aborted) = aborted {
+                active.append_aborted(aborted)?;
+            }
+            let end = self.snapshot().active().info();
+            assert_eq!(
+                (end.next_offset, end.stream_end),
+                (offset + 1, stream_end),
+                "a marker takes one offset and no stream bytes"
+            );
+            self.count_unflushed(writer, 1, now, config)?;
+            Ok(offset)
+        })
+    }
+
+    /// Kafka's `lastStableOffset` (the high watermark is the log end here, every append
+    /// being acknowledged by the only replica): the first offset of the oldest open
+    /// transaction, not below the log start, else the log end. `read_committed` readers
+    /// see the records below it.
+    pub fn last_stable_offset(&self) -> u64 {
+        let log_end = self.log_end_offset();
+        self.producer_state
+            .lock()
+            .first_unstable_offset()
+            .map_or(log_end, |first| {
+                first.max(self.log_start_offset()).min(log_end)
+            })
+    }
+
+    /// The open transactions, oldest first: (producer id, first offset).
+    pub fn ongoing_txns(&self) -> Vec<(i64, u64)> {
+        self.producer_state.lock().ongoing_txns()
     }
 
     /// Kafka's flush after an append: when `flush.messages` records are unflushed, or
@@ -1319,8 +1425,40 @@ impl Log {
     }
 }
 
+/// An end-transaction marker for one partition, as the transaction coordinator writes it
+/// (an entry of Kafka's `WriteTxnMarkersRequest`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnMarkerWrite {
+    pub producer_id: i64,
+    /// The epoch the marker carries: under transaction version 2, the producer's bumped one.
+    pub producer_epoch: i16,
+    pub(crate) marker: EndTxnMarker,
+    /// Kafka's `TransactionVersion` of the transaction (2 for Kafka 4 clients).
+    pub transaction_version: i16,
+}
+
+impl TxnMarkerWrite {
+    pub fn new(
+        (producer_id, producer_epoch): (i64, i16),
+        commit: bool,
+        coordinator_epoch: i32,
+        transaction_version: i16,
+    ) -> TxnMarkerWrite {
+        TxnMarkerWrite {
+            producer_id,
+            producer_epoch,
+            marker: EndTxnMarker {
+                commit,
+                coordinator_epoch,
+            },
+            transaction_version,
+        }
+    }
+}
+
 /// Kafka's `loadProducersFromRecords` over the batches from the producer state's map end
-/// to the log end (the headers only: a batch's producer fields are in its header).
+/// to the log end (the headers, and the marker of a control batch), putting back the
+/// entries of aborted transactions that a recovered segment's transaction index lost.
 fn replay_producers(snap: &LogSnapshot, state: &mut ProducerStateManager) -> Result<()> {
     let from = state.map_end_offset().max(snap.log_start_offset);
     for segment in snap.segments.iter().filter(|s| s.next_offset() > from) {
@@ -1338,7 +1476,10 @@ fn replay_producers(snap: &LogSnapshot, state: &mut ProducerStateManager) -> Res
             while at < batches.len() {
                 let header = decode_header(&batches[at..]).expect("mapped batches decode");
                 if header.last_offset() >= from {
-                    state.replay(&header);
+                    let marker = EndTxnMarker::of_batch(&header, &batches[at..at + header.size]);
+                    if let Some(aborted) = state.replay(&header, marker) {
+                        segment.ensure_aborted(aborted)?;
+                    }
                 }
                 at += header.size;
             }

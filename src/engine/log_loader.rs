@@ -16,6 +16,7 @@ use super::files::{io_at, list_names, remove_file, sync_dir, temporary_path};
 use super::format::{
     parse_segment_file_name, segment_file_name, CLEANED_SUFFIX, DELETED_SUFFIX, DELETING_SUFFIX,
     INDEX_SUFFIX, KPFS_TOPICS_DIR, LOG_SUFFIX, STREAM_INDEX_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
 };
 use super::segment::{Segment, SegmentSpec};
 
@@ -38,6 +39,9 @@ pub struct OpenReport {
     pub recovered_segments: usize,
     /// Bytes validated batch by batch: the unsynced tail after a crash.
     pub recovered_bytes: u64,
+    /// The lowest offset from which a recovered segment's transaction index lost its
+    /// entries: the producer state is replayed from a snapshot at or below it.
+    pub(crate) txn_index_from: Option<u64>,
 }
 
 /// A segment recovery cut: the log ends there, and every later segment went with it.
@@ -245,8 +249,13 @@ impl LogLoader<'_> {
     fn remove_orphan_indexes(&self, bases: &[u64], report: &mut OpenReport) -> Result<()> {
         for (dir, name) in self.all_names()? {
             if let Some((base, suffix)) = parse_segment_file_name(&name) {
-                let index =
-                    [INDEX_SUFFIX, TIME_INDEX_SUFFIX, STREAM_INDEX_SUFFIX].contains(&suffix);
+                let index = [
+                    INDEX_SUFFIX,
+                    TIME_INDEX_SUFFIX,
+                    TXN_INDEX_SUFFIX,
+                    STREAM_INDEX_SUFFIX,
+                ]
+                .contains(&suffix);
                 if index && bases.binary_search(&base).is_err() {
                     tracing::warn!(file = %name, "Found an orphaned index file with no corresponding log file; deleting it");
                     remove_file(&dir.join(&name))?;
@@ -334,6 +343,10 @@ impl LogLoader<'_> {
         let outcome = seg.recover_after(point, interval)?;
         report.recovered_segments += 1;
         report.recovered_bytes += outcome.bytes_checked;
+        let from = report
+            .txn_index_from
+            .map_or(outcome.txn_index_from, |f| f.min(outcome.txn_index_from));
+        report.txn_index_from = Some(from);
         let Some(reason) = outcome.invalid else {
             return Ok(false);
         };
@@ -385,6 +398,7 @@ impl LogLoader<'_> {
                 (self.dir, LOG_SUFFIX),
                 (self.dir, INDEX_SUFFIX),
                 (self.dir, TIME_INDEX_SUFFIX),
+                (self.dir, TXN_INDEX_SUFFIX),
                 (self.stream_dir, STREAM_INDEX_SUFFIX),
             ] {
                 let p = dir.join(segment_file_name(base, suffix));

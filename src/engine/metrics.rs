@@ -177,7 +177,8 @@ pub(crate) fn render(engine: &Engine) -> String {
             if !config.cleanup_policy.compact {
                 continue;
             }
-            let view = cleaner_view(&snap, cleaner.checkpoint(), &config, now);
+            let lso = partition.log().last_stable_offset();
+            let view = cleaner_view((&snap, lso), cleaner.checkpoint(), &config, now);
             if matches!(cleaner.state(), CleanerState::Uncleanable(_)) {
                 uncleanable += 1;
                 uncleanable_bytes += view.cleanable_bytes;

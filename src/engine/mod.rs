@@ -39,6 +39,7 @@ pub mod topic;
 pub mod topic_capture;
 pub(crate) mod topic_core;
 pub mod topic_partition;
+pub mod txn_index;
 pub mod upgrade;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -88,7 +89,7 @@ pub use partition::FetchOutcome;
 pub use partition::LogCapture;
 #[cfg(any(test, feature = "internals"))]
 pub use partition::CAPTURE_GRACE_MS;
-pub use partition::{FetchedRange, OffsetQuery};
+pub use partition::{FetchedRange, Isolation, OffsetQuery};
 pub use partition::{LogCursor, Partition};
 pub(crate) use topic::check_partition_count;
 use topic::TopicPlace;
@@ -1094,7 +1095,8 @@ fn clean_filthiest(
             }
             let snap = t.log().snapshot();
             let checkpoint = t.cleaner.checkpoint();
-            let view = cleaner::cleaner_view(&snap, checkpoint, &config, now);
+            let lso = t.log().last_stable_offset();
+            let view = cleaner::cleaner_view((&snap, lso), checkpoint, &config, now);
             if checkpoint.is_some_and(|c| c != view.first_dirty_offset) {
                 // An invalid checkpoint is replaced by the offset cleaning starts from,
                 // in memory and in the file.

@@ -104,13 +104,6 @@ pub(crate) fn validate_produced<'a>(
         .map_err(|e| invalid(format!("{e} in topic partition {partition}")))?;
     let shape = config.stream_shape();
     let checked = check_records(&header, section, config, partition, now_ms)?;
-    if header.is_transactional() {
-        // Kafka's `analyzeAndValidateProducerState` with no transaction ongoing (kpfs has
-        // no transaction coordinator, so none ever is).
-        return Err(EngineError::InvalidTxnState {
-            message: "Record was not part of an ongoing transaction".to_string(),
-        });
-    }
     let log_append_time = config.message_timestamp_type == TimestampType::LogAppendTime;
     let max_timestamp = if log_append_time {
         now_ms

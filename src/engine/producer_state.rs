@@ -19,8 +19,11 @@
 //!   and a snapshot is written at the log end ([`ProducerStateManager::load`]:
 //!   `removeStraySnapshots`, `rebuildProducerState`).
 //!
-//! kpfs has no transactions: every entry's coordinator epoch is -1 and it never has an
-//! open transaction (a transactional batch is refused before it gets here).
+//! Transactions (Kafka's `ongoingTxns`): a producer's first transactional batch opens a
+//! transaction at its offset, which stays open until the producer's COMMIT or ABORT
+//! marker; the oldest open one is the partition's first unstable offset, which bounds
+//! what `read_committed` readers see (the last stable offset). An open transaction is
+//! kept in snapshots (`CurrentTxnFirstOffset`) and keeps its producer from expiring.
 //!
 //! The byte layout is Kafka's `ProducerSnapshot` message, version 1 (docs/FORMAT.md).
 
@@ -33,10 +36,11 @@ use std::path::{Path, PathBuf};
 use super::error::{EngineError, Result};
 use super::files::{io_at, list_names, remove_file};
 use super::format::{
-    parse_segment_file_name, segment_file_name, sequence_before, BatchHeader, DELETED_SUFFIX,
-    NO_PRODUCER_EPOCH, NO_SEQUENCE, SNAPSHOT_CRC_AT, SNAPSHOT_ENTRIES_AT, SNAPSHOT_ENTRY_BYTES,
-    SNAPSHOT_SUFFIX, SNAPSHOT_VERSION,
+    parse_segment_file_name, segment_file_name, sequence_before, BatchHeader, EndTxnMarker,
+    DELETED_SUFFIX, NO_PRODUCER_EPOCH, NO_SEQUENCE, SNAPSHOT_CRC_AT, SNAPSHOT_ENTRIES_AT,
+    SNAPSHOT_ENTRY_BYTES, SNAPSHOT_SUFFIX, SNAPSHOT_VERSION,
 };
+use super::txn_index::AbortedTxn;
 
 /// One producer's state (Kafka's `ProducerSnapshot.ProducerEntry`, from its
 /// `ProducerStateEntry`); -1 where Kafka writes -1 for "none".
@@ -166,6 +170,36 @@ impl Reader<'_> {
     }
 }
 
+/// Kafka's `TransactionVersion` for a data batch, whose checks do not depend on it.
+const TV_UNKNOWN: i16 = -1;
+
+/// Kafka 4.3's `checkProducerEpoch` refusal of a batch or marker at `offset` whose epoch
+/// is behind the producer's (`<` its epoch, or `<=` under transaction version 2).
+fn older_epoch(
+    pid: i64,
+    (offset, partition): (u64, &str),
+    epoch: i16,
+    current: i16,
+    transaction_version: i16,
+) -> EngineError {
+    let relation = if transaction_version >= 2 { "<=" } else { "<" };
+    EngineError::InvalidProducerEpoch {
+        message: format!(
+            "Epoch of producer {pid} at offset {offset} in {partition} is {epoch}, which is {relation} the last seen epoch {current} (TV{transaction_version})"
+        ),
+    }
+}
+
+/// Where a producer's end-transaction marker goes: its producer, the epoch it carries,
+/// its offset and timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TxnMarkerAt {
+    pub(crate) producer_id: i64,
+    pub(crate) epoch: i16,
+    pub(crate) offset: u64,
+    pub(crate) timestamp: i64,
+}
+
 /// Kafka's `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`: how many of a producer's last
 /// batches a retry is recognised among (a producer has at most five in flight).
 pub(crate) const BATCHES_TO_RETAIN: usize = 5;
@@ -190,8 +224,7 @@ impl BatchMetadata {
     }
 }
 
-/// One producer's state in a partition (Kafka's `ProducerStateEntry`, without
-/// transactions).
+/// One producer's state in a partition (Kafka's `ProducerStateEntry`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct ProducerEntry {
     epoch: i16,
@@ -199,6 +232,8 @@ struct ProducerEntry {
     last_timestamp: i64,
     /// The last [`BATCHES_TO_RETAIN`] batches, oldest first.
     batches: VecDeque<BatchMetadata>,
+    /// First offset of the producer's open transaction.
+    current_txn_first_offset: Option<u64>,
 }
 
 impl ProducerEntry {
@@ -208,6 +243,7 @@ impl ProducerEntry {
             coordinator_epoch: -1,
             last_timestamp: -1,
             batches: VecDeque::new(),
+            current_txn_first_offset: None,
         }
     }
 
@@ -217,15 +253,20 @@ impl ProducerEntry {
 
     /// Kafka's `addBatch`: a new epoch forgets the old epoch's batches.
     fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {
-        if self.epoch != epoch {
-            self.batches.clear();
-            self.epoch = epoch;
-        }
+        self.maybe_update_epoch(epoch);
         if self.batches.len() == BATCHES_TO_RETAIN {
             self.batches.pop_front();
         }
         self.batches.push_back(batch);
         self.last_timestamp = batch.timestamp;
+    }
+
+    /// Kafka's `maybeUpdateProducerEpoch`.
+    fn maybe_update_epoch(&mut self, epoch: i16) {
+        if self.epoch != epoch {
+            self.batches.clear();
+            self.epoch = epoch;
+        }
     }
 
     fn to_snapshot_entry(&self, producer_id: i64) -> ProducerStateEntry {
@@ -238,7 +279,7 @@ impl ProducerEntry {
             offset_delta: last.map_or(0, |b| b.offset_delta),
             timestamp: self.last_timestamp,
             coordinator_epoch: self.coordinator_epoch,
-            current_txn_first_offset: -1,
+            current_txn_first_offset: self.current_txn_first_offset.map_or(-1, |o| o as i64),
         }
     }
 
@@ -258,6 +299,7 @@ impl ProducerEntry {
             coordinator_epoch: e.coordinator_epoch,
             last_timestamp: e.timestamp,
             batches,
+            current_txn_first_offset: u64::try_from(e.current_txn_first_offset).ok(),
         }
     }
 }
@@ -269,6 +311,7 @@ pub(crate) struct ProducerBatch {
     pub(crate) epoch: i16,
     pub(crate) first_seq: i32,
     pub(crate) last_seq: i32,
+    pub(crate) transactional: bool,
 }
 
 impl ProducerBatch {
@@ -280,6 +323,7 @@ impl ProducerBatch {
             epoch: header.producer_epoch,
             first_seq: header.base_sequence,
             last_seq: header.last_sequence(),
+            transactional: header.is_transactional(),
         })
     }
 }
@@ -302,6 +346,8 @@ pub(crate) struct ProducerStateManager {
     dir: PathBuf,
     /// Producer id -> its state (Kafka's `producers`).
     producers: BTreeMap<i64, ProducerEntry>,
+    /// First offset -> producer id of each open transaction (Kafka's `ongoingTxns`).
+    ongoing_txns: BTreeMap<u64, i64>,
     /// Kafka's `lastMapOffset`: the producer state reflects the log below it.
     map_end_offset: u64,
     /// Offsets of the snapshot files in the directory (Kafka's `snapshots`).
@@ -322,11 +368,15 @@ impl ProducerStateManager {
     /// before tried; producers idle past `expiry` are left out), has `replay` bring the
     /// state from there to the log end (the log's batches after the snapshot), and writes
     /// one at the log end. Returns the names it removed.
+    ///
+    /// `txn_index_from`: recovery cut a transaction index from that offset on, and the
+    /// replay must pass its markers again, so snapshots above it go too (as Kafka's
+    /// `recoverSegment` rebuilds the producer state up to the recovered segment).
     pub(crate) fn load(
         dir: &Path,
         segment_bases: &[u64],
         (log_start, log_end): (u64, u64),
-        clean_shutdown: bool,
+        (clean_shutdown, txn_index_from): (bool, Option<u64>),
         expiry: Expiry,
         replay: impl FnOnce(&mut ProducerStateManager) -> Result<()>,
     ) -> Result<(ProducerStateManager, Vec<String>)> {
@@ -349,7 +399,7 @@ impl ProducerStateManager {
             .offsets
             .iter()
             .copied()
-            .filter(|&o| o > log_end || o <= log_start)
+            .filter(|&o| o > log_end || o <= log_start || txn_index_from.is_some_and(|f| o > f))
             .collect();
         for offset in out_of_range {
             state.remove(offset, &mut removed)?;
@@ -401,6 +451,11 @@ impl ProducerStateManager {
                         .map(|e| (e.producer_id, ProducerEntry::from_snapshot_entry(e)))
                         .filter(|(_, e)| !expiry.expired(e))
                         .collect();
+                    self.ongoing_txns = self
+                        .producers
+                        .iter()
+                        .filter_map(|(&pid, e)| Some((e.current_txn_first_offset?, pid)))
+                        .collect();
                     self.last_snap_offset = offset;
                     self.map_end_offset = offset;
                     return Ok(());
@@ -424,12 +479,31 @@ impl ProducerStateManager {
 
     /// Kafka's `loadProducersFromRecords` for one batch at or past
     /// [`map_end_offset`](Self::map_end_offset) (`AppendOrigin.REPLICATION`: no checks,
-    /// the log already holds it).
-    pub(crate) fn replay(&mut self, header: &BatchHeader) {
-        if let Some(batch) = ProducerBatch::of(header).filter(|_| !header.is_control()) {
-            self.record_batch(batch, header);
+    /// the log already holds it); `marker` is the batch's end-transaction marker, if it
+    /// is a control batch that holds one. Returns the transaction an ABORT marker ended.
+    pub(crate) fn replay(
+        &mut self,
+        header: &BatchHeader,
+        marker: Option<EndTxnMarker>,
+    ) -> Option<AbortedTxn> {
+        let mut aborted = None;
+        if let Some(batch) = ProducerBatch::of(header) {
+            match (header.is_control(), marker) {
+                (false, _) => self.record_batch(batch, header),
+                (true, Some(marker)) => {
+                    let at = TxnMarkerAt {
+                        producer_id: batch.producer_id,
+                        epoch: batch.epoch,
+                        offset: header.base_offset,
+                        timestamp: header.max_timestamp,
+                    };
+                    aborted = self.apply_marker(&at, marker);
+                }
+                (true, None) => {}
+            }
         }
         self.map_end_offset = self.map_end_offset.max(header.next_offset());
+        aborted
     }
 
     /// The batch a retry of `batch` duplicates: one of the producer's cached batches with
@@ -446,24 +520,47 @@ impl ProducerStateManager {
             .copied()
     }
 
-    /// Kafka's `ProducerAppendInfo.checkProducerEpoch` and `checkSequence` for a client's
-    /// batch that would start at `first_offset` in `partition`.
+    /// Kafka's checks of a client's batch that would start at `first_offset` in
+    /// `partition`: `UnifiedLog.analyzeAndValidateProducerState`'s for a transactional
+    /// batch outside an open transaction of its epoch (the transaction coordinator must
+    /// have `verified` that the partition is in the producer's transaction: Kafka's
+    /// verification guard), then `ProducerAppendInfo`'s `checkProducerEpoch`,
+    /// `checkSequence` and, for a plain batch of a producer with a transaction open,
+    /// `appendDataBatch`'s refusal.
     pub(crate) fn check(
         &self,
         batch: &ProducerBatch,
-        first_offset: u64,
-        partition: &str,
+        (first_offset, partition): (u64, &str),
+        verified: bool,
     ) -> Result<()> {
         let pid = batch.producer_id;
         let empty = ProducerEntry::empty();
         let current = self.producers.get(&pid).unwrap_or(&empty);
+        let in_open_txn =
+            current.current_txn_first_offset.is_some() && current.epoch == batch.epoch;
+        if batch.transactional && !in_open_txn {
+            if self.producers.contains_key(&pid) && batch.epoch < current.epoch {
+                return Err(EngineError::InvalidProducerEpoch {
+                    message: format!(
+                        "Epoch of producer {pid} is {}, which is smaller than the last seen epoch {}",
+                        batch.epoch, current.epoch
+                    ),
+                });
+            }
+            if !verified {
+                return Err(EngineError::InvalidTxnState {
+                    message: "Record was not part of an ongoing transaction".to_string(),
+                });
+            }
+        }
         if batch.epoch < current.epoch {
-            return Err(EngineError::InvalidProducerEpoch {
-                message: format!(
-                    "Epoch of producer {pid} at offset {first_offset} in {partition} is {}, which is smaller than the last seen epoch {}",
-                    batch.epoch, current.epoch
-                ),
-            });
+            return Err(older_epoch(
+                pid,
+                (first_offset, partition),
+                batch.epoch,
+                current.epoch,
+                TV_UNKNOWN,
+            ));
         }
         if batch.epoch != current.epoch {
             if batch.first_seq != 0 && current.epoch != NO_PRODUCER_EPOCH {
@@ -475,28 +572,43 @@ impl ProducerStateManager {
                     ),
                 });
             }
-            return Ok(());
+        } else {
+            let last_seq = current.last_seq();
+            // A producer whose batches retention removed (no epoch known) may go on at
+            // any sequence, as Kafka accepts since KIP-360.
+            if current.epoch != NO_PRODUCER_EPOCH && !in_sequence(last_seq, batch.first_seq) {
+                return Err(EngineError::OutOfOrderSequence {
+                    message: format!(
+                        "Out of order sequence number for producer {pid} at offset {first_offset} in partition {partition}: {} (incoming seq. number), {last_seq} (current end sequence number)",
+                        batch.first_seq
+                    ),
+                });
+            }
         }
-        let last_seq = current.last_seq();
-        // A producer whose batches retention removed (no epoch known) may go on at any
-        // sequence, as Kafka accepts since KIP-360.
-        if current.epoch != NO_PRODUCER_EPOCH && !in_sequence(last_seq, batch.first_seq) {
-            return Err(EngineError::OutOfOrderSequence {
+        if current.current_txn_first_offset.is_some() && !batch.transactional {
+            // Kafka prints the batch's offset as a `LogOffsetMetadata` that knows only
+            // the offset (segment and position -1) for a non-transactional batch.
+            return Err(EngineError::InvalidTxnState {
                 message: format!(
-                    "Out of order sequence number for producer {pid} at offset {first_offset} in partition {partition}: {} (incoming seq. number), {last_seq} (current end sequence number)",
-                    batch.first_seq
+                    "Expected transactional write from producer {pid} at offset (offset={first_offset}, segment=[-1:-1]) in partition {partition}"
                 ),
             });
         }
         Ok(())
     }
 
-    /// Kafka's `update` after an append: `header` is the batch as appended.
+    /// Kafka's `update` after an append: `header` is the batch as appended. A
+    /// transactional batch of a producer with no open transaction opens one.
     pub(crate) fn record_batch(&mut self, batch: ProducerBatch, header: &BatchHeader) {
         let entry = self
             .producers
             .entry(batch.producer_id)
             .or_insert_with(ProducerEntry::empty);
+        if batch.transactional && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(header.base_offset);
+            self.ongoing_txns
+                .insert(header.base_offset, batch.producer_id);
+        }
         entry.add_batch(
             batch.epoch,
             BatchMetadata {
@@ -506,6 +618,93 @@ impl ProducerStateManager {
                 timestamp: header.max_timestamp,
             },
         );
+    }
+
+    /// Kafka's `appendEndTxnMarker` checks for a marker that would go at `at.offset`: the
+    /// producer's epoch may not go back, nor the coordinator's.
+    ///
+    /// Under transaction version 2 the coordinator bumps the epoch with every marker, so
+    /// the marker's must be above the producer's; the one exception is a retry of the
+    /// marker that already ended the transaction (same epoch, none open), which Kafka
+    /// writes again.
+    pub(crate) fn check_marker(
+        &self,
+        at: &TxnMarkerAt,
+        marker: EndTxnMarker,
+        (partition, transaction_version): (&str, i16),
+    ) -> Result<()> {
+        let Some(current) = self.producers.get(&at.producer_id) else {
+            return Ok(());
+        };
+        let (pid, offset) = (at.producer_id, at.offset);
+        let bumps = transaction_version >= 2;
+        let stale = if bumps {
+            at.epoch <= current.epoch
+        } else {
+            at.epoch < current.epoch
+        };
+        let retry = bumps
+            && at.epoch == current.epoch
+            && (current.current_txn_first_offset.is_none() || at.epoch == i16::MAX);
+        if stale && !retry {
+            return Err(older_epoch(
+                pid,
+                (offset, partition),
+                at.epoch,
+                current.epoch,
+                transaction_version,
+            ));
+        }
+        if current.coordinator_epoch > marker.coordinator_epoch {
+            return Err(EngineError::TransactionCoordinatorFenced {
+                message: format!(
+                    "Invalid coordinator epoch for producerId {pid} at offset {offset} in partition {partition}: {} (zombie), {} (current)",
+                    marker.coordinator_epoch, current.coordinator_epoch
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Kafka's `appendEndTxnMarker`, `lastStableOffset(completedTxn)` and `completeTxn`
+    /// for a marker appended at `at.offset`: the producer's transaction, if one is open,
+    /// ends there. Returns it when the marker aborted it, with the last stable offset
+    /// once it ended: the first offset of the oldest transaction still open, else the
+    /// offset after the marker.
+    pub(crate) fn apply_marker(
+        &mut self,
+        at: &TxnMarkerAt,
+        marker: EndTxnMarker,
+    ) -> Option<AbortedTxn> {
+        let entry = self
+            .producers
+            .entry(at.producer_id)
+            .or_insert_with(ProducerEntry::empty);
+        entry.maybe_update_epoch(at.epoch);
+        entry.coordinator_epoch = marker.coordinator_epoch;
+        entry.last_timestamp = at.timestamp;
+        let first_offset = entry.current_txn_first_offset.take()?;
+        self.ongoing_txns.remove(&first_offset);
+        let last_stable_offset = self.first_unstable_offset().unwrap_or(at.offset + 1);
+        (!marker.commit).then_some(AbortedTxn {
+            producer_id: at.producer_id,
+            first_offset,
+            last_offset: at.offset,
+            last_stable_offset,
+        })
+    }
+
+    /// Kafka's `firstUnstableOffset`: the first offset of the oldest open transaction.
+    pub(crate) fn first_unstable_offset(&self) -> Option<u64> {
+        self.ongoing_txns.keys().next().copied()
+    }
+
+    /// The open transactions, oldest first: (producer id, first offset).
+    pub(crate) fn ongoing_txns(&self) -> Vec<(i64, u64)> {
+        self.ongoing_txns
+            .iter()
+            .map(|(&o, &pid)| (pid, o))
+            .collect()
     }
 
     /// Kafka's `removeExpiredProducers`: forgets producers idle for `expiry`'s time.
@@ -607,7 +806,7 @@ impl ProducerStateManager {
 }
 
 /// Kafka's `isProducerExpired`: a producer idle for `producer.id.expiration.ms` is
-/// forgotten (kpfs has no transactions to keep one).
+/// forgotten, unless it has a transaction open.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Expiry {
     pub(crate) now_ms: i64,
@@ -616,7 +815,8 @@ pub(crate) struct Expiry {
 
 impl Expiry {
     fn expired(&self, entry: &ProducerEntry) -> bool {
-        self.now_ms.saturating_sub(entry.last_timestamp) >= self.expiration_ms
+        entry.current_txn_first_offset.is_none()
+            && self.now_ms.saturating_sub(entry.last_timestamp) >= self.expiration_ms
     }
 }
 
@@ -727,8 +927,10 @@ mod tests {
     fn a_snapshot_is_taken_only_past_the_last_one_and_deleted_with_its_segment() {
         let dir = tempfile::tempdir().unwrap();
         let (mut s, removed) =
-            ProducerStateManager::load(dir.path(), &[0], (0, 0), true, NO_EXPIRY, |_| Ok(()))
-                .unwrap();
+            ProducerStateManager::load(dir.path(), &[0], (0, 0), (true, None), NO_EXPIRY, |_| {
+                Ok(())
+            })
+            .unwrap();
         assert!(removed.is_empty());
         assert!(
             names(dir.path()).is_empty(),
@@ -770,11 +972,15 @@ mod tests {
             write(o, &EMPTY);
         }
         write(12, &EMPTY[..7]);
-        let (s, mut removed) =
-            ProducerStateManager::load(dir.path(), &[0, 5, 10], (0, 12), false, NO_EXPIRY, |_| {
-                Ok(())
-            })
-            .unwrap();
+        let (s, mut removed) = ProducerStateManager::load(
+            dir.path(),
+            &[0, 5, 10],
+            (0, 12),
+            (false, None),
+            NO_EXPIRY,
+            |_| Ok(()),
+        )
+        .unwrap();
         removed.sort();
         assert_eq!(
             removed,
@@ -790,11 +996,15 @@ mod tests {
         // A later stray than the clean close's (past the log end) replaces it as the one
         // kept, then goes as out of range: the log end gets a new one.
         write(14, &EMPTY);
-        let (s, removed) =
-            ProducerStateManager::load(dir.path(), &[0, 5, 10], (0, 12), false, NO_EXPIRY, |_| {
-                Ok(())
-            })
-            .unwrap();
+        let (s, removed) = ProducerStateManager::load(
+            dir.path(),
+            &[0, 5, 10],
+            (0, 12),
+            (false, None),
+            NO_EXPIRY,
+            |_| Ok(()),
+        )
+        .unwrap();
         assert_eq!(removed.len(), 2, "{removed:?}");
         assert_eq!(s.offsets(), vec![5, 10, 12]);
     }
@@ -802,17 +1012,25 @@ mod tests {
     #[test]
     fn a_clean_close_without_snapshots_writes_the_last_two_bases_and_the_log_end() {
         let dir = tempfile::tempdir().unwrap();
-        let (s, _) =
-            ProducerStateManager::load(dir.path(), &[0, 5, 10], (0, 12), true, NO_EXPIRY, |_| {
-                Ok(())
-            })
-            .unwrap();
+        let (s, _) = ProducerStateManager::load(
+            dir.path(),
+            &[0, 5, 10],
+            (0, 12),
+            (true, None),
+            NO_EXPIRY,
+            |_| Ok(()),
+        )
+        .unwrap();
         assert_eq!(s.offsets(), vec![5, 10, 12]);
-        let (s, _) =
-            ProducerStateManager::load(dir.path(), &[0, 5, 10], (0, 12), true, NO_EXPIRY, |_| {
-                Ok(())
-            })
-            .unwrap();
+        let (s, _) = ProducerStateManager::load(
+            dir.path(),
+            &[0, 5, 10],
+            (0, 12),
+            (true, None),
+            NO_EXPIRY,
+            |_| Ok(()),
+        )
+        .unwrap();
         assert_eq!(s.offsets(), vec![5, 10, 12], "found again, nothing new");
     }
 }

@@ -23,13 +23,14 @@ use super::error::{EngineError, Result};
 use super::format::{
     decode_header, records_section, segment_file_name, verify_batch, BatchHeader, DecodeError,
     RecordIter, BATCH_HEADER_BYTES, INDEX_SUFFIX, LOG_SUFFIX, MAX_SEGMENT_FILE_BYTES,
-    STREAM_INDEX_SUFFIX, TIME_INDEX_SUFFIX,
+    STREAM_INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
 };
 use super::index::{IndexEntries, IndexLifecycle, OffsetIndex, TimeIndex};
 use super::limits::{PAGE_BYTES, READ_MAP_STEP_BYTES, READ_MIN_BYTES};
 use super::stream_index::{
     BatchStream, StreamEntry, StreamIndex, StreamShape, StreamWalker, STREAM_INDEX_INTERVAL_BYTES,
 };
+use super::txn_index::{AbortedTxn, TxnIndex, TxnSearch};
 
 static NEXT_SEGMENT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -42,6 +43,7 @@ struct State {
     offset_index: OffsetIndex,
     time_index: TimeIndex,
     stream_index: StreamIndex,
+    txn_index: TxnIndex,
     /// Suffix currently appended to every file name ("" or ".deleted").
     suffix: String,
 }
@@ -133,6 +135,8 @@ pub(crate) struct FetchSpan {
     /// The batches reach the end of what the caller may read: a fetch goes on in the
     /// next segment.
     pub(crate) to_end: bool,
+    /// The offset after the span's last batch.
+    pub(crate) next_offset: u64,
 }
 
 /// What [`Segment::first_record_from`] looks for: the batches to open, the record to
@@ -223,6 +227,9 @@ pub(crate) struct RecoveryOutcome {
     pub(crate) bytes_cut: u64,
     /// Why the first byte cut is not a valid batch, when anything was cut.
     pub(crate) invalid: Option<String>,
+    /// The transaction index lost its entries for markers from this offset on: the
+    /// producer-state replay puts them back ([`Segment::ensure_aborted`]).
+    pub(crate) txn_index_from: u64,
 }
 
 /// Where a recovery may resume: a batch with an index entry below the recovery point.
@@ -279,7 +286,12 @@ pub(crate) struct SegmentSpec<'a> {
 impl Segment {
     /// Creates a new, empty segment. A stale file of the same name is replaced.
     pub(crate) fn create(spec: &SegmentSpec<'_>) -> Result<Segment> {
-        for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        for kind in [
+            LOG_SUFFIX,
+            INDEX_SUFFIX,
+            TIME_INDEX_SUFFIX,
+            TXN_INDEX_SUFFIX,
+        ] {
             let p = file_path(spec.dir, spec.base_offset, kind, spec.suffix);
             if p.exists() {
                 tracing::warn!(path = %p.display(), "replacing stale file while creating a segment");
@@ -332,6 +344,20 @@ impl Segment {
             }
         }
         .map_err(|e| EngineError::io(format!("open {}", sidx_path.display()), e))?;
+        let txn_path = file_path(dir, base_offset, TXN_INDEX_SUFFIX, suffix);
+        let (txn_index, txn_index_corrupt) = if create {
+            (TxnIndex::empty(txn_path), false)
+        } else {
+            match TxnIndex::load(txn_path.clone(), base_offset)
+                .map_err(|e| EngineError::io(format!("read {}", txn_path.display()), e))?
+            {
+                Ok(index) => (index, false),
+                Err(reason) => {
+                    tracing::warn!(file = %log_path.display(), reason = %reason, "Found a corrupted index file corresponding to log file, recovering segment and rebuilding index files");
+                    (TxnIndex::empty(txn_path), true)
+                }
+            }
+        };
         Ok(Segment {
             id: NEXT_SEGMENT_ID.fetch_add(1, Ordering::Relaxed),
             base_offset,
@@ -343,7 +369,7 @@ impl Segment {
             }),
             created_ms: now_ms,
             roll_jitter_ms,
-            needs_recovery: Default::default(),
+            needs_recovery: txn_index_corrupt.into(),
             synced_size: AtomicU64::new(0),
             verified_to: AtomicU64::new(0),
             read_map: Mutex::new(None),
@@ -355,6 +381,7 @@ impl Segment {
                 offset_index,
                 time_index,
                 stream_index,
+                txn_index,
                 suffix: suffix.to_string(),
             }),
         })
@@ -461,6 +488,10 @@ impl Segment {
             batch.resize(h.size, 0);
             log.read_exact_at(&mut batch, pos)
                 .map_err(|e| self.io_err("read", e))?;
+            if !h.in_log_stream() {
+                pos += h.size as u64;
+                continue;
+            }
             let section =
                 records_section(&h, &batch, &mut scratch).map_err(|e| self.corrupt(pos, e))?;
             for rec in RecordIter::new(&h, section) {
@@ -581,6 +612,7 @@ impl Segment {
                 st.offset_index
                     .truncate_to_position(position + 1)
                     .and_then(|()| st.time_index.truncate_to_offset(h.next_offset()))
+                    .and_then(|()| st.txn_index.truncate_to(h.next_offset()))
                     .map_err(|e| self.io_err("truncate the indexes of", e))?;
                 let (max_timestamp, offset_of_max_timestamp) =
                     st.time_index.last().unwrap_or((-1, self.base_offset));
@@ -601,6 +633,7 @@ impl Segment {
                 st.offset_index
                     .clear()
                     .and_then(|()| st.time_index.clear())
+                    .and_then(|()| st.txn_index.reset())
                     .map_err(|e| self.io_err("clear the indexes of", e))?;
                 st.tally = Tally::empty(
                     self.base_offset,
@@ -651,6 +684,7 @@ impl Segment {
             bytes_checked: scan.valid_bytes - start,
             bytes_cut: file_len - scan.valid_bytes,
             invalid: scan.invalid,
+            txn_index_from: resume.map_or(self.base_offset, |r| r.at.next_offset()),
         })
     }
 
@@ -1013,13 +1047,19 @@ impl Segment {
                 ))
             }
         }
-        for kind in [LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX] {
+        for kind in [
+            LOG_SUFFIX,
+            INDEX_SUFFIX,
+            TIME_INDEX_SUFFIX,
+            TXN_INDEX_SUFFIX,
+        ] {
             let from = file_path(&self.dir, self.base_offset, kind, &st.suffix);
             let to = file_path(&self.dir, self.base_offset, kind, suffix);
-            if kind == INDEX_SUFFIX {
-                st.offset_index.renamed(&to);
-            } else if kind == TIME_INDEX_SUFFIX {
-                st.time_index.renamed(&to);
+            match kind {
+                INDEX_SUFFIX => st.offset_index.renamed(&to),
+                TIME_INDEX_SUFFIX => st.time_index.renamed(&to),
+                TXN_INDEX_SUFFIX => st.txn_index.renamed(&to),
+                _ => {}
             }
             // The path changes with the file, so a sealed segment's next open finds it.
             let mut log = (kind == LOG_SUFFIX).then(|| self.log.lock());
@@ -1049,8 +1089,50 @@ impl Segment {
             .iter()
             .map(|kind| file_path(&self.dir, self.base_offset, kind, &st.suffix))
             .collect();
+        if st.txn_index.has_file() {
+            paths.push(st.txn_index.path().to_path_buf());
+        }
         paths.push(st.stream_index.path().to_path_buf());
         paths
+    }
+
+    /// Kafka's `updateTxnIndex` for an aborted transaction whose marker this segment holds.
+    pub(crate) fn append_aborted(&self, txn: AbortedTxn) -> Result<()> {
+        self.state
+            .lock()
+            .txn_index
+            .append(txn)
+            .map_err(|e| self.io_err("append to the transaction index of", e))
+    }
+
+    /// The producer-state replay of an ABORT marker of this segment: its entry goes
+    /// back into an index that recovery cut ([`RecoveryOutcome::txn_index_from`]); an
+    /// index that has it already is left alone.
+    pub(crate) fn ensure_aborted(&self, txn: AbortedTxn) -> Result<()> {
+        let present = self
+            .state
+            .lock()
+            .txn_index
+            .entries()
+            .last()
+            .is_some_and(|last| last.last_offset >= txn.last_offset);
+        if present {
+            return Ok(());
+        }
+        self.append_aborted(txn)
+    }
+
+    /// Kafka's `collectAbortedTxns` over this segment's transaction index.
+    pub(crate) fn collect_aborted(&self, fetch_offset: u64, upper_bound: u64) -> TxnSearch {
+        self.state
+            .lock()
+            .txn_index
+            .collect(fetch_offset, upper_bound)
+    }
+
+    /// The aborted transactions whose markers this segment holds.
+    pub fn aborted_txns(&self) -> Vec<AbortedTxn> {
+        self.state.lock().txn_index.entries().to_vec()
     }
 
     /// Where the segment's stream starts, and the entries of its stream index.
@@ -1072,6 +1154,10 @@ impl Segment {
         let (mut at, mut scratch, mut out) = (0, Vec::new(), Vec::new());
         while at < bytes.len() {
             let h = verify_batch(&bytes[at..]).map_err(|e| self.corrupt(at as u64, e))?;
+            if !h.in_log_stream() {
+                at += h.size;
+                continue;
+            }
             let section = records_section(&h, &bytes[at..at + h.size], &mut scratch)
                 .map_err(|e| self.corrupt(at as u64, e))?;
             for rec in RecordIter::new(&h, section) {
@@ -1121,11 +1207,17 @@ impl Segment {
                 .sync_data()
                 .map_err(|e| self.io_err("fsync", e))?;
         }
-        self.state
-            .lock()
-            .stream_index
-            .sync()
-            .map_err(|e| self.io_err("fsync the stream index of", e))?;
+        {
+            let mut st = self.state.lock();
+            st.stream_index
+                .sync()
+                .map_err(|e| self.io_err("fsync the stream index of", e))?;
+            // Rebuilt only by a replay from before its markers, which a trusted segment
+            // never gets: the recovery point vouches for it as for the records.
+            st.txn_index
+                .flush()
+                .map_err(|e| self.io_err("fsync the transaction index of", e))?;
+        }
         self.synced_size.fetch_max(size, Ordering::Relaxed);
         Ok(())
     }
@@ -1355,14 +1447,15 @@ impl Segment {
     /// last offset is at or above `offset` (`translateOffset`: the offset index, then a
     /// walk of batch headers) that fit `max_bytes` from its start, at least that first
     /// one when `min_one` (Kafka's `minOneMessage`), never past `max_position` (the
-    /// committed size the caller's high watermark stands at). `None` when no batch below
-    /// `max_position` reaches `offset`. The descriptor returned is the one walked, so the
+    /// committed size the caller's high watermark stands at) nor into a batch at or past
+    /// `end_offset` (a `read_committed` fetch's last stable offset). `None` when no batch
+    /// below both reaches `offset`. The descriptor returned is the one walked, so the
     /// bytes stay readable after retention or the cleaner removes the file.
     pub(crate) fn fetch_span(
         &self,
         offset: u64,
         max_bytes: u64,
-        max_position: u64,
+        (max_position, end_offset): (u64, u64),
         min_one: bool,
     ) -> Result<Option<FetchSpan>> {
         let size = max_position.min(self.size());
@@ -1391,6 +1484,9 @@ impl Segment {
                 return Ok(None);
             }
             let h = header_at(start)?;
+            if h.base_offset >= end_offset {
+                return Ok(None);
+            }
             if h.last_offset() >= offset {
                 break h;
             }
@@ -1402,21 +1498,29 @@ impl Segment {
                 position: start as u64,
                 len: 0,
                 to_end: false,
+                next_offset: first.base_offset,
             }));
         }
-        let mut end = start + first.size;
+        let (mut end, mut next_offset) = (start + first.size, first.next_offset());
+        let mut stopped = false;
         while end < limit {
             let h = header_at(end)?;
+            if h.base_offset >= end_offset {
+                stopped = true;
+                break;
+            }
             if (end + h.size - start) as u64 > max_bytes {
                 break;
             }
             end += h.size;
+            next_offset = h.next_offset();
         }
         Ok(Some(FetchSpan {
             file,
             position: start as u64,
             len: (end - start) as u64,
-            to_end: end == limit,
+            to_end: end == limit && !stopped,
+            next_offset,
         }))
     }
 

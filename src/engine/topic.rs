@@ -21,7 +21,8 @@ use super::files::write_or_defer;
 use super::format::{decode_header, kpfs_topic_dir, STREAM_ORDER_FILE, TOPIC_CONFIG_FILE};
 use super::limits::{MAX_PARTITIONS, PARSED_RECORDS_KEPT};
 use super::log::{
-    first_oversized_record, AppendInfo, OpenReport, PendingRecord, WriteBytes, WriteRecords,
+    first_oversized_record, AppendInfo, OpenReport, PendingRecord, TxnMarkerWrite, WriteBytes,
+    WriteRecords,
 };
 use super::log_loader::{remove_stale_temporary, Durability};
 use super::log_start_checkpoint::LogStartCheckpoint;
@@ -610,7 +611,24 @@ impl Topic {
     }
 
     /// Kafka's Produce to partition `partition`: see [`Partition::append_produced_gated`].
+    /// A transactional batch is refused unless its producer's transaction is open here
+    /// already ([`Topic::append_produced_in_txn`] is the coordinator-verified append).
     pub fn append_produced(&self, partition: u32, records: &[u8]) -> Result<ProduceOutcome> {
+        self.append_produced_with(partition, records, false)
+    }
+
+    /// Kafka's Produce of a batch whose partition the transaction coordinator verified is
+    /// in its producer's transaction (Kafka's `VerificationGuard`, KIP-890).
+    pub fn append_produced_in_txn(&self, partition: u32, records: &[u8]) -> Result<ProduceOutcome> {
+        self.append_produced_with(partition, records, true)
+    }
+
+    fn append_produced_with(
+        &self,
+        partition: u32,
+        records: &[u8],
+        txn_verified: bool,
+    ) -> Result<ProduceOutcome> {
         let partitions = self.partition_list();
         let target = self.partition_or_unknown(&partitions, partition)?;
         if let Err(e) = self.core.refuse_internal(InternalTopicAction::Append) {
@@ -620,8 +638,17 @@ impl Topic {
         }
         let _rendering = self.core.rendering_gate.read();
         self.in_order(&partitions, &target, || {
-            target.append_produced_gated(records)
+            target.append_produced_gated(records, txn_verified)
         })
+    }
+
+    /// Kafka's WriteTxnMarkers for partition `partition`: see
+    /// [`Partition::append_txn_marker`]. Returns the marker's offset.
+    pub fn append_txn_marker(&self, partition: u32, marker: &TxnMarkerWrite) -> Result<u64> {
+        let partitions = self.partition_list();
+        let target = self.partition_or_unknown(&partitions, partition)?;
+        let _rendering = self.core.rendering_gate.read();
+        self.in_order(&partitions, &target, || target.append_txn_marker(marker))
     }
 
     /// The size of `log`: the end of the topic's stream. Never decreases.

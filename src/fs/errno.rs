@@ -35,7 +35,8 @@ pub(crate) fn errno_of(error: &EngineError) -> i32 {
         | EngineError::CorruptMessage { .. }
         | EngineError::InvalidProducerEpoch { .. }
         | EngineError::OutOfOrderSequence { .. }
-        | EngineError::InvalidTxnState { .. } => libc::EINVAL,
+        | EngineError::InvalidTxnState { .. }
+        | EngineError::TransactionCoordinatorFenced { .. } => libc::EINVAL,
         EngineError::RecompressedTooLarge { .. } => libc::EFBIG,
         // Cannot happen once mounted (the lock is taken before the mount); EBUSY is what a
         // second user of a held resource would expect if it ever did.

@@ -48,6 +48,9 @@ pub(crate) fn error_code(error: &EngineError) -> ResponseError {
         EngineError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         EngineError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         EngineError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+        EngineError::TransactionCoordinatorFenced { .. } => {
+            ResponseError::TransactionCoordinatorFenced
+        }
         EngineError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         EngineError::RecordDeletionPolicy { .. } => ResponseError::PolicyViolation,
         EngineError::InternalTopic { .. } => ResponseError::InvalidTopicException,

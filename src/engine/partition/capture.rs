@@ -219,6 +219,10 @@ impl Partition {
                 while at < bytes.len() {
                     let bad = |e| corrupt(seg.log_path(), file_pos + at as u64, e);
                     let h = decode_header(&bytes[at..]).map_err(bad)?;
+                    if !h.in_log_stream() {
+                        at += h.size;
+                        continue;
+                    }
                     let section =
                         records_section(&h, &bytes[at..at + h.size], &mut scratch).map_err(bad)?;
                     for rec in RecordIter::new(&h, section) {

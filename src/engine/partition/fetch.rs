@@ -1,18 +1,16 @@
 //! The read side Kafka clients use: Fetch (`UnifiedLog.read`: whole batches as file
 //! ranges to send with sendfile(2)), ListOffsets (`fetchOffsetByTimestamp`) and
 //! DeleteRecords (`maybeIncrementLogStartOffset`). One partition, one replica: the high
-//! watermark is the log end offset. No transactions: nothing is aborted, and the last
-//! stable offset is the high watermark too.
-
-// Its user is the Kafka listener (`src/kafka`, issue 15's wire adapter), built in
-// parallel: until it lands, only the tests (`internals`) call this. The merge with it
-// removes this line.
+//! watermark is the log end offset. A `read_committed` reader (Kafka's `TXN_COMMITTED`
+//! isolation) reads up to the last stable offset and is told the aborted transactions
+//! of what it read, whose batches it drops.
 
 use std::fs::File;
 
 use crate::engine::error::{EngineError, OffsetRequest, Result};
 use crate::engine::limits::STALE_READ_RETRIES;
 use crate::engine::log::LogSnapshot;
+use crate::engine::txn_index::AbortedTxn;
 
 use super::Partition;
 
@@ -32,7 +30,31 @@ pub struct FetchedRange {
 pub struct FetchOutcome {
     pub ranges: Vec<FetchedRange>,
     pub high_watermark: u64,
+    pub last_stable_offset: u64,
     pub log_start_offset: u64,
+    /// For a `read_committed` fetch, the aborted transactions that overlap what it read
+    /// (Kafka's `collectAbortedTransactions`), oldest first; `None` for `read_uncommitted`.
+    pub aborted: Option<Vec<AbortedTxn>>,
+}
+
+/// Kafka's `IsolationLevel` of a Fetch or ListOffsets request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Up to the high watermark, aborted records included.
+    ReadUncommitted,
+    /// Up to the last stable offset, with the aborted transactions to drop.
+    ReadCommitted,
+}
+
+impl Isolation {
+    /// The isolation a request's `isolation_level` byte names (1 = READ_COMMITTED).
+    pub fn from_request(level: i8) -> Isolation {
+        if level == 1 {
+            Isolation::ReadCommitted
+        } else {
+            Isolation::ReadUncommitted
+        }
+    }
 }
 
 impl FetchOutcome {
@@ -74,6 +96,29 @@ impl OffsetQuery {
     }
 }
 
+/// Kafka's `LocalLog.collectAbortedTransactions`: the aborted transactions that end at
+/// or after `from` and start before `upper_bound`, from the transaction indexes of the
+/// segment at `first` on, until one's last stable offset shows no later abort can reach
+/// back into the range.
+fn collect_aborted(
+    snap: &LogSnapshot,
+    first: usize,
+    (from, upper_bound): (u64, u64),
+) -> Vec<AbortedTxn> {
+    let mut aborted = Vec::new();
+    if upper_bound <= from {
+        return aborted;
+    }
+    for segment in &snap.segments[first..] {
+        let found = segment.collect_aborted(from, upper_bound);
+        aborted.extend(found.aborted);
+        if found.complete {
+            break;
+        }
+    }
+    aborted
+}
+
 /// Kafka's `RecordBatch.NO_TIMESTAMP`: the earliest and latest answers carry none.
 const NO_TIMESTAMP: i64 = -1;
 
@@ -86,23 +131,27 @@ impl Partition {
     /// to the log end gives no range; below the log start or past the log end is
     /// [`EngineError::OffsetOutOfRange`].
     pub fn fetch(&self, offset: u64, max_bytes: u64) -> Result<FetchOutcome> {
-        self.fetch_limited(offset, max_bytes, true)
+        self.fetch_limited(offset, max_bytes, true, Isolation::ReadUncommitted)
     }
 
     /// [`Partition::fetch`] with Kafka's `minOneMessage` given: a Fetch of several
     /// partitions lets only its first partition with records go over the limit
     /// (`ReplicaManager.readFromLog`); without it a first batch over `max_bytes` gives
-    /// no range, the offsets alone.
+    /// no range, the offsets alone. Under [`Isolation::ReadCommitted`] the batches stop
+    /// at the last stable offset (Kafka's `TXN_COMMITTED` read).
     pub fn fetch_limited(
         &self,
         offset: u64,
         max_bytes: u64,
         min_one: bool,
+        isolation: Isolation,
     ) -> Result<FetchOutcome> {
         let mut snap = self.log.snapshot();
         let mut attempts = 0;
         loop {
-            match self.fetch_in(&snap, offset, max_bytes, min_one) {
+            // Read after the snapshot: the segments hold every record below it.
+            let lso = self.log.last_stable_offset();
+            match self.fetch_in(&snap, (offset, max_bytes), (min_one, isolation), lso) {
                 Err(e) if attempts < STALE_READ_RETRIES && self.outdated(&snap) => {
                     // A segment of the snapshot was removed before it could be opened: a
                     // fresh snapshot has its replacement, or a log start past `offset`.
@@ -118,25 +167,28 @@ impl Partition {
     fn fetch_in(
         &self,
         snap: &LogSnapshot,
-        offset: u64,
-        max_bytes: u64,
-        min_one: bool,
+        (offset, max_bytes): (u64, u64),
+        (min_one, isolation): (bool, Isolation),
+        lso: u64,
     ) -> Result<FetchOutcome> {
         let active = snap.active().info();
+        let committed = isolation == Isolation::ReadCommitted;
+        let lso = lso.clamp(snap.log_start_offset, active.next_offset);
         let mut outcome = FetchOutcome {
             ranges: Vec::new(),
             high_watermark: active.next_offset,
+            last_stable_offset: lso,
             log_start_offset: snap.log_start_offset,
+            aborted: committed.then(Vec::new),
         };
         if offset < outcome.log_start_offset || offset > outcome.high_watermark {
             return Err(self.out_of_range(offset, snap, OffsetRequest::Fetch));
         }
-        let Some(first) = snap
-            .segment_for(offset)
-            .filter(|_| offset < active.next_offset)
-        else {
+        let end_offset = if committed { lso } else { active.next_offset };
+        let Some(first) = snap.segment_for(offset).filter(|_| offset < end_offset) else {
             return Ok(outcome);
         };
+        let mut fetched_end = offset;
         let mut remaining = max_bytes;
         for segment in &snap.segments[first..] {
             // The active segment is read up to where the high watermark stood.
@@ -146,11 +198,17 @@ impl Partition {
                 u64::MAX
             };
             let from = offset.max(segment.base_offset());
+            if from >= end_offset {
+                break;
+            }
             let min_one = min_one && outcome.ranges.is_empty();
-            let Some(span) = segment.fetch_span(from, remaining, max_position, min_one)? else {
+            let Some(span) =
+                segment.fetch_span(from, remaining, (max_position, end_offset), min_one)?
+            else {
                 continue;
             };
             if span.len > 0 {
+                fetched_end = span.next_offset;
                 remaining = remaining.saturating_sub(span.len);
                 outcome.ranges.push(FetchedRange {
                     file: span.file,
@@ -161,6 +219,9 @@ impl Partition {
             if !span.to_end || remaining == 0 {
                 break;
             }
+        }
+        if let Some(aborted) = outcome.aborted.as_mut() {
+            *aborted = collect_aborted(snap, first, (offset, fetched_end));
         }
         Ok(outcome)
     }
@@ -180,14 +241,24 @@ impl Partition {
     /// A timestamp search takes the first segment whose largest timestamp (its mtime
     /// when it holds none) is at or above the target, and in it the first record at or
     /// above it, through the time index; it does not go on into later segments, as
-    /// Kafka's `searchOffsetInLocalLog`.
-    pub fn list_offset(&self, query: OffsetQuery) -> Result<Option<(u64, i64)>> {
+    /// Kafka's `searchOffsetInLocalLog`. Under [`Isolation::ReadCommitted`] the latest
+    /// offset is the last stable one, and a record at or past it is no answer (Kafka's
+    /// `Partition.fetchOffsetForTimestamp` with its `lastFetchableOffset`).
+    pub fn list_offset(
+        &self,
+        query: OffsetQuery,
+        isolation: Isolation,
+    ) -> Result<Option<(u64, i64)>> {
         let snap = self.log.snapshot();
+        let fetchable = match isolation {
+            Isolation::ReadCommitted => self.log.last_stable_offset(),
+            Isolation::ReadUncommitted => snap.active().next_offset(),
+        };
         let answer = match query {
             OffsetQuery::Earliest | OffsetQuery::EarliestLocal => {
                 Some((snap.log_start_offset, NO_TIMESTAMP))
             }
-            OffsetQuery::Latest => Some((snap.active().next_offset(), NO_TIMESTAMP)),
+            OffsetQuery::Latest => Some((fetchable, NO_TIMESTAMP)),
             OffsetQuery::LatestTiered => None,
             OffsetQuery::MaxTimestamp => {
                 // The first segment holding the largest timestamp (Kafka's `maxBy`).
@@ -214,7 +285,8 @@ impl Partition {
                 }
             }
         };
-        Ok(answer)
+        let searched = matches!(query, OffsetQuery::Timestamp(_) | OffsetQuery::MaxTimestamp);
+        Ok(answer.filter(|&(offset, _)| !searched || offset < fetchable))
     }
 
     /// Kafka's DeleteRecords (`Partition.deleteRecordsOnLeader`): moves the log start

@@ -29,7 +29,9 @@ use super::clock::format_time_ms;
 use super::config::TopicConfig;
 use super::error::{BatchSize, EngineError, InternalTopicAction, Result};
 use super::format::{decode_header, BatchBuilder};
-use super::log::{AppendInfo, Durability, Log, OpenReport, WriteBytes, WriteRecords};
+use super::log::{
+    AppendInfo, Durability, Log, OpenReport, TxnMarkerWrite, WriteBytes, WriteRecords,
+};
 use super::metadata_files::{adopt_topic_id, Uuid};
 use super::produce::{validate_produced, ProduceOutcome};
 use super::topic_core::TopicCore;
@@ -44,7 +46,7 @@ pub use capture::LogCapture;
 pub use capture::CAPTURE_GRACE_MS;
 #[cfg(feature = "internals")]
 pub use fetch::FetchOutcome;
-pub use fetch::{FetchedRange, OffsetQuery};
+pub use fetch::{FetchedRange, Isolation, OffsetQuery};
 pub use reader::LogCursor;
 pub(crate) use reader::Replay;
 
@@ -106,7 +108,8 @@ impl RefusalReason {
             | EngineError::CorruptMessage { .. }
             | EngineError::InvalidProducerEpoch { .. }
             | EngineError::OutOfOrderSequence { .. }
-            | EngineError::InvalidTxnState { .. } => Some(RefusalReason::Invalid),
+            | EngineError::InvalidTxnState { .. }
+            | EngineError::TransactionCoordinatorFenced { .. } => Some(RefusalReason::Invalid),
             _ => None,
         }
     }
@@ -369,7 +372,7 @@ impl Partition {
     /// partition, which keeps no order across partitions).
     pub(crate) fn append_internal(&self, records: &[u8]) -> Result<ProduceOutcome> {
         let _rendering = self.topic.rendering_gate.read();
-        self.append_produced_gated(records)
+        self.append_produced_gated(records, false)
     }
 
     /// Kafka's Produce for this partition: `records` is the partition's records field,
@@ -378,12 +381,17 @@ impl Partition {
     /// end, stored in the topic's `compression.type`, and its records take their places
     /// in the `log` stream, so `cat log` shows them at once. A retry of one of its
     /// producer's last five batches gets the original offsets and is not appended again.
-    /// The caller holds the topic's rendering gate.
-    pub(crate) fn append_produced_gated(&self, records: &[u8]) -> Result<ProduceOutcome> {
+    /// The caller holds the topic's rendering gate. `txn_verified`: see
+    /// [`Log::append_produced`].
+    pub(crate) fn append_produced_gated(
+        &self,
+        records: &[u8],
+        txn_verified: bool,
+    ) -> Result<ProduceOutcome> {
         let config = self.config();
         let partition = self.log.partition();
         let result = validate_produced(records, &config, partition, self.topic.clock.now_ms())
-            .and_then(|batch| self.log.append_produced(batch, &config));
+            .and_then(|batch| self.log.append_produced(batch, &config, txn_verified));
         match result {
             Ok((outcome, info)) => {
                 self.note_appended(&info, &config);
@@ -392,6 +400,38 @@ impl Partition {
             Err(e) => {
                 let count = decode_header(records).map_or(0, |h| u64::from(h.record_count));
                 self.note_refused_append(&e, count);
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes a transaction coordinator's COMMIT or ABORT marker here
+    /// ([`Log::append_txn_marker`]). Readers are woken: the records of the transaction
+    /// it ends become visible to `read_committed` readers and the `log` file.
+    pub(crate) fn append_txn_marker(&self, marker: &TxnMarkerWrite) -> Result<u64> {
+        let config = self.config();
+        match self.log.append_txn_marker(marker, &config) {
+            Ok(offset) => {
+                self.topic.append_signal.appended();
+                self.modified_ms
+                    .store(self.topic.clock.now_ms(), Ordering::Relaxed);
+                self.record_event(
+                    "txn-marker",
+                    &format!(
+                        "{} of producer {} (epoch {}) at offset {offset}",
+                        if marker.marker.commit {
+                            "COMMIT"
+                        } else {
+                            "ABORT"
+                        },
+                        marker.producer_id,
+                        marker.producer_epoch
+                    ),
+                );
+                Ok(offset)
+            }
+            Err(e) => {
+                self.note_refused_append(&e, 1);
                 Err(e)
             }
         }

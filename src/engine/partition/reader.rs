@@ -313,7 +313,9 @@ impl Partition {
             let h = decode_header(&bytes[at..]).map_err(bad)?;
             // Only the first batch is the one the last read stopped inside.
             let from = resume.take();
-            if h.last_offset() >= cursor.next_offset {
+            if h.last_offset() >= cursor.next_offset && !h.in_log_stream() {
+                cursor.next_offset = h.next_offset();
+            } else if h.last_offset() >= cursor.next_offset {
                 let section =
                     records_section(&h, &bytes[at..at + h.size], &mut scratch).map_err(bad)?;
                 let mut records = match from {
@@ -425,6 +427,11 @@ impl Partition {
             while at < bytes.len() {
                 let bad = |e| corrupt(seg.log_path(), file_pos + at as u64, e);
                 let h = decode_header(&bytes[at..]).map_err(bad)?;
+                if !h.in_log_stream() {
+                    cursor.next_offset = h.next_offset();
+                    at += h.size;
+                    continue;
+                }
                 let section =
                     records_section(&h, &bytes[at..at + h.size], &mut scratch).map_err(bad)?;
                 for rec in RecordIter::new(&h, section) {

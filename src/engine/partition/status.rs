@@ -301,7 +301,8 @@ impl Partition {
         config: &TopicConfig,
         now: i64,
     ) -> Vec<(&'static str, String)> {
-        let view = cleaner::cleaner_view(snap, self.cleaner.checkpoint(), config, now);
+        let lso = self.log.last_stable_offset();
+        let view = cleaner::cleaner_view((snap, lso), self.cleaner.checkpoint(), config, now);
         let mut out = vec![
             ("dirty_ratio", format!("{:.4}", view.ratio())),
             (

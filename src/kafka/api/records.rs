@@ -11,7 +11,9 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
 };
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -29,7 +31,7 @@ use kafka_protocol::ResponseError;
 
 use super::fetch_session::{Answered, Asked};
 use super::{engine_error, str_bytes, Reply, STOP_CHECK};
-use crate::engine::{EngineError, FetchedRange, OffsetQuery, Partition, Topic};
+use crate::engine::{EngineError, FetchedRange, Isolation, OffsetQuery, Partition, Topic};
 use crate::kafka::deadline::Deadline;
 use crate::kafka::error_code::error_code;
 use crate::kafka::response::records_marker;
@@ -214,8 +216,9 @@ pub(crate) fn fetch(shared: &Shared, request: &FetchRequest) -> FetchReply {
         .filter_map(|(asked, _)| shared.engine.topic(&asked.topic))
         .collect();
     let deadline = Deadline::after(Duration::from_millis(request.max_wait_ms.max(0) as u64));
+    let isolation = Isolation::from_request(request.isolation_level);
     let read = loop {
-        let read = read_partitions(&readable, request.max_bytes);
+        let read = read_partitions(&readable, request.max_bytes, isolation);
         let bytes: u64 = read.iter().map(|(_, r)| r.bytes).sum();
         if readable.is_empty()
             || bytes >= request.min_bytes.max(0) as u64
@@ -310,6 +313,7 @@ struct Read {
 fn read_partitions(
     readable: &[(&Asked, std::sync::Arc<Partition>)],
     max_bytes: i32,
+    isolation: Isolation,
 ) -> Vec<(PartitionData, Read)> {
     let mut left = max_bytes.max(0) as u64;
     let mut min_one = true;
@@ -317,15 +321,13 @@ fn read_partitions(
         .iter()
         .map(|(asked, partition)| {
             let mut data = empty_partition(asked.partition);
-            // Kafka's log lists aborted transactions to read_committed fetches only
-            // (kpfs has none: no transactions); a partition it lacks gets an empty list
-            // from KafkaApis.
+            // Kafka's log lists aborted transactions to read_committed fetches only.
             data.aborted_transactions = None;
             let fetched = match u64::try_from(asked.fetch_offset) {
                 Ok(offset) => {
                     let max = left.min(asked.max_bytes.max(0) as u64);
                     partition
-                        .fetch_limited(offset, max, min_one)
+                        .fetch_limited(offset, max, min_one, isolation)
                         .map_err(|e| engine_error(&e).0)
                 }
                 Err(_) => Err(ResponseError::OffsetOutOfRange.code()),
@@ -337,8 +339,19 @@ fn read_partitions(
             match fetched {
                 Ok(outcome) => {
                     data.high_watermark = outcome.high_watermark as i64;
-                    data.last_stable_offset = outcome.high_watermark as i64;
+                    data.last_stable_offset = outcome.last_stable_offset as i64;
                     data.log_start_offset = outcome.log_start_offset as i64;
+                    data.aborted_transactions = outcome.aborted.as_ref().map(|aborted| {
+                        aborted
+                            .iter()
+                            .map(|txn| {
+                                let mut out = AbortedTransaction::default();
+                                out.producer_id = ProducerId(txn.producer_id);
+                                out.first_offset = txn.first_offset as i64;
+                                out
+                            })
+                            .collect()
+                    });
                     let len = outcome.bytes();
                     if len > 0 {
                         left = left.saturating_sub(len);
@@ -388,7 +401,9 @@ pub(crate) fn list_offsets(
                 Some(_) if p.timestamp < -3 || (p.timestamp == -3 && version < 7) => {
                     result.error_code = ResponseError::UnsupportedVersion.code()
                 }
-                Some(target) => match target.list_offset(query) {
+                Some(target) => match target
+                    .list_offset(query, Isolation::from_request(request.isolation_level))
+                {
                     Ok(Some((offset, timestamp))) => {
                         result.offset = offset as i64;
                         result.timestamp = timestamp;

@@ -1,0 +1,301 @@
+//! Transactions in one partition, as Kafka's `ProducerStateManager`, `UnifiedLog` and
+//! `TransactionIndex` keep them: transactional batches open a transaction at their
+//! producer's first offset, COMMIT and ABORT markers end it, the last stable offset
+//! bounds `read_committed` fetches, aborts go to the segment's `.txnindex` in Kafka's
+//! bytes, and all of it survives a clean restart and a crash.
+
+mod common;
+
+use std::fs;
+use std::path::PathBuf;
+
+use common::*;
+use kpfs::engine::format::{BatchBuilder, ClientBatch};
+use kpfs::engine::log::TxnMarkerWrite;
+use kpfs::engine::{EngineError, Isolation, Topic};
+
+/// Kafka 4 clients' transaction version: the coordinator bumps the epoch at each end.
+const TV2: i16 = 2;
+
+/// A batch of `values` from producer `pid` at `epoch`, its first sequence `seq`.
+fn batch(pid: i64, epoch: i16, seq: i32, transactional: bool, values: &[&str]) -> Vec<u8> {
+    let mut b = BatchBuilder::new(0);
+    for (i, v) in values.iter().enumerate() {
+        b.push(i as u64, T0, None, Some(v.as_bytes()));
+    }
+    b.finish_client(
+        (pid, epoch, seq),
+        ClientBatch {
+            transactional,
+            ..ClientBatch::PLAIN
+        },
+    )
+}
+
+fn txn(t: &Topic, pid: i64, epoch: i16, seq: i32, values: &[&str]) -> u64 {
+    t.append_produced_in_txn(0, &batch(pid, epoch, seq, true, values))
+        .unwrap()
+        .base_offset
+}
+
+fn end(t: &Topic, pid: i64, epoch: i16, commit: bool) -> u64 {
+    t.append_txn_marker(0, &TxnMarkerWrite::new((pid, epoch), commit, 0, TV2))
+        .unwrap()
+}
+
+fn lso(t: &Topic) -> u64 {
+    t.p0().log().last_stable_offset()
+}
+
+fn txn_index_files(t: &Topic) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(t.p0().dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".txnindex"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// (producer id, first offset, last offset, last stable offset) of each 34-byte entry.
+fn txn_index_entries(path: &PathBuf) -> Vec<(i64, i64, i64, i64)> {
+    let bytes = fs::read(path).unwrap();
+    assert_eq!(bytes.len() % 34, 0, "whole entries");
+    bytes
+        .chunks(34)
+        .map(|e| {
+            assert_eq!(&e[..2], &[0, 0], "version 0");
+            let at = |i: usize| i64::from_be_bytes(e[i..i + 8].try_into().unwrap());
+            (at(2), at(10), at(18), at(26))
+        })
+        .collect()
+}
+
+/// What a read_committed fetch from `offset` returns: the batches' base offsets and
+/// the aborted transactions as (producer id, first offset).
+fn fetch_committed(t: &Topic, offset: u64) -> (Vec<u64>, Vec<(i64, u64)>, u64) {
+    let out = t
+        .p0()
+        .fetch_limited(offset, 1 << 20, true, Isolation::ReadCommitted)
+        .unwrap();
+    let mut bases = Vec::new();
+    for r in &out.ranges {
+        let mut bytes = vec![0u8; r.len as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&r.file, &mut bytes, r.position).unwrap();
+        let mut at = 0;
+        while at < bytes.len() {
+            let h = kpfs::engine::format::decode_header(&bytes[at..]).unwrap();
+            bases.push(h.base_offset);
+            at += h.size;
+        }
+    }
+    let aborted = out
+        .aborted
+        .expect("a read_committed fetch lists aborted transactions")
+        .iter()
+        .map(|a| (a.producer_id, a.first_offset))
+        .collect();
+    (bases, aborted, out.last_stable_offset)
+}
+
+#[test]
+fn an_open_transaction_holds_the_last_stable_offset_until_its_commit() {
+    let f = Fixture::new();
+    let t = f.topic("t");
+    assert_eq!(txn(&t, 7, 0, 0, &["a", "b"]), 0);
+    assert_eq!(txn(&t, 7, 0, 2, &["c"]), 2);
+    assert_eq!(lso(&t), 0, "the open transaction starts at 0");
+    assert_eq!(t.p0().log().ongoing_txns(), vec![(7, 0)]);
+    let (bases, aborted, stable) = fetch_committed(&t, 0);
+    assert_eq!((bases, aborted, stable), (vec![], vec![], 0));
+    let uncommitted = t.p0().fetch(0, 1 << 20).unwrap();
+    assert_eq!(uncommitted.last_stable_offset, 0);
+    assert_eq!(uncommitted.high_watermark, 3);
+    assert!(uncommitted.aborted.is_none());
+
+    // Transaction version 2: the marker carries the bumped epoch.
+    assert_eq!(end(&t, 7, 1, true), 3);
+    assert_eq!(lso(&t), 4);
+    assert!(t.p0().log().ongoing_txns().is_empty());
+    let (bases, aborted, stable) = fetch_committed(&t, 0);
+    assert_eq!((bases, aborted, stable), (vec![0, 2, 3], vec![], 4));
+    assert!(txn_index_files(&t).is_empty(), "commits are never indexed");
+    // The marker is a control batch: no line of `log`.
+    assert_eq!(cat_string(&t), "a\nb\nc\n");
+}
+
+#[test]
+fn an_abort_is_indexed_with_the_last_stable_offset_after_it() {
+    let f = Fixture::new();
+    let t = f.topic("t");
+    txn(&t, 1, 0, 0, &["a1", "a2"]); // 0-1
+    txn(&t, 2, 0, 0, &["b1"]); // 2
+    assert_eq!(end(&t, 1, 1, false), 3);
+    // Producer 2's transaction is still open: the stable offset stops at it.
+    assert_eq!(lso(&t), 2);
+    let files = txn_index_files(&t);
+    assert_eq!(files.len(), 1);
+    assert!(files[0].ends_with("00000000000000000000.txnindex"));
+    assert_eq!(txn_index_entries(&files[0]), vec![(1, 0, 3, 2)]);
+    assert_eq!(end(&t, 2, 1, false), 4);
+    assert_eq!(lso(&t), 5);
+    assert_eq!(
+        txn_index_entries(&files[0]),
+        vec![(1, 0, 3, 2), (2, 2, 4, 5)]
+    );
+    let (bases, aborted, _) = fetch_committed(&t, 0);
+    assert_eq!(bases, vec![0, 2, 3, 4]);
+    assert_eq!(aborted, vec![(1, 0), (2, 2)]);
+    let (_, aborted, _) = fetch_committed(&t, 4);
+    assert_eq!(
+        aborted,
+        vec![(2, 2)],
+        "only those ending at or after the fetch offset"
+    );
+}
+
+#[test]
+fn writes_that_do_not_fit_a_transaction_are_refused_with_kafkas_texts() {
+    let f = Fixture::new();
+    let t = f.topic("t");
+    let refused = t
+        .append_produced(0, &batch(5, 0, 0, true, &["x"]))
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "Record was not part of an ongoing transaction"
+    );
+    txn(&t, 5, 0, 0, &["x"]);
+    let plain = t
+        .append_produced(0, &batch(5, 0, 1, false, &["y"]))
+        .unwrap_err();
+    assert!(matches!(plain, EngineError::InvalidTxnState { .. }));
+    assert_eq!(
+        plain.to_string(),
+        "Expected transactional write from producer 5 at offset (offset=1, segment=[-1:-1]) in partition t-0"
+    );
+    // Once the transaction is open, its later batches need no verification.
+    t.append_produced(0, &batch(5, 0, 1, true, &["y"])).unwrap();
+    end(&t, 5, 1, true);
+    let stale = t
+        .append_txn_marker(0, &TxnMarkerWrite::new((5, 0), true, 0, TV2))
+        .unwrap_err();
+    assert!(matches!(stale, EngineError::InvalidProducerEpoch { .. }));
+    assert_eq!(
+        stale.to_string(),
+        "Epoch of producer 5 at offset 3 in t-0 is 0, which is <= the last seen epoch 1 (TV2)"
+    );
+    // A retry of the marker that ended the transaction is written again, as Kafka does.
+    assert_eq!(end(&t, 5, 1, true), 3);
+    let fenced = t
+        .append_txn_marker(0, &TxnMarkerWrite::new((5, 2), true, -1, TV2))
+        .unwrap_err();
+    assert!(matches!(
+        fenced,
+        EngineError::TransactionCoordinatorFenced { .. }
+    ));
+    assert_eq!(
+        fenced.to_string(),
+        "Invalid coordinator epoch for producerId 5 at offset 4 in partition t-0: -1 (zombie), 0 (current)"
+    );
+    let old_txn = t
+        .append_produced_in_txn(0, &batch(5, 0, 0, true, &["z"]))
+        .unwrap_err();
+    assert_eq!(
+        old_txn.to_string(),
+        "Epoch of producer 5 is 0, which is smaller than the last seen epoch 1"
+    );
+    assert_eq!(
+        t.p0().log().log_end_offset(),
+        4,
+        "nothing refused was written"
+    );
+}
+
+#[test]
+fn open_transactions_and_the_index_survive_a_restart_and_a_crash() {
+    let mut f = Fixture::new();
+    let t = f.topic("t");
+    txn(&t, 1, 0, 0, &["a"]); // 0
+    end(&t, 1, 1, false); // 1
+    txn(&t, 2, 0, 0, &["b"]); // 2
+    drop(t);
+    f.reopen();
+    let t = f.topic("t");
+    assert_eq!(
+        lso(&t),
+        2,
+        "the open transaction is in the close's snapshot"
+    );
+    assert_eq!(t.p0().log().ongoing_txns(), vec![(2, 2)]);
+    let index = txn_index_files(&t)[0].clone();
+    let before = txn_index_entries(&index);
+    assert_eq!(before, vec![(1, 0, 1, 2)]);
+    // A crash that lost the index and every snapshot: recovery of the segment replays
+    // the markers and writes the same entries.
+    txn(&t, 2, 0, 1, &["c"]); // 3
+    end(&t, 2, 1, false); // 4
+    let after_two = txn_index_entries(&index);
+    assert_eq!(after_two, vec![(1, 0, 1, 2), (2, 2, 4, 5)]);
+    drop(t);
+    let dir = f.dir.path().join("t-0");
+    fs::remove_file(&index).unwrap();
+    for e in fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "snapshot") {
+            fs::remove_file(p).unwrap();
+        }
+    }
+    f.crash_and_reopen();
+    let t = f.topic("t");
+    assert_eq!(txn_index_entries(&txn_index_files(&t)[0]), after_two);
+    assert_eq!(lso(&t), 5);
+    let (_, aborted, _) = fetch_committed(&t, 0);
+    assert_eq!(aborted, vec![(1, 0), (2, 2)]);
+}
+
+#[test]
+fn a_corrupt_index_is_rebuilt_from_the_markers() {
+    let mut f = Fixture::new();
+    let t = f.topic("t");
+    txn(&t, 1, 0, 0, &["a"]);
+    end(&t, 1, 1, false);
+    let index = txn_index_files(&t)[0].clone();
+    let good = fs::read(&index).unwrap();
+    drop(t);
+    f.reopen();
+    let mut bad = good.clone();
+    bad[0] = 3; // an unknown version
+    fs::write(&index, &bad).unwrap();
+    f.reopen();
+    let t = f.topic("t");
+    assert_eq!(fs::read(&index).unwrap(), good);
+    assert_eq!(fetch_committed(&t, 0).1, vec![(1, 0)]);
+}
+
+#[test]
+fn retention_deletes_a_segments_txnindex_with_it() {
+    let f = Fixture::new();
+    let t = f.topic("t");
+    // Each batch and marker gets a segment of its own.
+    set(&t, "internal.segment.bytes=100\n");
+    txn(&t, 1, 0, 0, &["a"]);
+    end(&t, 1, 1, false);
+    txn(&t, 2, 0, 0, &["b"]);
+    end(&t, 2, 1, true);
+    txn(&t, 3, 0, 0, &["c"]);
+    let names = |t: &Topic| -> Vec<String> {
+        txn_index_files(t)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(names(&t), vec!["00000000000000000001.txnindex".to_string()]);
+    t.p0().delete_records_before(4).unwrap();
+    assert!(f.engine().run_retention_once() > 0);
+    assert_eq!(
+        names(&t),
+        vec!["00000000000000000001.txnindex.deleted".to_string()]
+    );
+    f.engine().run_deletions_once();
+}
