@@ -299,3 +299,84 @@ fn retention_deletes_a_segments_txnindex_with_it() {
     );
     f.engine().run_deletions_once();
 }
+
+/// Reads the whole `log` of a topic's partition `p`, in `chunk`-byte reads.
+fn cat_partition(t: &Topic, p: u32, chunk: usize) -> String {
+    let partition = t.partition(p).unwrap();
+    let mut cursor = kpfs::engine::LogCursor::default();
+    let mut out = Vec::new();
+    loop {
+        let got = partition
+            .read_log(&mut cursor, out.len() as u64, chunk)
+            .unwrap();
+        if got.is_empty() {
+            return String::from_utf8(out).unwrap();
+        }
+        out.extend_from_slice(&got);
+    }
+}
+
+#[test]
+fn log_shows_committed_records_only_at_the_positions_they_were_given() {
+    let f = Fixture::new();
+    let t = f.topic("t");
+    t.append_lines(b"before\n").unwrap(); // 0, stream 0..7
+    txn(&t, 1, 0, 0, &["open1", "open2"]); // 1-2, stream 7..19
+    t.append_lines(b"plain\n").unwrap(); // 3, stream 19..25
+    assert_eq!(
+        cat_string(&t),
+        "before\n",
+        "nothing from the open transaction on"
+    );
+    assert_eq!(t.stream_len(), 7);
+    end(&t, 1, 1, true); // 4
+    assert_eq!(cat_string(&t), "before\nopen1\nopen2\nplain\n");
+    assert_eq!(t.stream_len(), 25);
+
+    txn(&t, 2, 0, 0, &["gone"]); // 5, stream 25..30
+    t.append_lines(b"after\n").unwrap(); // 6, stream 30..36
+    assert_eq!(t.stream_len(), 25);
+    end(&t, 2, 1, false); // 7
+                          // The aborted record keeps its place: the size counts it, reads skip it.
+    assert_eq!(t.stream_len(), 36);
+    let shown = "before\nopen1\nopen2\nplain\nafter\n";
+    for chunk in [1, 3, 7, 64 << 10] {
+        assert_eq!(
+            String::from_utf8(cat(&t, chunk)).unwrap(),
+            shown,
+            "chunk {chunk}"
+        );
+    }
+    // A read at a position inside the aborted record goes on at the next one shown.
+    let mut cursor = kpfs::engine::TopicCursor::default();
+    assert_eq!(t.read_log(&mut cursor, 27, 100).unwrap(), b"after\n");
+    let capture = t.p0().current_capture(false).unwrap();
+    assert_eq!(capture.size(), shown.len() as u64);
+}
+
+#[test]
+fn a_topic_log_waits_for_an_open_transaction_in_any_partition() {
+    let f = Fixture::new();
+    let t = f.engine().create_topic("orders", 2).unwrap();
+    t.append_lines_after(Some(0), b"", b"p0-a\n").unwrap();
+    t.append_produced_in_txn(1, &batch(9, 0, 0, true, &["p1-txn"]))
+        .unwrap();
+    t.append_lines_after(Some(0), b"", b"p0-b\n").unwrap();
+    assert_eq!(cat_string(&t), "p0-a\n");
+    assert_eq!(t.stream_len(), 5);
+    assert_eq!(
+        cat_partition(&t, 0, 3),
+        "p0-a\np0-b\n",
+        "partition 0's own stream"
+    );
+    assert_eq!(cat_partition(&t, 1, 3), "");
+    // A reader that reached the open transaction goes on from there after the commit.
+    let mut cursor = kpfs::engine::TopicCursor::default();
+    assert_eq!(t.read_log(&mut cursor, 0, 100).unwrap(), b"p0-a\n");
+    assert_eq!(t.read_log(&mut cursor, 5, 100).unwrap(), b"");
+    t.append_txn_marker(1, &TxnMarkerWrite::new((9, 1), true, 0, TV2))
+        .unwrap();
+    assert_eq!(t.read_log(&mut cursor, 5, 100).unwrap(), b"p1-txn\np0-b\n");
+    assert_eq!(cat_string(&t), "p0-a\np1-txn\np0-b\n");
+    assert_eq!(t.stream_len(), 17);
+}

@@ -357,6 +357,8 @@ pub struct Log {
     leader_epochs: Mutex<LeaderEpochCheckpoint>,
     /// The topic id of `partition.metadata`.
     topic_id: Uuid,
+    /// [`Log::unstable_from`]'s last answer.
+    unstable_position: Mutex<Option<(u64, u64)>>,
     /// The topic was deleted. Set under the writer lock, so no append is acknowledged
     /// after the deletion returns; read without it by readers, who hold the topic
     /// through descriptors opened before and must not read a deleted topic's records.
@@ -408,6 +410,7 @@ impl Log {
             producer_state: Mutex::new(ProducerStateManager::default()),
             leader_epochs: Mutex::new(LeaderEpochCheckpoint::default()),
             topic_id: load_topic_id(dir)?,
+            unstable_position: Mutex::new(None),
             deleted: AtomicBool::new(false),
         };
         let loader = LogLoader {
@@ -473,7 +476,7 @@ impl Log {
             (snap.log_start_offset, log_end),
             (clean, report.txn_index_from),
             expiry,
-            |state| replay_producers(&snap, state),
+            |state| replay_producers(&snap, state, report.txn_index_from),
         )?;
         report.removed_files.extend(removed);
         *self.producer_state.lock() = state;
@@ -554,9 +557,45 @@ impl Log {
         self.snapshot().active().next_offset()
     }
 
-    /// End of the rendered stream: the size of the `log` file.
+    /// End of the rendered stream: where the next record appended goes.
     pub(crate) fn stream_end(&self) -> u64 {
         self.snapshot().active().info().stream_end
+    }
+
+    /// End of the stream a reader of `log` sees: the stream position of the first record
+    /// of the oldest open transaction, or the stream end without one.
+    pub(crate) fn visible_stream_end(&self) -> u64 {
+        self.unstable_from()
+            .map_or_else(|| self.stream_end(), |(_, pos)| pos)
+    }
+
+    /// The last stable offset and its stream position, while it is below the log end (a
+    /// transaction is open). A record keeps its position, so the answer is kept until
+    /// the last stable offset moves.
+    pub(crate) fn unstable_from(&self) -> Option<(u64, u64)> {
+        let lso = self.last_stable_offset();
+        if lso >= self.log_end_offset() {
+            return None;
+        }
+        let mut cached = self.unstable_position.lock();
+        if let Some((offset, pos)) = *cached {
+            if offset == lso {
+                return Some((offset, pos));
+            }
+        }
+        let snap = self.snapshot();
+        let seg = &snap.segments[snap.segment_for(lso)?];
+        let pos = match seg.stream_position_of(lso) {
+            Ok(pos) => pos,
+            Err(e) => {
+                // Not cached: the next look tries again. The segment's stream start is
+                // at or before the record, so nothing unstable is shown meanwhile.
+                tracing::warn!(partition = %self.partition, error = %e, "cannot find where the open transaction starts in the stream");
+                return Some((lso, seg.info().stream_start));
+            }
+        };
+        *cached = Some((lso, pos));
+        Some((lso, pos))
     }
 
     /// The producers whose state the partition keeps (Kafka's `UnifiedLog.activeProducers`:
@@ -803,10 +842,14 @@ impl Log {
                 },
                 config.index_interval_bytes.max(0) as u64,
             )?;
-            let aborted = self.producer_state.lock().apply_marker(&at, marker.marker);
-            if let Some(aborted) = aborted {
+            // The index entry lands under the producer-state lock, before anyone can see
+            // the new last stable offset: a reader that sees the transaction decided
+            // finds its abort.
+            let mut producers = self.producer_state.lock();
+            if let Some(aborted) = producers.apply_marker(&at, marker.marker) {
                 active.append_aborted(aborted)?;
             }
+            drop(producers);
             let end = self.snapshot().active().info();
             assert_eq!(
                 (end.next_offset, end.stream_end),
@@ -1459,9 +1502,20 @@ impl TxnMarkerWrite {
 /// Kafka's `loadProducersFromRecords` over the batches from the producer state's map end
 /// to the log end (the headers, and the marker of a control batch), putting back the
 /// entries of aborted transactions that a recovered segment's transaction index lost.
-fn replay_producers(snap: &LogSnapshot, state: &mut ProducerStateManager) -> Result<()> {
+/// Past `recovered_from` (where recovery cut a transaction index), a snapshot is taken at
+/// each segment base crossed, as Kafka's `recoverSegment` takes one at the end of each
+/// segment it recovers.
+fn replay_producers(
+    snap: &LogSnapshot,
+    state: &mut ProducerStateManager,
+    recovered_from: Option<u64>,
+) -> Result<()> {
     let from = state.map_end_offset().max(snap.log_start_offset);
     for segment in snap.segments.iter().filter(|s| s.next_offset() > from) {
+        let base = segment.base_offset();
+        if base > from && recovered_from.is_some_and(|r| base > r) {
+            state.take(base, true)?;
+        }
         let mut pos = if segment.base_offset() < from {
             segment.lookup_position(from)?
         } else {

@@ -1297,6 +1297,48 @@ impl Segment {
         }
     }
 
+    /// Where the record at `offset`, or the first record after it, starts in the `log`
+    /// stream (the segment's stream end when none follows): a walk of the records from
+    /// the stream-index entry at or before it.
+    pub(crate) fn stream_position_of(&self, offset: u64) -> Result<u64> {
+        let (stream_start, entries) = self.stream_entries();
+        let from = entries
+            .partition_point(|e| e.offset <= offset)
+            .checked_sub(1);
+        let mut file_pos = from.map_or(0, |i| u64::from(entries[i].file_pos));
+        let mut walker = StreamWalker::new(
+            &entries,
+            from.unwrap_or(0),
+            stream_start,
+            self.stream_shape(),
+        );
+        let mut scratch = Vec::new();
+        loop {
+            let bytes = self.mapped_batches(file_pos, READ_MIN_BYTES)?;
+            if bytes.is_empty() {
+                return Ok(self.info().stream_end);
+            }
+            let mut at = 0;
+            while at < bytes.len() {
+                let bad = |e| self.corrupt(file_pos + at as u64, e);
+                let h = decode_header(&bytes[at..]).map_err(bad)?;
+                if h.in_log_stream() {
+                    let section =
+                        records_section(&h, &bytes[at..at + h.size], &mut scratch).map_err(bad)?;
+                    for rec in RecordIter::new(&h, section) {
+                        let rec = rec.map_err(bad)?;
+                        let pos = walker.position(rec.offset, rec.key, rec.value);
+                        if rec.offset >= offset {
+                            return Ok(pos);
+                        }
+                    }
+                }
+                at += h.size;
+            }
+            file_pos += bytes.len() as u64;
+        }
+    }
+
     /// Position of the batch holding `offset`, or earlier (index lookup).
     pub(crate) fn lookup_position(&self, offset: u64) -> Result<u64> {
         let st = self.state.lock();

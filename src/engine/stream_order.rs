@@ -320,6 +320,23 @@ impl StreamOrder {
         self.runs.get(index).copied()
     }
 
+    /// The topic position of partition `partition`'s record at `offset`, which sits at
+    /// `partition_pos` in the partition's stream; `None` when no run places it. Looked up
+    /// from the last run back: it asks for the first record of an open transaction,
+    /// which is recent.
+    pub(crate) fn topic_pos_of(
+        &self,
+        partition: u32,
+        offset: u64,
+        partition_pos: u64,
+    ) -> Option<u64> {
+        self.runs
+            .iter()
+            .rev()
+            .find(|r| r.partition == partition && r.first_offset <= offset && offset < r.end_offset)
+            .map(|r| r.topic_pos + partition_pos.saturating_sub(r.partition_pos))
+    }
+
     /// Makes the runs durable (with the partitions' flushes).
     pub(crate) fn sync(&self) -> Result<()> {
         self.file.sync_data().map_err(io_at(&self.path, "fsync"))

@@ -605,7 +605,7 @@ impl Topic {
         let log_end = |p: u32| partitions[p as usize].log().log_end_offset();
         order.before_append(partition.index(), partition_end(partition), log_end)?;
         let result = append();
-        order.after_append(partition.stream_len());
+        order.after_append(partition.log().stream_end());
         self.merged_end.store(order.end(), Ordering::Release);
         result
     }
@@ -651,12 +651,22 @@ impl Topic {
         self.in_order(&partitions, &target, || target.append_txn_marker(marker))
     }
 
-    /// The size of `log`: the end of the topic's stream. Never decreases.
+    /// The size of `log`: the end of the topic's stream a reader sees, which stops at the
+    /// first record of the oldest open transaction of any partition. Never decreases.
     pub fn stream_len(&self) -> u64 {
-        if self.order.lock().is_some() {
-            return self.merged_end.load(Ordering::Acquire);
-        }
-        self.partition_list()[0].stream_len()
+        let partitions = self.partition_list();
+        let order = self.order.lock();
+        let Some(order) = order.as_ref() else {
+            return partitions[0].stream_len();
+        };
+        let end = self.merged_end.load(Ordering::Acquire);
+        partitions
+            .iter()
+            .filter_map(|p| {
+                let (offset, pos) = p.log().unstable_from()?;
+                order.topic_pos_of(p.index(), offset, pos)
+            })
+            .fold(end, u64::min)
     }
 
     /// Reads up to `len` bytes of the topic's `log` at kernel offset `pos`: every
@@ -708,6 +718,11 @@ impl Topic {
             cursor.inner_pos += bytes.len() as u64;
             out.extend_from_slice(&bytes);
             if out.len() >= len {
+                break;
+            }
+            if cursor.inner.next_offset() < limit {
+                // The run's partition shows no more yet (an open transaction): its
+                // records, and every later run's, come when it commits.
                 break;
             }
             // The run is read to its end: the next one goes on.
@@ -899,7 +914,7 @@ impl Topic {
 /// Where a partition's stream and log end now.
 fn partition_end(partition: &Partition) -> PartitionEnd {
     PartitionEnd {
-        stream_end: partition.stream_len(),
+        stream_end: partition.log().stream_end(),
         log_end_offset: partition.log().log_end_offset(),
     }
 }

@@ -33,6 +33,7 @@ use crate::engine::segment::PinnedLog;
 use crate::engine::stream_index::StreamWalker;
 
 use super::reader::{corrupt, Source};
+use super::visibility::Visibility;
 use super::{LogCursor, Partition};
 
 /// How long a capture outlives its making and its last close, by the engine clock: long
@@ -52,6 +53,8 @@ pub struct LogCapture {
     runs: Vec<(u64, u64)>,
     len: u64,
     modified_ms: i64,
+    /// The last stable offset at the capture: the records it shows end before it.
+    visible_end: u64,
 }
 
 impl LogCapture {
@@ -71,6 +74,11 @@ impl LogCapture {
 
     pub(super) fn pinned(&self, idx: usize) -> &PinnedLog {
         &self.pinned[idx]
+    }
+
+    /// The offset the captured records end before.
+    pub(super) fn visible_end(&self) -> u64 {
+        self.visible_end
     }
 
     /// Where the captured records end: the stream position and the offset.
@@ -182,7 +190,9 @@ impl Partition {
         let mut attempts = 0;
         loop {
             let snap = self.log.snapshot();
-            match self.capture_of(snap.clone(), modified_ms) {
+            // After the snapshot: it holds every record below it.
+            let visible = Visibility::below(self.log.last_stable_offset());
+            match self.capture_of(snap.clone(), visible, modified_ms) {
                 Ok(capture) => return Ok(capture),
                 // A segment that retention or the cleaner removed before it was pinned:
                 // the next snapshot no longer lists it.
@@ -197,7 +207,12 @@ impl Partition {
 
     /// The capture of `snap`: its segments pinned, then every visible record walked once
     /// to count its line and note where the stream leaves a gap.
-    fn capture_of(&self, snap: LogSnapshot, modified_ms: i64) -> Result<LogCapture> {
+    fn capture_of(
+        &self,
+        snap: LogSnapshot,
+        mut visible: Visibility,
+        modified_ms: i64,
+    ) -> Result<LogCapture> {
         let pinned = snap
             .segments
             .iter()
@@ -206,7 +221,7 @@ impl Partition {
         let mut runs = Vec::new();
         let (mut len, mut stream_at) = (0u64, None);
         let mut scratch = Vec::new();
-        for (seg, pin) in snap.segments.iter().zip(&pinned) {
+        for (seg_idx, (seg, pin)) in snap.segments.iter().zip(&pinned).enumerate() {
             let (stream_start, entries) = seg.stream_entries();
             let mut walker = StreamWalker::new(&entries, 0, stream_start, seg.stream_shape());
             let mut file_pos = 0;
@@ -223,12 +238,16 @@ impl Partition {
                         at += h.size;
                         continue;
                     }
+                    let hidden = visible.is_aborted(&snap, seg_idx, &h);
                     let section =
                         records_section(&h, &bytes[at..at + h.size], &mut scratch).map_err(bad)?;
                     for rec in RecordIter::new(&h, section) {
                         let rec = rec.map_err(bad)?;
                         let pos = walker.position(rec.offset, rec.key, rec.value);
-                        if rec.offset < snap.log_start_offset {
+                        if rec.offset < snap.log_start_offset
+                            || hidden
+                            || rec.offset >= visible.end_offset()
+                        {
                             continue;
                         }
                         if stream_at != Some(pos) {
@@ -252,6 +271,7 @@ impl Partition {
             runs,
             len,
             modified_ms,
+            visible_end: visible.end_offset(),
         })
     }
 }

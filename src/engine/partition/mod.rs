@@ -16,6 +16,7 @@ mod reader;
 mod renderings;
 mod retention;
 mod status;
+mod visibility;
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
@@ -442,9 +443,10 @@ impl Partition {
         self.log.remove_expired_producers(&self.config());
     }
 
-    /// The size of `log`: the logical end of the rendered stream. Never decreases.
+    /// The size of `log`: the logical end of the rendered stream a reader sees (up to
+    /// the records of an open transaction). Never decreases.
     pub fn stream_len(&self) -> u64 {
-        self.log.stream_end()
+        self.log.visible_stream_end()
     }
 
     /// Wall-clock ms of the last append (mtime of `log`).

@@ -13,11 +13,12 @@ use crate::engine::limits::{
     READ_MAX_BYTES, READ_MIN_BYTES, REPLAY_LIMIT_BYTES, REPOSITION_SCAN_BYTES, STALE_READ_RETRIES,
 };
 use crate::engine::log::LogSnapshot;
-use crate::engine::segment::{MappedBatches, Segment};
+use crate::engine::segment::MappedBatches;
 use crate::engine::stream_index::StreamWalker;
 
 use super::capture::LogCapture;
 use super::renderings::Renderer;
+use super::visibility::Visibility;
 use super::Partition;
 
 /// Where one open `log` handle is in the stream. Sequential reads continue from here;
@@ -56,6 +57,20 @@ pub struct LogCursor {
 pub(crate) struct Replay {
     bytes: Vec<u8>,
     at: u64,
+}
+
+impl LogCursor {
+    /// The offset the next read's records end before: the run's end, if the cursor reads
+    /// a run of a topic's stream, and never past what `visible` shows.
+    fn limit_within(&self, visible: &Visibility) -> u64 {
+        self.limit
+            .map_or(visible.end_offset(), |l| l.min(visible.end_offset()))
+    }
+
+    /// The offset of the next record the cursor renders.
+    pub(crate) fn next_offset(&self) -> u64 {
+        self.next_offset
+    }
 }
 
 impl Replay {
@@ -102,7 +117,9 @@ impl Partition {
     /// (at least the log start).
     pub(crate) fn offset_at_stream_pos(&self, pos: u64) -> Result<u64> {
         let mut cursor = LogCursor::default();
-        self.reposition(&mut cursor, &Source::Live(self.log.snapshot()), pos)?;
+        let source = Source::Live(self.log.snapshot());
+        let mut visible = source.visibility(self);
+        self.reposition(&mut cursor, &source, pos, &mut visible)?;
         Ok(cursor.next_offset.max(self.log.log_start_offset()))
     }
 
@@ -121,6 +138,7 @@ impl Partition {
         len: usize,
         mut source: Source<'_>,
     ) -> Result<Vec<u8>> {
+        let mut visible = source.visibility(self);
         // Room for a block copy to run past the last record (see `extend_by_blocks`).
         let mut out = Vec::with_capacity(len.min(READ_MAX_BYTES) + COPY_BLOCK_BYTES);
         // Where in the stream the bytes not served from the replay buffer start.
@@ -136,7 +154,7 @@ impl Partition {
         }
         if !cursor.positioned || from_pos != cursor.next_pos {
             let mut attempts = 0;
-            while let Err(e) = self.reposition(cursor, &source, from_pos) {
+            while let Err(e) = self.reposition(cursor, &source, from_pos, &mut visible) {
                 attempts += 1;
                 if attempts > STALE_READ_RETRIES || !source.refresh(self) {
                     return Err(e);
@@ -158,7 +176,7 @@ impl Partition {
         }
         let mut attempts = 0;
         while out.len() < len && cursor.pending.is_empty() {
-            match self.render_next_batches(cursor, &source, &mut out, len) {
+            match self.render_next_batches(cursor, &source, &mut visible, (&mut out, len)) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
@@ -194,8 +212,8 @@ impl Partition {
         &self,
         cursor: &mut LogCursor,
         source: &Source<'_>,
-        out: &mut Vec<u8>,
-        len: usize,
+        visible: &mut Visibility,
+        (out, len): (&mut Vec<u8>, usize),
     ) -> Result<bool> {
         let snap = source.snap();
         if cursor.next_offset < snap.log_start_offset {
@@ -207,10 +225,7 @@ impl Partition {
             cursor.resume = None;
             self.stats.reader_skips.fetch_add(1, Ordering::Relaxed);
         }
-        if cursor
-            .limit
-            .is_some_and(|limit| cursor.next_offset >= limit)
-        {
+        if cursor.next_offset >= cursor.limit_within(visible) {
             return Ok(false);
         }
         let Some(mut seg_idx) = snap.segment_for(cursor.next_offset) else {
@@ -248,7 +263,8 @@ impl Partition {
             past: past.list(),
         };
         let batches = MappedAt {
-            seg,
+            snap,
+            seg_idx,
             file_pos,
             bytes: &bytes,
             resume,
@@ -257,6 +273,7 @@ impl Partition {
             cursor,
             batches,
             renderer,
+            visible,
             out,
             len,
         })
@@ -290,15 +307,19 @@ impl Partition {
             cursor,
             batches,
             renderer,
+            visible,
             out,
             len,
         } = job;
         let MappedAt {
-            seg,
+            snap,
+            seg_idx,
             file_pos,
             bytes,
             mut resume,
         } = batches;
+        let seg = &snap.segments[seg_idx];
+        let limit = cursor.limit_within(visible);
         if bytes.is_empty() {
             return Ok(false);
         }
@@ -313,7 +334,14 @@ impl Partition {
             let h = decode_header(&bytes[at..]).map_err(bad)?;
             // Only the first batch is the one the last read stopped inside.
             let from = resume.take();
-            if h.last_offset() >= cursor.next_offset && !h.in_log_stream() {
+            if h.base_offset >= limit {
+                // Nothing between the cursor and the limit: the next read starts there.
+                cursor.next_offset = cursor.next_offset.max(limit);
+                break;
+            }
+            if h.last_offset() >= cursor.next_offset
+                && (!h.in_log_stream() || visible.is_aborted(snap, seg_idx, &h))
+            {
                 cursor.next_offset = h.next_offset();
             } else if h.last_offset() >= cursor.next_offset {
                 let section =
@@ -333,7 +361,7 @@ impl Partition {
                     if rec.offset < cursor.next_offset {
                         continue;
                     }
-                    if cursor.limit.is_some_and(|limit| rec.offset >= limit) {
+                    if rec.offset >= limit {
                         // The next records are another run's: the next read of this
                         // cursor finds the batch again and skips to this record.
                         cursor.next_offset = rec.offset;
@@ -373,7 +401,13 @@ impl Partition {
 
     /// Points the cursor at the record whose rendering covers the byte at `pos` of the
     /// source (a stream position in the live log).
-    fn reposition(&self, cursor: &mut LogCursor, source: &Source<'_>, pos: u64) -> Result<()> {
+    fn reposition(
+        &self,
+        cursor: &mut LogCursor,
+        source: &Source<'_>,
+        pos: u64,
+        visible: &mut Visibility,
+    ) -> Result<()> {
         let snap = source.snap();
         cursor.positioned = true;
         cursor.next_pos = pos;
@@ -432,6 +466,9 @@ impl Partition {
                     at += h.size;
                     continue;
                 }
+                // An aborted record keeps its place but shows nothing: a position inside
+                // it reads on from the next record shown.
+                let hidden = visible.is_aborted(snap, seg_idx, &h);
                 let section =
                     records_section(&h, &bytes[at..at + h.size], &mut scratch).map_err(bad)?;
                 for rec in RecordIter::new(&h, section) {
@@ -445,7 +482,7 @@ impl Partition {
                         return Ok(());
                     }
                     let inside = pos - rec_pos;
-                    if inside < walker.shape().line_len(rec.key, rec.value) {
+                    if !hidden && inside < walker.shape().line_len(rec.key, rec.value) {
                         cursor.next_offset = rec.offset;
                         cursor.skip = inside;
                         return Ok(());
@@ -469,6 +506,15 @@ pub(super) enum Source<'a> {
 }
 
 impl Source<'_> {
+    /// What a read of the source shows: up to the last stable offset of the live log
+    /// now, or of the log when it was captured.
+    fn visibility(&self, partition: &Partition) -> Visibility {
+        match self {
+            Source::Live(_) => Visibility::below(partition.log.last_stable_offset()),
+            Source::Captured(capture) => Visibility::below(capture.visible_end()),
+        }
+    }
+
     pub(super) fn snap(&self) -> &LogSnapshot {
         match self {
             Source::Live(snap) => snap,
@@ -532,6 +578,7 @@ struct RenderJob<'c, 'm> {
     cursor: &'c mut LogCursor,
     batches: MappedAt<'m>,
     renderer: Renderer<'c>,
+    visible: &'c mut Visibility,
     out: &'c mut Vec<u8>,
     len: usize,
 }
@@ -539,7 +586,8 @@ struct RenderJob<'c, 'm> {
 /// Whole batches mapped at `file_pos` of `seg`, and where the records of the first go on
 /// when the last read stopped inside it.
 struct MappedAt<'a> {
-    seg: &'a Segment,
+    snap: &'a LogSnapshot,
+    seg_idx: usize,
     file_pos: u64,
     bytes: &'a [u8],
     resume: Option<RecordsProgress>,
