@@ -380,3 +380,189 @@ fn a_topic_log_waits_for_an_open_transaction_in_any_partition() {
     assert_eq!(cat_string(&t), "p0-a\np1-txn\np0-b\n");
     assert_eq!(t.stream_len(), 17);
 }
+
+// ---- The transaction coordinator, through the engine ----
+
+use kpfs::engine::groups::{CommitRequest, OffsetToCommit};
+use kpfs::engine::transactions::{TxnError, TxnStatus};
+
+/// One batch of `values` in producer `(pid, epoch)`'s transaction, at sequence `seq`.
+fn produce_txn(f: &Fixture, id: &str, producer: (i64, i16), seq: i32, values: &[&str]) -> u64 {
+    f.engine()
+        .produce_in_txn(
+            id,
+            ("t", 0),
+            producer,
+            &batch(producer.0, producer.1, seq, true, values),
+        )
+        .unwrap()
+        .base_offset
+}
+
+fn state_of(f: &Fixture, id: &str) -> TxnStatus {
+    f.engine().describe_transaction(id).unwrap().state
+}
+
+#[test]
+fn the_coordinator_commits_and_aborts_through_markers_in_every_partition() {
+    let f = Fixture::new();
+    let t = f.topic("t");
+    let e = f.engine();
+    let producer = e.init_transactional_producer("tx", 60_000).unwrap();
+    assert_eq!(producer.1, 0, "a new transactional id starts at epoch 0");
+    assert_eq!(state_of(&f, "tx"), TxnStatus::Empty);
+    // Without AddPartitionsToTxn the partition is not in the transaction.
+    let refused = e
+        .produce_in_txn(
+            "tx",
+            ("t", 0),
+            producer,
+            &batch(producer.0, 0, 0, true, &["x"]),
+        )
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "Partition was not added to the transaction"
+    );
+    let added = e
+        .add_partitions_to_txn(
+            "tx",
+            producer,
+            &[("t".to_string(), 0), ("nope".to_string(), 0)],
+        )
+        .unwrap();
+    assert_eq!(
+        added,
+        vec![
+            Some(TxnError::OperationNotAttempted),
+            Some(TxnError::UnknownTopicOrPartition)
+        ]
+    );
+    e.add_partitions_to_txn("tx", producer, &[("t".to_string(), 0)])
+        .unwrap();
+    assert_eq!(state_of(&f, "tx"), TxnStatus::Ongoing);
+    produce_txn(&f, "tx", producer, 0, &["a", "b"]);
+    assert_eq!(cat_string(&t), "", "not committed yet");
+    e.end_txn("tx", producer, true).unwrap();
+    assert_eq!(state_of(&f, "tx"), TxnStatus::CompleteCommit);
+    assert_eq!(cat_string(&t), "a\nb\n");
+    assert_eq!(lso(&t), 3, "two records and the marker");
+    // A retry of the same end succeeds; the other end is refused.
+    e.end_txn("tx", producer, true).unwrap();
+    assert!(matches!(
+        e.end_txn("tx", producer, false),
+        Err(TxnError::InvalidTxnState(_))
+    ));
+
+    e.add_partitions_to_txn("tx", producer, &[("t".to_string(), 0)])
+        .unwrap();
+    produce_txn(&f, "tx", producer, 2, &["gone"]);
+    e.end_txn("tx", producer, false).unwrap();
+    assert_eq!(cat_string(&t), "a\nb\n");
+    assert_eq!(fetch_committed(&t, 0).1, vec![(producer.0, 3)]);
+    // A second producer with the id fences the first.
+    let newer = e.init_transactional_producer("tx", 60_000).unwrap();
+    assert_eq!(newer, (producer.0, 1));
+    assert_eq!(
+        e.add_partitions_to_txn("tx", producer, &[("t".to_string(), 0)]),
+        Err(TxnError::ProducerFenced)
+    );
+    let listed = e.list_transactions(&[TxnStatus::Empty], &[]);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].transactional_id, "tx");
+}
+
+#[test]
+fn an_open_transaction_is_aborted_by_a_new_producer_and_by_its_timeout() {
+    let f = Fixture::new();
+    let t = f.topic("t");
+    let e = f.engine();
+    let first = e.init_transactional_producer("tx", 10_000).unwrap();
+    e.add_partitions_to_txn("tx", first, &[("t".to_string(), 0)])
+        .unwrap();
+    produce_txn(&f, "tx", first, 0, &["zombie"]);
+    // Kafka's InitProducerId aborts the open transaction (with a bumped epoch) and asks
+    // the new producer to retry.
+    assert_eq!(
+        e.init_transactional_producer("tx", 10_000),
+        Err(TxnError::ConcurrentTransactions)
+    );
+    assert_eq!(state_of(&f, "tx"), TxnStatus::CompleteAbort);
+    let second = e.init_transactional_producer("tx", 10_000).unwrap();
+    assert_eq!(second, (first.0, 2));
+    assert_eq!(lso(&t), t.p0().log().log_end_offset());
+    assert_eq!(cat_string(&t), "");
+
+    e.add_partitions_to_txn("tx", second, &[("t".to_string(), 0)])
+        .unwrap();
+    produce_txn(&f, "tx", second, 0, &["slow"]);
+    f.advance(10_001);
+    e.run_transaction_timers_once();
+    assert_eq!(state_of(&f, "tx"), TxnStatus::CompleteAbort);
+    assert_eq!(
+        e.end_txn("tx", second, true),
+        Err(TxnError::ProducerFenced),
+        "the timed-out producer is fenced"
+    );
+    assert_eq!(lso(&t), t.p0().log().log_end_offset());
+    // An id idle for transactional.id.expiration.ms (7 days) is forgotten.
+    f.advance(7 * 24 * 3_600_000);
+    e.run_transaction_timers_once();
+    assert_eq!(
+        e.describe_transaction("tx"),
+        Err(TxnError::TransactionalIdNotFound)
+    );
+}
+
+#[test]
+fn the_coordinators_state_survives_a_crash_and_transactional_offsets_commit_with_it() {
+    let mut f = Fixture::new();
+    let t = f.topic("t");
+    let producer = f
+        .engine()
+        .init_transactional_producer("tx", 60_000)
+        .unwrap();
+    f.engine().add_offsets_to_txn("tx", producer).unwrap();
+    f.engine()
+        .add_partitions_to_txn("tx", producer, &[("t".to_string(), 0)])
+        .unwrap();
+    produce_txn(&f, "tx", producer, 0, &["out"]);
+    let commit = CommitRequest {
+        group_id: "g".to_string(),
+        generation_id: -1,
+        member_id: String::new(),
+        group_instance_id: None,
+        offsets: vec![OffsetToCommit {
+            topic: "t".to_string(),
+            partition: 0,
+            offset: 7,
+            leader_epoch: -1,
+            metadata: None,
+        }],
+    };
+    f.engine()
+        .txn_offset_commit("tx", producer, &commit)
+        .unwrap();
+    let committed = |f: &Fixture| {
+        f.engine()
+            .groups()
+            .fetch_offsets("g", Some(&[("t".to_string(), 0)]))[0]
+            .offset
+    };
+    assert_eq!(committed(&f), -1, "pending until the transaction commits");
+    drop(t);
+    f.crash_and_reopen();
+    assert_eq!(
+        state_of(&f, "tx"),
+        TxnStatus::Ongoing,
+        "an open transaction stays open"
+    );
+    assert_eq!(committed(&f), -1);
+    f.engine().end_txn("tx", producer, true).unwrap();
+    assert_eq!(committed(&f), 7);
+    assert_eq!(cat_string(&f.topic("t")), "out\n");
+    f.crash_and_reopen();
+    assert_eq!(committed(&f), 7, "replayed with its marker");
+    assert_eq!(state_of(&f, "tx"), TxnStatus::CompleteCommit);
+    assert_eq!(cat_string(&f.topic("t")), "out\n");
+}

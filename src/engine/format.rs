@@ -140,6 +140,8 @@ pub(crate) const MAX_RELATIVE_OFFSET: u64 = i32::MAX as u64;
 /// Kafka's internal topic of group metadata and committed offsets, whose records only
 /// the group coordinator writes.
 pub(crate) const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// The transaction coordinator's internal topic.
+pub(crate) const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
 
 /// The kpfs folder of the topic whose partition directory is `partition_dir`
 /// (`DATA_DIR/TOPIC-0` -> `DATA_DIR/kpfs-topics/TOPIC-0`).
@@ -1581,6 +1583,28 @@ impl BatchBuilder {
         self.finish_parts(&BatchEnd {
             last_offset,
             delete_horizon_ms,
+            ..BatchEnd::PLAIN
+        })
+        .expect("an uncompressed batch needs no codec")
+        .to_vec()
+    }
+
+    /// Finishes an uncompressed transactional batch of producer `producer_id` at `epoch`
+    /// (a coordinator's own records in a transaction; Kafka's coordinator runtime writes
+    /// them at sequence 0, which no check reads for a coordinator's batch).
+    pub(crate) fn finish_transactional(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Vec<u8> {
+        self.finish_parts(&BatchEnd {
+            identity: BatchIdentity {
+                producer_id,
+                producer_epoch,
+                base_sequence: 0,
+                transactional: true,
+                ..BatchIdentity::PLAIN
+            },
             ..BatchEnd::PLAIN
         })
         .expect("an uncompressed batch needs no codec")

@@ -681,14 +681,13 @@ impl Log {
     /// appended again; otherwise the producer-state checks, then the batch goes at the
     /// log end (rolling first when Kafka would) and its records take their places in the
     /// `log` stream, under the rendering of `config` (the one it was validated with).
-    /// `txn_verified`: the transaction coordinator vouched that this partition is in the
-    /// transaction of the batch's producer (Kafka's verification guard), which a
-    /// transactional batch that opens a transaction here needs.
+    /// `origin` says who appends it: a coordinator's own batches get no duplicate or
+    /// sequence checks, as Kafka's `AppendOrigin.COORDINATOR`.
     pub(crate) fn append_produced(
         &self,
         mut batch: ValidatedBatch<'_>,
         config: &TopicConfig,
-        txn_verified: bool,
+        origin: ProducedBy,
     ) -> Result<(ProduceOutcome, AppendInfo)> {
         assert_eq!(
             batch.shape,
@@ -711,7 +710,10 @@ impl Log {
             };
             let producers = self.producer_state.lock();
             if let Some(producer) = &batch.producer {
-                if let Some(original) = producers.find_duplicate(producer) {
+                let duplicate = (!origin.coordinator)
+                    .then(|| producers.find_duplicate(producer))
+                    .flatten();
+                if let Some(original) = duplicate {
                     let outcome = ProduceOutcome {
                         base_offset: original.first_offset() as u64,
                         log_append_time_ms: original.timestamp,
@@ -719,7 +721,7 @@ impl Log {
                     };
                     return Ok((outcome, AppendInfo::default()));
                 }
-                producers.check(producer, (first_offset, &self.partition), txn_verified)?;
+                producers.check(producer, (first_offset, &self.partition), origin)?;
             }
             drop(producers);
             set_base_offset(&mut batch.header, first_offset);
@@ -1466,6 +1468,17 @@ impl Log {
             "log start offset past the log end"
         );
     }
+}
+
+/// Who appends a produced batch (Kafka's `AppendOrigin`, with its verification guard).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ProducedBy {
+    /// A coordinator writes its own records (no duplicate or sequence checks).
+    pub(crate) coordinator: bool,
+    /// The transaction coordinator vouched that this partition is in the transaction of
+    /// the batch's producer, which a transactional batch that opens a transaction here
+    /// needs.
+    pub(crate) txn_verified: bool,
 }
 
 /// An end-transaction marker for one partition, as the transaction coordinator writes it

@@ -32,6 +32,7 @@ pub mod produce;
 pub(crate) mod producer_ids;
 pub mod producer_state;
 pub(crate) mod retention;
+pub(crate) mod schema;
 pub mod segment;
 pub mod stream_index;
 pub(crate) mod stream_order;
@@ -39,6 +40,7 @@ pub mod topic;
 pub mod topic_capture;
 pub(crate) mod topic_core;
 pub mod topic_partition;
+pub mod transactions;
 pub mod txn_index;
 pub mod upgrade;
 
@@ -97,6 +99,7 @@ pub use topic::{Topic, TopicCursor};
 pub use topic_capture::{TopicCapture, TopicCaptureCursor};
 pub(crate) use topic_partition::parse_partition_number;
 pub use topic_partition::TopicPartition;
+pub use transactions::{TransactionCoordinator, TxnOrGroupError};
 
 /// Kafka's `LocalLog.logDeleteDirName`: `TOPIC-N.<unique id>-delete`, with the topic cut
 /// short so the name fits [`MAX_FILE_NAME_BYTES`] (a 249-character topic would not). The
@@ -183,8 +186,11 @@ struct Inner {
     log_starts: Arc<LogStartCheckpoint>,
     /// Consumer groups, kept in the internal topic `__consumer_offsets`.
     groups: GroupCoordinator,
-    /// Held while FindCoordinator makes `__consumer_offsets` ready.
-    offsets_topic_creation: Mutex<()>,
+    /// Held while FindCoordinator makes `__consumer_offsets` or `__transaction_state`
+    /// ready.
+    internal_topic_creation: Mutex<()>,
+    /// Transactions, kept in the internal topic `__transaction_state`.
+    transactions: TransactionCoordinator,
 }
 
 /// Told the name of each topic the engine deletes, after the deletion (see
@@ -555,6 +561,13 @@ impl Engine {
             clock.clone(),
             broker.clone(),
         )?;
+        let transactions = TransactionCoordinator::open(
+            topics
+                .get(transactions::TRANSACTION_STATE_TOPIC)
+                .and_then(|t: &Arc<Topic>| t.partition(0)),
+            clock.clone(),
+            broker.clone(),
+        )?;
         let now_ms = clock.now_ms();
         tracing::info!(data_dir = %data_dir.display(), topics = topics.len(), clean_shutdown, "opened data directory");
         let engine = Engine {
@@ -577,13 +590,19 @@ impl Engine {
                 producer_expiry_checked_ms: Mutex::new(now_ms),
                 log_starts,
                 groups,
-                offsets_topic_creation: Mutex::new(()),
+                internal_topic_creation: Mutex::new(()),
+                transactions,
             }),
             stop: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
             cleaners: Mutex::new(CleanerThreads::default()),
             topic_deletion_hook: RwLock::new(None),
         };
+        // Transactions a crash left prepared get their markers before anyone reads.
+        engine
+            .inner
+            .transactions
+            .complete_prepared(engine.inner.as_ref());
         if options.background_threads {
             engine.start_threads();
         }
@@ -685,13 +704,38 @@ impl Engine {
     /// creation, and a creation that failed half way (the topic made, its configs not
     /// set) is finished by the next lookup.
     pub fn ensure_offsets_topic(&self) -> Result<()> {
-        let _one_at_a_time = self.inner.offsets_topic_creation.lock();
-        if self.inner.groups.has_offsets_topic() {
+        self.ensure_internal_topic(
+            groups::OFFSETS_TOPIC,
+            || self.inner.groups.has_offsets_topic(),
+            Self::init_offsets_topic,
+        )
+    }
+
+    /// The same for the transaction coordinator's `__transaction_state` (created at the
+    /// first transactional FindCoordinator or InitProducerId, compacted, uncompressed,
+    /// with `transaction.state.log.segment.bytes` segments, as Kafka's
+    /// `TransactionStateManager` creates it).
+    pub fn ensure_transaction_state_topic(&self) -> Result<()> {
+        self.ensure_internal_topic(
+            transactions::TRANSACTION_STATE_TOPIC,
+            || self.inner.transactions.has_log(),
+            Self::init_transaction_state_topic,
+        )
+    }
+
+    fn ensure_internal_topic(
+        &self,
+        name: &str,
+        ready: impl Fn() -> bool,
+        init: impl Fn(&Self, &Arc<Topic>) -> Result<()>,
+    ) -> Result<()> {
+        let _one_at_a_time = self.inner.internal_topic_creation.lock();
+        if ready() {
             return Ok(());
         }
-        let topic = match self.topic(groups::OFFSETS_TOPIC) {
+        let topic = match self.topic(name) {
             Some(topic) => topic,
-            None => match self.create_topic(groups::OFFSETS_TOPIC, 1) {
+            None => match self.create_topic(name, 1) {
                 // create_topic set it up.
                 Ok(_) => return Ok(()),
                 Err(EngineError::TopicExists { name }) => self
@@ -700,7 +744,27 @@ impl Engine {
                 Err(e) => return Err(e),
             },
         };
-        self.init_offsets_topic(&topic)
+        init(self, &topic)
+    }
+
+    fn init_transaction_state_topic(&self, topic: &Arc<Topic>) -> Result<()> {
+        let segment_bytes = self
+            .inner
+            .broker
+            .read()
+            .transaction_settings()
+            .log_segment_bytes;
+        let settings = format!(
+            "cleanup.policy=compact\ncompression.type=uncompressed\nsegment.bytes={segment_bytes}\n"
+        );
+        topic.apply_config_change(&ConfigChange::from_text(ConfigScope::Topic, &settings)?)?;
+        let partition = topic.partition(0).expect("a topic has partition 0");
+        self.inner.transactions.set_log(partition);
+        tracing::info!(
+            "created the transaction log {}",
+            transactions::TRANSACTION_STATE_TOPIC
+        );
+        Ok(())
     }
 
     /// Makes a new `__consumer_offsets` what Kafka makes it, whoever created it (the
@@ -739,7 +803,8 @@ impl Engine {
     pub fn create_topic(&self, name: &str, partitions: u32) -> Result<Arc<Topic>> {
         validate_topic_name(name)?;
         check_partition_count(partitions)?;
-        if name == groups::OFFSETS_TOPIC && partitions != 1 {
+        let internal = [groups::OFFSETS_TOPIC, transactions::TRANSACTION_STATE_TOPIC];
+        if internal.contains(&name) && partitions != 1 {
             return Err(EngineError::InternalTopic {
                 name: name.to_string(),
                 action: InternalTopicAction::AddPartitions,
@@ -788,8 +853,10 @@ impl Engine {
         topics.insert(name.to_string(), topic.clone());
         drop(topics);
         tracing::info!(topic = name, partitions, "created topic");
-        if topic.is_internal() {
+        if name == groups::OFFSETS_TOPIC {
             self.init_offsets_topic(&topic)?;
+        } else if name == transactions::TRANSACTION_STATE_TOPIC {
+            self.init_transaction_state_topic(&topic)?;
         }
         Ok(topic)
     }
@@ -1474,6 +1541,7 @@ fn scheduler_loop(inner: &Inner, stop: &Receiver<()>) {
         run_recovery_checkpoint_if_due(inner);
         run_producer_expiry_if_due(inner);
         inner.groups.tick();
+        inner.transactions.tick(inner);
     }
 }
 

@@ -40,6 +40,7 @@ use super::format::{
     DELETED_SUFFIX, NO_PRODUCER_EPOCH, NO_SEQUENCE, SNAPSHOT_CRC_AT, SNAPSHOT_ENTRIES_AT,
     SNAPSHOT_ENTRY_BYTES, SNAPSHOT_SUFFIX, SNAPSHOT_VERSION,
 };
+use super::log::ProducedBy;
 use super::txn_index::AbortedTxn;
 
 /// One producer's state (Kafka's `ProducerSnapshot.ProducerEntry`, from its
@@ -531,7 +532,7 @@ impl ProducerStateManager {
         &self,
         batch: &ProducerBatch,
         (first_offset, partition): (u64, &str),
-        verified: bool,
+        origin: ProducedBy,
     ) -> Result<()> {
         let pid = batch.producer_id;
         let empty = ProducerEntry::empty();
@@ -547,7 +548,7 @@ impl ProducerStateManager {
                     ),
                 });
             }
-            if !verified {
+            if !origin.txn_verified {
                 return Err(EngineError::InvalidTxnState {
                     message: "Record was not part of an ongoing transaction".to_string(),
                 });
@@ -562,7 +563,9 @@ impl ProducerStateManager {
                 TV_UNKNOWN,
             ));
         }
-        if batch.epoch != current.epoch {
+        if origin.coordinator {
+            // Kafka's `checkSequence` is for clients' batches only.
+        } else if batch.epoch != current.epoch {
             if batch.first_seq != 0 && current.epoch != NO_PRODUCER_EPOCH {
                 // Kafka's text, its missing space ("{pid}at") included.
                 return Err(EngineError::OutOfOrderSequence {

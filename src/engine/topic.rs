@@ -21,8 +21,8 @@ use super::files::write_or_defer;
 use super::format::{decode_header, kpfs_topic_dir, STREAM_ORDER_FILE, TOPIC_CONFIG_FILE};
 use super::limits::{MAX_PARTITIONS, PARSED_RECORDS_KEPT};
 use super::log::{
-    first_oversized_record, AppendInfo, OpenReport, PendingRecord, TxnMarkerWrite, WriteBytes,
-    WriteRecords,
+    first_oversized_record, AppendInfo, OpenReport, PendingRecord, ProducedBy, TxnMarkerWrite,
+    WriteBytes, WriteRecords,
 };
 use super::log_loader::{remove_stale_temporary, Durability};
 use super::log_start_checkpoint::LogStartCheckpoint;
@@ -629,6 +629,10 @@ impl Topic {
         records: &[u8],
         txn_verified: bool,
     ) -> Result<ProduceOutcome> {
+        let origin = ProducedBy {
+            coordinator: false,
+            txn_verified,
+        };
         let partitions = self.partition_list();
         let target = self.partition_or_unknown(&partitions, partition)?;
         if let Err(e) = self.core.refuse_internal(InternalTopicAction::Append) {
@@ -638,7 +642,7 @@ impl Topic {
         }
         let _rendering = self.core.rendering_gate.read();
         self.in_order(&partitions, &target, || {
-            target.append_produced_gated(records, txn_verified)
+            target.append_produced_gated(records, origin)
         })
     }
 

@@ -13,7 +13,7 @@ use super::clock::Clock;
 use super::config::{BrokerConfig, TopicConfig, TopicOverrides};
 use super::error::{EngineError, InternalTopicAction, Result};
 use super::events::EventLog;
-use super::format::OFFSETS_TOPIC;
+use super::format::{OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC};
 use super::log_start_checkpoint::LogStartCheckpoint;
 
 /// What the partitions of a topic share.
@@ -47,7 +47,7 @@ impl TopicCore {
     }
 
     pub(crate) fn is_internal(&self) -> bool {
-        self.name == OFFSETS_TOPIC
+        self.name == OFFSETS_TOPIC || self.name == TRANSACTION_STATE_TOPIC
     }
 
     pub(crate) fn overrides(&self) -> RwLockReadGuard<'_, TopicOverrides> {

@@ -96,7 +96,6 @@ pub(crate) struct Shared {
     threads: Mutex<Vec<JoinHandle<()>>>,
     open: AtomicUsize,
     next_id: AtomicU64,
-    transactions_refused: api::TransactionsRefused,
     /// Fetch sessions (KIP-227), shared by every connection.
     fetch_sessions: api::FetchSessions,
 }
@@ -141,7 +140,6 @@ impl Listener {
             threads: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
-            transactions_refused: Default::default(),
             fetch_sessions: Default::default(),
         });
         let acceptor_shared = shared.clone();

@@ -207,6 +207,21 @@ impl BrokerConfig {
         self.get(BrokerKey::OffsetsTopicSegmentBytes)
     }
 
+    /// The transaction coordinator's settings (all static in Kafka).
+    pub(crate) fn transaction_settings(&self) -> TransactionSettings {
+        TransactionSettings {
+            max_timeout_ms: self.get(BrokerKey::TransactionMaxTimeoutMs),
+            id_expiration_ms: i64::from(self.get::<i32>(BrokerKey::TransactionalIdExpirationMs)),
+            abort_check_interval_ms: i64::from(
+                self.get::<i32>(BrokerKey::TransactionAbortTimedOutCleanupIntervalMs),
+            ),
+            expiration_check_interval_ms: i64::from(
+                self.get::<i32>(BrokerKey::TransactionRemoveExpiredCleanupIntervalMs),
+            ),
+            log_segment_bytes: self.get(BrokerKey::TransactionStateLogSegmentBytes),
+        }
+    }
+
     pub(crate) fn retention_check_interval_ms(&self) -> i64 {
         self.get(BrokerKey::LogRetentionCheckIntervalMs)
     }
@@ -506,6 +521,21 @@ pub struct GroupSettings {
     pub offsets_retention_ms: i64,
     pub offsets_retention_check_interval_ms: i64,
     pub offset_metadata_max_bytes: i32,
+}
+
+/// The transaction coordinator's broker configs (`transaction.*`, `transactional.*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransactionSettings {
+    /// `transaction.max.timeout.ms`: the longest `transaction.timeout.ms` a producer gets.
+    pub max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`: an id idle this long is forgotten.
+    pub id_expiration_ms: i64,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+    pub abort_check_interval_ms: i64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
+    pub expiration_check_interval_ms: i64,
+    /// `transaction.state.log.segment.bytes`: `__transaction_state`'s segment size.
+    pub log_segment_bytes: i32,
 }
 
 /// The broker configs of the Kafka listener, read (`BrokerConfig::listener_settings`).

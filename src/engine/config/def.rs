@@ -898,6 +898,37 @@ config_table! {
             Some("104857600"),
             Check::AtLeast(1),
         )),
+        // Kafka's `TransactionStateManagerConfig` and `TransactionLogConfig`.
+        TransactionMaxTimeoutMs => fixed(def(
+            "transaction.max.timeout.ms",
+            Kind::Int,
+            Some("900000"),
+            Check::AtLeast(1),
+        )),
+        TransactionalIdExpirationMs => fixed(def(
+            "transactional.id.expiration.ms",
+            Kind::Int,
+            Some("604800000"),
+            Check::AtLeast(1),
+        )),
+        TransactionAbortTimedOutCleanupIntervalMs => fixed(def(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            Kind::Int,
+            Some("10000"),
+            Check::AtLeast(1),
+        )),
+        TransactionRemoveExpiredCleanupIntervalMs => fixed(def(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            Kind::Int,
+            Some("3600000"),
+            Check::AtLeast(1),
+        )),
+        TransactionStateLogSegmentBytes => fixed(def(
+            "transaction.state.log.segment.bytes",
+            Kind::Int,
+            Some("104857600"),
+            Check::AtLeast(1),
+        )),
     }
 }
 

@@ -20,7 +20,7 @@ mod topic;
 mod value;
 
 pub(crate) use broker::ConfigSource;
-pub use broker::{BrokerConfig, GroupSettings, ListenerSettings};
+pub use broker::{BrokerConfig, GroupSettings, ListenerSettings, TransactionSettings};
 pub(crate) use change::{ConfigChange, ConfigScope};
 pub(crate) use def::BrokerLevel;
 pub(crate) use def::{is_list_config, TopicKey};

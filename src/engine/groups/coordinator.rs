@@ -16,10 +16,8 @@ use super::subscription::{assigned_partitions, CONSUMER_PROTOCOL_TYPE};
 use super::*;
 use crate::engine::clock::Clock;
 use crate::engine::config::BrokerConfig;
-use crate::engine::error::{EngineError, Result};
-use crate::engine::format::{
-    decode_header, records_section, BatchBuilder, RecordIter, OFFSETS_TOPIC,
-};
+use crate::engine::error::Result;
+use crate::engine::format::{BatchBuilder, EndTxnMarker, OFFSETS_TOPIC};
 use crate::engine::metadata_files::Uuid;
 use crate::engine::partition::Partition;
 
@@ -41,6 +39,10 @@ pub struct GroupCoordinator {
 /// What the lock guards: the groups, and where their records go.
 struct Coordinator {
     groups: BTreeMap<String, Group>,
+    /// TxnOffsetCommit's offsets by producer id, (group, offset), until the marker of
+    /// the producer's transaction in `__consumer_offsets` commits or drops them (Kafka's
+    /// `pendingTransactionalOffsetCommits`).
+    pending_txn_offsets: BTreeMap<i64, Vec<(String, CommittedOffset)>>,
     offsets_topic: Option<Arc<Partition>>,
     expiry_checked_ms: i64,
     /// The engine clock and the settings as the request holding the lock found them.
@@ -63,6 +65,7 @@ impl GroupCoordinator {
         let settings = GroupSettings::of(&broker.read());
         let mut coordinator = Coordinator {
             groups: BTreeMap::new(),
+            pending_txn_offsets: BTreeMap::new(),
             offsets_topic: None,
             expiry_checked_ms: now_ms,
             now_ms,
@@ -164,7 +167,27 @@ impl GroupCoordinator {
         &self,
         request: &CommitRequest,
     ) -> Result<Vec<Option<GroupError>>, GroupError> {
-        self.lock_groups(&[&request.group_id]).commit(request)
+        self.lock_groups(&[&request.group_id]).commit(request, None)
+    }
+
+    /// TxnOffsetCommit (Kafka's `handleTxnCommitOffsets`): checked as an OffsetCommit,
+    /// written to `__consumer_offsets` in a transactional batch of `producer` (id,
+    /// epoch), whose partition the caller verified is in the producer's transaction, and
+    /// kept pending: OffsetFetch sees the offsets once the transaction commits
+    /// ([`Self::complete_transaction`]).
+    pub fn commit_txn_offsets(
+        &self,
+        request: &CommitRequest,
+        producer: (i64, i16),
+    ) -> Result<Vec<Option<GroupError>>, GroupError> {
+        self.lock_groups(&[&request.group_id])
+            .commit(request, Some(producer))
+    }
+
+    /// The marker of `producer_id`'s transaction was written to `__consumer_offsets`: its
+    /// pending offsets are committed, or dropped.
+    pub(crate) fn complete_transaction(&self, producer_id: i64, commit: bool) {
+        self.lock().complete_transaction(producer_id, commit);
     }
 
     /// OffsetFetch: the named partitions (every committed one when `None`); an unknown
@@ -1013,14 +1036,19 @@ impl Coordinator {
 
     // ---- Offsets ----
 
-    fn commit(&mut self, request: &CommitRequest) -> Result<Vec<Option<GroupError>>, GroupError> {
+    fn commit(
+        &mut self,
+        request: &CommitRequest,
+        txn: Option<(i64, i16)>,
+    ) -> Result<Vec<Option<GroupError>>, GroupError> {
         let now = self.now_ms;
         let max_metadata = self.settings.offset_metadata_max_bytes;
         // An empty group id commits like any other (Kafka: "for backwards compatibility").
         let created = !self.groups.contains_key(&request.group_id);
         // A member's commit to a group that does not exist: Kafka's OffsetCommit v9+
         // answers GROUP_ID_NOT_FOUND, older versions ILLEGAL_GENERATION (the wire maps).
-        if created && request.generation_id >= 0 {
+        // A transactional commit makes the group (Kafka's `handleTxnCommitOffsets`).
+        if created && request.generation_id >= 0 && txn.is_none() {
             return Err(GroupError::GroupIdNotFound {
                 group: request.group_id.clone(),
             });
@@ -1029,7 +1057,7 @@ impl Coordinator {
             .groups
             .remove(&request.group_id)
             .unwrap_or_else(|| Group::new(&request.group_id, now));
-        let outcome = self.commit_to(&mut group, request, now, max_metadata);
+        let outcome = self.commit_to(&mut group, request, (now, max_metadata), txn);
         // A group made for a refused commit is not kept; one made for an accepted
         // commit is (a simple consumer's group, Kafka's `getOrMaybeCreateClassicGroup`).
         if !(created && outcome.is_err()) {
@@ -1042,8 +1070,8 @@ impl Coordinator {
         &mut self,
         group: &mut Group,
         request: &CommitRequest,
-        now: i64,
-        max_metadata: i32,
+        (now, max_metadata): (i64, i32),
+        txn: Option<(i64, i16)>,
     ) -> Result<Vec<Option<GroupError>>, GroupError> {
         validate_offset_commit(
             group,
@@ -1083,12 +1111,35 @@ impl Coordinator {
             accepted.push(committed);
         }
         if !records.is_empty() {
-            self.store(&records)?;
+            self.store_as(&records, txn)?;
         }
-        for c in accepted {
-            group.offsets.insert((c.topic.clone(), c.partition), c);
+        match txn {
+            None => {
+                for c in accepted {
+                    group.offsets.insert((c.topic.clone(), c.partition), c);
+                }
+            }
+            Some((producer_id, _)) => self
+                .pending_txn_offsets
+                .entry(producer_id)
+                .or_default()
+                .extend(accepted.into_iter().map(|c| (group.id.clone(), c))),
         }
         Ok(outcomes)
+    }
+
+    fn complete_transaction(&mut self, producer_id: i64, commit: bool) {
+        let Some(pending) = self.pending_txn_offsets.remove(&producer_id) else {
+            return;
+        };
+        if !commit {
+            return;
+        }
+        for (group_id, c) in pending {
+            self.loaded_group(&group_id)
+                .offsets
+                .insert((c.topic.clone(), c.partition), c);
+        }
     }
 
     fn delete_group(&mut self, group_id: &str) -> Result<(), GroupError> {
@@ -1301,6 +1352,16 @@ impl Coordinator {
 
     /// Appends `records` to `__consumer_offsets` as one batch.
     fn store(&self, records: &[OffsetsRecord]) -> Result<(), GroupError> {
+        self.store_as(records, None)
+    }
+
+    /// Appends `records` to `__consumer_offsets` as one batch, a transactional one of
+    /// producer `txn` (id, epoch) for TxnOffsetCommit.
+    fn store_as(
+        &self,
+        records: &[OffsetsRecord],
+        txn: Option<(i64, i16)>,
+    ) -> Result<(), GroupError> {
         let topic =
             self.offsets_topic
                 .as_ref()
@@ -1311,52 +1372,53 @@ impl Coordinator {
         for (delta, (key, value)) in records.iter().enumerate() {
             builder.push(delta as u64, self.now_ms, Some(key), value.as_deref());
         }
-        let batch = builder.finish(None, None);
+        let batch = match txn {
+            None => builder.finish(None, None),
+            Some((producer_id, producer_epoch)) => {
+                builder.finish_transactional(producer_id, producer_epoch)
+            }
+        };
         topic
-            .append_internal(&batch)
+            .append_internal(&batch, txn.is_some())
             .map(|_| ())
             .map_err(|e| GroupError::CoordinatorNotAvailable {
                 reason: format!("writing {OFFSETS_TOPIC} failed: {e}"),
             })
     }
 
-    /// Rebuilds the groups from the offsets topic, oldest record first.
+    /// Rebuilds the groups from the offsets topic, oldest record first. A transactional
+    /// batch's records wait for their producer's marker: applied at a COMMIT, dropped at
+    /// an ABORT (Kafka's `GroupMetadataManager.loadGroupsAndOffsets`).
     fn replay(&mut self, topic: &Partition) -> Result<()> {
-        let mut offset = topic.log().log_start_offset();
-        let mut buffer = Vec::new();
-        let mut scratch = Vec::new();
         let mut records = 0u64;
-        loop {
-            let fetched = topic.fetch(offset, REPLAY_READ_BYTES)?;
-            if fetched.ranges.is_empty() {
-                break;
-            }
-            buffer.clear();
-            for range in &fetched.ranges {
-                let start = buffer.len();
-                buffer.resize(start + range.len as usize, 0);
-                std::os::unix::fs::FileExt::read_exact_at(
-                    &range.file,
-                    &mut buffer[start..],
-                    range.position,
-                )
-                .map_err(|e| EngineError::io(format!("read {OFFSETS_TOPIC}"), e))?;
-            }
-            let mut rest = &buffer[..];
-            while !rest.is_empty() {
-                let header = decode_header(rest).map_err(|e| corrupt(topic, e.to_string()))?;
-                let batch = &rest[..header.size.min(rest.len())];
-                let section = records_section(&header, batch, &mut scratch)
-                    .map_err(|e| corrupt(topic, e.to_string()))?;
-                for record in RecordIter::new(&header, section) {
-                    let record = record.map_err(|e| corrupt(topic, e.to_string()))?;
-                    if record.offset >= offset {
-                        self.apply(record.key, record.value, record.offset);
-                        records += 1;
+        let mut pending: BTreeMap<i64, Vec<OffsetsRecord>> = BTreeMap::new();
+        topic.for_each_record(REPLAY_READ_BYTES, |header, record| {
+            if header.is_control() {
+                let marker = EndTxnMarker::of(record);
+                let done = pending.remove(&header.producer_id);
+                if let (Some(marker), Some(done)) = (marker, done) {
+                    if marker.commit {
+                        for (key, value) in done {
+                            self.apply(Some(&key), value.as_deref(), record.offset);
+                        }
                     }
                 }
-                offset = offset.max(header.next_offset());
-                rest = &rest[header.size.min(rest.len())..];
+                return;
+            }
+            records += 1;
+            if header.is_transactional() {
+                pending.entry(header.producer_id).or_default().push((
+                    record.key.map(<[u8]>::to_vec).unwrap_or_default(),
+                    record.value.map(<[u8]>::to_vec),
+                ));
+                return;
+            }
+            self.apply(record.key, record.value, record.offset);
+        })?;
+        // Transactions still open: their offsets stay pending until the marker comes.
+        for (pid, recs) in pending {
+            for (key, value) in recs {
+                self.pend(pid, &key, value.as_deref());
             }
         }
         tracing::info!(
@@ -1365,6 +1427,38 @@ impl Coordinator {
             "loaded consumer groups from {OFFSETS_TOPIC}"
         );
         Ok(())
+    }
+
+    /// An offset commit record of an open transaction, found at open.
+    fn pend(&mut self, producer_id: i64, key: &[u8], value: Option<&[u8]>) {
+        let (
+            Ok(Some(OffsetsKey::OffsetCommit {
+                group,
+                topic,
+                partition,
+            })),
+            Some(Ok(value)),
+        ) = (
+            OffsetsKey::decode(key),
+            value.map(OffsetCommitValue::decode),
+        )
+        else {
+            return;
+        };
+        self.pending_txn_offsets
+            .entry(producer_id)
+            .or_default()
+            .push((
+                group,
+                CommittedOffset {
+                    topic,
+                    partition,
+                    offset: value.offset,
+                    leader_epoch: value.leader_epoch,
+                    metadata: value.metadata,
+                    commit_timestamp_ms: value.commit_timestamp_ms,
+                },
+            ));
     }
 
     /// Applies one record of the offsets topic; one it cannot read is skipped with a
@@ -1428,14 +1522,6 @@ impl Coordinator {
                 self.groups.remove(&group_id);
             }
         }
-    }
-}
-
-fn corrupt(topic: &Partition, reason: String) -> EngineError {
-    EngineError::Corrupt {
-        path: topic.dir().to_path_buf(),
-        position: 0,
-        reason: format!("reading {OFFSETS_TOPIC} to load the consumer groups: {reason}"),
     }
 }
 

@@ -7,6 +7,9 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
+pub(crate) use crate::engine::schema::UnreadableRecord;
+use crate::engine::schema::{Reader, Writer};
+
 const OFFSET_COMMIT_KEY_VERSION: i16 = 1;
 const GROUP_METADATA_KEY_VERSION: i16 = 2;
 const OFFSET_COMMIT_VALUE_VERSION: i16 = 3;
@@ -60,10 +63,6 @@ pub(crate) struct GroupMetadataValue {
     pub(crate) current_state_timestamp_ms: i64,
     pub(crate) members: Vec<StoredMember>,
 }
-
-/// Why a record of `__consumer_offsets` could not be read.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct UnreadableRecord(pub(crate) String);
 
 impl OffsetsKey {
     pub(crate) fn encode(&self) -> Vec<u8> {
@@ -492,128 +491,6 @@ impl Json {
     }
     fn finish(self) -> String {
         format!("{{{}}}", self.0.join(","))
-    }
-}
-
-/// Big-endian writer of Kafka's non-flexible types.
-#[derive(Default)]
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn i16(&mut self, v: i16) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i32(&mut self, v: i32) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn i64(&mut self, v: i64) {
-        self.0.extend_from_slice(&v.to_be_bytes());
-    }
-    fn string(&mut self, s: &str) {
-        // Kafka's strings are at most i16::MAX bytes; ids and metadata are bounded
-        // far below that before they get here (offset.metadata.max.bytes).
-        let len = s.len().min(i16::MAX as usize);
-        self.i16(len as i16);
-        self.0.extend_from_slice(&s.as_bytes()[..len]);
-    }
-    fn nullable_string(&mut self, s: Option<&str>) {
-        match s {
-            Some(s) => self.string(s),
-            None => self.i16(-1),
-        }
-    }
-    fn bytes(&mut self, b: &[u8]) {
-        self.i32(b.len() as i32);
-        self.0.extend_from_slice(b);
-    }
-}
-
-/// Reader of Kafka's types, flexible (compact) ones included.
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], UnreadableRecord> {
-        if self.0.len() < n {
-            return Err(UnreadableRecord(format!(
-                "{n} bytes needed, {} left",
-                self.0.len()
-            )));
-        }
-        let (head, tail) = self.0.split_at(n);
-        self.0 = tail;
-        Ok(head)
-    }
-    fn i16(&mut self) -> Result<i16, UnreadableRecord> {
-        Ok(i16::from_be_bytes(
-            self.take(2)?.try_into().expect("2 bytes"),
-        ))
-    }
-    fn i32(&mut self) -> Result<i32, UnreadableRecord> {
-        Ok(i32::from_be_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-    fn i64(&mut self) -> Result<i64, UnreadableRecord> {
-        Ok(i64::from_be_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-    fn uvarint(&mut self) -> Result<u64, UnreadableRecord> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.take(1)?[0];
-            value |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(UnreadableRecord("a varint longer than 10 bytes".into()))
-    }
-    fn utf8(&mut self, len: usize) -> Result<String, UnreadableRecord> {
-        String::from_utf8(self.take(len)?.to_vec())
-            .map_err(|_| UnreadableRecord("a string that is not UTF-8".into()))
-    }
-    fn nullable_string(&mut self) -> Result<Option<String>, UnreadableRecord> {
-        match self.i16()? {
-            -1 => Ok(None),
-            len if len < 0 => Err(UnreadableRecord(format!("string length {len}"))),
-            len => self.utf8(len as usize).map(Some),
-        }
-    }
-    fn string(&mut self) -> Result<String, UnreadableRecord> {
-        self.nullable_string()?
-            .ok_or_else(|| UnreadableRecord("a null non-nullable string".into()))
-    }
-    fn compact_nullable_string(&mut self) -> Result<Option<String>, UnreadableRecord> {
-        match self.uvarint()? {
-            0 => Ok(None),
-            n => self.utf8((n - 1) as usize).map(Some),
-        }
-    }
-    fn compact_string(&mut self) -> Result<String, UnreadableRecord> {
-        self.compact_nullable_string()?
-            .ok_or_else(|| UnreadableRecord("a null non-nullable string".into()))
-    }
-    fn bytes(&mut self) -> Result<Vec<u8>, UnreadableRecord> {
-        match self.i32()? {
-            -1 => Ok(Vec::new()),
-            len if len < 0 => Err(UnreadableRecord(format!("bytes length {len}"))),
-            len => Ok(self.take(len as usize)?.to_vec()),
-        }
-    }
-    fn compact_bytes(&mut self) -> Result<Vec<u8>, UnreadableRecord> {
-        match self.uvarint()? {
-            0 => Ok(Vec::new()),
-            n => Ok(self.take((n - 1) as usize)?.to_vec()),
-        }
-    }
-    fn skip_tagged_fields(&mut self) -> Result<(), UnreadableRecord> {
-        for _ in 0..self.uvarint()? {
-            self.uvarint()?;
-            let len = self.uvarint()? as usize;
-            self.take(len)?;
-        }
-        Ok(())
     }
 }
 

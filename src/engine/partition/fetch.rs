@@ -8,6 +8,7 @@
 use std::fs::File;
 
 use crate::engine::error::{EngineError, OffsetRequest, Result};
+use crate::engine::format::{decode_header, records_section, BatchHeader, RecordIter, RecordRef};
 use crate::engine::limits::STALE_READ_RETRIES;
 use crate::engine::log::LogSnapshot;
 use crate::engine::txn_index::AbortedTxn;
@@ -287,6 +288,56 @@ impl Partition {
         };
         let searched = matches!(query, OffsetQuery::Timestamp(_) | OffsetQuery::MaxTimestamp);
         Ok(answer.filter(|&(offset, _)| !searched || offset < fetchable))
+    }
+
+    /// Every record from the log start to the log end, in order, with its batch's header
+    /// (a coordinator's replay of its internal topic at open), read `read_bytes` at a
+    /// time. Control batches come with their record too.
+    pub(crate) fn for_each_record(
+        &self,
+        read_bytes: u64,
+        mut f: impl FnMut(&BatchHeader, &RecordRef<'_>),
+    ) -> Result<()> {
+        let mut offset = self.log.log_start_offset();
+        let mut buffer = Vec::new();
+        let mut scratch = Vec::new();
+        let corrupt = |reason: String| EngineError::Corrupt {
+            path: self.dir().to_path_buf(),
+            position: 0,
+            reason: format!("reading {} at open: {reason}", self.log.partition()),
+        };
+        loop {
+            let fetched = self.fetch(offset, read_bytes)?;
+            if fetched.ranges.is_empty() {
+                return Ok(());
+            }
+            buffer.clear();
+            for range in &fetched.ranges {
+                let start = buffer.len();
+                buffer.resize(start + range.len as usize, 0);
+                std::os::unix::fs::FileExt::read_exact_at(
+                    &range.file,
+                    &mut buffer[start..],
+                    range.position,
+                )
+                .map_err(|e| EngineError::io(format!("read {}", self.log.partition()), e))?;
+            }
+            let mut rest = &buffer[..];
+            while !rest.is_empty() {
+                let header = decode_header(rest).map_err(|e| corrupt(e.to_string()))?;
+                let batch = &rest[..header.size.min(rest.len())];
+                let section = records_section(&header, batch, &mut scratch)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                for record in RecordIter::new(&header, section) {
+                    let record = record.map_err(|e| corrupt(e.to_string()))?;
+                    if record.offset >= offset {
+                        f(&header, &record);
+                    }
+                }
+                offset = offset.max(header.next_offset());
+                rest = &rest[header.size.min(rest.len())..];
+            }
+        }
     }
 
     /// Kafka's DeleteRecords (`Partition.deleteRecordsOnLeader`): moves the log start

@@ -31,7 +31,7 @@ use super::config::TopicConfig;
 use super::error::{BatchSize, EngineError, InternalTopicAction, Result};
 use super::format::{decode_header, BatchBuilder};
 use super::log::{
-    AppendInfo, Durability, Log, OpenReport, TxnMarkerWrite, WriteBytes, WriteRecords,
+    AppendInfo, Durability, Log, OpenReport, ProducedBy, TxnMarkerWrite, WriteBytes, WriteRecords,
 };
 use super::metadata_files::{adopt_topic_id, Uuid};
 use super::produce::{validate_produced, ProduceOutcome};
@@ -369,11 +369,17 @@ impl Partition {
         );
     }
 
-    /// The group coordinator's records of `__consumer_offsets` (a topic of one
-    /// partition, which keeps no order across partitions).
-    pub(crate) fn append_internal(&self, records: &[u8]) -> Result<ProduceOutcome> {
+    /// A coordinator's records of its internal topic (`__consumer_offsets`,
+    /// `__transaction_state`: one partition each, which keeps no order across
+    /// partitions). `in_txn`: a transactional batch whose partition is in its producer's
+    /// transaction (TxnOffsetCommit's).
+    pub(crate) fn append_internal(&self, records: &[u8], in_txn: bool) -> Result<ProduceOutcome> {
         let _rendering = self.topic.rendering_gate.read();
-        self.append_produced_gated(records, false)
+        let origin = ProducedBy {
+            coordinator: true,
+            txn_verified: in_txn,
+        };
+        self.append_produced_gated(records, origin)
     }
 
     /// Kafka's Produce for this partition: `records` is the partition's records field,
@@ -382,17 +388,17 @@ impl Partition {
     /// end, stored in the topic's `compression.type`, and its records take their places
     /// in the `log` stream, so `cat log` shows them at once. A retry of one of its
     /// producer's last five batches gets the original offsets and is not appended again.
-    /// The caller holds the topic's rendering gate. `txn_verified`: see
+    /// The caller holds the topic's rendering gate. `origin`: see
     /// [`Log::append_produced`].
     pub(crate) fn append_produced_gated(
         &self,
         records: &[u8],
-        txn_verified: bool,
+        origin: ProducedBy,
     ) -> Result<ProduceOutcome> {
         let config = self.config();
         let partition = self.log.partition();
         let result = validate_produced(records, &config, partition, self.topic.clock.now_ms())
-            .and_then(|batch| self.log.append_produced(batch, &config, txn_verified));
+            .and_then(|batch| self.log.append_produced(batch, &config, origin));
         match result {
             Ok((outcome, info)) => {
                 self.note_appended(&info, &config);

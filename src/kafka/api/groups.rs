@@ -30,13 +30,18 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::{
     BrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
     DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
     LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, OffsetCommitRequest,
     OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse, OffsetFetchRequest,
-    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -46,6 +51,7 @@ use crate::engine::groups::{
     CommitRequest, FetchedOffset, GroupError, GroupState, JoinRequest, JoinResponse, LeavingMember,
     OffsetToCommit, Pending, SyncRequest, SyncResponse,
 };
+use crate::engine::TxnOrGroupError;
 use crate::kafka::deadline::Deadline;
 use crate::kafka::error_code::group_error_code;
 use crate::kafka::Shared;
@@ -87,35 +93,33 @@ pub struct CoordinatorNode {
     pub port: i32,
 }
 
-/// FindCoordinator: a group's coordinator is this node, once `group_coordinator` has the
-/// offsets topic ready (Kafka creates `__consumer_offsets` on the first lookup too), or
-/// `COORDINATOR_NOT_AVAILABLE` with its reason, which clients retry. An empty group id
-/// gets the coordinator like any other, as Kafka's `getCoordinator` answers it.
-/// Transactions are never served: a transactional id gets an error each client takes
-/// as fatal, with "kpfs does not support transactions"; share groups (KIP-932) and unknown key
-/// types `INVALID_REQUEST`, as Kafka's without a share coordinator.
+/// The coordinators FindCoordinator finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoordinatorKind {
+    Group,
+    Transaction,
+}
+
+/// FindCoordinator: a group's or transactional id's coordinator is this node, once
+/// `coordinator` has its internal topic ready (Kafka creates `__consumer_offsets` and
+/// `__transaction_state` on the first lookup too), or `COORDINATOR_NOT_AVAILABLE` with
+/// its reason, which clients retry. An empty group id gets the coordinator like any
+/// other, as Kafka's `getCoordinator` answers it. Share groups (KIP-932) and unknown key
+/// types get `INVALID_REQUEST`, as from a Kafka without a share coordinator.
 pub fn find_coordinator(
     request: &FindCoordinatorRequest,
     version: i16,
-    group_coordinator: impl FnOnce() -> Result<CoordinatorNode, String>,
+    coordinator: impl FnOnce(CoordinatorKind) -> Result<CoordinatorNode, String>,
 ) -> FindCoordinatorResponse {
     let found = match request.key_type {
-        GROUP_KEY_TYPE => {
-            group_coordinator().map_err(|reason| (ResponseError::CoordinatorNotAvailable, reason))
-        }
-        // Each client family stops at once, saying why, on a different code: librdkafka
-        // (which asks with v0-3) gives up only on an authorization failure, and shows
-        // the message; Kafka's and kafka-python's (v4+, KIP-699) read UNSUPPORTED_VERSION
-        // as a broker without transactions, Java's showing the message, kafka-python's
-        // the error's name, where an authorization failure would mislead.
-        TRANSACTION_KEY_TYPE => Err((
-            if version >= 4 {
-                ResponseError::UnsupportedVersion
+        GROUP_KEY_TYPE | TRANSACTION_KEY_TYPE => {
+            let kind = if request.key_type == GROUP_KEY_TYPE {
+                CoordinatorKind::Group
             } else {
-                ResponseError::TransactionalIdAuthorizationFailed
-            },
-            "kpfs does not support transactions".to_string(),
-        )),
+                CoordinatorKind::Transaction
+            };
+            coordinator(kind).map_err(|reason| (ResponseError::CoordinatorNotAvailable, reason))
+        }
         SHARE_KEY_TYPE => Err((
             ResponseError::InvalidRequest,
             "kpfs does not support share groups (KIP-932)".to_string(),
@@ -172,17 +176,22 @@ pub fn find_coordinator(
 
 /// The listener's answer to "where is the group coordinator": this node, as Metadata
 /// advertises it, once the offsets topic exists.
-pub(crate) fn this_node_once_ready(shared: &Shared) -> Result<CoordinatorNode, String> {
-    shared
-        .engine
-        .ensure_offsets_topic()
+pub(crate) fn this_node_once_ready(
+    shared: &Shared,
+    kind: CoordinatorKind,
+) -> Result<CoordinatorNode, String> {
+    let ready = match kind {
+        CoordinatorKind::Group => shared.engine.ensure_offsets_topic(),
+        CoordinatorKind::Transaction => shared.engine.ensure_transaction_state_topic(),
+    };
+    ready
         .map(|()| CoordinatorNode {
             node_id: shared.config.node_id,
             host: shared.config.advertised_host.clone(),
             port: i32::from(shared.config.advertised_port),
         })
         .map_err(|e| {
-            tracing::warn!(error = %e, "the group coordinator's offsets topic is not available");
+            tracing::warn!(error = %e, ?kind, "the coordinator's internal topic is not available");
             e.to_string()
         })
 }
@@ -649,6 +658,84 @@ pub(crate) fn offset_commit(
     response
 }
 
+/// TxnOffsetCommit: OffsetCommit's checks and answer, the offsets written in the
+/// producer's transaction (committed with it). A transaction that does not hold the
+/// group's offsets partition (no AddOffsetsToTxn) answers every partition with its code.
+pub(crate) fn txn_offset_commit(
+    shared: &Shared,
+    request: &TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let asked: Vec<(&str, &TxnOffsetCommitRequestPartition)> = request
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.as_str(), p)))
+        .collect();
+    let checks: Vec<Option<GroupError>> = asked
+        .iter()
+        .map(|(topic, p)| check_partition(shared, topic, p.partition_index))
+        .collect();
+    let commit = CommitRequest {
+        group_id: group_id(&request.group_id),
+        generation_id: request.generation_id,
+        member_id: request.member_id.to_string(),
+        group_instance_id: opt_string(&request.group_instance_id),
+        offsets: asked
+            .iter()
+            .zip(&checks)
+            .filter(|(_, check)| check.is_none())
+            .map(|((topic, p), _)| OffsetToCommit {
+                topic: topic.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: opt_string(&p.committed_metadata),
+            })
+            .collect(),
+    };
+    let producer = (request.producer_id.0, request.producer_epoch);
+    let outcome = if commit.offsets.is_empty() {
+        Ok(Vec::new())
+    } else {
+        match shared
+            .engine
+            .txn_offset_commit(&request.transactional_id.0, producer, &commit)
+        {
+            Ok(outcome) => Ok(outcome),
+            Err(TxnOrGroupError::Group(e)) => Err(e),
+            Err(TxnOrGroupError::Txn(e)) => {
+                let code = super::txn::txn_error_code(&e).code();
+                return txn_offset_commit_response(request, code);
+            }
+        }
+    };
+    let answer = kafka_answer_order(&asked_partitions!(request), &checks, &outcome);
+    let mut response = TxnOffsetCommitResponse::default();
+    response.topics = answer_topics!(
+        answer,
+        TxnOffsetCommitResponseTopic,
+        TxnOffsetCommitResponsePartition
+    );
+    response
+}
+
+/// Every asked partition of a TxnOffsetCommit answered with `code`.
+fn txn_offset_commit_response(
+    request: &TxnOffsetCommitRequest,
+    code: i16,
+) -> TxnOffsetCommitResponse {
+    let answer: TopicCodes = asked_partitions!(request)
+        .into_iter()
+        .map(|(name, partitions)| (name, partitions.into_iter().map(|p| (p, code)).collect()))
+        .collect();
+    let mut response = TxnOffsetCommitResponse::default();
+    response.topics = answer_topics!(
+        answer,
+        TxnOffsetCommitResponseTopic,
+        TxnOffsetCommitResponsePartition
+    );
+    response
+}
+
 /// The partitions an OffsetFetch asks for by topic, `None` for every committed one.
 type AskedOffsets = Option<Vec<(String, Vec<i32>)>>;
 
@@ -971,7 +1058,6 @@ mod tests {
             threads: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
-            transactions_refused: Default::default(),
             fetch_sessions: Default::default(),
         }
     }
@@ -1012,13 +1098,13 @@ mod tests {
 
     #[test]
     fn find_coordinator_names_this_node_in_each_versions_shape() {
-        let old = find_coordinator(&find(2, GROUP_KEY_TYPE), 2, node);
+        let old = find_coordinator(&find(2, GROUP_KEY_TYPE), 2, |_| node());
         assert_eq!(
             (old.error_code, old.node_id.0, old.host.as_str(), old.port),
             (0, 7, "kpfs.example", 9092)
         );
         assert_eq!(old.error_message.as_deref(), Some("NONE"));
-        let batched = find_coordinator(&find(4, GROUP_KEY_TYPE), 4, node);
+        let batched = find_coordinator(&find(4, GROUP_KEY_TYPE), 4, |_| node());
         let keys: Vec<(&str, i32, i16)> = batched
             .coordinators
             .iter()
@@ -1031,32 +1117,37 @@ mod tests {
 
     #[test]
     fn find_coordinator_refusals_say_why() {
-        let unavailable = || Err("disk full".to_string());
+        let unavailable = |_| Err("disk full".to_string());
         let old = find_coordinator(&find(1, GROUP_KEY_TYPE), 1, unavailable);
         assert_eq!(
             (old.error_code, old.node_id.0, old.port),
             (ResponseError::CoordinatorNotAvailable.code(), -1, -1)
         );
         assert_eq!(old.error_message.as_deref(), Some("disk full"));
-        for version in 1..=3 {
-            let old = find_coordinator(&find(version, TRANSACTION_KEY_TYPE), version, node);
+        for version in [1, 3, 4, 6] {
+            let asked = std::cell::Cell::new(None);
+            let found = find_coordinator(&find(version, TRANSACTION_KEY_TYPE), version, |kind| {
+                asked.set(Some(kind));
+                node()
+            });
+            assert_eq!(asked.get(), Some(CoordinatorKind::Transaction));
+            let code = if version < 4 {
+                found.error_code
+            } else {
+                found.coordinators[0].error_code
+            };
             assert_eq!(
-                (old.error_code, old.error_message.as_deref()),
-                (
-                    ResponseError::TransactionalIdAuthorizationFailed.code(),
-                    Some("kpfs does not support transactions")
-                ),
-                "v{version}: librdkafka's one fatal code"
+                code, 0,
+                "v{version}: a transactional id's coordinator is this node"
             );
         }
         let cases = [
-            (TRANSACTION_KEY_TYPE, ResponseError::UnsupportedVersion),
             (SHARE_KEY_TYPE, ResponseError::InvalidRequest),
             (9, ResponseError::InvalidRequest),
         ];
         for (key_type, code) in cases {
             let looked_up = std::cell::Cell::new(false);
-            let response = find_coordinator(&find(6, key_type), 6, || {
+            let response = find_coordinator(&find(6, key_type), 6, |_| {
                 looked_up.set(true);
                 node()
             });

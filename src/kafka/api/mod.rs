@@ -5,8 +5,8 @@ mod admin;
 mod fetch_session;
 mod groups;
 mod records;
+mod txn;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,12 +65,6 @@ pub(crate) fn handle(shared: &Shared, request: Request, peer: SocketAddr) -> Rep
             .unwrap_or_default(),
         peer,
     };
-    if let Some((api, transactional_id)) = transactional(&request.body) {
-        let now = shared.engine.clock().now_ms();
-        shared
-            .transactions_refused
-            .warn(now, &caller(), api, &transactional_id);
-    }
     let message = match request.body {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions(0)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata(shared, &r, version)),
@@ -81,8 +75,8 @@ pub(crate) fn handle(shared: &Shared, request: Request, peer: SocketAddr) -> Rep
             ResponseKind::DescribeTopicPartitions(describe_topic_partitions(shared, &r))
         }
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(find_coordinator(&r, version, || {
-                groups::this_node_once_ready(shared)
+            ResponseKind::FindCoordinator(find_coordinator(&r, version, |kind| {
+                groups::this_node_once_ready(shared, kind)
             }))
         }
         RequestKind::JoinGroup(r) => {
@@ -143,6 +137,22 @@ pub(crate) fn handle(shared: &Shared, request: Request, peer: SocketAddr) -> Rep
         RequestKind::DescribeProducers(r) => {
             ResponseKind::DescribeProducers(records::describe_producers(shared, &r))
         }
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(txn::add_partitions_to_txn(shared, &r))
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(txn::add_offsets_to_txn(shared, &r))
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end_txn(shared, &r)),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(groups::txn_offset_commit(shared, &r))
+        }
+        RequestKind::ListTransactions(r) => {
+            ResponseKind::ListTransactions(txn::list_transactions(shared, &r))
+        }
+        RequestKind::DescribeTransactions(r) => {
+            ResponseKind::DescribeTransactions(txn::describe_transactions(shared, &r))
+        }
         RequestKind::DescribeAcls(r) => return admin::describe_acls(&r),
         RequestKind::CreateAcls(r) => return admin::create_acls(&r),
         RequestKind::DeleteAcls(r) => return admin::delete_acls(&r),
@@ -150,67 +160,6 @@ pub(crate) fn handle(shared: &Shared, request: Request, peer: SocketAddr) -> Rep
         other => unreachable!("request of an API kpfs does not serve: {other:?}"),
     };
     Reply::Message(message)
-}
-
-/// How often the log names a refused transactional request: a client configured for
-/// transactions may retry in a loop, and one line a minute tells the operator as well.
-const TRANSACTIONS_WARNING_INTERVAL_MS: i64 = 60_000;
-
-/// The warning that a client asked for transactions, rate-limited per client id and
-/// transactional id: the first request is logged, then one a minute while it retries.
-#[derive(Default)]
-pub(crate) struct TransactionsRefused {
-    /// When each (client id, transactional id) was last logged (engine clock, ms),
-    /// within the last interval.
-    logged: parking_lot::Mutex<HashMap<(String, String), i64>>,
-}
-
-impl TransactionsRefused {
-    fn warn(&self, now: i64, caller: &groups::Caller, api: &str, transactional_id: &str) {
-        {
-            let mut logged = self.logged.lock();
-            // Only the last interval's entries are kept, so the map holds no more
-            // clients than the log named in it.
-            logged.retain(|_, at| now.saturating_sub(*at) < TRANSACTIONS_WARNING_INTERVAL_MS);
-            let key = (caller.client_id.clone(), transactional_id.to_string());
-            if logged.contains_key(&key) {
-                return;
-            }
-            logged.insert(key, now);
-        }
-        tracing::warn!(
-            client_id = caller.client_id,
-            peer = %caller.peer,
-            transactional_id,
-            api,
-            "refused a transactional request: kpfs does not support transactions (a client's retries are logged once a minute)"
-        );
-    }
-}
-
-/// The API and transactional id of a request that asks for transactions, which kpfs
-/// refuses (FindCoordinator, InitProducerId and Produce say so to the client).
-fn transactional(body: &RequestKind) -> Option<(&'static str, String)> {
-    match body {
-        RequestKind::FindCoordinator(r) if r.key_type == groups::TRANSACTION_KEY_TYPE => {
-            let keys: Vec<&str> = if r.coordinator_keys.is_empty() {
-                vec![r.key.as_str()]
-            } else {
-                r.coordinator_keys.iter().map(|k| k.as_str()).collect()
-            };
-            Some(("FindCoordinator", keys.join(",")))
-        }
-        RequestKind::InitProducerId(r) => r
-            .transactional_id
-            .as_ref()
-            .filter(|id| !id.is_empty())
-            .map(|id| ("InitProducerId", id.to_string())),
-        RequestKind::Produce(r) => r
-            .transactional_id
-            .as_ref()
-            .map(|id| ("Produce", id.to_string())),
-        _ => None,
-    }
 }
 
 /// ApiVersions: every served API with its range (also the body of the `UNSUPPORTED_VERSION`

@@ -31,6 +31,7 @@ use kafka_protocol::ResponseError;
 
 use super::fetch_session::{Answered, Asked};
 use super::{engine_error, str_bytes, Reply, STOP_CHECK};
+use crate::engine::format::decode_header;
 use crate::engine::{EngineError, FetchedRange, Isolation, OffsetQuery, Partition, Topic};
 use crate::kafka::deadline::Deadline;
 use crate::kafka::error_code::error_code;
@@ -71,14 +72,10 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
             // Kafka's KafkaApis answers the code alone.
             None,
         ))
-    } else if request.transactional_id.is_some() {
-        Some((
-            ResponseError::TransactionalIdAuthorizationFailed.code(),
-            Some(str_bytes("kpfs does not support transactions")),
-        ))
     } else {
         None
     };
+    let transactional_id = request.transactional_id.as_ref().map(|id| id.0.to_string());
     let mut failed = None;
     let mut response = ProduceResponse::default();
     for topic_data in request.topic_data {
@@ -99,30 +96,42 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
                 (Some(refused), _) => Err(refused.clone()),
                 (None, Some((topic, target))) => {
                     let records = partition.records.unwrap_or_default();
-                    topic
-                        .append_produced(target.index(), &records)
-                        .map_err(|e| {
-                            tracing::debug!(topic = name, error = %e, "produce refused");
-                            // Kafka lists the records LogValidator refused (Produce v8+).
-                            if let (EngineError::RecordsRejected { errors, .. }, 8..) =
-                                (&e, version)
-                            {
-                                result.record_errors = errors
-                                    .iter()
-                                    .map(|r| {
-                                        let mut b = BatchIndexAndErrorMessage::default();
-                                        b.batch_index = r.batch_index;
-                                        b.batch_index_error_message = Some(str_bytes(&r.message));
-                                        b
-                                    })
-                                    .collect();
-                            }
-                            let (code, message, with_log_start) = produce_refusal(&e);
-                            if with_log_start {
-                                result.log_start_offset = target.log().log_start_offset() as i64;
-                            }
-                            (code, message)
-                        })
+                    // A transactional batch goes in as part of its producer's transaction,
+                    // once the coordinator has the partition in it.
+                    let in_txn = transactional_id.as_deref().zip(
+                        decode_header(&records)
+                            .ok()
+                            .filter(|h| h.is_transactional()),
+                    );
+                    let appended = match in_txn {
+                        Some((id, h)) => shared.engine.produce_in_txn(
+                            id,
+                            (&name, target.index()),
+                            (h.producer_id, h.producer_epoch),
+                            &records,
+                        ),
+                        None => topic.append_produced(target.index(), &records),
+                    };
+                    appended.map_err(|e| {
+                        tracing::debug!(topic = name, error = %e, "produce refused");
+                        // Kafka lists the records LogValidator refused (Produce v8+).
+                        if let (EngineError::RecordsRejected { errors, .. }, 8..) = (&e, version) {
+                            result.record_errors = errors
+                                .iter()
+                                .map(|r| {
+                                    let mut b = BatchIndexAndErrorMessage::default();
+                                    b.batch_index = r.batch_index;
+                                    b.batch_index_error_message = Some(str_bytes(&r.message));
+                                    b
+                                })
+                                .collect();
+                        }
+                        let (code, message, with_log_start) = produce_refusal(&e);
+                        if with_log_start {
+                            result.log_start_offset = target.log().log_start_offset() as i64;
+                        }
+                        (code, message)
+                    })
                 }
                 // Kafka's ReplicaManager: the code alone.
                 _ => Err((ResponseError::UnknownTopicOrPartition.code(), None)),
@@ -476,17 +485,18 @@ pub(crate) fn init_producer_id(
     let mut response = InitProducerIdResponse::default();
     response.producer_id = ProducerId(-1);
     response.producer_epoch = -1;
-    match &request.transactional_id {
-        None => {}
-        // Kafka's TransactionCoordinator: an empty id is a malformed request.
-        Some(id) if id.is_empty() => {
-            response.error_code = ResponseError::InvalidRequest.code();
-            return response;
+    if let Some(id) = &request.transactional_id {
+        match shared
+            .engine
+            .init_transactional_producer(id, request.transaction_timeout_ms)
+        {
+            Ok((id, epoch)) => {
+                response.producer_id = ProducerId(id);
+                response.producer_epoch = epoch;
+            }
+            Err(e) => response.error_code = super::txn::txn_error_code(&e).code(),
         }
-        Some(_) => {
-            response.error_code = ResponseError::TransactionalIdAuthorizationFailed.code();
-            return response;
-        }
+        return response;
     }
     match shared.engine.init_producer_id() {
         Ok((id, epoch)) => {
