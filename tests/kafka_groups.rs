@@ -51,8 +51,6 @@ const UNKNOWN_MEMBER_ID: i16 = 25;
 const INVALID_SESSION_TIMEOUT: i16 = 26;
 const REBALANCE_IN_PROGRESS: i16 = 27;
 const INVALID_REQUEST: i16 = 42;
-const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-const UNSUPPORTED_VERSION: i16 = 35;
 const NON_EMPTY_GROUP: i16 = 68;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 const MEMBER_ID_REQUIRED: i16 = 79;
@@ -815,7 +813,7 @@ fn list_groups_filters_by_state_and_type() {
 }
 
 #[test]
-fn find_coordinator_creates_the_offsets_topic_and_refuses_other_coordinators() {
+fn find_coordinator_creates_the_internal_topics_and_refuses_share_groups() {
     let broker = Broker::start();
     let mut client = broker.client();
     let internal = |client: &mut Client| {
@@ -868,18 +866,17 @@ fn find_coordinator_creates_the_offsets_topic_and_refuses_other_coordinators() {
             let c = &response.coordinators[0];
             (c.error_code, c.error_message.clone())
         };
-        // librdkafka's (v0-3) one fatal code here; v4+ clients read UNSUPPORTED_VERSION.
-        let expected = if version < 4 {
-            TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        } else {
-            UNSUPPORTED_VERSION
-        };
-        assert_eq!(code, expected, "v{version}");
+        // A transactional id's coordinator is this node too: `__transaction_state` is made.
         assert_eq!(
-            message.as_deref(),
-            Some("kpfs does not support transactions")
+            (code, message.as_deref()),
+            (0, Some(if version < 4 { "NONE" } else { "" })),
+            "v{version}"
         );
     }
+    assert!(
+        internal(&mut client).contains(&("__transaction_state".into(), true)),
+        "the transaction log is an internal topic"
+    );
     let mut share = FindCoordinatorRequest::default();
     share.key_type = 2;
     share.coordinator_keys = vec![text("share")];

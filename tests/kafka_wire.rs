@@ -42,6 +42,7 @@ use kafka_protocol::messages::{
     ListOffsetsRequest, MetadataRequest, ResponseHeader, TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::ResponseError;
 
 #[test]
 fn api_versions_lists_the_served_ranges_and_answers_unknown_versions_with_them() {
@@ -857,65 +858,126 @@ fn configs_are_described_and_altered_through_the_engines_validators() {
 }
 
 #[test]
-fn transactional_producers_are_refused_and_idempotent_ones_get_an_id() {
-    let broker = Broker::start();
-    let mut client = broker.client();
-    let mut request = InitProducerIdRequest::default();
-    request.transactional_id = None;
-    request.transaction_timeout_ms = -1;
-    let response = client.send(4, &request);
-    assert_eq!(response.error_code, 0);
-    assert!(response.producer_id.0 >= 0);
-    request.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
-    assert_eq!(client.send(4, &request).error_code, 53);
-}
-
-/// A transactional client is told at FindCoordinator in words it shows (librdkafka asks
-/// with v0-3 and shows the message only with an authorization failure; v4+ clients read
-/// UNSUPPORTED_VERSION as "no transactions"), and the log names it once per minute
-/// however often it retries.
-#[test]
-fn transaction_coordinator_lookups_are_refused_and_logged_once_per_client() {
-    capture_log();
-    let broker = Broker::start();
-    let mut client = broker.client();
-    let lookup = |client: &mut Client, version: i16, id: &'static str| {
-        let mut request = FindCoordinatorRequest::default();
-        request.key_type = 1;
-        if version < 4 {
-            request.key = StrBytes::from_static_str(id);
-            let response = client.send(version, &request);
-            (response.error_code, response.error_message)
-        } else {
-            request.coordinator_keys = vec![StrBytes::from_static_str(id)];
-            let response = client.send(version, &request);
-            let c = &response.coordinators[0];
-            (c.error_code, c.error_message.clone())
-        }
+fn a_transaction_goes_through_the_wire_from_init_to_a_read_committed_fetch() {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest,
+        ListTransactionsRequest,
     };
-    let refused = Some(StrBytes::from_static_str(
-        "kpfs does not support transactions",
-    ));
-    for _ in 0..3 {
-        assert_eq!(lookup(&mut client, 2, "tx-a"), (53, refused.clone()));
-        assert_eq!(lookup(&mut client, 6, "tx-b"), (35, refused.clone()));
-    }
-    let warnings: Vec<String> = logged_about(client.stream.local_addr().unwrap())
-        .into_iter()
-        .filter(|l| l.contains("refused a transactional request"))
+    let broker = Broker::start();
+    broker.engine.create_topic("t", 1).unwrap();
+    let mut client = broker.client();
+    let mut find = FindCoordinatorRequest::default();
+    find.key_type = 1;
+    find.key = StrBytes::from_static_str("tx");
+    assert_eq!(client.send(2, &find).error_code, 0, "this node coordinates");
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
+    init.transaction_timeout_ms = 60_000;
+    let response = client.send(4, &init);
+    assert_eq!((response.error_code, response.producer_epoch), (0, 0));
+    let pid = response.producer_id;
+    init.transaction_timeout_ms = 900_001;
+    assert_eq!(
+        client.send(4, &init).error_code,
+        ResponseError::InvalidTransactionTimeout.code(),
+        "above transaction.max.timeout.ms"
+    );
+    let txn_batch = |values: &[&str], seq: i32| {
+        let mut b = BatchBuilder::new(0);
+        for (i, v) in values.iter().enumerate() {
+            b.push(i as u64, 1_764_430_000_000, None, Some(v.as_bytes()));
+        }
+        Bytes::from(b.finish_client(
+            (pid.0, 0, seq),
+            ClientBatch {
+                transactional: true,
+                ..ClientBatch::PLAIN
+            },
+        ))
+    };
+    let mut produce_txn = produce_request("t", txn_batch(&["a", "b"], 0));
+    produce_txn.transactional_id = Some(TransactionalId(StrBytes::from_static_str("tx")));
+    let refused = client.send(9, &produce_txn);
+    let p = &refused.responses[0].partition_responses[0];
+    // Kafka's ReplicaManager answers its verification's refusal with the code alone.
+    assert_eq!(
+        (p.error_code, p.error_message.as_ref()),
+        (ResponseError::InvalidTxnState.code(), None)
+    );
+    let mut add = AddPartitionsToTxnRequest::default();
+    add.v3_and_below_transactional_id = TransactionalId(StrBytes::from_static_str("tx"));
+    add.v3_and_below_producer_id = pid;
+    add.v3_and_below_producer_epoch = 0;
+    let mut topic = AddPartitionsToTxnTopic::default();
+    topic.name = name("t");
+    topic.partitions = vec![0];
+    add.v3_and_below_topics = vec![topic];
+    let added = client.send(3, &add);
+    assert_eq!(
+        added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        0
+    );
+    let appended = client.send(9, &produce_txn);
+    assert_eq!(appended.responses[0].partition_responses[0].error_code, 0);
+    // Until the commit a read_committed fetch stops at the open transaction.
+    let read_committed = |client: &mut Client| {
+        let mut partition = kafka_protocol::messages::fetch_request::FetchPartition::default();
+        partition.fetch_offset = 0;
+        partition.partition_max_bytes = 1 << 20;
+        let mut t = kafka_protocol::messages::fetch_request::FetchTopic::default();
+        t.topic = name("t");
+        t.partitions = vec![partition];
+        let mut request = FetchRequest::default();
+        request.max_bytes = 1 << 20;
+        request.isolation_level = 1;
+        request.topics = vec![t];
+        let response = client.send(12, &request);
+        let p = response.responses[0].partitions[0].clone();
+        (
+            p.high_watermark,
+            p.last_stable_offset,
+            p.aborted_transactions.map(|a| a.len()),
+            values_of(p.records.unwrap_or_default()),
+        )
+    };
+    assert_eq!(read_committed(&mut client), (2, 0, Some(0), vec![]));
+    let mut end = EndTxnRequest::default();
+    end.transactional_id = TransactionalId(StrBytes::from_static_str("tx"));
+    end.producer_id = pid;
+    end.producer_epoch = 0;
+    end.committed = true;
+    assert_eq!(client.send(4, &end).error_code, 0);
+    let (hw, lso, aborted, values) = read_committed(&mut client);
+    assert_eq!((hw, lso, aborted), (3, 3, Some(0)));
+    // The marker's control batch comes too, as from Kafka (clients drop control batches):
+    // its record is the value of an EndTransactionMarker, version 0, coordinator epoch 0.
+    assert_eq!(values, vec!["a", "b", "\0\0\0\0\0\0"]);
+    let listed = client.send(1, &ListTransactionsRequest::default());
+    let states: Vec<(String, String)> = listed
+        .transaction_states
+        .iter()
+        .map(|t| {
+            (
+                t.transactional_id.0.to_string(),
+                t.transaction_state.to_string(),
+            )
+        })
         .collect();
     assert_eq!(
-        warnings.len(),
-        2,
-        "one line per transactional id: {warnings:?}"
+        states,
+        vec![("tx".to_string(), "CompleteCommit".to_string())]
     );
-    assert!(
-        warnings[0].contains("transactional_id=\"tx-a\""),
-        "{warnings:?}"
-    );
-    assert!(
-        warnings[1].contains("transactional_id=\"tx-b\""),
-        "{warnings:?}"
+    let mut describe = DescribeTransactionsRequest::default();
+    describe.transactional_ids = vec![
+        TransactionalId(StrBytes::from_static_str("tx")),
+        TransactionalId(StrBytes::from_static_str("nope")),
+    ];
+    let described = client.send(0, &describe);
+    assert_eq!(described.transaction_states[0].producer_id, pid);
+    assert_eq!(
+        described.transaction_states[1].error_code,
+        ResponseError::TransactionalIdNotFound.code()
     );
 }
 

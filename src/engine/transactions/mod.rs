@@ -322,7 +322,7 @@ impl TransactionCoordinator {
     /// once the epoch is exhausted), which fences the producers before. An open
     /// transaction is aborted first, and the caller is told to retry
     /// (CONCURRENT_TRANSACTIONS) as Kafka does.
-    pub fn init_producer_id(
+    pub(crate) fn init_producer_id(
         &self,
         transactional_id: &str,
         timeout_ms: i32,
@@ -387,7 +387,7 @@ impl TransactionCoordinator {
     /// AddPartitionsToTxn (and AddOffsetsToTxn's offsets partition): the partitions join
     /// the producer's transaction, which opens with the first. Each partition's answer,
     /// or the error of the whole request.
-    pub fn add_partitions(
+    pub(crate) fn add_partitions(
         &self,
         transactional_id: &str,
         (producer_id, epoch): (i64, i16),
@@ -451,7 +451,7 @@ impl TransactionCoordinator {
 
     /// Whether the partition is in the open transaction of the id's producer at `epoch`
     /// (Kafka's partition verification before a transactional Produce).
-    pub fn in_transaction(
+    pub(crate) fn in_transaction(
         &self,
         transactional_id: &str,
         (producer_id, epoch): (i64, i16),
@@ -470,7 +470,7 @@ impl TransactionCoordinator {
     /// EndTxn (Kafka's `handleEndTransaction`): the transaction is prepared, its markers
     /// written to every partition, and completed, all before this returns. A retry of
     /// an end already done succeeds; ending it the other way is INVALID_TXN_STATE.
-    pub fn end_transaction(
+    pub(crate) fn end_transaction(
         &self,
         transactional_id: &str,
         (producer_id, epoch): (i64, i16),
@@ -512,7 +512,7 @@ impl TransactionCoordinator {
 
     /// ListTransactions: the ids in one of `states` (any when empty) of one of the
     /// producer ids (any when empty).
-    pub fn list(&self, states: &[TxnStatus], producer_ids: &[i64]) -> Vec<TxnListing> {
+    pub(crate) fn list(&self, states: &[TxnStatus], producer_ids: &[i64]) -> Vec<TxnListing> {
         self.state
             .lock()
             .txns
@@ -528,7 +528,7 @@ impl TransactionCoordinator {
     }
 
     /// DescribeTransactions of one id.
-    pub fn describe(&self, transactional_id: &str) -> Result<TxnDescription, TxnError> {
+    pub(crate) fn describe(&self, transactional_id: &str) -> Result<TxnDescription, TxnError> {
         let state = self.state.lock();
         let m = state
             .txns
