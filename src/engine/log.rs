@@ -30,6 +30,7 @@ use super::log_loader::LogLoader;
 pub(crate) use super::log_loader::OpenReport;
 use super::metadata_files::{load_topic_id, LeaderEpochCheckpoint, Uuid};
 use super::produce::{ProduceOutcome, ValidatedBatch};
+pub(crate) use super::producer_state::ProducedBy;
 use super::producer_state::{Expiry, ProducerStateEntry, ProducerStateManager, TxnMarkerAt};
 use super::segment::{RollReason, Segment, SegmentSpec};
 use super::stream_index::{BatchStream, StreamMark, StreamShape};
@@ -1468,17 +1469,6 @@ impl Log {
             "log start offset past the log end"
         );
     }
-}
-
-/// Who appends a produced batch (Kafka's `AppendOrigin`, with its verification guard).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ProducedBy {
-    /// A coordinator writes its own records (no duplicate or sequence checks).
-    pub(crate) coordinator: bool,
-    /// The transaction coordinator vouched that this partition is in the transaction of
-    /// the batch's producer, which a transactional batch that opens a transaction here
-    /// needs.
-    pub(crate) txn_verified: bool,
 }
 
 /// An end-transaction marker for one partition, as the transaction coordinator writes it

@@ -40,7 +40,6 @@ use super::format::{
     DELETED_SUFFIX, NO_PRODUCER_EPOCH, NO_SEQUENCE, SNAPSHOT_CRC_AT, SNAPSHOT_ENTRIES_AT,
     SNAPSHOT_ENTRY_BYTES, SNAPSHOT_SUFFIX, SNAPSHOT_VERSION,
 };
-use super::log::ProducedBy;
 use super::txn_index::AbortedTxn;
 
 /// One producer's state (Kafka's `ProducerSnapshot.ProducerEntry`, from its
@@ -189,6 +188,17 @@ fn older_epoch(
             "Epoch of producer {pid} at offset {offset} in {partition} is {epoch}, which is {relation} the last seen epoch {current} (TV{transaction_version})"
         ),
     }
+}
+
+/// Who appends a produced batch (Kafka's `AppendOrigin`, with its verification guard).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ProducedBy {
+    /// A coordinator writes its own records (no duplicate or sequence checks).
+    pub(crate) coordinator: bool,
+    /// The transaction coordinator vouched that this partition is in the transaction of
+    /// the batch's producer, which a transactional batch that opens a transaction here
+    /// needs.
+    pub(crate) txn_verified: bool,
 }
 
 /// Where a producer's end-transaction marker goes: its producer, the epoch it carries,
