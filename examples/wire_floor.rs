@@ -159,8 +159,8 @@ fn serve(floor: &Floor, mut stream: TcpStream) {
         let body = match request.body {
             RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions(0)),
             RequestKind::FindCoordinator(r) => {
-                ResponseKind::FindCoordinator(find_coordinator(&r, version, || {
-                    Err("the wire floor has no group coordinator".into())
+                ResponseKind::FindCoordinator(find_coordinator(&r, version, |_| {
+                    Err("the wire floor has no coordinator".into())
                 }))
             }
             RequestKind::Metadata(r) => ResponseKind::Metadata(metadata(floor, &r)),
