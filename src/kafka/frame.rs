@@ -281,21 +281,23 @@ mod tests {
     use super::*;
     use bytes::BytesMut;
     use kafka_protocol::messages::{
-        alter_configs_request, create_acls_request, create_partitions_request,
-        create_topics_request, delete_acls_request, delete_records_request, delete_topics_request,
-        describe_configs_request, describe_producers_request, describe_topic_partitions_request,
-        fetch_request, incremental_alter_configs_request, join_group_request, leave_group_request,
+        add_partitions_to_txn_request, alter_configs_request, create_acls_request,
+        create_partitions_request, create_topics_request, delete_acls_request,
+        delete_records_request, delete_topics_request, describe_configs_request,
+        describe_producers_request, describe_topic_partitions_request, fetch_request,
+        incremental_alter_configs_request, join_group_request, leave_group_request,
         list_offsets_request, metadata_request, offset_commit_request, offset_delete_request,
-        offset_fetch_request, produce_request, sync_group_request, AlterConfigsRequest,
-        ApiVersionsRequest, BrokerId, CreateAclsRequest, CreatePartitionsRequest,
-        CreateTopicsRequest, DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest,
-        DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-        DescribeGroupsRequest, DescribeProducersRequest, DescribeTopicPartitionsRequest,
-        FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
+        offset_fetch_request, produce_request, sync_group_request, txn_offset_commit_request,
+        AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, AlterConfigsRequest, ApiVersionsRequest,
+        BrokerId, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+        DeleteAclsRequest, DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+        DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+        DescribeProducersRequest, DescribeTopicPartitionsRequest, DescribeTransactionsRequest,
+        EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest,
         IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest,
-        ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-        OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestKind, SyncGroupRequest,
-        TopicName,
+        ListGroupsRequest, ListOffsetsRequest, ListTransactionsRequest, MetadataRequest,
+        OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, ProducerId,
+        RequestKind, SyncGroupRequest, TopicName, TransactionalId, TxnOffsetCommitRequest,
     };
     use kafka_protocol::protocol::{Encodable, StrBytes};
     use proptest::prelude::*;
@@ -654,6 +656,64 @@ mod tests {
                 r.topics = vec![t];
                 r.timeout_ms = 1000;
                 RequestKind::CreatePartitions(r)
+            }
+            ApiKey::AddPartitionsToTxn => {
+                let mut t = add_partitions_to_txn_request::AddPartitionsToTxnTopic::default();
+                t.name = topic_name();
+                t.partitions = vec![0, 1];
+                let mut r = AddPartitionsToTxnRequest::default();
+                r.v3_and_below_transactional_id = TransactionalId(text("tx"));
+                r.v3_and_below_producer_id = ProducerId(7);
+                r.v3_and_below_topics = vec![t.clone(), t];
+                RequestKind::AddPartitionsToTxn(r)
+            }
+            ApiKey::AddOffsetsToTxn => {
+                let mut r = AddOffsetsToTxnRequest::default();
+                r.transactional_id = TransactionalId(text("tx"));
+                r.producer_id = ProducerId(7);
+                r.group_id = GroupId(text("g"));
+                RequestKind::AddOffsetsToTxn(r)
+            }
+            ApiKey::EndTxn => {
+                let mut r = EndTxnRequest::default();
+                r.transactional_id = TransactionalId(text("tx"));
+                r.producer_id = ProducerId(7);
+                r.committed = true;
+                RequestKind::EndTxn(r)
+            }
+            ApiKey::TxnOffsetCommit => {
+                let mut p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default();
+                p.committed_offset = 5;
+                p.committed_metadata = Some(text("m"));
+                let mut t = txn_offset_commit_request::TxnOffsetCommitRequestTopic::default();
+                t.name = topic_name();
+                t.partitions = vec![p.clone(), p];
+                let mut r = TxnOffsetCommitRequest::default();
+                r.transactional_id = TransactionalId(text("tx"));
+                r.group_id = GroupId(text("g"));
+                r.producer_id = ProducerId(7);
+                r.topics = vec![t];
+                if version >= 3 {
+                    r.generation_id = 1;
+                    r.member_id = text("m-1");
+                    r.group_instance_id = Some(text("i"));
+                }
+                RequestKind::TxnOffsetCommit(r)
+            }
+            ApiKey::ListTransactions => {
+                let mut r = ListTransactionsRequest::default();
+                r.state_filters = vec![text("Ongoing")];
+                r.producer_id_filters = vec![ProducerId(7)];
+                if version >= 1 {
+                    r.duration_filter = 1000;
+                }
+                RequestKind::ListTransactions(r)
+            }
+            ApiKey::DescribeTransactions => {
+                let mut r = DescribeTransactionsRequest::default();
+                r.transactional_ids =
+                    vec![TransactionalId(text("tx")), TransactionalId(text("ty"))];
+                RequestKind::DescribeTransactions(r)
             }
             other => panic!("{other:?} is not served: give it a sample"),
         };
