@@ -10,7 +10,7 @@ use std::fs;
 use std::path::PathBuf;
 
 use common::*;
-use kpfs::engine::format::{BatchBuilder, ClientBatch};
+use kpfs::engine::format::ClientBatch;
 use kpfs::engine::log::TxnMarkerWrite;
 use kpfs::engine::{EngineError, Isolation, Topic};
 
@@ -19,17 +19,11 @@ const TV2: i16 = 2;
 
 /// A batch of `values` from producer `pid` at `epoch`, its first sequence `seq`.
 fn batch(pid: i64, epoch: i16, seq: i32, transactional: bool, values: &[&str]) -> Vec<u8> {
-    let mut b = BatchBuilder::new(0);
-    for (i, v) in values.iter().enumerate() {
-        b.push(i as u64, T0, None, Some(v.as_bytes()));
+    ClientBatch {
+        transactional,
+        ..ClientBatch::PLAIN
     }
-    b.finish_client(
-        (pid, epoch, seq),
-        ClientBatch {
-            transactional,
-            ..ClientBatch::PLAIN
-        },
-    )
+    .of_values((pid, epoch, seq), T0, values)
 }
 
 fn txn(t: &Topic, pid: i64, epoch: i16, seq: i32, values: &[&str]) -> u64 {
