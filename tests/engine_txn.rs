@@ -374,3 +374,63 @@ fn a_topic_log_waits_for_an_open_transaction_in_any_partition() {
     assert_eq!(cat_string(&t), "p0-a\np1-txn\np0-b\n");
     assert_eq!(t.stream_len(), 17);
 }
+
+#[test]
+fn status_shows_the_last_stable_offset_and_what_holds_it() {
+    let f = Fixture::new();
+    let t = f.engine().create_topic("t", 2).unwrap();
+    let pick = |text: &str, keys: &[&str]| -> Vec<String> {
+        text.lines()
+            .filter(|l| keys.iter().any(|k| l.starts_with(k)))
+            .map(String::from)
+            .collect()
+    };
+    let in_txn = |p, pid, values: &[&str]| {
+        t.append_produced_in_txn(p, &batch(pid, 0, 0, true, values))
+            .unwrap()
+    };
+    in_txn(0, 7, &["a", "b"]); // 0-1
+    in_txn(0, 9, &["c"]); // 2
+    t.append_lines_after(Some(1), b"", b"x\n").unwrap(); // 0
+    in_txn(1, 8, &["y"]); // 1
+    let keys = ["last_stable_offset", "open_transaction"];
+    assert_eq!(
+        pick(&t.p0().status_text(), &keys),
+        [
+            "last_stable_offset: 0",
+            "open_transaction: producer_id=7 first_offset=0",
+            "open_transaction: producer_id=9 first_offset=2",
+        ]
+    );
+    let topic = f.engine().topic_status_text(&t);
+    let offsets = |l: &String| l.split(" size_bytes=").next().unwrap().to_string();
+    assert_eq!(
+        pick(&topic, &["open_transaction", "partition: "])
+            .iter()
+            .map(offsets)
+            .collect::<Vec<_>>(),
+        [
+            "open_transaction: partition=0 producer_id=7 first_offset=0",
+            "open_transaction: partition=0 producer_id=9 first_offset=2",
+            "open_transaction: partition=1 producer_id=8 first_offset=1",
+            "partition: 0 log_start_offset=0 log_end_offset=3 last_stable_offset=0",
+            "partition: 1 log_start_offset=0 log_end_offset=2 last_stable_offset=1",
+        ]
+    );
+    t.append_txn_marker(0, &TxnMarkerWrite::new((7, 1), true, 0, TV2))
+        .unwrap(); // 3
+    assert_eq!(
+        pick(&t.p0().status_text(), &keys),
+        [
+            "last_stable_offset: 2",
+            "open_transaction: producer_id=9 first_offset=2",
+        ]
+    );
+    t.append_txn_marker(0, &TxnMarkerWrite::new((9, 1), false, 0, TV2))
+        .unwrap(); // 4
+    assert_eq!(
+        pick(&t.p0().status_text(), &keys),
+        ["last_stable_offset: 5"],
+        "the log end once no transaction is open"
+    );
+}
