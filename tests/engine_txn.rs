@@ -10,7 +10,7 @@ use std::fs;
 use std::path::PathBuf;
 
 use common::*;
-use kpfs::engine::format::{BatchBuilder, ClientBatch};
+use kpfs::engine::format::ClientBatch;
 use kpfs::engine::log::TxnMarkerWrite;
 use kpfs::engine::{EngineError, Isolation, Topic};
 
@@ -19,17 +19,11 @@ const TV2: i16 = 2;
 
 /// A batch of `values` from producer `pid` at `epoch`, its first sequence `seq`.
 fn batch(pid: i64, epoch: i16, seq: i32, transactional: bool, values: &[&str]) -> Vec<u8> {
-    let mut b = BatchBuilder::new(0);
-    for (i, v) in values.iter().enumerate() {
-        b.push(i as u64, T0, None, Some(v.as_bytes()));
+    ClientBatch {
+        transactional,
+        ..ClientBatch::PLAIN
     }
-    b.finish_client(
-        (pid, epoch, seq),
-        ClientBatch {
-            transactional,
-            ..ClientBatch::PLAIN
-        },
-    )
+    .of_values((pid, epoch, seq), T0, values)
 }
 
 fn txn(t: &Topic, pid: i64, epoch: i16, seq: i32, values: &[&str]) -> u64 {
@@ -565,4 +559,64 @@ fn the_coordinators_state_survives_a_crash_and_transactional_offsets_commit_with
     assert_eq!(committed(&f), 7, "replayed with its marker");
     assert_eq!(state_of(&f, "tx"), TxnStatus::CompleteCommit);
     assert_eq!(cat_string(&f.topic("t")), "out\n");
+}
+
+#[test]
+fn status_shows_the_last_stable_offset_and_what_holds_it() {
+    let f = Fixture::new();
+    let t = f.engine().create_topic("t", 2).unwrap();
+    let pick = |text: &str, keys: &[&str]| -> Vec<String> {
+        text.lines()
+            .filter(|l| keys.iter().any(|k| l.starts_with(k)))
+            .map(String::from)
+            .collect()
+    };
+    let in_txn = |p, pid, values: &[&str]| {
+        t.append_produced_in_txn(p, &batch(pid, 0, 0, true, values))
+            .unwrap()
+    };
+    in_txn(0, 7, &["a", "b"]); // 0-1
+    in_txn(0, 9, &["c"]); // 2
+    t.append_lines_after(Some(1), b"", b"x\n").unwrap(); // 0
+    in_txn(1, 8, &["y"]); // 1
+    let keys = ["last_stable_offset", "open_transaction"];
+    assert_eq!(
+        pick(&t.p0().status_text(), &keys),
+        [
+            "last_stable_offset: 0",
+            "open_transaction: producer_id=7 first_offset=0",
+            "open_transaction: producer_id=9 first_offset=2",
+        ]
+    );
+    let topic = f.engine().topic_status_text(&t);
+    let offsets = |l: &String| l.split(" size_bytes=").next().unwrap().to_string();
+    assert_eq!(
+        pick(&topic, &["open_transaction", "partition: "])
+            .iter()
+            .map(offsets)
+            .collect::<Vec<_>>(),
+        [
+            "open_transaction: partition=0 producer_id=7 first_offset=0",
+            "open_transaction: partition=0 producer_id=9 first_offset=2",
+            "open_transaction: partition=1 producer_id=8 first_offset=1",
+            "partition: 0 log_start_offset=0 log_end_offset=3 last_stable_offset=0",
+            "partition: 1 log_start_offset=0 log_end_offset=2 last_stable_offset=1",
+        ]
+    );
+    t.append_txn_marker(0, &TxnMarkerWrite::new((7, 1), true, 0, TV2))
+        .unwrap(); // 3
+    assert_eq!(
+        pick(&t.p0().status_text(), &keys),
+        [
+            "last_stable_offset: 2",
+            "open_transaction: producer_id=9 first_offset=2",
+        ]
+    );
+    t.append_txn_marker(0, &TxnMarkerWrite::new((9, 1), false, 0, TV2))
+        .unwrap(); // 4
+    assert_eq!(
+        pick(&t.p0().status_text(), &keys),
+        ["last_stable_offset: 5"],
+        "the log end once no transaction is open"
+    );
 }

@@ -190,7 +190,7 @@ impl DumpFindings {
 
 /// `File.getAbsolutePath`: a relative path joined to the working directory as it is,
 /// without resolving `..` or links.
-fn java_absolute_path(path: &Path) -> String {
+pub(crate) fn java_absolute_path(path: &Path) -> String {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {

@@ -1204,6 +1204,16 @@ impl ClientBatch {
         control: false,
         log_append_time_ms: None,
     };
+
+    /// A batch of this kind from `producer` (id, epoch and base sequence) of one keyless
+    /// record per value, all at `timestamp`.
+    pub fn of_values(self, producer: (i64, i16, i32), timestamp: i64, values: &[&str]) -> Vec<u8> {
+        let mut b = BatchBuilder::new(0);
+        for (i, v) in values.iter().enumerate() {
+            b.push(i as u64, timestamp, None, Some(v.as_bytes()));
+        }
+        b.finish_client(producer, self)
+    }
 }
 
 /// The bytes of a batch being encoded, in a buffer kept initialized past them, so an

@@ -20,15 +20,16 @@ use super::codec::CompressionCodec;
 use super::config::{BrokerConfig, GroupConfigs, TopicOverrides};
 pub use super::dump_findings::DumpFindings;
 use super::dump_findings::{
-    dump_offset_index, dump_time_index, IndexDumpMode, KafkaRefusal, DEFAULT_MAX_MESSAGE_SIZE,
+    dump_offset_index, dump_time_index, java_absolute_path, IndexDumpMode, KafkaRefusal,
+    DEFAULT_MAX_MESSAGE_SIZE,
 };
 use super::format::{
     batch_crc, be_i64, be_u32, decode_header, field_len, parse_segment_file_name, records_section,
     segment_file_name, sequence_at, BatchHeader, EndTxnMarker, RecordIter, RecordRef,
-    BATCH_HEADER_BYTES, BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX,
-    OFFSET_DIGITS, OFFSET_INDEX_ENTRY_BYTES, SNAPSHOT_SUFFIX, STREAM_INDEX_ENTRY_BYTES,
-    STREAM_INDEX_HEADER_BYTES, STREAM_INDEX_SUFFIX, STREAM_INDEX_VERSION, STREAM_ORDER_FILE,
-    SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX,
+    ABORTED_TXN_BYTES, BATCH_HEADER_BYTES, BATCH_MAGIC, CLEANED_SUFFIX, DELETED_SUFFIX,
+    INDEX_SUFFIX, LOG_SUFFIX, OFFSET_DIGITS, OFFSET_INDEX_ENTRY_BYTES, SNAPSHOT_SUFFIX,
+    STREAM_INDEX_ENTRY_BYTES, STREAM_INDEX_HEADER_BYTES, STREAM_INDEX_SUFFIX, STREAM_INDEX_VERSION,
+    STREAM_ORDER_FILE, SWAP_SUFFIX, TIME_INDEX_ENTRY_BYTES, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX,
 };
 use super::format::{
     CLEANER_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, DAEMON_LOG_FILE, DELETING_SUFFIX,
@@ -44,6 +45,7 @@ use super::stream_index::{
     decode_entry as decode_stream_entry, decode_header as decode_stream_header, StreamEntry,
 };
 use super::topic_partition::TopicPartition;
+use super::txn_index::{decode_entries, RawAbortedTxn};
 use super::validate_topic_name;
 
 /// What `dump_file` prints, after `kafka-dump-log.sh`'s flags of the same names.
@@ -149,22 +151,25 @@ impl std::error::Error for DumpError {
     }
 }
 
-/// The kinds of file named after an offset: a segment's three files, Kafka's producer-state
-/// snapshot (partition directory) and kpfs's stream index (the topic's kpfs folder).
+/// The kinds of file named after an offset: a segment's files (the transaction index only
+/// once the segment holds an abort), Kafka's producer-state snapshot (partition directory)
+/// and kpfs's stream index (the topic's kpfs folder).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Log,
     OffsetIndex,
     TimeIndex,
+    TxnIndex,
     ProducerSnapshot,
     StreamIndex,
 }
 
 impl Kind {
-    const ALL: [Kind; 5] = [
+    const ALL: [Kind; 6] = [
         Kind::Log,
         Kind::OffsetIndex,
         Kind::TimeIndex,
+        Kind::TxnIndex,
         Kind::ProducerSnapshot,
         Kind::StreamIndex,
     ];
@@ -174,6 +179,7 @@ impl Kind {
             Kind::Log => LOG_SUFFIX,
             Kind::OffsetIndex => INDEX_SUFFIX,
             Kind::TimeIndex => TIME_INDEX_SUFFIX,
+            Kind::TxnIndex => TXN_INDEX_SUFFIX,
             Kind::ProducerSnapshot => SNAPSHOT_SUFFIX,
             Kind::StreamIndex => STREAM_INDEX_SUFFIX,
         }
@@ -500,12 +506,12 @@ impl IndexWalk<'_, '_> {
     }
 }
 
-/// Prints one file as `kafka-dump-log.sh --files` does: a `.log`, `.index`, `.timeindex`
-/// or producer-state `.snapshot` of a partition directory, or kpfs's own `.stream` index
-/// (its entries, for debugging). Temporary suffixes (`.deleted`, `.cleaned`, `.swap`) are
-/// looked through. Any other file is reported as ignored. Returns an error, after printing
-/// what it found, when a file has bytes that do not decode or a requested index check
-/// finds problems.
+/// Prints one file as `kafka-dump-log.sh --files` does: a `.log`, `.index`, `.timeindex`,
+/// `.txnindex` or producer-state `.snapshot` of a partition directory, or kpfs's own
+/// `.stream` index (its entries, for debugging). Temporary suffixes (`.deleted`,
+/// `.cleaned`, `.swap`) are looked through. Any other file is reported as ignored.
+/// Returns an error, after printing what it found, when a file has bytes that do not
+/// decode or a requested index check finds problems.
 ///
 /// What Kafka's tool prints to stderr after its last file (index mismatches, offset gaps)
 /// is collected in `findings`, for [`DumpFindings::print`] after the last file.
@@ -550,6 +556,7 @@ pub fn dump_file(
     match kind {
         Kind::Log => dump_log(path, &file, len, seg.base, opts, out, findings),
         Kind::OffsetIndex | Kind::TimeIndex => dump_index(path, seg, opts, out, findings),
+        Kind::TxnIndex => dump_txn_index(path, &file, len, out),
         Kind::ProducerSnapshot => dump_producer_snapshot(path, &file, len, out),
         Kind::StreamIndex => dump_stream_index(path, &file, len, seg, opts, out),
     }
@@ -1078,7 +1085,9 @@ fn read_whole(file: &File, len: u64) -> io::Result<Vec<u8>> {
 }
 
 /// `DumpLogSegments.dumpProducerIdSnapshot`'s line for one producer: the batch fields
-/// only when the producer has a last batch (`lastOffset >= 0`), as Kafka prints them.
+/// only when the producer has a last batch (`lastOffset >= 0`), as Kafka 4.3.1 prints
+/// them (with no space after the timestamp when there is none, which the tool's Scala
+/// version left).
 fn producer_snapshot_line(e: &ProducerStateEntry) -> String {
     let txn_first = if e.current_txn_first_offset >= 0 {
         format!("OptionalLong[{}]", e.current_txn_first_offset)
@@ -1087,7 +1096,7 @@ fn producer_snapshot_line(e: &ProducerStateEntry) -> String {
     };
     let mut line = format!(
         "producerId: {} producerEpoch: {} coordinatorEpoch: {} currentTxnFirstOffset: \
-         {txn_first} lastTimestamp: {} ",
+         {txn_first} lastTimestamp: {}",
         e.producer_id, e.producer_epoch, e.coordinator_epoch, e.timestamp
     );
     if e.last_offset >= 0 {
@@ -1098,7 +1107,7 @@ fn producer_snapshot_line(e: &ProducerStateEntry) -> String {
             e.last_sequence - e.offset_delta
         };
         line.push_str(&format!(
-            "firstSequence: {first_sequence} lastSequence: {} lastOffset: {} offsetDelta: {} \
+            " firstSequence: {first_sequence} lastSequence: {} lastOffset: {} offsetDelta: {} \
              timestamp: {}",
             e.last_sequence, e.last_offset, e.offset_delta, e.timestamp
         ));
@@ -1132,6 +1141,44 @@ fn dump_producer_snapshot(
             })
         }
     }
+}
+
+/// `DumpLogSegments.dumpTxnIndex`: a line per aborted transaction, its fields as the file
+/// holds them. Kafka reads every entry before it prints one (`allAbortedTxns`), so an
+/// entry its reader refuses (a version above 0) stops the dump with no line of the file;
+/// a torn last entry is not read. Kafka prints an entry whose last offset is below the
+/// segment, which its loader would take for corrupt (`sanityCheck`), as any other.
+fn dump_txn_index(
+    path: &Path,
+    file: &File,
+    len: u64,
+    out: &mut impl Write,
+) -> Result<(), DumpError> {
+    let io_err = |what: &'static str| {
+        let path = path.to_path_buf();
+        move |source| DumpError::Io { path, what, source }
+    };
+    let bytes = read_whole(file, len).map_err(io_err("read"))?;
+    // Kafka's message names the file by its absolute path.
+    let absolute = PathBuf::from(java_absolute_path(path));
+    let mut lines = Vec::with_capacity(bytes.len() / ABORTED_TXN_BYTES);
+    for entry in bytes.chunks_exact(ABORTED_TXN_BYTES) {
+        let e = RawAbortedTxn::read(entry);
+        if let Some(reason) = e.version_refusal(&absolute) {
+            return Err(DumpError::Refused {
+                path: path.to_path_buf(),
+                reason,
+            });
+        }
+        lines.push(format!(
+            "version: {} producerId: {} firstOffset: {} lastOffset: {} lastStableOffset: {}",
+            e.version, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset
+        ));
+    }
+    for line in lines {
+        writeln!(out, "{line}").map_err(io_err("write output"))?;
+    }
+    Ok(())
 }
 
 /// What `check_data_dir` found.
@@ -1349,6 +1396,7 @@ struct SegmentFiles {
     log: bool,
     index: bool,
     time_index: bool,
+    txn_index: bool,
     stream_index: bool,
 }
 
@@ -1398,6 +1446,7 @@ fn check_partition(dir: &Path, kpfs_dir: &Path, report: &mut CheckReport) -> u64
             for (there, path) in [
                 (present.index, file(Kind::OffsetIndex)),
                 (present.time_index, file(Kind::TimeIndex)),
+                (present.txn_index, file(Kind::TxnIndex)),
                 (present.stream_index, stream_path),
             ] {
                 if there {
@@ -1445,6 +1494,10 @@ fn check_partition(dir: &Path, kpfs_dir: &Path, report: &mut CheckReport) -> u64
                 continue;
             }
             check_index(&path, kind, base, &log_path, &facts, report);
+        }
+        // A segment without aborts has no transaction index: none is missing.
+        if present.txn_index {
+            check_txn_index(&file(Kind::TxnIndex), base, &facts, report);
         }
         if !present.stream_index {
             report.problem(
@@ -1520,8 +1573,8 @@ fn scan_partition_dir(
             report.problem(
                 &path,
                 format_args!(
-                    "unknown file: not a segment file (<20-digit base offset>.log, .index or \
-                     .timeindex), a producer snapshot (.snapshot), \
+                    "unknown file: not a segment file (<20-digit base offset>.log, .index, \
+                     .timeindex or .txnindex), a producer snapshot (.snapshot), \
                      {LEADER_EPOCH_CHECKPOINT_FILE} nor {PARTITION_METADATA_FILE}"
                 ),
             );
@@ -1540,6 +1593,7 @@ fn scan_partition_dir(
             Kind::Log => present.log = true,
             Kind::OffsetIndex => present.index = true,
             Kind::TimeIndex => present.time_index = true,
+            Kind::TxnIndex => present.txn_index = true,
             Kind::ProducerSnapshot => check_producer_snapshot(&path, report),
             Kind::StreamIndex => unreachable!("filtered out above"),
         }
@@ -1723,6 +1777,8 @@ struct LogFacts {
     invalid_at: Option<u64>,
     /// Next offset after the last batch that decodes (the base offset if none does).
     next_offset: u64,
+    /// The transaction markers among those batches by offset, with their producer ids.
+    txn_markers: BTreeMap<u64, (i64, EndTxnMarker)>,
 }
 
 /// `last`: the partition's last segment, the only one a live or crashed mount leaves
@@ -1752,6 +1808,7 @@ fn check_log(path: &Path, base: u64, last: bool, report: &mut CheckReport) -> Op
         valid_bytes: 0,
         invalid_at: None,
         next_offset: base,
+        txn_markers: BTreeMap::new(),
     };
     loop {
         match walker.next_step() {
@@ -1759,6 +1816,11 @@ fn check_log(path: &Path, base: u64, last: bool, report: &mut CheckReport) -> Op
                 report.records += u64::from(header.record_count);
                 facts.next_offset = header.next_offset();
                 facts.valid_bytes = pos + header.size as u64;
+                if let Some(marker) = EndTxnMarker::of_batch(&header, walker.batch_bytes()) {
+                    facts
+                        .txn_markers
+                        .insert(header.base_offset, (header.producer_id, marker));
+                }
             }
             Ok(Step::End) => break,
             Ok(Step::Invalid { pos, .. })
@@ -1842,6 +1904,73 @@ fn check_index(
             }
         }
         Err(e) => report.problem(path, format_args!("cannot read: {e}")),
+    }
+}
+
+/// Checks a segment's transaction index as the engine loads it ([`decode_entries`]: what
+/// Kafka's reader and `sanityCheck` refuse, and entries out of marker order), then each
+/// entry against the segment's verified batches: the ABORT marker that wrote it must be
+/// there, at its last offset, from its producer. Readers trust the entries: `log` hides,
+/// and a read_committed fetch lists as aborted, the producer's transactional batches in
+/// the entry's range, whatever the markers say.
+fn check_txn_index(path: &Path, base: u64, facts: &LogFacts, report: &mut CheckReport) {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            report.problem(path, format_args!("cannot read: {e}"));
+            return;
+        }
+    };
+    let entries = match decode_entries(&bytes, path, base) {
+        Ok(entries) => entries,
+        Err(corrupt) => {
+            report.problem(
+                path,
+                format_args!(
+                    "byte {}: {}; the next open recovers the segment, rebuilding the index \
+                     from its markers",
+                    corrupt.at, corrupt.reason
+                ),
+            );
+            return;
+        }
+    };
+    for (i, txn) in entries.iter().enumerate() {
+        let last = txn.last_offset;
+        let found = match facts.txn_markers.get(&last) {
+            Some(&(pid, marker)) if pid == txn.producer_id && !marker.commit => continue,
+            Some(&(pid, marker)) => format!(
+                "offset {last} holds producer {pid}'s {} marker",
+                if marker.commit { "COMMIT" } else { "ABORT" }
+            ),
+            None if last >= facts.next_offset => format!(
+                "offset {last} is past the segment's batches, which end before offset {}",
+                facts.next_offset
+            ),
+            None => format!("offset {last} holds no transaction marker"),
+        };
+        report.problem(
+            path,
+            format_args!(
+                "byte {}: the aborted transaction of producer {} from offset {} to {last}: \
+                 {found}, not its ABORT marker; readers take the producer's transactional \
+                 records in that range for aborted",
+                i * ABORTED_TXN_BYTES,
+                txn.producer_id,
+                txn.first_offset
+            ),
+        );
+    }
+    let torn = bytes.len() % ABORTED_TXN_BYTES;
+    if torn != 0 {
+        report.problem(
+            path,
+            format_args!(
+                "byte {}: {torn} bytes of a torn last entry (a crash mid-append); the engine \
+                 ignores them and writes its next entry over them",
+                bytes.len() - torn
+            ),
+        );
     }
 }
 
@@ -2080,8 +2209,10 @@ fn check_offset_checkpoint(
 mod tests {
     use super::*;
     use crate::engine::format::{
-        decode_header, BatchBuilder, SNAPSHOT_CRC_AT, SNAPSHOT_ENTRIES_AT, SNAPSHOT_VERSION,
+        decode_header, BatchBuilder, ClientBatch, SNAPSHOT_CRC_AT, SNAPSHOT_ENTRIES_AT,
+        SNAPSHOT_VERSION,
     };
+    use crate::engine::log::TxnMarkerWrite;
     use crate::engine::{Engine, ManualClock};
     use std::sync::Arc;
 
@@ -3116,6 +3247,216 @@ mod tests {
         let (out, result) = dump(&snapshot, &DumpOptions::default());
         assert!(out.contains("Snapshot is corrupt"), "{out}");
         assert!(matches!(result, Err(DumpError::Corrupt { .. })));
+    }
+
+    /// Topic `txn`: producer 7's transaction aborted, then producer 8's committed, the
+    /// markers from a coordinator at epoch 5 with the producer epoch bumped (Kafka 4's
+    /// transaction version 2).
+    fn txn_dir() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let engine = open(dir.path(), &clock);
+        let t = engine.create_topic("txn", 1).unwrap();
+        let txn = ClientBatch {
+            transactional: true,
+            ..ClientBatch::PLAIN
+        };
+        let end = |pid, commit| {
+            let marker = TxnMarkerWrite::new((pid, 1), commit, 5, 2);
+            t.append_txn_marker(0, &marker).unwrap();
+        };
+        t.append_produced_in_txn(0, &txn.of_values((7, 0, 0), T0, &["a"]))
+            .unwrap(); // 0
+        end(7, false); // 1
+        t.append_produced_in_txn(0, &txn.of_values((8, 0, 0), T0, &["b"]))
+            .unwrap(); // 2
+        end(8, true); // 3
+        engine.shutdown().unwrap();
+        let part = dir.path().join("txn-0");
+        (dir, part)
+    }
+
+    /// The lines Kafka 4.3.1's kafka-dump-log.sh prints for such files
+    /// (tests/shell/t_kafka_dump_log.sh diffs the two tools on them).
+    #[test]
+    fn dump_prints_transactions_their_markers_and_the_txn_index_as_kafka() {
+        let (_dir, part) = txn_dir();
+        let log = part.join(segment_file_name(0, LOG_SUFFIX));
+        let bytes = fs::read(&log).unwrap();
+        // (position, size, CRC) of each batch.
+        let mut batches = Vec::new();
+        let mut pos = 0;
+        while pos < bytes.len() {
+            let h = decode_header(&bytes[pos..]).unwrap();
+            batches.push((pos, h.size, h.crc));
+            pos += h.size;
+        }
+        let batch = |i: usize, pid, epoch, seq, control| {
+            let (pos, size, crc) = batches[i];
+            format!(
+                "baseOffset: {i} lastOffset: {i} count: 1 baseSequence: {seq} lastSequence: {seq} \
+                 producerId: {pid} producerEpoch: {epoch} partitionLeaderEpoch: 0 \
+                 isTransactional: true isControl: {control} deleteHorizonMs: OptionalLong.empty \
+                 position: {pos} CreateTime: {T0} size: {size} magic: 2 compresscodec: none \
+                 crc: {crc} isvalid: true\n"
+            )
+        };
+        let data = |i| {
+            format!("| offset: {i} CreateTime: {T0} keySize: -1 valueSize: 1 sequence: 0 headerKeys: []\n")
+        };
+        let marker = |i, kind| {
+            format!(
+                "| offset: {i} CreateTime: {T0} keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] \
+                 endTxnMarker: {kind} coordinatorEpoch: 5\n"
+            )
+        };
+        let deep = DumpOptions {
+            deep_iteration: true,
+            ..Default::default()
+        };
+        let (out, result) = dump(&log, &deep);
+        result.unwrap();
+        assert_eq!(
+            out,
+            [
+                format!("Dumping {}\nLog starting offset: 0\n", log.display()),
+                batch(0, 7, 0, 0, false),
+                data(0),
+                batch(1, 7, 1, -1, true),
+                marker(1, "ABORT"),
+                batch(2, 8, 0, 0, false),
+                data(2),
+                batch(3, 8, 1, -1, true),
+                marker(3, "COMMIT"),
+            ]
+            .concat()
+        );
+        // A marker's key and value are no key and payload to print.
+        let data_log = DumpOptions {
+            print_data_log: true,
+            ..Default::default()
+        };
+        let (out, _) = dump(&log, &data_log);
+        assert!(out.contains(&marker(1, "ABORT")), "{out}");
+
+        let index = part.join(segment_file_name(0, TXN_INDEX_SUFFIX));
+        let (out, result) = dump(&index, &DumpOptions::default());
+        result.unwrap();
+        assert_eq!(
+            out,
+            format!(
+                "Dumping {}\nversion: 0 producerId: 7 firstOffset: 0 lastOffset: 1 \
+                 lastStableOffset: 2\n",
+                index.display()
+            )
+        );
+        // An entry of a later version: Kafka's reader throws before the tool prints an
+        // entry of the file, and the dump stops.
+        let mut bytes = fs::read(&index).unwrap();
+        bytes[0] = 1;
+        fs::write(&index, bytes).unwrap();
+        let (out, result) = dump(&index, &DumpOptions::default());
+        assert_eq!(out, format!("Dumping {}\n", index.display()));
+        let err = result.unwrap_err();
+        assert!(err.stops_the_dump());
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{0}: Unexpected aborted transaction version 1 in transaction index {0}, \
+                 current version is 0",
+                index.display()
+            )
+        );
+
+        // The markers bumped both producers' epochs, which forgets their last batches.
+        let snapshot = part.join(segment_file_name(4, SNAPSHOT_SUFFIX));
+        let (out, result) = dump(&snapshot, &DumpOptions::default());
+        result.unwrap();
+        assert_eq!(
+            out.lines().skip(1).collect::<Vec<_>>(),
+            [7, 8].map(|pid| format!(
+                "producerId: {pid} producerEpoch: 1 coordinatorEpoch: 5 currentTxnFirstOffset: \
+                 OptionalLong.empty lastTimestamp: {T0}"
+            ))
+        );
+    }
+
+    #[test]
+    fn transaction_indexes_are_checked_against_their_markers() {
+        let (dir, part) = txn_dir();
+        healthy(&check_data_dir(dir.path()));
+        let index = part.join(segment_file_name(0, TXN_INDEX_SUFFIX));
+        let good = fs::read(&index).unwrap();
+        let problems = |edit: &dyn Fn(&mut Vec<u8>)| {
+            let mut bytes = good.clone();
+            edit(&mut bytes);
+            fs::write(&index, &bytes).unwrap();
+            let report = check_data_dir(dir.path());
+            assert_eq!(problems_about(&report, &index), report.problems);
+            report
+                .problems
+                .iter()
+                .map(|p| {
+                    p.strip_prefix(&format!("{}: ", index.display()))
+                        .unwrap()
+                        .to_string()
+                })
+                .collect::<Vec<_>>()
+        };
+        let set = |at: usize, value: i64| {
+            move |b: &mut Vec<u8>| b[at..at + 8].copy_from_slice(&value.to_be_bytes())
+        };
+        let (producer_id, last_offset) = (2, 18);
+        let not_the_marker = |pid, last, found: &str| {
+            vec![format!(
+                "byte 0: the aborted transaction of producer {pid} from offset 0 to {last}: \
+                 {found}, not its ABORT marker; readers take the producer's transactional \
+                 records in that range for aborted"
+            )]
+        };
+        assert_eq!(
+            problems(&set(last_offset, 3)),
+            not_the_marker(7, 3, "offset 3 holds producer 8's COMMIT marker")
+        );
+        assert_eq!(
+            problems(&set(producer_id, 8)),
+            not_the_marker(8, 1, "offset 1 holds producer 7's ABORT marker")
+        );
+        assert_eq!(
+            problems(&set(last_offset, 2)),
+            not_the_marker(7, 2, "offset 2 holds no transaction marker")
+        );
+        assert_eq!(
+            problems(&set(last_offset, 9)),
+            not_the_marker(
+                7,
+                9,
+                "offset 9 is past the segment's batches, which end before offset 4"
+            )
+        );
+        assert_eq!(
+            problems(&|b| b[0] = 1),
+            vec![format!(
+                "byte 0: Unexpected aborted transaction version 1 in transaction index {}, \
+                 current version is 0; the next open recovers the segment, rebuilding the \
+                 index from its markers",
+                index.display()
+            )]
+        );
+        assert_eq!(
+            problems(&|b| b.extend_from_slice(&[0; 5])),
+            vec![
+                "byte 34: 5 bytes of a torn last entry (a crash mid-append); the engine \
+                  ignores them and writes its next entry over them"
+                    .to_string()
+            ]
+        );
+        fs::write(&index, &good).unwrap();
+        let orphan = part.join(segment_file_name(99, TXN_INDEX_SUFFIX));
+        fs::write(&orphan, &good).unwrap();
+        let report = check_data_dir(dir.path());
+        assert!(problems_about(&report, &orphan)[0].contains("orphaned"));
+        assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
     }
 
     /// The seed's `kafka-dump-log.sh --print-data-log` transcript (Kafka 4.3.1, course

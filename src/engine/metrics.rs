@@ -1,5 +1,6 @@
 //! `.kpfs/metrics`: the engine's state in Prometheus' text exposition format, with the
-//! meaning of Kafka's JMX metrics (`kafka.log:type=Log`, `LogCleaner`, `LogCleanerManager`)
+//! meaning of Kafka's JMX metrics (`kafka.log:type=Log`, `kafka.cluster:type=Partition`,
+//! `LogCleaner`, `LogCleanerManager`)
 //! so dashboards and alerts written for Kafka translate name for name.
 //!
 //! Kafka keeps the cleaner gauges per cleaner thread (the last pass each thread made);
@@ -91,6 +92,11 @@ pub(crate) fn render(engine: &Engine) -> String {
         gauge,
         "Offset the next appended record gets (kafka.log:type=Log,name=LogEndOffset).",
     );
+    let mut stable_lag = Family::new(
+        "kpfs_partition_last_stable_offset_lag",
+        gauge,
+        "Log end offset (the high watermark) minus the last stable offset: offsets of the open transactions and what follows them, which read_committed consumers and `log` do not see yet (kafka.cluster:type=Partition,name=LastStableOffsetLag).",
+    );
     let mut appended_records = Family::new(
         "kpfs_appended_records_total",
         counter,
@@ -141,11 +147,15 @@ pub(crate) fn render(engine: &Engine) -> String {
             let index = partition.index().to_string();
             let label = [("topic", name.as_str()), ("partition", index.as_str())];
             let with = |key: &'static str, value: &'static str| [label[0], label[1], (key, value)];
+            // Before the snapshot: the last stable offset read then is not above the log
+            // end the snapshot shows.
+            let lso = partition.log().last_stable_offset();
             let snap = partition.log().snapshot();
             segments.add(&label, snap.segments.len());
             size.add(&label, snap.segments.iter().map(|s| s.size()).sum::<u64>());
             start.add(&label, snap.log_start_offset);
             end.add(&label, snap.active().next_offset());
+            stable_lag.add(&label, snap.active().next_offset().saturating_sub(lso));
 
             let stats = &partition.stats;
             appended_records.add(&label, stats.appended_records.load(Ordering::Relaxed));
@@ -177,7 +187,6 @@ pub(crate) fn render(engine: &Engine) -> String {
             if !config.cleanup_policy.compact {
                 continue;
             }
-            let lso = partition.log().last_stable_offset();
             let view = cleaner_view((&snap, lso), cleaner.checkpoint(), &config, now);
             if matches!(cleaner.state(), CleanerState::Uncleanable(_)) {
                 uncleanable += 1;
@@ -268,6 +277,7 @@ pub(crate) fn render(engine: &Engine) -> String {
         &size,
         &start,
         &end,
+        &stable_lag,
         &appended_records,
         &appended_bytes,
         &refused,
@@ -290,6 +300,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::engine::format::ClientBatch;
     use crate::engine::ManualClock;
 
     const T0: i64 = 1_764_430_000_000;
@@ -405,6 +416,41 @@ mod tests {
             .unwrap();
         assert!(t.append_lines(b"no separator\n").is_err());
         assert_eq!(value(&render(&e), &series("invalid")), "1");
+    }
+
+    #[test]
+    fn the_last_stable_offset_lag_counts_from_the_oldest_open_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let e = engine(dir.path(), &clock);
+        let t = e.create_topic("t", 2).unwrap();
+        let lag = |p: u32| {
+            let series =
+                format!("kpfs_partition_last_stable_offset_lag{{topic=\"t\",partition=\"{p}\"}}");
+            value(&render(&e), &series)
+        };
+        t.append_lines_after(Some(0), b"", b"a\n").unwrap();
+        assert_eq!(
+            lag(0),
+            "0",
+            "no transaction: the last stable offset is the log end"
+        );
+        let txn = ClientBatch {
+            transactional: true,
+            ..ClientBatch::PLAIN
+        };
+        t.append_produced_in_txn(0, &txn.of_values((7, 0, 0), T0, &["x", "y"]))
+            .unwrap();
+        t.append_lines_after(Some(0), b"", b"b\n").unwrap();
+        assert_eq!(
+            lag(0),
+            "3",
+            "offsets 1 to 3 wait for the transaction from 1"
+        );
+        assert_eq!(lag(1), "0");
+        let commit = crate::engine::log::TxnMarkerWrite::new((7, 1), true, 0, 2);
+        t.append_txn_marker(0, &commit).unwrap();
+        assert_eq!(lag(0), "0");
     }
 
     #[test]

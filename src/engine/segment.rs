@@ -1130,10 +1130,6 @@ impl Segment {
             .collect(fetch_offset, upper_bound)
     }
 
-    /// The aborted transactions whose markers this segment holds.
-    pub fn aborted_txns(&self) -> Vec<AbortedTxn> {
-        self.state.lock().txn_index.entries().to_vec()
-    }
 
     /// Where the segment's stream starts, and the entries of its stream index.
     pub(crate) fn stream_entries(&self) -> (u64, Vec<StreamEntry>) {

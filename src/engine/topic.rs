@@ -797,8 +797,8 @@ impl Topic {
     }
 
     /// The sums at the top of the `status` of a topic of several partitions: each
-    /// counter of a partition's `status`, added over the partitions, and the topic's
-    /// config warnings.
+    /// counter of a partition's `status`, added over the partitions, the open
+    /// transactions of every partition, and the topic's config warnings.
     pub(crate) fn status_sums(&self) -> String {
         use std::sync::atomic::Ordering::Relaxed;
         let partitions = self.partition_list();
@@ -859,6 +859,11 @@ impl Topic {
                 "write_state",
                 format!("refusing writes until remount: {}", poisoned.join("; ")),
             );
+        }
+        for p in partitions.iter() {
+            for txn in p.open_transactions() {
+                line("open_transaction", format!("partition={} {txn}", p.index()));
+            }
         }
         for warning in self.core.config_warnings() {
             line("config_warning", warning);

@@ -15,7 +15,8 @@
 
 use std::fmt;
 use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::format::{be_i64, ABORTED_TXN_BYTES, ABORTED_TXN_VERSION};
@@ -46,16 +47,11 @@ impl AbortedTxn {
 
     /// One entry of a file, or why it is not one (Kafka's `CorruptIndexException` text).
     fn decode(bytes: &[u8], path: &Path) -> Result<AbortedTxn, String> {
-        // Kafka's `AbortedTxn.version()` reads the field's first byte only.
-        let version = i16::from(bytes[0]);
-        if version > ABORTED_TXN_VERSION {
-            return Err(format!(
-                "Unexpected aborted transaction version {version} in transaction index {}, current version is {ABORTED_TXN_VERSION}",
-                path.display()
-            ));
+        let raw = RawAbortedTxn::read(bytes);
+        if let Some(reason) = raw.version_refusal(path) {
+            return Err(reason);
         }
-        let offset = |at: usize| {
-            let v = be_i64(bytes, at);
+        let offset = |v: i64| {
             u64::try_from(v).map_err(|_| {
                 format!(
                     "Negative offset {v} in transaction index {}",
@@ -64,12 +60,95 @@ impl AbortedTxn {
             })
         };
         Ok(AbortedTxn {
-            producer_id: be_i64(bytes, 2),
-            first_offset: offset(10)?,
-            last_offset: offset(18)?,
-            last_stable_offset: offset(26)?,
+            producer_id: raw.producer_id,
+            first_offset: offset(raw.first_offset)?,
+            last_offset: offset(raw.last_offset)?,
+            last_stable_offset: offset(raw.last_stable_offset)?,
         })
     }
+}
+
+/// An entry's fields as the file holds them, unchecked: what Kafka's `AbortedTxn` reads
+/// from its buffer, and what `kafka-dump-log.sh` prints of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RawAbortedTxn {
+    /// Kafka's `AbortedTxn.version()`, which reads the field's first byte only, as a
+    /// Java (signed) byte.
+    pub(crate) version: i16,
+    pub(crate) producer_id: i64,
+    pub(crate) first_offset: i64,
+    pub(crate) last_offset: i64,
+    pub(crate) last_stable_offset: i64,
+}
+
+impl RawAbortedTxn {
+    /// The entry in the first [`ABORTED_TXN_BYTES`] of `bytes`.
+    pub(crate) fn read(bytes: &[u8]) -> RawAbortedTxn {
+        RawAbortedTxn {
+            version: i16::from(bytes[0] as i8),
+            producer_id: be_i64(bytes, 2),
+            first_offset: be_i64(bytes, 10),
+            last_offset: be_i64(bytes, 18),
+            last_stable_offset: be_i64(bytes, 26),
+        }
+    }
+
+    /// Kafka's refusal of the entry as it reads the index of `path` (a `KafkaException`
+    /// from its iterator), if it has one: a version above its own.
+    pub(crate) fn version_refusal(&self, path: &Path) -> Option<String> {
+        (self.version > ABORTED_TXN_VERSION).then(|| {
+            format!(
+                "Unexpected aborted transaction version {} in transaction index {}, current version is {ABORTED_TXN_VERSION}",
+                self.version,
+                path.display()
+            )
+        })
+    }
+}
+
+/// Why the engine takes a segment's transaction index for corrupt: the byte position of
+/// the first entry it refuses, and why (Kafka's texts where Kafka refuses it too).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct CorruptTxnIndex {
+    pub(crate) at: usize,
+    pub(crate) reason: String,
+}
+
+/// The entries of the index file `path` of a segment starting at `base_offset`, from its
+/// bytes, as the engine loads them. A torn last entry is left out (Kafka's reader stops
+/// short of a whole entry); an entry of an unknown version, or one that ends before the
+/// segment starts (Kafka's `sanityCheck`), makes the index corrupt, and so does one whose
+/// marker does not follow the one before (Kafka's `append` refuses such an entry; its
+/// reader does not look).
+pub(crate) fn decode_entries(
+    bytes: &[u8],
+    path: &Path,
+    base_offset: u64,
+) -> Result<Vec<AbortedTxn>, CorruptTxnIndex> {
+    let mut entries: Vec<AbortedTxn> = Vec::with_capacity(bytes.len() / ABORTED_TXN_BYTES);
+    for (i, chunk) in bytes.chunks_exact(ABORTED_TXN_BYTES).enumerate() {
+        let corrupt = |reason| CorruptTxnIndex {
+            at: i * ABORTED_TXN_BYTES,
+            reason,
+        };
+        let txn = AbortedTxn::decode(chunk, path).map_err(corrupt)?;
+        if txn.last_offset < base_offset {
+            return Err(corrupt(format!(
+                "Last offset of aborted transaction {txn} in index {} is less than start offset {base_offset}",
+                path.display()
+            )));
+        }
+        if let Some(prev) = entries.last().filter(|p| p.last_offset >= txn.last_offset) {
+            return Err(corrupt(format!(
+                "The last offset of appended transactions must increase sequentially, but {} is not greater than current last offset {} of index {}",
+                txn.last_offset,
+                prev.last_offset,
+                path.display()
+            )));
+        }
+        entries.push(txn);
+    }
+    Ok(entries)
 }
 
 impl fmt::Display for AbortedTxn {
@@ -111,47 +190,23 @@ impl TxnIndex {
         }
     }
 
-    /// Reads the index of a segment starting at `base_offset`, if it has one. A torn last
-    /// entry is left out (Kafka's reader stops short of a whole entry); an entry of an
-    /// unknown version, or one that ends before the segment starts (Kafka's
-    /// `sanityCheck`), makes the index corrupt: `Err` holds Kafka's reason, and the
-    /// segment is recovered, which rebuilds it from the markers.
+    /// Reads the index of a segment starting at `base_offset`, if it has one. `Err` holds
+    /// why the index is corrupt ([`decode_entries`]): the segment is recovered then, which
+    /// rebuilds it from the markers.
     pub(crate) fn load(path: PathBuf, base_offset: u64) -> io::Result<Result<TxnIndex, String>> {
         let bytes = match fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Ok(TxnIndex::empty(path))),
             Err(e) => return Err(e),
         };
-        let mut entries = Vec::with_capacity(bytes.len() / ABORTED_TXN_BYTES);
-        for chunk in bytes.chunks_exact(ABORTED_TXN_BYTES) {
-            let txn = match AbortedTxn::decode(chunk, &path) {
-                Ok(t) => t,
-                Err(reason) => return Ok(Err(reason)),
-            };
-            if txn.last_offset < base_offset {
-                return Ok(Err(format!(
-                    "Last offset of aborted transaction {txn} in index {} is less than start offset {base_offset}",
-                    path.display()
-                )));
-            }
-            if entries
-                .last()
-                .is_some_and(|prev: &AbortedTxn| prev.last_offset >= txn.last_offset)
-            {
-                return Ok(Err(format!(
-                    "The last offset of appended transactions must increase sequentially, but {} is not greater than current last offset {} of index {}",
-                    txn.last_offset,
-                    entries.last().map_or(0, |p| p.last_offset),
-                    path.display()
-                )));
-            }
-            entries.push(txn);
-        }
-        Ok(Ok(TxnIndex {
-            path,
-            entries,
-            dirty: false,
-        }))
+        Ok(match decode_entries(&bytes, &path, base_offset) {
+            Ok(entries) => Ok(TxnIndex {
+                path,
+                entries,
+                dirty: false,
+            }),
+            Err(corrupt) => Err(corrupt.reason),
+        })
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -179,11 +234,17 @@ impl TxnIndex {
                 self.path.display()
             );
         }
-        let mut file = OpenOptions::new()
+        // After the entries held, which end where the file's whole entries end, and over
+        // whatever follows them: a torn last entry (a crash mid-append), or the rest of
+        // an index that the open found corrupt and recovery rebuilds.
+        let end = (self.entries.len() * ABORTED_TXN_BYTES) as u64;
+        let file = OpenOptions::new()
             .create(true)
-            .append(true)
+            .write(true)
+            .truncate(false)
             .open(&self.path)?;
-        file.write_all(&txn.encode())?;
+        file.set_len(end)?;
+        file.write_all_at(&txn.encode(), end)?;
         self.entries.push(txn);
         self.dirty = true;
         Ok(())
@@ -316,6 +377,57 @@ mod tests {
         assert!(
             reason.starts_with("Unexpected aborted transaction version 1 in transaction index "),
             "{reason}"
+        );
+    }
+
+    #[test]
+    fn an_append_writes_over_a_torn_entry_and_the_rest_of_a_corrupt_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.txnindex");
+        let mut bytes = txn(1, 0, 2, 3).encode().to_vec();
+        bytes.extend_from_slice(&[0xab; 20]);
+        fs::write(&path, &bytes).unwrap();
+        let mut index = TxnIndex::load(path.clone(), 0).unwrap().unwrap();
+        index.append(txn(2, 3, 5, 6)).unwrap();
+        let reloaded = TxnIndex::load(path.clone(), 0).unwrap().unwrap();
+        assert_eq!(reloaded.entries(), &[txn(1, 0, 2, 3), txn(2, 3, 5, 6)]);
+        assert_eq!(fs::metadata(&path).unwrap().len(), 68);
+
+        // An index the open refused is held empty while recovery rebuilds it: its first
+        // entry again replaces every byte of the old file.
+        let mut rebuilt = TxnIndex::empty(path.clone());
+        rebuilt.append(txn(2, 3, 5, 6)).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), txn(2, 3, 5, 6).encode());
+    }
+
+    #[test]
+    fn the_version_is_the_first_byte_signed_and_a_refusal_names_its_entry() {
+        let path = Path::new("/d/t-0/00000000000000000010.txnindex");
+        let mut entry = txn(1, 10, 12, 13).encode();
+        // Kafka reads one byte of the version field, as a Java byte: 0xff is -1, not
+        // above its version 0; 0x0001 is version 0.
+        entry[0] = 0xff;
+        assert_eq!(RawAbortedTxn::read(&entry).version, -1);
+        entry[..2].copy_from_slice(&[0, 1]);
+        assert_eq!(RawAbortedTxn::read(&entry).version, 0);
+        let mut bytes = entry.to_vec();
+        bytes.extend_from_slice(&txn(1, 10, 11, 13).encode());
+        let corrupt = decode_entries(&bytes, path, 10).unwrap_err();
+        assert_eq!(
+            corrupt,
+            CorruptTxnIndex {
+                at: 34,
+                reason: "The last offset of appended transactions must increase sequentially, \
+                         but 11 is not greater than current last offset 12 of index \
+                         /d/t-0/00000000000000000010.txnindex"
+                    .to_string(),
+            }
+        );
+        bytes[34] = 2;
+        assert_eq!(
+            decode_entries(&bytes, path, 10).unwrap_err().reason,
+            "Unexpected aborted transaction version 2 in transaction index \
+             /d/t-0/00000000000000000010.txnindex, current version is 0"
         );
     }
 

@@ -30,6 +30,10 @@ impl Partition {
         &self,
         more: impl FnOnce(u64) -> Vec<(&'static str, String)>,
     ) -> String {
+        // Before the snapshot: the last stable offset read then is not above the log end
+        // the snapshot shows.
+        let last_stable_offset = self.log.last_stable_offset();
+        let open_transactions = self.open_transactions();
         let snap = self.log.snapshot();
         let config = self.config();
         let active = snap.active().info();
@@ -50,6 +54,12 @@ impl Partition {
         line("topic", self.name().to_string());
         line("log_start_offset", snap.log_start_offset.to_string());
         line("log_end_offset", active.next_offset.to_string());
+        // Kafka's last stable offset: `log` and read_committed consumers see the records
+        // below it; the open transactions hold it where the oldest of them starts.
+        line("last_stable_offset", last_stable_offset.to_string());
+        for txn in open_transactions {
+            line("open_transaction", txn);
+        }
         // Kafka's recovery point: everything below it is on stable storage; a crash makes
         // the next mount validate what lies above it.
         line("recovery_point", self.log.recovery_point().to_string());
@@ -129,11 +139,14 @@ impl Partition {
     /// The partition's line in its topic's `status`: where its log stands and what
     /// retention makes of its oldest segment, from the numbers of its own `status`.
     pub(crate) fn status_summary(&self) -> String {
+        // Before the snapshot, as in `status_text_with`.
+        let last_stable_offset = self.log.last_stable_offset();
         let snap = self.log.snapshot();
         let config = self.config();
         let size: u64 = snap.segments.iter().map(|s| s.size()).sum();
         let mut out = format!(
-            "{} log_start_offset={} log_end_offset={} size_bytes={} segment_count={}",
+            "{} log_start_offset={} log_end_offset={} last_stable_offset={last_stable_offset} \
+             size_bytes={} segment_count={}",
             self.index(),
             snap.log_start_offset,
             snap.active().info().next_offset,
@@ -149,6 +162,18 @@ impl Partition {
             out.push_str(&format!(" {key}: {why}"));
         }
         out
+    }
+
+    /// The open transactions, oldest first, as `status` shows them: what keeps the last
+    /// stable offset below the log end.
+    pub(crate) fn open_transactions(&self) -> Vec<String> {
+        self.log
+            .ongoing_txns()
+            .into_iter()
+            .map(|(producer_id, first_offset)| {
+                format!("producer_id={producer_id} first_offset={first_offset}")
+            })
+            .collect()
     }
 
     /// Configs that do not do what they seem, each with why: shown in `status` and
