@@ -381,8 +381,9 @@ impl ProducerStateManager {
     /// one at the log end. Returns the names it removed.
     ///
     /// `txn_index_from`: recovery cut a transaction index from that offset on, and the
-    /// replay must pass its markers again, so snapshots above it go too (as Kafka's
-    /// `recoverSegment` rebuilds the producer state up to the recovered segment).
+    /// replay must pass its markers again, so it starts from the latest snapshot at or
+    /// below it (as Kafka's `recoverSegment` rebuilds the producer state up to the
+    /// recovered segment); the replay writes the later ones again.
     pub(crate) fn load(
         dir: &Path,
         segment_bases: &[u64],
@@ -410,12 +411,16 @@ impl ProducerStateManager {
             .offsets
             .iter()
             .copied()
-            .filter(|&o| o > log_end || o <= log_start || txn_index_from.is_some_and(|f| o > f))
+            .filter(|&o| o > log_end || o <= log_start)
             .collect();
         for offset in out_of_range {
             state.remove(offset, &mut removed)?;
         }
-        state.read_latest(log_start, expiry, &mut removed)?;
+        state.read_latest(
+            (log_start, txn_index_from.unwrap_or(u64::MAX)),
+            expiry,
+            &mut removed,
+        )?;
         replay(&mut state)?;
         state.take(log_end, true)?;
         Ok((state, removed))
@@ -448,11 +453,11 @@ impl ProducerStateManager {
     /// state is empty as of the log start.
     fn read_latest(
         &mut self,
-        log_start: u64,
+        (log_start, at_most): (u64, u64),
         expiry: Expiry,
         removed: &mut Vec<String>,
     ) -> Result<()> {
-        while let Some(&offset) = self.offsets.last() {
+        while let Some(&offset) = self.offsets.range(..=at_most).next_back() {
             let path = snapshot_path(&self.dir, offset);
             let bytes = fs::read(&path).map_err(io_at(&path, "read"))?;
             match decode_snapshot(&bytes) {
