@@ -2,7 +2,8 @@
 //! `TransactionIndex` keep them: transactional batches open a transaction at their
 //! producer's first offset, COMMIT and ABORT markers end it, the last stable offset
 //! bounds `read_committed` fetches, aborts go to the segment's `.txnindex` in Kafka's
-//! bytes, and all of it survives a clean restart and a crash.
+//! bytes, and all of it survives a clean restart and a crash. The cleaner applies Kafka's
+//! transaction rules to it (the last section).
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::fs;
 use std::path::PathBuf;
 
 use common::*;
-use kpfs::engine::format::ClientBatch;
+use kpfs::engine::format::{BatchBuilder, ClientBatch};
 use kpfs::engine::log::TxnMarkerWrite;
 use kpfs::engine::{EngineError, Isolation, Topic};
 
@@ -19,11 +20,30 @@ const TV2: i16 = 2;
 
 /// A batch of `values` from producer `pid` at `epoch`, its first sequence `seq`.
 fn batch(pid: i64, epoch: i16, seq: i32, transactional: bool, values: &[&str]) -> Vec<u8> {
-    ClientBatch {
-        transactional,
-        ..ClientBatch::PLAIN
+    let records: Vec<(Option<&str>, Option<&str>)> =
+        values.iter().map(|v| (None, Some(*v))).collect();
+    keyed_batch(pid, epoch, seq, transactional, &records)
+}
+
+/// [`batch`] of (key, value) records; a `None` value is a tombstone.
+fn keyed_batch(
+    pid: i64,
+    epoch: i16,
+    seq: i32,
+    transactional: bool,
+    records: &[(Option<&str>, Option<&str>)],
+) -> Vec<u8> {
+    let mut b = BatchBuilder::new(0);
+    for (i, (k, v)) in records.iter().enumerate() {
+        b.push(i as u64, T0, k.map(str::as_bytes), v.map(str::as_bytes));
     }
-    .of_values((pid, epoch, seq), T0, values)
+    b.finish_client(
+        (pid, epoch, seq),
+        ClientBatch {
+            transactional,
+            ..ClientBatch::PLAIN
+        },
+    )
 }
 
 fn txn(t: &Topic, pid: i64, epoch: i16, seq: i32, values: &[&str]) -> u64 {
@@ -51,8 +71,10 @@ fn txn_index_files(t: &Topic) -> Vec<PathBuf> {
     files
 }
 
-/// (producer id, first offset, last offset, last stable offset) of each 34-byte entry.
-fn txn_index_entries(path: &PathBuf) -> Vec<(i64, i64, i64, i64)> {
+/// One 34-byte entry: (producer id, first offset, last offset, last stable offset).
+type IndexEntry = (i64, i64, i64, i64);
+
+fn txn_index_entries(path: &PathBuf) -> Vec<IndexEntry> {
     let bytes = fs::read(path).unwrap();
     assert_eq!(bytes.len() % 34, 0, "whole entries");
     bytes
@@ -618,5 +640,325 @@ fn status_shows_the_last_stable_offset_and_what_holds_it() {
         pick(&t.p0().status_text(), &keys),
         ["last_stable_offset: 5"],
         "the log end once no transaction is open"
+    );
+}
+
+// Compaction of transactional data (Kafka's `Cleaner` with its
+// `CleanedTransactionMetadata`): aborted batches go whatever their keys, markers outlive
+// their transaction's data by `delete.retention.ms`, the cleaned segments' `.txnindex`
+// list the aborts whose data they still end, and each active producer's last batch stays.
+
+/// A compacted topic whose every batch gets a segment of its own, so every segment is a
+/// cleaning group of its own and a transaction spans groups.
+fn compacted(f: &Fixture) -> std::sync::Arc<Topic> {
+    let t = f.topic("c");
+    set(
+        &t,
+        "cleanup.policy=compact\nmin.cleanable.dirty.ratio=0.01\ndelete.retention.ms=10000\n\
+         parse.key=true\nkey.separator=:\ninternal.segment.bytes=100\n",
+    );
+    t
+}
+
+fn txn_kv(t: &Topic, (pid, epoch, seq): (i64, i16, i32), records: &[(&str, &str)]) -> u64 {
+    let records: Vec<_> = records.iter().map(|(k, v)| (Some(*k), Some(*v))).collect();
+    t.append_produced_in_txn(0, &keyed_batch(pid, epoch, seq, true, &records))
+        .unwrap()
+        .base_offset
+}
+
+/// Every batch on disk, one line each: its offsets, producer id, `control`, its records
+/// (`key:value`, a marker's type) and its delete horizon after T0.
+fn stored(t: &Topic) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in t.p0().log().snapshot().segments.iter() {
+        let bytes = s.read_at(0, s.size() as usize).unwrap();
+        let mut at = 0;
+        while at < bytes.len() {
+            let (h, records) = kpfs::engine::format::decode_batch(&bytes[at..]).unwrap();
+            let attributes = u16::from_be_bytes([bytes[at + 21], bytes[at + 22]]);
+            let control = attributes & 0x20 != 0;
+            let pid = i64::from_be_bytes(bytes[at + 43..at + 51].try_into().unwrap());
+            let text = |b: Option<Vec<u8>>| String::from_utf8(b.unwrap_or_default()).unwrap();
+            let records: Vec<String> = records
+                .into_iter()
+                .map(|r| match (control, r.key) {
+                    (true, Some(k)) if k == [0, 0, 0, 1] => "COMMIT".to_string(),
+                    (true, Some(k)) if k == [0, 0, 0, 0] => "ABORT".to_string(),
+                    (_, k) => format!("{}:{}", text(k), text(r.value)),
+                })
+                .collect();
+            let mut line = format!("{}-{} p{pid}", h.base_offset, h.last_offset());
+            if control {
+                line.push_str(" control");
+            }
+            line.push_str(&format!(" [{}]", records.join(",")));
+            if let Some(hz) = h.delete_horizon_ms() {
+                line.push_str(&format!(" horizon T0+{}", hz - T0));
+            }
+            out.push(line);
+            at += h.size;
+        }
+    }
+    out
+}
+
+/// The live `.txnindex` files (not those renamed `.deleted`) and their entries.
+fn live_txn_indexes(t: &Topic) -> Vec<(String, Vec<IndexEntry>)> {
+    txn_index_files(t)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "txnindex"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, txn_index_entries(&p))
+        })
+        .collect()
+}
+
+/// One cleaner pass, which leaves the `log` stream's size as it was.
+fn clean(f: &Fixture, t: &Topic) {
+    let size = t.stream_len();
+    assert!(f.engine().run_cleaner_once().is_some(), "the topic is due");
+    assert_eq!(t.stream_len(), size, "every kept record keeps its place");
+}
+
+#[test]
+fn the_cleaner_drops_aborted_data_and_markers_once_their_horizon_passes() {
+    let mut f = Fixture::new();
+    let t = compacted(&f);
+    txn_kv(&t, (1, 0, 0), &[("k1", "a1"), ("k2", "a2")]); // 0-1
+    txn_kv(&t, (2, 0, 0), &[("k1", "x")]); // 2
+    txn_kv(&t, (3, 0, 0), &[("k6", "q")]); // 3
+    end(&t, 1, 1, true); // 4
+    end(&t, 2, 1, false); // 5: producer 3's transaction holds the stable offset at 3
+    end(&t, 3, 1, false); // 6
+    txn_kv(&t, (1, 1, 0), &[("k2", "b2")]); // 7
+    end(&t, 1, 2, true); // 8
+    txn_kv(&t, (2, 1, 0), &[("k4", "c")]); // 9
+    end(&t, 2, 2, true); // 10
+    t.append_lines(b"k3:p\n").unwrap(); // 11, the active segment
+    assert_eq!(
+        live_txn_indexes(&t),
+        vec![
+            ("00000000000000000005.txnindex".into(), vec![(2, 2, 5, 3)]),
+            ("00000000000000000006.txnindex".into(), vec![(3, 3, 6, 7)]),
+        ]
+    );
+    assert_eq!(cat_string(&t), "k1:a1\nk2:a2\nk2:b2\nk4:c\nk3:p\n");
+
+    // Pass 1: the aborted records go, and shadow nothing: k1's committed a1 stays though
+    // the aborted x came after it. k2's a2 goes under the committed b2. Every marker still
+    // ends data it met, and each ABORT's entry is written again into its cleaned segment's
+    // index.
+    clean(&f, &t);
+    assert_eq!(
+        stored(&t),
+        [
+            "0-1 p1 [k1:a1]",
+            "4-4 p1 control [COMMIT]",
+            "5-5 p2 control [ABORT]",
+            "6-6 p3 control [ABORT]",
+            "7-7 p1 [k2:b2]",
+            "8-8 p1 control [COMMIT]",
+            "9-9 p2 [k4:c]",
+            "10-10 p2 control [COMMIT]",
+            "11-11 p-1 [k3:p]",
+        ]
+    );
+    assert_eq!(
+        live_txn_indexes(&t),
+        vec![
+            ("00000000000000000005.txnindex".into(), vec![(2, 2, 5, 3)]),
+            ("00000000000000000006.txnindex".into(), vec![(3, 3, 6, 7)]),
+        ]
+    );
+    assert_eq!(fetch_committed(&t, 0).1, vec![(2, 2), (3, 3)]);
+    assert_eq!(cat_string(&t), "k1:a1\nk2:b2\nk4:c\nk3:p\n");
+
+    // Pass 2: k1:new supersedes a1, the last data of producer 1's first transaction,
+    // whose COMMIT still stays this pass (it met the batch). The aborts have no data
+    // left: their markers get a horizon (now + delete.retention.ms), and no index entry.
+    f.advance(1000);
+    t.append_lines(b"k1:new\n").unwrap(); // 12
+    t.append_lines(b"z:1\n").unwrap(); // 13
+    clean(&f, &t);
+    assert_eq!(
+        stored(&t)[..3],
+        [
+            "4-4 p1 control [COMMIT]",
+            "5-5 p2 control [ABORT] horizon T0+11000",
+            "6-6 p3 control [ABORT] horizon T0+11000",
+        ]
+    );
+    assert_eq!(live_txn_indexes(&t), vec![]);
+    assert_eq!(fetch_committed(&t, 0).1, vec![]);
+    assert_eq!(cat_string(&t), "k2:b2\nk4:c\nk3:p\nk1:new\nz:1\n");
+
+    // Pass 3, before the aborts' horizon: they stay as they are; now the COMMIT ends
+    // no data, and gets its horizon.
+    f.advance(5000);
+    t.append_lines(b"z:2\n").unwrap(); // 14
+    clean(&f, &t);
+    assert_eq!(
+        stored(&t)[..3],
+        [
+            "4-4 p1 control [COMMIT] horizon T0+16000",
+            "5-5 p2 control [ABORT] horizon T0+11000",
+            "6-6 p3 control [ABORT] horizon T0+11000",
+        ]
+    );
+
+    // Pass 4, at the aborts' horizon: producer 2's goes. Producer 3's is its producer's
+    // last batch, which holds its epoch: it stays, without its record.
+    f.advance(5000);
+    t.append_lines(b"z:3\n").unwrap(); // 15
+    clean(&f, &t);
+    assert_eq!(
+        stored(&t)[..2],
+        [
+            "4-4 p1 control [COMMIT] horizon T0+16000",
+            "6-6 p3 control []"
+        ]
+    );
+
+    // Pass 5, at the COMMIT's horizon: it goes. The emptied marker stays, as it is.
+    f.advance(5000);
+    t.append_lines(b"z:4\n").unwrap(); // 16
+    clean(&f, &t);
+    let last = [
+        "6-6 p3 control []",
+        "7-7 p1 [k2:b2]",
+        "8-8 p1 control [COMMIT]",
+        "9-9 p2 [k4:c]",
+        "10-10 p2 control [COMMIT]",
+        "11-11 p-1 [k3:p]",
+        "12-12 p-1 [k1:new]",
+        "15-15 p-1 [z:3]",
+        "16-16 p-1 [z:4]",
+    ];
+    assert_eq!(stored(&t), last);
+    let text = "k2:b2\nk4:c\nk3:p\nk1:new\nz:3\nz:4\n";
+    assert_eq!(cat_string(&t), text);
+    let size = t.stream_len();
+    drop(t);
+
+    for crash in [false, true] {
+        if crash {
+            f.crash_and_reopen();
+        } else {
+            f.reopen();
+        }
+        let t = f.topic("c");
+        assert_eq!(stored(&t), last, "crash: {crash}");
+        assert_eq!(cat_string(&t), text, "crash: {crash}");
+        assert_eq!(t.stream_len(), size, "crash: {crash}");
+        assert_eq!((lso(&t), t.p0().log().log_end_offset()), (17, 17));
+        assert_eq!(live_txn_indexes(&t), vec![], "crash: {crash}");
+        assert_eq!(
+            fetch_committed(&t, 0).0,
+            [6, 7, 8, 9, 10, 11, 12, 15, 16],
+            "crash: {crash}"
+        );
+    }
+}
+
+#[test]
+fn an_aborted_transaction_across_segments_is_judged_whole_and_reindexed() {
+    let f = Fixture::new();
+    let t = compacted(&f);
+    // Big enough segments for a few batches each: groups of several segments.
+    set(&t, "internal.segment.bytes=300");
+    txn_kv(&t, (1, 0, 0), &[("k", "committed")]); // 0
+    end(&t, 1, 1, true); // 1
+    txn_kv(&t, (2, 0, 0), &[("k", "aborted-1")]); // 2
+    txn_kv(&t, (2, 0, 1), &[("j", "aborted-2")]); // 3
+    txn_kv(&t, (3, 0, 0), &[("m", "open")]); // 4
+    txn_kv(&t, (2, 0, 2), &[("k", "aborted-3")]); // 5
+    end(&t, 2, 1, false); // 6
+    end(&t, 3, 1, true); // 7
+    t.append_lines(b"y1:1\n").unwrap(); // 8
+    t.append_lines(b"y2:1\n").unwrap(); // 9
+    t.append_lines(b"y3:1\n").unwrap(); // 10, the active segment
+    let bases: Vec<u64> = t
+        .p0()
+        .log()
+        .snapshot()
+        .segments
+        .iter()
+        .map(|s| s.base_offset())
+        .collect();
+    assert_eq!(bases, [0, 3, 6, 10], "the abort's data spans two groups");
+    let before = live_txn_indexes(&t);
+    assert_eq!(
+        before,
+        vec![("00000000000000000006.txnindex".into(), vec![(2, 2, 6, 4)])]
+    );
+    clean(&f, &t);
+    assert_eq!(
+        stored(&t),
+        [
+            "0-0 p1 [k:committed]",
+            "1-1 p1 control [COMMIT]",
+            "4-4 p3 [m:open]",
+            "6-6 p2 control [ABORT]",
+            "7-7 p3 control [COMMIT]",
+            "8-8 p-1 [y1:1]",
+            "9-9 p-1 [y2:1]",
+            "10-10 p-1 [y3:1]",
+        ]
+    );
+    assert_eq!(
+        live_txn_indexes(&t),
+        before,
+        "the cleaned segment ending the abort lists it again"
+    );
+    assert_eq!(cat_string(&t), "k:committed\nm:open\ny1:1\ny2:1\ny3:1\n");
+}
+
+#[test]
+fn an_idempotent_producers_last_batch_stays_empty_until_it_writes_again() {
+    let mut f = Fixture::new();
+    let t = compacted(&f);
+    let idempotent =
+        |seq: i32, value: &str| keyed_batch(5, 0, seq, false, &[(Some("k"), Some(value))]);
+    t.append_produced(0, &idempotent(0, "a")).unwrap(); // 0
+    t.append_lines(b"k:b\n").unwrap(); // 1
+    t.append_lines(b"y:1\n").unwrap(); // 2
+    clean(&f, &t);
+    // Its record goes under k:b, but the batch holds the producer's last sequence.
+    assert_eq!(stored(&t), ["0-0 p5 []", "1-1 p-1 [k:b]", "2-2 p-1 [y:1]"]);
+    let kept = t.p0().log().snapshot().segments[0].read_at(0, 61).unwrap();
+    assert_eq!(
+        (&kept[51..53], &kept[53..57]),
+        (&[0, 0][..], &[0, 0, 0, 0][..]),
+        "its epoch and first sequence stay"
+    );
+    assert_eq!(cat_string(&t), "k:b\ny:1\n");
+    drop(t);
+    // So a crash that loses the producer snapshots still finds the producer in the log.
+    for e in fs::read_dir(f.dir.path().join("c-0")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "snapshot") {
+            fs::remove_file(p).unwrap();
+        }
+    }
+    f.crash_and_reopen();
+    let t = f.topic("c");
+    let producer = t.p0().log().active_producers();
+    assert_eq!(
+        producer
+            .iter()
+            .map(|p| (p.producer_id, p.last_sequence, p.last_offset))
+            .collect::<Vec<_>>(),
+        [(5, 0, 0)]
+    );
+
+    t.append_produced(0, &idempotent(1, "c")).unwrap(); // 3
+    t.append_lines(b"y:2\n").unwrap(); // 4
+    clean(&f, &t);
+    assert_eq!(
+        stored(&t),
+        ["2-2 p-1 [y:1]", "3-3 p5 [k:c]", "4-4 p-1 [y:2]"],
+        "once it wrote again, its emptied batch goes"
     );
 }

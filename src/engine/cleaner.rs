@@ -10,21 +10,28 @@
 //! 3. Every segment from the log start to the end of the pass is recopied, in groups no
 //!    larger than the segment and index sizes allow, keeping a record iff it is the latest
 //!    for its key (or lies beyond the pass) and, for a tombstone, its horizon has not passed.
-//!    A batch left without records is dropped unless it ends the cleaning round.
+//!    Transactions follow Kafka's rules ([`CleanedTxns`]): the batches of an aborted
+//!    transaction go whatever their keys (and never enter the offset map), a marker goes
+//!    once no data of its transaction is left and the delete horizon then stamped on it
+//!    has passed, and an ABORT that still ends data goes back into the cleaned segment's
+//!    `.txnindex`. A batch left without records is dropped unless it ends the cleaning
+//!    round or is the last batch of a producer still active.
 //! 4. Each group is written as `B.log.cleaned`, renamed `.swap`, the originals renamed
 //!    `.deleted`, then `.swap` renamed to the final name (`Log::replace_segments`). Before
 //!    a swap that leaves an offset gap, the recovery point is checkpointed past the group.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::cleaned_txns::CleanedTxns;
 use super::codec::Compression;
 use super::config::TopicConfig;
 use super::error::{EngineError, Result};
 use super::format::{
-    decode_header, records_section, BatchBuilder, BatchEnd, BatchHeader, DecodeError, RecordIter,
-    RecordRef, MAX_RELATIVE_OFFSET, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES,
+    decode_header, records_section, BatchBuilder, BatchEnd, BatchHeader, DecodeError, EndTxnMarker,
+    RecordIter, RecordRef, MAX_RELATIVE_OFFSET, OFFSET_INDEX_ENTRY_BYTES, TIME_INDEX_ENTRY_BYTES,
 };
 use super::limits::{THROTTLE_CHECK_INTERVAL_MS, THROTTLE_SLEEP_SLICE_MS};
 use super::log::{DeletedSegment, Log, LogSnapshot};
@@ -343,8 +350,11 @@ pub(crate) fn clean(
         now_ms,
         delete_horizon_ms: now_ms.saturating_add(config.delete_retention_ms),
     };
+    // One for every group (Kafka's `doClean`): a transaction that a group boundary cuts
+    // is still judged whole.
+    let mut txns = CleanedTxns::default();
     for group in groups {
-        let cleaned = copy_group(log, &group, res, config, &pass, &mut stats)?;
+        let cleaned = copy_group(log, &group, res, config, &pass, &mut txns, &mut stats)?;
         let last_base = group[group.len() - 1].base_offset();
         // The group is never the active segment, so a segment follows it.
         let group_end = snap
@@ -387,6 +397,15 @@ fn build_offset_map(
                 && s.base_offset() < view.first_uncleanable_offset
         })
         .collect();
+    // Kafka's `buildOffsetMap`: an aborted record never shadows an older committed one
+    // of its key.
+    let mut txns = CleanedTxns::default();
+    if let Some(first) = snap.segment_for(view.first_dirty_offset) {
+        txns.add_aborted(snap.collect_aborted(
+            first,
+            (view.first_dirty_offset, view.first_uncleanable_offset),
+        ));
+    }
     let mut scratch = Vec::new();
     for (i, seg) in dirty.iter().enumerate() {
         let mut pos = seg.lookup_position(view.first_dirty_offset)?;
@@ -398,16 +417,17 @@ fn build_offset_map(
             let map = &mut *res.map;
             let mut at = 0;
             while at < bytes.len() {
-                let h =
-                    decode_header(&bytes[at..]).map_err(|e| corrupt(seg, pos + at as u64, e))?;
-                // A marker's key names its type, not a record's key: it shadows nothing.
+                let bad = |e| corrupt(seg, pos + at as u64, e);
+                let h = decode_header(&bytes[at..]).map_err(bad)?;
+                let batch = &bytes[at..at + h.size];
                 let records = if h.is_control() {
+                    let records = hashed_records(&h, batch, &mut scratch, map).map_err(bad)?;
+                    txns.on_control_batch_read(&h, control_type(&records).map_err(bad)?, None)?;
+                    Vec::new()
+                } else if txns.on_batch_read(&h) {
                     Vec::new()
                 } else {
-                    let section = records_section(&h, &bytes[at..at + h.size], &mut scratch)
-                        .map_err(|e| corrupt(seg, pos + at as u64, e))?;
-                    hashed_records(&h, section, map)
-                        .map_err(|e| corrupt(seg, pos + at as u64, e))?
+                    hashed_records(&h, batch, &mut scratch, map).map_err(bad)?
                 };
                 for (rec, hash) in records {
                     if rec.offset < view.first_dirty_offset {
@@ -448,24 +468,46 @@ fn build_offset_map(
 /// A record with the hash of its key, if it has one.
 type HashedRecord<'a> = (RecordRef<'a>, Option<[u64; 2]>);
 
-/// Decodes a batch's records with their key hashes, prefetching every slot first.
+/// Decodes the records of `batch` (decompressed into `scratch`) with their key hashes,
+/// prefetching every slot first. A control record has none: its key names its type, not
+/// a record's key, so it shadows nothing.
 fn hashed_records<'a>(
     header: &BatchHeader,
-    records: &'a [u8],
+    batch: &'a [u8],
+    scratch: &'a mut Vec<u8>,
     map: &OffsetMap,
 ) -> std::result::Result<Vec<HashedRecord<'a>>, DecodeError> {
+    let records = records_section(header, batch, scratch)?;
     // A record takes at least a byte of its section: a corrupt count cannot make this
     // allocate more than the section holds.
     let mut out = Vec::with_capacity((header.record_count as usize).min(records.len()));
     for rec in RecordIter::new(header, records) {
         let rec = rec?;
-        let hash = rec.key.map(OffsetMap::hash);
+        let hash = rec
+            .key
+            .filter(|_| !header.is_control())
+            .map(OffsetMap::hash);
         if let Some(h) = hash {
             map.prefetch(h);
         }
         out.push((rec, hash));
     }
     Ok(out)
+}
+
+/// Kafka's `ControlRecordType.parse` of a control batch's first record: `None` for a
+/// batch a previous clean emptied; a key too short to name a type is corrupt (Kafka's
+/// `InvalidRecordException`).
+fn control_type(records: &[HashedRecord<'_>]) -> std::result::Result<Option<i16>, DecodeError> {
+    let Some((first, _)) = records.first() else {
+        return Ok(None);
+    };
+    EndTxnMarker::control_type(first).map(Some).ok_or_else(|| {
+        DecodeError::BadRecord(format!(
+            "Invalid value size found for end control record key. Must have at least 4 bytes, but found only {}",
+            first.key.map_or(0, <[u8]>::len)
+        ))
+    })
 }
 
 /// Kafka's `groupSegmentsBySize` over the segments overlapping `[0, end_offset)`.
@@ -525,6 +567,7 @@ fn copy_group(
     res: &CleanerResources<'_>,
     config: &TopicConfig,
     pass: &PassBounds,
+    txns: &mut CleanedTxns,
     stats: &mut PassStats,
 ) -> Result<Segment> {
     let first = &group[0];
@@ -539,9 +582,29 @@ fn copy_group(
         now_ms: pass.now_ms,
         roll_jitter_ms: 0,
     })?;
+    let snap = log.snapshot();
+    let mut filter = CleanerFilter {
+        map: res.map,
+        pass,
+        txns,
+        producers: last_records_of_active_producers(log),
+    };
     let copied = group
         .iter()
-        .try_for_each(|seg| clean_into(seg, &cleaned, res, config, pass, stats))
+        .enumerate()
+        .try_for_each(|(i, seg)| {
+            // The aborts of the whole segment, not only of its dirty part: the cleaned
+            // segment's transaction index is rebuilt from them.
+            let upper_bound = group
+                .get(i + 1)
+                .map_or_else(|| seg.next_offset(), |next| next.base_offset());
+            if let Some(at) = snap.segment_for(seg.base_offset()) {
+                filter
+                    .txns
+                    .add_aborted(snap.collect_aborted(at, (seg.base_offset(), upper_bound)));
+            }
+            clean_into(seg, &cleaned, res, config, &mut filter, stats)
+        })
         .and_then(|()| {
             cleaned.seal()?;
             cleaned.flush()?;
@@ -559,24 +622,152 @@ fn copy_group(
     Ok(cleaned)
 }
 
-/// Kafka's `cleanInto`: copies the records of `source` that the pass keeps, one read
+/// Kafka's `LastRecord`: what the cleaner keeps of an active producer.
+#[derive(Clone, Copy, Debug)]
+struct LastRecord {
+    /// The last offset of its last data batch, if its state still holds one.
+    last_data_offset: Option<u64>,
+    producer_epoch: i16,
+}
+
+/// Kafka's `UnifiedLog.lastRecordsOfActiveProducers`, by producer id.
+fn last_records_of_active_producers(log: &Log) -> HashMap<i64, LastRecord> {
+    log.active_producers()
+        .into_iter()
+        .map(|p| {
+            let last = LastRecord {
+                last_data_offset: u64::try_from(p.last_offset).ok(),
+                producer_epoch: p.producer_epoch,
+            };
+            (p.producer_id, last)
+        })
+        .collect()
+}
+
+/// Kafka's `BatchRetention`: what becomes of a batch as a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BatchRetention {
+    /// It goes, records and all.
+    Delete,
+    /// It goes if none of its records stays.
+    DeleteEmpty,
+    /// It stays, without records if none stays.
+    RetainEmpty,
+}
+
+/// Kafka's `BatchRetentionResult`, with the `discardBatchRecords` its cleaner filter
+/// keeps for the batch's records.
+#[derive(Clone, Copy, Debug)]
+struct BatchDecision {
+    retention: BatchRetention,
+    /// None of the batch's records stays: aborted data, or a marker past its horizon.
+    discard_records: bool,
+    /// Kafka's `containsMarkerForEmptyTxn`: the batch is the marker of a transaction with
+    /// no data left, which the first clean that keeps it stamps with a delete horizon.
+    marker_for_empty_txn: bool,
+}
+
+/// Kafka's cleaner `RecordFilter` (`cleanInto`'s `logCleanerFilter`) over one group.
+struct CleanerFilter<'a> {
+    map: &'a OffsetMap,
+    pass: &'a PassBounds,
+    txns: &'a mut CleanedTxns,
+    /// Kafka's `lastRecordsOfActiveProducers` when the group's cleaning began.
+    producers: HashMap<i64, LastRecord>,
+}
+
+impl CleanerFilter<'_> {
+    /// Kafka's `checkBatchRetention`; `control_type` is a control batch's
+    /// ([`control_type`]). A marker piggy-backs on the tombstone horizon: it goes only
+    /// once its transaction has no data left, and the horizon stamped on it then has
+    /// passed.
+    fn check_batch_retention(
+        &mut self,
+        h: &BatchHeader,
+        control_type: Option<i16>,
+        cleaned: &Segment,
+    ) -> Result<BatchDecision> {
+        let (can_discard, discard_records) = if h.is_control() {
+            let can = self
+                .txns
+                .on_control_batch_read(h, control_type, Some(cleaned))?;
+            let past_horizon = h
+                .delete_horizon_ms()
+                .is_some_and(|hz| hz <= self.pass.now_ms);
+            (can, can && past_horizon)
+        } else {
+            let can = self.txns.on_batch_read(h);
+            (can, can)
+        };
+        // The last batch of a producer still active holds its last sequence, or (a marker
+        // with no data batch after it) its epoch, which fencing needs: it stays, if only
+        // empty, until the producer writes again or expires.
+        let last_of_producer =
+            self.producers
+                .get(&h.producer_id)
+                .is_some_and(|last| match last.last_data_offset {
+                    Some(offset) => h.last_offset() == offset,
+                    None => h.is_control() && h.producer_epoch == last.producer_epoch,
+                });
+        let retention = if h.has_producer_id() && last_of_producer {
+            BatchRetention::RetainEmpty
+        } else if h.next_offset() == self.pass.upper_bound {
+            // The highest cleaned offset stays visible.
+            BatchRetention::RetainEmpty
+        } else if discard_records {
+            BatchRetention::Delete
+        } else {
+            BatchRetention::DeleteEmpty
+        };
+        Ok(BatchDecision {
+            retention,
+            discard_records,
+            marker_for_empty_txn: can_discard && h.is_control(),
+        })
+    }
+
+    /// Kafka's `shouldRetainRecord` for a record of a batch not deleted: a record beyond
+    /// the pass stays; one with a key stays if it is the latest of its key and, for a
+    /// tombstone, its batch's horizon has not passed; one without a key goes.
+    fn should_retain_record(
+        &self,
+        h: &BatchHeader,
+        decision: &BatchDecision,
+        (rec, hash): &HashedRecord<'_>,
+    ) -> bool {
+        if decision.discard_records {
+            return false;
+        }
+        if h.is_control() {
+            return true;
+        }
+        if rec.offset > self.map.latest_offset.unwrap_or(0) {
+            return true;
+        }
+        let Some(hash) = hash else {
+            return false;
+        };
+        let latest = self.map.get_hashed(*hash).is_none_or(|o| rec.offset >= o);
+        let tombstone_alive = h.delete_horizon_ms().is_none_or(|hz| self.pass.now_ms < hz);
+        latest && (rec.value.is_some() || tombstone_alive)
+    }
+}
+
+/// Kafka's `cleanInto`: copies the records of `source` that `filter` keeps, one read
 /// buffer at a time, the kept batches of each read written with one append. A batch
 /// whose records all stay, with no delete horizon to set, is copied byte for byte; the
 /// others are rebuilt with their base and last offsets, producer fields and codec, as
-/// Kafka's `MemoryRecords.filterTo` does. A batch left without records is dropped, unless
-/// it ends the cleaning round (Kafka's `RETAIN_EMPTY`), which keeps the highest cleaned
-/// offset visible. Kept records keep their stream positions: the stream index of the
-/// cleaned segment gets an entry wherever a dropped record leaves a gap.
+/// Kafka's `MemoryRecords.filterTo` does, and one left without records stays only where
+/// the filter says `RETAIN_EMPTY`. Kept records keep their stream positions: the stream
+/// index of the cleaned segment gets an entry wherever a dropped record leaves a gap.
 fn clean_into(
     source: &Segment,
     cleaned: &Segment,
     res: &CleanerResources<'_>,
     config: &TopicConfig,
-    pass: &PassBounds,
+    filter: &mut CleanerFilter<'_>,
     stats: &mut PassStats,
 ) -> Result<()> {
-    let map: &OffsetMap = res.map;
-    let beyond = map.latest_offset.unwrap_or(0);
     let interval = config.index_interval_bytes.max(0) as u64;
     let (stream_start, entries) = source.stream_entries();
     let mut walker = StreamWalker::new(&entries, 0, stream_start, source.stream_shape());
@@ -595,34 +786,33 @@ fn clean_into(
         stats.bytes_read += bytes.len() as u64;
         let mut at = 0;
         while at < bytes.len() {
-            let h = decode_header(&bytes[at..]).map_err(|e| corrupt(source, pos + at as u64, e))?;
+            let bad = |e| corrupt(source, pos + at as u64, e);
+            let h = decode_header(&bytes[at..]).map_err(bad)?;
             let batch = &bytes[at..at + h.size];
-            if h.is_control() {
-                // A transaction marker is kept as written: it has no line in the stream.
-                let end = cleaned_stream_end(cleaned, &marks, &batches);
-                batches.push((marks.len()..marks.len(), end.0.max(walker.end().0)));
-                write_buffer.extend_from_slice(batch);
-                at += h.size;
-                continue;
-            }
-            let section = records_section(&h, batch, &mut scratch)
-                .map_err(|e| corrupt(source, pos + at as u64, e))?;
-            let records = hashed_records(&h, section, map)
-                .map_err(|e| corrupt(source, pos + at as u64, e))?;
-            let tombstone_alive = h.delete_horizon_ms().is_none_or(|hz| pass.now_ms < hz);
+            let records = hashed_records(&h, batch, &mut scratch, filter.map).map_err(bad)?;
+            let control_type = if h.is_control() {
+                control_type(&records).map_err(bad)?
+            } else {
+                None
+            };
+            let decision = filter.check_batch_retention(&h, control_type, cleaned)?;
             let mut kept = Vec::with_capacity(records.len());
-            for (rec, hash) in &records {
+            for record in &records {
+                let (rec, _) = record;
+                // Every line is walked, kept or not: each position follows the lines
+                // before it.
+                let line = h.in_log_stream().then(|| {
+                    (
+                        walker.position(rec.offset, rec.key, rec.value),
+                        walker.end().1,
+                    )
+                });
+                if decision.retention == BatchRetention::Delete {
+                    continue;
+                }
                 stats.records_read += 1;
-                let stream_pos = walker.position(rec.offset, rec.key, rec.value);
-                let keep = if rec.offset > beyond {
-                    true
-                } else if let Some(hash) = hash {
-                    let latest = map.get_hashed(*hash).is_none_or(|o| rec.offset >= o);
-                    latest && (rec.value.is_some() || tombstone_alive)
-                } else {
-                    false
-                };
-                if rec.value.is_none() {
+                let keep = filter.should_retain_record(&h, &decision, record);
+                if line.is_some() && rec.value.is_none() {
                     if keep {
                         stats.tombstones_retained += 1;
                     } else {
@@ -630,37 +820,48 @@ fn clean_into(
                     }
                 }
                 if keep {
-                    kept.push((rec, stream_pos, walker.end().1));
+                    kept.push((rec, line));
                 }
             }
-            stats.records_retained += kept.len() as u64;
-            let (source_end, _) = walker.end();
-            if kept.is_empty() && h.next_offset() != pass.upper_bound {
+            if decision.retention == BatchRetention::Delete
+                || (kept.is_empty() && decision.retention != BatchRetention::RetainEmpty)
+            {
                 at += h.size;
                 continue;
             }
-            // KIP-534: the first clean that keeps a tombstone stamps the batch's horizon.
-            let has_tombstone = kept.iter().any(|(rec, _, _)| rec.value.is_none());
+            stats.records_retained += kept.len() as u64;
+            // KIP-534: the first clean that keeps a tombstone, or the marker of a
+            // transaction with no data left, stamps the batch's horizon. Kafka's
+            // `writeEmptyHeader` gives an emptied batch none.
+            let has_tombstone = kept.iter().any(|(rec, _)| rec.value.is_none());
             let horizon = match h.delete_horizon_ms() {
+                _ if kept.is_empty() => None,
                 Some(hz) => Some(hz),
-                None if has_tombstone => Some(pass.delete_horizon_ms),
+                None if has_tombstone || decision.marker_for_empty_txn => {
+                    Some(filter.pass.delete_horizon_ms)
+                }
                 None => None,
             };
             let first_mark = marks.len();
             let mut end = cleaned_stream_end(cleaned, &marks, &batches);
-            for (i, (rec, stream_pos, shape)) in kept.iter().enumerate() {
-                let follows = *stream_pos == end.0 && *shape == end.1;
-                if i == 0 || !follows {
+            for (rec, line) in &kept {
+                let Some((stream_pos, shape)) = *line else {
+                    continue;
+                };
+                let follows = stream_pos == end.0 && shape == end.1;
+                if marks.len() == first_mark || !follows {
                     marks.push(StreamMark {
                         offset: rec.offset,
-                        stream_pos: *stream_pos,
-                        shape: *shape,
+                        stream_pos,
+                        shape,
                     });
                 }
-                end = (stream_pos + shape.line_len(rec.key, rec.value), *shape);
+                end = (stream_pos + shape.line_len(rec.key, rec.value), shape);
             }
-            let batch_stream_end = if kept.is_empty() {
-                source_end.max(end.0)
+            // A batch with no line kept (emptied, or a marker) ends where the source's
+            // lines so far do, so the stream end survives the records it dropped.
+            let batch_stream_end = if marks.len() == first_mark {
+                walker.end().0.max(end.0)
             } else {
                 end.0
             };
@@ -669,17 +870,13 @@ fn clean_into(
                 write_buffer.extend_from_slice(batch);
             } else {
                 builder.reset(h.base_offset, horizon);
-                for (rec, _, _) in &kept {
+                for (rec, _) in &kept {
                     builder.push_record(rec);
                 }
                 // Kafka's cleaner keeps each batch's codec (at its default level).
-                let codec = h.codec().map_err(|e| {
-                    corrupt(
-                        source,
-                        pos + at as u64,
-                        DecodeError::BadRecord(e.to_string()),
-                    )
-                })?;
+                let codec = h
+                    .codec()
+                    .map_err(|e| bad(DecodeError::BadRecord(e.to_string())))?;
                 let out = builder
                     .finish_parts(&BatchEnd {
                         last_offset: Some(h.last_offset()),

@@ -296,6 +296,11 @@ impl BatchHeader {
         self.attributes & ATTR_TRANSACTIONAL != 0
     }
 
+    /// Kafka's `hasProducerId`: an idempotent or transactional producer wrote the batch.
+    pub(crate) fn has_producer_id(&self) -> bool {
+        self.producer_id > NO_PRODUCER_ID
+    }
+
     pub(crate) fn is_control(&self) -> bool {
         self.attributes & ATTR_CONTROL != 0
     }
@@ -626,8 +631,10 @@ pub(crate) struct EndTxnMarker {
 }
 
 impl EndTxnMarker {
-    const ABORT_TYPE: i16 = 0;
-    const COMMIT_TYPE: i16 = 1;
+    /// Kafka's `ControlRecordType.ABORT` and `COMMIT` ids, as a control record's key
+    /// names them.
+    pub(crate) const ABORT_TYPE: i16 = 0;
+    pub(crate) const COMMIT_TYPE: i16 = 1;
     const VERSION: i16 = 0;
 
     pub(crate) fn key(&self) -> [u8; 4] {

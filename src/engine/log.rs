@@ -35,6 +35,7 @@ use super::producer_state::{Expiry, ProducerStateEntry, ProducerStateManager, Tx
 use super::segment::{RollReason, Segment, SegmentSpec};
 use super::stream_index::{BatchStream, StreamMark, StreamShape};
 use super::topic_partition::TopicPartition;
+use super::txn_index::AbortedTxn;
 
 /// One record to append, located in the written bytes; the line protocol already split
 /// the line into key and value. Positions rather than slices, so a write's records go
@@ -319,6 +320,29 @@ impl LogSnapshot {
     pub(crate) fn segment_for(&self, offset: u64) -> Option<usize> {
         let n = self.segments.partition_point(|s| s.base_offset() <= offset);
         n.checked_sub(1)
+    }
+
+    /// Kafka's `LocalLog.collectAbortedTransactions`: the aborted transactions that end
+    /// at or after `from` and start before `upper_bound`, from the transaction indexes of
+    /// segment `first` (the one holding `from`) on, until one's last stable offset shows
+    /// that no later abort can reach back into the range.
+    pub(crate) fn collect_aborted(
+        &self,
+        first: usize,
+        (from, upper_bound): (u64, u64),
+    ) -> Vec<AbortedTxn> {
+        let mut aborted = Vec::new();
+        if upper_bound <= from {
+            return aborted;
+        }
+        for segment in &self.segments[first..] {
+            let found = segment.collect_aborted(from, upper_bound);
+            aborted.extend(found.aborted);
+            if found.complete {
+                break;
+            }
+        }
+        aborted
     }
 }
 

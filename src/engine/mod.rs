@@ -3,6 +3,7 @@
 
 pub(crate) mod append_watch;
 pub(crate) mod batch_validation;
+pub(crate) mod cleaned_txns;
 pub mod cleaner;
 pub mod cleaner_manager;
 pub(crate) mod clock;

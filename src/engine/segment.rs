@@ -1130,7 +1130,6 @@ impl Segment {
             .collect(fetch_offset, upper_bound)
     }
 
-
     /// Where the segment's stream starts, and the entries of its stream index.
     pub(crate) fn stream_entries(&self) -> (u64, Vec<StreamEntry>) {
         let st = self.state.lock();

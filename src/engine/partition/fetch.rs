@@ -97,29 +97,6 @@ impl OffsetQuery {
     }
 }
 
-/// Kafka's `LocalLog.collectAbortedTransactions`: the aborted transactions that end at
-/// or after `from` and start before `upper_bound`, from the transaction indexes of the
-/// segment at `first` on, until one's last stable offset shows no later abort can reach
-/// back into the range.
-fn collect_aborted(
-    snap: &LogSnapshot,
-    first: usize,
-    (from, upper_bound): (u64, u64),
-) -> Vec<AbortedTxn> {
-    let mut aborted = Vec::new();
-    if upper_bound <= from {
-        return aborted;
-    }
-    for segment in &snap.segments[first..] {
-        let found = segment.collect_aborted(from, upper_bound);
-        aborted.extend(found.aborted);
-        if found.complete {
-            break;
-        }
-    }
-    aborted
-}
-
 /// Kafka's `RecordBatch.NO_TIMESTAMP`: the earliest and latest answers carry none.
 const NO_TIMESTAMP: i64 = -1;
 
@@ -222,7 +199,7 @@ impl Partition {
             }
         }
         if let Some(aborted) = outcome.aborted.as_mut() {
-            *aborted = collect_aborted(snap, first, (offset, fetched_end));
+            *aborted = snap.collect_aborted(first, (offset, fetched_end));
         }
         Ok(outcome)
     }

@@ -48,18 +48,9 @@ impl Visibility {
             return false;
         }
         let end = self.end_offset;
+        // Every abort that reaches this batch or a later one below the end.
         let aborted = self.aborted.get_or_insert_with(|| {
-            // Every abort that reaches this batch or a later one below the end
-            // (Kafka's `collectAbortedTransactions`).
-            let mut found = Vec::new();
-            for segment in &snap.segments[seg_idx..] {
-                let search = segment.collect_aborted(h.base_offset, end.max(h.next_offset()));
-                found.extend(search.aborted);
-                if search.complete {
-                    break;
-                }
-            }
-            found
+            snap.collect_aborted(seg_idx, (h.base_offset, end.max(h.next_offset())))
         });
         aborted.iter().any(|a| {
             a.producer_id == h.producer_id
