@@ -962,3 +962,31 @@ fn an_idempotent_producers_last_batch_stays_empty_until_it_writes_again() {
         "once it wrote again, its emptied batch goes"
     );
 }
+
+#[test]
+fn a_corrupt_index_is_rebuilt_whole_after_a_crash_past_the_recovery_point() {
+    let mut f = Fixture::new();
+    let t = f.topic("t");
+    // An offset-index entry per batch, so recovery could resume after the flushed ones.
+    set(&t, "index.interval.bytes=0\n");
+    txn(&t, 1, 0, 0, &["a"]); // 0
+    end(&t, 1, 1, false); // 1
+                          // A clean close: the recovery point vouches for offsets 0-1, and a producer snapshot
+                          // at 2 holds the state after the first abort.
+    drop(t);
+    f.reopen();
+    let t = f.topic("t");
+    txn(&t, 2, 0, 0, &["b"]); // 2
+    end(&t, 2, 1, false); // 3
+    let index = txn_index_files(&t)[0].clone();
+    let good = txn_index_entries(&index);
+    assert_eq!(good, vec![(1, 0, 1, 2), (2, 2, 3, 4)]);
+    drop(t);
+    let mut bad = fs::read(&index).unwrap();
+    bad[0] = 1;
+    fs::write(&index, &bad).unwrap();
+    f.crash_and_reopen();
+    let t = f.topic("t");
+    assert_eq!(txn_index_entries(&txn_index_files(&t)[0]), good);
+    assert_eq!(fetch_committed(&t, 0).1, vec![(1, 0), (2, 2)]);
+}

@@ -97,6 +97,9 @@ pub struct Segment {
     roll_jitter_ms: i64,
     /// Set when loading found bytes that do not decode.
     needs_recovery: std::sync::atomic::AtomicBool,
+    /// The `.txnindex` was refused at open: recovery rebuilds it from the segment's
+    /// first batch, whatever the recovery point vouches for.
+    txn_index_lost: std::sync::atomic::AtomicBool,
     /// Bytes from the start whose batches passed a CRC check in this process (or were
     /// written by it): reads verify each batch once, not on every read.
     verified_to: AtomicU64,
@@ -370,6 +373,7 @@ impl Segment {
             created_ms: now_ms,
             roll_jitter_ms,
             needs_recovery: txn_index_corrupt.into(),
+            txn_index_lost: txn_index_corrupt.into(),
             synced_size: AtomicU64::new(0),
             verified_to: AtomicU64::new(0),
             read_map: Mutex::new(None),
@@ -547,7 +551,11 @@ impl Segment {
         durable_offset: u64,
         index_interval_bytes: u64,
     ) -> Result<RecoveryOutcome> {
-        let resume = self.resume_point(durable_offset);
+        let resume = if self.txn_index_lost.swap(false, Ordering::Relaxed) {
+            None
+        } else {
+            self.resume_point(durable_offset)
+        };
         self.recover_from(resume, index_interval_bytes)
     }
 
