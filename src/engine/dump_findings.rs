@@ -101,11 +101,22 @@ impl<V> JavaHashMap<V> {
     }
 }
 
-/// `HashMap.hash(key)`: `String.hashCode` over UTF-16 code units, high half XORed in.
+/// `HashMap.hash(key)` of a `String` key.
 fn java_spread_hash(s: &str) -> u32 {
-    let h = s.encode_utf16().fold(0i32, |h, unit| {
+    java_spread(java_string_hash(s))
+}
+
+/// `String.hashCode`: over UTF-16 code units.
+pub(crate) fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, unit| {
         h.wrapping_mul(31).wrapping_add(i32::from(unit))
-    }) as u32;
+    })
+}
+
+/// `HashMap.hash`: a key's `hashCode` with its high half XORed into the low, whose bits
+/// pick the bucket.
+pub(crate) fn java_spread(hash: i32) -> u32 {
+    let h = hash as u32;
     h ^ (h >> 16)
 }
 

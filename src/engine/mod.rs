@@ -43,6 +43,7 @@ pub(crate) mod topic_core;
 pub mod topic_partition;
 pub mod transactions;
 pub mod txn_index;
+pub(crate) mod txn_view;
 pub mod upgrade;
 
 use std::collections::{BTreeMap, VecDeque};

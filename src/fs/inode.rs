@@ -23,6 +23,9 @@ pub(crate) const CONTROL_DIR: &str = ".kpfs";
 /// `.kpfs/groups`: a directory per consumer group.
 pub(crate) const GROUPS_DIR: &str = "groups";
 
+/// `.kpfs/transactions`: a file per transactional id.
+pub(crate) const TRANSACTIONS_DIR: &str = "transactions";
+
 /// `.kpfs/snapshot`: a read-only copy of each topic for backups.
 pub(crate) const SNAPSHOT_DIR: &str = "snapshot";
 
@@ -51,9 +54,10 @@ impl GroupFile {
     }
 }
 
-/// The file name that shows group `id` in `.kpfs/groups`: the id with `%` and `/` (and a
-/// NUL) written `%XX`, and `.` and `..` written `%2E` and `%2E%2E`, since Kafka's group
-/// ids are any string. `None` for an id no file name can show: the empty id, and one
+/// The file name that shows group `id` in `.kpfs/groups` (and transactional id `id` in
+/// `.kpfs/transactions`): the id with `%` and `/` (and a NUL) written `%XX`, and `.` and
+/// `..` written `%2E` and `%2E%2E`, since Kafka's group and transactional ids are any
+/// string. `None` for an id no file name can show: the empty id, and one
 /// longer than a file name may be.
 pub(crate) fn group_file_name(id: &str) -> Option<String> {
     let name = match id {
@@ -74,7 +78,8 @@ pub(crate) fn group_file_name(id: &str) -> Option<String> {
     (name.len() <= MAX_NAME_BYTES).then_some(name)
 }
 
-/// The group id a `.kpfs/groups` file name shows, if it is one [`group_file_name`] makes.
+/// The group id a `.kpfs/groups` file name shows (or the transactional id a
+/// `.kpfs/transactions` one shows), if it is one [`group_file_name`] makes.
 pub(crate) fn group_of_file_name(name: &str) -> Option<String> {
     let mut bytes = Vec::with_capacity(name.len());
     let mut rest = name.as_bytes();
@@ -193,6 +198,10 @@ pub(crate) enum Node {
         group: String,
         file: GroupFile,
     },
+    /// `.kpfs/transactions`: the transactional ids (Kafka's ListTransactions).
+    TransactionsDir,
+    /// `.kpfs/transactions/ID`, by transactional id: `kafka-transactions.sh describe`.
+    Transaction(String),
     /// A file `sed -i` made beside a config file, to rename over it: a draft of the
     /// topic's `config` (`topic` `None`: of `.kpfs/config`).
     Draft {
@@ -234,6 +243,8 @@ impl Node {
                 shown_group(group),
                 file.name()
             ),
+            Node::TransactionsDir => format!("{CONTROL_DIR}/{TRANSACTIONS_DIR}"),
+            Node::Transaction(id) => Node::TransactionsDir.child_path(&shown_group(id)),
             Node::Draft { name, .. } => self.parent().child_path(name),
             Node::SnapshotDir => format!("{CONTROL_DIR}/{SNAPSHOT_DIR}"),
             Node::SnapshotTopicDir(t) => Node::SnapshotDir.child_path(t),
@@ -261,6 +272,7 @@ impl Node {
                 | Node::PartitionDir(..)
                 | Node::GroupsDir
                 | Node::GroupDir(_)
+                | Node::TransactionsDir
                 | Node::SnapshotDir
                 | Node::SnapshotTopicDir(_)
         )
@@ -276,6 +288,8 @@ impl Node {
             | Node::GroupsDir
             | Node::GroupDir(_)
             | Node::GroupFile { .. }
+            | Node::TransactionsDir
+            | Node::Transaction(_)
             | Node::SnapshotDir => None,
             Node::Draft { topic, .. } => topic.as_deref(),
             Node::SnapshotTopicDir(t) | Node::SnapshotLog(t) | Node::SnapshotConfig(t) => Some(t),
@@ -318,6 +332,8 @@ impl Node {
             Node::GroupsDir => Node::ControlDir,
             Node::GroupDir(_) => Node::GroupsDir,
             Node::GroupFile { group, .. } => Node::GroupDir(group.clone()),
+            Node::TransactionsDir => Node::ControlDir,
+            Node::Transaction(_) => Node::TransactionsDir,
             Node::Draft { topic: Some(t), .. } => Node::TopicDir(t.clone()),
             Node::Draft { topic: None, .. } => Node::ControlDir,
             Node::SnapshotDir => Node::ControlDir,
@@ -338,10 +354,23 @@ impl Node {
     pub(crate) fn in_groups(&self) -> bool {
         matches!(self, Node::GroupsDir) || self.group().is_some()
     }
+
+    /// The transactional id of `.kpfs/transactions/ID`.
+    pub(crate) fn transactional_id(&self) -> Option<&str> {
+        match self {
+            Node::Transaction(id) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// Whether the node is `.kpfs/transactions` or in it.
+    pub(crate) fn in_transactions(&self) -> bool {
+        matches!(self, Node::TransactionsDir) || self.transactional_id().is_some()
+    }
 }
 
-/// A group's name in paths; an id no file name can show (which is never listed) is
-/// shown as it is, for `.kpfs/errors`.
+/// A group's (or transactional id's) name in paths; an id no file name can show (which is
+/// never listed) is shown as it is, for `.kpfs/errors`.
 fn shown_group(group: &str) -> String {
     group_file_name(group).unwrap_or_else(|| group.to_string())
 }
@@ -415,6 +444,16 @@ impl InodeTable {
     pub(crate) fn retain_groups(&self, present: &[String]) {
         let present: HashSet<&str> = present.iter().map(String::as_str).collect();
         self.forget_where(|node| node.group().is_some_and(|g| !present.contains(g)));
+    }
+
+    /// Forgets the files of the transactional ids not in `present` (expired after
+    /// `transactional.id.expiration.ms`), as [`InodeTable::retain_groups`] does for groups.
+    pub(crate) fn retain_transactions(&self, present: &[String]) {
+        let present: HashSet<&str> = present.iter().map(String::as_str).collect();
+        self.forget_where(|node| {
+            node.transactional_id()
+                .is_some_and(|id| !present.contains(id))
+        });
     }
 
     /// Forgets the segment files of the folder `scope` that are no longer in `present`,
@@ -516,6 +555,29 @@ mod tests {
         assert_eq!(state("team/app").path(), ".kpfs/groups/team%2Fapp/state");
         assert_eq!(state("x").parent().parent(), Node::GroupsDir);
         assert_eq!(Node::GroupsDir.parent(), Node::ControlDir);
+    }
+
+    #[test]
+    fn transaction_files_are_escaped_and_leave_the_table_with_their_id() {
+        let table = InodeTable::new();
+        let gone = table.ino(&Node::Transaction("old".into()));
+        let kept = table.ino(&Node::Transaction("app/1".into()));
+        let group = table.ino(&Node::GroupDir("old".into()));
+        table.retain_transactions(&["app/1".to_string()]);
+        assert_eq!(table.node(gone), None);
+        assert_eq!(table.node(kept), Some(Node::Transaction("app/1".into())));
+        assert_eq!(table.node(group), Some(Node::GroupDir("old".into())));
+        assert_eq!(
+            Node::Transaction("app/1".into()).path(),
+            ".kpfs/transactions/app%2F1"
+        );
+        assert_eq!(
+            Node::Transaction("x".into()).parent().parent(),
+            Node::ControlDir
+        );
+        assert!(Node::TransactionsDir.is_dir() && Node::TransactionsDir.in_transactions());
+        assert!(!Node::Transaction("x".into()).is_dir());
+        assert_eq!(Node::Transaction("x".into()).topic(), None);
     }
 
     #[test]

@@ -33,7 +33,7 @@ use handle::{
 };
 use inode::{
     group_file_name, group_of_file_name, is_sed_temporary, GroupFile, InodeTable, Node, Scope,
-    CONTROL_DIR, GROUPS_DIR, LOG_START_FILE, PARTITIONS_DIR, SNAPSHOT_DIR,
+    CONTROL_DIR, GROUPS_DIR, LOG_START_FILE, PARTITIONS_DIR, SNAPSHOT_DIR, TRANSACTIONS_DIR,
 };
 
 /// Attributes of files are never cached: `tail -f` polls fstat once a second and must
@@ -48,6 +48,8 @@ const FIXED_ENTRY_TTL: Duration = Duration::from_secs(1);
 const SEGMENT_ENTRY_TTL: Duration = Duration::ZERO;
 /// Groups come and go with Kafka clients (and their offsets' expiry); never cache them.
 const GROUP_ENTRY_TTL: Duration = Duration::ZERO;
+/// Transactional ids come with producers and go with their expiry; never cache them.
+const TRANSACTION_ENTRY_TTL: Duration = Duration::ZERO;
 /// Drafts (`sed -i`'s temporaries) are renamed or removed within a command; never cache
 /// them, so the name `config` a rename gave one resolves to `config` again at once.
 const DRAFT_TTL: Duration = Duration::ZERO;
@@ -256,6 +258,13 @@ impl KpfsFs {
         text.ok_or_else(|| Self::not_found(&node.path()))
     }
 
+    /// `.kpfs/transactions/ID`'s text, rendered now (its duration on the engine clock).
+    fn transaction_text(&self, node: &Node) -> FsResult<String> {
+        node.transactional_id()
+            .and_then(|id| self.engine.transaction_text(id))
+            .ok_or_else(|| Self::not_found(&node.path()))
+    }
+
     /// "No such entry" without a record: shells and tools probe for names all the time.
     fn not_found(path: &str) -> FsError {
         FsError {
@@ -387,6 +396,11 @@ impl KpfsFs {
                 let len = self.group_text(node)?.len() as u64;
                 self.file_attr(ino, len, 0o444, self.mounted_ms)
             }
+            Node::TransactionsDir => self.dir_attr(ino),
+            Node::Transaction(_) => {
+                let len = self.transaction_text(node)?.len() as u64;
+                self.file_attr(ino, len, 0o444, self.mounted_ms)
+            }
             Node::TopicDir(_) | Node::PartitionsDir(_) => {
                 self.topic(node)?;
                 self.dir_attr(ino)
@@ -500,6 +514,7 @@ impl KpfsFs {
                 "errors" => Node::Errors,
                 "metrics" => Node::Metrics,
                 GROUPS_DIR => Node::GroupsDir,
+                TRANSACTIONS_DIR => Node::TransactionsDir,
                 SNAPSHOT_DIR => Node::SnapshotDir,
                 _ => self.draft_child(parent, name).ok_or_else(missing)?,
             },
@@ -520,6 +535,12 @@ impl KpfsFs {
                     .filter(|g| self.group_exists(g))
                     .ok_or_else(missing)?;
                 Node::GroupDir(group)
+            }
+            Node::TransactionsDir => {
+                let id = group_of_file_name(name)
+                    .filter(|id| self.engine.describe_transaction(id).is_ok())
+                    .ok_or_else(missing)?;
+                Node::Transaction(id)
             }
             Node::GroupDir(group) => {
                 if !self.group_exists(group) {
@@ -581,6 +602,7 @@ impl KpfsFs {
             | Node::LogStart(_)
             | Node::Segment { .. }
             | Node::GroupFile { .. }
+            | Node::Transaction(_)
             | Node::Draft { .. }
             | Node::SnapshotLog(_)
             | Node::SnapshotConfig(_) => {
@@ -605,6 +627,7 @@ impl KpfsFs {
         let entry_ttl = match node {
             Node::Segment { .. } => SEGMENT_ENTRY_TTL,
             Node::GroupDir(_) | Node::GroupFile { .. } => GROUP_ENTRY_TTL,
+            Node::Transaction(_) => TRANSACTION_ENTRY_TTL,
             Node::Draft { .. } => DRAFT_TTL,
             _ => FIXED_ENTRY_TTL,
         };
@@ -698,6 +721,8 @@ impl KpfsFs {
                 | Node::GroupsDir
                 | Node::GroupDir(_)
                 | Node::GroupFile { .. }
+                | Node::TransactionsDir
+                | Node::Transaction(_)
                 | Node::SnapshotDir
                 | Node::SnapshotTopicDir(_)
                 | Node::SnapshotLog(_)
@@ -722,6 +747,9 @@ impl KpfsFs {
         let path = parent.child_path(&name.to_string_lossy());
         if parent.in_groups() {
             return Err(self.refuse(&path, libc::EPERM, GROUPS_READ_ONLY));
+        }
+        if parent.in_transactions() {
+            return Err(self.refuse(&path, libc::EPERM, TRANSACTIONS_READ_ONLY));
         }
         if let Node::PartitionsDir(_) = parent {
             return self.add_partition(&parent, name, &path);
@@ -798,6 +826,10 @@ impl KpfsFs {
         if parent == Node::GroupsDir {
             return self.delete_group(name, &path);
         }
+        if parent == Node::TransactionsDir {
+            self.child(&parent, name)?;
+            return Err(self.refuse(&path, libc::EPERM, TRANSACTIONS_READ_ONLY));
+        }
         if let Node::PartitionsDir(t) = &parent {
             self.child(&parent, name)?;
             return Err(self.refuse(
@@ -858,8 +890,10 @@ impl KpfsFs {
             None => name.to_string_lossy().into_owned(),
         };
         let in_groups = parent.as_ref().is_some_and(Node::in_groups);
+        let in_transactions = parent.as_ref().is_some_and(Node::in_transactions);
         let reason = match op {
             _ if in_groups => GROUPS_READ_ONLY,
+            _ if in_transactions => TRANSACTIONS_READ_ONLY,
             NamespaceOp::Create | NamespaceOp::CreateExclusive | NamespaceOp::Mknod => {
                 "cannot create files: mkdir TOPIC creates a topic; append records with >> TOPIC/log"
             }
@@ -1049,6 +1083,7 @@ impl KpfsFs {
                 | Node::PartitionDir(..)
                 | Node::GroupsDir
                 | Node::GroupDir(_)
+                | Node::TransactionsDir
                 | Node::SnapshotDir
                 | Node::SnapshotTopicDir(_) => {
                     return Err(self.refuse(&path, libc::EISDIR, "is a directory"))
@@ -1071,6 +1106,13 @@ impl KpfsFs {
                 }
                 Node::GroupFile { .. } => HandleKind::Text {
                     text: self.group_text(&node)?.into_bytes(),
+                    writer: None,
+                },
+                Node::Transaction(_) if writable => {
+                    return Err(self.refuse(&path, libc::EACCES, TRANSACTIONS_READ_ONLY))
+                }
+                Node::Transaction(_) => HandleKind::Text {
+                    text: self.transaction_text(&node)?.into_bytes(),
                     writer: None,
                 },
                 Node::Log(scope) => {
@@ -1177,6 +1219,7 @@ impl KpfsFs {
                     Node::Errors,
                     Node::Metrics,
                     Node::GroupsDir,
+                    Node::TransactionsDir,
                     Node::SnapshotDir,
                 ];
                 children.extend(self.drafts_in(&node));
@@ -1195,6 +1238,15 @@ impl KpfsFs {
                 ids.into_iter()
                     .filter(|id| group_file_name(id).is_some())
                     .map(Node::GroupDir)
+                    .collect()
+            }
+            Node::TransactionsDir => {
+                let ids = self.engine.transactional_ids();
+                self.inodes.retain_transactions(&ids);
+                // An id no file name can show is left out, as in .kpfs/groups.
+                ids.into_iter()
+                    .filter(|id| group_file_name(id).is_some())
+                    .map(Node::Transaction)
                     .collect()
             }
             Node::GroupDir(group) => {
@@ -1274,6 +1326,7 @@ impl KpfsFs {
             | Node::LogStart(_)
             | Node::Segment { .. }
             | Node::GroupFile { .. }
+            | Node::Transaction(_)
             | Node::Draft { .. }
             | Node::SnapshotLog(_)
             | Node::SnapshotConfig(_) => {
@@ -1876,6 +1929,11 @@ impl KpfsFs {
 /// group's directory.
 const GROUPS_READ_ONLY: &str = ".kpfs/groups is read-only: groups come from Kafka clients \
      (a consumer with a group.id); rmdir .kpfs/groups/GROUP deletes a group without members";
+
+/// Why nothing in `.kpfs/transactions` can be created, written, renamed or removed.
+const TRANSACTIONS_READ_ONLY: &str = ".kpfs/transactions is read-only: transactions come \
+     from Kafka clients (a producer with a transactional.id), which commit or abort them; \
+     an id leaves after transactional.id.expiration.ms without a transaction";
 
 /// The xattr that holds a file's access ACL (`acl_set_file`).
 const POSIX_ACL_ACCESS: &str = "system.posix_acl_access";

@@ -6,7 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
 use crate::engine::groups::JoinRequest;
-use crate::engine::{BrokerConfig, Engine, EngineOptions, SystemClock};
+use crate::engine::{BrokerConfig, Clock, Engine, EngineOptions, SystemClock};
 use crate::fs::inode::ROOT_INO;
 use crate::fs::{KpfsFs, NamespaceOp, SetAttr};
 
@@ -715,7 +715,16 @@ fn events_and_metrics_are_listed_read_only_snapshots() {
     let control = f.ino(ROOT_INO, ".kpfs");
     assert_eq!(
         listing(&f, control),
-        [".", "..", "config", "errors", "metrics", "groups", "snapshot"]
+        [
+            ".",
+            "..",
+            "config",
+            "errors",
+            "metrics",
+            "groups",
+            "transactions",
+            "snapshot"
+        ]
     );
 
     let config = f.ino(dir, "config");
@@ -1222,6 +1231,181 @@ fn a_group_with_members_refuses_rmdir_with_kafkas_error() {
     );
     let state = f.read_all(f.ino(group, "state"));
     assert!(state.contains(" PreparingRebalance "), "{state}");
+}
+
+/// A mount on a clock the test moves.
+fn fixture_on(clock: Arc<crate::engine::ManualClock>) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = BrokerConfig::load(None, &[]).unwrap();
+    let engine = Engine::open(dir.path(), broker, clock, EngineOptions::default()).unwrap();
+    Fixture {
+        fs: KpfsFs::new(Arc::new(engine), dir.path()),
+        _dir: dir,
+    }
+}
+
+/// `kafka-transactions.sh describe`'s row of `.kpfs/transactions/NAME`, its cells
+/// without their padding.
+fn transaction_row(f: &Fixture, ino: u64) -> Vec<String> {
+    let text = f.read_all(ino);
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(text.starts_with(
+        "CoordinatorId\tTransactionalId\tProducerId\tProducerEpoch\tTransactionState\t\
+         TransactionTimeoutMs\tCurrentTransactionStartTimeMs\tTransactionDurationMs\t\
+         TopicPartitions"
+    ));
+    let row = text.lines().nth(1).unwrap();
+    assert!(row.ends_with('\t'), "{row:?}");
+    row.trim_end_matches('\t')
+        .split('\t')
+        .map(|c| c.trim_end().to_string())
+        .collect()
+}
+
+#[test]
+fn a_transactional_id_is_a_file_of_kafkas_describe_table_on_the_engine_clock() {
+    let clock = Arc::new(crate::engine::ManualClock::new(1_764_430_000_000));
+    let f = fixture_on(clock.clone());
+    f.topic("orders");
+    f.topic("refunds");
+    let control = f.ino(ROOT_INO, ".kpfs");
+    let transactions = f.ino(control, "transactions");
+    assert_eq!(listing(&f, transactions), [".", ".."]);
+    let engine = f.fs.engine();
+    let producer = engine.init_transactional_producer("app/1", 60_000).unwrap();
+
+    // Kafka's transactional ids are any string: escaped as group ids are.
+    assert_eq!(listing(&f, transactions), [".", "..", "app%2F1"]);
+    let file = f.ino(transactions, "app%2F1");
+    let attr = f.fs.getattr(file).unwrap();
+    assert_eq!(attr.perm, 0o444);
+    assert_eq!(attr.size, f.read_all(file).len() as u64);
+    let id = producer.0.to_string();
+    // The coordinator is this node (node.id 1); no transaction open yet.
+    assert_eq!(
+        transaction_row(&f, file),
+        ["1", "app/1", &id, "0", "Empty", "60000", "None", "None", ""]
+    );
+
+    let partitions = [("orders".to_string(), 0), ("refunds".to_string(), 0)];
+    let added = engine
+        .add_partitions_to_txn("app/1", producer, &partitions)
+        .unwrap();
+    assert_eq!(added, [None, None]);
+    let started = clock.now_ms().to_string();
+    clock.advance(1_234);
+    // The partitions in the order Kafka's admin client keeps them (a Java HashSet).
+    assert_eq!(
+        transaction_row(&f, file),
+        [
+            "1",
+            "app/1",
+            &id,
+            "0",
+            "Ongoing",
+            "60000",
+            &started,
+            "1234",
+            "refunds-0,orders-0"
+        ]
+    );
+    // The duration is the engine clock's at each open; an open handle keeps its text.
+    let held = f.fs.open(file, libc::O_RDONLY).unwrap().fh;
+    let first = f.fs.read(held, 0, 1 << 16).unwrap();
+    clock.advance(100);
+    assert_eq!(transaction_row(&f, file)[7], "1334");
+    assert_eq!(f.fs.read(held, 0, 1 << 16).unwrap(), first);
+    f.fs.release(held);
+
+    engine.end_txn("app/1", producer, true).unwrap();
+    let row = transaction_row(&f, file);
+    assert_eq!(row[4..], ["CompleteCommit", "60000", &started, "1334", ""]);
+
+    // An id idle past transactional.id.expiration.ms (7 days) leaves with its file.
+    clock.advance(7 * 24 * 3_600_000);
+    engine.run_transaction_timers_once();
+    assert_eq!(f.fs.getattr(file).unwrap_err().errno, libc::ENOENT);
+    assert_eq!(
+        f.fs.lookup(transactions, OsStr::new("app%2F1"))
+            .unwrap_err()
+            .errno,
+        libc::ENOENT
+    );
+    assert_eq!(listing(&f, transactions), [".", ".."]);
+    // ... and its inode with the listing that no longer has it.
+    assert_eq!(f.fs.getattr(file).unwrap_err().errno, libc::ENOENT);
+    engine.init_transactional_producer("app/1", 60_000).unwrap();
+    assert_ne!(f.ino(transactions, "app%2F1"), file);
+}
+
+#[test]
+fn nothing_in_transactions_can_be_created_changed_or_removed() {
+    let f = fixture();
+    f.fs.engine()
+        .init_transactional_producer("t-1", 60_000)
+        .unwrap();
+    let control = f.ino(ROOT_INO, ".kpfs");
+    let transactions = f.ino(control, "transactions");
+    let file = f.ino(transactions, "t-1");
+    let refusals = [
+        (
+            f.fs.mkdir(transactions, OsStr::new("new")).unwrap_err(),
+            ".kpfs/transactions/new",
+        ),
+        (
+            f.fs.refuse_namespace(NamespaceOp::Create, transactions, OsStr::new("t-2")),
+            ".kpfs/transactions/t-2",
+        ),
+        (
+            f.fs.refuse_namespace(NamespaceOp::Unlink, transactions, OsStr::new("t-1")),
+            ".kpfs/transactions/t-1",
+        ),
+        (
+            f.fs.refuse_namespace(NamespaceOp::Rename, transactions, OsStr::new("t-1")),
+            ".kpfs/transactions/t-1",
+        ),
+        (
+            f.fs.rmdir(transactions, OsStr::new("t-1")).unwrap_err(),
+            ".kpfs/transactions/t-1",
+        ),
+    ];
+    for (error, path) in refusals {
+        assert_eq!(error.errno, libc::EPERM, "{path}");
+        assert!(
+            f.errors()
+                .contains(&format!("{path}: .kpfs/transactions is read-only")),
+            "{path}: {}",
+            f.errors()
+        );
+    }
+    assert_eq!(
+        f.fs.open(file, libc::O_WRONLY).unwrap_err().errno,
+        libc::EACCES
+    );
+    assert_eq!(
+        f.fs.open(transactions, libc::O_RDONLY).unwrap_err().errno,
+        libc::EISDIR
+    );
+    let truncate = SetAttr {
+        size: Some(0),
+        ..SetAttr::default()
+    };
+    assert_eq!(f.fs.setattr(file, truncate).unwrap_err().errno, libc::EPERM);
+    assert_eq!(
+        f.fs.rmdir(control, OsStr::new("transactions"))
+            .unwrap_err()
+            .errno,
+        libc::EPERM
+    );
+    assert_eq!(
+        f.fs.rmdir(transactions, OsStr::new("nope"))
+            .unwrap_err()
+            .errno,
+        libc::ENOENT
+    );
+    assert_eq!(f.fs.opendir(file).unwrap_err().errno, libc::ENOTDIR);
+    // The id is still there, unchanged.
+    assert_eq!(transaction_row(&f, file)[4], "Empty");
 }
 
 #[test]
