@@ -74,7 +74,7 @@ CONFLUENT=$KPFS_ROOT/tests/shell/confluent_client.py
 committed_view=$'initialized\ncommitted 0 1 2\naborted 4 5\n0 b\'committed-0\'\n1 b\'committed-1\'\n2 b\'committed-2\'\nposition 7'
 expect_eq "$committed_view" "$(client transactional tx-python tx-python)" \
     "kafka-python's transactions and its read_committed consumer"
-expect_eq "$committed_view" "$(timeout 60 "$PY" "$CONFLUENT" transactional "$BOOTSTRAP" tx-confluent tx-confluent 2>/dev/null)" \
+expect_eq "$committed_view" "$(timeout 60 "$PY" "$CONFLUENT" transactional "$BOOTSTRAP" tx-confluent tx-confluent)" \
     "confluent-kafka's transactions and its read_committed consumer"
 for topic in tx-python tx-confluent; do
     expect_eq "$(printf 'committed-%s\n' 0 1 2)" "$(cat "$MNT/$topic/log")" "cat log of $topic"
