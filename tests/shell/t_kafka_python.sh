@@ -71,6 +71,9 @@ expect_eq 6 "$(status_field retried log_end_offset)" "log end after the retries"
 # read_committed consumer gets the committed three and ends at the log end, past the
 # aborted records and the markers; `cat log` shows the same three lines.
 CONFLUENT=$KPFS_ROOT/tests/shell/confluent_client.py
+# kpfs.log so far: the retries above drop a connection with an answer unread, which the
+# kernel may turn into a reset kpfs warns of; the transactions' lines are those after.
+log_mark=$(wc -l <"$DATA/kpfs.log")
 committed_view=$'initialized\ncommitted 0 1 2\naborted 4 5\n0 b\'committed-0\'\n1 b\'committed-1\'\n2 b\'committed-2\'\nposition 7'
 expect_eq "$committed_view" "$(client transactional tx-python tx-python)" \
     "kafka-python's transactions and its read_committed consumer"
@@ -80,7 +83,8 @@ for topic in tx-python tx-confluent; do
     expect_eq "$(printf 'committed-%s\n' 0 1 2)" "$(cat "$MNT/$topic/log")" "cat log of $topic"
     expect_eq 7 "$(status_field "$topic" log_end_offset)" "log end of $topic (five records, two markers)"
 done
-! grep -E ' (WARN|ERROR) ' "$DATA/kpfs.log" || fail "kpfs.log has warnings or errors (above)"
+! tail -n +"$((log_mark + 1))" "$DATA/kpfs.log" | grep -E ' (WARN|ERROR) ' ||
+    fail "kpfs.log has warnings or errors about the transactional clients (above)"
 matrix_row "$rows" transactions pass "init_transactions, commit and abort; a read_committed consumer sees the committed records"
 matrix_row "$confluent_rows" transactions pass "init_transactions, commit and abort; a read_committed consumer sees the committed records"
 
