@@ -6,7 +6,8 @@ MAIN_JSON is the run of every test but the listed failures, LISTED_FAILURES_JSON
 those alone (some never end when they fail, so that run has a deadline). Every listed test
 must end as listed (a fail or skip with its text in its output); every other test, and every
 subtest of a test that is not a listed failure, must pass. Writes the client-matrix rows
-(one for the suite's passing tests, one per scenario its listed tests need), prints a
+(one for the suite's passing tests, one per scenario its listed tests need or show
+working), prints a
 summary, and exits 1 with each mismatch named.
 """
 
@@ -14,7 +15,7 @@ import collections
 import json
 import sys
 
-# A failing test can log once per record (TestTxnEtl: two lines for each of its records);
+# A failing test can log once per record (TestTxnEtl did: two lines for each of its records);
 # the expected text comes first, so this much of each test's output is enough to find it.
 KEPT_OUTPUT_LINES = 400
 SHOWN_OUTPUT_CHARS = 2000
@@ -31,10 +32,13 @@ def load_list(path):
             fields = line.split("\t")
             if fields[1:] == ["pass"]:
                 listed[fields[0]] = ("pass", "", "", "")
+            elif len(fields) == 3 and fields[1] == "pass" and fields[2]:
+                # A pass that shows a scenario of the matrix working: its row, noted.
+                listed[fields[0]] = ("pass", fields[2], f"{fields[0]} passes", "")
             elif len(fields) == 5 and fields[1] in ("fail", "skip") and all(fields):
                 listed[fields[0]] = tuple(fields[1:])
             else:
-                sys.exit(f"{path}:{number}: expected 'TEST\\tpass' "
+                sys.exit(f"{path}:{number}: expected 'TEST\\tpass', 'TEST\\tpass\\tSCENARIO' "
                          "or 'TEST\\tfail|skip\\tSCENARIO\\tWHY\\tTEXT'")
     return listed
 

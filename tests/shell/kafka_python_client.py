@@ -9,8 +9,13 @@ Usage: kafka_python_client.py COMMAND BOOTSTRAP ARGS...
         error the consumer raises ends it with the error's name and text.
   produce TOPIC COUNT   KafkaProducer with its defaults (idempotent, acks=all): COUNT
         records key-I value-I, flushed; prints each record's offset, then the producer id.
-  transactional ID      a KafkaProducer with transactional_id ID: init_transactions, then
-        the error it raised, as "Name: text".
+  transactional ID TOPIC   a KafkaProducer with transactional_id ID: init_transactions,
+        then a transaction of "committed-0".."committed-2" into TOPIC's partition 0 that it
+        commits, and one of "aborted-0", "aborted-1" (flushed, so they are in the log) that
+        it aborts; prints a line per step (or the error a step raised, as "Name: text").
+        Then a read_committed consumer without a group reads TOPIC from the beginning to
+        its end offset (the last stable offset) and prints "offset value" per record and
+        the position it ended at.
   retry TOPIC           the same idempotent batch sent again, as a producer retries it, on
         the same connection and after dropping the connection before the acknowledgement;
         prints each answer's error code and base offset.
@@ -95,16 +100,58 @@ def produce(bootstrap, topic, count):
     producer.close()
 
 
-def transactional(bootstrap, transactional_id):
+def transactional(bootstrap, transactional_id, topic):
     producer = KafkaProducer(
-        bootstrap_servers=bootstrap, transactional_id=transactional_id, max_block_ms=TIMEOUT_MS
+        bootstrap_servers=bootstrap,
+        transactional_id=transactional_id,
+        max_block_ms=TIMEOUT_MS,
+        request_timeout_ms=TIMEOUT_MS,
     )
     try:
         producer.init_transactions()
         print("initialized")
+        for outcome, values in (("committed", 3), ("aborted", 2)):
+            producer.begin_transaction()
+            futures = [
+                producer.send(topic, value=f"{outcome}-{i}".encode(), partition=0)
+                for i in range(values)
+            ]
+            producer.flush(timeout=TIMEOUT_MS / 1000)
+            offsets = " ".join(str(future.get(timeout=TIMEOUT_MS / 1000).offset) for future in futures)
+            if outcome == "committed":
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+            print(outcome, offsets)
     except KafkaError as e:
-        print(f"{type(e).__name__}: {e}")
-    producer.close(timeout=TIMEOUT_MS / 1000)
+        sys.exit(f"{type(e).__name__}: {e}")
+    finally:
+        producer.close(timeout=TIMEOUT_MS / 1000)
+    read_committed(bootstrap, topic)
+
+
+def read_committed(bootstrap, topic):
+    """Reads partition 0 of TOPIC as a read_committed consumer, from the beginning to its
+    end offset, which for such a consumer is the last stable offset."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        request_timeout_ms=TIMEOUT_MS,
+    )
+    partition = TopicPartition(topic, 0)
+    consumer.assign([partition])
+    end = consumer.end_offsets([partition])[partition]
+    consumer.seek_to_beginning(partition)
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while consumer.position(partition) < end:
+        if time.monotonic() > deadline:
+            sys.exit(f"position {consumer.position(partition)} short of the end offset {end}")
+        for record in consumer.poll(timeout_ms=500).get(partition, []):
+            print(record.offset, shown(record.value))
+    print("position", consumer.position(partition))
+    consumer.close()
 
 
 class Connection:

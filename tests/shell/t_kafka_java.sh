@@ -14,7 +14,6 @@ CLIENT=java-kafka-clients-4.3.1
 declare -A UNSUPPORTED=(
     [consume-group-consumer-protocol]="KIP-848's ConsumerGroupHeartbeat is not served"
     [admin-describe-log-dirs]="DescribeLogDirs is not served"
-    [admin-list-transactions]="ListTransactions: kpfs does not support transactions"
     [admin-describe-metadata-quorum]="DescribeQuorum: kpfs has no KRaft quorum"
 )
 SCENARIOS=(produce produce-idempotent consume-from-beginning produce-compressed-gzip
@@ -25,7 +24,8 @@ SCENARIOS=(produce produce-idempotent consume-from-beginning produce-compressed-
     admin-describe-configs admin-alter-configs admin-list-offsets admin-delete-records
     admin-list-groups admin-describe-groups admin-list-group-offsets admin-alter-group-offsets
     admin-delete-group-offsets admin-delete-groups admin-describe-cluster
-    admin-describe-features admin-acls admin-describe-producers admin-create-partitions "${!UNSUPPORTED[@]}"
+    admin-describe-features admin-acls admin-describe-producers admin-create-partitions
+    admin-list-transactions "${!UNSUPPORTED[@]}"
     admin-delete-topics)
 PERF_RECORDS=200000
 

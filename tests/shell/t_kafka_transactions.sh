@@ -5,12 +5,13 @@
 # and describes the transactional ids, and kafka-dump-log.sh reads kpfs's markers and
 # .txnindex. Then a consume-transform-produce loop with sendOffsetsToTransaction is killed
 # with SIGKILL mid-way, kpfs too, both restarted: every input record's output appears
-# exactly once.
+# exactly once. It writes the Java client's `transactions` row of the client matrix.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kafka_lib.sh"
 
 new_data_dir scratch
 new_data_dir DATA
+rows=$(matrix_file java-kafka-clients-4.3.1 t_kafka_transactions)
 javac -Xlint:all -Werror -d "$scratch/classes" -cp "$KAFKA_HOME/libs/*" \
     "$KPFS_ROOT/tests/clients/java/KpfsTransactions.java" || fail "javac KpfsTransactions.java failed"
 TXN_CLIENT=(java -cp "$KAFKA_HOME/libs/*:$scratch/classes" KpfsTransactions)
@@ -60,3 +61,4 @@ timeout 120 "${TXN_CLIENT[@]}" verify "$BOOTSTRAP" ctp-in ctp-out "$N" >"$scratc
     { cat "$scratch/verify.out" >&2; fail "exactly-once verification failed"; }
 grep '^ok: ' "$scratch/verify.out"
 echo "killed after $committed_before commits; the restarted transformer went on from the group's offset"
+matrix_row "$rows" transactions pass "commit, abort, read_committed; consume-transform-produce exactly once across kill -9 of the client and kpfs"

@@ -51,6 +51,7 @@ import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
+import org.apache.kafka.clients.admin.ListTransactionsOptions;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
@@ -59,6 +60,9 @@ import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.admin.TransactionListing;
+import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -1050,8 +1054,60 @@ public final class KpfsJavaClient {
             return "describeAcls, createAcls, deleteAcls: " + created.getClass().getSimpleName() + " \""
                     + described.getMessage() + "\"";
         });
-        unsupportedAdmin("admin-list-transactions", "ListTransactions: kpfs does not support transactions",
-                () -> admin.listTransactions().all());
+        // The transaction coordinator's view: none before any transactional producer; one
+        // that committed is CompleteCommit, one with a transaction open is Ongoing (with its
+        // partition and start time) until its abort makes it CompleteAbort. Producer ids as
+        // their batches on disk say. kpfs writes the markers before it answers EndTxn, so the
+        // states are final once commitTransaction returns (Kafka's may show PrepareCommit).
+        scenario("admin-list-transactions", () -> {
+            expectEq(List.of(), List.copyOf(admin.listTransactions().all().get()), "transactions before any");
+            String txnTopic = "java-txn";
+            TopicPartition tp = new TopicPartition(txnTopic, 0);
+            createTopic(txnTopic, Map.of());
+            try (KafkaProducer<byte[], byte[]> p = producer(Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "java-committed"))) {
+                p.initTransactions();
+                p.beginTransaction();
+                sendAll(p, List.of(new ProducerRecord<>(txnTopic, 0, null, bytes("committed"))), 0);
+                p.commitTransaction();
+            }
+            long committedId = batchesOnDisk(txnTopic).get(0).producerId();
+            expectEq(List.of(new TransactionListing("java-committed", committedId, TransactionState.COMPLETE_COMMIT)),
+                    List.copyOf(admin.listTransactions().all().get()), "listTransactions after the commit");
+            TransactionDescription committed = admin.describeTransactions(List.of("java-committed"))
+                    .description("java-committed").get();
+            expectEq(TransactionState.COMPLETE_COMMIT, committed.state(), "java-committed's state");
+            expectEq(committedId, committed.producerId(), "java-committed's producer id");
+            expectEq(Set.of(), committed.topicPartitions(), "java-committed's partitions");
+            // As Kafka's coordinator, the completed transaction's start time stays.
+            check(committed.transactionStartTimeMs().isPresent(), () -> "java-committed has no start time");
+            try (KafkaProducer<byte[], byte[]> p = producer(Map.of(ProducerConfig.TRANSACTIONAL_ID_CONFIG, "java-open"))) {
+                p.initTransactions();
+                p.beginTransaction();
+                long before = System.currentTimeMillis();
+                sendAll(p, List.of(new ProducerRecord<>(txnTopic, 0, null, bytes("aborted"))), 2);
+                long openId = batchesOnDisk(txnTopic).get(2).producerId();
+                TransactionDescription open = admin.describeTransactions(List.of("java-open"))
+                        .description("java-open").get();
+                expectEq(TransactionState.ONGOING, open.state(), "java-open's state");
+                expectEq(openId, open.producerId(), "java-open's producer id");
+                expectEq(Set.of(tp), open.topicPartitions(), "java-open's partitions");
+                check(open.transactionStartTimeMs().isPresent()
+                        && open.transactionStartTimeMs().getAsLong() >= before - 1000,
+                        () -> "java-open's start time: " + open.transactionStartTimeMs() + ", sent at " + before);
+                expectEq(List.of(new TransactionListing("java-open", openId, TransactionState.ONGOING)),
+                        List.copyOf(admin.listTransactions(new ListTransactionsOptions()
+                                .filterStates(List.of(TransactionState.ONGOING))).all().get()),
+                        "listTransactions of the Ongoing ones");
+                expectEq(List.of("java-committed"), admin.listTransactions(new ListTransactionsOptions()
+                        .filterProducerIds(List.of(committedId))).all().get().stream()
+                        .map(TransactionListing::transactionalId).toList(), "listTransactions of its producer id");
+                p.abortTransaction();
+                expectEq(TransactionState.COMPLETE_ABORT, admin.describeTransactions(List.of("java-open"))
+                        .description("java-open").get().state(), "java-open's state after its abort");
+            }
+            return "none at first; java-committed CompleteCommit, java-open Ongoing on " + tp
+                    + " then CompleteAbort; filters by state and producer id";
+        });
         unsupportedAdmin("admin-describe-metadata-quorum", "DescribeQuorum: kpfs has no KRaft quorum",
                 () -> admin.describeMetadataQuorum().quorumInfo());
 

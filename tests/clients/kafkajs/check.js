@@ -308,18 +308,48 @@ const scenarios = [
     assert.ok(!(await admin.listTopics()).includes(topic('admin')))
     await assert.rejects(admin.deleteTopics({ topics: [topic('admin')] }), e => /UNKNOWN_TOPIC_OR_PARTITION|does not host/.test(`${e.type} ${e.message}`) || assert.fail(`deleting it again: ${e}`))
   }],
-  // kpfs refuses a transactional producer at its start (docs/KAFKA-PROTOCOL.md,
-  // "Transactions are not supported"); KafkaJS words the refusal of its transaction
-  // coordinator as a group coordinator not found. The row is unsupported once that holds.
+  // A transactional producer commits a transaction, aborts one (its records are in the
+  // log: send waits for their acks) and commits another, the first with a group's offset
+  // (sendOffsets: AddOffsetsToTxn, TxnOffsetCommit), the aborted one with another that
+  // must not stick. A read_committed consumer (readUncommitted: false) gets the
+  // committed records alone, at their offsets past the markers.
   ['transactions', async () => {
+    const name = topic('transactions')
+    const offsetsGroup = topic('transactions-group')
     const producer = kafka.producer({ transactionalId: topic('transactional'), idempotent: true, maxInFlightRequests: 1 })
+    await producer.connect()
     try {
-      await producer.connect()
-      await assert.rejects(producer.transaction(), e => e.name === 'KafkaJSGroupCoordinatorNotFound' || assert.fail(`transaction(): ${e}`))
+      for (const [records, end, groupOffset, baseOffset] of [
+        [numbered('committed', 0, 3), 'commit', '3', '0'], // its COMMIT marker at 3
+        [numbered('aborted', 0, 2), 'abort', '6', '4'], // ABORT at 6
+        [numbered('committed', 3, 5), 'commit', null, '7'], // COMMIT at 9
+      ]) {
+        const transaction = await producer.transaction()
+        const [result] = await transaction.send({ topic: name, acks: -1, messages: records.map(r => ({ ...r, partition: 0 })) })
+        assert.deepEqual([result.errorCode, result.partition, result.baseOffset], [0, 0, baseOffset], `${end}: ${JSON.stringify(result)}`)
+        if (groupOffset !== null) {
+          await transaction.sendOffsets({ consumerGroupId: offsetsGroup, topics: [{ topic: name, partitions: [{ partition: 0, offset: groupOffset }] }] })
+        }
+        await transaction[end]()
+      }
     } finally {
       await producer.disconnect()
     }
-  }, 'kpfs does not support transactions (issue 27)'],
+    const consumer = kafka.consumer({ groupId: `${name}-reader`, readUncommitted: false, maxWaitTimeInMs: 500 })
+    await consumer.connect()
+    const got = []
+    try {
+      await consumer.subscribe({ topics: [name], fromBeginning: true })
+      await consumer.run({ eachMessage: async ({ message }) => { got.push(asSent(message)) } })
+      await waitFor(`5 committed records of ${name} (got ${got.length})`, () => got.length >= 5)
+    } finally {
+      await consumer.disconnect()
+    }
+    assert.deepEqual(got, [...numbered('committed', 0, 3), ...numbered('committed', 3, 5)]
+      .map((r, i) => ({ offset: [0, 1, 2, 7, 8][i], ...r })))
+    const [{ partitions: [p] }] = await admin.fetchOffsets({ groupId: offsetsGroup, topics: [name] })
+    assert.equal(p.offset, '3', `${offsetsGroup}'s offset: the committed transaction's`)
+  }],
   ['admin-describe-cluster', async () => {
     const { brokers, controller } = await admin.describeCluster()
     assert.equal(brokers.length, 1)

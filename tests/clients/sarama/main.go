@@ -72,7 +72,7 @@ func main() {
 	c.run("admin-delete-groups", c.adminDeleteGroup)
 	c.run("admin-delete-topics", c.adminDeleteTopic)
 	c.run("admin-describe-cluster", c.adminDescribeCluster)
-	c.refused("transactions", "kpfs does not support transactions (issue 27)", c.transactionalProducer)
+	c.run("transactions", c.transactions)
 	fmt.Printf("%d passed, %d failed\n", c.passed, c.failed)
 	if c.failed > 0 {
 		os.Exit(1)
@@ -111,18 +111,8 @@ type checks struct {
 	groupEnds   map[string]int64
 }
 
-// refused runs a check that kpfs refuses what the scenario needs, as it should: its row is
-// unsupported (with the reason) when the check passes, fail when it does not.
-func (c *checks) refused(scenario, reason string, check func() error) {
-	c.record(scenario, reason, check)
-}
-
+// run runs check and writes its row: pass or fail.
 func (c *checks) run(scenario string, check func() error) {
-	c.record(scenario, "", check)
-}
-
-// record runs check and writes its row: pass (or unsupported, with a reason) or fail.
-func (c *checks) record(scenario, unsupported string, check func() error) {
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- check() }()
@@ -134,9 +124,6 @@ func (c *checks) record(scenario, unsupported string, check func() error) {
 	}
 	took := time.Since(start).Round(time.Millisecond)
 	result, note := "pass", ""
-	if unsupported != "" {
-		result, note = "unsupported", unsupported
-	}
 	if err != nil {
 		result, note = "fail", strings.ReplaceAll(err.Error(), "\t", " ")
 		note = strings.ReplaceAll(note, "\n", " ")
@@ -1049,23 +1036,125 @@ func (c *checks) adminDescribeCluster() error {
 	return nil
 }
 
-// transactionalProducer: a producer with a transactional id is refused at its start
-// (docs/KAFKA-PROTOCOL.md, "Transactions are not supported"). sarama retries the refusal
-// (Producer.Transaction.Retry: 50 times 100 ms by default, fewer here) before it gives up
-// with it.
-func (c *checks) transactionalProducer() error {
+// transactions: a transactional producer commits a transaction, aborts one and commits
+// another; the first also commits a group's offset through the transaction
+// (AddOffsetsToTxn, TxnOffsetCommit), the aborted one another offset that must not stick.
+// A read_committed consumer gets the committed records alone, a read_uncommitted one all
+// of them; neither gets the markers.
+func (c *checks) transactions() error {
 	conf := *c.conf
-	conf.Producer.Transaction.Retry.Max = 3
 	conf.Producer.Idempotent = true
 	conf.Net.MaxOpenRequests = 1
+	conf.Producer.RequiredAcks = sarama.WaitForAll
 	conf.Producer.Transaction.ID = *prefix + "-transactional"
+	topic, group := c.topic("transactions"), c.topic("transactions-group")
 	producer, err := sarama.NewSyncProducer([]string{*bootstrap}, &conf)
-	if err == nil {
-		producer.Close()
-		return errors.New("a transactional producer started")
+	if err != nil {
+		return fmt.Errorf("a transactional producer: %w", err)
 	}
-	if !errors.Is(err, sarama.ErrTransactionalIDAuthorizationFailed) {
-		return fmt.Errorf("a transactional producer: got %v, expected %v", err, sarama.ErrTransactionalIDAuthorizationFailed)
+	defer producer.Close()
+	// Each transaction: its records, the offsets they must get, the group offset it commits.
+	steps := []struct {
+		commit      bool
+		records     []record
+		offsets     []int64
+		groupOffset int64
+	}{
+		{true, numbered("committed", 0, 3), []int64{0, 1, 2}, 3}, // its COMMIT marker at 3
+		{false, numbered("aborted", 0, 2), []int64{4, 5}, 6},     // ABORT at 6
+		{true, numbered("committed", 3, 5), []int64{7, 8}, -1},   // COMMIT at 9
+	}
+	for i, step := range steps {
+		if err := producer.BeginTxn(); err != nil {
+			return fmt.Errorf("transaction %d: BeginTxn: %w", i, err)
+		}
+		var msgs []*sarama.ProducerMessage
+		for _, r := range step.records {
+			msgs = append(msgs, r.message(topic))
+		}
+		if err := producer.SendMessages(msgs); err != nil {
+			return fmt.Errorf("transaction %d: %w", i, err)
+		}
+		for j, m := range msgs {
+			if m.Partition != 0 || m.Offset != step.offsets[j] {
+				return fmt.Errorf("transaction %d: record %d stored at %d/%d, expected 0/%d", i, j, m.Partition, m.Offset, step.offsets[j])
+			}
+		}
+		if step.groupOffset >= 0 {
+			offsets := map[string][]*sarama.PartitionOffsetMetadata{topic: {{Partition: 0, Offset: step.groupOffset}}}
+			if err := producer.AddOffsetsToTxn(offsets, group); err != nil {
+				return fmt.Errorf("transaction %d: AddOffsetsToTxn: %w", i, err)
+			}
+		}
+		if step.commit {
+			err = producer.CommitTxn()
+		} else {
+			err = producer.AbortTxn()
+		}
+		if err != nil {
+			return fmt.Errorf("transaction %d: ending it: %w", i, err)
+		}
+		if producer.TxnStatus()&sarama.ProducerTxnFlagReady == 0 {
+			return fmt.Errorf("transaction %d: status %v after its end, expected ready", i, producer.TxnStatus())
+		}
+	}
+	committed := append(numbered("committed", 0, 3), numbered("committed", 3, 5)...)
+	all := slices.Concat(numbered("committed", 0, 3), numbered("aborted", 0, 2), numbered("committed", 3, 5))
+	for _, isolation := range []struct {
+		level   sarama.IsolationLevel
+		want    []record
+		offsets []int64
+	}{
+		{sarama.ReadCommitted, committed, []int64{0, 1, 2, 7, 8}},
+		{sarama.ReadUncommitted, all, []int64{0, 1, 2, 4, 5, 7, 8}},
+	} {
+		got, err := c.consumeIsolated(topic, isolation.level, len(isolation.want))
+		if err != nil {
+			return fmt.Errorf("isolation level %d: %w", isolation.level, err)
+		}
+		var values []string
+		var offsets []int64
+		for _, m := range got {
+			values = append(values, string(m.Value))
+			offsets = append(offsets, m.Offset)
+		}
+		var want []string
+		for _, r := range isolation.want {
+			want = append(want, r.value)
+		}
+		if !slices.Equal(values, want) || !slices.Equal(offsets, isolation.offsets) {
+			return fmt.Errorf("isolation level %d: consumed %q at %v, expected %q at %v", isolation.level, values, offsets, want, isolation.offsets)
+		}
+	}
+	admin, err := c.admin()
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	res, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: {0}})
+	if err != nil {
+		return err
+	}
+	if b := res.GetBlock(topic, 0); b == nil || !errors.Is(b.Err, sarama.ErrNoError) || b.Offset != 3 {
+		return fmt.Errorf("%s's offset: %+v, expected the committed transaction's 3", group, b)
 	}
 	return nil
+}
+
+// consumeIsolated reads n records of partition 0 of topic from its start at an isolation
+// level (aborted records, which come before the last committed ones, would show in them).
+func (c *checks) consumeIsolated(topic string, level sarama.IsolationLevel, n int) ([]*sarama.ConsumerMessage, error) {
+	conf := *c.conf
+	conf.Consumer.IsolationLevel = level
+	consumer, err := sarama.NewConsumer([]string{*bootstrap}, &conf)
+	if err != nil {
+		return nil, err
+	}
+	defer consumer.Close()
+	pc, err := consumer.ConsumePartition(topic, 0, sarama.OffsetOldest)
+	if err != nil {
+		return nil, err
+	}
+	defer pc.Close()
+	return receive(pc, n)
 }
