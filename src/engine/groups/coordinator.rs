@@ -1448,17 +1448,7 @@ impl Coordinator {
         self.pending_txn_offsets
             .entry(producer_id)
             .or_default()
-            .push((
-                group,
-                CommittedOffset {
-                    topic,
-                    partition,
-                    offset: value.offset,
-                    leader_epoch: value.leader_epoch,
-                    metadata: value.metadata,
-                    commit_timestamp_ms: value.commit_timestamp_ms,
-                },
-            ));
+            .push((group, value.committed(topic, partition)));
     }
 
     /// Applies one record of the offsets topic; one it cannot read is skipped with a
@@ -1490,14 +1480,7 @@ impl Coordinator {
                 let group = self.loaded_group(&group_id);
                 group.offsets.insert(
                     (topic.clone(), partition),
-                    CommittedOffset {
-                        topic,
-                        partition,
-                        offset: value.offset,
-                        leader_epoch: value.leader_epoch,
-                        metadata: value.metadata,
-                        commit_timestamp_ms: value.commit_timestamp_ms,
-                    },
+                    value.committed(topic, partition),
                 );
             }
             (

@@ -114,6 +114,18 @@ impl OffsetsKey {
 const TOPIC_ID_TAG: u64 = 0;
 
 impl OffsetCommitValue {
+    /// The offset this value commits for `topic`'s `partition`.
+    pub(crate) fn committed(self, topic: String, partition: i32) -> super::CommittedOffset {
+        super::CommittedOffset {
+            topic,
+            partition,
+            offset: self.offset,
+            leader_epoch: self.leader_epoch,
+            metadata: self.metadata,
+            commit_timestamp_ms: self.commit_timestamp_ms,
+        }
+    }
+
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Writer::default();
         out.i16(OFFSET_COMMIT_VALUE_VERSION);

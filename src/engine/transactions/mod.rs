@@ -413,12 +413,7 @@ impl TransactionCoordinator {
         }
         let now = self.clock.now_ms();
         let mut state = self.state.lock();
-        let mut meta = state
-            .txns
-            .get(transactional_id)
-            .cloned()
-            .ok_or(TxnError::InvalidProducerIdMapping)?;
-        meta.check_producer(producer_id, epoch)?;
+        let mut meta = state.producers_txn(transactional_id, (producer_id, epoch))?;
         match meta.status {
             TxnStatus::PrepareCommit | TxnStatus::PrepareAbort => {
                 return Err(TxnError::ConcurrentTransactions)
@@ -479,12 +474,7 @@ impl TransactionCoordinator {
     ) -> Result<(), TxnError> {
         let now = self.clock.now_ms();
         let mut state = self.state.lock();
-        let mut meta = state
-            .txns
-            .get(transactional_id)
-            .cloned()
-            .ok_or(TxnError::InvalidProducerIdMapping)?;
-        meta.check_producer(producer_id, epoch)?;
+        let mut meta = state.producers_txn(transactional_id, (producer_id, epoch))?;
         let wrong = |meta: &TxnMetadata| {
             TxnError::InvalidTxnState(format!(
                 "TransactionalId {transactional_id} is in state {} and cannot be {}",
@@ -601,6 +591,22 @@ impl TransactionCoordinator {
 }
 
 impl State {
+    /// The id's state, for a request of its producer `(producer_id, epoch)` (Kafka's
+    /// checks: a producer id not the id's, then an older epoch).
+    fn producers_txn(
+        &self,
+        id: &str,
+        (producer_id, epoch): (i64, i16),
+    ) -> Result<TxnMetadata, TxnError> {
+        let meta = self
+            .txns
+            .get(id)
+            .cloned()
+            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        meta.check_producer(producer_id, epoch)?;
+        Ok(meta)
+    }
+
     /// Writes the id's new state to the log, then takes it: what a client is told was
     /// done is durable.
     fn transit(&mut self, id: &str, meta: TxnMetadata, now: i64) -> Result<(), TxnError> {

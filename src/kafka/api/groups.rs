@@ -19,7 +19,6 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
-use kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -30,7 +29,6 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
-use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestPartition;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
@@ -601,6 +599,42 @@ macro_rules! asked_partitions {
     };
 }
 
+/// An OffsetCommit's or TxnOffsetCommit's partitions checked (each must exist) and the
+/// commit of those that pass, with `generation`: the two requests' partitions have the
+/// same fields in types of their own.
+macro_rules! checked_commit {
+    ($shared:expr, $request:expr, $generation:expr) => {{
+        let asked: Vec<(&str, _)> = $request
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.as_str(), p)))
+            .collect();
+        let checks: Vec<Option<GroupError>> = asked
+            .iter()
+            .map(|(topic, p)| check_partition($shared, topic, p.partition_index))
+            .collect();
+        let commit = CommitRequest {
+            group_id: group_id(&$request.group_id),
+            generation_id: $generation,
+            member_id: $request.member_id.to_string(),
+            group_instance_id: opt_string(&$request.group_instance_id),
+            offsets: asked
+                .iter()
+                .zip(&checks)
+                .filter(|(_, check)| check.is_none())
+                .map(|((topic, p), _)| OffsetToCommit {
+                    topic: topic.to_string(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: opt_string(&p.committed_metadata),
+                })
+                .collect(),
+        };
+        (checks, commit)
+    }};
+}
+
 /// OffsetCommit: one code per partition, in Kafka's order ([`kafka_answer_order`]). A
 /// group that does not exist is GROUP_ID_NOT_FOUND from v9 and ILLEGAL_GENERATION before,
 /// as Kafka's `OffsetMetadataManager.validateOffsetCommit` answers older clients. v2-4's
@@ -610,33 +644,7 @@ pub(crate) fn offset_commit(
     request: &OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
-    let asked: Vec<(&str, &OffsetCommitRequestPartition)> = request
-        .topics
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.as_str(), p)))
-        .collect();
-    let checks: Vec<Option<GroupError>> = asked
-        .iter()
-        .map(|(topic, p)| check_partition(shared, topic, p.partition_index))
-        .collect();
-    let commit = CommitRequest {
-        group_id: group_id(&request.group_id),
-        generation_id: request.generation_id_or_member_epoch,
-        member_id: request.member_id.to_string(),
-        group_instance_id: opt_string(&request.group_instance_id),
-        offsets: asked
-            .iter()
-            .zip(&checks)
-            .filter(|(_, check)| check.is_none())
-            .map(|((topic, p), _)| OffsetToCommit {
-                topic: topic.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: p.committed_leader_epoch,
-                metadata: opt_string(&p.committed_metadata),
-            })
-            .collect(),
-    };
+    let (checks, commit) = checked_commit!(shared, request, request.generation_id_or_member_epoch);
     // With no partition left Kafka answers without asking the coordinator.
     let outcome = if commit.offsets.is_empty() {
         Ok(Vec::new())
@@ -665,33 +673,7 @@ pub(crate) fn txn_offset_commit(
     shared: &Shared,
     request: &TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
-    let asked: Vec<(&str, &TxnOffsetCommitRequestPartition)> = request
-        .topics
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.as_str(), p)))
-        .collect();
-    let checks: Vec<Option<GroupError>> = asked
-        .iter()
-        .map(|(topic, p)| check_partition(shared, topic, p.partition_index))
-        .collect();
-    let commit = CommitRequest {
-        group_id: group_id(&request.group_id),
-        generation_id: request.generation_id,
-        member_id: request.member_id.to_string(),
-        group_instance_id: opt_string(&request.group_instance_id),
-        offsets: asked
-            .iter()
-            .zip(&checks)
-            .filter(|(_, check)| check.is_none())
-            .map(|((topic, p), _)| OffsetToCommit {
-                topic: topic.to_string(),
-                partition: p.partition_index,
-                offset: p.committed_offset,
-                leader_epoch: p.committed_leader_epoch,
-                metadata: opt_string(&p.committed_metadata),
-            })
-            .collect(),
-    };
+    let (checks, commit) = checked_commit!(shared, request, request.generation_id);
     let producer = (request.producer_id.0, request.producer_epoch);
     let outcome = if commit.offsets.is_empty() {
         Ok(Vec::new())
