@@ -197,3 +197,83 @@ pub enum TxnOrGroupError {
     Txn(TxnError),
     Group(GroupError),
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::engine::clock::ManualClock;
+    use crate::engine::format::{BatchBuilder, ClientBatch};
+    use crate::engine::Isolation;
+
+    /// The engine as host, but its markers fail: a crash between the prepare and the
+    /// markers, as the log sees it.
+    struct MarkersFail<'a>(&'a Inner);
+
+    impl TxnHost for MarkersFail<'_> {
+        fn next_producer_id(&self) -> Result<i64, EngineError> {
+            self.0.next_producer_id()
+        }
+        fn has_partition(&self, topic: &str, partition: i32) -> bool {
+            self.0.has_partition(topic, partition)
+        }
+        fn write_marker(&self, _: (&str, i32), _: (i64, i16), _: bool) -> Result<(), EngineError> {
+            Err(EngineError::io(
+                "write a marker",
+                std::io::Error::other("the machine lost power"),
+            ))
+        }
+    }
+
+    #[test]
+    fn a_transaction_found_prepared_at_open_is_completed() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(1_764_430_000_000));
+        let engine = Engine::open_for_test(dir.path(), clock.clone());
+        let t = engine.create_topic("t", 1).unwrap();
+        let producer = engine.init_transactional_producer("tx", 60_000).unwrap();
+        engine
+            .add_partitions_to_txn("tx", producer, &[("t".to_string(), 0)])
+            .unwrap();
+        let mut b = BatchBuilder::new(0);
+        b.push(0, 1_764_430_000_000, None, Some(b"done"));
+        let batch = b.finish_client(
+            (producer.0, producer.1, 0),
+            ClientBatch {
+                transactional: true,
+                ..ClientBatch::PLAIN
+            },
+        );
+        engine
+            .produce_in_txn("tx", ("t", 0), producer, &batch)
+            .unwrap();
+        let failed = engine.inner.transactions.end_transaction(
+            "tx",
+            producer,
+            true,
+            &MarkersFail(engine.inner.as_ref()),
+        );
+        assert!(matches!(failed, Err(TxnError::CoordinatorNotAvailable(_))));
+        assert_eq!(
+            engine.describe_transaction("tx").unwrap().state,
+            TxnStatus::PrepareCommit
+        );
+        let stable = |engine: &Engine| {
+            let p = engine.topic("t").unwrap().partition(0).unwrap();
+            p.fetch_limited(0, 1 << 20, true, Isolation::ReadCommitted)
+                .unwrap()
+                .last_stable_offset
+        };
+        assert_eq!(stable(&engine), 0, "no marker yet");
+        drop(t);
+        drop(engine);
+        let engine = Engine::open_for_test(dir.path(), clock);
+        assert_eq!(
+            engine.describe_transaction("tx").unwrap().state,
+            TxnStatus::CompleteCommit,
+            "completed at open"
+        );
+        assert_eq!(stable(&engine), 2, "the record and its COMMIT marker");
+    }
+}
