@@ -521,10 +521,7 @@ pub fn dump_file(
     out: &mut impl Write,
     findings: &mut DumpFindings,
 ) -> Result<(), DumpError> {
-    let io_err = |what: &'static str| {
-        let path = path.to_path_buf();
-        move |source| DumpError::Io { path, what, source }
-    };
+    let io_err = |what| io_failure(path, what);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -1009,10 +1006,7 @@ fn dump_stream_index(
     opts: &DumpOptions,
     out: &mut impl Write,
 ) -> Result<(), DumpError> {
-    let io_err = |what: &'static str| {
-        let path = path.to_path_buf();
-        move |source| DumpError::Io { path, what, source }
-    };
+    let io_err = |what| io_failure(path, what);
     let bytes = read_whole(file, len).map_err(io_err("read"))?;
     let check = opts.index_sanity_check || opts.verify_index_only;
     let log_file = match check.then(|| log_of_stream_index(path, seg)).flatten() {
@@ -1075,6 +1069,12 @@ fn dump_stream_index(
     Ok(())
 }
 
+/// An I/O failure on `path` while doing `what`, for `map_err`.
+fn io_failure(path: &Path, what: &'static str) -> impl FnOnce(io::Error) -> DumpError {
+    let path = path.to_path_buf();
+    move |source| DumpError::Io { path, what, source }
+}
+
 /// A whole file (a stream index or producer snapshot: small), `len` bytes as its
 /// metadata said.
 fn read_whole(file: &File, len: u64) -> io::Result<Vec<u8>> {
@@ -1121,10 +1121,7 @@ fn dump_producer_snapshot(
     len: u64,
     out: &mut impl Write,
 ) -> Result<(), DumpError> {
-    let io_err = |what: &'static str| {
-        let path = path.to_path_buf();
-        move |source| DumpError::Io { path, what, source }
-    };
+    let io_err = |what| io_failure(path, what);
     let bytes = read_whole(file, len).map_err(io_err("read"))?;
     match decode_snapshot(&bytes) {
         Ok(entries) => {
@@ -1154,10 +1151,7 @@ fn dump_txn_index(
     len: u64,
     out: &mut impl Write,
 ) -> Result<(), DumpError> {
-    let io_err = |what: &'static str| {
-        let path = path.to_path_buf();
-        move |source| DumpError::Io { path, what, source }
-    };
+    let io_err = |what| io_failure(path, what);
     let bytes = read_whole(file, len).map_err(io_err("read"))?;
     // Kafka's message names the file by its absolute path.
     let absolute = PathBuf::from(java_absolute_path(path));
