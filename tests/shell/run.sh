@@ -34,13 +34,18 @@ tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(t_*.sh)
 passed=0
 failed=0
+# Each test's wall time is printed beside its verdict: CI's budget is shared by every
+# test, and a test that grows shows where.
 for t in "${tests[@]}"; do
+    started=$SECONDS
     out=$(bash "$t" 2>&1)
-    if [ $? -eq 0 ]; then
-        echo "PASS $t"
+    status=$?
+    took="($((SECONDS - started)) s)"
+    if [ $status -eq 0 ]; then
+        echo "PASS $t $took"
         passed=$((passed + 1))
     else
-        echo "FAIL $t"
+        echo "FAIL $t $took"
         printf '%s\n' "$out" | tail -n 30 | sed 's/^/    /'
         failed=$((failed + 1))
     fi
