@@ -64,11 +64,13 @@ echo "log.segment.delete.delay.ms=0" >>"$MNT/.kpfs/config" || fail "broker confi
 expect_contains "$(cat "$MNT/.kpfs/config")" "# warning: the dynamic broker configs in force are not saved yet" ".kpfs/config on a full disk"
 expect_contains "$(cat "$MNT/.kpfs/errors")" ".kpfs/config: warning: the dynamic broker configs in force are not saved yet" ".kpfs/errors"
 wait_until 5 no_tmp || fail "a .tmp file stays behind: $(find "$DATA" -name '*.tmp')"
-echo "retention.ms=1" >>"$MNT/filler/config" || fail "lowering retention on a full disk"
-expect_contains "$(cat "$MNT/.kpfs/errors")" "filler/config: warning: the overrides in force are not saved yet" ".kpfs/errors"
-# A change of rendering too: the bytes of t's earlier lines wait in memory.
+# A change of rendering: the bytes of t's earlier lines wait in memory.
 echo "null.marker=NIL" >>"$MNT/t/config" || fail "a rendering change on a full disk"
 expect_contains "$(cat "$MNT/t/status")" "the renderings of earlier lines are not saved yet" "t's status on a full disk"
+# Lowering retention last: its check (every 200 ms) frees the space that the checks above
+# need to stay full.
+echo "retention.ms=1" >>"$MNT/filler/config" || fail "lowering retention on a full disk"
+expect_contains "$(cat "$MNT/.kpfs/errors")" "filler/config: warning: the overrides in force are not saved yet" ".kpfs/errors"
 # Retention (every 200 ms) deletes filler's segments, removed at once (delay 0); the
 # space comes back, the changes are saved and the warnings go.
 saved() {
