@@ -52,10 +52,10 @@ expect_eq "$HALF" "$(wc -l <"$scratch/first.records")" "records the app read on 
 kafka_cluster_wait
 echo "cluster of 3 up $(($(date +%s) - started)) s after the start: $KAFKA_CLUSTER_BOOTSTRAP"
 
-# MirrorMaker 2, one way: kpfs -> cluster. kpfs is one broker: the topic MirrorMaker 2
-# keeps on the source (the offset syncs) gets one replica, as on a one-broker Kafka.
-# Nothing is written back into kpfs but those syncs: no heartbeats into kpfs, which would
-# run a second Connect worker with its own internal topics there.
+# MirrorMaker 2, one way: kpfs -> cluster, with its defaults elsewhere. Those write into
+# the source too: the offset syncs, and (through a second herder, cluster -> kpfs, whose
+# Connect worker keeps its config, offset and status topics there) heartbeats. kpfs is one
+# broker: each of those topics gets one replica, as on a one-broker Kafka.
 # IdentityReplicationPolicy keeps the names (orders, not kpfs.orders), so the app needs
 # no change but its bootstrap servers; the cost is that MirrorMaker 2 can no longer tell
 # a mirrored topic from a local one, which only matters to flows in both directions.
@@ -66,10 +66,13 @@ cluster.bootstrap.servers = $KAFKA_CLUSTER_BOOTSTRAP
 kpfs->cluster.enabled = true
 kpfs->cluster.topics = $TOPIC
 kpfs->cluster.groups = $GROUP
-cluster->kpfs.emit.heartbeats.enabled = false
 replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy
 replication.factor = 3
 kpfs->cluster.offset-syncs.topic.replication.factor = 1
+cluster->kpfs.heartbeats.topic.replication.factor = 1
+kpfs.config.storage.replication.factor = 1
+kpfs.offset.storage.replication.factor = 1
+kpfs.status.storage.replication.factor = 1
 sync.group.offsets.enabled = true
 sync.group.offsets.interval.seconds = 1
 emit.checkpoints.interval.seconds = 1
@@ -79,6 +82,7 @@ sync.topic.configs.interval.seconds = 5
 offset.lag.max = 10
 cluster.offset.flush.interval.ms = 1000
 # Connect finds its plugins by their manifests, not by scanning every jar: a quicker start.
+kpfs.plugin.discovery = service_load
 cluster.plugin.discovery = service_load
 EOF
 # Connect's logging, with each offset translation's reasons (at DEBUG) for a failure's
@@ -141,6 +145,20 @@ echo "mirrored $(($(date +%s) - started)) s after the start"
 wait_until 60 translated || fail "the offsets of $GROUP on the cluster are not for partitions $(translatable | paste -sd' ') after 60 s: $(cluster_group_offsets 2>&1)
 $(grep -E 'ERROR|WARN|translateDownstream' "$scratch/mm2.out" | tail -n 20)"
 echo "translated $(($(date +%s) - started)) s after the start"
+
+# The herder that writes into kpfs ran there as a Connect worker: its heartbeats are in.
+heartbeats() {
+    "$PY" - "$KPFS_BOOTSTRAP" <<'PYEOF'
+import sys
+from kafka import KafkaConsumer, TopicPartition
+c = KafkaConsumer(bootstrap_servers=sys.argv[1])
+tp = TopicPartition("heartbeats", 0)
+print(c.end_offsets([tp])[tp])
+c.close()
+PYEOF
+}
+heartbeats_in() { [ "$(heartbeats 2>/dev/null)" -gt 0 ]; }
+wait_until 30 heartbeats_in || fail "no heartbeats in kpfs after 30 s: $(heartbeats 2>&1)"
 
 # The move's cut-over: MirrorMaker 2 stops (SIGTERM: its shutdown hook stops the
 # herders), so the group's offsets on the cluster are final.
