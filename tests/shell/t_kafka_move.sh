@@ -37,10 +37,11 @@ serve_kpfs_listening "$scratch/kpfs.log" "$kpfs_dir" --override group.initial.re
 KPFS_BOOTSTRAP=$BOOTSTRAP
 kpfs_pid=$SERVE_PID
 
-# The app on kpfs: a topic of three partitions with overrides that must move with it,
-# N records, and a group that reads half of them and commits.
+# The app on kpfs: a topic of three partitions with overrides that must move with it (and
+# kpfs's own parse.key, which must not), N records, and a group that reads half of them and commits.
 expect_eq OK "$("${APP[@]}" create "$KPFS_BOOTSTRAP" "$TOPIC" 3 \
-    retention.ms=1209600000 cleanup.policy=compact max.message.bytes=500000)" "create on kpfs"
+    retention.ms=1209600000 cleanup.policy=compact max.message.bytes=500000 parse.key=true)" \
+    "create on kpfs"
 "${APP[@]}" produce "$KPFS_BOOTSTRAP" "$TOPIC" "$N" >"$scratch/ends"
 expect_eq 3 "$(wc -l <"$scratch/ends")" "partitions produced to"
 expect_eq "$N" "$(awk '{ s += $2 } END { print s }' "$scratch/ends")" "records on kpfs"
@@ -175,6 +176,9 @@ configs=$("$KAFKA_BIN/kafka-configs.sh" --bootstrap-server "$KAFKA_CLUSTER_BOOTS
 for c in retention.ms=1209600000 cleanup.policy=compact max.message.bytes=500000; do
     expect_contains "$configs" "$c" "the cluster's configs of $TOPIC"
 done
+# kpfs's own parse.key (how the mount renders the topic's log) stays behind: DescribeConfigs
+# lists it only when named, so MirrorMaker 2 never sees it (a Kafka broker would refuse it).
+case $configs in *parse.key*) fail "parse.key reached the cluster: $configs" ;; esac
 
 # The group on the cluster, as kafka-consumer-groups.sh shows it: an offset per partition,
 # at most the one committed on kpfs, one past an offset sync MirrorMaker 2 wrote.
