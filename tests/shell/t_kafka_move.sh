@@ -98,8 +98,8 @@ mm2_alive() { kill -0 "$mm2_pid" 2>/dev/null; }
 mm2_gone() { ! mm2_alive; }
 trap 'kill -KILL "$mm2_pid" 2>/dev/null || true; _kafka_cleanup; _kpfs_cleanup' EXIT
 
-# Mirrored: the cluster's end offsets are kpfs's, and the group has an offset on the
-# cluster for each of the three partitions.
+# Mirrored: the cluster's end offsets are kpfs's. Translated: the group has an offset on
+# the cluster for each partition MirrorMaker 2 can translate it in.
 cluster_ends() {
     "$PY" - "$KAFKA_CLUSTER_BOOTSTRAP" "$TOPIC" <<'PYEOF'
 import sys
@@ -129,16 +129,27 @@ mirrored() {
 }
 # The partitions MirrorMaker 2 can translate the group's offset of: those where an offset
 # sync at or below it was written (a sync is queued for a partition's first record, but a
-# later one replaces it while ten are in flight: a group at offset 0 may have none).
+# later one replaces it while ten are in flight: a group at offset 0 may have none). Once
+# every partition has the sync of its last record (MirrorMaker 2 sends it at the latest
+# with its next offset commit), the offset-syncs topic is complete.
+read_syncs() {
+    "${APP[@]}" offset-syncs "$KPFS_BOOTSTRAP" mm2-offset-syncs.cluster.internal >"$scratch/syncs"
+}
+syncs_complete() {
+    local p end
+    read_syncs || return 1
+    while read -r p end; do
+        grep -q "^$TOPIC $p $((end - 1)) " "$scratch/syncs" || return 1
+    done <"$scratch/ends"
+}
 translatable() {
-    "${APP[@]}" offset-syncs "$KPFS_BOOTSTRAP" mm2-offset-syncs.cluster.internal >"$scratch/syncs" || return 1
     awk -v t="$TOPIC" 'NR == FNR { committed[$1] = $2; next }
         $1 == t && $3 <= committed[$2] { ok[$2] = 1 }
         END { for (p in ok) print p }' "$scratch/upstream.committed" "$scratch/syncs" | sort -n
 }
 translated() {
     mm2_alive || fail "MirrorMaker 2 exited: $(tail -n 30 "$scratch/mm2.out")"
-    [ "$(cluster_group_offsets 2>/dev/null | cut -d' ' -f1)" == "$(translatable)" ]
+    syncs_complete && [ "$(cluster_group_offsets 2>/dev/null | cut -d' ' -f1)" == "$(translatable)" ]
 }
 wait_until 120 mirrored || fail "the cluster's $TOPIC is not kpfs's after 120 s: $(cluster_ends 2>&1)
 $(grep -E 'ERROR|WARN' "$scratch/mm2.out" | tail -n 20)"
