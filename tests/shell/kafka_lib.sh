@@ -31,6 +31,9 @@
 #   kafka_cluster_start NODE
 #                  starts node NODE again on its ports and log dir (after kafka_cluster_kill)
 #                  and returns once its broker is unfenced.
+#   kafka_cluster_leader TOPIC PARTITION
+#                  prints the node id of the partition's leader, as kafka-topics.sh
+#                  --describe shows it (-1 or none while it has no leader).
 #   stop_kafka_cluster
 #                  SIGTERM to every node at once, SIGKILL to those left after 30 s.
 #   start_kpfs_and_kafka [KEY=VALUE...]
@@ -205,6 +208,12 @@ kafka_cluster_start() {
     [ -z "${KAFKA_CLUSTER_PIDS[$1]:-}" ] || fail "kafka_cluster_start: node $1 runs already"
     _kafka_node_launch "$1"
     _kafka_node_wait "$1"
+}
+
+kafka_cluster_leader() {
+    "$KAFKA_BIN/kafka-topics.sh" --bootstrap-server "$KAFKA_CLUSTER_BOOTSTRAP" --describe \
+        --topic "$1" 2>/dev/null |
+        awk -F '\t' -v p="Partition: $2" '$3 == p { sub("Leader: ", "", $4); print $4 }'
 }
 
 stop_kafka_cluster() {
