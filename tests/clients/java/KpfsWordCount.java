@@ -1,0 +1,260 @@
+// A Kafka Streams 4.3.1 word count with processing.guarantee=exactly_once_v2 against kpfs,
+// one mode per run (tests/shell/t_kafka_streams.sh drives them, killing processes in
+// between):
+//   seed BOOTSTRAP N              creates wc-in and wc-out (3 partitions each) and writes
+//                                 lines 0..N-1 of the known text (line(i) below) to wc-in
+//   run BOOTSTRAP STATE_DIR       the app (application.id "wc"): wc-in's lines -> words ->
+//                                 groupBy word -> count -> wc-out, until SIGTERM; prints
+//                                 "line I" as it reads line I (slowly, so that it can be
+//                                 killed mid-way) and "state S" at each state change
+//   verify BOOTSTRAP N SECONDS    reads wc-out read_committed, waiting up to SECONDS for
+//                                 every word's count to reach its true count in line(0..N-1);
+//                                 then each word's counts must be 1, 2, ..., true count in
+//                                 order (no count skipped: an input's effect lost; none
+//                                 repeated: one applied twice), and the group "wc" must have
+//                                 committed wc-in's end offsets
+// Each check prints "ok: ..." or throws; the exit status says which.
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.LongDeserializer;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
+import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Produced;
+
+public final class KpfsWordCount {
+    private static final String IN = "wc-in";
+    private static final String OUT = "wc-out";
+    private static final int PARTITIONS = 3;
+    private static final String[] WORDS = {
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+        "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
+    };
+
+    private KpfsWordCount() {}
+
+    public static void main(String[] args) throws Exception {
+        switch (args[0]) {
+            case "seed" -> seed(args[1], Integer.parseInt(args[2]));
+            case "run" -> run(args[1], args[2]);
+            case "verify" -> verify(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]));
+            default -> throw new IllegalArgumentException("unknown mode " + args[0]);
+        }
+    }
+
+    private static void check(boolean ok, String what) {
+        if (!ok) {
+            throw new AssertionError(what);
+        }
+        System.out.println("ok: " + what);
+    }
+
+    /** Line i of the input: "i w w ...", 1 to 5 words with a skewed distribution (some
+     *  words far more often than others, a word repeated within a line now and then). */
+    static String line(int i) {
+        StringBuilder b = new StringBuilder(Integer.toString(i));
+        int n = 1 + i % 5;
+        for (int j = 0; j < n; j++) {
+            int w = (i * 7 + j * j * 3) % (j % 2 == 0 ? WORDS.length : 6);
+            b.append(' ').append(WORDS[w]);
+        }
+        return b.toString();
+    }
+
+    static List<String> words(String line) {
+        List<String> all = Arrays.asList(line.split(" "));
+        return all.subList(1, all.size());
+    }
+
+    private static void seed(String bootstrap, int n) throws Exception {
+        Map<String, Object> admin = Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin a = Admin.create(admin)) {
+            a.createTopics(List.of(new NewTopic(IN, PARTITIONS, (short) 1), new NewTopic(OUT, PARTITIONS, (short) 1)))
+                    .all()
+                    .get(60, TimeUnit.SECONDS);
+        }
+        Map<String, Object> config = new HashMap<>();
+        config.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (KafkaProducer<String, String> p = new KafkaProducer<>(config, new StringSerializer(), new StringSerializer())) {
+            for (int i = 0; i < n; i++) {
+                // Keyed by line number, so that the lines spread over the three partitions.
+                p.send(new ProducerRecord<>(IN, Integer.toString(i), line(i)));
+            }
+            p.flush();
+        }
+        System.out.println("ok: seeded " + n + " lines");
+    }
+
+    private static void run(String bootstrap, String stateDir) throws Exception {
+        Properties props = new Properties();
+        props.put(StreamsConfig.APPLICATION_ID_CONFIG, "wc");
+        props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+        props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
+        // No record cache: every input word is one count update in wc-out, so that the
+        // counts of a word must go 1, 2, 3, ... without a gap.
+        props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        // Static membership: a restart after kill -9 takes the dead member's place at once
+        // instead of waiting out its session.
+        props.put(StreamsConfig.consumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), "wc-1");
+        props.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 10000);
+
+        StreamsBuilder builder = new StreamsBuilder();
+        builder.<String, String>stream(IN)
+                .flatMapValues(line -> {
+                    System.out.println("line " + line.substring(0, line.indexOf(' ')));
+                    try {
+                        Thread.sleep(3);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                    return words(line);
+                })
+                .groupBy((key, word) -> word, Grouped.as("words"))
+                .count(Materialized.as("counts"))
+                .toStream()
+                .to(OUT, Produced.with(Serdes.String(), Serdes.Long()));
+
+        KafkaStreams streams = new KafkaStreams(builder.build(), props);
+        // A thread that fails (kpfs killed under it, say) is replaced, as an application
+        // that must go on would have it.
+        streams.setUncaughtExceptionHandler(e -> {
+            System.out.println("thread failed: " + e);
+            return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.REPLACE_THREAD;
+        });
+        streams.setStateListener((now, before) -> System.out.println("state " + now));
+        CountDownLatch stopped = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            streams.close(Duration.ofSeconds(20));
+            stopped.countDown();
+        }));
+        streams.start();
+        stopped.await();
+    }
+
+    private static void verify(String bootstrap, int n, int seconds) throws Exception {
+        Map<String, Long> truth = new TreeMap<>();
+        for (int i = 0; i < n; i++) {
+            words(line(i)).forEach(w -> truth.merge(w, 1L, Long::sum));
+        }
+        Map<String, Object> config = new HashMap<>();
+        config.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        config.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        Map<String, List<Long>> counts = new TreeMap<>();
+        List<TopicPartition> out = new ArrayList<>();
+        for (int p = 0; p < PARTITIONS; p++) {
+            out.add(new TopicPartition(OUT, p));
+        }
+        try (KafkaConsumer<String, Long> c = new KafkaConsumer<>(config, new StringDeserializer(), new LongDeserializer())) {
+            c.assign(out);
+            c.seekToBeginning(out);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+            while (true) {
+                // Everything up to the last stable offsets as they are now, then a look at
+                // whether every word has reached its count.
+                Map<TopicPartition, Long> end = c.endOffsets(out);
+                while (out.stream().anyMatch(tp -> c.position(tp) < end.get(tp))) {
+                    if (System.nanoTime() > deadline) {
+                        throw new AssertionError("wc-out not read up to " + end + " in " + seconds + " s");
+                    }
+                    c.poll(Duration.ofMillis(200))
+                            .forEach(r -> counts.computeIfAbsent(r.key(), k -> new ArrayList<>()).add(r.value()));
+                }
+                boolean done = truth.entrySet().stream().allMatch(e -> {
+                    List<Long> seen = counts.get(e.getKey());
+                    return seen != null && seen.get(seen.size() - 1) >= e.getValue();
+                });
+                if (done) {
+                    break;
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new AssertionError("the counts did not reach the true counts in " + seconds + " s: "
+                            + last(counts) + " (true: " + truth + ")");
+                }
+                Thread.sleep(200);
+            }
+        }
+        check(counts.keySet().equals(truth.keySet()), "wc-out has the " + truth.size() + " words and no other: "
+                + counts.keySet());
+        long updates = 0;
+        for (Map.Entry<String, Long> e : truth.entrySet()) {
+            List<Long> seen = counts.get(e.getKey());
+            List<Long> expected = new ArrayList<>();
+            for (long k = 1; k <= e.getValue(); k++) {
+                expected.add(k);
+            }
+            if (!seen.equals(expected)) {
+                throw new AssertionError(e.getKey() + ": counts " + firstDifference(expected, seen)
+                        + "; the true count is " + e.getValue());
+            }
+            updates += seen.size();
+        }
+        check(true, "every word's counts are 1, 2, ... its true count, in order, no count skipped or "
+                + "repeated (" + updates + " committed updates of " + truth.size() + " words: " + truth + ")");
+
+        Set<TopicPartition> in = new HashSet<>();
+        for (int p = 0; p < PARTITIONS; p++) {
+            in.add(new TopicPartition(IN, p));
+        }
+        config.put(ConsumerConfig.GROUP_ID_CONFIG, "wc");
+        try (KafkaConsumer<String, Long> c = new KafkaConsumer<>(config, new StringDeserializer(), new LongDeserializer())) {
+            Map<TopicPartition, Long> end = c.endOffsets(in);
+            Map<TopicPartition, OffsetAndMetadata> committed = c.committed(in);
+            long total = end.values().stream().mapToLong(Long::longValue).sum();
+            check(total == n, "wc-in holds the " + n + " lines: " + end);
+            for (TopicPartition tp : in) {
+                OffsetAndMetadata o = committed.get(tp);
+                check(o != null && o.offset() == end.get(tp),
+                        "the group wc committed " + tp + "'s end offset " + end.get(tp) + ": " + o);
+            }
+        }
+    }
+
+    private static Map<String, Long> last(Map<String, List<Long>> counts) {
+        Map<String, Long> out = new TreeMap<>();
+        counts.forEach((w, seen) -> out.put(w, seen.get(seen.size() - 1)));
+        return out;
+    }
+
+    private static String firstDifference(List<Long> expected, List<Long> seen) {
+        int i = 0;
+        while (i < expected.size() && i < seen.size() && expected.get(i).equals(seen.get(i))) {
+            i++;
+        }
+        int from = Math.max(0, i - 3);
+        return "differ at update " + i + ": expected " + expected.subList(from, Math.min(expected.size(), i + 4))
+                + "..., got " + seen.subList(from, Math.min(seen.size(), i + 4)) + "... (" + seen.size()
+                + " updates)";
+    }
+}
