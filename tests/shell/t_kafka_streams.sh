@@ -8,7 +8,9 @@
 # read_committed reader of the output sees every word's counts go 1, 2, ... its true count
 # with none skipped or repeated: a committed transaction lost, or an aborted one's output
 # shown, or an input counted twice, breaks that sequence. The group's committed offsets
-# must be the input's end. It writes Kafka Streams' row of the client matrix.
+# must be the input's end, no transaction may be left open once the app has stopped, and
+# the internal topics must have the configs Streams created them with. It writes Kafka
+# Streams' row of the client matrix.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kafka_lib.sh"
 
@@ -39,12 +41,14 @@ trap 'stop_app; _kafka_cleanup; _kpfs_cleanup' EXIT
 # lines_read FILE: how many input lines the app printed it read (read again after an
 # aborted transaction counts again).
 lines_read() { grep -c '^line ' "$1" || true; }
+# app_tail FILE: the end of the app's output without its "line" lines.
+app_tail() { grep -v '^line ' "$1" | tail -n 30; }
 read_at_least() { [ "$(lines_read "$1")" -ge "$2" ]; }
 
 # 1. The app, killed once it has read a third of the input.
 start_app 1
 wait_until 60 read_at_least "$scratch/app1.out" $((N / 3)) ||
-    fail "the app read no $((N / 3)) lines in 60 s: $(tail -n 30 "$scratch/app1.out")"
+    fail "the app read no $((N / 3)) lines in 60 s: $(app_tail "$scratch/app1.out")"
 kill -9 "$app"
 wait "$app" 2>/dev/null || true
 read1=$(lines_read "$scratch/app1.out")
@@ -55,7 +59,7 @@ read1=$(lines_read "$scratch/app1.out")
 # third, and restarted on the same data directory and port.
 start_app 2
 wait_until 60 read_at_least "$scratch/app2.out" $((N / 3)) ||
-    fail "the restarted app read no $((N / 3)) lines in 60 s: $(tail -n 30 "$scratch/app2.out")"
+    fail "the restarted app read no $((N / 3)) lines in 60 s: $(app_tail "$scratch/app2.out")"
 kill -9 "$SERVE_PID"
 wait "$SERVE_PID" 2>/dev/null || true
 read2=$(lines_read "$scratch/app2.out")
@@ -68,16 +72,24 @@ wait_until 20 is_listening "$PORT" ||
 # then checks the sequences; the app is then stopped and the check done again on all
 # that wc-out holds, with the group's committed offsets.
 timeout 150 "${WC[@]}" verify "$BOOTSTRAP" "$N" 120 >"$scratch/verify1.out" 2>&1 ||
-    { tail -n 30 "$scratch/app2.out" >&2; cat "$scratch/verify1.out" >&2; fail "the counts after the kills are wrong"; }
+    { app_tail "$scratch/app2.out" >&2; cat "$scratch/verify1.out" >&2; fail "the counts after the kills are wrong"; }
 read_at_least "$scratch/app2.out" $((read2 + 1)) || fail "the app read nothing after kpfs's restart"
 kill -TERM "$app"
 wait_until 40 eval '! kill -0 "$app"' || fail "the app did not stop in 40 s after SIGTERM"
 wait "$app" 2>/dev/null || true
 app=
-grep -q '^state NOT_RUNNING' "$scratch/app2.out" || fail "the app did not close cleanly: $(tail -n 20 "$scratch/app2.out")"
-timeout 60 "${WC[@]}" verify "$BOOTSTRAP" "$N" 10 >"$scratch/verify2.out" 2>&1 ||
+grep -q '^state NOT_RUNNING' "$scratch/app2.out" || fail "the app did not close cleanly: $(app_tail "$scratch/app2.out")"
+timeout 60 "${WC[@]}" verify "$BOOTSTRAP" "$N" 10 final >"$scratch/verify2.out" 2>&1 ||
     { cat "$scratch/verify2.out" >&2; fail "the final counts are wrong"; }
 grep '^ok: ' "$scratch/verify2.out"
+
+# The internal topics as Streams created them (CreateTopics with configs): the changelog
+# compacted, the repartition topic kept until Streams purges it.
+overrides() { sort "$DATA/kpfs-topics/$1-0/topic.properties" | tr '\n' ' '; }
+expect_eq "cleanup.policy=compact message.timestamp.type=CreateTime " "$(overrides wc-counts-changelog)" \
+    "the changelog's config overrides"
+expect_eq "cleanup.policy=delete message.timestamp.type=CreateTime retention.ms=-1 segment.bytes=52428800 " \
+    "$(overrides wc-words-repartition)" "the repartition topic's config overrides"
 echo "the app read $read1 lines before its kill, $read2 after its restart before kpfs's kill," \
     "$(lines_read "$scratch/app2.out") in all after its restart (of $N; lines of aborted transactions read again)"
 failed_threads=$(grep -c '^thread failed' "$scratch/app2.out" || true)

@@ -7,12 +7,15 @@
 //                                 groupBy word -> count -> wc-out, until SIGTERM; prints
 //                                 "line I" as it reads line I (slowly, so that it can be
 //                                 killed mid-way) and "state S" at each state change
-//   verify BOOTSTRAP N SECONDS    reads wc-out read_committed, waiting up to SECONDS for
+//   verify BOOTSTRAP N SECONDS [final]
+//                                 reads wc-out read_committed, waiting up to SECONDS for
 //                                 every word's count to reach its true count in line(0..N-1);
 //                                 then each word's counts must be 1, 2, ..., true count in
 //                                 order (no count skipped: an input's effect lost; none
 //                                 repeated: one applied twice), and the group "wc" must have
-//                                 committed wc-in's end offsets
+//                                 committed wc-in's end offsets; with "final" (the app
+//                                 stopped), no transaction may be left open in the app's
+//                                 topics, and the app must have purged its repartition topic
 // Each check prints "ok: ..." or throws; the exit status says which.
 
 import java.time.Duration;
@@ -53,6 +56,9 @@ public final class KpfsWordCount {
     private static final String IN = "wc-in";
     private static final String OUT = "wc-out";
     private static final int PARTITIONS = 3;
+    // The internal topics Streams makes: APPLICATION_ID-NAME-repartition and -changelog.
+    private static final String REPARTITION = "wc-words-repartition";
+    private static final String CHANGELOG = "wc-counts-changelog";
     private static final String[] WORDS = {
         "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
         "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
@@ -64,7 +70,8 @@ public final class KpfsWordCount {
         switch (args[0]) {
             case "seed" -> seed(args[1], Integer.parseInt(args[2]));
             case "run" -> run(args[1], args[2]);
-            case "verify" -> verify(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]));
+            case "verify" -> verify(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]),
+                    args.length > 4 && args[4].equals("final"));
             default -> throw new IllegalArgumentException("unknown mode " + args[0]);
         }
     }
@@ -127,6 +134,9 @@ public final class KpfsWordCount {
         // instead of waiting out its session.
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), "wc-1");
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 10000);
+        // The repartition topic's consumed records deleted (DeleteRecords) every second
+        // rather than every 30, so that a run of the test does it.
+        props.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 1000);
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.<String, String>stream(IN)
@@ -161,7 +171,15 @@ public final class KpfsWordCount {
         stopped.await();
     }
 
-    private static void verify(String bootstrap, int n, int seconds) throws Exception {
+    private static List<TopicPartition> partitions(String topic) {
+        List<TopicPartition> out = new ArrayList<>();
+        for (int p = 0; p < PARTITIONS; p++) {
+            out.add(new TopicPartition(topic, p));
+        }
+        return out;
+    }
+
+    private static void verify(String bootstrap, int n, int seconds, boolean stopped) throws Exception {
         Map<String, Long> truth = new TreeMap<>();
         for (int i = 0; i < n; i++) {
             words(line(i)).forEach(w -> truth.merge(w, 1L, Long::sum));
@@ -172,10 +190,7 @@ public final class KpfsWordCount {
         config.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         config.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
         Map<String, List<Long>> counts = new TreeMap<>();
-        List<TopicPartition> out = new ArrayList<>();
-        for (int p = 0; p < PARTITIONS; p++) {
-            out.add(new TopicPartition(OUT, p));
-        }
+        List<TopicPartition> out = partitions(OUT);
         try (KafkaConsumer<String, Long> c = new KafkaConsumer<>(config, new StringDeserializer(), new LongDeserializer())) {
             c.assign(out);
             c.seekToBeginning(out);
@@ -223,10 +238,7 @@ public final class KpfsWordCount {
         check(true, "every word's counts are 1, 2, ... its true count, in order, no count skipped or "
                 + "repeated (" + updates + " committed updates of " + truth.size() + " words: " + truth + ")");
 
-        Set<TopicPartition> in = new HashSet<>();
-        for (int p = 0; p < PARTITIONS; p++) {
-            in.add(new TopicPartition(IN, p));
-        }
+        Set<TopicPartition> in = new HashSet<>(partitions(IN));
         config.put(ConsumerConfig.GROUP_ID_CONFIG, "wc");
         try (KafkaConsumer<String, Long> c = new KafkaConsumer<>(config, new StringDeserializer(), new LongDeserializer())) {
             Map<TopicPartition, Long> end = c.endOffsets(in);
@@ -238,6 +250,25 @@ public final class KpfsWordCount {
                 check(o != null && o.offset() == end.get(tp),
                         "the group wc committed " + tp + "'s end offset " + end.get(tp) + ": " + o);
             }
+        }
+        if (!stopped) {
+            return;
+        }
+        List<TopicPartition> written = new ArrayList<>(out);
+        written.addAll(partitions(REPARTITION));
+        written.addAll(partitions(CHANGELOG));
+        config.remove(ConsumerConfig.GROUP_ID_CONFIG);
+        Map<TopicPartition, Long> stable;
+        Map<TopicPartition, Long> high;
+        try (KafkaConsumer<String, Long> c = new KafkaConsumer<>(config, new StringDeserializer(), new LongDeserializer())) {
+            stable = c.endOffsets(written);
+        }
+        config.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_uncommitted");
+        try (KafkaConsumer<String, Long> c = new KafkaConsumer<>(config, new StringDeserializer(), new LongDeserializer())) {
+            high = c.endOffsets(written);
+            check(stable.equals(high), "no transaction left open: the last stable offsets are the high watermarks " + high);
+            Map<TopicPartition, Long> start = c.beginningOffsets(partitions(REPARTITION));
+            check(start.values().stream().allMatch(o -> o > 0), "the app purged " + REPARTITION + ": log start offsets " + start);
         }
     }
 
