@@ -1,12 +1,19 @@
 // A Kafka Streams 4.3.1 word count with processing.guarantee=exactly_once_v2 against kpfs,
 // one mode per run (tests/shell/t_kafka_streams.sh drives them, killing processes in
 // between):
-//   seed BOOTSTRAP N              creates wc-in and wc-out (3 partitions each) and writes
-//                                 lines 0..N-1 of the known text (line(i) below) to wc-in
+//   seed BOOTSTRAP FROM TO        writes lines FROM..TO-1 of the known text (line(i) below)
+//                                 to wc-in; from 0, creates wc-in and wc-out first (3
+//                                 partitions each)
 //   run BOOTSTRAP STATE_DIR       the app (application.id "wc"): wc-in's lines -> words ->
 //                                 groupBy word -> count -> wc-out, until SIGTERM; prints
 //                                 "line I" as it reads line I (slowly, so that it can be
-//                                 killed mid-way) and "state S" at each state change
+//                                 killed mid-way) and "state S" at each state change; its
+//                                 changelog rolls a segment every 300 ms and is cleanable
+//                                 at once, so that kpfs's cleaner compacts it as it runs
+//   streams-protocol BOOTSTRAP STATE_DIR
+//                                 the app with group.protocol=streams (KIP-1071), which
+//                                 kpfs does not serve: prints the error its stream thread
+//                                 dies of ("error: ..."), within 60 s
 //   verify BOOTSTRAP N SECONDS [final]
 //                                 reads wc-out read_committed, waiting up to SECONDS for
 //                                 every word's count to reach its true count in line(0..N-1);
@@ -40,10 +47,12 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.TopicConfig;
 import org.apache.kafka.common.serialization.LongDeserializer;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
@@ -51,6 +60,7 @@ import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.state.KeyValueStore;
 
 public final class KpfsWordCount {
     private static final String IN = "wc-in";
@@ -68,8 +78,9 @@ public final class KpfsWordCount {
 
     public static void main(String[] args) throws Exception {
         switch (args[0]) {
-            case "seed" -> seed(args[1], Integer.parseInt(args[2]));
+            case "seed" -> seed(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]));
             case "run" -> run(args[1], args[2]);
+            case "streams-protocol" -> streamsProtocol(args[1], args[2]);
             case "verify" -> verify(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]),
                     args.length > 4 && args[4].equals("final"));
             default -> throw new IllegalArgumentException("unknown mode " + args[0]);
@@ -100,26 +111,28 @@ public final class KpfsWordCount {
         return all.subList(1, all.size());
     }
 
-    private static void seed(String bootstrap, int n) throws Exception {
-        Map<String, Object> admin = Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
-        try (Admin a = Admin.create(admin)) {
-            a.createTopics(List.of(new NewTopic(IN, PARTITIONS, (short) 1), new NewTopic(OUT, PARTITIONS, (short) 1)))
-                    .all()
-                    .get(60, TimeUnit.SECONDS);
+    private static void seed(String bootstrap, int from, int to) throws Exception {
+        if (from == 0) {
+            Map<String, Object> admin = Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            try (Admin a = Admin.create(admin)) {
+                a.createTopics(List.of(new NewTopic(IN, PARTITIONS, (short) 1), new NewTopic(OUT, PARTITIONS, (short) 1)))
+                        .all()
+                        .get(60, TimeUnit.SECONDS);
+            }
         }
         Map<String, Object> config = new HashMap<>();
         config.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         try (KafkaProducer<String, String> p = new KafkaProducer<>(config, new StringSerializer(), new StringSerializer())) {
-            for (int i = 0; i < n; i++) {
+            for (int i = from; i < to; i++) {
                 // Keyed by line number, so that the lines spread over the three partitions.
                 p.send(new ProducerRecord<>(IN, Integer.toString(i), line(i)));
             }
             p.flush();
         }
-        System.out.println("ok: seeded " + n + " lines");
+        System.out.println("ok: seeded lines " + from + " to " + (to - 1));
     }
 
-    private static void run(String bootstrap, String stateDir) throws Exception {
+    private static Properties config(String bootstrap, String stateDir) {
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, "wc");
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -130,6 +143,11 @@ public final class KpfsWordCount {
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        return props;
+    }
+
+    private static void run(String bootstrap, String stateDir) throws Exception {
+        Properties props = config(bootstrap, stateDir);
         // Static membership: a restart after kill -9 takes the dead member's place at once
         // instead of waiting out its session.
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), "wc-1");
@@ -138,23 +156,7 @@ public final class KpfsWordCount {
         // rather than every 30, so that a run of the test does it.
         props.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 1000);
 
-        StreamsBuilder builder = new StreamsBuilder();
-        builder.<String, String>stream(IN)
-                .flatMapValues(line -> {
-                    System.out.println("line " + line.substring(0, line.indexOf(' ')));
-                    try {
-                        Thread.sleep(3);
-                    } catch (InterruptedException e) {
-                        Thread.currentThread().interrupt();
-                    }
-                    return words(line);
-                })
-                .groupBy((key, word) -> word, Grouped.as("words"))
-                .count(Materialized.as("counts"))
-                .toStream()
-                .to(OUT, Produced.with(Serdes.String(), Serdes.Long()));
-
-        KafkaStreams streams = new KafkaStreams(builder.build(), props);
+        KafkaStreams streams = new KafkaStreams(topology(true), props);
         // A thread that fails (kpfs killed under it, say) is replaced, as an application
         // that must go on would have it.
         streams.setUncaughtExceptionHandler(e -> {
@@ -169,6 +171,48 @@ public final class KpfsWordCount {
         }));
         streams.start();
         stopped.await();
+    }
+
+    private static org.apache.kafka.streams.Topology topology(boolean slow) {
+        StreamsBuilder builder = new StreamsBuilder();
+        builder.<String, String>stream(IN)
+                .flatMapValues(line -> {
+                    if (slow) {
+                        System.out.println("line " + line.substring(0, line.indexOf(' ')));
+                        try {
+                            Thread.sleep(3);
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
+                    }
+                    return words(line);
+                })
+                .groupBy((key, word) -> word, Grouped.as("words"))
+                .count(Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("counts")
+                        .withLoggingEnabled(Map.of(
+                                TopicConfig.SEGMENT_MS_CONFIG, "300",
+                                TopicConfig.MIN_CLEANABLE_DIRTY_RATIO_CONFIG, "0.01",
+                                TopicConfig.DELETE_RETENTION_MS_CONFIG, "100")))
+                .toStream()
+                .to(OUT, Produced.with(Serdes.String(), Serdes.Long()));
+        return builder.build();
+    }
+
+    private static void streamsProtocol(String bootstrap, String stateDir) throws Exception {
+        Properties props = config(bootstrap, stateDir);
+        props.put(StreamsConfig.APPLICATION_ID_CONFIG, "wc-streams-protocol");
+        props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, "streams");
+        CountDownLatch failed = new CountDownLatch(1);
+        try (KafkaStreams streams = new KafkaStreams(topology(false), props)) {
+            streams.setUncaughtExceptionHandler(e -> {
+                System.out.println("error: " + e);
+                failed.countDown();
+                return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+            });
+            streams.start();
+            check(failed.await(60, TimeUnit.SECONDS), "the stream thread died");
+            streams.close(Duration.ofSeconds(10));
+        }
     }
 
     private static List<TopicPartition> partitions(String topic) {
