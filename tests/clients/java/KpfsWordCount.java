@@ -41,6 +41,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -247,8 +248,17 @@ public final class KpfsWordCount {
                     if (System.nanoTime() > deadline) {
                         throw new AssertionError("wc-out not read up to " + end + " in " + seconds + " s");
                     }
-                    c.poll(Duration.ofMillis(200))
-                            .forEach(r -> counts.computeIfAbsent(r.key(), k -> new ArrayList<>()).add(r.value()));
+                    for (ConsumerRecord<String, Long> r : c.poll(Duration.ofMillis(200))) {
+                        List<Long> seen = counts.computeIfAbsent(r.key(), k -> new ArrayList<>());
+                        long previous = seen.isEmpty() ? 0 : seen.get(seen.size() - 1);
+                        seen.add(r.value());
+                        // A count that is not the previous plus one fails at once, rather
+                        // than at the deadline, when the counts never reach the truth.
+                        if (r.value() != previous + 1) {
+                            throw new AssertionError(r.key() + ": count " + r.value() + " after " + previous + " at "
+                                    + r.topic() + "-" + r.partition() + "@" + r.offset() + ", not one more");
+                        }
+                    }
                 }
                 boolean done = truth.entrySet().stream().allMatch(e -> {
                     List<Long> seen = counts.get(e.getKey());
