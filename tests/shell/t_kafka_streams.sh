@@ -114,10 +114,10 @@ grep -q 'stores are not empty' "$scratch/app3.out" ||
 
 # 5. The app stopped, the same checks on all that wc-out holds, and what is left in kpfs.
 kill -TERM "$app"
-wait_until 40 eval '! kill -0 "$app"' || fail "the app did not stop in 40 s after SIGTERM"
+wait_until 90 eval '! kill -0 "$app"' || fail "the app did not stop in 90 s after SIGTERM"
 wait "$app" 2>/dev/null || true
 app=
-grep -q '^state NOT_RUNNING' "$scratch/app3.out" || fail "the app did not close cleanly: $(app_tail "$scratch/app3.out")"
+grep -q '^state NOT_RUNNING' "$scratch/app3.out" || fail "the app did not close cleanly: $(grep "^close " "$scratch/app3.out") $(app_tail "$scratch/app3.out")"
 verify $((N + M)) 10 final "$scratch/verify3.out" ||
     { cat "$scratch/verify3.out" >&2; fail "the final counts are wrong"; }
 grep '^ok: ' "$scratch/verify3.out"
