@@ -864,27 +864,38 @@ fn init_transactions(wire: &mut Wire, transactional_id: &str) -> Result<Producer
     })
 }
 
-/// Runs transaction `txn` to its end, noting each step in `ledger` before the request
-/// that could make it visible is sent, and each answer after it came.
-#[allow(clippy::too_many_arguments, reason = "one transaction's whole context")]
-fn run_txn(
-    wire: &mut Wire,
-    transactional_id: &str,
-    topic: &str,
-    producer: &ProducerId,
-    sequences: &mut [i32],
+/// A transactional producer between its transactions.
+struct TxnProducer {
+    wire: Wire,
     id: u32,
-    txn: u64,
-    ledger: &mut File,
-    pause: Duration,
-) -> Result<(), TxnStop> {
+    transactional_id: String,
+    producer: ProducerId,
+    topic: String,
+    /// Each partition's next sequence number.
+    sequences: Vec<i32>,
+    ledger: File,
+}
+
+/// Runs transaction `txn` to its end, noting each step in the ledger before the request
+/// that could make it visible is sent, and each answer after it came.
+fn run_txn(p: &mut TxnProducer, txn: u64, pause: Duration) -> Result<(), TxnStop> {
+    let TxnProducer {
+        wire,
+        id,
+        transactional_id,
+        producer,
+        topic,
+        sequences,
+        ledger,
+    } = p;
+    let (id, topic) = (*id, topic.as_str());
     let mut note = |text: String| {
         ledger
             .write_all(format!("{txn} {text}\n").as_bytes())
             .expect("write the ledger");
     };
     note("begin".to_string());
-    let transactional = TransactionalId(str_bytes(transactional_id));
+    let transactional = TransactionalId(str_bytes(transactional_id.as_str()));
     let mut add = AddPartitionsToTxnRequest::default();
     add.v3_and_below_transactional_id = transactional.clone();
     add.v3_and_below_producer_id = kafka_protocol::messages::ProducerId(producer.id);
@@ -975,7 +986,6 @@ fn transact(
         .keys()
         .next_back()
         .map_or(0, |t| t + 1);
-    let mut ledger = open_state(&ledger_path);
     let transactional_id = format!("crash-txn-{id}");
     let mut wire = match Wire::connect(address) {
         Ok(wire) => wire,
@@ -987,19 +997,17 @@ fn transact(
     let mut txn = start;
     let mut ended = 0u64;
     let stop = init_transactions(&mut wire, &transactional_id).and_then(|producer| {
-        let mut sequences = vec![0; partitions];
+        let mut p = TxnProducer {
+            wire,
+            id,
+            transactional_id,
+            producer,
+            topic: topic.to_string(),
+            sequences: vec![0; partitions],
+            ledger: open_state(&ledger_path),
+        };
         while ended < f.max {
-            run_txn(
-                &mut wire,
-                &transactional_id,
-                topic,
-                &producer,
-                &mut sequences,
-                id,
-                txn,
-                &mut ledger,
-                Duration::from_micros(f.pause_us),
-            )?;
+            run_txn(&mut p, txn, Duration::from_micros(f.pause_us))?;
             ended += 1;
             txn += 1;
         }

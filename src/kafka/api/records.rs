@@ -475,9 +475,9 @@ pub(crate) fn delete_records(
     response
 }
 
-/// InitProducerId: a producer id and epoch for an idempotent producer. A transactional id
-/// is refused with `TRANSACTIONAL_ID_AUTHORIZATION_FAILED`, fatal to the client: kpfs does
-/// not support transactions (clients learn it earlier, from FindCoordinator).
+/// InitProducerId: a producer id and epoch for an idempotent producer, or with a
+/// transactional id the transaction coordinator's (its epoch bumped, which fences the
+/// id's earlier producers and aborts a transaction they left open).
 pub(crate) fn init_producer_id(
     shared: &Shared,
     request: &InitProducerIdRequest,
