@@ -1282,7 +1282,7 @@ fn verify_txn(
                 }
             }
         }
-        for (record, want) in acknowledged.range((0, p, 0)..).filter(|(r, _)| r.1 == p) {
+        for (record, want) in acknowledged.iter().filter(|(r, _)| r.1 == p) {
             offsets_checked += 1;
             if at.get(record) != Some(want) {
                 violate(format!(
