@@ -6,6 +6,8 @@
 //! crash_appender produce ADDRESS TOPIC STATE_DIR ID [--acks all|1] [--idempotent [--lose-an-answer]] [--max N] [--pause-us N]
 //! crash_appender verify KIND CAT_FILE STATE_DIR IDS [--keys N] [--offsets START END]
 //! crash_appender verify-partitions CAT_DIR STATE_DIR KEYED_IDS ID:P,... --keys N --partition-offsets S-E,...
+//! crash_appender txn ADDRESS TOPIC PARTITIONS STATE_DIR ID [--max N] [--pause-us N]
+//! crash_appender verify-txn ADDRESS TOPIC PARTITIONS CAT_FILE STATE_DIR ID
 //! crash_appender commit ADDRESS GROUP TOPICS STATE_DIR ID [--member] [--max N] [--pause-us N]
 //! crash_appender verify-commits ADDRESS GROUP TOPICS STATE_DIR ID
 //! ```
@@ -52,6 +54,28 @@
 //! exactly its lines; and `log` is every partition's lines exactly once, each partition's
 //! in that partition's order, each appender's in the order they were acknowledged.
 //!
+//! `txn` is the transactional producer `crash-txn-ID` of a topic of PARTITIONS partitions:
+//! FindCoordinator (TRANSACTION), InitProducerId with its transactional id (retried while
+//! the coordinator aborts what a previous run left open), then transaction number 0, 1,
+//! 2... (after every number the ledger holds): AddPartitionsToTxn of every partition, one
+//! or two transactional Produces of 0-3 records per partition (a partition may stay
+//! empty and still get its marker), an optional `--pause-us`, and EndTxn, which aborts
+//! about one in three (a pure function of ID and the number) and commits the rest. Each
+//! record's text names its transaction, whether it was to commit and its partition. The
+//! ledger `ID.txns` notes `T begin` before the first request, `T produced P BASE N` per
+//! acknowledged partition, `T ending` before EndTxn is sent and `T ended` once answered;
+//! when the connection fails (the daemon was killed) it says in which request and stops,
+//! and any error code fails it (exit status 1). `verify-txn` holds CAT_FILE (`cat
+//! TOPIC/log` of the mount) and a `read_committed` Fetch of each partition (filtering
+//! aborted transactions as Kafka's consumer does) against that ledger: every committed
+//! transaction's records, once, in order, each partition's at the offsets its Produce
+//! was answered with; no record of an aborted transaction or of one whose commit was never
+//! sent (open at a kill: hidden while open, aborted by the next InitProducerId); one whose
+//! commit was in flight at a kill whole or absent, in every partition, and as at the first
+//! verification after that kill (`ID.txn-outcomes`); the mount and the Fetch the same
+//! records; and a `read_uncommitted` Fetch every acknowledged record at its offset, aborted
+//! ones too.
+//!
 //! `commit` is a committing consumer of kpfs's group coordinator at ADDRESS: it commits
 //! commit number 1, 2, 3... as the offset of partition 0 of every topic of TOPICS (comma-
 //! separated) in one OffsetCommit, with the metadata `cID-N`, one commit in flight, and
@@ -73,10 +97,12 @@
     reason = "pauses between appends so a kill lands mid-stream; a producer's record timestamps and reconnection deadline are real time"
 )]
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::net::TcpStream;
+use std::ops::Range;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -84,7 +110,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_commit_request::{
@@ -94,14 +122,15 @@ use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, ConsumerProtocolAssignment, ConsumerProtocolSubscription,
-    FindCoordinatorRequest, GroupId, InitProducerIdRequest, JoinGroupRequest, ListOffsetsRequest,
-    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
-    SyncGroupRequest, TopicName,
+    AddPartitionsToTxnRequest, ApiKey, BrokerId, ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription, EndTxnRequest, FetchRequest, FindCoordinatorRequest, GroupId,
+    InitProducerIdRequest, JoinGroupRequest, ListOffsetsRequest, OffsetCommitRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest, TopicName,
+    TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
 fn usage() -> ExitCode {
@@ -110,6 +139,8 @@ fn usage() -> ExitCode {
          crash_appender produce ADDRESS TOPIC STATE_DIR ID [--acks all|1] [--idempotent [--lose-an-answer]] [--max N] [--pause-us N]\n       \
          crash_appender verify keep|delete|compact CAT_FILE STATE_DIR ID,ID,... [--keys N] [--offsets START END]\n       \
          crash_appender verify-partitions CAT_DIR STATE_DIR ID,ID,... ID:P,ID:P,... --keys N --partition-offsets S-E,S-E,...\n       \
+         crash_appender txn ADDRESS TOPIC PARTITIONS STATE_DIR ID [--max N] [--pause-us N]\n       \
+         crash_appender verify-txn ADDRESS TOPIC PARTITIONS CAT_FILE STATE_DIR ID\n       \
          crash_appender commit ADDRESS GROUP TOPIC,... STATE_DIR ID [--member] [--max N] [--pause-us N]\n       \
          crash_appender verify-commits ADDRESS GROUP TOPIC,... STATE_DIR ID"
     );
@@ -132,15 +163,18 @@ fn key_of(id: u32, seq: u64, keys: u32) -> u32 {
 /// varies so batches and segment boundaries fall at ever different byte positions.
 fn line(id: u32, seq: u64, keys: Option<u32>) -> String {
     let h = mix(id, seq);
-    let pad_len = (h % 48) as usize;
-    let pad: String = (0..pad_len)
-        .map(|i| char::from(b'a' + ((h >> (i % 60)) as u8 % 26)))
-        .collect();
-    let body = format!("a{id}-{seq:010}-{pad}");
+    let body = format!("a{id}-{seq:010}-{}", padding(h, 48));
     match keys {
         Some(k) => format!("a{id}k{:03}:{body}", key_of(id, seq, k)),
         None => body,
     }
+}
+
+/// Up to `max - 1` letters drawn from `h`.
+fn padding(h: u64, max: u64) -> String {
+    (0..h % max)
+        .map(|i| char::from(b'a' + ((h >> (i % 60)) as u8 % 26)))
+        .collect()
 }
 
 /// Parses (id, seq) out of a line; the caller compares with [`line`] to reject anything
@@ -413,49 +447,75 @@ const PRODUCE_VERSIONS: [i16; 4] = [3, 7, 9, 12];
 
 /// The batch of lines `seq..seq + count` of producer `id`, one record each.
 fn produced_batch(id: u32, seq: u64, count: u64, producer: &ProducerId) -> Bytes {
+    // A plain producer's batch has base sequence -1.
+    let sequence = if producer.id < 0 {
+        -1
+    } else {
+        producer.next_sequence
+    };
+    record_batch(
+        (0..count).map(|i| line(id, seq + i, None)),
+        (producer.id, producer.epoch),
+        sequence,
+        false,
+        CODECS[(mix(id, seq) % CODECS.len() as u64) as usize],
+    )
+}
+
+/// One record batch of `values` from `producer` (id, epoch), its first record at
+/// `sequence`, part of the producer's transaction when `transactional`.
+fn record_batch(
+    values: impl Iterator<Item = String>,
+    (producer_id, producer_epoch): (i64, i16),
+    sequence: i32,
+    transactional: bool,
+    compression: Compression,
+) -> Bytes {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("a clock after 1970")
         .as_millis() as i64;
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: false,
+    let records: Vec<Record> = values
+        .enumerate()
+        .map(|(i, value)| Record {
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: producer.id,
-            producer_epoch: producer.epoch,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            // The encoder keeps records in one batch while offset - sequence holds: a
-            // plain producer's batch has base sequence -1.
-            sequence: if producer.id < 0 {
-                (i as i32) - 1
-            } else {
-                producer.next_sequence + i as i32
-            },
+            // The encoder keeps records in one batch while offset - sequence holds.
+            sequence: sequence + i as i32,
             timestamp: now,
             key: None,
-            value: Some(Bytes::from(line(id, seq + i, None))),
+            value: Some(Bytes::from(value)),
             headers: IndexMap::new(),
         })
         .collect();
     let options = RecordEncodeOptions {
         version: 2,
-        compression: CODECS[(mix(id, seq) % CODECS.len() as u64) as usize],
+        compression,
     };
     let mut buf = BytesMut::new();
     RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode a record batch");
     buf.freeze()
 }
 
-fn produce_request(topic: &str, acks: i16, records: Bytes) -> ProduceRequest {
-    let mut partition = PartitionProduceData::default();
-    partition.index = 0;
-    partition.records = Some(records);
+/// A Produce of one batch to each of `partitions` (index, records) of `topic`.
+fn produce_request(topic: &str, acks: i16, partitions: Vec<(i32, Bytes)>) -> ProduceRequest {
     let mut data = TopicProduceData::default();
-    data.name = TopicName(StrBytes::from_string(topic.to_string()));
-    data.partition_data = vec![partition];
+    data.name = TopicName(str_bytes(topic));
+    data.partition_data = partitions
+        .into_iter()
+        .map(|(index, records)| {
+            let mut partition = PartitionProduceData::default();
+            partition.index = index;
+            partition.records = Some(records);
+            partition
+        })
+        .collect();
     let mut request = ProduceRequest::default();
     request.acks = acks;
     request.timeout_ms = 30_000;
@@ -548,7 +608,11 @@ fn produce(address: &str, topic: &str, state: &Path, id: u32, f: &Flags) -> Exit
             break "reached --max".to_string();
         }
         let n = 1 + mix(id, seq) % 8;
-        let request = produce_request(topic, f.acks, produced_batch(id, seq, n, &producer));
+        let request = produce_request(
+            topic,
+            f.acks,
+            vec![(0, produced_batch(id, seq, n, &producer))],
+        );
         let version = PRODUCE_VERSIONS[batches % PRODUCE_VERSIONS.len()];
         batches += 1;
         let sent = match lose_at {
@@ -642,6 +706,694 @@ fn produce(address: &str, topic: &str, state: &Path, id: u32, f: &Flags) -> Exit
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Whether producer `id` aborts its transaction number `txn` (one in three, the rest commit).
+fn aborts(id: u32, txn: u64) -> bool {
+    mix(id, txn).is_multiple_of(3)
+}
+
+/// Record `i` of transactional producer `id`'s transaction `txn` in partition `p`: its
+/// text names the transaction, what it was to end with, and the partition.
+fn txn_line(id: u32, txn: u64, p: usize, i: u32) -> String {
+    let intent = if aborts(id, txn) { "abort" } else { "commit" };
+    let h = mix(id ^ ((p as u32) << 20), (txn << 8) | u64::from(i));
+    format!("t{id}-{txn:08}-{intent}-p{p}-{i:02}-{}", padding(h, 32))
+}
+
+/// Parses (id, txn, partition, index) out of a transactional record; the caller compares
+/// with [`txn_line`].
+fn parse_txn(text: &str) -> Option<(u32, u64, usize, u32)> {
+    let mut fields = text.strip_prefix('t')?.split('-');
+    let id = fields.next()?.parse().ok()?;
+    let txn = fields.next()?.parse().ok()?;
+    let _intent = fields.next()?;
+    let p = fields.next()?.strip_prefix('p')?.parse().ok()?;
+    let i = fields.next()?.parse().ok()?;
+    Some((id, txn, p, i))
+}
+
+/// The Produce requests of transaction `txn`: one or two, each with 0-3 records for each
+/// partition (at least one record in all), as (partition, record indices). A partition
+/// may get none: it is in the transaction all the same, and gets its marker.
+fn txn_plan(id: u32, txn: u64, partitions: usize) -> Vec<Vec<(usize, Range<u32>)>> {
+    let requests = 1 + (mix(id, txn) >> 8) % 2;
+    let mut next = vec![0u32; partitions];
+    let mut plan = Vec::new();
+    for r in 0..requests {
+        let mut request = Vec::new();
+        for (p, next) in next.iter_mut().enumerate() {
+            let h = mix(id.wrapping_add(1 + (r as u32) * 8 + p as u32), txn);
+            let mut n = (h % 4) as u32;
+            if r == 0 && n == 0 && p == (txn % partitions as u64) as usize {
+                n = 1;
+            }
+            if n > 0 {
+                request.push((p, *next..*next + n));
+                *next += n;
+            }
+        }
+        if !request.is_empty() {
+            plan.push(request);
+        }
+    }
+    plan
+}
+
+/// How many records transaction `txn` has in each partition.
+fn txn_counts(id: u32, txn: u64, partitions: usize) -> Vec<u32> {
+    let mut counts = vec![0; partitions];
+    for (p, indices) in txn_plan(id, txn, partitions).into_iter().flatten() {
+        counts[p] = counts[p].max(indices.end);
+    }
+    counts
+}
+
+/// What `transact` did with one transaction, from its ledger `ID.txns`.
+#[derive(Default)]
+struct TxnLedger {
+    /// Each acknowledged Produce of its records: (partition, base offset, record count).
+    produced: Vec<(usize, u64, u32)>,
+    /// EndTxn was sent.
+    ending: bool,
+    /// EndTxn was answered: the transaction is committed or aborted, as [`aborts`] says.
+    ended: bool,
+}
+
+fn read_txn_ledger(path: &Path) -> BTreeMap<u64, TxnLedger> {
+    let mut ledger: BTreeMap<u64, TxnLedger> = BTreeMap::new();
+    let Ok(file) = File::open(path) else {
+        return ledger;
+    };
+    for l in BufReader::new(file).lines() {
+        let l = l.expect("read ledger");
+        let fields: Vec<&str> = l.split(' ').collect();
+        let number = |i: usize| -> u64 {
+            fields[i]
+                .parse()
+                .unwrap_or_else(|_| panic!("ledger line {l:?}"))
+        };
+        let txn = ledger.entry(number(0)).or_default();
+        match fields[1] {
+            "begin" => {}
+            "produced" => txn
+                .produced
+                .push((number(2) as usize, number(3), number(4) as u32)),
+            "ending" => txn.ending = true,
+            "ended" => txn.ended = true,
+            _ => panic!("ledger line {l:?}"),
+        }
+    }
+    ledger
+}
+
+/// CONCURRENT_TRANSACTIONS: the coordinator is still ending the id's last transaction
+/// (InitProducerId aborting one a kill left open); a Kafka producer retries.
+const CONCURRENT_TRANSACTIONS: i16 = 51;
+
+/// Calls until the answer's code (`code_of`) is other than COORDINATOR_LOAD_IN_PROGRESS,
+/// COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or CONCURRENT_TRANSACTIONS, which a Kafka
+/// client retries after a backoff. `Ok(Err(..))`: refused with another code.
+fn call_retrying<R: Request>(
+    wire: &mut Wire,
+    version: i16,
+    request: &R,
+    code_of: impl Fn(&R::Response) -> i16,
+) -> io::Result<Result<R::Response, String>> {
+    let key = ApiKey::try_from(R::KEY).expect("a known API");
+    for _ in 0..200 {
+        let response = wire.call(version, request)?;
+        match code_of(&response) {
+            0 => return Ok(Ok(response)),
+            code if RETRIABLE_ERRORS.contains(&code) || code == CONCURRENT_TRANSACTIONS => {
+                std::thread::sleep(RETRY_BACKOFF);
+            }
+            code => return Ok(Err(format!("{key:?} answered error code {code}"))),
+        }
+    }
+    Ok(Err(format!("{key:?} still retriable after 200 tries")))
+}
+
+/// Why a transactional producer stopped: the connection failed in `phase` (the daemon
+/// was killed), or a request was refused (a bug: the harness fails).
+enum TxnStop {
+    Killed(&'static str, io::Error),
+    Refused(String),
+}
+
+/// Looks the transaction coordinator of `transactional_id` up and takes its producer id
+/// and epoch, as a Kafka producer's `initTransactions` does: the epoch bump fences the
+/// previous run, and the transaction it left open is aborted.
+fn init_transactions(wire: &mut Wire, transactional_id: &str) -> Result<ProducerId, TxnStop> {
+    let mut lookup = FindCoordinatorRequest::default();
+    lookup.key = str_bytes(transactional_id);
+    lookup.key_type = 1;
+    call_retrying(wire, 3, &lookup, |r| r.error_code)
+        .map_err(|e| TxnStop::Killed("FindCoordinator", e))?
+        .map_err(TxnStop::Refused)?;
+    let mut request = InitProducerIdRequest::default();
+    request.transactional_id = Some(TransactionalId(str_bytes(transactional_id)));
+    request.transaction_timeout_ms = 60_000;
+    let r = call_retrying(wire, 4, &request, |r| r.error_code)
+        .map_err(|e| TxnStop::Killed("InitProducerId", e))?
+        .map_err(TxnStop::Refused)?;
+    Ok(ProducerId {
+        id: r.producer_id.0,
+        epoch: r.producer_epoch,
+        next_sequence: 0,
+    })
+}
+
+/// A transactional producer between its transactions.
+struct TxnProducer {
+    wire: Wire,
+    id: u32,
+    transactional_id: String,
+    producer: ProducerId,
+    topic: String,
+    /// Each partition's next sequence number.
+    sequences: Vec<i32>,
+    ledger: File,
+}
+
+/// Runs transaction `txn` to its end, noting each step in the ledger before the request
+/// that could make it visible is sent, and each answer after it came.
+fn run_txn(p: &mut TxnProducer, txn: u64, pause: Duration) -> Result<(), TxnStop> {
+    let TxnProducer {
+        wire,
+        id,
+        transactional_id,
+        producer,
+        topic,
+        sequences,
+        ledger,
+    } = p;
+    let (id, topic) = (*id, topic.as_str());
+    let mut note = |text: String| {
+        ledger
+            .write_all(format!("{txn} {text}\n").as_bytes())
+            .expect("write the ledger");
+    };
+    note("begin".to_string());
+    let transactional = TransactionalId(str_bytes(transactional_id.as_str()));
+    let mut add = AddPartitionsToTxnRequest::default();
+    add.v3_and_below_transactional_id = transactional.clone();
+    add.v3_and_below_producer_id = kafka_protocol::messages::ProducerId(producer.id);
+    add.v3_and_below_producer_epoch = producer.epoch;
+    let mut added = AddPartitionsToTxnTopic::default();
+    added.name = TopicName(str_bytes(topic));
+    added.partitions = (0..sequences.len() as i32).collect();
+    add.v3_and_below_topics = vec![added];
+    let code_of = |r: &kafka_protocol::messages::AddPartitionsToTxnResponse| {
+        r.results_by_topic_v3_and_below
+            .iter()
+            .flat_map(|t| &t.results_by_partition)
+            .map(|p| p.partition_error_code)
+            .find(|&c| c != 0)
+            .unwrap_or(r.error_code)
+    };
+    call_retrying(wire, 3, &add, code_of)
+        .map_err(|e| TxnStop::Killed("AddPartitionsToTxn", e))?
+        .map_err(TxnStop::Refused)?;
+    for (n, batches) in txn_plan(id, txn, sequences.len()).into_iter().enumerate() {
+        let partitions = batches
+            .iter()
+            .map(|(p, indices)| {
+                let batch = record_batch(
+                    indices.clone().map(|i| txn_line(id, txn, *p, i)),
+                    (producer.id, producer.epoch),
+                    sequences[*p],
+                    true,
+                    CODECS[(mix(id, txn + *p as u64) % CODECS.len() as u64) as usize],
+                );
+                (*p as i32, batch)
+            })
+            .collect();
+        let mut request = produce_request(topic, -1, partitions);
+        request.transactional_id = Some(transactional.clone());
+        let version = PRODUCE_VERSIONS[(txn as usize + n) % PRODUCE_VERSIONS.len()];
+        let response = wire
+            .call(version, &request)
+            .map_err(|e| TxnStop::Killed("Produce", e))?;
+        for (p, indices) in &batches {
+            let answer = response.responses[0]
+                .partition_responses
+                .iter()
+                .find(|r| r.index == *p as i32)
+                .map(|r| (r.error_code, r.base_offset));
+            let Some((0, base)) = answer.filter(|&(_, base)| base >= 0) else {
+                return Err(TxnStop::Refused(format!(
+                    "Produce v{version} of transaction {txn} to partition {p} answered {answer:?}"
+                )));
+            };
+            note(format!("produced {p} {base} {}", indices.len()));
+            sequences[*p] += indices.len() as i32;
+        }
+    }
+    if !pause.is_zero() {
+        std::thread::sleep(pause);
+    }
+    note("ending".to_string());
+    let mut end = EndTxnRequest::default();
+    end.transactional_id = transactional;
+    end.producer_id = kafka_protocol::messages::ProducerId(producer.id);
+    end.producer_epoch = producer.epoch;
+    end.committed = !aborts(id, txn);
+    let response = wire
+        .call(3, &end)
+        .map_err(|e| TxnStop::Killed("EndTxn", e))?;
+    if response.error_code != 0 {
+        return Err(TxnStop::Refused(format!(
+            "EndTxn of transaction {txn} answered error code {}",
+            response.error_code
+        )));
+    }
+    note("ended".to_string());
+    Ok(())
+}
+
+/// `transact`: the transactional producer `crash-txn-ID` of the listener at ADDRESS.
+fn transact(
+    address: &str,
+    topic: &str,
+    partitions: usize,
+    state: &Path,
+    id: u32,
+    f: &Flags,
+) -> ExitCode {
+    let ledger_path = state_file(state, id, "txns");
+    let start = read_txn_ledger(&ledger_path)
+        .keys()
+        .next_back()
+        .map_or(0, |t| t + 1);
+    let transactional_id = format!("crash-txn-{id}");
+    let mut wire = match Wire::connect(address) {
+        Ok(wire) => wire,
+        Err(e) => {
+            println!("transactional producer {id}: connect failed: {e}");
+            return ExitCode::SUCCESS;
+        }
+    };
+    let mut txn = start;
+    let mut ended = 0u64;
+    let stop = init_transactions(&mut wire, &transactional_id).and_then(|producer| {
+        let mut p = TxnProducer {
+            wire,
+            id,
+            transactional_id,
+            producer,
+            topic: topic.to_string(),
+            sequences: vec![0; partitions],
+            ledger: open_state(&ledger_path),
+        };
+        while ended < f.max {
+            run_txn(&mut p, txn, Duration::from_micros(f.pause_us))?;
+            ended += 1;
+            txn += 1;
+        }
+        Ok(())
+    });
+    let (stopped, code) = match stop {
+        Ok(()) => ("reached --max".to_string(), ExitCode::SUCCESS),
+        Err(TxnStop::Killed(phase, e)) => (format!("in {phase}: {e}"), ExitCode::SUCCESS),
+        Err(TxnStop::Refused(why)) => (why, ExitCode::FAILURE),
+    };
+    println!(
+        "transactional producer {id}: {ended} transactions ended from {start}, stopped: {stopped}"
+    );
+    code
+}
+
+/// A partition's records (offset, value) from its log start on, as a consumer at that
+/// isolation level reads them (Fetch v11): to the high watermark, or for `read_committed`
+/// the last stable offset. A `read_committed` reading drops the
+/// aborted transactions' records as Kafka's consumer does (`CompletedFetch`): the
+/// response lists each aborted transaction's producer and first offset, and that
+/// producer's transactional records are skipped from there to its ABORT marker.
+fn fetch_partition(
+    wire: &mut Wire,
+    topic: &str,
+    partition: usize,
+    read_committed: bool,
+) -> io::Result<Result<Vec<(u64, String)>, String>> {
+    let mut records = Vec::new();
+    let mut offset = 0i64;
+    loop {
+        let mut fetch = FetchPartition::default();
+        fetch.partition = partition as i32;
+        fetch.fetch_offset = offset;
+        fetch.partition_max_bytes = 1 << 20;
+        fetch.current_leader_epoch = -1;
+        fetch.log_start_offset = -1;
+        let mut t = FetchTopic::default();
+        t.topic = TopicName(str_bytes(topic));
+        t.partitions = vec![fetch];
+        let mut request = FetchRequest::default();
+        request.replica_id = BrokerId(-1);
+        request.max_bytes = 1 << 26;
+        request.isolation_level = i8::from(read_committed);
+        request.session_epoch = -1;
+        request.topics = vec![t];
+        let response = wire.call(11, &request)?;
+        let data = &response.responses[0].partitions[0];
+        if response.error_code != 0 || data.error_code != 0 {
+            return Ok(Err(format!(
+                "Fetch at offset {offset} answered error codes {} and {}",
+                response.error_code, data.error_code
+            )));
+        }
+        let end = if read_committed {
+            data.last_stable_offset
+        } else {
+            data.high_watermark
+        };
+        offset = offset.max(data.log_start_offset);
+        if offset >= end {
+            return Ok(Ok(records));
+        }
+        let mut aborted: Vec<(i64, i64)> = data
+            .aborted_transactions
+            .iter()
+            .flatten()
+            .map(|a| (a.first_offset, a.producer_id.0))
+            .collect();
+        aborted.sort_unstable();
+        let mut aborted = aborted.into_iter().peekable();
+        let mut aborting = BTreeSet::new();
+        let mut next = offset;
+        let mut bytes = data.records.as_deref().unwrap_or_default();
+        // Whole batches only: a response may end inside one, as Kafka's may.
+        while bytes.len() >= 12 {
+            let size = 12 + i32::from_be_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
+            if bytes.len() < size {
+                break;
+            }
+            let mut batch = &bytes[..size];
+            bytes = &bytes[size..];
+            let set = match RecordBatchDecoder::decode(&mut batch) {
+                Ok(set) => set,
+                Err(e) => {
+                    return Ok(Err(format!(
+                        "a batch at offset {offset} does not decode: {e}"
+                    )))
+                }
+            };
+            for r in set.records {
+                next = next.max(r.offset + 1);
+                while let Some((_, pid)) = aborted.next_if(|&(first, _)| first <= r.offset) {
+                    aborting.insert(pid);
+                }
+                if r.control {
+                    let abort_marker = r
+                        .key
+                        .as_deref()
+                        .is_some_and(|k| k.get(2..4) == Some(&[0, 0]));
+                    if abort_marker {
+                        aborting.remove(&r.producer_id);
+                    }
+                    continue;
+                }
+                if r.offset < offset
+                    || r.offset >= end
+                    || (read_committed && r.transactional && aborting.contains(&r.producer_id))
+                {
+                    continue;
+                }
+                let value = r.value.as_deref().unwrap_or_default();
+                records.push((r.offset as u64, String::from_utf8_lossy(value).into_owned()));
+            }
+        }
+        if next == offset {
+            return Ok(Err(format!(
+                "Fetch at offset {offset}, below {end}, returned no whole batch"
+            )));
+        }
+        offset = next;
+    }
+}
+
+/// What a transaction's fate must be, from the producer's ledger.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum TxnFate {
+    /// EndTxn(commit) answered: every record visible, once, at its acknowledged offset.
+    Committed,
+    /// EndTxn(abort) answered: none visible.
+    Aborted,
+    /// EndTxn(commit) in flight at a kill: all visible or none.
+    Unknown,
+    /// No EndTxn(commit) ever sent (open at a kill, or its abort in flight): none visible.
+    Open,
+}
+
+/// `verify-txn`: transactional producer `id`'s records in the mount's `cat TOPIC/log`
+/// (CAT_FILE) and in a `read_committed` and a `read_uncommitted` Fetch of each partition,
+/// against its ledger.
+fn verify_txn(
+    address: &str,
+    topic: &str,
+    partitions: usize,
+    cat: &Path,
+    state: &Path,
+    id: u32,
+) -> ExitCode {
+    let ledger = read_txn_ledger(&state_file(state, id, "txns"));
+    let fate = |txn: u64| -> Option<TxnFate> {
+        let l = ledger.get(&txn)?;
+        Some(match (l.ending, l.ended, aborts(id, txn)) {
+            (_, true, false) => TxnFate::Committed,
+            (_, true, true) => TxnFate::Aborted,
+            (true, false, false) => TxnFate::Unknown,
+            _ => TxnFate::Open,
+        })
+    };
+    let violations: RefCell<Vec<String>> = RefCell::default();
+    let violate = |v: String| {
+        let mut violations = violations.borrow_mut();
+        if violations.len() < 20 {
+            violations.push(v);
+        }
+    };
+    // A record's (txn, partition, index), if it is whole and of a transaction begun.
+    let identify = |source: &str, text: &str| -> Option<(u64, usize, u32)> {
+        let parsed = parse_txn(text).filter(|&(pid, txn, p, i)| {
+            pid == id && p < partitions && txn_line(id, txn, p, i) == text
+        });
+        match parsed {
+            Some((_, txn, _, _)) if !ledger.contains_key(&txn) => {
+                violate(format!(
+                    "{source}: {text:?} of transaction {txn}, never begun"
+                ));
+                None
+            }
+            Some((_, txn, p, i)) => Some((txn, p, i)),
+            None => {
+                violate(format!(
+                    "{source}: {text:?} is no record the producer wrote"
+                ));
+                None
+            }
+        }
+    };
+    let bytes = std::fs::read(cat).unwrap_or_else(|e| panic!("read {}: {e}", cat.display()));
+    if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+        violate("log does not end with a newline (a torn last line)".to_string());
+    }
+    let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    let mut in_log: Vec<Vec<(u64, u32)>> = vec![Vec::new(); partitions];
+    for raw in (!bytes.is_empty())
+        .then(|| body.split(|&b| b == b'\n'))
+        .into_iter()
+        .flatten()
+    {
+        if let Some((txn, p, i)) = identify("log", &String::from_utf8_lossy(raw)) {
+            in_log[p].push((txn, i));
+        }
+    }
+    let mut committed_reads = Vec::new();
+    let mut uncommitted_reads = Vec::new();
+    let fetched = Wire::connect(address).and_then(|mut wire| {
+        for p in 0..partitions {
+            for (read_committed, reads) in [
+                (true, &mut committed_reads),
+                (false, &mut uncommitted_reads),
+            ] {
+                match fetch_partition(&mut wire, topic, p, read_committed)? {
+                    Ok(records) => reads.push(records),
+                    Err(e) => {
+                        violate(format!("partition {p}: {e}"));
+                        reads.push(Vec::new());
+                    }
+                }
+            }
+        }
+        Ok(())
+    });
+    if let Err(e) = fetched {
+        println!("VIOLATION txn: fetching {topic} failed: {e}");
+        return ExitCode::FAILURE;
+    }
+    // Where each acknowledged Produce put each record, whatever its transaction's fate.
+    let mut acknowledged: BTreeMap<(u64, usize, u32), u64> = BTreeMap::new();
+    for (&txn, l) in &ledger {
+        let mut next = vec![0u32; partitions];
+        for &(p, base, n) in &l.produced {
+            for k in 0..n {
+                acknowledged.insert((txn, p, next[p] + k), base + u64::from(k));
+            }
+            next[p] += n;
+        }
+    }
+    let mut read_committed: Vec<Vec<(u64, u32)>> = Vec::new();
+    let mut offsets_checked = 0usize;
+    for (p, records) in committed_reads.iter().enumerate() {
+        let mut shown = Vec::new();
+        for (offset, text) in records {
+            let source = format!("read_committed partition {p} offset {offset}");
+            let Some((txn, q, i)) = identify(&source, text) else {
+                continue;
+            };
+            if q != p {
+                violate(format!("{source}: {text:?} belongs in partition {q}"));
+            }
+            if let Some(&want) = acknowledged.get(&(txn, q, i)) {
+                offsets_checked += 1;
+                if want != *offset {
+                    violate(format!(
+                        "{source}: {text:?} was acknowledged at offset {want}"
+                    ));
+                }
+            }
+            shown.push((txn, i));
+        }
+        read_committed.push(shown);
+    }
+    // Every acknowledged record is in the log (read_uncommitted), aborted ones too.
+    let mut hidden = 0usize;
+    for (p, records) in uncommitted_reads.iter().enumerate() {
+        let mut at: BTreeMap<(u64, usize, u32), u64> = BTreeMap::new();
+        for (offset, text) in records {
+            let source = format!("read_uncommitted partition {p} offset {offset}");
+            if let Some(record) = identify(&source, text) {
+                if at.insert(record, *offset).is_some() {
+                    violate(format!("{source}: {text:?} is in the log twice"));
+                }
+                if matches!(fate(record.0), Some(TxnFate::Aborted | TxnFate::Open)) {
+                    hidden += 1;
+                }
+            }
+        }
+        for (record, want) in acknowledged.iter().filter(|(r, _)| r.1 == p) {
+            offsets_checked += 1;
+            if at.get(record) != Some(want) {
+                violate(format!(
+                    "read_uncommitted partition {p}: record {record:?} was acknowledged at offset {want}, the log has it at {:?}",
+                    at.get(record)
+                ));
+            }
+        }
+    }
+    // The transactions shown, and each must be one that may be.
+    let shown: BTreeSet<u64> = in_log
+        .iter()
+        .chain(&read_committed)
+        .flatten()
+        .map(|&(txn, _)| txn)
+        .collect();
+    for &txn in &shown {
+        match fate(txn) {
+            Some(TxnFate::Committed | TxnFate::Unknown) => {}
+            other => violate(format!(
+                "transaction {txn} ({other:?}) is visible: its records must never be"
+            )),
+        }
+    }
+    // Each partition shows exactly the shown transactions' records, in order, in the
+    // mount and to read_committed alike: a transaction is whole or absent.
+    for p in 0..partitions {
+        let want: Vec<(u64, u32)> = shown
+            .iter()
+            .flat_map(|&txn| (0..txn_counts(id, txn, partitions)[p]).map(move |i| (txn, i)))
+            .collect();
+        for (source, got) in [("log", &in_log[p]), ("read_committed", &read_committed[p])] {
+            if *got != want {
+                let at = want
+                    .iter()
+                    .zip(got)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(want.len().min(got.len()));
+                violate(format!(
+                    "partition {p} in {source}: {} records (txn, index), {} wanted; first difference at {at}: {:?} where {:?} was wanted",
+                    got.len(),
+                    want.len(),
+                    got.get(at),
+                    want.get(at)
+                ));
+            }
+        }
+    }
+    // A commit in flight at a kill keeps the outcome the first verification after it saw.
+    let outcomes_path = state_file(state, id, "txn-outcomes");
+    let seen: BTreeMap<u64, bool> = std::fs::read_to_string(&outcomes_path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let (txn, visible) = l.split_once(' ').expect("TXN visible|hidden");
+            (
+                txn.parse().expect("a transaction number"),
+                visible == "visible",
+            )
+        })
+        .collect();
+    let mut outcomes = open_state(&outcomes_path);
+    let (mut applied, mut not_applied) = (0, 0);
+    for &txn in ledger
+        .keys()
+        .filter(|&&t| fate(t) == Some(TxnFate::Unknown))
+    {
+        let visible = shown.contains(&txn);
+        if visible {
+            applied += 1;
+        } else {
+            not_applied += 1;
+        }
+        match seen.get(&txn) {
+            Some(&before) if before != visible => violate(format!(
+                "transaction {txn}, its commit in flight at a kill, was {} and is now {}",
+                if before { "visible" } else { "hidden" },
+                if visible { "visible" } else { "hidden" }
+            )),
+            Some(_) => {}
+            None => writeln!(
+                outcomes,
+                "{txn} {}",
+                if visible { "visible" } else { "hidden" }
+            )
+            .expect("write outcomes"),
+        }
+    }
+    let count = |want: TxnFate| ledger.keys().filter(|&&t| fate(t) == Some(want)).count();
+    let per_partition: Vec<String> = in_log
+        .iter()
+        .enumerate()
+        .map(|(p, shown)| format!("p{p} {}", shown.len()))
+        .collect();
+    println!(
+        "txn: {} lines visible ({}), transactions {} committed, {} aborted, {} open at a kill, commit in flight at a kill {applied} applied {not_applied} not; {offsets_checked} acknowledged offsets checked, {hidden} records of aborted or open transactions hidden, {} violations",
+        in_log.iter().map(Vec::len).sum::<usize>(),
+        per_partition.join(", "),
+        count(TxnFate::Committed),
+        count(TxnFate::Aborted),
+        count(TxnFate::Open),
+        violations.borrow().len()
+    );
+    let violations = violations.into_inner();
+    if violations.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    for v in &violations {
+        println!("VIOLATION txn: {v}");
+    }
+    ExitCode::FAILURE
 }
 
 struct Appender {
@@ -1405,6 +2157,30 @@ fn main() -> ExitCode {
                 return usage();
             };
             produce(&args[1], &args[2], Path::new(&args[3]), id, &f)
+        }
+        Some("txn") if args.len() >= 6 => {
+            let (Ok(partitions), Ok(id), Some(f)) = (
+                args[3].parse::<usize>(),
+                args[5].parse::<u32>(),
+                flags(&args[6..]),
+            ) else {
+                return usage();
+            };
+            transact(&args[1], &args[2], partitions, Path::new(&args[4]), id, &f)
+        }
+        Some("verify-txn") if args.len() == 7 => {
+            let (Ok(partitions), Ok(id)) = (args[3].parse::<usize>(), args[6].parse::<u32>())
+            else {
+                return usage();
+            };
+            verify_txn(
+                &args[1],
+                &args[2],
+                partitions,
+                Path::new(&args[4]),
+                Path::new(&args[5]),
+                id,
+            )
         }
         Some("commit") if args.len() >= 6 => {
             let (Ok(id), Some(f)) = (args[5].parse::<u32>(), flags(&args[6..])) else {

@@ -397,6 +397,71 @@ fn a_topic_log_waits_for_an_open_transaction_in_any_partition() {
     assert_eq!(t.stream_len(), 17);
 }
 
+#[test]
+fn a_topic_log_reads_each_partition_on_from_where_its_last_run_ended() {
+    // The crash harness's transactional producer: transaction after transaction over
+    // three partitions, so the stream changes partition at every run, with a marker
+    // between a partition's runs and a third of the transactions aborted (their runs
+    // placed, their records hidden).
+    let f = Fixture::new();
+    let t = f.engine().create_topic("txns", 3).unwrap();
+    let (mut shown, mut stream) = (String::new(), String::new());
+    let mut positions = Vec::new();
+    let mut seq = [0i32; 3];
+    for n in 0..40 {
+        let commit = n % 3 != 0;
+        for p in 0..3u32 {
+            let values: Vec<String> = (0..1 + (n + p as usize) % 3)
+                .map(|i| format!("t{n}-p{p}-{i}"))
+                .collect();
+            let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+            t.append_produced_in_txn(p, &batch(7, 0, seq[p as usize], true, &refs))
+                .unwrap();
+            seq[p as usize] += values.len() as i32;
+            for v in values {
+                positions.push((stream.len() as u64, shown.len()));
+                stream += &format!("{v}\n");
+                if commit {
+                    shown += &format!("{v}\n");
+                }
+            }
+        }
+        for p in 0..3 {
+            t.append_txn_marker(p, &TxnMarkerWrite::new((7, 0), commit, 0, 0))
+                .unwrap();
+        }
+    }
+    assert_eq!(t.stream_len(), stream.len() as u64);
+    for chunk in [1, 5, 64 << 10] {
+        assert_eq!(
+            String::from_utf8(cat(&t, chunk)).unwrap(),
+            shown,
+            "chunk {chunk}"
+        );
+    }
+    // A handle that read it all in small reads and seeks back (before its last read,
+    // which it would replay) reads on from there, every partition's records included,
+    // not from where its partitions' cursors had stopped. A position on an aborted
+    // record reads on from the next record shown.
+    for &(pos, at) in positions.iter().step_by(11) {
+        let mut cursor = kpfs::engine::TopicCursor::default();
+        let mut read = 0;
+        loop {
+            let got = t.read_log(&mut cursor, read, 5).unwrap();
+            if got.is_empty() {
+                break;
+            }
+            read += got.len() as u64;
+        }
+        let got = t.read_log(&mut cursor, pos, 1 << 20).unwrap();
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            &shown[at..],
+            "from stream position {pos}"
+        );
+    }
+}
+
 // ---- The transaction coordinator, through the engine ----
 
 use kpfs::engine::groups::{CommitRequest, OffsetToCommit};

@@ -5,6 +5,7 @@
 //! share; the topic's `log` file shows every partition's records in the order they
 //! were appended, kept by the [`stream_order`](super::stream_order).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -88,6 +89,11 @@ pub struct TopicCursor {
     /// the run was entered and grow by the bytes it returned.
     inner: LogCursor,
     inner_pos: u64,
+    /// The other partitions' cursors and kernel offsets, each where its partition's last
+    /// run was read to. A partition's next run goes on from there, so the change of
+    /// partition at every run costs nothing, where a fresh cursor would walk (and
+    /// decompress) the partition's batches from a stream-index entry to the run's start.
+    parked: BTreeMap<u32, (LogCursor, u64)>,
 }
 
 impl std::fmt::Debug for Topic {
@@ -99,13 +105,34 @@ impl std::fmt::Debug for Topic {
     }
 }
 
-/// Points `cursor` at the start of `run`.
+/// Points `cursor` at the start of `run`, the one after the run it read (or, with its
+/// partition cursors forgotten, any run).
 fn enter_run(cursor: &mut TopicCursor, run: Run) {
+    let mut left = std::mem::take(&mut cursor.inner);
+    if left.is_positioned() {
+        left.park();
+        cursor
+            .parked
+            .insert(cursor.partition, (left, cursor.inner_pos));
+    }
     cursor.run_pos = run.topic_pos;
     cursor.partition = run.partition;
     cursor.run_first_offset = run.first_offset;
+    // Read run after run, a partition's cursor stops where its runs' records end: its
+    // next records are the next run's, after markers only, which no run places.
+    match cursor.parked.remove(&run.partition) {
+        Some((inner, pos)) if inner.next_offset() <= run.first_offset => {
+            cursor.inner = inner;
+            cursor.inner_pos = pos;
+        }
+        _ => cursor.inner_pos = run.partition_pos,
+    }
+}
+
+/// Forgets the partition cursors, before the reader moves other than run after run.
+fn forget_cursors(cursor: &mut TopicCursor) {
     cursor.inner = LogCursor::default();
-    cursor.inner_pos = run.partition_pos;
+    cursor.parked.clear();
 }
 
 impl Topic {
@@ -735,6 +762,10 @@ impl Topic {
                 next.topic_pos > cursor.run_pos,
                 "runs start at increasing positions"
             );
+            if current.is_none() {
+                // The run was forgotten: the reader jumps to the first run kept.
+                forget_cursors(cursor);
+            }
             enter_run(cursor, next);
         }
         cursor.next_pos = pos + out.len() as u64;
@@ -752,6 +783,7 @@ impl Topic {
         let (_, run) = order.locate(pos);
         cursor.positioned = true;
         cursor.next_pos = pos;
+        forget_cursors(cursor);
         enter_run(cursor, run);
         cursor.inner_pos = run.partition_pos + pos.saturating_sub(run.topic_pos);
     }

@@ -1,12 +1,14 @@
 # The crash harness at CI size: 10 rounds of kill -9 under concurrent appenders on a
 # rolling+retained, a compacted and a plain topic, Kafka producers (acks=all, acks=1,
 # idempotent) with an appender on a fourth, appenders of a topic of three partitions
-# (keyed through its log, and one per partitions/N/log), and two committing consumers
-# (outside group management and as a static member), each followed by remount, ledger
-# verification (acknowledged records at their acknowledged offsets; every acknowledged
-# line of the partitioned topic once in its log and in its partition's, in order; no
-# acknowledged commit lost, no committed offset backwards), and every 5th round a clean
-# umount and `kpfs check`.
+# (keyed through its log, and one per partitions/N/log), a transactional producer on a
+# topic of three partitions, and two committing consumers (outside group management and
+# as a static member), each followed by remount, ledger verification (acknowledged
+# records at their acknowledged offsets; every acknowledged line of the partitioned topic
+# once in its log and in its partition's, in order; every committed transaction whole
+# and once in cat log and to read_committed, no aborted or open one, a commit in flight
+# at the kill all or nothing; no acknowledged commit lost, no committed offset
+# backwards), and every 5th round a clean umount and `kpfs check`.
 source "$(dirname "$0")/lib.sh"
 
 helper=$KPFS_ROOT/target/debug/examples/crash_appender
@@ -40,4 +42,12 @@ through='p0 [0-9]+ \(([0-9]+) through log\), p1 [0-9]+ \(([0-9]+) through log\),
 for n in 1 2 3; do
     [ "${BASH_REMATCH[n]}" -gt 0 ] || fail "partition $((n - 1)) got no line through part/log: $line"
 done
+# The transactional producer both committed and aborted transactions (verify-txn held
+# them to the ledger at every remount).
+line=$(grep "last txn: " <<<"$out") || fail "no line about the transactional producer:
+$out"
+ended='transactions ([0-9]+) committed, ([0-9]+) aborted'
+[[ $line =~ $ended ]] || fail "no transaction figures: $line"
+[ "${BASH_REMATCH[1]}" -gt 0 ] && [ "${BASH_REMATCH[2]}" -gt 0 ] ||
+    fail "the transactional producer did not both commit and abort: $line"
 printf '%s\n' "$out" | sed -n '/summary/,$p'

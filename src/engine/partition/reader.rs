@@ -71,6 +71,12 @@ impl LogCursor {
     pub(crate) fn next_offset(&self) -> u64 {
         self.next_offset
     }
+
+    /// Drops the bytes kept for a re-read: a topic's reader, which parks the cursor
+    /// between its partition's runs, reads on through it but never re-reads.
+    pub(crate) fn park(&mut self) {
+        self.replay = Replay::default();
+    }
 }
 
 impl Replay {
