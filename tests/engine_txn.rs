@@ -531,9 +531,49 @@ fn the_coordinator_commits_and_aborts_through_markers_in_every_partition() {
         e.add_partitions_to_txn("tx", producer, &[("t".to_string(), 0)]),
         Err(TxnError::ProducerFenced)
     );
+    // Kafka's partition verification of a Produce, as its AddPartitionsToTxnManager
+    // answers the producer: the fenced epoch is INVALID_PRODUCER_EPOCH (which producers
+    // handle there), another producer id INVALID_PRODUCER_ID_MAPPING.
+    let write = |producer: (i64, i16)| {
+        e.produce_in_txn(
+            "tx",
+            ("t", 0),
+            producer,
+            &batch(producer.0, producer.1, 3, true, &["late"]),
+        )
+        .unwrap_err()
+    };
+    assert!(matches!(
+        write(producer),
+        EngineError::InvalidProducerEpoch { .. }
+    ));
+    assert!(matches!(
+        write((producer.0 + 1, 1)),
+        EngineError::InvalidProducerIdMapping { .. }
+    ));
+    assert!(matches!(write(newer), EngineError::InvalidTxnState { .. }));
     let listed = e.list_transactions(&[TxnStatus::Empty], &[]);
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].transactional_id, "tx");
+}
+
+#[test]
+fn transactional_ids_are_listed_in_the_order_of_kafkas_coordinator() {
+    let f = Fixture::new();
+    let e = f.engine();
+    for id in ["txd-a", "txd-b", "txd-timeout", "ctp"] {
+        e.init_transactional_producer(id, 60_000).unwrap();
+    }
+    let listed: Vec<String> = e
+        .list_transactions(&[], &[])
+        .into_iter()
+        .map(|l| l.transactional_id)
+        .collect();
+    // A ConcurrentHashMap's bins of 16 (String.hashCode spread): txd-timeout's is 9,
+    // txd-a's and ctp's 14 (in the order they were added), txd-b's 15. Kafka 4.3.1's
+    // `kafka-transactions.sh list` prints txd-timeout, txd-a, txd-b
+    // (t_kafka_txn_diff.sh).
+    assert_eq!(listed, ["txd-timeout", "txd-a", "ctp", "txd-b"]);
 }
 
 #[test]
