@@ -170,6 +170,54 @@ fn an_abort_is_indexed_with_the_last_stable_offset_after_it() {
     );
 }
 
+/// The aborted transactions a read_committed fetch of one batch from `offset` lists
+/// (one byte asked: minOneMessage sends the batch holding the offset alone).
+fn aborted_of_one_batch(t: &Topic, offset: u64) -> Vec<(i64, u64)> {
+    let out = t
+        .p0()
+        .fetch_limited(offset, 1, true, Isolation::ReadCommitted)
+        .unwrap();
+    assert_eq!(out.ranges.len(), 1, "one range from {offset}");
+    out.aborted
+        .unwrap()
+        .iter()
+        .map(|a| (a.producer_id, a.first_offset))
+        .collect()
+}
+
+#[test]
+fn a_read_committed_fetch_lists_the_aborts_up_to_kafkas_estimate_of_its_end() {
+    let f = Fixture::new();
+    let t = f.topic("t");
+    t.append_lines(b"plain-0\n").unwrap(); // 0
+    t.append_lines(b"plain-1\n").unwrap(); // 1
+    txn(&t, 2, 0, 0, &["b"]); // 2
+    end(&t, 2, 1, false); // 3
+    t.append_lines(b"plain-4\n").unwrap(); // 4
+                                           // Without offset-index entries (4096 bytes between them), Kafka's estimate of the
+                                           // read's end is the log end: the abort past the batch sent is listed.
+    assert_eq!(aborted_of_one_batch(&t, 0), vec![(2, 2)]);
+    assert_eq!(aborted_of_one_batch(&t, 4), vec![]);
+
+    // An entry per batch (but the first): the estimate is the next batch's offset.
+    let g = Fixture::new();
+    let t = g.topic("t");
+    set(&t, "index.interval.bytes=1");
+    t.append_lines(b"plain-0\n").unwrap(); // 0
+    t.append_lines(b"plain-1\n").unwrap(); // 1
+    txn(&t, 2, 0, 0, &["b"]); // 2
+    end(&t, 2, 1, false); // 3
+    t.append_lines(b"plain-4\n").unwrap(); // 4
+    assert_eq!(aborted_of_one_batch(&t, 0), vec![]);
+    assert_eq!(
+        aborted_of_one_batch(&t, 1),
+        vec![],
+        "the abort starts at the bound, 2"
+    );
+    assert_eq!(aborted_of_one_batch(&t, 2), vec![(2, 2)]);
+    assert_eq!(aborted_of_one_batch(&t, 3), vec![(2, 2)], "its marker");
+}
+
 #[test]
 fn writes_that_do_not_fit_a_transaction_are_refused_with_kafkas_texts() {
     let f = Fixture::new();
@@ -548,9 +596,49 @@ fn the_coordinator_commits_and_aborts_through_markers_in_every_partition() {
         e.add_partitions_to_txn("tx", producer, &[("t".to_string(), 0)]),
         Err(TxnError::ProducerFenced)
     );
+    // Kafka's partition verification of a Produce, as its AddPartitionsToTxnManager
+    // answers the producer: the fenced epoch is INVALID_PRODUCER_EPOCH (which producers
+    // handle there), another producer id INVALID_PRODUCER_ID_MAPPING.
+    let write = |producer: (i64, i16)| {
+        e.produce_in_txn(
+            "tx",
+            ("t", 0),
+            producer,
+            &batch(producer.0, producer.1, 3, true, &["late"]),
+        )
+        .unwrap_err()
+    };
+    assert!(matches!(
+        write(producer),
+        EngineError::InvalidProducerEpoch { .. }
+    ));
+    assert!(matches!(
+        write((producer.0 + 1, 1)),
+        EngineError::InvalidProducerIdMapping { .. }
+    ));
+    assert!(matches!(write(newer), EngineError::InvalidTxnState { .. }));
     let listed = e.list_transactions(&[TxnStatus::Empty], &[]);
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].transactional_id, "tx");
+}
+
+#[test]
+fn transactional_ids_are_listed_in_the_order_of_kafkas_coordinator() {
+    let f = Fixture::new();
+    let e = f.engine();
+    for id in ["txd-a", "txd-b", "txd-timeout", "ctp"] {
+        e.init_transactional_producer(id, 60_000).unwrap();
+    }
+    let listed: Vec<String> = e
+        .list_transactions(&[], &[])
+        .into_iter()
+        .map(|l| l.transactional_id)
+        .collect();
+    // A ConcurrentHashMap's bins of 16 (String.hashCode spread): txd-timeout's is 9,
+    // txd-a's and ctp's 14 (in the order they were added), txd-b's 15. Kafka 4.3.1's
+    // `kafka-transactions.sh list` prints txd-timeout, txd-a, txd-b
+    // (t_kafka_txn_diff.sh).
+    assert_eq!(listed, ["txd-timeout", "txd-a", "ctp", "txd-b"]);
 }
 
 #[test]

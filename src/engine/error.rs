@@ -135,6 +135,16 @@ pub enum EngineError {
     InvalidTxnState {
         message: String,
     },
+    /// A transactional batch whose producer id is not its transactional id's
+    /// (INVALID_PRODUCER_ID_MAPPING, from Kafka's partition verification).
+    InvalidProducerIdMapping {
+        message: String,
+    },
+    /// A transactional batch while its transaction is being ended
+    /// (CONCURRENT_TRANSACTIONS, from Kafka's partition verification).
+    ConcurrentTransactions {
+        message: String,
+    },
     /// An end-transaction marker from an older transaction coordinator than the last
     /// one the producer's markers came from (TRANSACTION_COORDINATOR_FENCED).
     TransactionCoordinatorFenced {
@@ -304,6 +314,8 @@ impl fmt::Display for EngineError {
             | EngineError::InvalidProducerEpoch { message }
             | EngineError::OutOfOrderSequence { message }
             | EngineError::InvalidTxnState { message }
+            | EngineError::InvalidProducerIdMapping { message }
+            | EngineError::ConcurrentTransactions { message }
             | EngineError::TransactionCoordinatorFenced { message } => f.write_str(message),
             // Kafka's `LogValidator.processRecordErrors`.
             EngineError::RecordsRejected {

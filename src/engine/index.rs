@@ -507,6 +507,22 @@ impl OffsetIndex {
         }
     }
 
+    /// Kafka's `OffsetIndex.fetchUpperBoundOffset`: the first entry whose position is at
+    /// or past `position`, if any.
+    pub(crate) fn first_at_or_past_position(
+        &self,
+        position: u64,
+    ) -> io::Result<Option<(u64, u32)>> {
+        let before = self
+            .inner
+            .count_prefix(|e| u64::from(be_u32(e, OFFSET_INDEX_POSITION_AT)) < position)?;
+        if before < self.inner.entries {
+            self.entry(before).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     /// Drops entries pointing at or past `position` (truncation of the log).
     pub(crate) fn truncate_to_position(&mut self, position: u32) -> io::Result<()> {
         let keep = self

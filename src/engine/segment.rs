@@ -138,8 +138,6 @@ pub(crate) struct FetchSpan {
     /// The batches reach the end of what the caller may read: a fetch goes on in the
     /// next segment.
     pub(crate) to_end: bool,
-    /// The offset after the span's last batch.
-    pub(crate) next_offset: u64,
 }
 
 /// What [`Segment::first_record_from`] looks for: the batches to open, the record to
@@ -1352,6 +1350,17 @@ impl Segment {
         Ok(u64::from(position))
     }
 
+    /// Kafka's `LogSegment.fetchUpperBoundOffset`: the offset of the first offset-index
+    /// entry at or past `position` (where a fetch's bytes end), if the index has one.
+    pub(crate) fn fetch_upper_bound_offset(&self, position: u64) -> Result<Option<u64>> {
+        let st = self.state.lock();
+        let entry = st
+            .offset_index
+            .first_at_or_past_position(position)
+            .map_err(|e| self.index_err(&st, e))?;
+        Ok(entry.map(|(offset, _)| offset))
+    }
+
     #[cfg(feature = "internals")]
     /// Offset-index entries as (offset, position), for searches by other keys.
     pub fn index_entries(&self) -> Result<Vec<(u64, u32)>> {
@@ -1543,10 +1552,9 @@ impl Segment {
                 position: start as u64,
                 len: 0,
                 to_end: false,
-                next_offset: first.base_offset,
             }));
         }
-        let (mut end, mut next_offset) = (start + first.size, first.next_offset());
+        let mut end = start + first.size;
         let mut stopped = false;
         while end < limit {
             let h = header_at(end)?;
@@ -1558,14 +1566,12 @@ impl Segment {
                 break;
             }
             end += h.size;
-            next_offset = h.next_offset();
         }
         Ok(Some(FetchSpan {
             file,
             position: start as u64,
             len: (end - start) as u64,
             to_end: end == limit && !stopped,
-            next_offset,
         }))
     }
 

@@ -25,12 +25,16 @@ const HEADERS: [&str; 9] = [
 const NONE: &str = "None";
 
 impl Engine {
-    /// The transactional ids, as ListTransactions lists them (every state and producer).
+    /// The transactional ids ListTransactions lists (every state and producer), in name
+    /// order (`.kpfs/transactions/`'s).
     pub(crate) fn transactional_ids(&self) -> Vec<String> {
-        self.list_transactions(&[], &[])
+        let mut ids: Vec<String> = self
+            .list_transactions(&[], &[])
             .into_iter()
             .map(|listing| listing.transactional_id)
-            .collect()
+            .collect();
+        ids.sort();
+        ids
     }
 
     /// `.kpfs/transactions/ID`: `kafka-transactions.sh describe`'s header line and row,

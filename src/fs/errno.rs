@@ -36,6 +36,8 @@ pub(crate) fn errno_of(error: &EngineError) -> i32 {
         | EngineError::InvalidProducerEpoch { .. }
         | EngineError::OutOfOrderSequence { .. }
         | EngineError::InvalidTxnState { .. }
+        | EngineError::InvalidProducerIdMapping { .. }
+        | EngineError::ConcurrentTransactions { .. }
         | EngineError::TransactionCoordinatorFenced { .. } => libc::EINVAL,
         EngineError::RecompressedTooLarge { .. } => libc::EFBIG,
         // Cannot happen once mounted (the lock is taken before the mount); EBUSY is what a

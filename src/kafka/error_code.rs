@@ -48,6 +48,8 @@ pub(crate) fn error_code(error: &EngineError) -> ResponseError {
         EngineError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         EngineError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         EngineError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+        EngineError::InvalidProducerIdMapping { .. } => ResponseError::InvalidProducerIdMapping,
+        EngineError::ConcurrentTransactions { .. } => ResponseError::ConcurrentTransactions,
         EngineError::TransactionCoordinatorFenced { .. } => {
             ResponseError::TransactionCoordinatorFenced
         }

@@ -10,6 +10,9 @@
 #                  log.retention.check.interval.ms=1000). Returns once it serves, with
 #                  $KAFKA_BOOTSTRAP (host:port), $KAFKA_LOG_DIRS (its log.dirs: the
 #                  transcripts' /tmp/kafka-logs) and $KAFKA_PID set. Stopped at exit.
+#                  KAFKA_FEATURES (an array of NAME=LEVEL) sets feature levels at
+#                  format time (kafka-storage.sh format --feature), e.g.
+#                  transaction.version=0 for the transaction protocol kpfs serves.
 #   stop_kafka_broker
 #                  SIGTERM (Kafka's controlled shutdown), SIGKILL after 30 s.
 #   start_kafka_cluster N [KEY=VALUE...]
@@ -53,6 +56,7 @@ KAFKA_CLUSTER_BOOTSTRAP=
 KAFKA_CLUSTER_PIDS=()
 KAFKA_CLUSTER_PORTS=()
 KAFKA_CLUSTER_DIRS=()
+KAFKA_FEATURES=()
 # The tools' and the test broker's JVMs, quicker to start (C1 only, serial GC): what they
 # print and answer is the same. scripts/bench measures Kafka with its own flags instead.
 export KAFKA_JVM_PERFORMANCE_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto -Djava.awt.headless=true"
@@ -87,12 +91,13 @@ trap '_kafka_cleanup; _kpfs_cleanup' EXIT
 _kafka_started() { grep -q 'Kafka Server started' "$1"; }
 
 start_kafka_broker() {
-    local dir props attempt port cport t0
+    local dir props attempt port cport t0 feature features=()
     [ -z "$KAFKA_PID" ] || fail "start_kafka_broker: a broker already runs ($KAFKA_PID)"
     dir=$(mktemp -d /tmp/kpfs-kafka.XXXXXX)
     KAFKA_BROKER_DIRS+=("$dir")
     KAFKA_LOG_DIRS=$dir/kafka-logs
     props=$dir/server.properties
+    for feature in "${KAFKA_FEATURES[@]}"; do features+=(--feature "$feature"); done
     for attempt in 1 2 3 4 5; do
         random_port port
         random_port cport
@@ -100,7 +105,7 @@ start_kafka_broker() {
         kafka_broker_properties "$port" "$cport" "$KAFKA_LOG_DIRS" "$@" >"$props"
         rm -rf "$KAFKA_LOG_DIRS" "$dir/logs"
         LOG_DIR=$dir/logs "$KAFKA_BIN/kafka-storage.sh" format --standalone \
-            -t "$(kafka_uuid)" -c "$props" >"$dir/format.out" 2>&1 ||
+            -t "$(kafka_uuid)" -c "$props" "${features[@]}" >"$dir/format.out" 2>&1 ||
             fail "kafka-storage.sh format failed: $(cat "$dir/format.out")"
         t0=$(date +%s%N)
         LOG_DIR=$dir/logs KAFKA_HEAP_OPTS=${KAFKA_BROKER_HEAP_OPTS:--Xmx512M -Xms512M} \

@@ -1,7 +1,8 @@
 # Side-by-side checks of kpfs against a real Kafka broker, for the tests that run the same
-# thing on both (t_kafka_tools.sh, t_kafka_diff_wire.sh). Source after kafka_lib.sh, with
-# $W a work directory and, before the checks run, $K (Kafka's bin/), $KPFS_BOOTSTRAP and
-# $KPFS_LOGS (kpfs's listener and data directory) set beside kafka_lib.sh's variables.
+# thing on both (t_kafka_tools.sh, t_kafka_diff_wire.sh, t_kafka_txn_diff.sh). Source
+# after kafka_lib.sh, with $W a work directory and, before the checks run, $K (Kafka's
+# bin/), $KPFS_BOOTSTRAP and $KPFS_LOGS (kpfs's listener and data directory) set beside
+# kafka_lib.sh's variables.
 #
 # Each check keeps $W/NAME.kafka and $W/NAME.kpfs; the test declares
 #   declare -A KNOWN=([NAME]="why kpfs differs there" ...)

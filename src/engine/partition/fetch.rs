@@ -166,9 +166,10 @@ impl Partition {
         let Some(first) = snap.segment_for(offset).filter(|_| offset < end_offset) else {
             return Ok(outcome);
         };
-        let mut fetched_end = offset;
+        // The last segment read from and where in it the bytes read end.
+        let mut read_end = None;
         let mut remaining = max_bytes;
-        for segment in &snap.segments[first..] {
+        for (i, segment) in snap.segments.iter().enumerate().skip(first) {
             // The active segment is read up to where the high watermark stood.
             let max_position = if segment.id() == active.id {
                 active.size
@@ -186,7 +187,7 @@ impl Partition {
                 continue;
             };
             if span.len > 0 {
-                fetched_end = span.next_offset;
+                read_end = Some((i, span.position + span.len));
                 remaining = remaining.saturating_sub(span.len);
                 outcome.ranges.push(FetchedRange {
                     file: span.file,
@@ -199,7 +200,26 @@ impl Partition {
             }
         }
         if let Some(aborted) = outcome.aborted.as_mut() {
-            *aborted = snap.collect_aborted(first, (offset, fetched_end));
+            // Kafka's `LocalLog.addAbortedTransactions`: the aborts that overlap from
+            // `offset` up to an estimate of the read's end, the first offset-index entry
+            // at or past the bytes read, else the next segment's base offset, else the
+            // log end; so a read_committed consumer learns of aborts a little ahead of
+            // the batches it gets. (kpfs's read may go on into later segments: the
+            // estimate is from the last one read.)
+            let upper_bound = match read_end {
+                Some((i, end_position)) => {
+                    match snap.segments[i].fetch_upper_bound_offset(end_position)? {
+                        Some(indexed) => indexed,
+                        None => snap
+                            .segments
+                            .get(i + 1)
+                            .map_or(active.next_offset, |next| next.base_offset()),
+                    }
+                }
+                // Nothing read: nothing to list.
+                None => offset,
+            };
+            *aborted = snap.collect_aborted(first, (offset, upper_bound));
         }
         Ok(outcome)
     }

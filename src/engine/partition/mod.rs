@@ -110,6 +110,8 @@ impl RefusalReason {
             | EngineError::InvalidProducerEpoch { .. }
             | EngineError::OutOfOrderSequence { .. }
             | EngineError::InvalidTxnState { .. }
+            | EngineError::InvalidProducerIdMapping { .. }
+            | EngineError::ConcurrentTransactions { .. }
             | EngineError::TransactionCoordinatorFenced { .. } => Some(RefusalReason::Invalid),
             _ => None,
         }

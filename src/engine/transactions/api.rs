@@ -119,7 +119,10 @@ impl Engine {
 
     /// Produce of a transactional id's batch to a partition: appended as part of the
     /// producer's transaction if the coordinator has the partition in it, else refused
-    /// as Kafka's partition verification refuses it.
+    /// as Kafka's partition verification refuses it, with the codes its
+    /// `AddPartitionsToTxnManager` gives the producer: a fenced epoch is
+    /// INVALID_PRODUCER_EPOCH (what producers expect there), a partition not in the
+    /// transaction INVALID_TXN_STATE.
     pub fn produce_in_txn(
         &self,
         transactional_id: &str,
@@ -131,13 +134,19 @@ impl Engine {
             name: topic.to_string(),
         })?;
         let index = i32::try_from(partition).unwrap_or(i32::MAX);
-        if !self
-            .inner
-            .transactions
-            .in_transaction(transactional_id, producer, (topic, index))
-        {
-            return Err(EngineError::InvalidTxnState {
-                message: "Partition was not added to the transaction".to_string(),
+        let verified =
+            self.inner
+                .transactions
+                .verify_partition(transactional_id, producer, (topic, index));
+        if let Err(e) = verified {
+            let message = e.to_string();
+            return Err(match e {
+                TxnError::ProducerFenced => EngineError::InvalidProducerEpoch { message },
+                TxnError::InvalidProducerIdMapping => {
+                    EngineError::InvalidProducerIdMapping { message }
+                }
+                TxnError::ConcurrentTransactions => EngineError::ConcurrentTransactions { message },
+                _ => EngineError::InvalidTxnState { message },
             });
         }
         target.append_produced_in_txn(partition, records)

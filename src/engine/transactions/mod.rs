@@ -20,7 +20,7 @@ mod records;
 
 pub use api::TxnOrGroupError;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -254,6 +254,11 @@ pub struct TransactionCoordinator {
 
 struct State {
     txns: BTreeMap<String, TxnMetadata>,
+    /// The order ids were added in and the most held at once: what the order Kafka's
+    /// coordinator lists them in depends on ([`State::listing_order`]).
+    added: HashMap<String, u64>,
+    next_added: u64,
+    peak: usize,
     log: Option<Arc<Partition>>,
     abort_checked_ms: i64,
     expiry_checked_ms: i64,
@@ -270,6 +275,9 @@ impl TransactionCoordinator {
         let now = clock.now_ms();
         let mut state = State {
             txns: BTreeMap::new(),
+            added: HashMap::new(),
+            next_added: 0,
+            peak: 0,
             log: None,
             abort_checked_ms: now,
             expiry_checked_ms: now,
@@ -444,6 +452,40 @@ impl TransactionCoordinator {
         Ok(vec![None; partitions.len()])
     }
 
+    /// Kafka's partition verification before a transactional Produce
+    /// (`TransactionCoordinator.handleVerifyPartitionsInTransaction`): the partition is
+    /// in the open transaction of the id's producer at `epoch`, else why not: another
+    /// producer id, another epoch (the producer was fenced, by a newer one or by the
+    /// abort of its timed-out transaction), a transaction being ended, a partition not
+    /// added.
+    pub(crate) fn verify_partition(
+        &self,
+        transactional_id: &str,
+        (producer_id, epoch): (i64, i16),
+        partition: (&str, i32),
+    ) -> Result<(), TxnError> {
+        let state = self.state.lock();
+        let Some(m) = state.txns.get(transactional_id) else {
+            return Err(TxnError::InvalidProducerIdMapping);
+        };
+        if m.producer_id != producer_id {
+            Err(TxnError::InvalidProducerIdMapping)
+        } else if m.producer_epoch != epoch {
+            Err(TxnError::ProducerFenced)
+        } else if matches!(m.status, TxnStatus::PrepareCommit | TxnStatus::PrepareAbort) {
+            Err(TxnError::ConcurrentTransactions)
+        } else if m.status == TxnStatus::Ongoing
+            && m.partitions
+                .contains(&(partition.0.to_string(), partition.1))
+        {
+            Ok(())
+        } else {
+            Err(TxnError::InvalidTxnState(
+                "Partition was not added to the transaction".to_string(),
+            ))
+        }
+    }
+
     /// Whether the partition is in the open transaction of the id's producer at `epoch`
     /// (Kafka's partition verification before a transactional Produce).
     pub(crate) fn in_transaction(
@@ -503,10 +545,11 @@ impl TransactionCoordinator {
     /// ListTransactions: the ids in one of `states` (any when empty) of one of the
     /// producer ids (any when empty).
     pub(crate) fn list(&self, states: &[TxnStatus], producer_ids: &[i64]) -> Vec<TxnListing> {
-        self.state
-            .lock()
-            .txns
-            .iter()
+        let state = self.state.lock();
+        state
+            .listing_order()
+            .into_iter()
+            .map(|id| (id, &state.txns[id]))
             .filter(|(_, m)| states.is_empty() || states.contains(&m.status))
             .filter(|(_, m)| producer_ids.is_empty() || producer_ids.contains(&m.producer_id))
             .map(|(id, m)| TxnListing {
@@ -579,7 +622,7 @@ impl TransactionCoordinator {
                 match state.store(&id, None, now) {
                     Ok(()) => {
                         tracing::info!(transactional_id = %id, "expired an idle transactional id");
-                        state.txns.remove(&id);
+                        state.forget(&id);
                     }
                     Err(e) => {
                         tracing::warn!(transactional_id = %id, error = %e, "cannot expire a transactional id");
@@ -607,11 +650,49 @@ impl State {
         Ok(meta)
     }
 
+    fn put(&mut self, id: String, meta: TxnMetadata) {
+        if !self.added.contains_key(&id) {
+            self.added.insert(id.clone(), self.next_added);
+            self.next_added += 1;
+        }
+        self.txns.insert(id, meta);
+        self.peak = self.peak.max(self.txns.len());
+    }
+
+    fn forget(&mut self, id: &str) {
+        self.txns.remove(id);
+        self.added.remove(id);
+    }
+
+    /// The ids in the order Kafka's `listTransactionStates` visits them (with
+    /// `transaction.state.log.num.partitions` 1, kpfs's one partition): its coordinator
+    /// keeps them in a `ConcurrentHashMap`, iterated bin by bin, an id's bin being its
+    /// `String.hashCode`, spread, modulo the table's size (16, doubled whenever the map
+    /// came to hold three quarters of it; never halved), and the ids of one bin in the
+    /// order they were added (kpfs does not follow the reordering of a bin's ids when the
+    /// table grows, nor the trees of bins of 8 or more).
+    fn listing_order(&self) -> Vec<&String> {
+        let mut size: usize = 16;
+        while self.peak >= size - size / 4 {
+            size *= 2;
+        }
+        let bin = |id: &str| {
+            let h = id
+                .encode_utf16()
+                .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+            let spread = (h ^ ((h as u32) >> 16) as i32) & 0x7fff_ffff;
+            spread as usize & (size - 1)
+        };
+        let mut ids: Vec<&String> = self.txns.keys().collect();
+        ids.sort_by_key(|id| (bin(id), self.added.get(*id).copied().unwrap_or(u64::MAX)));
+        ids
+    }
+
     /// Writes the id's new state to the log, then takes it: what a client is told was
     /// done is durable.
     fn transit(&mut self, id: &str, meta: TxnMetadata, now: i64) -> Result<(), TxnError> {
         self.store(id, Some(meta.log_value()), now)?;
-        self.txns.insert(id.to_string(), meta);
+        self.put(id.to_string(), meta);
         Ok(())
     }
 
@@ -692,10 +773,10 @@ impl State {
             };
             match record.value.map(TxnLogValue::decode) {
                 None => {
-                    self.txns.remove(&id);
+                    self.forget(&id);
                 }
                 Some(Ok(value)) => {
-                    self.txns.insert(id, TxnMetadata::of(value));
+                    self.put(id, TxnMetadata::of(value));
                 }
                 Some(Err(e)) => {
                     tracing::warn!(offset = record.offset, why = %e.0, "skipping an unreadable record of {TRANSACTION_STATE_TOPIC}");
