@@ -161,10 +161,11 @@ impl Engine {
         request: &CommitRequest,
     ) -> Result<Vec<Option<GroupError>>, TxnOrGroupError> {
         let (topic, partition) = offsets_partition();
-        if !self
+        if self
             .inner
             .transactions
-            .in_transaction(transactional_id, producer, (&topic, partition))
+            .verify_partition(transactional_id, producer, (&topic, partition))
+            .is_err()
         {
             return Err(TxnOrGroupError::Txn(TxnError::InvalidTxnState(
                 "Partition was not added to the transaction".to_string(),

@@ -486,24 +486,6 @@ impl TransactionCoordinator {
         }
     }
 
-    /// Whether the partition is in the open transaction of the id's producer at `epoch`
-    /// (Kafka's partition verification before a transactional Produce).
-    pub(crate) fn in_transaction(
-        &self,
-        transactional_id: &str,
-        (producer_id, epoch): (i64, i16),
-        partition: (&str, i32),
-    ) -> bool {
-        let state = self.state.lock();
-        state.txns.get(transactional_id).is_some_and(|m| {
-            m.status == TxnStatus::Ongoing
-                && m.producer_id == producer_id
-                && m.producer_epoch == epoch
-                && m.partitions
-                    .contains(&(partition.0.to_string(), partition.1))
-        })
-    }
-
     /// EndTxn (Kafka's `handleEndTransaction`): the transaction is prepared, its markers
     /// written to every partition, and completed, all before this returns. A retry of
     /// an end already done succeeds; ending it the other way is INVALID_TXN_STATE.
