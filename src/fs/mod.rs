@@ -1996,4 +1996,6 @@ fn leaf_name(node: &Node) -> String {
 }
 
 #[cfg(test)]
+mod mock_tests;
+#[cfg(test)]
 mod tests;

@@ -13,6 +13,8 @@
 //! a remote backend maps its error codes onto, so the errno map stays one match.
 
 mod local;
+#[cfg(test)]
+pub(crate) mod mock;
 
 use std::fs::File;
 use std::sync::Arc;
