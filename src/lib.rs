@@ -21,3 +21,4 @@ mod fs;
 pub mod kafka;
 #[cfg(not(feature = "internals"))]
 mod kafka;
+mod store;

@@ -142,7 +142,7 @@ enum Event {
 /// A mounted, serving daemon.
 struct Daemon {
     engine: Arc<Engine>,
-    fs: Arc<KpfsFs>,
+    fs: Arc<KpfsFs<Engine>>,
     mounted: Mounted,
     /// The Kafka listener, when `listeners` is set.
     listener: Option<ListenerHandle>,

@@ -21,6 +21,7 @@ use fuser::{
 
 use crate::fs::inode::ROOT_INO;
 use crate::fs::{Attr, FileKind, FsError, KpfsFs, NamespaceOp, SetAttr};
+use crate::store::Store;
 
 /// The kernel caps one request at 1 MiB (`fuse_max_pages_limit`) anyway; asking for more
 /// only makes every event loop's buffer larger.
@@ -29,8 +30,8 @@ const MAX_WRITE: u32 = 1 << 20;
 /// serialised by the kernel's inode lock whatever this is.
 const THREADS: usize = 4;
 
-struct FuseAdapter {
-    fs: Arc<KpfsFs>,
+struct FuseAdapter<S: Store> {
+    fs: Arc<KpfsFs<S>>,
 }
 
 thread_local! {
@@ -44,7 +45,7 @@ thread_local! {
 /// topic's inodes itself), its inodes go and the kernel drops its cached entry now, not
 /// when the entry's TTL runs out (DeleteTopics through the listener: `stat` would still
 /// find the folder). On the deleter's thread, so the deletion is answered only then.
-fn forget_deleted_topic(fs: &Weak<KpfsFs>, notifier: &Notifier, topic: &str) {
+fn forget_deleted_topic<S: Store>(fs: &Weak<KpfsFs<S>>, notifier: &Notifier, topic: &str) {
     if IN_RMDIR.with(Cell::get) {
         return;
     }
@@ -115,7 +116,7 @@ fn open_flags(direct_io: bool) -> FopenFlags {
     }
 }
 
-impl Filesystem for FuseAdapter {
+impl<S: Store> Filesystem for FuseAdapter<S> {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         // Parallel lookups/readdirs across topics; writeback cache and atomic O_TRUNC are
         // deliberately not requested (the engine, not the kernel, owns size and mtime).
@@ -515,8 +516,8 @@ pub(crate) struct Mounted {
 /// Mounts `fs` at `mountpoint` and completes the INIT handshake before returning, so a
 /// caller that gets `Ok` has a working mount. `on_end` runs on the session thread when
 /// the request loop ends, whether by our unmount or an external `umount`.
-pub(crate) fn mount(
-    fs: Arc<KpfsFs>,
+pub(crate) fn mount<S: Store>(
+    fs: Arc<KpfsFs<S>>,
     mountpoint: &Path,
     config: &MountConfig,
     on_end: impl FnOnce(&io::Result<()>) + Send + 'static,
@@ -534,27 +535,27 @@ pub(crate) fn mount(
     }
     session_config.n_threads = Some(THREADS);
     session_config.clone_fd = true;
-    let engine = fs.engine.clone();
+    let store = fs.store.clone();
     let weak = Arc::downgrade(&fs);
     let mut session = Session::new(FuseAdapter { fs }, mountpoint, &session_config)?;
     let unmounter = session.unmount_callable();
     let notifier = session.notifier();
-    engine.on_topic_deletion(Some(Box::new(move |topic| {
+    store.on_topic_deletion(Some(Box::new(move |topic| {
         forget_deleted_topic(&weak, &notifier, topic)
     })));
     let spawned = std::thread::Builder::new()
         .name("kpfs-session".into())
         .spawn({
-            let engine = engine.clone();
+            let store = store.clone();
             move || {
                 let result = session.run();
                 // No kernel listens any more.
-                engine.on_topic_deletion(None);
+                store.on_topic_deletion(None);
                 on_end(&result);
                 result
             }
         });
-    let thread = spawned.inspect_err(|_| engine.on_topic_deletion(None))?;
+    let thread = spawned.inspect_err(|_| store.on_topic_deletion(None))?;
     Ok(Mounted {
         mountpoint: mountpoint.to_path_buf(),
         unmounter,

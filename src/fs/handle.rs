@@ -9,20 +9,21 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::engine::{
-    ConfigChange, ConfigScope, LogCursor, Partition, Topic, TopicCapture, TopicCaptureCursor,
-    TopicCursor,
-};
+use crate::engine::{ConfigChange, ConfigScope};
 use crate::fs::inode::Node;
 use crate::fs::DirEntry;
+use crate::store::{CaptureStore, PartitionStore, Store, TopicStore};
+
+/// The capture type of store `S`'s topics.
+type CaptureOf<S> = <<S as Store>::Topic as TopicStore>::Capture;
 
 /// Where a write to a synthetic config file goes.
-pub(crate) enum ConfigTarget {
+pub(crate) enum ConfigTarget<S: Store> {
     Broker,
-    Topic(Arc<Topic>),
+    Topic(Arc<S::Topic>),
 }
 
-impl ConfigTarget {
+impl<S: Store> ConfigTarget<S> {
     pub(crate) fn scope(&self) -> ConfigScope {
         match self {
             ConfigTarget::Broker => ConfigScope::Broker,
@@ -33,8 +34,8 @@ impl ConfigTarget {
 
 /// A config file open for writing: where its change goes and the change so far. One
 /// open-to-close is one change (docs/SEMANTICS.md).
-pub(crate) struct ConfigWriter {
-    pub(crate) target: ConfigTarget,
+pub(crate) struct ConfigWriter<S: Store> {
+    pub(crate) target: ConfigTarget<S>,
     pub(crate) edit: Mutex<ConfigEdit>,
 }
 
@@ -52,8 +53,8 @@ pub(crate) struct ConfigEdit {
     pub(crate) anonymous_writer: bool,
 }
 
-impl ConfigWriter {
-    pub(crate) fn new(target: ConfigTarget) -> ConfigWriter {
+impl<S: Store> ConfigWriter<S> {
+    pub(crate) fn new(target: ConfigTarget<S>) -> ConfigWriter<S> {
         let change = ConfigChange::new(target.scope());
         ConfigWriter {
             target,
@@ -96,13 +97,13 @@ impl ConfigEdit {
 /// arrived like a write of the whole file (`>`), applied when it is renamed over
 /// `config`. It outlives its handles (sed closes it before the rename) and lives until
 /// the rename, an unlink, its topic's deletion or unmount.
-pub(crate) struct Draft {
-    pub(crate) writer: ConfigWriter,
+pub(crate) struct Draft<S: Store> {
+    pub(crate) writer: ConfigWriter<S>,
     pub(crate) bytes: Mutex<Vec<u8>>,
 }
 
-impl Draft {
-    pub(crate) fn new(target: ConfigTarget) -> Draft {
+impl<S: Store> Draft<S> {
+    pub(crate) fn new(target: ConfigTarget<S>) -> Draft<S> {
         let writer = ConfigWriter::new(target);
         // A new file is the whole file: its lines are the overrides.
         writer.edit.lock().change.truncate();
@@ -113,7 +114,7 @@ impl Draft {
     }
 
     /// The topic a draft of a topic's config belongs to.
-    pub(crate) fn topic(&self) -> Option<&Arc<Topic>> {
+    pub(crate) fn topic(&self) -> Option<&Arc<S::Topic>> {
         match &self.writer.target {
             ConfigTarget::Topic(topic) => Some(topic),
             ConfigTarget::Broker => None,
@@ -123,17 +124,17 @@ impl Draft {
 
 /// Which stream a `log` handle reads: the topic's (every partition's records in the
 /// order they were appended) or one partition's (`TOPIC/partitions/N/log`).
-pub(crate) enum LogReader {
-    Topic(TopicCursor),
+pub(crate) enum LogReader<S: Store> {
+    Topic(<S::Topic as TopicStore>::Cursor),
     Partition {
-        partition: Arc<Partition>,
-        cursor: LogCursor,
+        partition: Arc<S::Partition>,
+        cursor: <S::Partition as PartitionStore>::Cursor,
     },
 }
 
 /// The per-handle state of a `log`.
-pub(crate) struct LogState {
-    pub(crate) reader: LogReader,
+pub(crate) struct LogState<S: Store> {
+    pub(crate) reader: LogReader<S>,
     /// Bytes after the last `\n` written through this handle: the start of a line whose
     /// end has not arrived yet (one write(2) may reach us as several WRITEs).
     pub(crate) pending: Vec<u8>,
@@ -167,14 +168,14 @@ impl RefusedLine {
     }
 }
 
-impl LogState {
+impl<S: Store> LogState<S> {
     /// The state of a handle of the topic's `log` (`partition` `None`) or of a partition's.
-    pub(crate) fn new(partition: Option<Arc<Partition>>) -> LogState {
+    pub(crate) fn new(partition: Option<Arc<S::Partition>>) -> LogState<S> {
         let reader = match partition {
-            None => LogReader::Topic(TopicCursor::default()),
+            None => LogReader::Topic(Default::default()),
             Some(partition) => LogReader::Partition {
                 partition,
-                cursor: LogCursor::default(),
+                cursor: Default::default(),
             },
         };
         LogState {
@@ -220,64 +221,64 @@ impl LogState {
     }
 }
 
-pub(crate) enum HandleKind {
+pub(crate) enum HandleKind<S: Store> {
     Log {
-        topic: Arc<Topic>,
-        state: Mutex<LogState>,
+        topic: Arc<S::Topic>,
+        state: Mutex<LogState<S>>,
     },
     /// A text file rendered once at open, so a reader sees one consistent snapshot even
     /// when it reads in several pieces.
     Text {
         text: Vec<u8>,
         /// A config file opened for writing; `None` for files opened read-only.
-        writer: Option<ConfigWriter>,
+        writer: Option<ConfigWriter<S>>,
     },
     /// `log_start_offset`: the offset as of the open, and the unterminated rest of what
     /// a writer wrote (each complete line is an offset, applied as it arrives).
     LogStart {
-        topic: Arc<Topic>,
-        partition: Arc<Partition>,
+        topic: Arc<S::Topic>,
+        partition: Arc<S::Partition>,
         text: Vec<u8>,
         pending: Mutex<Vec<u8>>,
     },
     /// A draft of a config file, shared with the drafts table.
-    Draft(Arc<Draft>),
+    Draft(Arc<Draft<S>>),
     /// A file of the partition directory. Holding the `File` keeps reads working after
     /// the engine renames it to `.deleted` or unlinks it.
     Backing { file: File },
     /// `.kpfs/snapshot/TOPIC/log`: the capture it was opened on, read through its own
     /// cursor; the topic keeps the capture current until the handle is released.
     Capture {
-        capture: TopicCapture,
-        cursor: Mutex<TopicCaptureCursor>,
+        capture: CaptureOf<S>,
+        cursor: Mutex<<CaptureOf<S> as CaptureStore>::Cursor>,
     },
     /// A directory listing, taken at opendir so offsets stay meaningful while topics or
     /// segments come and go.
     Dir { entries: Vec<DirEntry> },
 }
 
-pub(crate) struct Handle {
+pub(crate) struct Handle<S: Store> {
     /// The node the handle was opened on, for error reasons.
     pub(crate) node: Node,
     pub(crate) writable: bool,
-    pub(crate) kind: HandleKind,
+    pub(crate) kind: HandleKind<S>,
     /// The topic of a topic's file, as it was when the handle was opened.
-    pub(crate) topic: Option<Arc<Topic>>,
+    pub(crate) topic: Option<Arc<S::Topic>>,
 }
 
-pub(crate) struct HandleTable {
-    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+pub(crate) struct HandleTable<S: Store> {
+    handles: Mutex<HashMap<u64, Arc<Handle<S>>>>,
     next_fh: AtomicU64,
 }
 
-impl Default for HandleTable {
+impl<S: Store> Default for HandleTable<S> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl HandleTable {
-    pub(crate) fn new() -> HandleTable {
+impl<S: Store> HandleTable<S> {
+    pub(crate) fn new() -> HandleTable<S> {
         HandleTable {
             handles: Mutex::new(HashMap::new()),
             // 0 is what the kernel passes when no handle exists; never hand it out.
@@ -285,22 +286,22 @@ impl HandleTable {
         }
     }
 
-    pub(crate) fn insert(&self, handle: Handle) -> u64 {
+    pub(crate) fn insert(&self, handle: Handle<S>) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.handles.lock().insert(fh, Arc::new(handle));
         fh
     }
 
-    pub(crate) fn get(&self, fh: u64) -> Option<Arc<Handle>> {
+    pub(crate) fn get(&self, fh: u64) -> Option<Arc<Handle<S>>> {
         self.handles.lock().get(&fh).cloned()
     }
 
-    pub(crate) fn remove(&self, fh: u64) -> Option<Arc<Handle>> {
+    pub(crate) fn remove(&self, fh: u64) -> Option<Arc<Handle<S>>> {
         self.handles.lock().remove(&fh)
     }
 
     /// Every open handle, as of now.
-    pub(crate) fn all(&self) -> Vec<Arc<Handle>> {
+    pub(crate) fn all(&self) -> Vec<Arc<Handle<S>>> {
         self.handles.lock().values().cloned().collect()
     }
 }

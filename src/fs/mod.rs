@@ -1,4 +1,5 @@
-//! The FUSE adapter's logic: maps mount paths and open handles onto the engine. Every
+//! The FUSE adapter's logic: maps mount paths and open handles onto a [`Store`] (the local
+//! engine, or a test's store), which it reaches through that interface only. Every
 //! method takes plain arguments and returns plain structs, so the whole adapter can be
 //! driven without a kernel; `fuser_glue` is the only module that knows about fuser.
 //!
@@ -24,9 +25,9 @@ use parking_lot::Mutex;
 use crate::engine::excerpt::Excerpt;
 use crate::engine::groups::GroupError;
 use crate::engine::{
-    metrics, parse_partition_number, Clock, ConfigChange, ConfigScope, Engine, EngineError,
-    Partition, SystemClock, Topic, TopicCaptureCursor,
+    parse_partition_number, Clock, ConfigChange, ConfigScope, EngineError, SystemClock,
 };
+use crate::store::{CaptureStore, PartitionStore, Store, TopicStore};
 use errno::{errno_of, group_errno};
 use handle::{
     ConfigTarget, ConfigWriter, Draft, Handle, HandleKind, HandleTable, LogReader, LogState,
@@ -158,24 +159,24 @@ pub(crate) enum NamespaceOp {
     Symlink,
 }
 
-pub(crate) struct KpfsFs {
-    engine: Arc<Engine>,
+pub(crate) struct KpfsFs<S: Store> {
+    store: Arc<S>,
     data_dir: PathBuf,
     inodes: InodeTable,
-    handles: HandleTable,
-    drafts: Mutex<HashMap<Node, Arc<Draft>>>,
+    handles: HandleTable<S>,
+    drafts: Mutex<HashMap<Node, Arc<Draft<S>>>>,
     uid: u32,
     gid: u32,
     /// mtime of directories and of files without a modification time of their own.
     mounted_ms: i64,
 }
 
-impl KpfsFs {
-    pub(crate) fn new(engine: Arc<Engine>, data_dir: &Path) -> KpfsFs {
+impl<S: Store> KpfsFs<S> {
+    pub(crate) fn new(store: Arc<S>, data_dir: &Path) -> KpfsFs<S> {
         // SAFETY: geteuid and getegid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         KpfsFs {
-            engine,
+            store,
             data_dir: data_dir.to_path_buf(),
             inodes: InodeTable::new(),
             handles: HandleTable::new(),
@@ -187,15 +188,15 @@ impl KpfsFs {
     }
 
     #[cfg(test)]
-    pub(crate) fn engine(&self) -> &Arc<Engine> {
-        &self.engine
+    pub(crate) fn store(&self) -> &Arc<S> {
+        &self.store
     }
 
     /// The kernel (`kernel`, its FUSE version) cannot map files opened for direct I/O:
     /// every mmap(2) of a kpfs file fails with ENODEV before kpfs hears of it, so the
     /// reason is recorded once, at mount.
     pub(crate) fn note_no_mmap(&self, kernel: &str) {
-        self.engine.record_rejection(
+        self.store.record_rejection(
             &Node::Root.path(),
             &format!(
                 "warning: this kernel ({kernel}) lacks FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6+): \
@@ -221,7 +222,7 @@ impl KpfsFs {
     /// Records the reason for `.kpfs/errors` and builds the error for the kernel.
     fn refuse(&self, path: &str, errno: i32, reason: impl Into<String>) -> FsError {
         let reason = reason.into();
-        self.engine.record_rejection(path, &reason);
+        self.store.record_rejection(path, &reason);
         FsError {
             errno,
             message: format!("{path}: {reason}"),
@@ -238,20 +239,16 @@ impl KpfsFs {
 
     /// Whether consumer group `id` exists (Kafka's ListGroups lists it).
     fn group_exists(&self, id: &str) -> bool {
-        self.engine
-            .groups()
-            .list_groups()
-            .iter()
-            .any(|g| g.group_id == id)
+        self.store.group_ids().iter().any(|g| g == id)
     }
 
     /// The text of a file of `.kpfs/groups/GROUP/`, rendered now.
     fn group_text(&self, node: &Node) -> FsResult<String> {
         let text = match node {
             Node::GroupFile { group, file } => match file {
-                GroupFile::State => self.engine.group_state_text(group),
-                GroupFile::Members => self.engine.group_members_text(group),
-                GroupFile::Offsets => self.engine.group_offsets_text(group),
+                GroupFile::State => self.store.group_state_text(group),
+                GroupFile::Members => self.store.group_members_text(group),
+                GroupFile::Offsets => self.store.group_offsets_text(group),
             },
             _ => None,
         };
@@ -261,7 +258,7 @@ impl KpfsFs {
     /// `.kpfs/transactions/ID`'s text, rendered now (its duration on the engine clock).
     fn transaction_text(&self, node: &Node) -> FsResult<String> {
         node.transactional_id()
-            .and_then(|id| self.engine.transaction_text(id))
+            .and_then(|id| self.store.transaction_text(id))
             .ok_or_else(|| Self::not_found(&node.path()))
     }
 
@@ -279,16 +276,16 @@ impl KpfsFs {
             .ok_or_else(|| Self::not_found(&format!("inode {ino}")))
     }
 
-    fn topic(&self, node: &Node) -> FsResult<Arc<Topic>> {
+    fn topic(&self, node: &Node) -> FsResult<Arc<S::Topic>> {
         let name = node.topic().unwrap_or_default();
-        self.engine
+        self.store
             .topic(name)
             .ok_or_else(|| Self::not_found(&node.path()))
     }
 
     /// The partition a node's per-partition content is of: N in `TOPIC/partitions/N`,
     /// partition 0 in the topic's own folder.
-    fn partition_at(&self, node: &Node) -> FsResult<Arc<Partition>> {
+    fn partition_at(&self, node: &Node) -> FsResult<Arc<S::Partition>> {
         self.topic(node)?
             .partition(node.nested_partition().unwrap_or(0))
             .ok_or_else(|| Self::not_found(&node.path()))
@@ -298,22 +295,22 @@ impl KpfsFs {
     fn status(&self, node: &Node) -> FsResult<(String, i64)> {
         if let Node::Status(Scope::Topic(_)) = node {
             let topic = self.topic(node)?;
-            return Ok((self.engine.topic_status_text(&topic), topic.modified_ms()));
+            return Ok((self.store.topic_status_text(&topic), topic.modified_ms()));
         }
         let partition = self.partition_at(node)?;
         Ok((
-            self.engine.partition_status_text(&partition),
+            self.store.partition_status_text(&partition),
             partition.modified_ms(),
         ))
     }
 
     /// The draft `node` names, if it still exists: one of a deleted (or deleted and
     /// recreated) topic is gone with it.
-    fn draft(&self, node: &Node) -> Option<Arc<Draft>> {
+    fn draft(&self, node: &Node) -> Option<Arc<Draft<S>>> {
         let mut drafts = self.drafts.lock();
         let draft = drafts.get(node)?;
         let alive = draft.topic().is_none_or(|topic| {
-            self.engine
+            self.store
                 .topic(topic.name())
                 .is_some_and(|current| Arc::ptr_eq(&current, topic))
         });
@@ -410,15 +407,15 @@ impl KpfsFs {
                 self.dir_attr(ino)
             }
             Node::BrokerConfig => {
-                let len = self.engine.broker_config_text().len() as u64;
+                let len = self.store.broker_config_text().len() as u64;
                 self.file_attr(ino, len, CONFIG_PERM, self.mounted_ms)
             }
             Node::Errors => {
-                let len = self.engine.rejections_text().len() as u64;
+                let len = self.store.rejections_text().len() as u64;
                 self.file_attr(ino, len, 0o444, self.mounted_ms)
             }
             Node::Metrics => {
-                let len = metrics::render(&self.engine).len() as u64;
+                let len = self.store.metrics_text().len() as u64;
                 self.file_attr(ino, len, 0o444, self.mounted_ms)
             }
             Node::Log(Scope::Topic(_)) => {
@@ -477,7 +474,7 @@ impl KpfsFs {
             Node::Segment { scope, name } => {
                 let files = self
                     .partition_at(node)?
-                    .backing_files()
+                    .segment_files()
                     .map_err(|e| self.engine_error(&node.path(), &e))?;
                 let file = files
                     .into_iter()
@@ -506,7 +503,7 @@ impl KpfsFs {
         let child = match parent {
             Node::Root if name == CONTROL_DIR => Node::ControlDir,
             Node::Root => {
-                self.engine.topic(name).ok_or_else(missing)?;
+                self.store.topic(name).ok_or_else(missing)?;
                 Node::TopicDir(name.to_string())
             }
             Node::ControlDir => match name {
@@ -519,7 +516,7 @@ impl KpfsFs {
                 _ => self.draft_child(parent, name).ok_or_else(missing)?,
             },
             Node::SnapshotDir => {
-                self.engine.topic(name).ok_or_else(missing)?;
+                self.store.topic(name).ok_or_else(missing)?;
                 Node::SnapshotTopicDir(name.to_string())
             }
             Node::SnapshotTopicDir(t) => {
@@ -538,7 +535,7 @@ impl KpfsFs {
             }
             Node::TransactionsDir => {
                 let id = group_of_file_name(name)
-                    .filter(|id| self.engine.describe_transaction(id).is_ok())
+                    .filter(|id| self.store.transaction_text(id).is_some())
                     .ok_or_else(missing)?;
                 Node::Transaction(id)
             }
@@ -562,7 +559,7 @@ impl KpfsFs {
                     "config" => Node::TopicConfig(t.clone()),
                     "events" => Node::Events(t.clone()),
                     PARTITIONS_DIR => Node::PartitionsDir(t.clone()),
-                    _ => match partition_file(scope, name) {
+                    _ => match partition_file::<S>(scope, name) {
                         Some(node) => node,
                         None => self.draft_child(parent, name).ok_or_else(missing)?,
                     },
@@ -577,12 +574,12 @@ impl KpfsFs {
             }
             Node::PartitionDir(t, n) => {
                 self.partition_at(parent)?;
-                partition_file(Scope::Partition(t.clone(), *n), name).ok_or_else(missing)?
+                partition_file::<S>(Scope::Partition(t.clone(), *n), name).ok_or_else(missing)?
             }
             Node::SegmentsDir(scope) => {
                 let files = self
                     .partition_at(parent)?
-                    .backing_files()
+                    .segment_files()
                     .map_err(|e| self.engine_error(&parent.child_path(name), &e))?;
                 if !files.iter().any(|f| f.name == name) {
                     return Err(missing());
@@ -768,12 +765,12 @@ impl KpfsFs {
         if name == CONTROL_DIR {
             return Err(self.refuse(&path, libc::EPERM, "the name .kpfs is reserved by kpfs"));
         }
-        self.engine
-            .create_topic(name, self.engine.default_partitions())
+        self.store
+            .create_topic(name)
             .map_err(|e| self.engine_error(&path, &e))?;
         // Created, but Kafka warns about such a name: say so where refusals go.
         if let Some(warning) = crate::engine::topic_name_warning(name) {
-            self.engine
+            self.store
                 .record_rejection(&path, &format!("warning: {warning}"));
         }
         self.entry(&Node::TopicDir(name.to_string()))
@@ -850,7 +847,7 @@ impl KpfsFs {
                  topic, rmdir .kpfs/groups/GROUP a group without members)",
             ));
         }
-        match self.engine.delete_topic(name) {
+        match self.store.delete_topic(name) {
             Ok(()) => {
                 self.inodes.forget_topic(name);
                 Ok(())
@@ -864,20 +861,13 @@ impl KpfsFs {
     /// members.
     fn delete_group(&self, name: &str, path: &str) -> FsResult<()> {
         let group = group_of_file_name(name).ok_or_else(|| Self::not_found(path))?;
-        let outcome = self
-            .engine
-            .groups()
-            .delete_groups(std::slice::from_ref(&group))
-            .into_iter()
-            .next()
-            .flatten();
-        match outcome {
-            None => {
+        match self.store.delete_group(&group) {
+            Ok(()) => {
                 self.inodes.forget_group(&group);
                 Ok(())
             }
-            Some(GroupError::GroupIdNotFound { .. }) => Err(Self::not_found(path)),
-            Some(e) => Err(self.group_error(path, &e)),
+            Err(GroupError::GroupIdNotFound { .. }) => Err(Self::not_found(path)),
+            Err(e) => Err(self.group_error(path, &e)),
         }
     }
 
@@ -1095,7 +1085,7 @@ impl KpfsFs {
                     capture: of_topic()?
                         .current_capture(true)
                         .map_err(|e| self.engine_error(&path, &e))?,
-                    cursor: Mutex::new(TopicCaptureCursor::default()),
+                    cursor: Mutex::new(Default::default()),
                 },
                 Node::SnapshotConfig(_) => HandleKind::Text {
                     text: of_topic()?.config_text().into_bytes(),
@@ -1136,12 +1126,12 @@ impl KpfsFs {
                     }
                 }
                 Node::BrokerConfig => HandleKind::Text {
-                    text: self.engine.broker_config_text().into_bytes(),
+                    text: self.store.broker_config_text().into_bytes(),
                     writer: writable.then(|| ConfigWriter::new(ConfigTarget::Broker)),
                 },
                 Node::Errors if writable => return read_only(".kpfs/errors"),
                 Node::Errors => HandleKind::Text {
-                    text: self.engine.rejections_text().into_bytes(),
+                    text: self.store.rejections_text().into_bytes(),
                     writer: None,
                 },
                 Node::Status(_) if writable => return read_only("status"),
@@ -1151,7 +1141,7 @@ impl KpfsFs {
                 },
                 Node::Metrics if writable => return read_only(".kpfs/metrics"),
                 Node::Metrics => HandleKind::Text {
-                    text: metrics::render(&self.engine).into_bytes(),
+                    text: self.store.metrics_text().into_bytes(),
                     writer: None,
                 },
                 Node::Events(_) if writable => return read_only("events"),
@@ -1162,7 +1152,7 @@ impl KpfsFs {
                 Node::LogStart(_) => {
                     let partition = self.partition_at(&node)?;
                     HandleKind::LogStart {
-                        text: log_start_text(&partition).into_bytes(),
+                        text: log_start_text(&*partition).into_bytes(),
                         topic: of_topic()?,
                         partition,
                         pending: Mutex::new(Vec::new()),
@@ -1177,7 +1167,7 @@ impl KpfsFs {
                 Node::Segment { name, .. } => {
                     let file = self
                         .partition_at(&node)?
-                        .open_backing_file(name)
+                        .open_segment_file(name)
                         .map_err(|e| self.engine_error(&path, &e))?;
                     HandleKind::Backing { file }
                 }
@@ -1211,7 +1201,7 @@ impl KpfsFs {
         ];
         let children: Vec<Node> = match &node {
             Node::Root => std::iter::once(Node::ControlDir)
-                .chain(self.engine.topic_names().into_iter().map(Node::TopicDir))
+                .chain(self.store.topic_names().into_iter().map(Node::TopicDir))
                 .collect(),
             Node::ControlDir => {
                 let mut children = vec![
@@ -1226,13 +1216,7 @@ impl KpfsFs {
                 children
             }
             Node::GroupsDir => {
-                let ids: Vec<String> = self
-                    .engine
-                    .groups()
-                    .list_groups()
-                    .into_iter()
-                    .map(|g| g.group_id)
-                    .collect();
+                let ids = self.store.group_ids();
                 self.inodes.retain_groups(&ids);
                 // An id no file name can show is left out (docs/SEMANTICS.md).
                 ids.into_iter()
@@ -1241,7 +1225,7 @@ impl KpfsFs {
                     .collect()
             }
             Node::TransactionsDir => {
-                let ids = self.engine.transactional_ids();
+                let ids = self.store.transactional_ids();
                 self.inodes.retain_transactions(&ids);
                 // An id no file name can show is left out, as in .kpfs/groups.
                 ids.into_iter()
@@ -1273,6 +1257,7 @@ impl KpfsFs {
                     Node::LogStart(scope),
                     Node::PartitionsDir(t.clone()),
                 ];
+                children.retain(|n| S::SEGMENT_FILES || !matches!(n, Node::SegmentsDir(_)));
                 children.extend(self.drafts_in(&node));
                 children
             }
@@ -1284,11 +1269,11 @@ impl KpfsFs {
                 let scope = Scope::Partition(t.clone(), *n);
                 PARTITION_FILES
                     .iter()
-                    .filter_map(|name| partition_file(scope.clone(), name))
+                    .filter_map(|name| partition_file::<S>(scope.clone(), name))
                     .collect()
             }
             Node::SnapshotDir => self
-                .engine
+                .store
                 .topic_names()
                 .into_iter()
                 .map(Node::SnapshotTopicDir)
@@ -1303,7 +1288,7 @@ impl KpfsFs {
             Node::SegmentsDir(scope) => {
                 let files = self
                     .partition_at(&node)?
-                    .backing_files()
+                    .segment_files()
                     .map_err(|e| self.engine_error(&node.path(), &e))?;
                 let names: Vec<String> = files.into_iter().map(|f| f.name).collect();
                 let scope = scope.of_segment_files();
@@ -1372,7 +1357,7 @@ impl KpfsFs {
         }
     }
 
-    fn handle(&self, fh: u64) -> FsResult<Arc<Handle>> {
+    fn handle(&self, fh: u64) -> FsResult<Arc<Handle<S>>> {
         self.handles.get(fh).ok_or_else(|| bad_handle(fh))
     }
 
@@ -1480,7 +1465,7 @@ impl KpfsFs {
     /// applies at close.
     fn write_config(
         &self,
-        writer: &ConfigWriter,
+        writer: &ConfigWriter<S>,
         data: &[u8],
         owner: Option<u64>,
         node: &Node,
@@ -1492,7 +1477,7 @@ impl KpfsFs {
         if let Some(first) = refused.first() {
             let path = node.path();
             for e in &refused[1..] {
-                self.engine.record_rejection(&path, &e.to_string());
+                self.store.record_rejection(&path, &e.to_string());
             }
             return Err(self.refuse(&path, libc::EINVAL, first.to_string()));
         }
@@ -1501,7 +1486,7 @@ impl KpfsFs {
             return Ok(());
         }
         let checked = match &writer.target {
-            ConfigTarget::Broker => self.engine.check_broker_change(&edit.change),
+            ConfigTarget::Broker => self.store.check_broker_change(&edit.change),
             ConfigTarget::Topic(topic) => topic.check_config_change(&edit.change),
         };
         checked.map_err(|e| {
@@ -1513,7 +1498,7 @@ impl KpfsFs {
     /// One write to a draft: checked as a write to the config file it drafts, and kept.
     fn write_draft(
         &self,
-        draft: &Draft,
+        draft: &Draft<S>,
         data: &[u8],
         owner: Option<u64>,
         node: &Node,
@@ -1540,8 +1525,8 @@ impl KpfsFs {
     /// path is built only then: appends are hot).
     fn write_log(
         &self,
-        topic: &Topic,
-        state: &mut LogState,
+        topic: &S::Topic,
+        state: &mut LogState<S>,
         data: &[u8],
         node: &Node,
     ) -> FsResult<()> {
@@ -1575,7 +1560,7 @@ impl KpfsFs {
     /// nothing is appended, and the caller drops the line.
     fn append_lines(
         &self,
-        topic: &Topic,
+        topic: &S::Topic,
         target: Option<u32>,
         pending: &mut Vec<u8>,
         data: &[u8],
@@ -1604,9 +1589,7 @@ impl KpfsFs {
         };
         if rest_len > 0 {
             // Refused before any of the write's lines is appended: all or nothing.
-            topic
-                .partition_for_line(target)?
-                .check_unterminated_line(rest_len)?;
+            topic.check_unterminated_line(target, rest_len)?;
         }
         if kept > 0 && first_newline.is_none() {
             // Still no newline: the fragment only grows.
@@ -1615,7 +1598,7 @@ impl KpfsFs {
         }
         let complete_end = complete.unwrap_or(0);
         if head_end > 0 || complete_end > 0 {
-            topic.append_lines_after(target, &pending[..head_end], &body[..complete_end])?;
+            topic.append_lines(target, &pending[..head_end], &body[..complete_end])?;
         }
         pending.clear();
         pending.extend_from_slice(&body[complete_end..]);
@@ -1661,8 +1644,8 @@ impl KpfsFs {
     /// close, or unmount): a fragment becomes a record, a refused line is over.
     fn end_line(
         &self,
-        topic: &Topic,
-        state: &mut LogState,
+        topic: &S::Topic,
+        state: &mut LogState<S>,
         closer: Option<u64>,
         node: &Node,
     ) -> FsResult<()> {
@@ -1675,8 +1658,7 @@ impl KpfsFs {
             return Ok(());
         }
         topic
-            .append_lines_after(state.target(), &[], &line)
-            .map(|_| ())
+            .append_lines(state.target(), &[], &line)
             .map_err(|e| self.engine_error(&node.path(), &e))
     }
 
@@ -1685,8 +1667,8 @@ impl KpfsFs {
     /// truncation without writes). A refused line refuses the whole change.
     fn commit_config(
         &self,
-        handle: &Handle,
-        writer: &ConfigWriter,
+        handle: &Handle<S>,
+        writer: &ConfigWriter<S>,
         owner: Option<u64>,
     ) -> FsResult<()> {
         let mut edit = writer.edit.lock();
@@ -1706,17 +1688,17 @@ impl KpfsFs {
     fn apply_config(
         &self,
         path: &str,
-        writer: &ConfigWriter,
+        writer: &ConfigWriter<S>,
         edit: &mut handle::ConfigEdit,
     ) -> FsResult<()> {
         let refused = edit.change.end_lines();
         for e in &refused {
-            self.engine.record_rejection(path, &e.to_string());
+            self.store.record_rejection(path, &e.to_string());
         }
         let (before, applied) = match &writer.target {
             ConfigTarget::Broker => (
-                self.engine.broker_config_warnings(),
-                self.engine.apply_broker_change(&edit.change),
+                self.store.broker_config_warnings(),
+                self.store.apply_broker_change(&edit.change),
             ),
             ConfigTarget::Topic(topic) => (
                 topic.config_warnings(),
@@ -1727,11 +1709,11 @@ impl KpfsFs {
         // Accepted, but perhaps not doing what it seems: say so where refusals go, once,
         // when the change brings the warning in.
         let after = match &writer.target {
-            ConfigTarget::Broker => self.engine.broker_config_warnings(),
+            ConfigTarget::Broker => self.store.broker_config_warnings(),
             ConfigTarget::Topic(topic) => topic.config_warnings(),
         };
         for warning in after.iter().filter(|w| !before.contains(w)) {
-            self.engine
+            self.store
                 .record_rejection(path, &format!("warning: {warning}"));
         }
         Ok(())
@@ -1741,8 +1723,8 @@ impl KpfsFs {
     /// `partition` are deleted (Kafka's DeleteRecords); blank lines are nothing.
     fn move_log_start(
         &self,
-        topic: &Topic,
-        partition: &Partition,
+        topic: &S::Topic,
+        partition: &S::Partition,
         line: &[u8],
         node: &Node,
     ) -> FsResult<()> {
@@ -1777,14 +1759,13 @@ impl KpfsFs {
         };
         partition
             .delete_records_before(offset)
-            .map(|_| ())
             .map_err(|e| self.engine_error(&node.path(), &e))
     }
 
     /// The internal topic is read-only in the mount, its `config` too (the engine refuses
     /// its appends, DeleteRecords and deletion whoever asks; configs only here, since
     /// Kafka lets an admin client change them).
-    fn refuse_internal_config(&self, topic: &Topic, path: &str) -> FsResult<()> {
+    fn refuse_internal_config(&self, topic: &S::Topic, path: &str) -> FsResult<()> {
         if !topic.is_internal() {
             return Ok(());
         }
@@ -1818,7 +1799,7 @@ impl KpfsFs {
             Node::BrokerConfig => {
                 let mut change = ConfigChange::new(ConfigScope::Broker);
                 change.truncate();
-                self.engine.apply_broker_change(&change)
+                self.store.apply_broker_change(&change)
             }
             _ => {
                 let topic = self.topic(node)?;
@@ -1862,7 +1843,7 @@ impl KpfsFs {
         }
     }
 
-    fn end_open_line(&self, handle: &Handle) {
+    fn end_open_line(&self, handle: &Handle<S>) {
         if let HandleKind::Log { topic, state } = &handle.kind {
             if let Err(error) = self.end_line(topic, &mut state.lock(), None, &handle.node) {
                 // Nobody waits for the answer; the record in .kpfs/errors is all the user
@@ -1971,18 +1952,19 @@ fn acl_is_mode(value: &[u8], perm: u16) -> bool {
 }
 
 /// The `log_start_offset` file: the offset and a newline.
-fn log_start_text(partition: &Partition) -> String {
-    format!("{}\n", partition.log().log_start_offset())
+fn log_start_text(partition: &impl PartitionStore) -> String {
+    format!("{}\n", partition.log_start_offset())
 }
 
 /// The files of a partition's folder, in listing order.
 const PARTITION_FILES: [&str; 4] = ["log", "segments", "status", LOG_START_FILE];
 
-/// The per-partition file `name` of the folder `scope`, if it is one.
-fn partition_file(scope: Scope, name: &str) -> Option<Node> {
+/// The per-partition file `name` of the folder `scope`, if it is one: `segments` only
+/// where store `S` has segment files to show.
+fn partition_file<S: Store>(scope: Scope, name: &str) -> Option<Node> {
     Some(match name {
         "log" => Node::Log(scope),
-        "segments" => Node::SegmentsDir(scope),
+        "segments" if S::SEGMENT_FILES => Node::SegmentsDir(scope),
         "status" => Node::Status(scope),
         LOG_START_FILE => Node::LogStart(scope),
         _ => return None,
@@ -2013,5 +1995,7 @@ fn leaf_name(node: &Node) -> String {
     }
 }
 
+#[cfg(test)]
+mod mock_tests;
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,7 @@ use crate::fs::inode::ROOT_INO;
 use crate::fs::{KpfsFs, NamespaceOp, SetAttr};
 
 struct Fixture {
-    fs: KpfsFs,
+    fs: KpfsFs<Engine>,
     _dir: tempfile::TempDir,
 }
 
@@ -53,7 +53,7 @@ impl Fixture {
     }
 
     fn errors(&self) -> String {
-        self.fs.engine().rejections_text()
+        self.fs.store().rejections_text()
     }
 }
 
@@ -116,7 +116,7 @@ fn nothing_of_a_line_refused_in_part_is_stored() {
     f.fs.release(fh);
     assert_eq!(f.read_all(f.ino(dir, "log")), "after\n");
     // One record refused, however many writes carried it.
-    let metrics = crate::engine::metrics::render(f.fs.engine());
+    let metrics = crate::engine::metrics::render(f.fs.store());
     assert!(
         metrics.contains(
             "kpfs_refused_records_total{topic=\"t\",partition=\"0\",reason=\"too_large\"} 1\n"
@@ -381,11 +381,11 @@ fn the_write_that_breaks_a_cleaner_rule_of_the_broker_fails() {
         assert_eq!(f.fs.flush(fh, WRITER).unwrap_err().errno, libc::EINVAL);
         f.fs.release(fh);
     }
-    assert_eq!(f.fs.engine().broker_config().cleaner_threads(), 1);
+    assert_eq!(f.fs.store().broker_config().cleaner_threads(), 1);
     // Doubling, then doubling again in a later change, is how 1 becomes 4.
     set_config(&f, config, "log.cleaner.threads=2\n");
     set_config(&f, config, "log.cleaner.threads=4\n");
-    assert_eq!(f.fs.engine().broker_config().cleaner_threads(), 4);
+    assert_eq!(f.fs.store().broker_config().cleaner_threads(), 4);
 }
 
 #[test]
@@ -397,7 +397,7 @@ fn a_broker_config_change_applies_at_close_too() {
     f.fs.write_from(fh, b"log.segment.delete.delay.ms=5", Some(WRITER))
         .unwrap();
     assert_eq!(
-        f.fs.engine()
+        f.fs.store()
             .broker_config()
             .topic_defaults()
             .file_delete_delay_ms,
@@ -405,7 +405,7 @@ fn a_broker_config_change_applies_at_close_too() {
     );
     f.fs.flush(fh, WRITER).unwrap();
     assert_eq!(
-        f.fs.engine()
+        f.fs.store()
             .broker_config()
             .topic_defaults()
             .file_delete_delay_ms,
@@ -517,7 +517,7 @@ fn a_sed_temporary_renamed_over_config_applies_as_the_whole_file() {
     // .kpfs/config the same way.
     let control = f.ino(ROOT_INO, ".kpfs");
     sed_edit(&f, control, "sed000000", "log.cleaner.backoff.ms=999\n").unwrap();
-    assert_eq!(f.fs.engine().broker_config().cleaner_backoff_ms(), 999);
+    assert_eq!(f.fs.store().broker_config().cleaner_backoff_ms(), 999);
     // A bad line fails its write; nothing changes, the reason names the temporary.
     let refused = sed_edit(&f, dir, "sedZZZZZZ", "segment.bytes=400\n");
     assert_eq!(refused, Err(libc::EINVAL));
@@ -647,7 +647,7 @@ fn descriptors_opened_before_a_deletion_reach_neither_it_nor_its_successor() {
         if through_rmdir {
             f.fs.rmdir(ROOT_INO, OsStr::new("t")).unwrap();
         } else {
-            f.fs.engine().delete_topic("t").unwrap();
+            f.fs.store().delete_topic("t").unwrap();
         }
         let what = |what: &str| format!("{what} (through_rmdir={through_rmdir})");
         enoent(f.fs.read(reader, 4, 100), &what("the rest of the read"));
@@ -790,7 +790,7 @@ fn an_overlong_unterminated_line_counts_as_a_too_large_refusal() {
         f.errors()
     );
     f.fs.release(fh);
-    let metrics = crate::engine::metrics::render(f.fs.engine());
+    let metrics = crate::engine::metrics::render(f.fs.store());
     assert!(
         metrics.contains(
             "kpfs_refused_records_total{topic=\"t\",partition=\"0\",reason=\"too_large\"} 1\n"
@@ -834,7 +834,7 @@ fn segment_files_report_their_real_blocks() {
     f.fs.write(fh, b"\n").unwrap();
     f.fs.release(fh);
     let segments = f.ino(dir, "segments");
-    let backing = f.fs.engine().data_dir().join("t-0");
+    let backing = f.fs.store().data_dir().join("t-0");
     for name in [
         "00000000000000000000.log",
         "00000000000000000000.index",
@@ -870,7 +870,7 @@ fn errors_keep_an_excerpt_of_a_long_refused_value() {
         libc::EINVAL
     );
     f.fs.release(fh);
-    let topic = f.fs.engine().topic("t").unwrap();
+    let topic = f.fs.store().topic("t").unwrap();
     topic.update_config(b"parse.key=true\n").unwrap();
     let log = f.ino(dir, "log");
     let fh = f.fs.open(log, libc::O_WRONLY | libc::O_APPEND).unwrap().fh;
@@ -1028,8 +1028,8 @@ fn commit(f: &Fixture, group: &str, topic: &str, offset: i64) {
             metadata: None,
         }],
     };
-    f.fs.engine().ensure_offsets_topic().unwrap();
-    let outcome = f.fs.engine().groups().commit_offsets(&request).unwrap();
+    f.fs.store().ensure_offsets_topic().unwrap();
+    let outcome = f.fs.store().groups().commit_offsets(&request).unwrap();
     assert_eq!(outcome, [None]);
 }
 
@@ -1195,8 +1195,8 @@ fn nothing_in_groups_but_a_group_can_be_created_changed_or_removed() {
 fn a_group_with_members_refuses_rmdir_with_kafkas_error() {
     let f = fixture();
     f.topic("t");
-    f.fs.engine().ensure_offsets_topic().unwrap();
-    let _join = f.fs.engine().groups().join_group(JoinRequest {
+    f.fs.store().ensure_offsets_topic().unwrap();
+    let _join = f.fs.store().groups().join_group(JoinRequest {
         group_id: "g".into(),
         member_id: String::new(),
         group_instance_id: None,
@@ -1271,7 +1271,7 @@ fn a_transactional_id_is_a_file_of_kafkas_describe_table_on_the_engine_clock() {
     let control = f.ino(ROOT_INO, ".kpfs");
     let transactions = f.ino(control, "transactions");
     assert_eq!(listing(&f, transactions), [".", ".."]);
-    let engine = f.fs.engine();
+    let engine = f.fs.store();
     let producer = engine.init_transactional_producer("app/1", 60_000).unwrap();
 
     // Kafka's transactional ids are any string: escaped as group ids are.
@@ -1341,7 +1341,7 @@ fn a_transactional_id_is_a_file_of_kafkas_describe_table_on_the_engine_clock() {
 #[test]
 fn nothing_in_transactions_can_be_created_changed_or_removed() {
     let f = fixture();
-    f.fs.engine()
+    f.fs.store()
         .init_transactional_producer("t-1", 60_000)
         .unwrap();
     let control = f.ino(ROOT_INO, ".kpfs");
@@ -1411,7 +1411,7 @@ fn nothing_in_transactions_can_be_created_changed_or_removed() {
 #[test]
 fn the_internal_topic_is_read_only_in_the_mount() {
     let f = fixture();
-    f.fs.engine().ensure_offsets_topic().unwrap();
+    f.fs.store().ensure_offsets_topic().unwrap();
     let dir = f.ino(ROOT_INO, "__consumer_offsets");
     assert!(listing(&f, ROOT_INO).contains(&"__consumer_offsets".to_string()));
     assert!(f
@@ -1603,7 +1603,7 @@ fn partitions_are_folders_added_by_mkdir_of_the_next_number() {
     let one = f.mkdir_in(partitions, "1").unwrap();
     assert_eq!(f.ino(partitions, "1"), one);
     assert_eq!(listing(&f, partitions), [".", "..", "0", "1"]);
-    assert_eq!(f.fs.engine().topic("t").unwrap().partition_count(), 2);
+    assert_eq!(f.fs.store().topic("t").unwrap().partition_count(), 2);
     assert!(f
         .read_all(f.ino(topic, "status"))
         .contains("partitions: 2\n"));
@@ -1618,7 +1618,7 @@ fn partitions_are_folders_added_by_mkdir_of_the_next_number() {
     enoent(f.fs.lookup(partitions, OsStr::new("2")), "partition 2");
     // The internal topic's partitions are the group coordinator's.
     let internal =
-        f.fs.engine()
+        f.fs.store()
             .topic(crate::engine::format::OFFSETS_TOPIC)
             .map(|t| t.partition_count());
     if let Some(count) = internal {
