@@ -661,6 +661,12 @@ impl Log {
         }
     }
 
+    /// Refuses a write to a log that a failed write poisoned or whose topic was deleted.
+    pub(crate) fn check_takes_writes(&self) -> Result<()> {
+        self.check_not_poisoned()?;
+        self.check_not_deleted()
+    }
+
     /// Marks the log failed after an I/O error on the write path, so no later write can
     /// land after a hole.
     fn poison(&self, e: &EngineError) {
@@ -689,8 +695,7 @@ impl Log {
     fn with_writer<T>(&self, append: impl FnOnce(&mut WriterState) -> Result<T>) -> Result<T> {
         let mut writer = self.writer.lock();
         // Under the writer lock: a close or a failure that got it first is seen here.
-        self.check_not_poisoned()?;
-        self.check_not_deleted()?;
+        self.check_takes_writes()?;
         let end_before = (self.log_end_offset(), self.stream_end());
         let result = append(&mut writer);
         if let Err(e @ EngineError::Io { .. }) = &result {
