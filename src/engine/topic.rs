@@ -581,6 +581,12 @@ impl Topic {
         groups: &PartitionGroups,
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
+        let mut order = self.order.lock();
+        let order = order
+            .as_mut()
+            .expect("a write spans partitions only in a topic of several");
+        // Under the append lock: every append to the topic's partitions takes it, so
+        // their ends stay where they are read until these appends move them.
         let planned: Vec<PlannedAppend> = groups
             .iter()
             .map(|(p, group)| PlannedAppend {
@@ -589,10 +595,6 @@ impl Topic {
                 stream_len: group.iter().map(|r| r.line_len as u64 + 1).sum(),
             })
             .collect();
-        let mut order = self.order.lock();
-        let order = order
-            .as_mut()
-            .expect("a write spans partitions only in a topic of several");
         let log_end = |p: u32| partitions[p as usize].log().log_end_offset();
         let first = order.before_appends(&planned, log_end)?;
         let append = |range: std::ops::Range<usize>| -> Result<AppendInfo> {
