@@ -92,6 +92,59 @@ fn keyed_records_go_to_their_keys_partitions() {
     );
 }
 
+/// Keyed writes to the topic's `log` racing writes to its partitions' own `log`s: each
+/// keyed write places its parts where the partitions end under the append lock (placed
+/// from ends read before it, they would overlap another writer's records), and the
+/// topic's `log` shows every record once, each writer's in its order.
+#[test]
+fn keyed_writes_racing_appends_to_one_partition_keep_every_record_once() {
+    let f = Fixture::new();
+    let t = f.engine().create_topic("race", 3).unwrap();
+    set(&t, "parse.key=true\nkey.separator=:");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..1000 {
+                let write: String = ["abc", "21", "foobar"]
+                    .iter()
+                    .map(|k| format!("{k}:keyed-{k}-{i}\n"))
+                    .collect();
+                t.append_lines(write.as_bytes()).unwrap();
+            }
+        });
+        s.spawn(|| {
+            for i in 0..1000 {
+                let line = format!("any:direct-{i}\n");
+                t.append_lines_after(Some(i % 3), b"", line.as_bytes())
+                    .unwrap();
+            }
+        });
+    });
+    let all = cat_string(&t);
+    let lines: Vec<&str> = all.lines().collect();
+    assert_eq!(lines.len(), 4000);
+    assert_eq!(t.stream_len(), all.len() as u64);
+    for writer in ["keyed", "direct"] {
+        let values: Vec<&str> = lines
+            .iter()
+            .filter_map(|l| l.split_once(':').map(|(_, v)| v))
+            .filter(|v| v.starts_with(writer))
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        assert!(
+            values.iter().all(|v| seen.insert(*v)),
+            "{writer}: a record twice"
+        );
+        let order: Vec<u32> = values
+            .iter()
+            .map(|v| v.rsplit('-').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(
+            order.windows(2).all(|w| w[0] <= w[1]),
+            "{writer}: out of order"
+        );
+    }
+}
+
 /// A keyed write whose records go to several partitions is refused whole when one
 /// record cannot be stored: no partition keeps its part.
 #[test]

@@ -155,10 +155,21 @@ pub(crate) fn first_oversized_record(
     limit: u64,
 ) -> Option<u64> {
     match records {
-        WriteRecords::Parsed(parsed) => parsed
-            .iter()
-            .map(|r| BatchBuilder::single_record_batch_size(r.key_len, r.value_len) as u64)
-            .find(|&single| single > limit),
+        WriteRecords::Parsed(parsed) => {
+            // A record's batch grows with its key and with its value (-1, null, is no
+            // larger than empty): when the longest key and the longest value fit
+            // together, every record fits, and the exact search is skipped.
+            let (key, value) = parsed
+                .iter()
+                .fold((-1, -1), |(k, v), r| (r.key_len.max(k), r.value_len.max(v)));
+            if BatchBuilder::single_record_batch_size(key, value) as u64 <= limit {
+                return None;
+            }
+            parsed
+                .iter()
+                .map(|r| BatchBuilder::single_record_batch_size(r.key_len, r.value_len) as u64)
+                .find(|&single| single > limit)
+        }
         WriteRecords::Plain => {
             let line = match longest_keyless_value(limit) {
                 Some(longest_fitting) => data.first_line_longer_than(longest_fitting),
@@ -650,6 +661,12 @@ impl Log {
         }
     }
 
+    /// Refuses a write to a log that a failed write poisoned or whose topic was deleted.
+    pub(crate) fn check_takes_writes(&self) -> Result<()> {
+        self.check_not_poisoned()?;
+        self.check_not_deleted()
+    }
+
     /// Marks the log failed after an I/O error on the write path, so no later write can
     /// land after a hole.
     fn poison(&self, e: &EngineError) {
@@ -678,8 +695,7 @@ impl Log {
     fn with_writer<T>(&self, append: impl FnOnce(&mut WriterState) -> Result<T>) -> Result<T> {
         let mut writer = self.writer.lock();
         // Under the writer lock: a close or a failure that got it first is seen here.
-        self.check_not_poisoned()?;
-        self.check_not_deleted()?;
+        self.check_takes_writes()?;
         let end_before = (self.log_end_offset(), self.stream_end());
         let result = append(&mut writer);
         if let Err(e @ EngineError::Io { .. }) = &result {
@@ -1661,6 +1677,32 @@ mod tests {
                 .map(<[u8]>::len)
                 .find(|&len| len > limit);
             proptest::prop_assert_eq!(first_line_longer_than(&piece, limit), naive);
+        }
+
+        /// The bound on the longest key and value skips only searches that find nothing.
+        #[test]
+        fn the_first_oversized_record_is_the_first_a_record_by_record_search_finds(
+            lens in proptest::collection::vec((-1i64..300, -1i64..300), 0..20),
+            limit in 60u64..700,
+        ) {
+            let records: Vec<PendingRecord> = lens
+                .iter()
+                .map(|&(key_len, value_len)| PendingRecord {
+                    line_start: 0,
+                    line_len: 0,
+                    key_len,
+                    value_len,
+                })
+                .collect();
+            let naive = lens
+                .iter()
+                .map(|&(k, v)| BatchBuilder::single_record_batch_size(k, v) as u64)
+                .find(|&single| single > limit);
+            let data = WriteBytes::new(b"");
+            proptest::prop_assert_eq!(
+                first_oversized_record(data, WriteRecords::Parsed(&records), limit),
+                naive
+            );
         }
     }
 }

@@ -27,6 +27,7 @@ pub(crate) mod metadata_files;
 pub(crate) mod metrics;
 pub(crate) mod newlines;
 pub mod offset_map;
+pub(crate) mod parallel;
 pub mod partition;
 pub(crate) mod partitioner;
 pub mod produce;

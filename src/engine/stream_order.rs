@@ -48,6 +48,17 @@ pub(crate) struct PartitionEnd {
     pub(crate) log_end_offset: u64,
 }
 
+/// One of the appends of a write to several partitions, as the order places it before
+/// it is made.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlannedAppend {
+    pub(crate) partition: u32,
+    /// Where the partition's stream and log end before the append.
+    pub(crate) end: PartitionEnd,
+    /// The stream bytes the append's records take.
+    pub(crate) stream_len: u64,
+}
+
 pub(crate) struct StreamOrder {
     path: PathBuf,
     file: File,
@@ -228,10 +239,7 @@ impl StreamOrder {
     }
 
     /// Starts a run of `partition` at the end of the stream, written before its records
-    /// are appended; the run it follows ends where its partition's log ends now. A last
-    /// run that placed nothing (its append was refused, or it is the first run of a
-    /// topic whose first append went elsewhere) is replaced rather than followed, so no
-    /// two runs start at one position and a position names one run.
+    /// are appended; see [`StreamOrder::push_runs`].
     fn push_run(
         &mut self,
         partition: u32,
@@ -246,22 +254,37 @@ impl StreamOrder {
             partition_pos,
             end_offset: u64::MAX,
         };
+        self.push_runs(&[run], log_end)
+    }
+
+    /// Adds `runs`, at increasing positions from the end of the stream on, with one
+    /// write, before their records are appended; the run they follow ends where its
+    /// partition's log ends now. A last run that placed nothing (its append was refused,
+    /// or it is the first run of a topic whose first append went elsewhere) is replaced
+    /// by a run at its position rather than followed, so no two runs start at one
+    /// position and a position names one run.
+    fn push_runs(&mut self, runs: &[Run], log_end: impl Fn(u32) -> u64) -> Result<()> {
+        debug_assert!(
+            runs.first().is_some_and(|r| r.topic_pos >= self.end)
+                && runs.windows(2).all(|w| w[0].topic_pos < w[1].topic_pos),
+            "new runs start at or after the stream's end, at increasing positions"
+        );
         let last = *self.runs.last().expect("never empty");
-        let slot = if last.topic_pos == self.end {
+        let slot = if last.topic_pos == runs[0].topic_pos {
             self.runs.len() - 1
         } else {
             self.runs.len()
         };
         let at = STREAM_ORDER_HEADER_BYTES as u64 + (slot as u64) * STREAM_ORDER_ENTRY_BYTES as u64;
+        let bytes: Vec<u8> = runs.iter().flat_map(entry_bytes).collect();
         self.file
-            .write_all_at(&entry_bytes(&run), at)
+            .write_all_at(&bytes, at)
             .map_err(io_at(&self.path, "write"))?;
         if slot == self.runs.len() {
             self.runs.last_mut().expect("never empty").end_offset = log_end(last.partition);
-            self.runs.push(run);
-        } else {
-            self.runs[slot] = run;
         }
+        self.runs.truncate(slot);
+        self.runs.extend_from_slice(runs);
         debug_assert!(
             self.runs
                 .windows(2)
@@ -284,6 +307,62 @@ impl StreamOrder {
             return Ok(());
         }
         self.push_run(partition, end.log_end_offset, end.stream_end, log_end)
+    }
+
+    /// Called under the topic's append lock before the appends of one write to several
+    /// partitions (`appends`, each to another partition than the one before), which the
+    /// topic's stream shows in this order: the runs that place them, with one write,
+    /// each where the stream bytes of the appends before it end, so the appends may
+    /// then be made in any order, or at once. Returns the index of the run that places
+    /// the first append, for [`StreamOrder::after_appends`].
+    pub(crate) fn before_appends(
+        &mut self,
+        appends: &[PlannedAppend],
+        log_end: impl Fn(u32) -> u64,
+    ) -> Result<usize> {
+        debug_assert!(
+            appends.windows(2).all(|w| w[0].partition != w[1].partition),
+            "each append of a write goes to another partition than the one before"
+        );
+        let last = *self.runs.last().expect("never empty");
+        let mut pos = self.end;
+        let mut runs = Vec::with_capacity(appends.len());
+        for (i, append) in appends.iter().enumerate() {
+            if i > 0 || append.partition != last.partition {
+                runs.push(Run {
+                    partition: append.partition,
+                    first_offset: append.end.log_end_offset,
+                    topic_pos: pos,
+                    partition_pos: append.end.stream_end,
+                    end_offset: u64::MAX,
+                });
+            }
+            pos += append.stream_len;
+        }
+        if runs.is_empty() {
+            return Ok(self.runs.len() - 1);
+        }
+        let continues = runs.len() < appends.len();
+        self.push_runs(&runs, log_end)?;
+        Ok(self.runs.len() - runs.len() - usize::from(continues))
+    }
+
+    /// Called after the appends [`StreamOrder::before_appends`] placed (`first` is what
+    /// it returned), whatever became of them: each of their runs but the last ends where
+    /// its partition's log ends now (an append that failed placed less, or nothing), and
+    /// the stream ends where the last run's partition's stream (now at `stream_end`)
+    /// takes it.
+    pub(crate) fn after_appends(
+        &mut self,
+        first: usize,
+        log_end: impl Fn(u32) -> u64,
+        stream_end: u64,
+    ) {
+        let last = self.runs.len() - 1;
+        for run in &mut self.runs[first..last] {
+            run.end_offset = log_end(run.partition);
+        }
+        self.after_append(stream_end);
     }
 
     /// Called after an append to the last run's partition, whose stream now ends at
@@ -450,6 +529,141 @@ mod tests {
         assert_eq!(reopened.end(), 30);
         assert_eq!(reopened.locate(15), (1, order.runs[1]));
         assert_eq!(reopened.locate(0).0, 0);
+    }
+
+    fn placed(order: &StreamOrder) -> Vec<(u32, u64, u64, u64, u64)> {
+        order
+            .runs
+            .iter()
+            .map(|r| {
+                (
+                    r.partition,
+                    r.first_offset,
+                    r.topic_pos,
+                    r.partition_pos,
+                    r.end_offset,
+                )
+            })
+            .collect()
+    }
+
+    /// An order and its partitions' (stream end, log end offset), written to as
+    /// `Topic::append_groups` does.
+    struct TestLog {
+        order: StreamOrder,
+        state: Vec<(u64, u64)>,
+    }
+
+    impl TestLog {
+        /// One write to several partitions: (partition, stream bytes, records, whether
+        /// its append is made) each.
+        fn write(&mut self, appends: &[(u32, u64, u64, bool)]) {
+            let planned: Vec<PlannedAppend> = appends
+                .iter()
+                .map(|&(p, stream_len, _, _)| PlannedAppend {
+                    partition: p,
+                    end: PartitionEnd {
+                        stream_end: self.state[p as usize].0,
+                        log_end_offset: self.state[p as usize].1,
+                    },
+                    stream_len,
+                })
+                .collect();
+            let before = self.state.clone();
+            let first = self
+                .order
+                .before_appends(&planned, |q| before[q as usize].1)
+                .unwrap();
+            for &(p, stream_len, records, made) in appends {
+                if made {
+                    self.state[p as usize].0 += stream_len;
+                    self.state[p as usize].1 += records;
+                }
+            }
+            let last = appends.last().unwrap().0 as usize;
+            let state = self.state.clone();
+            self.order
+                .after_appends(first, |q| state[q as usize].1, state[last].0);
+        }
+
+        fn reopened(&self) -> StreamOrder {
+            StreamOrder::open(
+                &self.order.path,
+                &ends(&self.state),
+                |_, _| -> Result<u64> { panic!("every record has a run") },
+            )
+            .unwrap()
+        }
+    }
+
+    fn test_log(dir: &Path, partitions: usize) -> TestLog {
+        let path = dir.join("stream-order");
+        let state = vec![(0, 0); partitions];
+        let order =
+            StreamOrder::open(&path, &ends(&state), |_, _| -> Result<u64> { Ok(0) }).unwrap();
+        TestLog { order, state }
+    }
+
+    /// A write to partitions 0, 1 and 2 after one to partition 0: the first continues
+    /// partition 0's run, the others get runs at the positions their bytes follow, all
+    /// written at once; a reopen reads the same runs back.
+    #[test]
+    fn the_runs_of_a_write_to_several_partitions_place_its_appends_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = test_log(dir.path(), 3);
+        log.write(&[(0, 10, 1, true)]);
+        log.write(&[(0, 5, 1, true), (1, 7, 2, true), (2, 3, 1, true)]);
+        assert_eq!(
+            placed(&log.order),
+            [(0, 0, 0, 0, 2), (1, 0, 15, 0, 2), (2, 0, 22, 0, u64::MAX)]
+        );
+        assert_eq!(log.order.end(), 25);
+        log.write(&[(1, 4, 1, true), (0, 6, 1, true)]);
+        assert_eq!(
+            placed(&log.order)[2..],
+            [(2, 0, 22, 0, 1), (1, 2, 25, 7, 3), (0, 2, 29, 15, u64::MAX)]
+        );
+        assert_eq!(log.order.end(), 35);
+        let reopened = log.reopened();
+        assert_eq!(reopened.runs, log.order.runs);
+        assert_eq!(reopened.end(), 35);
+    }
+
+    /// An append of the write that failed (a disk error) placed nothing: its run spans
+    /// no record, the later appends keep the positions their runs gave them, and the
+    /// next append to its partition gets a run of its own.
+    #[test]
+    fn an_append_of_a_write_that_failed_leaves_a_gap_and_the_others_their_places() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = test_log(dir.path(), 3);
+        log.write(&[(0, 10, 1, true), (1, 7, 1, false), (2, 3, 1, true)]);
+        assert_eq!(
+            placed(&log.order),
+            [(0, 0, 0, 0, 1), (1, 0, 10, 0, 0), (2, 0, 17, 0, u64::MAX)]
+        );
+        assert_eq!(log.order.end(), 20);
+        log.write(&[(1, 7, 1, true)]);
+        assert_eq!(placed(&log.order)[3], (1, 0, 20, 0, u64::MAX));
+        assert_eq!(log.order.locate(12).1.partition, 1);
+        let reopened = log.reopened();
+        assert_eq!(reopened.runs, log.order.runs);
+        assert_eq!(reopened.end(), 27);
+    }
+
+    /// The last append of a write placed nothing: the next write's first run replaces
+    /// its run, so no two runs start at one position.
+    #[test]
+    fn a_write_whose_last_append_failed_is_followed_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = test_log(dir.path(), 3);
+        log.write(&[(1, 10, 1, true), (2, 3, 1, false)]);
+        assert_eq!(log.order.end(), 10);
+        log.write(&[(0, 4, 1, true), (2, 3, 1, true)]);
+        assert_eq!(
+            placed(&log.order),
+            [(1, 0, 0, 0, 1), (0, 0, 10, 0, 1), (2, 0, 14, 0, u64::MAX)]
+        );
+        assert_eq!(log.reopened().runs, log.order.runs);
     }
 
     /// A power cut that kept records but not the run placing them: the open places them

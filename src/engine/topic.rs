@@ -28,11 +28,12 @@ use super::log::{
 use super::log_loader::{remove_stale_temporary, Durability};
 use super::log_start_checkpoint::LogStartCheckpoint;
 use super::metadata_files::Uuid;
+use super::parallel;
 use super::partition::protocol::{count_lines, parse_lines, PARSED};
 use super::partition::{LineRendering, LogCursor, Partition, Replay};
 use super::partitioner::partition_for_key;
 use super::produce::ProduceOutcome;
-use super::stream_order::{PartitionEnd, Run, StreamOrder};
+use super::stream_order::{PartitionEnd, PlannedAppend, Run, StreamOrder};
 use super::topic_core::TopicCore;
 use super::topic_partition::TopicPartition;
 
@@ -575,32 +576,86 @@ impl Topic {
         };
         BY_PARTITION.with_borrow_mut(|groups| {
             groups.sort(records, count, target_of);
-            // A write refused for a record is refused whole: no partition gets its part.
+            // A write refused for a record, or for a partition that takes no writes, is
+            // refused whole: no partition gets its part.
             for (p, group) in groups.iter() {
-                let partition = &partitions[p as usize];
-                if let Err(e) =
-                    partition
-                        .log()
-                        .check_fits_segment(data, WriteRecords::Parsed(group), config)
-                {
+                let log = partitions[p as usize].log();
+                let checked = log.check_takes_writes().and_then(|()| {
+                    log.check_fits_segment(data, WriteRecords::Parsed(group), config)
+                });
+                if let Err(e) = checked {
+                    let partition = &partitions[p as usize];
                     partition.note_refused_append(&e, records.len() as u64);
                     return Err(e);
                 }
             }
+            let total = self.append_groups(partitions, data, groups, config);
+            groups.shrink(PARSED_RECORDS_KEPT);
+            total
+        })
+    }
+
+    /// The appends of a keyed write, one per group, under the topic's append lock: their
+    /// runs first, with one write, each at the position its records will take (a
+    /// record's stream bytes are its line's), then the appends, the groups split in two
+    /// halves of about the same bytes made at once ([`parallel::join`]); each
+    /// partition's append takes its own writer lock and files. Readers of the topic's
+    /// `log` wait on the lock, so they see all of the write or none of it.
+    fn append_groups(
+        &self,
+        partitions: &[Arc<Partition>],
+        data: WriteBytes<'_>,
+        groups: &PartitionGroups,
+        config: &TopicConfig,
+    ) -> Result<AppendInfo> {
+        let mut order = self.order.lock();
+        let order = order
+            .as_mut()
+            .expect("a write spans partitions only in a topic of several");
+        // Under the append lock: every append to the topic's partitions takes it, so
+        // their ends stay where they are read until these appends move them.
+        let planned: Vec<PlannedAppend> = groups
+            .iter()
+            .map(|(p, group)| PlannedAppend {
+                partition: p,
+                end: partition_end(&partitions[p as usize]),
+                stream_len: group.iter().map(|r| r.line_len as u64 + 1).sum(),
+            })
+            .collect();
+        let log_end = |p: u32| partitions[p as usize].log().log_end_offset();
+        let first = order.before_appends(&planned, log_end)?;
+        let append = |range: std::ops::Range<usize>| -> Result<AppendInfo> {
             let mut total = AppendInfo::default();
-            for (p, group) in groups.iter() {
-                let info = self.append_to(
-                    partitions,
-                    &partitions[p as usize],
-                    data,
-                    WriteRecords::Parsed(group),
-                    config,
-                )?;
+            for ((p, group), plan) in groups
+                .iter()
+                .zip(&planned)
+                .skip(range.start)
+                .take(range.len())
+            {
+                let partition = &partitions[p as usize];
+                let info = partition.append_records(data, WriteRecords::Parsed(group), config)?;
+                // Invariant 12: the records took the stream bytes their run placed.
+                assert_eq!(
+                    partition.log().stream_end(),
+                    plan.end.stream_end + plan.stream_len,
+                    "an append takes the stream bytes its run was placed with"
+                );
                 total.absorb(info);
             }
-            groups.shrink(PARSED_RECORDS_KEPT);
             Ok(total)
-        })
+        };
+        let half = halves(&planned);
+        let (mine, theirs) = if half < planned.len() {
+            parallel::join(|| append(0..half), || append(half..planned.len()))
+        } else {
+            (append(0..half), Ok(AppendInfo::default()))
+        };
+        let last = planned.last().expect("a keyed write has records").partition;
+        order.after_appends(first, log_end, partitions[last as usize].log().stream_end());
+        self.merged_end.store(order.end(), Ordering::Release);
+        let mut total = mine?;
+        total.absorb(theirs?);
+        Ok(total)
     }
 
     /// Appends to `partition`, under the topic's append lock when it has several
@@ -962,6 +1017,20 @@ fn partition_end(partition: &Partition) -> PartitionEnd {
 
 fn partition_ends(partitions: &[Arc<Partition>]) -> Vec<PartitionEnd> {
     partitions.iter().map(|p| partition_end(p)).collect()
+}
+
+/// Where to split `appends` into two runs of appends of about the same stream bytes:
+/// the first half is `..half`. A single append is not split.
+fn halves(appends: &[PlannedAppend]) -> usize {
+    let total: u64 = appends.iter().map(|a| a.stream_len).sum();
+    let mut sum = 0;
+    appends
+        .iter()
+        .position(|a| {
+            sum += a.stream_len;
+            2 * sum >= total
+        })
+        .map_or(appends.len(), |i| i + 1)
 }
 
 thread_local! {
