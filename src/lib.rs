@@ -12,6 +12,7 @@
 //! `scripts/test` builds them with the feature and lints the binary's build without it.
 
 pub mod cli;
+mod cluster;
 #[cfg(feature = "internals")]
 pub mod engine;
 #[cfg(not(feature = "internals"))]
@@ -21,4 +22,5 @@ mod fs;
 pub mod kafka;
 #[cfg(not(feature = "internals"))]
 mod kafka;
+mod lines;
 mod store;

@@ -300,6 +300,21 @@ impl ConfigChange {
         self.applied(edits, values, self.replace == Replace::All)
     }
 
+    /// A topic change as edits by config name (`Some(value)` sets, `None` removes the
+    /// override), and whether they replace every override (`>`) rather than edit the
+    /// ones they name: what a store that keeps configs elsewhere (a Kafka cluster) applies.
+    pub(crate) fn topic_edits(&self) -> Result<(bool, Vec<(TopicKey, Option<&str>)>), ConfigError> {
+        let Edits::Topic(edits) = &self.edits else {
+            panic!("a topic config change, got a {:?} one", self.scope);
+        };
+        self.check_accepted()?;
+        let edits = edits
+            .iter()
+            .map(|(key, setting)| (*key, setting.as_ref().map(|s| s.text.as_str())))
+            .collect();
+        Ok((self.replace == Replace::All, edits))
+    }
+
     /// A group's overrides with this group change applied.
     pub(super) fn applied_to_group(
         &self,

@@ -1,0 +1,498 @@
+//! The `log` byte streams of a cluster's topic: positions a Kafka cluster does not have,
+//! kept by the mount (docs/ARCHITECTURE.md, "The cluster mount").
+//!
+//! A tracker thread per topic (started by the first look at its `log` or size) consumes
+//! every partition from its log start and measures each record's line. The positions it
+//! hands out are fixed once given: a partition's stream is its records' lines in offset
+//! order from the first one the tracker saw; the topic's stream is the partitions' lines
+//! in the order the tracker received them, as runs of one partition each. What it keeps is
+//! a chunk table per partition (first and next offset, start and end position, the line
+//! format in force) and the rendered bytes of recent chunks within a budget; a chunk whose
+//! bytes were dropped is fetched again by offset and rendered under its own format.
+//! Records the cluster deleted since (retention, compaction, DeleteRecords) leave a gap
+//! at the front of their chunk, which a reader skips, as the local mount skips what its
+//! retention deleted.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::{ClientSettings, OwnedFormat};
+
+/// A chunk closes once its lines reach this many bytes: the unit of re-fetching.
+const CHUNK_BYTES: u64 = 256 * 1024;
+/// Rendered bytes a topic keeps for closed chunks; the oldest go first.
+const CACHE_BYTES: u64 = 32 * 1024 * 1024;
+/// How long a read at the end of a stream waits for the tracker to reach the ends the
+/// cluster reports before it answers end of file.
+const CATCH_UP: Duration = Duration::from_secs(10);
+/// How long one poll of the tracker waits, which bounds how late it sees a stop.
+const POLL: Duration = Duration::from_millis(200);
+/// How long a re-fetch of one chunk may take.
+const REFETCH: Duration = Duration::from_secs(30);
+
+/// Where one handle reads a stream: the file offset the kernel will ask for next and the
+/// stream position it stands for (after a gap they differ).
+#[derive(Default)]
+pub(crate) struct ViewCursor {
+    kernel_pos: u64,
+    stream_pos: u64,
+}
+
+/// Which stream of a topic.
+#[derive(Clone, Copy)]
+pub(crate) enum Stream {
+    Topic,
+    Partition(u32),
+}
+
+struct Chunk {
+    first_offset: i64,
+    /// The offset after its last record.
+    next_offset: i64,
+    start: u64,
+    end: u64,
+    /// The index of the line format its records render under.
+    format: usize,
+    /// Its lines, while cached; the open (last) chunk always has them.
+    bytes: Option<Arc<Vec<u8>>>,
+}
+
+#[derive(Default)]
+struct PartitionTrack {
+    chunks: Vec<Chunk>,
+    end: u64,
+    /// The offset after the last record seen.
+    next_offset: i64,
+    /// The tracker reached the end of what the cluster had, at this offset: a read there
+    /// waits for nothing more.
+    end_of_partition: Option<i64>,
+}
+
+/// One run of the topic stream: `len` bytes of a partition's stream from `partition_pos`.
+struct Run {
+    partition: u32,
+    topic_pos: u64,
+    partition_pos: u64,
+    len: u64,
+}
+
+#[derive(Default)]
+struct Tracked {
+    partitions: Vec<PartitionTrack>,
+    runs: Vec<Run>,
+    topic_end: u64,
+    /// Every line format records were measured under; chunks name theirs by index.
+    formats: Vec<OwnedFormat>,
+    /// Closed chunks with bytes, oldest first, to drop when over [`CACHE_BYTES`].
+    cached: VecDeque<(u32, usize)>,
+    cached_bytes: u64,
+    /// Why the tracker stopped, if it failed: reads report it.
+    failure: Option<String>,
+}
+
+/// A topic's streams.
+pub(crate) struct TopicView {
+    topic: String,
+    settings: Arc<ClientSettings>,
+    tracked: Mutex<Tracked>,
+    grew: Condvar,
+    started: AtomicBool,
+    stop: AtomicBool,
+    /// The partition count the tracker should follow.
+    partitions: AtomicU32,
+    /// The consumer that fetches a chunk again (one at a time per topic).
+    refetcher: Mutex<Option<BaseConsumer>>,
+}
+
+impl TopicView {
+    pub(crate) fn new(topic: &str, settings: Arc<ClientSettings>, partitions: u32) -> TopicView {
+        TopicView {
+            topic: topic.to_string(),
+            settings,
+            tracked: Mutex::new(Tracked::default()),
+            grew: Condvar::new(),
+            started: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            partitions: AtomicU32::new(partitions),
+            refetcher: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn set_partitions(&self, count: u32) {
+        self.partitions.fetch_max(count, Ordering::AcqRel);
+    }
+
+    pub(crate) fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    /// The tracker, started once; `format` is the line format lines are measured under
+    /// from now on.
+    fn ensure_started(self: &Arc<Self>, format: impl FnOnce() -> OwnedFormat) {
+        if self.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.tracked.lock().formats.push(format());
+        let view = Arc::downgrade(self);
+        let name = format!("kpfs-view-{}", self.topic);
+        let spawned = std::thread::Builder::new()
+            .name(name.chars().take(15).collect())
+            .spawn(move || track(&view));
+        if let Err(e) = spawned {
+            self.tracked.lock().failure = Some(format!("cannot start its tracker: {e}"));
+        }
+    }
+
+    /// Records from now on render under `format` (a change of `parse.key`,
+    /// `key.separator` or `null.marker`); records already measured keep theirs.
+    pub(crate) fn set_format(&self, format: OwnedFormat) {
+        let mut tracked = self.tracked.lock();
+        if !tracked.formats.is_empty() && tracked.formats.last() != Some(&format) {
+            tracked.formats.push(format);
+        }
+    }
+
+    /// The stream's length: every position handed out so far.
+    pub(crate) fn len(
+        self: &Arc<Self>,
+        stream: Stream,
+        format: impl FnOnce() -> OwnedFormat,
+    ) -> u64 {
+        self.ensure_started(format);
+        let tracked = self.tracked.lock();
+        match stream {
+            Stream::Topic => tracked.topic_end,
+            Stream::Partition(p) => tracked.partitions.get(p as usize).map_or(0, |t| t.end),
+        }
+    }
+
+    /// Up to `len` bytes of `stream` from the kernel's `pos`, continuing where `cursor`
+    /// left off when the kernel asks for the offset after its last read; empty at the
+    /// end once the tracker has reached what the cluster holds.
+    pub(crate) fn read(
+        self: &Arc<Self>,
+        stream: Stream,
+        cursor: &mut ViewCursor,
+        pos: u64,
+        len: usize,
+        partition_ends: impl Fn() -> Result<Vec<i64>, String>,
+        format: impl FnOnce() -> OwnedFormat,
+    ) -> Result<Vec<u8>, String> {
+        self.ensure_started(format);
+        let start = if pos == cursor.kernel_pos && cursor.kernel_pos != 0 {
+            cursor.stream_pos
+        } else {
+            pos
+        };
+        let (mut bytes, mut next) = self.read_at(stream, start, len)?;
+        if bytes.is_empty() {
+            self.catch_up(&partition_ends()?)?;
+            (bytes, next) = self.read_at(stream, start, len)?;
+        }
+        cursor.kernel_pos = pos + bytes.len() as u64;
+        cursor.stream_pos = next;
+        Ok(bytes)
+    }
+
+    /// Waits until the tracker has every partition up to `ends` (the cluster's high
+    /// watermarks a moment ago), or reached the end of what it could fetch.
+    fn catch_up(&self, ends: &[i64]) -> Result<(), String> {
+        let deadline = Instant::now() + CATCH_UP;
+        let mut tracked = self.tracked.lock();
+        loop {
+            if let Some(failure) = &tracked.failure {
+                return Err(failure.clone());
+            }
+            let behind = ends.iter().enumerate().any(|(p, &end)| {
+                tracked.partitions.get(p).is_none_or(|t| {
+                    t.next_offset < end && t.end_of_partition.is_none_or(|at| at < end)
+                })
+            });
+            if !behind || self.grew.wait_until(&mut tracked, deadline).timed_out() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The bytes at stream position `start` (or after it, past a gap) and the position
+    /// after them.
+    fn read_at(&self, stream: Stream, start: u64, len: usize) -> Result<(Vec<u8>, u64), String> {
+        let mut out = Vec::new();
+        let mut pos = start;
+        while out.len() < len {
+            let piece = {
+                let tracked = self.tracked.lock();
+                match stream {
+                    Stream::Partition(p) => tracked
+                        .partitions
+                        .get(p as usize)
+                        .filter(|t| pos < t.end)
+                        .map(|t| (p, pos, t.end)),
+                    Stream::Topic => run_at(&tracked.runs, pos).map(|run| {
+                        let offset = pos - run.topic_pos;
+                        (
+                            run.partition,
+                            run.partition_pos + offset,
+                            run.partition_pos + run.len,
+                        )
+                    }),
+                }
+            };
+            let Some((partition, partition_pos, limit)) = piece else {
+                break;
+            };
+            let want = (len - out.len()).min((limit - partition_pos) as usize);
+            let (bytes, skipped) = self.partition_bytes(partition, partition_pos, want)?;
+            pos += skipped + bytes.len() as u64;
+            if bytes.is_empty() && skipped == 0 {
+                break;
+            }
+            out.extend_from_slice(&bytes);
+        }
+        Ok((out, pos))
+    }
+
+    /// Up to `want` bytes of partition `p`'s stream at `pos`, and how many bytes of gap
+    /// were skipped before them.
+    fn partition_bytes(&self, p: u32, pos: u64, want: usize) -> Result<(Vec<u8>, u64), String> {
+        let (index, start, end, bytes) = {
+            let tracked = self.tracked.lock();
+            let track = &tracked.partitions[p as usize];
+            let index = track.chunks.partition_point(|c| c.end <= pos);
+            let Some(chunk) = track.chunks.get(index) else {
+                return Ok((Vec::new(), 0));
+            };
+            (index, chunk.start, chunk.end, chunk.bytes.clone())
+        };
+        let bytes = match bytes {
+            Some(bytes) => bytes,
+            None => self.refetch(p, index)?,
+        };
+        // Lines deleted from the cluster since they were measured leave a gap at the
+        // chunk's front: what is left sits at its end.
+        let live_start = end - bytes.len() as u64;
+        let from = pos.max(live_start);
+        let at = (from - live_start) as usize;
+        let take = want.min(bytes.len() - at);
+        debug_assert!(start <= from && from <= end, "a read stays in its chunk");
+        Ok((bytes[at..at + take].to_vec(), from - pos))
+    }
+
+    /// Fetches chunk `index` of partition `p` again and renders it under its format.
+    fn refetch(&self, p: u32, index: usize) -> Result<Arc<Vec<u8>>, String> {
+        let (first, next, len, format) = {
+            let tracked = self.tracked.lock();
+            let chunk = &tracked.partitions[p as usize].chunks[index];
+            let format = tracked.formats[chunk.format].clone();
+            (
+                chunk.first_offset,
+                chunk.next_offset,
+                chunk.end - chunk.start,
+                format,
+            )
+        };
+        let mut consumer = self.refetcher.lock();
+        if consumer.is_none() {
+            *consumer = Some(self.settings.consumer().map_err(|e| e.to_string())?);
+        }
+        let consumer = consumer.as_ref().expect("made above");
+        let mut assignment = TopicPartitionList::new();
+        assignment
+            .add_partition_offset(&self.topic, p as i32, Offset::Offset(first))
+            .map_err(|e| e.to_string())?;
+        consumer.assign(&assignment).map_err(|e| e.to_string())?;
+        let mut rendered = Vec::with_capacity(len as usize);
+        let deadline = Instant::now() + REFETCH;
+        let mut position = first;
+        while position < next && Instant::now() < deadline {
+            match consumer.poll(POLL) {
+                Some(Ok(message)) => {
+                    position = message.offset() + 1;
+                    if message.offset() < next {
+                        format
+                            .as_format()
+                            .render(message.key(), message.payload(), &mut rendered);
+                    }
+                }
+                Some(Err(KafkaError::PartitionEOF(_))) => break,
+                Some(Err(e)) => return Err(e.to_string()),
+                None => {}
+            }
+        }
+        rendered.truncate(len as usize);
+        let bytes = Arc::new(rendered);
+        let mut tracked = self.tracked.lock();
+        tracked.partitions[p as usize].chunks[index].bytes = Some(bytes.clone());
+        tracked.cached.push_back((p, index));
+        tracked.cached_bytes += bytes.len() as u64;
+        evict(&mut tracked);
+        Ok(bytes)
+    }
+}
+
+fn run_at(runs: &[Run], pos: u64) -> Option<&Run> {
+    let index = runs.partition_point(|r| r.topic_pos + r.len <= pos);
+    runs.get(index)
+}
+
+/// Drops the bytes of the oldest cached chunks while over the budget.
+fn evict(tracked: &mut Tracked) {
+    while tracked.cached_bytes > CACHE_BYTES {
+        let Some((p, index)) = tracked.cached.pop_front() else {
+            break;
+        };
+        if let Some(bytes) = tracked.partitions[p as usize].chunks[index].bytes.take() {
+            tracked.cached_bytes -= bytes.len() as u64;
+        }
+    }
+}
+
+/// The tracker: consumes every partition from its log start while the view lives.
+fn track(view: &Weak<TopicView>) {
+    let Some(first) = view.upgrade() else { return };
+    let consumer = match first.settings.consumer() {
+        Ok(consumer) => consumer,
+        Err(e) => {
+            first.tracked.lock().failure = Some(e.to_string());
+            first.grew.notify_all();
+            return;
+        }
+    };
+    let topic = first.topic.clone();
+    drop(first);
+    let mut assigned = 0u32;
+    loop {
+        let Some(view) = view.upgrade() else { return };
+        if view.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let wanted = view.partitions.load(Ordering::Acquire);
+        if wanted > assigned {
+            // The whole assignment again, each partition from where the tracker is: a
+            // consumer without a group cannot add partitions incrementally.
+            let mut tracked = view.tracked.lock();
+            tracked
+                .partitions
+                .resize_with(wanted as usize, PartitionTrack::default);
+            let mut all = TopicPartitionList::new();
+            for (p, track) in tracked.partitions.iter().enumerate() {
+                let resume = track.end_of_partition.unwrap_or(0).max(track.next_offset);
+                let from = if resume > 0 {
+                    Offset::Offset(resume)
+                } else {
+                    Offset::Beginning
+                };
+                let added = all.add_partition_offset(&topic, p as i32, from);
+                debug_assert!(added.is_ok(), "a partition's start offset is valid");
+            }
+            drop(tracked);
+            if let Err(e) = consumer.assign(&all) {
+                view.tracked.lock().failure = Some(e.to_string());
+                view.grew.notify_all();
+                return;
+            }
+            assigned = wanted;
+        }
+        match consumer.poll(POLL) {
+            Some(Ok(message)) => {
+                let p = message.partition() as u32;
+                let mut tracked = view.tracked.lock();
+                if p < assigned {
+                    measure(
+                        &mut tracked,
+                        p,
+                        message.offset(),
+                        message.key(),
+                        message.payload(),
+                    );
+                }
+                drop(tracked);
+                view.grew.notify_all();
+            }
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                let at = consumer.position().ok().and_then(|list| {
+                    list.find_partition(&topic, p)
+                        .and_then(|e| e.offset().to_raw())
+                });
+                let mut tracked = view.tracked.lock();
+                if let Some(track) = tracked.partitions.get_mut(p as usize) {
+                    track.end_of_partition =
+                        Some(at.unwrap_or(track.next_offset).max(track.next_offset));
+                }
+                drop(tracked);
+                view.grew.notify_all();
+            }
+            // Transient (a leader moving, a broker down): the client retries on its own.
+            Some(Err(e)) => tracing::debug!("view of {topic}: {e}"),
+            None => {}
+        }
+    }
+}
+
+/// Gives the record at `offset` of partition `p` its line's positions.
+fn measure(tracked: &mut Tracked, p: u32, offset: i64, key: Option<&[u8]>, value: Option<&[u8]>) {
+    let format_index = tracked.formats.len() - 1;
+    let format = tracked.formats[format_index].as_format();
+    let mut line = Vec::with_capacity(format.line_len(key, value) as usize);
+    format.render(key, value, &mut line);
+    let line_len = line.len() as u64;
+    let track = &mut tracked.partitions[p as usize];
+    if offset < track.next_offset {
+        return; // seen already (a re-delivery after a leader change)
+    }
+    let open = track.chunks.last().is_some_and(|c| {
+        c.end - c.start < CHUNK_BYTES && c.format == format_index && c.bytes.is_some()
+    });
+    let mut closed = None;
+    if !open {
+        if track.chunks.last().is_some() {
+            closed = Some(track.chunks.len() - 1);
+        }
+        track.chunks.push(Chunk {
+            first_offset: offset,
+            next_offset: offset,
+            start: track.end,
+            end: track.end,
+            format: format_index,
+            bytes: Some(Arc::new(Vec::new())),
+        });
+    }
+    let chunk = track.chunks.last_mut().expect("pushed above");
+    Arc::make_mut(chunk.bytes.as_mut().expect("the open chunk has its bytes"))
+        .extend_from_slice(&line);
+    chunk.next_offset = offset + 1;
+    chunk.end += line_len;
+    let partition_pos = track.end;
+    track.end += line_len;
+    track.next_offset = offset + 1;
+    track.end_of_partition = None;
+    match tracked.runs.last_mut() {
+        Some(run) if run.partition == p && run.partition_pos + run.len == partition_pos => {
+            run.len += line_len;
+        }
+        _ => tracked.runs.push(Run {
+            partition: p,
+            topic_pos: tracked.topic_end,
+            partition_pos,
+            len: line_len,
+        }),
+    }
+    tracked.topic_end += line_len;
+    if let Some(index) = closed {
+        let size = tracked.partitions[p as usize].chunks[index]
+            .bytes
+            .as_ref()
+            .map_or(0, |b| b.len());
+        tracked.cached.push_back((p, index));
+        tracked.cached_bytes += size as u64;
+        evict(tracked);
+    }
+}
