@@ -13,6 +13,7 @@
 
 pub mod cli;
 mod cluster;
+mod deadline;
 #[cfg(feature = "internals")]
 pub mod engine;
 #[cfg(not(feature = "internals"))]

@@ -22,6 +22,7 @@ use super::logging::{init_logging, FATAL_TARGET};
 use super::mount_table::prepare_mountpoint;
 use super::signals::{block_shutdown_signals, spawn_signal_thread};
 use crate::cluster::{ClientSettings, Cluster};
+use crate::engine::clock::SystemClock;
 use crate::engine::config::parse_properties;
 use crate::engine::{take_lock, Engine, DAEMON_LOG_FILE};
 use crate::fs::fuser_glue::{self, MountConfig, Mounted};
@@ -261,7 +262,11 @@ fn connect_cluster(plan: &ClusterPlan) -> Result<Cluster, CliError> {
         }
         None => Vec::new(),
     };
-    Cluster::connect(ClientSettings::new(&plan.bootstrap, properties)).map_err(|e| {
+    Cluster::connect(
+        ClientSettings::new(&plan.bootstrap, properties),
+        Arc::new(SystemClock),
+    )
+    .map_err(|e| {
         CliError::new(format!(
             "cannot mount the cluster at {}: {e}",
             plan.bootstrap

@@ -11,7 +11,7 @@ mod view;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 use rdkafka::admin::{
@@ -23,9 +23,11 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::BaseConsumer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::DeliveryResult;
-use rdkafka::producer::{BaseRecord, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 
+use crate::deadline::Deadline;
+use crate::engine::clock::Clock;
 use crate::engine::config::{ConfigChange, TopicKey};
 use crate::engine::groups::GroupError;
 use crate::engine::{EngineError, Result, TopicDeletionHook};
@@ -39,6 +41,8 @@ pub(crate) use view::{Stream, ViewCursor};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a topic list stays fresh: `ls -l` stats every topic, one metadata request.
 const METADATA_FRESH: Duration = Duration::from_millis(500);
+/// How long an append waits for the producer to learn of a partition just added.
+const METADATA_WAIT: Duration = Duration::from_secs(10);
 /// The group id of the mount's consumers, which never join it.
 const VIEW_GROUP: &str = "kpfs-mount-view";
 /// Refusals `.kpfs/errors` keeps, as the local mount.
@@ -62,6 +66,9 @@ impl ClientSettings {
 
     fn config(&self) -> ClientConfig {
         let mut config = ClientConfig::new();
+        // A topic is made by mkdir alone: a metadata request of a client that still
+        // knows a deleted topic must not make it again on a cluster that auto-creates.
+        config.set("allow.auto.create.topics", "false");
         for (key, value) in &self.properties {
             config.set(key, value);
         }
@@ -206,14 +213,16 @@ pub(crate) struct ClusterShared {
     /// Each topic's line format (`parse.key`, `key.separator`, `null.marker`): kpfs's own
     /// configs, which a cluster does not keep; they last as long as the mount.
     formats: Mutex<BTreeMap<String, OwnedFormat>>,
+    /// The times files show (modification, refusals).
+    clock: Arc<dyn Clock>,
 }
 
 /// The cluster behind a mount.
 pub(crate) struct Cluster {
     shared: Arc<ClusterShared>,
     topics: Mutex<BTreeMap<String, Arc<ClusterTopic>>>,
-    /// When the topic list was last fetched.
-    listed: Mutex<Option<Instant>>,
+    /// Until when the topic list last fetched is fresh.
+    listed: Mutex<Option<Deadline>>,
     rejections: Mutex<std::collections::VecDeque<String>>,
     deletion_hook: Mutex<Option<TopicDeletionHook>>,
 }
@@ -241,12 +250,6 @@ pub(crate) struct ClusterPartition {
     index: u32,
     link: Arc<TopicLink>,
     modified_ms: AtomicI64,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Kafka's name of an error code: `TOPIC_ALREADY_EXISTS` for librdkafka's
@@ -326,6 +329,13 @@ impl ClusterShared {
     }
 }
 
+/// Between two metadata requests that wait for the cluster to show a change: nothing
+/// local can be waited on, and asking at once again would only load the controller.
+#[allow(clippy::disallowed_methods)] // polling a remote cluster, which notifies no one
+fn pause_before_asking_again() {
+    std::thread::sleep(Duration::from_millis(50));
+}
+
 /// Waits for an admin request's answer on this thread.
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     futures_executor::block_on(future)
@@ -333,7 +343,10 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 
 impl Cluster {
     /// Connects to the cluster; fails unless it answers a metadata request.
-    pub(crate) fn connect(settings: ClientSettings) -> std::result::Result<Cluster, String> {
+    pub(crate) fn connect(
+        settings: ClientSettings,
+        clock: Arc<dyn Clock>,
+    ) -> std::result::Result<Cluster, String> {
         let settings = Arc::new(settings);
         let admin: AdminClient<DefaultClientContext> =
             settings.config().create().map_err(|e| e.to_string())?;
@@ -361,6 +374,7 @@ impl Cluster {
                 admin,
                 producer,
                 formats: Mutex::new(BTreeMap::new()),
+                clock,
             }),
             topics: Mutex::new(BTreeMap::new()),
             listed: Mutex::new(None),
@@ -375,10 +389,10 @@ impl Cluster {
     fn refresh(&self, now: bool) {
         {
             let mut listed = self.listed.lock();
-            if !now && listed.is_some_and(|at| at.elapsed() < METADATA_FRESH) {
+            if !now && listed.is_some_and(|fresh| !fresh.passed()) {
                 return;
             }
-            *listed = Some(Instant::now());
+            *listed = Some(Deadline::after(METADATA_FRESH));
         }
         let Ok(metadata) = self.shared.metadata(None) else {
             return; // the cluster is unreachable: keep what was known
@@ -473,8 +487,8 @@ impl Cluster {
     /// Waits (briefly) until the metadata shows `name` present or absent, so that the
     /// `ls` after a `mkdir` or `rmdir` sees it.
     fn await_metadata(&self, name: &str, present: bool) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
+        let deadline = Deadline::after(Duration::from_secs(5));
+        while !deadline.passed() {
             if self
                 .shared
                 .metadata(Some(name))
@@ -482,7 +496,7 @@ impl Cluster {
             {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(50));
+            pause_before_asking_again();
         }
         self.refresh(true);
     }
@@ -496,7 +510,11 @@ impl Cluster {
         if rejections.len() == KEPT_REJECTIONS {
             rejections.pop_front();
         }
-        rejections.push_back(text::rejection_line(now_ms(), path, reason));
+        rejections.push_back(text::rejection_line(
+            self.shared.clock.now_ms(),
+            path,
+            reason,
+        ));
     }
 
     pub(crate) fn rejections_text(&self) -> String {
@@ -526,7 +544,7 @@ impl ClusterTopic {
             link,
             partitions: RwLock::new(Vec::new()),
             next_keyless: AtomicU32::new(0),
-            modified_ms: AtomicI64::new(now_ms()),
+            modified_ms: AtomicI64::new(shared.clock.now_ms()),
         });
         topic.grow(partitions);
         topic
@@ -539,7 +557,7 @@ impl ClusterTopic {
             partitions.push(Arc::new(ClusterPartition {
                 index,
                 link: self.link.clone(),
-                modified_ms: AtomicI64::new(now_ms()),
+                modified_ms: AtomicI64::new(self.link.shared.clock.now_ms()),
             }));
         }
         self.link.view.set_partitions(count);
@@ -656,6 +674,7 @@ impl ClusterTopic {
             self.next_keyless.fetch_add(1, Ordering::Relaxed) % partitions.max(1)
         });
         let wait = Arc::new(WriteWait::default());
+        let metadata_deadline = Deadline::after(METADATA_WAIT);
         let mut sent = 0;
         let mut refusal = None;
         for (key, value) in records {
@@ -681,7 +700,20 @@ impl ClusterTopic {
                     }
                     Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                         record = back;
-                        std::thread::sleep(Duration::from_millis(1));
+                        // Each delivery frees a place in the queue.
+                        let mut state = wait.state.lock();
+                        wait.done.wait_for(&mut state, Duration::from_millis(10));
+                    }
+                    // A partition added since the producer's metadata was fetched (by this
+                    // mount's mkdir or another client): fetched again, then retried.
+                    Err((
+                        KafkaError::MessageProduction(RDKafkaErrorCode::UnknownPartition),
+                        back,
+                    )) if !metadata_deadline.passed() => {
+                        record = back;
+                        let producer = self.link.shared.producer.client();
+                        let _ = producer.fetch_metadata(Some(name), REQUEST_TIMEOUT);
+                        pause_before_asking_again();
                     }
                     Err((e, _)) => {
                         refusal = Some(broker_error(format!("append to {name}"), &e));
@@ -697,7 +729,8 @@ impl ClusterTopic {
         while state.0 < sent {
             wait.done.wait(&mut state);
         }
-        self.modified_ms.store(now_ms(), Ordering::Relaxed);
+        self.modified_ms
+            .store(self.link.shared.clock.now_ms(), Ordering::Relaxed);
         match refusal.or_else(|| state.1.take()) {
             Some(e) => Err(e),
             None => Ok(()),
@@ -759,7 +792,8 @@ impl ClusterTopic {
                 .insert(link.name.clone(), format.clone());
             link.view.set_format(format.clone());
             *link.format.write() = format;
-            self.modified_ms.store(now_ms(), Ordering::Relaxed);
+            self.modified_ms
+                .store(self.link.shared.clock.now_ms(), Ordering::Relaxed);
         }
         Ok(())
     }
@@ -899,7 +933,7 @@ impl ClusterTopic {
             link: self.link.clone(),
             partitions: self.partition_count(),
             size: self.stream_len(),
-            modified_ms: now_ms(),
+            modified_ms: self.link.shared.clock.now_ms(),
         }
     }
 }

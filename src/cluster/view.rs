@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -25,6 +25,7 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::{ClientSettings, OwnedFormat};
+use crate::deadline::Deadline;
 
 /// A chunk closes once its lines reach this many bytes: the unit of re-fetching.
 const CHUNK_BYTES: u64 = 256 * 1024;
@@ -130,8 +131,11 @@ impl TopicView {
         self.partitions.fetch_max(count, Ordering::AcqRel);
     }
 
+    /// The topic is gone: the tracker ends and the re-fetching consumer is dropped, so
+    /// neither asks for the topic again.
     pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::Release);
+        self.refetcher.lock().take();
     }
 
     /// The tracker, started once; `format` is the line format lines are measured under
@@ -205,7 +209,7 @@ impl TopicView {
     /// Waits until the tracker has every partition up to `ends` (the cluster's high
     /// watermarks a moment ago), or reached the end of what it could fetch.
     fn catch_up(&self, ends: &[i64]) -> Result<(), String> {
-        let deadline = Instant::now() + CATCH_UP;
+        let deadline = Deadline::after(CATCH_UP);
         let mut tracked = self.tracked.lock();
         loop {
             if let Some(failure) = &tracked.failure {
@@ -216,7 +220,12 @@ impl TopicView {
                     t.next_offset < end && t.end_of_partition.is_none_or(|at| at < end)
                 })
             });
-            if !behind || self.grew.wait_until(&mut tracked, deadline).timed_out() {
+            if !behind
+                || self
+                    .grew
+                    .wait_until(&mut tracked, deadline.instant())
+                    .timed_out()
+            {
                 return Ok(());
             }
         }
@@ -310,9 +319,9 @@ impl TopicView {
             .map_err(|e| e.to_string())?;
         consumer.assign(&assignment).map_err(|e| e.to_string())?;
         let mut rendered = Vec::with_capacity(len as usize);
-        let deadline = Instant::now() + REFETCH;
+        let deadline = Deadline::after(REFETCH);
         let mut position = first;
-        while position < next && Instant::now() < deadline {
+        while position < next && !deadline.passed() {
             match consumer.poll(POLL) {
                 Some(Ok(message)) => {
                     position = message.offset() + 1;
@@ -494,5 +503,133 @@ fn measure(tracked: &mut Tracked, p: u32, offset: i64, key: Option<&[u8]>, value
         tracked.cached.push_back((p, index));
         tracked.cached_bytes += size as u64;
         evict(tracked);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view_of(partitions: u32) -> TopicView {
+        let view = TopicView::new(
+            "t",
+            Arc::new(ClientSettings::new("127.0.0.1:1", Vec::new())),
+            partitions,
+        );
+        let mut tracked = view.tracked.lock();
+        tracked.formats.push(OwnedFormat::default());
+        tracked
+            .partitions
+            .resize_with(partitions as usize, PartitionTrack::default);
+        drop(tracked);
+        view
+    }
+
+    fn add(view: &TopicView, p: u32, offset: i64, value: &str) {
+        measure(
+            &mut view.tracked.lock(),
+            p,
+            offset,
+            None,
+            Some(value.as_bytes()),
+        );
+    }
+
+    fn read_all(view: &TopicView, stream: Stream) -> String {
+        let (bytes, _) = view.read_at(stream, 0, usize::MAX >> 1).unwrap();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn the_topic_stream_is_the_partitions_lines_in_the_order_they_arrived() {
+        let view = view_of(2);
+        add(&view, 0, 0, "a");
+        add(&view, 0, 1, "b");
+        add(&view, 1, 0, "x");
+        add(&view, 0, 2, "c");
+        add(&view, 1, 5, "y"); // offsets 1-4: markers or compacted, never delivered
+        assert_eq!(read_all(&view, Stream::Topic), "a\nb\nx\nc\ny\n");
+        assert_eq!(read_all(&view, Stream::Partition(0)), "a\nb\nc\n");
+        assert_eq!(read_all(&view, Stream::Partition(1)), "x\ny\n");
+        let tracked = view.tracked.lock();
+        assert_eq!(tracked.topic_end, 10);
+        assert_eq!(tracked.runs.len(), 4, "a run per change of partition");
+        assert_eq!(tracked.partitions[1].next_offset, 6);
+    }
+
+    #[test]
+    fn a_record_delivered_again_keeps_its_one_place() {
+        let view = view_of(1);
+        add(&view, 0, 0, "a");
+        add(&view, 0, 1, "b");
+        add(&view, 0, 1, "b"); // a re-delivery after a leader change
+        assert_eq!(read_all(&view, Stream::Topic), "a\nb\n");
+    }
+
+    #[test]
+    fn a_read_from_the_middle_of_a_line_and_across_runs_gives_the_bytes_there() {
+        let view = view_of(2);
+        add(&view, 0, 0, "hello");
+        add(&view, 1, 0, "world");
+        let (bytes, next) = view.read_at(Stream::Topic, 3, 5).unwrap();
+        assert_eq!(bytes, b"lo\nwo");
+        assert_eq!(next, 8);
+    }
+
+    #[test]
+    fn chunks_close_at_their_size_and_the_cache_keeps_within_its_budget() {
+        let view = view_of(1);
+        let line = "v".repeat(1023);
+        let records = (2 * CACHE_BYTES / 1024) as i64;
+        for offset in 0..records {
+            add(&view, 0, offset, &line);
+        }
+        let tracked = view.tracked.lock();
+        let chunks = &tracked.partitions[0].chunks;
+        assert_eq!(chunks.len() as u64, 2 * CACHE_BYTES / CHUNK_BYTES);
+        assert!(chunks.iter().all(|c| c.end - c.start == CHUNK_BYTES));
+        assert!(tracked.cached_bytes <= CACHE_BYTES);
+        assert!(
+            chunks[0].bytes.is_none(),
+            "the oldest chunk's bytes were dropped"
+        );
+        assert!(
+            chunks.last().unwrap().bytes.is_some(),
+            "the open chunk keeps its bytes"
+        );
+    }
+
+    #[test]
+    fn lines_the_cluster_deleted_since_leave_a_gap_that_a_reader_skips() {
+        let view = Arc::new(view_of(1));
+        view.started.store(true, Ordering::Release); // no tracker: the test is it
+        add(&view, 0, 0, "old");
+        add(&view, 0, 1, "new");
+        // What a re-fetch finds once retention deleted offset 0: the rest of the chunk.
+        view.tracked.lock().partitions[0].chunks[0].bytes = Some(Arc::new(b"new\n".to_vec()));
+        let mut cursor = ViewCursor::default();
+        let ends = || Ok(vec![2]);
+        let bytes = view
+            .read(
+                Stream::Topic,
+                &mut cursor,
+                0,
+                100,
+                ends,
+                OwnedFormat::default,
+            )
+            .unwrap();
+        assert_eq!(bytes, b"new\n");
+        assert_eq!((cursor.kernel_pos, cursor.stream_pos), (4, 8));
+        // The kernel asks for the offset after what it got: the stream's end, not "w\n".
+        let more = view.read(
+            Stream::Topic,
+            &mut cursor,
+            4,
+            100,
+            ends,
+            OwnedFormat::default,
+        );
+        assert_eq!(more.unwrap(), b"");
     }
 }
