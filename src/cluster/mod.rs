@@ -308,7 +308,9 @@ impl ClusterShared {
         Ok(metadata
             .topics()
             .iter()
-            .filter(|t| t.error().is_none())
+            // A topic being created shows without partitions for a moment: it is not
+            // there until it has them.
+            .filter(|t| t.error().is_none() && !t.partitions().is_empty())
             .map(|t| {
                 let partitions = t.partitions().len() as u32;
                 (t.name().to_string(), TopicMetadata { partitions })

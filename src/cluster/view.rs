@@ -36,6 +36,8 @@ const CACHE_BYTES: u64 = 32 * 1024 * 1024;
 const CATCH_UP: Duration = Duration::from_secs(10);
 /// How long one poll of the tracker waits, which bounds how late it sees a stop.
 const POLL: Duration = Duration::from_millis(200);
+/// How many chunks one re-fetch renders: the one read and those after it.
+const READ_AHEAD: usize = 16;
 /// How long a re-fetch of one chunk may take.
 const REFETCH: Duration = Duration::from_secs(30);
 
@@ -110,7 +112,7 @@ pub(crate) struct TopicView {
     /// The partition count the tracker should follow.
     partitions: AtomicU32,
     /// The consumer that fetches a chunk again (one at a time per topic).
-    refetcher: Mutex<Option<BaseConsumer>>,
+    refetcher: Mutex<Option<Refetcher>>,
 }
 
 impl TopicView {
@@ -295,56 +297,95 @@ impl TopicView {
         Ok((bytes[at..at + take].to_vec(), from - pos))
     }
 
-    /// Fetches chunk `index` of partition `p` again and renders it under its format.
+    /// Fetches chunk `index` of partition `p` again and renders it under its format, and
+    /// the uncached chunks after it up to [`READ_AHEAD`] (a reader of a stream reads on),
+    /// continuing from where the last re-fetch of the partition stopped when it can.
     fn refetch(&self, p: u32, index: usize) -> Result<Arc<Vec<u8>>, String> {
-        let (first, next, len, format) = {
-            let tracked = self.tracked.lock();
-            let chunk = &tracked.partitions[p as usize].chunks[index];
-            let format = tracked.formats[chunk.format].clone();
-            (
-                chunk.first_offset,
-                chunk.next_offset,
-                chunk.end - chunk.start,
-                format,
-            )
-        };
-        let mut consumer = self.refetcher.lock();
-        if consumer.is_none() {
-            *consumer = Some(self.settings.consumer().map_err(|e| e.to_string())?);
+        let mut refetcher = self.refetcher.lock();
+        if refetcher.is_none() {
+            let consumer = self.settings.consumer().map_err(|e| e.to_string())?;
+            *refetcher = Some(Refetcher { consumer, at: None });
         }
-        let consumer = consumer.as_ref().expect("made above");
-        let mut assignment = TopicPartitionList::new();
-        assignment
-            .add_partition_offset(&self.topic, p as i32, Offset::Offset(first))
-            .map_err(|e| e.to_string())?;
-        consumer.assign(&assignment).map_err(|e| e.to_string())?;
-        let mut rendered = Vec::with_capacity(len as usize);
+        let refetcher = refetcher.as_mut().expect("made above");
         let deadline = Deadline::after(REFETCH);
-        let mut position = first;
-        while position < next && !deadline.passed() {
-            match consumer.poll(POLL) {
-                Some(Ok(message)) => {
-                    position = message.offset() + 1;
-                    if message.offset() < next {
-                        format
-                            .as_format()
-                            .render(message.key(), message.payload(), &mut rendered);
+        let mut wanted = None;
+        for ahead in 0..READ_AHEAD {
+            let Some((first, next, len, format)) =
+                self.chunk_to_fetch(p, index + ahead, ahead == 0)
+            else {
+                break;
+            };
+            if refetcher.at != Some((p, first)) {
+                let mut assignment = TopicPartitionList::new();
+                assignment
+                    .add_partition_offset(&self.topic, p as i32, Offset::Offset(first))
+                    .map_err(|e| e.to_string())?;
+                refetcher
+                    .consumer
+                    .assign(&assignment)
+                    .map_err(|e| e.to_string())?;
+            }
+            let mut rendered = Vec::with_capacity(len as usize);
+            let mut position = first;
+            while position < next && !deadline.passed() {
+                match refetcher.consumer.poll(POLL) {
+                    Some(Ok(message)) => {
+                        position = message.offset() + 1;
+                        if message.offset() < next {
+                            let format = format.as_format();
+                            format.render(message.key(), message.payload(), &mut rendered);
+                        }
                     }
+                    Some(Err(KafkaError::PartitionEOF(_))) => break,
+                    Some(Err(e)) => return Err(e.to_string()),
+                    None => {}
                 }
-                Some(Err(KafkaError::PartitionEOF(_))) => break,
-                Some(Err(e)) => return Err(e.to_string()),
-                None => {}
+            }
+            refetcher.at = (position == next).then_some((p, next));
+            rendered.truncate(len as usize);
+            let bytes = Arc::new(rendered);
+            let mut tracked = self.tracked.lock();
+            tracked.partitions[p as usize].chunks[index + ahead].bytes = Some(bytes.clone());
+            tracked.cached.push_back((p, index + ahead));
+            tracked.cached_bytes += bytes.len() as u64;
+            evict(&mut tracked);
+            wanted.get_or_insert(bytes);
+            if refetcher.at.is_none() {
+                break; // the partition ended early or the deadline passed: read on later
             }
         }
-        rendered.truncate(len as usize);
-        let bytes = Arc::new(rendered);
-        let mut tracked = self.tracked.lock();
-        tracked.partitions[p as usize].chunks[index].bytes = Some(bytes.clone());
-        tracked.cached.push_back((p, index));
-        tracked.cached_bytes += bytes.len() as u64;
-        evict(&mut tracked);
-        Ok(bytes)
+        Ok(wanted.expect("the first chunk is always fetched"))
     }
+
+    /// What a re-fetch of chunk `index` of partition `p` needs: its offsets, length and
+    /// format; `None` past the closed chunks, or for one cached already (unless `always`).
+    fn chunk_to_fetch(
+        &self,
+        p: u32,
+        index: usize,
+        always: bool,
+    ) -> Option<(i64, i64, u64, OwnedFormat)> {
+        let tracked = self.tracked.lock();
+        let chunks = &tracked.partitions[p as usize].chunks;
+        let chunk = chunks.get(index)?;
+        if !always && chunk.bytes.is_some() {
+            return None;
+        }
+        let format = tracked.formats[chunk.format].clone();
+        Some((
+            chunk.first_offset,
+            chunk.next_offset,
+            chunk.end - chunk.start,
+            format,
+        ))
+    }
+}
+
+/// The consumer that re-fetches chunks, and where it stands: the partition and the offset
+/// its next record has, when a re-fetch ended at a chunk's end.
+struct Refetcher {
+    consumer: BaseConsumer,
+    at: Option<(u32, i64)>,
 }
 
 fn run_at(runs: &[Run], pos: u64) -> Option<&Run> {
