@@ -625,8 +625,7 @@ impl ClusterTopic {
         pos: u64,
         len: usize,
     ) -> Result<Vec<u8>> {
-        self.link
-            .read(Stream::Topic, self.partition_count(), cursor, pos, len)
+        self.link.read(Stream::Topic, cursor, pos, len)
     }
 
     /// A line without its newline yet can become a record unless keys are parsed and it
@@ -827,13 +826,8 @@ impl ClusterPartition {
         pos: u64,
         len: usize,
     ) -> Result<Vec<u8>> {
-        self.link.read(
-            Stream::Partition(self.index),
-            self.index + 1,
-            cursor,
-            pos,
-            len,
-        )
+        self.link
+            .read(Stream::Partition(self.index), cursor, pos, len)
     }
 
     /// The partition's log start offset, as the cluster reports it.
@@ -883,29 +877,22 @@ impl TopicLink {
         self.view.len(stream, || self.format.read().clone())
     }
 
-    /// Reads `stream`, whose end is the high watermarks of its first `partitions`.
+    /// Reads `stream`; its end is where the partitions' high watermarks are.
     fn read(
         &self,
         stream: Stream,
-        partitions: u32,
         cursor: &mut ViewCursor,
         pos: u64,
         len: usize,
     ) -> Result<Vec<u8>> {
         self.check_not_deleted()?;
         let ends = || {
+            let partitions = self.view.partition_count();
             let marks = self
                 .shared
                 .watermarks(&self.name, partitions)
                 .map_err(|e| e.to_string())?;
-            Ok(marks
-                .into_iter()
-                .enumerate()
-                .map(|(p, (_, high))| match stream {
-                    Stream::Partition(only) if only as usize != p => 0,
-                    _ => high,
-                })
-                .collect())
+            Ok(marks.into_iter().map(|(_, high)| high).collect())
         };
         self.view
             .read(stream, cursor, pos, len, ends, || {
@@ -924,7 +911,6 @@ impl TopicLink {
 /// to its length then, read through the topic's view.
 pub(crate) struct ClusterCapture {
     link: Arc<TopicLink>,
-    partitions: u32,
     size: u64,
     modified_ms: i64,
 }
@@ -933,7 +919,6 @@ impl ClusterTopic {
     pub(crate) fn capture(&self) -> ClusterCapture {
         ClusterCapture {
             link: self.link.clone(),
-            partitions: self.partition_count(),
             size: self.stream_len(),
             modified_ms: self.link.shared.clock.now_ms(),
         }
@@ -954,9 +939,7 @@ impl ClusterCapture {
             return Ok(Vec::new());
         }
         let len = len.min((self.size - pos) as usize);
-        let mut bytes = self
-            .link
-            .read(Stream::Topic, self.partitions, cursor, pos, len)?;
+        let mut bytes = self.link.read(Stream::Topic, cursor, pos, len)?;
         bytes.truncate(len);
         Ok(bytes)
     }

@@ -111,6 +111,8 @@ pub(crate) struct TopicView {
     stop: AtomicBool,
     /// The partition count the tracker should follow.
     partitions: AtomicU32,
+    /// The partitions' high watermarks a reader at the end last asked the cluster for.
+    asked_ends: Mutex<Vec<i64>>,
     /// The consumer that fetches a chunk again (one at a time per topic).
     refetcher: Mutex<Option<Refetcher>>,
 }
@@ -125,8 +127,14 @@ impl TopicView {
             started: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             partitions: AtomicU32::new(partitions),
+            asked_ends: Mutex::new(Vec::new()),
             refetcher: Mutex::new(None),
         }
+    }
+
+    /// How many partitions the tracker follows.
+    pub(crate) fn partition_count(&self) -> u32 {
+        self.partitions.load(Ordering::Acquire)
     }
 
     pub(crate) fn set_partitions(&self, count: u32) {
@@ -200,7 +208,15 @@ impl TopicView {
         };
         let (mut bytes, mut next) = self.read_at(stream, start, len)?;
         if bytes.is_empty() {
-            self.catch_up(&partition_ends()?)?;
+            let ends = match self.known_ends(stream) {
+                Some(ends) => ends,
+                None => {
+                    let ends = partition_ends()?;
+                    *self.asked_ends.lock() = ends.clone();
+                    ends
+                }
+            };
+            self.await_more(stream, start, &ends)?;
             (bytes, next) = self.read_at(stream, start, len)?;
         }
         cursor.kernel_pos = pos + bytes.len() as u64;
@@ -208,21 +224,50 @@ impl TopicView {
         Ok(bytes)
     }
 
-    /// Waits until the tracker has every partition up to `ends` (the cluster's high
-    /// watermarks a moment ago), or reached the end of what it could fetch.
-    fn catch_up(&self, ends: &[i64]) -> Result<(), String> {
+    /// The partition ends last asked of the cluster, while the tracker has not reached
+    /// them yet for `stream` (so there is more to wait for without asking again).
+    fn known_ends(&self, stream: Stream) -> Option<Vec<i64>> {
+        let ends = self.asked_ends.lock().clone();
+        let tracked = self.tracked.lock();
+        let reached = |p: usize, end: i64| {
+            tracked.partitions.get(p).is_some_and(|t| {
+                t.next_offset >= end || t.end_of_partition.is_some_and(|at| at >= end)
+            })
+        };
+        let behind = match stream {
+            Stream::Topic => ends.iter().enumerate().any(|(p, &end)| !reached(p, end)),
+            Stream::Partition(p) => ends
+                .get(p as usize)
+                .is_some_and(|&end| !reached(p as usize, end)),
+        };
+        behind.then_some(ends)
+    }
+
+    /// Waits until `stream` has bytes past `pos`, or the tracker has every partition up to
+    /// `ends` (the cluster's high watermarks a moment ago) or the end of what it could
+    /// fetch: a reader follows the tracker rather than waiting for all of it.
+    fn await_more(&self, stream: Stream, pos: u64, ends: &[i64]) -> Result<(), String> {
         let deadline = Deadline::after(CATCH_UP);
         let mut tracked = self.tracked.lock();
         loop {
             if let Some(failure) = &tracked.failure {
                 return Err(failure.clone());
             }
+            let end = match stream {
+                Stream::Topic => tracked.topic_end,
+                Stream::Partition(p) => tracked.partitions.get(p as usize).map_or(0, |t| t.end),
+            };
             let behind = ends.iter().enumerate().any(|(p, &end)| {
-                tracked.partitions.get(p).is_none_or(|t| {
+                let read = match stream {
+                    Stream::Topic => true,
+                    Stream::Partition(only) => only as usize == p,
+                };
+                read && tracked.partitions.get(p).is_none_or(|t| {
                     t.next_offset < end && t.end_of_partition.is_none_or(|at| at < end)
                 })
             });
-            if !behind
+            if end > pos
+                || !behind
                 || self
                     .grew
                     .wait_until(&mut tracked, deadline.instant())
