@@ -34,6 +34,8 @@ const CACHE_BYTES: u64 = 32 * 1024 * 1024;
 /// How long a read at the end of a stream waits for the tracker to reach the ends the
 /// cluster reports before it answers end of file.
 const CATCH_UP: Duration = Duration::from_secs(10);
+/// How many records the tracker takes in one hold of the lock.
+const TRACK_BATCH: usize = 4096;
 /// How long one poll of the tracker waits, which bounds how late it sees a stop.
 const POLL: Duration = Duration::from_millis(200);
 /// How many chunks one re-fetch renders: the one read and those after it.
@@ -496,39 +498,49 @@ fn track(view: &Weak<TopicView>) {
             }
             assigned = wanted;
         }
-        match consumer.poll(POLL) {
-            Some(Ok(message)) => {
-                let p = message.partition() as u32;
-                let mut tracked = view.tracked.lock();
-                if p < assigned {
-                    measure(
-                        &mut tracked,
-                        p,
-                        message.offset(),
-                        message.key(),
-                        message.payload(),
-                    );
-                }
-                drop(tracked);
-                view.grew.notify_all();
-            }
-            Some(Err(KafkaError::PartitionEOF(p))) => {
-                let at = consumer.position().ok().and_then(|list| {
-                    list.find_partition(&topic, p)
-                        .and_then(|e| e.offset().to_raw())
-                });
-                let mut tracked = view.tracked.lock();
-                if let Some(track) = tracked.partitions.get_mut(p as usize) {
-                    track.end_of_partition =
-                        Some(at.unwrap_or(track.next_offset).max(track.next_offset));
-                }
-                drop(tracked);
-                view.grew.notify_all();
-            }
-            // Transient (a leader moving, a broker down): the client retries on its own.
-            Some(Err(e)) => tracing::debug!("view of {topic}: {e}"),
-            None => {}
+        // What has arrived is taken in one hold of the lock and told to readers once: a
+        // reader then gets a batch's lines in one read, not a line per wake-up.
+        let mut next = consumer.poll(POLL);
+        if next.is_none() {
+            continue;
         }
+        let mut tracked = view.tracked.lock();
+        let mut taken = 0;
+        while let Some(item) = next {
+            match item {
+                Ok(message) => {
+                    let p = message.partition() as u32;
+                    if p < assigned {
+                        measure(
+                            &mut tracked,
+                            p,
+                            message.offset(),
+                            message.key(),
+                            message.payload(),
+                        );
+                    }
+                }
+                Err(KafkaError::PartitionEOF(p)) => {
+                    let at = consumer.position().ok().and_then(|list| {
+                        list.find_partition(&topic, p)
+                            .and_then(|e| e.offset().to_raw())
+                    });
+                    if let Some(track) = tracked.partitions.get_mut(p as usize) {
+                        track.end_of_partition =
+                            Some(at.unwrap_or(track.next_offset).max(track.next_offset));
+                    }
+                }
+                // Transient (a leader moving, a broker down): the client retries on its own.
+                Err(e) => tracing::debug!("view of {topic}: {e}"),
+            }
+            taken += 1;
+            if taken == TRACK_BATCH {
+                break;
+            }
+            next = consumer.poll(Duration::ZERO);
+        }
+        drop(tracked);
+        view.grew.notify_all();
     }
 }
 
@@ -536,9 +548,7 @@ fn track(view: &Weak<TopicView>) {
 fn measure(tracked: &mut Tracked, p: u32, offset: i64, key: Option<&[u8]>, value: Option<&[u8]>) {
     let format_index = tracked.formats.len() - 1;
     let format = tracked.formats[format_index].as_format();
-    let mut line = Vec::with_capacity(format.line_len(key, value) as usize);
-    format.render(key, value, &mut line);
-    let line_len = line.len() as u64;
+    let line_len = format.line_len(key, value);
     let track = &mut tracked.partitions[p as usize];
     if offset < track.next_offset {
         return; // seen already (a re-delivery after a leader change)
@@ -557,12 +567,14 @@ fn measure(tracked: &mut Tracked, p: u32, offset: i64, key: Option<&[u8]>, value
             start: track.end,
             end: track.end,
             format: format_index,
-            bytes: Some(Arc::new(Vec::new())),
+            bytes: Some(Arc::new(Vec::with_capacity(
+                CHUNK_BYTES as usize + line_len as usize,
+            ))),
         });
     }
     let chunk = track.chunks.last_mut().expect("pushed above");
-    Arc::make_mut(chunk.bytes.as_mut().expect("the open chunk has its bytes"))
-        .extend_from_slice(&line);
+    let bytes = Arc::make_mut(chunk.bytes.as_mut().expect("the open chunk has its bytes"));
+    format.render(key, value, bytes);
     chunk.next_offset = offset + 1;
     chunk.end += line_len;
     let partition_pos = track.end;
