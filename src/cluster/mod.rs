@@ -5,6 +5,7 @@
 //! lines; reports the engine's error vocabulary, with the cluster's own errors as
 //! [`EngineError::Broker`]. docs/ARCHITECTURE.md ("The cluster mount") has the design.
 
+mod batch;
 mod text;
 mod view;
 

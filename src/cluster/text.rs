@@ -15,6 +15,7 @@ use super::{
 use crate::engine::group_view::{self, PartitionLag, MISSING};
 use crate::engine::groups::subscription::assigned_partitions;
 use crate::engine::groups::{GroupDescription, GroupState, MemberDescription};
+use crate::engine::metrics::Family;
 use crate::engine::Result;
 
 pub(super) use crate::engine::rejection_line;
@@ -330,27 +331,45 @@ impl Cluster {
             .map(|(_, high)| high)
     }
 
-    /// `.kpfs/metrics`: Kafka's per-partition log offsets as the cluster reports them, and
-    /// the bytes of `log` this mount has measured.
+    /// `.kpfs/metrics`: the local mount's families a cluster answers (each partition's log
+    /// start and end offsets, as its brokers report them) and the bytes of `log` measured.
     pub(crate) fn metrics_text(&self) -> String {
-        let mut out = String::from(
-            "# TYPE kafka_log_log_start_offset gauge\n# TYPE kafka_log_log_end_offset gauge\n",
+        let mut start = Family::new(
+            "kpfs_log_start_offset",
+            "gauge",
+            "First offset still in the log (kafka.log:type=Log,name=LogStartOffset), as the cluster reports it.",
+        );
+        let mut end = Family::new(
+            "kpfs_log_end_offset",
+            "gauge",
+            "The high watermark (kafka.log:type=Log,name=LogEndOffset of the leader, less what is not replicated yet), as the cluster reports it.",
+        );
+        let mut measured = Family::new(
+            "kpfs_cluster_log_bytes_measured",
+            "gauge",
+            "Bytes of the partition's `log` stream this mount has learned the positions of.",
         );
         let topics: Vec<_> = self.topics.lock().values().cloned().collect();
         for topic in topics {
             let name = topic.name();
             for p in 0..topic.partition_count() {
-                if let Ok((low, high)) =
+                let partition = p.to_string();
+                let labels = [("topic", name), ("partition", partition.as_str())];
+                let marks =
                     self.shared
                         .admin
                         .inner()
-                        .fetch_watermarks(name, p as i32, REQUEST_TIMEOUT)
-                {
-                    let labels = format!("topic=\"{name}\",partition=\"{p}\"");
-                    let _ = writeln!(out, "kafka_log_log_start_offset{{{labels}}} {low}");
-                    let _ = writeln!(out, "kafka_log_log_end_offset{{{labels}}} {high}");
+                        .fetch_watermarks(name, p as i32, REQUEST_TIMEOUT);
+                if let Ok((low, high)) = marks {
+                    start.add(&labels, low);
+                    end.add(&labels, high);
                 }
+                measured.add(&labels, topic.link.stream_len(Stream::Partition(p)));
             }
+        }
+        let mut out = String::new();
+        for family in [start, end, measured] {
+            family.render(&mut out);
         }
         out
     }

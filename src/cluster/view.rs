@@ -20,10 +20,9 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::batch::{Batch, Item};
 use super::{ClientSettings, OwnedFormat};
 use crate::deadline::Deadline;
 
@@ -354,78 +353,131 @@ impl TopicView {
             *refetcher = Some(Refetcher { consumer, at: None });
         }
         let refetcher = refetcher.as_mut().expect("made above");
+        let Some(mut chunk) = self.chunk_to_fetch(p, index, true) else {
+            return Err(format!("no chunk {index} of partition {p}"));
+        };
+        if refetcher.at != Some((p, chunk.first)) {
+            let mut assignment = TopicPartitionList::new();
+            assignment
+                .add_partition_offset(&self.topic, p as i32, Offset::Offset(chunk.first))
+                .map_err(|e| e.to_string())?;
+            refetcher
+                .consumer
+                .assign(&assignment)
+                .map_err(|e| e.to_string())?;
+        }
+        refetcher.at = None;
         let deadline = Deadline::after(REFETCH);
         let mut wanted = None;
-        for ahead in 0..READ_AHEAD {
-            let Some((first, next, len, format)) =
-                self.chunk_to_fetch(p, index + ahead, ahead == 0)
-            else {
-                break;
-            };
-            if refetcher.at != Some((p, first)) {
-                let mut assignment = TopicPartitionList::new();
-                assignment
-                    .add_partition_offset(&self.topic, p as i32, Offset::Offset(first))
-                    .map_err(|e| e.to_string())?;
-                refetcher
-                    .consumer
-                    .assign(&assignment)
-                    .map_err(|e| e.to_string())?;
-            }
-            let mut rendered = Vec::with_capacity(len as usize);
-            let mut position = first;
-            while position < next && !deadline.passed() {
-                match refetcher.consumer.poll(POLL) {
-                    Some(Ok(message)) => {
-                        position = message.offset() + 1;
-                        if message.offset() < next {
-                            let format = format.as_format();
-                            format.render(message.key(), message.payload(), &mut rendered);
+        let mut ahead = 0;
+        'fetch: while !deadline.passed() {
+            let batch = Batch::take(&refetcher.consumer, POLL, TRACK_BATCH);
+            let last = batch.len().saturating_sub(1);
+            for (i, item) in batch.items().enumerate() {
+                match item {
+                    Item::Record {
+                        partition,
+                        offset,
+                        key,
+                        value,
+                    } if partition == p as i32 => {
+                        while offset >= chunk.next {
+                            let bytes = self.store_refetched(p, index + ahead, &mut chunk);
+                            wanted.get_or_insert(bytes);
+                            ahead += 1;
+                            match (ahead < READ_AHEAD)
+                                .then(|| self.chunk_to_fetch(p, index + ahead, false))
+                                .flatten()
+                            {
+                                Some(next) => chunk = next,
+                                // The chunks after are cached: the consumer stands beyond
+                                // what is wanted.
+                                None => break 'fetch,
+                            }
+                        }
+                        if offset >= chunk.first {
+                            chunk
+                                .format
+                                .as_format()
+                                .render(key, value, &mut chunk.lines);
+                        }
+                        if offset + 1 == chunk.next {
+                            let bytes = self.store_refetched(p, index + ahead, &mut chunk);
+                            wanted.get_or_insert(bytes);
+                            ahead += 1;
+                            match (ahead < READ_AHEAD)
+                                .then(|| self.chunk_to_fetch(p, index + ahead, false))
+                                .flatten()
+                            {
+                                Some(next) => chunk = next,
+                                None => {
+                                    // Where the consumer stands, unless the batch held
+                                    // more: those are taken off its queue, unread.
+                                    refetcher.at = (i == last).then_some((p, offset + 1));
+                                    break 'fetch;
+                                }
+                            }
                         }
                     }
-                    Some(Err(KafkaError::PartitionEOF(_))) => break,
-                    Some(Err(e)) => return Err(e.to_string()),
-                    None => {}
+                    Item::Record { .. } => {}
+                    // What is left of the partition is less than the chunk measured: the
+                    // cluster deleted records since.
+                    Item::EndOfPartition { .. } => {
+                        let bytes = self.store_refetched(p, index + ahead, &mut chunk);
+                        wanted.get_or_insert(bytes);
+                        break 'fetch;
+                    }
+                    Item::Error(e) => return Err(format!("{e:?}")),
                 }
             }
-            refetcher.at = (position == next).then_some((p, next));
-            rendered.truncate(len as usize);
-            let bytes = Arc::new(rendered);
-            let mut tracked = self.tracked.lock();
-            tracked.partitions[p as usize].chunks[index + ahead].bytes = Some(bytes.clone());
-            tracked.cached.push_back((p, index + ahead));
-            tracked.cached_bytes += bytes.len() as u64;
-            evict(&mut tracked);
-            wanted.get_or_insert(bytes);
-            if refetcher.at.is_none() {
-                break; // the partition ended early or the deadline passed: read on later
-            }
         }
-        Ok(wanted.expect("the first chunk is always fetched"))
+        match wanted {
+            Some(bytes) => Ok(bytes),
+            // The deadline passed before the chunk was whole: what came of it, a gap before.
+            None => Ok(self.store_refetched(p, index, &mut chunk)),
+        }
+    }
+
+    /// Keeps a re-fetched chunk's lines (cut to its length) and returns them.
+    fn store_refetched(&self, p: u32, index: usize, chunk: &mut Refetch) -> Arc<Vec<u8>> {
+        let mut lines = std::mem::take(&mut chunk.lines);
+        lines.truncate(chunk.len as usize);
+        let bytes = Arc::new(lines);
+        let mut tracked = self.tracked.lock();
+        tracked.partitions[p as usize].chunks[index].bytes = Some(bytes.clone());
+        tracked.cached.push_back((p, index));
+        tracked.cached_bytes += bytes.len() as u64;
+        evict(&mut tracked);
+        bytes
     }
 
     /// What a re-fetch of chunk `index` of partition `p` needs: its offsets, length and
     /// format; `None` past the closed chunks, or for one cached already (unless `always`).
-    fn chunk_to_fetch(
-        &self,
-        p: u32,
-        index: usize,
-        always: bool,
-    ) -> Option<(i64, i64, u64, OwnedFormat)> {
+    fn chunk_to_fetch(&self, p: u32, index: usize, always: bool) -> Option<Refetch> {
         let tracked = self.tracked.lock();
         let chunks = &tracked.partitions[p as usize].chunks;
         let chunk = chunks.get(index)?;
         if !always && chunk.bytes.is_some() {
             return None;
         }
-        let format = tracked.formats[chunk.format].clone();
-        Some((
-            chunk.first_offset,
-            chunk.next_offset,
-            chunk.end - chunk.start,
-            format,
-        ))
+        let len = chunk.end - chunk.start;
+        Some(Refetch {
+            first: chunk.first_offset,
+            next: chunk.next_offset,
+            len,
+            format: tracked.formats[chunk.format].clone(),
+            lines: Vec::with_capacity(len as usize),
+        })
     }
+}
+
+/// A chunk being fetched again: what it held when measured, and its lines so far.
+struct Refetch {
+    first: i64,
+    next: i64,
+    len: u64,
+    format: OwnedFormat,
+    lines: Vec<u8>,
 }
 
 /// The consumer that re-fetches chunks, and where it stands: the partition and the offset
@@ -500,44 +552,30 @@ fn track(view: &Weak<TopicView>) {
         }
         // What has arrived is taken in one hold of the lock and told to readers once: a
         // reader then gets a batch's lines in one read, not a line per wake-up.
-        let mut next = consumer.poll(POLL);
-        if next.is_none() {
+        let batch = Batch::take(&consumer, POLL, TRACK_BATCH);
+        if batch.is_empty() {
             continue;
         }
         let mut tracked = view.tracked.lock();
-        let mut taken = 0;
-        while let Some(item) = next {
+        for item in batch.items() {
             match item {
-                Ok(message) => {
-                    let p = message.partition() as u32;
-                    if p < assigned {
-                        measure(
-                            &mut tracked,
-                            p,
-                            message.offset(),
-                            message.key(),
-                            message.payload(),
-                        );
-                    }
+                Item::Record {
+                    partition,
+                    offset,
+                    key,
+                    value,
+                } if (partition as u32) < assigned => {
+                    measure(&mut tracked, partition as u32, offset, key, value);
                 }
-                Err(KafkaError::PartitionEOF(p)) => {
-                    let at = consumer.position().ok().and_then(|list| {
-                        list.find_partition(&topic, p)
-                            .and_then(|e| e.offset().to_raw())
-                    });
-                    if let Some(track) = tracked.partitions.get_mut(p as usize) {
-                        track.end_of_partition =
-                            Some(at.unwrap_or(track.next_offset).max(track.next_offset));
+                Item::Record { .. } => {}
+                Item::EndOfPartition { partition, end } => {
+                    if let Some(track) = tracked.partitions.get_mut(partition as usize) {
+                        track.end_of_partition = Some(end.max(track.next_offset));
                     }
                 }
                 // Transient (a leader moving, a broker down): the client retries on its own.
-                Err(e) => tracing::debug!("view of {topic}: {e}"),
+                Item::Error(e) => tracing::debug!("view of {topic}: {e:?}"),
             }
-            taken += 1;
-            if taken == TRACK_BATCH {
-                break;
-            }
-            next = consumer.poll(Duration::ZERO);
         }
         drop(tracked);
         view.grew.notify_all();

@@ -20,7 +20,18 @@ B=$KAFKA_CLUSTER_BOOTSTRAP
 # lines_at_least N FILE [PATTERN]: FILE has N lines (matching PATTERN) or more.
 lines_at_least() { [ "$(grep -c -- "${3:-}" "$2")" -ge "$1" ]; }
 
-mount_kpfs --bootstrap-server "$B"
+# --command-config takes client properties as Kafka's tools do; one the client does not
+# know fails the mount with its name, and nothing is mounted.
+printf 'client.id=kpfs-cluster-test\nbogus.property=1\n' >"$scratch/bad.properties"
+new_data_dir bad_data
+new_mountpoint bad_mnt
+err=$("$KPFS" mount "$bad_mnt" --data-dir "$bad_data" --bootstrap-server "$B" \
+    --command-config "$scratch/bad.properties" 2>&1) && fail "a mount with bogus.property succeeded"
+expect_contains "$err" "bogus.property" "kpfs mount's refusal of an unknown client property"
+! mountpoint -q "$bad_mnt" || fail "$bad_mnt is mounted after a refused mount"
+
+printf 'client.id=kpfs-cluster-test\nrequest.timeout.ms=20000\n' >"$scratch/client.properties"
+mount_kpfs --bootstrap-server "$B" --command-config "$scratch/client.properties"
 [ -d "$MNT/.kpfs" ] || fail "no .kpfs in the cluster mount"
 
 # mkdir is CreateTopics with the cluster's defaults: 1 partition, replication factor 3.
@@ -70,6 +81,23 @@ done
 # A keyless line on a topic that parses keys is the console producer's refusal.
 expect_errno "Invalid argument" "echo no-separator >>'$MNT/clicks/log'"
 expect_contains "$(cat "$MNT/.kpfs/errors")" "No key separator found on line number 1" ".kpfs/errors"
+
+# A topic larger than the lines the mount keeps (32 MiB): read whole while the mount
+# learns its positions, then again, when its older lines are fetched from the cluster
+# again; both byte for byte what kcat produced, every line distinct.
+python3 -c '
+import sys
+with open(sys.argv[1], "w") as f:
+    for i in range(420000):
+        f.write(f"{i:099d}\n")
+' "$scratch/big"
+"$KAFKA_BIN/kafka-topics.sh" --bootstrap-server "$B" --create --topic big --partitions 2 >/dev/null
+kcat -P -b "$B" -t big -p 1 -X acks=all <"$scratch/big" 2>/dev/null || fail "kcat -P of big failed"
+wait_until 10 test -d "$MNT/big" || fail "big does not show in the mount"
+cmp "$scratch/big" "$MNT/big/log" || fail "big/log differs from what kcat produced"
+cmp "$scratch/big" "$MNT/big/partitions/1/log" || fail "big/partitions/1/log read again differs"
+cmp "$scratch/big" "$MNT/big/log" || fail "big/log read again differs"
+expect_eq "" "$(cat "$MNT/big/partitions/0/log")" "big/partitions/0/log"
 
 # Configs: written through the mount, seen by kafka-configs.sh, and the reverse; the
 # cluster's own refusal of a bad value changes nothing.
@@ -124,6 +152,11 @@ for p in 0 1 2; do
     end=$(awk -F: -v p="$p" '$1 == p' "$scratch/all" | wc -l)
     row=$(awk -v p="$p" '$2 == "clicks" && $3 == p { print $4, $5, $6 }' <<<"$offsets")
     expect_eq "$end $end 0" "$row" "readers' offset, end and lag of clicks-$p"
+done
+for p in 0 1 2; do
+    end=$(awk -F: -v p="$p" '$1 == p' "$scratch/all" | wc -l)
+    expect_eq "$end" "$(metric "kpfs_log_end_offset{topic=\"clicks\",partition=\"$p\"}")" \
+        "kpfs_log_end_offset of clicks-$p in .kpfs/metrics"
 done
 rmdir "$MNT/.kpfs/groups/readers"
 expect_eq "" "$("$KAFKA_BIN/kafka-consumer-groups.sh" --bootstrap-server "$B" --list 2>/dev/null | grep -x readers)" \
