@@ -522,6 +522,7 @@ fn produce_txn(f: &Fixture, id: &str, producer: (i64, i16), seq: i32, values: &[
             id,
             ("t", 0),
             producer,
+            0,
             &batch(producer.0, producer.1, seq, true, values),
         )
         .unwrap()
@@ -546,6 +547,7 @@ fn the_coordinator_commits_and_aborts_through_markers_in_every_partition() {
             "tx",
             ("t", 0),
             producer,
+            0,
             &batch(producer.0, 0, 0, true, &["x"]),
         )
         .unwrap_err();
@@ -572,21 +574,21 @@ fn the_coordinator_commits_and_aborts_through_markers_in_every_partition() {
     assert_eq!(state_of(&f, "tx"), TxnStatus::Ongoing);
     produce_txn(&f, "tx", producer, 0, &["a", "b"]);
     assert_eq!(cat_string(&t), "", "not committed yet");
-    e.end_txn("tx", producer, true).unwrap();
+    e.end_txn("tx", producer, true, 0).unwrap();
     assert_eq!(state_of(&f, "tx"), TxnStatus::CompleteCommit);
     assert_eq!(cat_string(&t), "a\nb\n");
     assert_eq!(lso(&t), 3, "two records and the marker");
     // A retry of the same end succeeds; the other end is refused.
-    e.end_txn("tx", producer, true).unwrap();
+    e.end_txn("tx", producer, true, 0).unwrap();
     assert!(matches!(
-        e.end_txn("tx", producer, false),
+        e.end_txn("tx", producer, false, 0),
         Err(TxnError::InvalidTxnState(_))
     ));
 
     e.add_partitions_to_txn("tx", producer, &[("t".to_string(), 0)])
         .unwrap();
     produce_txn(&f, "tx", producer, 2, &["gone"]);
-    e.end_txn("tx", producer, false).unwrap();
+    e.end_txn("tx", producer, false, 0).unwrap();
     assert_eq!(cat_string(&t), "a\nb\n");
     assert_eq!(fetch_committed(&t, 0).1, vec![(producer.0, 3)]);
     // A second producer with the id fences the first.
@@ -604,6 +606,7 @@ fn the_coordinator_commits_and_aborts_through_markers_in_every_partition() {
             "tx",
             ("t", 0),
             producer,
+            0,
             &batch(producer.0, producer.1, 3, true, &["late"]),
         )
         .unwrap_err()
@@ -650,15 +653,16 @@ fn an_open_transaction_is_aborted_by_a_new_producer_and_by_its_timeout() {
     e.add_partitions_to_txn("tx", first, &[("t".to_string(), 0)])
         .unwrap();
     produce_txn(&f, "tx", first, 0, &["zombie"]);
-    // Kafka's InitProducerId aborts the open transaction (with a bumped epoch) and asks
-    // the new producer to retry.
+    // Kafka's InitProducerId aborts the open transaction (with a bumped epoch, bumped
+    // again by the abort at the finalized transaction version 2) and asks the new
+    // producer to retry, whose epoch is bumped once more.
     assert_eq!(
         e.init_transactional_producer("tx", 10_000),
         Err(TxnError::ConcurrentTransactions)
     );
     assert_eq!(state_of(&f, "tx"), TxnStatus::CompleteAbort);
     let second = e.init_transactional_producer("tx", 10_000).unwrap();
-    assert_eq!(second, (first.0, 2));
+    assert_eq!(second, (first.0, 3));
     assert_eq!(lso(&t), t.p0().log().log_end_offset());
     assert_eq!(cat_string(&t), "");
 
@@ -669,7 +673,7 @@ fn an_open_transaction_is_aborted_by_a_new_producer_and_by_its_timeout() {
     e.run_transaction_timers_once();
     assert_eq!(state_of(&f, "tx"), TxnStatus::CompleteAbort);
     assert_eq!(
-        e.end_txn("tx", second, true),
+        e.end_txn("tx", second, true, 0),
         Err(TxnError::ProducerFenced),
         "the timed-out producer is fenced"
     );
@@ -710,7 +714,7 @@ fn the_coordinators_state_survives_a_crash_and_transactional_offsets_commit_with
         }],
     };
     f.engine()
-        .txn_offset_commit("tx", producer, &commit)
+        .txn_offset_commit("tx", producer, 0, &commit)
         .unwrap();
     let committed = |f: &Fixture| {
         f.engine()
@@ -727,7 +731,7 @@ fn the_coordinators_state_survives_a_crash_and_transactional_offsets_commit_with
         "an open transaction stays open"
     );
     assert_eq!(committed(&f), -1);
-    f.engine().end_txn("tx", producer, true).unwrap();
+    f.engine().end_txn("tx", producer, true, 0).unwrap();
     assert_eq!(committed(&f), 7);
     assert_eq!(cat_string(&f.topic("t")), "out\n");
     f.crash_and_reopen();

@@ -108,6 +108,7 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
                             id,
                             (&name, target.index()),
                             (h.producer_id, h.producer_epoch),
+                            super::txn::client_transaction_version(version, 12),
                             &records,
                         ),
                         None => topic.append_produced(target.index(), &records),
