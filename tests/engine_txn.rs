@@ -653,16 +653,15 @@ fn an_open_transaction_is_aborted_by_a_new_producer_and_by_its_timeout() {
     e.add_partitions_to_txn("tx", first, &[("t".to_string(), 0)])
         .unwrap();
     produce_txn(&f, "tx", first, 0, &["zombie"]);
-    // Kafka's InitProducerId aborts the open transaction (with a bumped epoch, bumped
-    // again by the abort at the finalized transaction version 2) and asks the new
-    // producer to retry, whose epoch is bumped once more.
+    // Kafka's InitProducerId aborts the open transaction (with a bumped epoch) and asks
+    // the new producer to retry.
     assert_eq!(
         e.init_transactional_producer("tx", 10_000),
         Err(TxnError::ConcurrentTransactions)
     );
     assert_eq!(state_of(&f, "tx"), TxnStatus::CompleteAbort);
     let second = e.init_transactional_producer("tx", 10_000).unwrap();
-    assert_eq!(second, (first.0, 3));
+    assert_eq!(second, (first.0, 2));
     assert_eq!(lso(&t), t.p0().log().log_end_offset());
     assert_eq!(cat_string(&t), "");
 

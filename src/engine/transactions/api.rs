@@ -149,7 +149,7 @@ impl Engine {
         })?;
         let index = i32::try_from(partition).unwrap_or(i32::MAX);
         let verified = if client_tv >= TV2 {
-            self.add_in_txn(transactional_id, producer, (topic.to_string(), index))
+            self.add_to_txn(transactional_id, producer, &[(topic.to_string(), index)])
         } else {
             self.inner
                 .transactions
@@ -169,23 +169,25 @@ impl Engine {
         target.append_produced_in_txn(partition, records)
     }
 
-    /// A partition joins the transaction of a client at transaction version 2, as the
-    /// coordinator's AddPartitionsToTxn from a broker does it.
-    fn add_in_txn(
+    /// Partitions join the transaction of a client at transaction version 2, as the
+    /// coordinator's AddPartitionsToTxn from a broker adds them: all of a Produce's at
+    /// once (Kafka's `AddPartitionsToTxnManager` sends them in one request), so that
+    /// the transaction's log has one transition for them.
+    pub fn add_to_txn(
         &self,
         transactional_id: &str,
         producer: (i64, i16),
-        partition: (String, i32),
+        partitions: &[(String, i32)],
     ) -> Result<(), TxnError> {
         self.ready_for_transactions()?;
         let answers = self.inner.transactions.add_partitions(
             transactional_id,
             producer,
-            &[partition],
+            partitions,
             TV2,
             self.inner.as_ref(),
         )?;
-        match answers.into_iter().next().flatten() {
+        match answers.into_iter().flatten().next() {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -207,7 +209,7 @@ impl Engine {
             self.ensure_offsets_topic().map_err(|e| {
                 TxnOrGroupError::Txn(TxnError::CoordinatorNotAvailable(e.to_string()))
             })?;
-            self.add_in_txn(transactional_id, producer, (topic, partition))
+            self.add_to_txn(transactional_id, producer, &[(topic, partition)])
                 .map_err(TxnOrGroupError::Txn)?;
         } else if self
             .inner

@@ -27,7 +27,7 @@ mod records;
 
 pub use api::TxnOrGroupError;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -35,6 +35,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::clock::Clock;
 use super::config::{BrokerConfig, TransactionSettings};
+use super::dump_findings::{java_hash_order, java_hash_set_order, java_string_hash};
 use super::error::EngineError;
 use super::format::{BatchBuilder, OFFSETS_TOPIC};
 use super::partition::Partition;
@@ -198,7 +199,9 @@ struct TxnMetadata {
     producer_epoch: i16,
     timeout_ms: i32,
     status: TxnStatus,
-    partitions: BTreeSet<(String, i32)>,
+    /// (topic, partition) in the order they were added: Kafka's `HashSet` iterates
+    /// same-bucket entries so, which its answers and records follow ([`Self::kafka_order`]).
+    partitions: Vec<(String, i32)>,
     /// When the open transaction began (its first partition), -1 without one.
     start_ms: i64,
     last_update_ms: i64,
@@ -216,7 +219,7 @@ impl TxnMetadata {
             producer_epoch: self.producer_epoch,
             timeout_ms: self.timeout_ms,
             status: self.status,
-            partitions: self.partitions.clone(),
+            partitions: self.kafka_topics(),
             last_update_ms: self.last_update_ms,
             start_ms: self.start_ms,
             client_transaction_version: self.client_tv,
@@ -231,11 +234,40 @@ impl TxnMetadata {
             producer_epoch: value.producer_epoch,
             timeout_ms: value.timeout_ms,
             status: value.status,
-            partitions: value.partitions,
+            partitions: value
+                .partitions
+                .into_iter()
+                .flat_map(|(topic, ids)| ids.into_iter().map(move |id| (topic.clone(), id)))
+                .collect(),
             start_ms: value.start_ms,
             last_update_ms: value.last_update_ms,
             client_tv: value.client_transaction_version,
         }
+    }
+
+    /// The partitions as Kafka's `HashSet<TopicPartition>` of them iterates: bucket by
+    /// bucket, in the order they were added within one.
+    fn kafka_order(&self) -> Vec<(&str, i32)> {
+        java_hash_set_order(&self.partitions)
+    }
+
+    /// The partitions by topic as Kafka's `TransactionLog.valueToBytes` groups them
+    /// (`Collectors.groupingBy`: a `HashMap` of the topics met in [`Self::kafka_order`],
+    /// each with its partitions in that order).
+    fn kafka_topics(&self) -> Vec<(String, Vec<i32>)> {
+        let mut topics: Vec<(String, Vec<i32>)> = Vec::new();
+        for (topic, partition) in self.kafka_order() {
+            match topics.iter_mut().find(|(t, _)| t == topic) {
+                Some((_, ids)) => ids.push(partition),
+                None => topics.push((topic.to_string(), vec![partition])),
+            }
+        }
+        let hashes: Vec<i32> = topics.iter().map(|(t, _)| java_string_hash(t)).collect();
+        let mut by_index: Vec<Option<(String, Vec<i32>)>> = topics.into_iter().map(Some).collect();
+        java_hash_order(&hashes)
+            .into_iter()
+            .filter_map(|i| by_index[i].take())
+            .collect()
     }
 
     /// Kafka's check of a request from the id's producer: its id, then its epoch.
@@ -392,7 +424,7 @@ impl TransactionCoordinator {
                 producer_epoch: -1,
                 timeout_ms,
                 status: TxnStatus::Empty,
-                partitions: BTreeSet::new(),
+                partitions: Vec::new(),
                 start_ms: -1,
                 last_update_ms: now,
                 client_tv: 0,
@@ -488,7 +520,11 @@ impl TransactionCoordinator {
             meta.partitions.clear();
             meta.start_ms = now;
         }
-        meta.partitions.extend(partitions.iter().cloned());
+        for p in partitions {
+            if !meta.partitions.contains(p) {
+                meta.partitions.push(p.clone());
+            }
+        }
         meta.status = TxnStatus::Ongoing;
         meta.last_update_ms = now;
         meta.client_tv = client_tv;
@@ -661,7 +697,7 @@ impl TransactionCoordinator {
             start_ms: m.start_ms,
             producer_id: m.producer_id,
             producer_epoch: m.producer_epoch,
-            partitions: m.partitions.iter().cloned().collect(),
+            partitions: grouped_by_topic(m.kafka_order()),
         })
     }
 
@@ -883,11 +919,15 @@ impl State {
 
     /// Kafka's fencing abort (`prepareFenceProducerEpoch`, then the abort with that
     /// epoch at the finalized transaction version, as the coordinator's own request): the
-    /// epoch is bumped (the producer's next request is PRODUCER_FENCED), and bumped again
-    /// by the abort from transaction version 2.
+    /// epoch is bumped, so the producer's next request is PRODUCER_FENCED. From
+    /// transaction version 2 the abort's bump is that one: Kafka 4.3.1 leaves a
+    /// timed-out transaction one epoch up, its markers at that epoch
+    /// (t_kafka_txn_diff.sh).
     fn abort_fenced(&mut self, id: &str, host: &dyn TxnHost, now: i64) -> Result<(), TxnError> {
         let mut meta = self.txns.get(id).cloned().expect("an open transaction");
-        meta.producer_epoch = meta.producer_epoch.saturating_add(1);
+        if self.level < TV2 {
+            meta.producer_epoch = meta.producer_epoch.saturating_add(1);
+        }
         let end = End {
             client_tv: self.level,
             no_partition_added: false,
@@ -934,6 +974,22 @@ impl State {
         );
         Ok(())
     }
+}
+
+/// DescribeTransactions's partitions: by topic, each topic where Kafka's coordinator
+/// first meets it in its `HashSet`'s order (`topics.find`, else a new entry at the end).
+fn grouped_by_topic(order: Vec<(&str, i32)>) -> Vec<(String, i32)> {
+    let mut topics: Vec<(&str, Vec<i32>)> = Vec::new();
+    for (topic, partition) in order {
+        match topics.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, ids)) => ids.push(partition),
+            None => topics.push((topic, vec![partition])),
+        }
+    }
+    topics
+        .into_iter()
+        .flat_map(|(topic, ids)| ids.into_iter().map(move |id| (topic.to_string(), id)))
+        .collect()
 }
 
 /// How a transaction ends (Kafka's `prepareAbortOrCommit` arguments).

@@ -7,8 +7,6 @@
 //! `TransactionVersion.transactionLogValueVersion`): 0 at level 0, 1 (flexible, with the
 //! tagged fields PreviousProducerId, NextProducerId and ClientTransactionVersion) above.
 
-use std::collections::BTreeSet;
-
 use crate::engine::schema::{Reader, UnreadableRecord, Writer};
 
 use super::TxnStatus;
@@ -54,8 +52,9 @@ pub(crate) struct TxnLogValue {
     pub(crate) producer_epoch: i16,
     pub(crate) timeout_ms: i32,
     pub(crate) status: TxnStatus,
-    /// (topic, partition); Kafka writes none (null) for an Empty transaction.
-    pub(crate) partitions: BTreeSet<(String, i32)>,
+    /// By topic, in the order written; Kafka writes none (null) for an Empty
+    /// transaction.
+    pub(crate) partitions: Vec<(String, Vec<i32>)>,
     pub(crate) last_update_ms: i64,
     pub(crate) start_ms: i64,
     /// The transaction version of the client's last transition (v1; 0 in a v0 record).
@@ -80,13 +79,7 @@ impl TxnLogValue {
                 out.i32(-1);
             }
         } else {
-            let mut topics: Vec<(&str, Vec<i32>)> = Vec::new();
-            for (topic, partition) in &self.partitions {
-                match topics.last_mut() {
-                    Some((t, ids)) if t == topic => ids.push(*partition),
-                    _ => topics.push((topic, vec![*partition])),
-                }
-            }
+            let topics = &self.partitions;
             if flexible {
                 out.uvarint(topics.len() as u64 + 1);
             } else {
@@ -101,7 +94,7 @@ impl TxnLogValue {
                     out.i32(ids.len() as i32);
                 }
                 for id in ids {
-                    out.i32(id);
+                    out.i32(*id);
                 }
                 if flexible {
                     out.uvarint(0);
@@ -160,7 +153,7 @@ impl TxnLogValue {
         } else {
             i64::from(r.i32()?)
         };
-        let mut partitions = BTreeSet::new();
+        let mut partitions = Vec::new();
         for _ in 0..count.max(0) {
             let topic = if flexible {
                 r.compact_string()?
@@ -172,9 +165,11 @@ impl TxnLogValue {
             } else {
                 i64::from(r.i32()?)
             };
+            let mut read = Vec::new();
             for _ in 0..ids.max(0) {
-                partitions.insert((topic.clone(), r.i32()?));
+                read.push(r.i32()?);
             }
+            partitions.push((topic, read));
             if flexible {
                 r.skip_tagged_fields()?;
             }
@@ -228,13 +223,7 @@ mod tests {
             producer_epoch: 3,
             timeout_ms: 60_000,
             status: TxnStatus::Ongoing,
-            partitions: [
-                ("a".to_string(), 0),
-                ("a".to_string(), 2),
-                ("b".to_string(), 1),
-            ]
-            .into_iter()
-            .collect(),
+            partitions: vec![("a".to_string(), vec![0, 2]), ("b".to_string(), vec![1])],
             last_update_ms: 5,
             start_ms: 4,
         };
@@ -263,7 +252,7 @@ mod tests {
             producer_epoch: 0,
             timeout_ms: 1000,
             status: TxnStatus::Empty,
-            partitions: BTreeSet::new(),
+            partitions: Vec::new(),
             last_update_ms: 9,
             start_ms: -1,
         };
@@ -282,10 +271,7 @@ mod tests {
         v1.extend_from_slice(&[1, 2, 2, 0, 2]); // tag 2 (clientTransactionVersion) = 2
         let read = TxnLogValue::decode(&v1).unwrap();
         assert_eq!(read.status, TxnStatus::CompleteCommit);
-        assert_eq!(
-            read.partitions,
-            [("t".to_string(), 3)].into_iter().collect()
-        );
+        assert_eq!(read.partitions, [("t".to_string(), vec![3])]);
         assert_eq!((read.last_update_ms, read.start_ms), (9, 8));
         assert_eq!(read.client_transaction_version, 2);
         assert_eq!((read.prev_producer_id, read.next_producer_id), (-1, -1));
@@ -300,7 +286,7 @@ mod tests {
             producer_epoch: i16::MAX,
             timeout_ms: 1000,
             status: TxnStatus::PrepareCommit,
-            partitions: [("t".to_string(), 3)].into_iter().collect(),
+            partitions: vec![("t".to_string(), vec![3])],
             last_update_ms: 9,
             start_ms: 8,
             client_transaction_version: 2,
@@ -328,7 +314,7 @@ mod tests {
             next_producer_id: -1,
             client_transaction_version: 0,
             status: TxnStatus::Empty,
-            partitions: BTreeSet::new(),
+            partitions: Vec::new(),
             ..value
         };
         let bytes = empty.encode(1);
