@@ -878,7 +878,9 @@ impl State {
         } else {
             TxnStatus::PrepareAbort
         };
-        meta.client_tv = client_tv;
+        // Kafka ends a transaction below version 2 as at version 0
+        // (`endTransactionWithTV1`), whatever the level.
+        meta.client_tv = if client_tv >= TV2 { client_tv } else { 0 };
         meta.last_update_ms = now;
         self.transit(id, meta, now)
     }
