@@ -84,6 +84,11 @@ fn spawn_daemon(plan: &MountPlan) -> Result<(), CliError> {
     for (key, value) in &plan.broker.overrides {
         command.arg("--override").arg(format!("{key}={value}"));
     }
+    if let Some(level) = plan.broker.transaction_version {
+        command
+            .arg("--feature")
+            .arg(format!("transaction.version={level}"));
+    }
     if plan.allow_other {
         command.arg("--allow-other");
     }
@@ -161,7 +166,7 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
     init_logging(&data_dir, to_stderr)?;
     prepare_mountpoint(&plan.mountpoint)?;
     let broker = load_broker_config(&plan.broker)?;
-    let engine = open_engine(&data_dir, broker)?;
+    let engine = open_engine(&data_dir, broker, plan.broker.transaction_version)?;
     // Before the mount, so a listener that cannot start leaves nothing mounted.
     let listener = match start_listener(&engine) {
         Ok(listener) => listener,
