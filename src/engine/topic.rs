@@ -31,7 +31,7 @@ use super::metadata_files::Uuid;
 use super::parallel;
 use super::partition::protocol::{count_lines, parse_lines, PARSED};
 use super::partition::{LineRendering, LogCursor, Partition, Replay};
-use super::partitioner::partition_for_key;
+use super::partitioner::KeyPartitioner;
 use super::produce::ProduceOutcome;
 use super::stream_order::{PartitionEnd, PlannedAppend, Run, StreamOrder};
 use super::topic_core::TopicCore;
@@ -577,8 +577,9 @@ impl Topic {
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
         let count = partitions.len() as u32;
+        let partitioner = KeyPartitioner::new(count);
         let target_of = |r: &PendingRecord| match usize::try_from(r.key_len) {
-            Ok(len) => partition_for_key(data.slice(r.line_start, r.line_start + len), count),
+            Ok(len) => partitioner.partition(data.slice(r.line_start, r.line_start + len)),
             Err(_) => lead.index(),
         };
         BY_PARTITION.with_borrow_mut(|groups| {
