@@ -560,6 +560,22 @@ mod tests {
         assert_eq!(reopened.end(), 30);
         assert_eq!(reopened.locate(15), (1, order.runs[1]));
         assert_eq!(reopened.locate(0).0, 0);
+        // A file that is its runs is kept as it is; one with a torn tail is rewritten
+        // without it.
+        use std::os::unix::fs::MetadataExt;
+        let inode = || std::fs::metadata(&path).unwrap().ino();
+        let before = inode();
+        let kept = StreamOrder::open(&path, &ends(&[(20, 2), (10, 1)]), true, no_records).unwrap();
+        assert_eq!((kept.runs.clone(), inode()), (order.runs.clone(), before));
+        drop(kept);
+        let whole = std::fs::metadata(&path).unwrap().len();
+        let mut torn = std::fs::read(&path).unwrap();
+        torn.extend_from_slice(&[7; 5]);
+        std::fs::write(&path, &torn).unwrap();
+        let cut = StreamOrder::open(&path, &ends(&[(20, 2), (10, 1)]), true, no_records).unwrap();
+        assert_eq!(cut.runs, order.runs);
+        assert_ne!(inode(), before, "a torn tail is rewritten away");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), whole);
     }
 
     fn placed(order: &StreamOrder) -> Vec<(u32, u64, u64, u64, u64)> {
