@@ -368,6 +368,7 @@ fn engine_with_threads(
         clock.clone(),
         EngineOptions {
             background_threads: true,
+            transaction_version: None,
         },
     )
     .unwrap()

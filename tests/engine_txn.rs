@@ -522,6 +522,7 @@ fn produce_txn(f: &Fixture, id: &str, producer: (i64, i16), seq: i32, values: &[
             id,
             ("t", 0),
             producer,
+            0,
             &batch(producer.0, producer.1, seq, true, values),
         )
         .unwrap()
@@ -546,6 +547,7 @@ fn the_coordinator_commits_and_aborts_through_markers_in_every_partition() {
             "tx",
             ("t", 0),
             producer,
+            0,
             &batch(producer.0, 0, 0, true, &["x"]),
         )
         .unwrap_err();
@@ -572,21 +574,21 @@ fn the_coordinator_commits_and_aborts_through_markers_in_every_partition() {
     assert_eq!(state_of(&f, "tx"), TxnStatus::Ongoing);
     produce_txn(&f, "tx", producer, 0, &["a", "b"]);
     assert_eq!(cat_string(&t), "", "not committed yet");
-    e.end_txn("tx", producer, true).unwrap();
+    e.end_txn("tx", producer, true, 0).unwrap();
     assert_eq!(state_of(&f, "tx"), TxnStatus::CompleteCommit);
     assert_eq!(cat_string(&t), "a\nb\n");
     assert_eq!(lso(&t), 3, "two records and the marker");
     // A retry of the same end succeeds; the other end is refused.
-    e.end_txn("tx", producer, true).unwrap();
+    e.end_txn("tx", producer, true, 0).unwrap();
     assert!(matches!(
-        e.end_txn("tx", producer, false),
+        e.end_txn("tx", producer, false, 0),
         Err(TxnError::InvalidTxnState(_))
     ));
 
     e.add_partitions_to_txn("tx", producer, &[("t".to_string(), 0)])
         .unwrap();
     produce_txn(&f, "tx", producer, 2, &["gone"]);
-    e.end_txn("tx", producer, false).unwrap();
+    e.end_txn("tx", producer, false, 0).unwrap();
     assert_eq!(cat_string(&t), "a\nb\n");
     assert_eq!(fetch_committed(&t, 0).1, vec![(producer.0, 3)]);
     // A second producer with the id fences the first.
@@ -604,6 +606,7 @@ fn the_coordinator_commits_and_aborts_through_markers_in_every_partition() {
             "tx",
             ("t", 0),
             producer,
+            0,
             &batch(producer.0, producer.1, 3, true, &["late"]),
         )
         .unwrap_err()
@@ -669,7 +672,7 @@ fn an_open_transaction_is_aborted_by_a_new_producer_and_by_its_timeout() {
     e.run_transaction_timers_once();
     assert_eq!(state_of(&f, "tx"), TxnStatus::CompleteAbort);
     assert_eq!(
-        e.end_txn("tx", second, true),
+        e.end_txn("tx", second, true, 0),
         Err(TxnError::ProducerFenced),
         "the timed-out producer is fenced"
     );
@@ -710,7 +713,7 @@ fn the_coordinators_state_survives_a_crash_and_transactional_offsets_commit_with
         }],
     };
     f.engine()
-        .txn_offset_commit("tx", producer, &commit)
+        .txn_offset_commit("tx", producer, 0, &commit)
         .unwrap();
     let committed = |f: &Fixture| {
         f.engine()
@@ -727,7 +730,7 @@ fn the_coordinators_state_survives_a_crash_and_transactional_offsets_commit_with
         "an open transaction stays open"
     );
     assert_eq!(committed(&f), -1);
-    f.engine().end_txn("tx", producer, true).unwrap();
+    f.engine().end_txn("tx", producer, true, 0).unwrap();
     assert_eq!(committed(&f), 7);
     assert_eq!(cat_string(&f.topic("t")), "out\n");
     f.crash_and_reopen();

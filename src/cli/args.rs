@@ -98,6 +98,10 @@ pub(super) struct BrokerArgs {
     /// One broker config, applied over --config; repeatable.
     #[arg(long = "override", value_name = "KEY=VALUE", value_parser = parse_override)]
     pub(super) overrides: Vec<(String, String)>,
+    /// A feature's finalized level, as Kafka's `kafka-storage.sh format --feature` sets
+    /// it: only transaction.version (0, 1 or 2; default 2, Kafka 4.3.1's).
+    #[arg(long = "feature", value_name = "NAME=LEVEL", value_parser = parse_feature)]
+    pub(super) transaction_version: Option<i16>,
 }
 
 #[derive(Debug, Args)]
@@ -137,6 +141,22 @@ pub(super) struct UmountArgs {
     pub(super) mountpoint: PathBuf,
 }
 
+fn parse_feature(text: &str) -> Result<i16, String> {
+    match text.split_once('=') {
+        Some(("transaction.version", level)) => match level.trim().parse::<i16>() {
+            Ok(level @ 0..=2) => Ok(level),
+            _ => Err(format!(
+                "transaction.version is 0, 1 or 2, not '{}'",
+                level.trim()
+            )),
+        },
+        Some((name, _)) => Err(format!(
+            "kpfs sets no feature '{name}' (only transaction.version)"
+        )),
+        None => Err(format!("expected NAME=LEVEL, got '{text}'")),
+    }
+}
+
 fn parse_override(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((key, value)) if !key.trim().is_empty() => {
@@ -152,6 +172,7 @@ pub(super) struct BrokerPlan {
     pub(super) data_dir: PathBuf,
     pub(super) config: Option<PathBuf>,
     pub(super) overrides: Vec<(String, String)>,
+    pub(super) transaction_version: Option<i16>,
 }
 
 impl BrokerPlan {
@@ -164,6 +185,7 @@ impl BrokerPlan {
             data_dir: absolute(&data_dir)?,
             config: args.config.as_deref().map(absolute).transpose()?,
             overrides: args.overrides,
+            transaction_version: args.transaction_version,
         })
     }
 }
@@ -231,5 +253,14 @@ mod tests {
         assert_eq!(parse_override("a=b=c"), Ok(("a".into(), "b=c".into())));
         assert!(parse_override("retention.ms").is_err());
         assert!(parse_override("=5").is_err());
+    }
+
+    #[test]
+    fn the_one_feature_is_transaction_version_0_to_2() {
+        assert_eq!(parse_feature("transaction.version=0"), Ok(0));
+        assert_eq!(parse_feature("transaction.version=2"), Ok(2));
+        assert!(parse_feature("transaction.version=3").is_err());
+        assert!(parse_feature("group.version=1").is_err());
+        assert!(parse_feature("transaction.version").is_err());
     }
 }

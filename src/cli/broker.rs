@@ -44,7 +44,11 @@ pub(super) fn invalid_config(e: impl std::fmt::Display) -> CliError {
 }
 
 /// Opens the engine with its background threads, the open-file limit raised first.
-pub(super) fn open_engine(data_dir: &Path, broker: BrokerConfig) -> Result<Arc<Engine>, CliError> {
+pub(super) fn open_engine(
+    data_dir: &Path,
+    broker: BrokerConfig,
+    transaction_version: Option<i16>,
+) -> Result<Arc<Engine>, CliError> {
     match rlimit::raise_open_file_limit() {
         Ok(open_files) => tracing::info!(open_files, "open-file limit"),
         Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
@@ -55,6 +59,7 @@ pub(super) fn open_engine(data_dir: &Path, broker: BrokerConfig) -> Result<Arc<E
         Arc::new(SystemClock),
         EngineOptions {
             background_threads: true,
+            transaction_version,
         },
     )
     .map_err(|e| CliError::new(e.to_string()))?;

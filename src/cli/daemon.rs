@@ -88,6 +88,11 @@ fn spawn_daemon(plan: &MountPlan) -> Result<(), CliError> {
     for (key, value) in &plan.broker.overrides {
         command.arg("--override").arg(format!("{key}={value}"));
     }
+    if let Some(level) = plan.broker.transaction_version {
+        command
+            .arg("--feature")
+            .arg(format!("transaction.version={level}"));
+    }
     if plan.allow_other {
         command.arg("--allow-other");
     }
@@ -198,7 +203,7 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
         }
         None => {
             let broker = load_broker_config(&plan.broker)?;
-            let engine = open_engine(&data_dir, broker)?;
+            let engine = open_engine(&data_dir, broker, plan.broker.transaction_version)?;
             // Before the mount, so a listener that cannot start leaves nothing mounted.
             let listener = match start_listener(&engine) {
                 Ok(listener) => listener,

@@ -31,7 +31,7 @@ fn start_serving(plan: &BrokerPlan, data_dir: &std::path::Path) -> Result<(), Cl
     let broker = load_broker_config(plan)?
         .with_default_listeners(SERVE_LISTENERS)
         .map_err(invalid_config)?;
-    let engine = open_engine(data_dir, broker)?;
+    let engine = open_engine(data_dir, broker, plan.transaction_version)?;
     let listener = match start_listener(&engine) {
         Ok(listener) => listener.expect("serve always has a listener"),
         Err(e) => {

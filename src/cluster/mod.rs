@@ -32,7 +32,7 @@ use crate::engine::clock::Clock;
 use crate::engine::config::{ConfigChange, TopicKey};
 use crate::engine::groups::GroupError;
 use crate::engine::{EngineError, Result, TopicDeletionHook};
-use crate::lines::partitioner::partition_for_key;
+use crate::lines::partitioner::KeyPartitioner;
 use crate::lines::LineFormat;
 
 use view::TopicView;
@@ -675,6 +675,7 @@ impl ClusterTopic {
         let keyless = target.unwrap_or_else(|| {
             self.next_keyless.fetch_add(1, Ordering::Relaxed) % partitions.max(1)
         });
+        let by_key = KeyPartitioner::new(partitions.max(1));
         let wait = Arc::new(WriteWait::default());
         let metadata_deadline = Deadline::after(METADATA_WAIT);
         let mut sent = 0;
@@ -682,7 +683,7 @@ impl ClusterTopic {
         for (key, value) in records {
             let partition = match (target, key) {
                 (Some(p), _) => p,
-                (None, Some(key)) => partition_for_key(key, partitions),
+                (None, Some(key)) => by_key.partition(key),
                 (None, None) => keyless,
             };
             let mut record = BaseRecord::<[u8], [u8], _>::with_opaque_to(name, wait.clone())

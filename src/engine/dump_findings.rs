@@ -120,6 +120,62 @@ pub(crate) fn java_spread(hash: i32) -> u32 {
     h ^ (h >> 16)
 }
 
+/// `TopicPartition.hashCode`.
+pub(crate) fn topic_partition_hash(topic: &str, partition: i32) -> i32 {
+    31i32
+        .wrapping_mul(31i32.wrapping_add(partition))
+        .wrapping_add(java_string_hash(topic))
+}
+
+/// The order in which a `java.util.HashSet<TopicPartition>`, filled by `add` in the
+/// order of `partitions` (the admin client's `collectTopicPartitions`, in the order of the
+/// DescribeTransactions answer, which is kpfs's by topic and partition), iterates: by
+/// bucket of the spread hash in the table the entries grew it to, then in the order they
+/// were added within a bucket (`putVal` appends to a bin; a resize keeps each bin's
+/// order). The table starts at 16 buckets and doubles once the entries pass 3/4 of it,
+/// and when a bin that already holds 8 gets another while the table is under 64 (where
+/// Java would make a tree of the bin); the bins that become trees in a larger table,
+/// which need 9 entries whose hashes agree in their low 6 bits or more, are not modelled.
+pub(crate) fn java_hash_set_order(partitions: &[(String, i32)]) -> Vec<(&str, i32)> {
+    let hashes: Vec<i32> = partitions
+        .iter()
+        .map(|(topic, partition)| topic_partition_hash(topic, *partition))
+        .collect();
+    java_hash_order(&hashes)
+        .into_iter()
+        .map(|i| (partitions[i].0.as_str(), partitions[i].1))
+        .collect()
+}
+
+/// The order (as indexes into `hash_codes`) in which a `java.util.HashMap` or `HashSet`
+/// whose keys have these `hashCode`s, put in this order, iterates (see
+/// [`java_hash_set_order`]).
+pub(crate) fn java_hash_order(hash_codes: &[i32]) -> Vec<usize> {
+    let hashes: Vec<u32> = hash_codes.iter().map(|h| java_spread(*h)).collect();
+    let mut buckets = 16usize;
+    for (added, hash) in hashes.iter().enumerate() {
+        let mask = buckets as u32 - 1;
+        let in_bin = hashes[..added]
+            .iter()
+            .filter(|h| *h & mask == hash & mask)
+            .count();
+        if in_bin >= 8 && buckets < 64 {
+            buckets *= 2;
+        }
+        if added + 1 > buckets / 4 * 3 {
+            buckets *= 2;
+        }
+    }
+    let mask = buckets as u32 - 1;
+    let mut order: Vec<(u32, usize)> = hashes
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h & mask, i))
+        .collect();
+    order.sort_unstable();
+    order.into_iter().map(|(_, i)| i).collect()
+}
+
 /// What one `kafka-dump-log.sh` run collects over its files and prints to stderr at its
 /// end (`DumpLogSegments.execute`), keyed by each file's absolute path.
 #[derive(Debug, Default)]

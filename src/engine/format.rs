@@ -985,11 +985,11 @@ impl<'a> Iterator for RecordIter<'a> {
 /// through a section that is not in the CPU's cache pays its misses one after another.
 const RECORD_PREFETCH_BYTES: usize = 2048;
 
-const CACHE_LINE_BYTES: usize = 64;
+pub(crate) const CACHE_LINE_BYTES: usize = 64;
 
 /// Starts loading `bytes[at]` into the CPU's cache, if there is such a byte.
 #[inline(always)]
-fn prefetch(bytes: &[u8], at: usize) {
+pub(crate) fn prefetch(bytes: &[u8], at: usize) {
     let Some(byte) = bytes.get(at) else { return };
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint that never faults; the pointer is in bounds anyway.

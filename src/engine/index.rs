@@ -213,12 +213,18 @@ impl IndexFile {
 
     /// Resizes the file; the map goes with it (callers that append map it again).
     fn set_len(&mut self, bytes: usize) -> io::Result<()> {
+        self.resize(bytes)?;
+        self.release_handle();
+        Ok(())
+    }
+
+    /// [`Self::set_len`], keeping the descriptor for a map made next.
+    fn resize(&mut self, bytes: usize) -> io::Result<()> {
         self.dirty = true;
         self.map = None;
         self.backed = self.backed.min(bytes);
         self.file()?.set_len(bytes as u64)?;
         self.len = bytes;
-        self.release_handle();
         Ok(())
     }
 
@@ -232,15 +238,19 @@ impl IndexFile {
     /// that recovery cut) would otherwise stay for dump-log to print and appends to land
     /// among (Kafka's recovery: `trimToValidSize`).
     fn preallocate(&mut self) -> io::Result<()> {
+        // One descriptor for the resizes and the map: every partition's active segment
+        // does this at mount.
         let used = self.entries * self.entry_bytes;
         if self.len > used {
-            self.set_len(used)?;
+            self.resize(used)?;
         }
         let want = self.max_entries * self.entry_bytes;
         if self.len < want {
-            self.set_len(want)?;
+            self.resize(want)?;
         }
-        self.ensure_mapped()
+        let mapped = self.ensure_mapped();
+        self.release_handle();
+        mapped
     }
 
     /// Shrinks the file to its entries and unmaps it (on roll and close).

@@ -182,6 +182,16 @@ const _: () = assert!(0 < SCHEDULER_TICK_MS && SCHEDULER_TICK_MS < MAX_BACKGROUN
 /// much; the index keeps every entry in memory, 28 bytes per 64 KiB of log.
 pub(crate) const STREAM_INDEX_INTERVAL_BYTES: u64 = 64 << 10;
 
+/// Stream index descriptors the process keeps open between entries (a segment being
+/// written gets one per 64 KiB of appends, and each append of a keyed write to 12
+/// partitions is about 87 KiB: opening the file for each entry cost more than writing
+/// it). A mount otherwise
+/// holds one descriptor per partition, and this kind of machine caps a process at 20,000
+/// that even root cannot raise: 1,000 topics of 12 partitions hold 12,000, and this
+/// budget keeps the rest below the cap. Segments past the budget open their file per
+/// entry, as all did before.
+pub(crate) const KEPT_STREAM_INDEX_FILES: usize = 1024;
+
 // --- Shutdown ---
 
 /// Threads closing topics at shutdown. A close waits on fsyncs of its own files and the

@@ -24,6 +24,7 @@ use super::format::{
     decode_header, parse_segment_file_name, set_base_offset, BatchBuilder, BatchEnd, BatchIdentity,
     EndTxnMarker, DELETED_SUFFIX, MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES, SWAP_SUFFIX,
 };
+use super::format::{prefetch, CACHE_LINE_BYTES};
 use super::limits::{MAX_APPEND_BATCH_BYTES, PRODUCER_REPLAY_READ_BYTES};
 pub use super::log_loader::Durability;
 use super::log_loader::LogLoader;
@@ -215,6 +216,12 @@ struct FilledBatch {
     stream_end: u64,
 }
 
+/// How many records ahead of the one being encoded a batch's build asks for the lines of.
+/// A keyed write's records for one partition are scattered over the write (a twelfth of
+/// its lines, over a MiB), so without the hint each line is a cache miss paid while its
+/// bytes are copied; in a batch of consecutive lines the hint finds them cached already.
+const LINE_PREFETCH_RECORDS: usize = 8;
+
 /// Fills `builder` with the next batch of a write of parsed records: records while the
 /// batch stays within `start.limit` (a first record always goes in).
 fn next_parsed_batch(
@@ -231,7 +238,13 @@ fn next_parsed_batch(
     builder.reset(start.offset, Some(start.timestamp));
     let mut stream_end = start.stream_pos;
     let mut count = 0;
-    for r in rest {
+    for (i, r) in rest.iter().enumerate() {
+        if let Some(ahead) = rest.get(i + LINE_PREFETCH_RECORDS) {
+            let line = ahead.line(&data);
+            for at in [0, CACHE_LINE_BYTES, line.len().saturating_sub(1)] {
+                prefetch(line, at);
+            }
+        }
         let line = r.line(&data);
         let key = (r.key_len >= 0).then(|| &line[..r.key_len as usize]);
         let value = (r.value_len >= 0).then(|| &line[line.len() - r.value_len as usize..]);

@@ -72,6 +72,15 @@ impl Truncation {
     }
 }
 
+/// The names in a partition directory and in its kpfs folder, with the directory each is
+/// in.
+type Names<'a> = Vec<(&'a Path, String)>;
+
+/// How many files the steps of a load removed or renamed so far.
+fn changes(report: &OpenReport) -> usize {
+    report.removed_files.len() + report.completed_swaps.len()
+}
+
 /// One partition directory being loaded.
 pub(crate) struct LogLoader<'a> {
     pub(crate) dir: &'a Path,
@@ -92,19 +101,42 @@ impl LogLoader<'_> {
     /// order (none for a new log).
     pub(crate) fn load(&self) -> Result<(Vec<Arc<Segment>>, OpenReport)> {
         let mut report = OpenReport::default();
-        self.remove_deleted_files(&mut report)?;
-        self.roll_back_unfinished_cleaning(&mut report)?;
-        self.remove_index_swaps_without_log_swap(&mut report)?;
-        self.complete_swaps(&mut report)?;
-        let bases = self.log_bases()?;
-        self.remove_orphan_indexes(&bases, &mut report)?;
+        // The directories are listed once and again only after a step changed them: a
+        // mount opens thousands of partitions, nearly all with nothing to clean up, and
+        // a listing each step cost more than the rest of their opening.
+        let mut names = self.all_names()?;
+        let mut listed_at = changes(&report);
+        self.remove_deleted_files(&names, &mut report)?;
+        self.list_again_if_changed(&mut names, &mut listed_at, &report)?;
+        self.roll_back_unfinished_cleaning(&names, &mut report)?;
+        self.list_again_if_changed(&mut names, &mut listed_at, &report)?;
+        self.remove_index_swaps_without_log_swap(&names, &mut report)?;
+        self.list_again_if_changed(&mut names, &mut listed_at, &report)?;
+        self.complete_swaps(&names, &mut report)?;
+        self.list_again_if_changed(&mut names, &mut listed_at, &report)?;
+        let bases = self.log_bases(&names);
+        self.remove_orphan_indexes(&names, &bases, &mut report)?;
         let segments = self.load_segments(&bases, &mut report)?;
         Ok((segments, report))
     }
 
+    /// Lists the directories again when a step changed them since `names` was listed.
+    fn list_again_if_changed<'n>(
+        &'n self,
+        names: &mut Names<'n>,
+        listed_at: &mut usize,
+        report: &OpenReport,
+    ) -> Result<()> {
+        if changes(report) != *listed_at {
+            *names = self.all_names()?;
+            *listed_at = changes(report);
+        }
+        Ok(())
+    }
+
     /// Names in the partition directory and in the topic's kpfs folder, with the
     /// directory each is in.
-    fn all_names(&self) -> Result<Vec<(&Path, String)>> {
+    fn all_names(&self) -> Result<Names<'_>> {
         let mut names = Vec::new();
         for dir in [self.dir, self.stream_dir] {
             names.extend(list_names(dir)?.into_iter().map(|n| (dir, n)));
@@ -113,11 +145,11 @@ impl LogLoader<'_> {
     }
 
     /// Row 1: `.deleted` files were already out of the log.
-    fn remove_deleted_files(&self, report: &mut OpenReport) -> Result<()> {
-        for (dir, name) in self.all_names()? {
+    fn remove_deleted_files(&self, names: &Names<'_>, report: &mut OpenReport) -> Result<()> {
+        for (dir, name) in names {
             if name.ends_with(DELETED_SUFFIX) {
-                remove_file(&dir.join(&name))?;
-                report.removed_files.push(name);
+                remove_file(&dir.join(name))?;
+                report.removed_files.push(name.clone());
             }
         }
         Ok(())
@@ -126,8 +158,11 @@ impl LogLoader<'_> {
     /// Row 2: `.cleaned` files are a clean that never finished writing; it is rolled
     /// back with every `.swap` at or above the lowest `.cleaned` base (Kafka's
     /// `removeTempFilesAndCollectSwapFiles`).
-    fn roll_back_unfinished_cleaning(&self, report: &mut OpenReport) -> Result<()> {
-        let names = self.all_names()?;
+    fn roll_back_unfinished_cleaning(
+        &self,
+        names: &Names<'_>,
+        report: &mut OpenReport,
+    ) -> Result<()> {
         let lowest_cleaned = names
             .iter()
             .filter(|(_, n)| n.ends_with(CLEANED_SUFFIX))
@@ -140,8 +175,8 @@ impl LogLoader<'_> {
                 .and_then(parse_segment_file_name)
                 .is_some_and(|(base, _)| lowest_cleaned.is_some_and(|m| base >= m));
             if name.ends_with(CLEANED_SUFFIX) || swap_above_cleaned {
-                remove_file(&dir.join(&name))?;
-                report.removed_files.push(name);
+                remove_file(&dir.join(name))?;
+                report.removed_files.push(name.clone());
             }
         }
         Ok(())
@@ -149,9 +184,12 @@ impl LogLoader<'_> {
 
     /// Row 4: an index `.swap` without its `.log.swap` is left by a crash during the
     /// final renames; the index is rebuilt from the log.
-    fn remove_index_swaps_without_log_swap(&self, report: &mut OpenReport) -> Result<()> {
-        let names = self.all_names()?;
-        for (dir, name) in &names {
+    fn remove_index_swaps_without_log_swap(
+        &self,
+        names: &Names<'_>,
+        report: &mut OpenReport,
+    ) -> Result<()> {
+        for (dir, name) in names {
             let Some((base, _)) = name
                 .strip_suffix(SWAP_SUFFIX)
                 .and_then(parse_segment_file_name)
@@ -169,10 +207,11 @@ impl LogLoader<'_> {
 
     /// Row 3: a complete set of `.log.swap` files replaces every segment whose base is in
     /// `[first swap base, swap next offset)`; then the `.swap` suffixes are dropped.
-    fn complete_swaps(&self, report: &mut OpenReport) -> Result<()> {
-        let mut swaps: Vec<u64> = list_names(self.dir)?
+    fn complete_swaps(&self, names: &Names<'_>, report: &mut OpenReport) -> Result<()> {
+        let mut swaps: Vec<u64> = names
             .iter()
-            .filter_map(|n| n.strip_suffix(SWAP_SUFFIX))
+            .filter(|(d, _)| *d == self.dir)
+            .filter_map(|(_, n)| n.strip_suffix(SWAP_SUFFIX))
             .filter_map(parse_segment_file_name)
             .filter(|(_, suffix)| *suffix == LOG_SUFFIX)
             .map(|(base, _)| base)
@@ -186,7 +225,6 @@ impl LogLoader<'_> {
             max_next = max_next.max(self.swap_next_offset(base)?);
         }
         let min_swap = swaps[0];
-        let names = self.all_names()?;
         // A stream index moves before its `.log` (`Segment::rename_suffix`): when a
         // swapped segment's index already lost its `.swap`, the live one is the new one.
         let new_index_live = |base: u64| {
@@ -194,7 +232,7 @@ impl LogLoader<'_> {
             swaps.contains(&base) && !names.iter().any(|(_, n)| *n == swap)
         };
         // The originals that the swap replaces but that were not yet renamed `.deleted`.
-        for (dir, name) in &names {
+        for (dir, name) in names {
             if name.ends_with(SWAP_SUFFIX) {
                 continue;
             }
@@ -234,21 +272,27 @@ impl LogLoader<'_> {
     }
 
     /// Base offsets of the `.log` files, in order.
-    fn log_bases(&self) -> Result<Vec<u64>> {
-        let mut bases: Vec<u64> = list_names(self.dir)?
+    fn log_bases(&self, names: &Names<'_>) -> Vec<u64> {
+        let mut bases: Vec<u64> = names
             .iter()
-            .filter_map(|n| parse_segment_file_name(n))
+            .filter(|(d, _)| *d == self.dir)
+            .filter_map(|(_, n)| parse_segment_file_name(n))
             .filter(|(_, suffix)| *suffix == LOG_SUFFIX)
             .map(|(b, _)| b)
             .collect();
         bases.sort_unstable();
-        Ok(bases)
+        bases
     }
 
     /// Row 5: an index with no `.log` of the same base offset is an orphan.
-    fn remove_orphan_indexes(&self, bases: &[u64], report: &mut OpenReport) -> Result<()> {
-        for (dir, name) in self.all_names()? {
-            if let Some((base, suffix)) = parse_segment_file_name(&name) {
+    fn remove_orphan_indexes(
+        &self,
+        names: &Names<'_>,
+        bases: &[u64],
+        report: &mut OpenReport,
+    ) -> Result<()> {
+        for (dir, name) in names {
+            if let Some((base, suffix)) = parse_segment_file_name(name) {
                 let index = [
                     INDEX_SUFFIX,
                     TIME_INDEX_SUFFIX,
@@ -258,8 +302,8 @@ impl LogLoader<'_> {
                 .contains(&suffix);
                 if index && bases.binary_search(&base).is_err() {
                     tracing::warn!(file = %name, "Found an orphaned index file with no corresponding log file; deleting it");
-                    remove_file(&dir.join(&name))?;
-                    report.removed_files.push(name);
+                    remove_file(&dir.join(name))?;
+                    report.removed_files.push(name.clone());
                 }
             }
         }

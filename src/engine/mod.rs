@@ -148,6 +148,9 @@ pub struct EngineOptions {
     /// Start the retention, deletion and flush threads (the daemon does; tests drive
     /// `run_retention_once` / `run_deletions_once` themselves).
     pub background_threads: bool,
+    /// The finalized `transaction.version` (0 to 2; Kafka's `kafka-storage.sh format
+    /// --feature`), `None` for Kafka 4.3.1's default, 2.
+    pub transaction_version: Option<i16>,
 }
 
 /// Files renamed `.deleted`, removed once the clock passes `due_ms`.
@@ -571,6 +574,9 @@ impl Engine {
                 .and_then(|t: &Arc<Topic>| t.partition(0)),
             clock.clone(),
             broker.clone(),
+            options
+                .transaction_version
+                .unwrap_or(transactions::DEFAULT_TRANSACTION_VERSION),
         )?;
         let now_ms = clock.now_ms();
         tracing::info!(data_dir = %data_dir.display(), topics = topics.len(), clean_shutdown, "opened data directory");

@@ -7,7 +7,8 @@
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct UnreadableRecord(pub(crate) String);
 
-/// Big-endian writer of Kafka's non-flexible types.
+/// Big-endian writer of Kafka's types, with the flexible versions' varints and compact
+/// strings.
 #[derive(Default)]
 pub(crate) struct Writer(pub(crate) Vec<u8>);
 
@@ -37,6 +38,17 @@ impl Writer {
     pub(crate) fn bytes(&mut self, b: &[u8]) {
         self.i32(b.len() as i32);
         self.0.extend_from_slice(b);
+    }
+    pub(crate) fn uvarint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.0.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.0.push(v as u8);
+    }
+    pub(crate) fn compact_string(&mut self, s: &str) {
+        self.uvarint(s.len() as u64 + 1);
+        self.0.extend_from_slice(s.as_bytes());
     }
 }
 

@@ -513,7 +513,7 @@ impl Segment {
                 shape: st.tally.shape,
             };
             st.stream_index
-                .append(entry)
+                .append(entry, false)
                 .map_err(|e| self.io_err("rebuild the stream index of", e))?;
         }
         Ok(())
@@ -763,19 +763,27 @@ impl Segment {
         let mut new_shape = false;
         for (i, mark) in stream.marks.iter().enumerate() {
             let reshaped = st.stream_index.last().is_some() && mark.shape != st.tally.shape;
+            // A segment's second entry comes after 64 KiB of appends (or a change of
+            // rendering): it is being written, and its entries will keep coming, one per
+            // append of that size or more (each append of a keyed write to a topic of 12
+            // partitions).
+            let written_to = st.stream_index.last().is_some();
             let needed = i > 0
-                || st.stream_index.last().is_none()
+                || !written_to
                 || mark.stream_pos != st.tally.stream_end
                 || reshaped
                 || st.tally.bytes_since_stream_entry >= STREAM_INDEX_INTERVAL_BYTES;
             new_shape |= reshaped;
             if needed {
-                st.stream_index.append(StreamEntry {
-                    offset: mark.offset,
-                    file_pos,
-                    stream_pos: mark.stream_pos,
-                    shape: mark.shape,
-                })?;
+                st.stream_index.append(
+                    StreamEntry {
+                        offset: mark.offset,
+                        file_pos,
+                        stream_pos: mark.stream_pos,
+                        shape: mark.shape,
+                    },
+                    written_to,
+                )?;
                 st.tally.bytes_since_stream_entry = 0;
             }
             st.tally.shape = mark.shape;
@@ -978,6 +986,7 @@ impl Segment {
             // The file's length changed: the next flush must fsync it.
             self.synced_size.store(0, Ordering::Relaxed);
         }
+        st.stream_index.release();
         drop(st);
         self.active.store(false, Ordering::Release);
         *self.read_map.lock() = None;

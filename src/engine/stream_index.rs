@@ -23,10 +23,12 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::format::{
     STREAM_INDEX_ENTRY_BYTES, STREAM_INDEX_HEADER_BYTES, STREAM_INDEX_MAGIC, STREAM_INDEX_VERSION,
 };
+use super::limits::KEPT_STREAM_INDEX_FILES;
 pub(crate) use super::limits::STREAM_INDEX_INTERVAL_BYTES;
 
 /// How many stream bytes records take under one rendering of the `log` file: what the
@@ -155,13 +157,44 @@ impl<'e> StreamWalker<'e> {
     }
 }
 
+/// Stream index descriptors held open now ([`KeptFile`]), at most
+/// [`KEPT_STREAM_INDEX_FILES`].
+static KEPT_FILES: AtomicUsize = AtomicUsize::new(0);
+
+/// A stream index's descriptor kept between entries, counted in [`KEPT_FILES`].
+#[derive(Debug)]
+struct KeptFile(File);
+
+impl KeptFile {
+    /// Keeps `file` if the budget has room; gives it back otherwise.
+    fn keep(file: File) -> std::result::Result<KeptFile, File> {
+        let counted = KEPT_FILES.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < KEPT_STREAM_INDEX_FILES).then_some(n + 1)
+        });
+        match counted {
+            Ok(_) => Ok(KeptFile(file)),
+            Err(_) => Err(file),
+        }
+    }
+}
+
+impl Drop for KeptFile {
+    fn drop(&mut self) {
+        KEPT_FILES.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// The stream index file of one segment and its entries, all kept in memory (one per
-/// 64 KiB of log: 450 KB for a 1 GiB segment). It holds no descriptor: an entry is
-/// written every 64 KiB of log at most, so the file is opened per write, and the
-/// descriptor budget (the `.log` of each topic's active segment) stays as it was.
+/// 64 KiB of log: 450 KB for a 1 GiB segment). It holds no descriptor while its entries
+/// are rare (one every 64 KiB of log at most, the file opened per write), so the
+/// descriptor budget stays the `.log` of each partition's active segment. A segment
+/// being written steadily gets an entry per 64 KiB of appends, and one per append to a
+/// partition of a keyed write: its index keeps its descriptor from its second entry until
+/// the segment is sealed, within [`KEPT_STREAM_INDEX_FILES`] for the whole process.
 #[derive(Debug)]
 pub(crate) struct StreamIndex {
     path: PathBuf,
+    kept: Option<KeptFile>,
     /// Entries were written since the last fsync.
     dirty: bool,
     /// The header could not be written (a full disk, at the roll retention makes to free
@@ -203,6 +236,7 @@ impl StreamIndex {
         };
         Ok(StreamIndex {
             path: path.to_path_buf(),
+            kept: None,
             dirty: true,
             header_pending,
             base_offset,
@@ -245,6 +279,7 @@ impl StreamIndex {
         }
         let index = StreamIndex {
             path: path.to_path_buf(),
+            kept: None,
             dirty: false,
             header_pending: false,
             base_offset,
@@ -289,18 +324,26 @@ impl StreamIndex {
     }
 
     /// Adds an entry; written to the file at once (synced with the segment).
-    pub(crate) fn append(&mut self, entry: StreamEntry) -> io::Result<()> {
+    /// `keep_open`: more entries will follow soon, so the descriptor is kept.
+    pub(crate) fn append(&mut self, entry: StreamEntry, keep_open: bool) -> io::Result<()> {
         debug_assert!(self
             .entries
             .last()
             .is_none_or(|p| entry.offset > p.offset && entry.stream_pos >= p.stream_pos));
+        if keep_open && self.kept.is_none() {
+            let file = OpenOptions::new().write(true).open(&self.path)?;
+            self.kept = KeptFile::keep(file).ok();
+        }
         self.write_pending_header()?;
         let bytes = encode_entry(&entry, self.base_offset);
         let at = (STREAM_INDEX_HEADER_BYTES + self.written * STREAM_INDEX_ENTRY_BYTES) as u64;
-        OpenOptions::new()
-            .write(true)
-            .open(&self.path)?
-            .write_all_at(&bytes, at)?;
+        match &self.kept {
+            Some(kept) => kept.0.write_all_at(&bytes, at)?,
+            None => OpenOptions::new()
+                .write(true)
+                .open(&self.path)?
+                .write_all_at(&bytes, at)?,
+        }
         if self.entries.last().is_some_and(|p| p.shape != entry.shape) {
             self.shape_changes.push(self.entries.len());
         }
@@ -348,10 +391,18 @@ impl StreamIndex {
     pub(crate) fn sync(&mut self) -> io::Result<()> {
         self.write_pending_header()?;
         if self.dirty {
-            File::open(&self.path)?.sync_data()?;
+            match &self.kept {
+                Some(kept) => kept.0.sync_data()?,
+                None => File::open(&self.path)?.sync_data()?,
+            }
             self.dirty = false;
         }
         Ok(())
+    }
+
+    /// Closes a kept descriptor: the segment takes no more appends.
+    pub(crate) fn release(&mut self) {
+        self.kept = None;
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -465,7 +516,7 @@ mod tests {
             },
         ];
         for e in entries {
-            index.append(e).unwrap();
+            index.append(e, true).unwrap();
         }
         let loaded = StreamIndex::load(&path, 100, 80_000).unwrap().unwrap();
         assert_eq!(loaded.entries(), &entries);
@@ -486,7 +537,7 @@ mod tests {
         );
         // An entry for a batch past the log's end (the log lost its tail) is dropped.
         let mut index = StreamIndex::load(&path, 100, 80_000).unwrap().unwrap();
-        index.append(entries[1]).unwrap();
+        index.append(entries[1], false).unwrap();
         let cut = StreamIndex::load(&path, 100, 70_000).unwrap().unwrap();
         assert_eq!(cut.entries(), &entries[..1]);
     }
@@ -534,7 +585,7 @@ mod tests {
             entry(40, KEYED),
             entry(50, PLAIN),
         ] {
-            index.append(e).unwrap();
+            index.append(e, false).unwrap();
         }
         assert_eq!(index.shape_run(10, KEYED), (KEYED, 12));
         assert_eq!(index.shape_run(12, KEYED), (PLAIN, 30));

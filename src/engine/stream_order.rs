@@ -151,19 +151,44 @@ impl StreamOrder {
     /// or the partitions added since a topic of one partition kept no order) at the end
     /// of the stream; `offset_at(p, pos)` is the first offset of partition `p` whose
     /// record lies at or after its stream position `pos`.
+    /// `synced`: the file was fsynced as it is (a clean shutdown closed it), so one that
+    /// holds exactly its runs is kept as it is.
     pub(crate) fn open(
         path: &Path,
         ends: &[PartitionEnd],
+        synced: bool,
         offset_at: impl Fn(u32, u64) -> Result<u64>,
     ) -> Result<StreamOrder> {
         let count = ends.len() as u32;
-        let mut runs = match std::fs::read(path) {
-            Ok(bytes) => parse_runs(&bytes, count).unwrap_or_else(|reason| {
-                tracing::warn!(file = %path.display(), %reason, "ignoring the stream order: the partitions' records are placed anew");
-                Vec::new()
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        let (mut runs, read) = match std::fs::read(path) {
+            Ok(bytes) => {
+                let runs = parse_runs(&bytes, count).unwrap_or_else(|reason| {
+                    tracing::warn!(file = %path.display(), %reason, "ignoring the stream order: the partitions' records are placed anew");
+                    Vec::new()
+                });
+                (runs, bytes.len())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), 0),
             Err(e) => return Err(io_at(path, "read")(e)),
+        };
+        // A file that is its runs and nothing else is what a rewrite would write: a mount
+        // of a thousand topics need not write, fsync and rename a thousand files first.
+        let whole = !runs.is_empty()
+            && read == STREAM_ORDER_HEADER_BYTES + runs.len() * STREAM_ORDER_ENTRY_BYTES;
+        let kept = if whole {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)
+                .map_err(io_at(path, "open"))?;
+            if !synced {
+                // What a crashed process left in the page cache is made durable before
+                // appends build on it, as the rewrite would.
+                file.sync_data().map_err(io_at(path, "fsync"))?;
+            }
+            Some(file)
+        } else {
+            None
         };
         if runs.is_empty() {
             // The order of a topic that had one partition: its stream was partition 0's.
@@ -175,9 +200,13 @@ impl StreamOrder {
                 end_offset: u64::MAX,
             });
         }
+        let file = match kept {
+            Some(file) => file,
+            None => rewrite(path, &runs)?,
+        };
         let mut order = StreamOrder {
             path: path.to_path_buf(),
-            file: rewrite(path, &runs)?,
+            file,
             runs,
             end: 0,
         };
@@ -488,7 +517,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("stream-order");
         let no_records = |_, _| -> Result<u64> { Ok(0) };
-        let mut order = StreamOrder::open(&path, &ends(&[(0, 0), (0, 0)]), no_records).unwrap();
+        let mut order =
+            StreamOrder::open(&path, &ends(&[(0, 0), (0, 0)]), false, no_records).unwrap();
         let mut state = [(0u64, 0u64); 2];
         for p in [0u32, 1, 0] {
             let (stream_end, log_end) = state[p as usize];
@@ -524,11 +554,28 @@ mod tests {
             placed,
             [(0, 0, 0, 0, 1), (1, 0, 10, 0, 1), (0, 1, 20, 10, u64::MAX)]
         );
-        let reopened = StreamOrder::open(&path, &ends(&[(20, 2), (10, 1)]), no_records).unwrap();
+        let reopened =
+            StreamOrder::open(&path, &ends(&[(20, 2), (10, 1)]), false, no_records).unwrap();
         assert_eq!(reopened.runs, order.runs);
         assert_eq!(reopened.end(), 30);
         assert_eq!(reopened.locate(15), (1, order.runs[1]));
         assert_eq!(reopened.locate(0).0, 0);
+        // A file that is its runs is kept as it is; one with a torn tail is rewritten
+        // without it.
+        use std::os::unix::fs::MetadataExt;
+        let inode = || std::fs::metadata(&path).unwrap().ino();
+        let before = inode();
+        let kept = StreamOrder::open(&path, &ends(&[(20, 2), (10, 1)]), true, no_records).unwrap();
+        assert_eq!((kept.runs.clone(), inode()), (order.runs.clone(), before));
+        drop(kept);
+        let whole = std::fs::metadata(&path).unwrap().len();
+        let mut torn = std::fs::read(&path).unwrap();
+        torn.extend_from_slice(&[7; 5]);
+        std::fs::write(&path, &torn).unwrap();
+        let cut = StreamOrder::open(&path, &ends(&[(20, 2), (10, 1)]), true, no_records).unwrap();
+        assert_eq!(cut.runs, order.runs);
+        assert_ne!(inode(), before, "a torn tail is rewritten away");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), whole);
     }
 
     fn placed(order: &StreamOrder) -> Vec<(u32, u64, u64, u64, u64)> {
@@ -587,9 +634,11 @@ mod tests {
         }
 
         fn reopened(&self) -> StreamOrder {
+            // As after a clean shutdown: an intact file is kept, not rewritten.
             StreamOrder::open(
                 &self.order.path,
                 &ends(&self.state),
+                true,
                 |_, _| -> Result<u64> { panic!("every record has a run") },
             )
             .unwrap()
@@ -599,8 +648,8 @@ mod tests {
     fn test_log(dir: &Path, partitions: usize) -> TestLog {
         let path = dir.join("stream-order");
         let state = vec![(0, 0); partitions];
-        let order =
-            StreamOrder::open(&path, &ends(&state), |_, _| -> Result<u64> { Ok(0) }).unwrap();
+        let order = StreamOrder::open(&path, &ends(&state), false, |_, _| -> Result<u64> { Ok(0) })
+            .unwrap();
         TestLog { order, state }
     }
 
@@ -694,7 +743,7 @@ mod tests {
             assert_eq!((p, pos), (0, 10));
             Ok(1)
         };
-        let order = StreamOrder::open(&path, &ends(&[(30, 3), (5, 1)]), offset_at).unwrap();
+        let order = StreamOrder::open(&path, &ends(&[(30, 3), (5, 1)]), false, offset_at).unwrap();
         assert_eq!(order.runs.len(), 3);
         assert_eq!(
             (

@@ -35,7 +35,7 @@ use super::produce::ProduceOutcome;
 use super::stream_order::{PartitionEnd, PlannedAppend, Run, StreamOrder};
 use super::topic_core::TopicCore;
 use super::topic_partition::TopicPartition;
-use crate::lines::partitioner::partition_for_key;
+use crate::lines::partitioner::KeyPartitioner;
 
 /// Where a topic's partitions live and how they open.
 pub(crate) struct TopicPlace<'a> {
@@ -182,14 +182,18 @@ impl Topic {
             merged_end: AtomicU64::new(0),
             keyless_turn: AtomicU32::new(0),
         };
-        let reports = topic.open_partitions(count, durability)?;
+        // After a clean shutdown every file was fsynced as it is.
+        let synced = durability(&TopicPartition::new(name, 0)) == Durability::CleanShutdown;
+        let reports = topic.open_partitions(count, synced, durability)?;
         Ok((topic, reports))
     }
 
-    /// Opens partitions from the current count up to `count`, appending them to the list.
+    /// Opens partitions from the current count up to `count`, appending them to the list;
+    /// `synced`: the topic's files are durable as they are (see [`StreamOrder::open`]).
     fn open_partitions(
         &self,
         count: u32,
+        synced: bool,
         durability: impl Fn(&TopicPartition) -> Durability,
     ) -> Result<Vec<(TopicPartition, OpenReport)>> {
         let mut list = Vec::clone(&self.partitions.read());
@@ -209,7 +213,8 @@ impl Topic {
             reports.push((tp, report));
         }
         if list.len() > 1 {
-            let order = StreamOrder::open(&self.order_path(), &partition_ends(&list), |p, pos| {
+            let ends = partition_ends(&list);
+            let order = StreamOrder::open(&self.order_path(), &ends, synced, |p, pos| {
                 list[p as usize].offset_at_stream_pos(pos)
             })?;
             self.merged_end.store(order.end(), Ordering::Release);
@@ -232,7 +237,9 @@ impl Topic {
         let current = self.check_add_partitions(count)?;
         // No append may run while the order of the partitions' records is set up.
         let _no_appends = self.core.rendering_gate.write();
-        self.open_partitions(count, |_| Durability::CleanShutdown)?;
+        // The new partitions are empty; the order file was written while the topic
+        // served, so it is not known to be durable.
+        self.open_partitions(count, false, |_| Durability::CleanShutdown)?;
         super::files::sync_dir(&self.data_dir)?;
         self.core.record_event(
             "partitions",
@@ -570,8 +577,9 @@ impl Topic {
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
         let count = partitions.len() as u32;
+        let partitioner = KeyPartitioner::new(count);
         let target_of = |r: &PendingRecord| match usize::try_from(r.key_len) {
-            Ok(len) => partition_for_key(data.slice(r.line_start, r.line_start + len), count),
+            Ok(len) => partitioner.partition(data.slice(r.line_start, r.line_start + len)),
             Err(_) => lead.index(),
         };
         BY_PARTITION.with_borrow_mut(|groups| {

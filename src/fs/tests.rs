@@ -1317,7 +1317,7 @@ fn a_transactional_id_is_a_file_of_kafkas_describe_table_on_the_engine_clock() {
     assert_eq!(f.fs.read(held, 0, 1 << 16).unwrap(), first);
     f.fs.release(held);
 
-    engine.end_txn("app/1", producer, true).unwrap();
+    engine.end_txn("app/1", producer, true, 0).unwrap();
     let row = transaction_row(&f, file);
     assert_eq!(row[4..], ["CompleteCommit", "60000", &started, "1334", ""]);
 

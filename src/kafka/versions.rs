@@ -34,11 +34,11 @@ pub(crate) const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
-    // The classic transaction protocol (transaction versions 0 and 1): AddPartitionsToTxn
-    // v4+ are between brokers, EndTxn v5 and TxnOffsetCommit v5 are transaction version 2's.
+    // AddPartitionsToTxn v4+ are between brokers; EndTxn v5, TxnOffsetCommit v5 and
+    // Produce v12 are transaction version 2's.
     (ApiKey::AddPartitionsToTxn, 0, 3),
     (ApiKey::AddOffsetsToTxn, 0, 4),
-    (ApiKey::EndTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 5),
     // Answered as by a Kafka without an authorizer, which kpfs is (Kafka 4 dropped v0).
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
@@ -47,7 +47,7 @@ pub(crate) const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     // Kafka 4.3.1 serves v0-3 (v2 is flexible; v3 only marks the throttling of KIP-599).
     (ApiKey::CreatePartitions, 0, 3),
-    (ApiKey::TxnOffsetCommit, 0, 4),
+    (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),

@@ -40,10 +40,38 @@ pub(crate) fn murmur2(data: &[u8]) -> i32 {
 }
 
 /// `Utils.toPositive(Utils.murmur2(key)) % partitions`.
+#[cfg(test)]
 pub(crate) fn partition_for_key(key: &[u8], partitions: u32) -> u32 {
-    debug_assert!(partitions > 0, "a topic has at least one partition");
-    let positive = (murmur2(key) & 0x7fff_ffff) as u32;
-    positive % partitions
+    KeyPartitioner::new(partitions).partition(key)
+}
+
+/// [`partition_for_key`] for the keys of one write: the remainder by a multiplication
+/// (Lemire, Kaser and Kurz, "Faster Remainder by Direct Computation", 2019, exact for
+/// every 32-bit dividend and divisor), since a division per record was the partitioner's
+/// slowest step.
+pub(crate) struct KeyPartitioner {
+    partitions: u32,
+    /// `2^64 / partitions`, rounded up (0 for one partition, whose remainder is 0).
+    inverse: u64,
+}
+
+impl KeyPartitioner {
+    pub(crate) fn new(partitions: u32) -> KeyPartitioner {
+        assert!(partitions > 0, "a topic has at least one partition");
+        KeyPartitioner {
+            partitions,
+            inverse: (u64::MAX / u64::from(partitions)).wrapping_add(1),
+        }
+    }
+
+    pub(crate) fn partition(&self, key: &[u8]) -> u32 {
+        self.remainder((murmur2(key) & 0x7fff_ffff) as u32)
+    }
+
+    fn remainder(&self, n: u32) -> u32 {
+        let fraction = self.inverse.wrapping_mul(u64::from(n));
+        ((u128::from(fraction) * u128::from(self.partitions)) >> 64) as u32
+    }
 }
 
 #[cfg(test)]
@@ -71,6 +99,26 @@ mod tests {
                 "{:?}",
                 String::from_utf8_lossy(data)
             );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_remainder_by_multiplication_is_the_remainder(
+            n in proptest::prelude::any::<u32>(),
+            partitions in 1u32..=u32::MAX,
+        ) {
+            proptest::prop_assert_eq!(KeyPartitioner::new(partitions).remainder(n), n % partitions);
+        }
+    }
+
+    #[test]
+    fn the_remainder_by_multiplication_holds_at_the_edges() {
+        for partitions in [1, 2, 3, 7, 12, 10_000, u32::MAX - 1, u32::MAX] {
+            let p = KeyPartitioner::new(partitions);
+            for n in [0, 1, partitions - 1, partitions, 0x7fff_ffff, u32::MAX] {
+                assert_eq!(p.remainder(n), n % partitions, "{n} % {partitions}");
+            }
         }
     }
 

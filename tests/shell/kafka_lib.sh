@@ -12,7 +12,8 @@
 #                  transcripts' /tmp/kafka-logs) and $KAFKA_PID set. Stopped at exit.
 #                  KAFKA_FEATURES (an array of NAME=LEVEL) sets feature levels at
 #                  format time (kafka-storage.sh format --feature), e.g.
-#                  transaction.version=0 for the transaction protocol kpfs serves.
+#                  transaction.version=0 for the classic transaction protocol (Kafka
+#                  4.3.1's default is 2).
 #   stop_kafka_broker
 #                  SIGTERM (Kafka's controlled shutdown), SIGKILL after 30 s.
 #   start_kafka_cluster N [KEY=VALUE...]
@@ -41,8 +42,10 @@
 #                  SIGTERM to every node at once, SIGKILL to those left after 30 s.
 #   start_kpfs_and_kafka [KEY=VALUE...]
 #                  `kpfs serve` and a Kafka broker with the same broker configs (kpfs's
-#                  --override, Kafka's server.properties), for side-by-side tests: sets
-#                  $KPFS_LOGS (kpfs's data dir) and $KPFS_BOOTSTRAP beside start_kafka_broker's.
+#                  --override, Kafka's server.properties) and KAFKA_FEATURES's
+#                  transaction.version on both (kpfs serve --feature), for side-by-side
+#                  tests: sets $KPFS_LOGS (kpfs's data dir) and $KPFS_BOOTSTRAP beside
+#                  start_kafka_broker's.
 
 # shellcheck source=scripts/kafka-broker.sh
 . "$KPFS_ROOT/scripts/kafka-broker.sh"
@@ -241,6 +244,9 @@ start_kpfs_and_kafka() {
     new_data_dir KPFS_LOGS
     KPFS_DATA_DIRS+=("$KPFS_LOGS.log")
     for c in "$@"; do overrides+=(--override "$c"); done
+    for c in "${KAFKA_FEATURES[@]}"; do
+        [[ $c != transaction.version=* ]] || overrides+=(--feature "$c")
+    done
     serve_kpfs_listening "$KPFS_LOGS.log" "$KPFS_LOGS" "${overrides[@]}"
     KPFS_BOOTSTRAP=$BOOTSTRAP
     start_kafka_broker "$@"

@@ -2,8 +2,8 @@
 # deterministic transactional workload (tests/clients/java/KpfsTxnDiff.java: commits and
 # aborts of two transactional ids over two partitions between plain and idempotent
 # writes, an abort across a segment roll, a transaction aborted by its timeout whose
-# producer then writes and commits) runs on both at once, and what each broker keeps and
-# answers is compared:
+# producer then writes and commits, a group's offsets sent in committed, aborted and open
+# transactions) runs on both at once, and what each broker keeps and answers is compared:
 #
 # - while two transactions are open, while one is, and at the end: ListOffsets' earliest
 #   offset, high watermark and last stable offset (READ_COMMITTED), READ_COMMITTED
@@ -13,14 +13,16 @@
 # - at the end, what read_committed and read_uncommitted consumers read and the timed-out
 #   producer's error (the workload's output), the partition directories' segment files,
 #   kafka-dump-log.sh of the .txnindex files and of the segments (--deep-iteration
-#   --print-data-log: batches, markers, producer ids, epochs, sequences), and kpfs's own
-#   dump-log of kpfs's files against Kafka's tool on the same files.
+#   --print-data-log: batches, markers, producer ids, epochs, sequences), kpfs's own
+#   dump-log of kpfs's files against Kafka's tool on the same files, the group's
+#   committed offsets, and kafka-dump-log.sh --transaction-log-decoder of
+#   __transaction_state (every transition of every transactional id, in Kafka's records).
 #
-# Kafka is formatted at transaction.version 0: kpfs serves the classic transaction
-# protocol only (docs/KAFKA-PROTOCOL.md, "Transactions"), and at Kafka 4.3.1's default
-# (2) its clients bump the epoch at every commit, which kpfs's do not. Every difference
-# kpfs still has is in KNOWN below with its reason; the test fails on one not listed, and
-# on a listed one that went away.
+# Both run at transaction.version TXN_DIFF_LEVEL: Kafka 4.3.1's default, 2 (KIP-890 part
+# 2: partitions and offsets join a transaction at the producer's first write, every
+# commit and abort bumps the epoch), unless set (t_kafka_txn_diff_tv0.sh: 0, the classic
+# protocol). Every difference kpfs still has is in KNOWN below with its reason; the test
+# fails on one not listed, and on a listed one that went away.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kafka_lib.sh"
 source "$(dirname "$0")/side_by_side.sh"
@@ -39,12 +41,14 @@ javac -Xlint:all -Werror -d "$W/classes" -cp "$KAFKA_HOME/libs/*" \
 # The topic's segments roll at this many bytes, so that transaction T3 (aborted) spans
 # partition 0's first two segments.
 SEGMENT_BYTES=1000
-KAFKA_FEATURES=(transaction.version=0)
+TXN_DIFF_LEVEL=${TXN_DIFF_LEVEL:-2}
+KAFKA_FEATURES=(transaction.version="$TXN_DIFF_LEVEL")
+echo "transaction.version $TXN_DIFF_LEVEL"
 # Timed-out transactions looked for twice a second (Kafka's default: every 10 s);
-# __transaction_state in one partition, as kpfs keeps it (Kafka's 50 take it seconds to
-# make).
+# __transaction_state and __consumer_offsets in one partition each, as kpfs keeps them
+# (Kafka's 50 take it seconds to make, and would put the group's offsets in another).
 start_kpfs_and_kafka transaction.abort.timed.out.transaction.cleanup.interval.ms=500 \
-    transaction.state.log.num.partitions=1
+    transaction.state.log.num.partitions=1 offsets.topic.num.partitions=1
 t_brokers=$(date +%s)
 
 # Record timestamps an hour back, the same on both sides (no retention acts on them): the
@@ -66,7 +70,8 @@ trap 'for p in "${WORKERS[@]}"; do kill "$p" 2>/dev/null || true; done; _kafka_c
 # txn_normalise SIDE: what must differ between the two brokers made the same: their
 # bootstrap addresses and log directories; the broker's clock (a number of 13 digits past
 # BROKER_TIME: a marker's timestamp, a transaction's start time), and the CRC of a
-# control batch, which covers its timestamp; the duration kafka-transactions.sh describe
+# control batch and of a __transaction_state batch, which covers its timestamp; the
+# duration kafka-transactions.sh describe
 # works out from a transaction's start time (kept after its end); the runs
 # of spaces kafka-transactions.sh pads its columns with (their widths follow the
 # durations' digits).
@@ -77,7 +82,8 @@ txn_normalise() {
         kpfs) boot=$KPFS_BOOTSTRAP logs=$KPFS_LOGS ;;
     esac
     perl -pe "s#\Q$logs\E#LOGS#g; s#\Q$boot\E#BOOTSTRAP#g;"' s/\b(\d{13})\b/$1 > '"$BROKER_TIME"' ? "T" : $1/ge;
-        s/crc: \d+/crc: C/ if /isControl: true/;
+        $ts = /__transaction_state/ if /^Dumping /;
+        s/crc: \d+/crc: C/ if /isControl: true/ || $ts;
         s/^(\S+\s+\S+\s+\S+\s+\S+\s+\S+\s+\S+\s+T\s+)\d+/$1D/ if /^\d+\s/;
         s/ {2,}/ /g'
 }
@@ -206,6 +212,7 @@ measure end list describe-txd-a describe-txd-b describe-txd-timeout producers-p0
 start_check segment-files 'cd $LOGS && ls txd-0 txd-1'
 tool_check dump-txnindex $DUMP --files '$(ls $LOGS/txd-*/*.txnindex | paste -sd,)'
 tool_check dump-segments $DUMP --deep-iteration --print-data-log --files '$(ls $LOGS/txd-*/*.log | paste -sd,)'
+tool_check dump-txnstate $DUMP --transaction-log-decoder --files '$(ls $LOGS/__transaction_state-0/*.log | paste -sd,)'
 finish_measures
 # kpfs's own dump-log of kpfs's files against Kafka's tool on the same files (above):
 # the same paths, so nothing to sort.
@@ -225,11 +232,22 @@ t_checks=$(date +%s)
 
 # The test has teeth only if the workload did what it says: two transactions open at the
 # first checkpoint, T3's abort indexed in the segment after the roll, the timed-out
-# producer fenced.
+# producer fenced, the offsets of the committed transactions committed (not the aborted
+# one's), the transaction log at the level's value version (at level 2 with the
+# transactions' client version in it, and markers at the bumped epochs).
 expect_eq 2 "$(grep -cw Ongoing "$W/open-list.kafka.n")" "transactions open at the first checkpoint"
 expect_contains "$(cat "$W/dump-txnindex.kafka.n")" "00000000000000000013.txnindex
 version: 0 producerId: 1 firstOffset: 9 lastOffset: 17 lastStableOffset: 18" "Kafka's .txnindex entries"
 expect_contains "$(cat "$W/workload.kafka.out")" "txd-timeout: commit after the timeout: " "the workload's output"
+expect_contains "$(cat "$W/workload.kafka.out")" "txd-group offsets: {txd-0=OffsetAndMetadata{offset=2, leaderEpoch=null, metadata='m2'}, txd-1=OffsetAndMetadata{offset=3, leaderEpoch=null, metadata='m3'}}" "the group's offsets"
+case $TXN_DIFF_LEVEL in
+    0) expect_eq 0 "$(grep -c '"version":"1"' "$W/dump-txnstate.kafka.n")" "TransactionLogValue v1 records at level 0" ;;
+    2)
+        expect_eq 0 "$(grep -c '"version":"0"' "$W/dump-txnstate.kafka.n")" "TransactionLogValue v0 records at level 2"
+        expect_contains "$(cat "$W/dump-txnstate.kafka.n")" '"transactionStatus":4,"transactionPartitions":[],"transactionLastUpdateTimestampMs":T,"transactionStartTimestampMs":T,"clientTransactionVersion":2' "a TV2 commit in the transaction log"
+        expect_contains "$(cat "$W/dump-segments.kafka.n")" "producerId: 1 producerEpoch: 1 partitionLeaderEpoch: 0 isTransactional: true isControl: true" "txd-a's first commit marker at the bumped epoch"
+        ;;
+esac
 [ "$(grep -c '^Dumping .*txd-0/.*\.log' "$W/dump-segments.kafka.n")" -ge 2 ] ||
     fail "partition 0 did not roll: $(grep '^Dumping' "$W/dump-segments.kafka.n")"
 

@@ -9,7 +9,7 @@ use crate::engine::produce::ProduceOutcome;
 use crate::engine::{Engine, Inner};
 
 use super::{
-    marker_for, offsets_partition, TxnDescription, TxnError, TxnHost, TxnListing, TxnStatus,
+    marker_for, offsets_partition, TxnDescription, TxnError, TxnHost, TxnListing, TxnStatus, TV2,
 };
 
 impl TxnHost for Inner {
@@ -30,6 +30,7 @@ impl TxnHost for Inner {
         (topic, partition): (&str, i32),
         producer: (i64, i16),
         commit: bool,
+        transaction_version: i16,
     ) -> Result<(), EngineError> {
         let target = self.topics.read().get(topic).cloned();
         let (Some(target), Ok(index)) = (target, u32::try_from(partition)) else {
@@ -40,7 +41,7 @@ impl TxnHost for Inner {
             );
             return Ok(());
         };
-        match target.append_txn_marker(index, &marker_for(producer, commit)) {
+        match target.append_txn_marker(index, &marker_for(producer, commit, transaction_version)) {
             Err(EngineError::UnknownPartition { .. } | EngineError::UnknownTopic { .. }) => Ok(()),
             Err(e) => Err(e),
             Ok(_) => {
@@ -67,7 +68,8 @@ impl Engine {
             .init_producer_id(transactional_id, timeout_ms, self.inner.as_ref())
     }
 
-    /// AddPartitionsToTxn: each partition's answer, or the request's error.
+    /// AddPartitionsToTxn (v0-3, the classic protocol's): each partition's answer, or
+    /// the request's error.
     pub fn add_partitions_to_txn(
         &self,
         transactional_id: &str,
@@ -79,8 +81,14 @@ impl Engine {
             transactional_id,
             producer,
             partitions,
+            0,
             self.inner.as_ref(),
         )
+    }
+
+    /// The finalized `transaction.version` (ApiVersions's `finalized_features`).
+    pub fn transaction_version(&self) -> i16 {
+        self.inner.transactions.level()
     }
 
     /// AddOffsetsToTxn: the group's partition of `__consumer_offsets` joins the
@@ -100,26 +108,31 @@ impl Engine {
         }
     }
 
-    /// EndTxn: the transaction is committed or aborted in every partition when this
-    /// returns.
+    /// EndTxn from a client at transaction version `client_tv`: the transaction is
+    /// committed or aborted in every partition when this returns. The producer id and
+    /// epoch the client goes on with, `(-1, -1)` below transaction version 2.
     pub fn end_txn(
         &self,
         transactional_id: &str,
         producer: (i64, i16),
         commit: bool,
-    ) -> Result<(), TxnError> {
+        client_tv: i16,
+    ) -> Result<(i64, i16), TxnError> {
         self.ready_for_transactions()?;
         self.inner.transactions.end_transaction(
             transactional_id,
             producer,
             commit,
+            client_tv,
             self.inner.as_ref(),
         )
     }
 
-    /// Produce of a transactional id's batch to a partition: appended as part of the
-    /// producer's transaction if the coordinator has the partition in it, else refused
-    /// as Kafka's partition verification refuses it, with the codes its
+    /// Produce of a transactional id's batch to a partition, from a client at
+    /// transaction version `client_tv`: appended as part of the producer's transaction if
+    /// the coordinator has the partition in it, or, at transaction version 2, once the
+    /// coordinator added it (Kafka's `addPartition` verification); else refused as
+    /// Kafka's partition verification refuses it, with the codes its
     /// `AddPartitionsToTxnManager` gives the producer: a fenced epoch is
     /// INVALID_PRODUCER_EPOCH (what producers expect there), a partition not in the
     /// transaction INVALID_TXN_STATE.
@@ -128,16 +141,20 @@ impl Engine {
         transactional_id: &str,
         (topic, partition): (&str, u32),
         producer: (i64, i16),
+        client_tv: i16,
         records: &[u8],
     ) -> Result<ProduceOutcome, EngineError> {
         let target = self.topic(topic).ok_or_else(|| EngineError::UnknownTopic {
             name: topic.to_string(),
         })?;
         let index = i32::try_from(partition).unwrap_or(i32::MAX);
-        let verified =
+        let verified = if client_tv >= TV2 {
+            self.add_to_txn(transactional_id, producer, &[(topic.to_string(), index)])
+        } else {
             self.inner
                 .transactions
-                .verify_partition(transactional_id, producer, (topic, index));
+                .verify_partition(transactional_id, producer, (topic, index))
+        };
         if let Err(e) = verified {
             let message = e.to_string();
             return Err(match e {
@@ -152,16 +169,49 @@ impl Engine {
         target.append_produced_in_txn(partition, records)
     }
 
-    /// TxnOffsetCommit: the offsets go to `__consumer_offsets` in the producer's
-    /// transaction, committed with it.
+    /// Partitions join the transaction of a client at transaction version 2, as the
+    /// coordinator's AddPartitionsToTxn from a broker adds them: all of a Produce's at
+    /// once (Kafka's `AddPartitionsToTxnManager` sends them in one request), so that
+    /// the transaction's log has one transition for them.
+    pub fn add_to_txn(
+        &self,
+        transactional_id: &str,
+        producer: (i64, i16),
+        partitions: &[(String, i32)],
+    ) -> Result<(), TxnError> {
+        self.ready_for_transactions()?;
+        let answers = self.inner.transactions.add_partitions(
+            transactional_id,
+            producer,
+            partitions,
+            TV2,
+            self.inner.as_ref(),
+        )?;
+        match answers.into_iter().flatten().next() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// TxnOffsetCommit from a client at transaction version `client_tv`: the offsets go
+    /// to `__consumer_offsets` in the producer's transaction, committed with it. At
+    /// transaction version 2 the offsets partition joins the transaction here (Kafka's
+    /// implicit AddOffsetsToTxn), with the codes of a Produce's verification.
     pub fn txn_offset_commit(
         &self,
         transactional_id: &str,
         producer: (i64, i16),
+        client_tv: i16,
         request: &CommitRequest,
     ) -> Result<Vec<Option<GroupError>>, TxnOrGroupError> {
         let (topic, partition) = offsets_partition();
-        if self
+        if client_tv >= TV2 {
+            self.ensure_offsets_topic().map_err(|e| {
+                TxnOrGroupError::Txn(TxnError::CoordinatorNotAvailable(e.to_string()))
+            })?;
+            self.add_to_txn(transactional_id, producer, &[(topic, partition)])
+                .map_err(TxnOrGroupError::Txn)?;
+        } else if self
             .inner
             .transactions
             .verify_partition(transactional_id, producer, (&topic, partition))
@@ -228,7 +278,13 @@ mod tests {
         fn has_partition(&self, topic: &str, partition: i32) -> bool {
             self.0.has_partition(topic, partition)
         }
-        fn write_marker(&self, _: (&str, i32), _: (i64, i16), _: bool) -> Result<(), EngineError> {
+        fn write_marker(
+            &self,
+            _: (&str, i32),
+            _: (i64, i16),
+            _: bool,
+            _: i16,
+        ) -> Result<(), EngineError> {
             Err(EngineError::io(
                 "write a marker",
                 std::io::Error::other("the machine lost power"),
@@ -256,12 +312,13 @@ mod tests {
             },
         );
         engine
-            .produce_in_txn("tx", ("t", 0), producer, &batch)
+            .produce_in_txn("tx", ("t", 0), producer, 0, &batch)
             .unwrap();
         let failed = engine.inner.transactions.end_transaction(
             "tx",
             producer,
             true,
+            0,
             &MarkersFail(engine.inner.as_ref()),
         );
         assert!(matches!(failed, Err(TxnError::CoordinatorNotAvailable(_))));
@@ -285,5 +342,299 @@ mod tests {
             "completed at open"
         );
         assert_eq!(stable(&engine), 2, "the record and its COMMIT marker");
+    }
+
+    const NOW: i64 = 1_764_430_000_000;
+
+    /// One transactional batch of `value` from `producer` at sequence `seq`.
+    fn batch((pid, epoch): (i64, i16), seq: i32, value: &str) -> Vec<u8> {
+        let mut b = BatchBuilder::new(0);
+        b.push(0, NOW, None, Some(value.as_bytes()));
+        b.finish_client(
+            (pid, epoch, seq),
+            ClientBatch {
+                transactional: true,
+                ..ClientBatch::PLAIN
+            },
+        )
+    }
+
+    fn open(dir: &std::path::Path, level: Option<i16>) -> Engine {
+        open_at(dir, level, &Arc::new(ManualClock::new(NOW)))
+    }
+
+    fn open_at(dir: &std::path::Path, level: Option<i16>, clock: &Arc<ManualClock>) -> Engine {
+        Engine::open(
+            dir,
+            crate::engine::BrokerConfig::defaults(),
+            clock.clone(),
+            crate::engine::EngineOptions {
+                background_threads: false,
+                transaction_version: level,
+            },
+        )
+        .unwrap()
+    }
+
+    /// Every value of `__transaction_state`, with its version.
+    fn log_values(engine: &Engine) -> Vec<(i16, super::super::records::TxnLogValue)> {
+        let log = engine.inner.transactions.state.lock().log.clone().unwrap();
+        let mut values = Vec::new();
+        log.for_each_record(1 << 20, |_, record| {
+            let bytes = record.value.unwrap();
+            let version = i16::from_be_bytes([bytes[0], bytes[1]]);
+            values.push((
+                version,
+                super::super::records::TxnLogValue::decode(bytes).unwrap(),
+            ));
+        })
+        .unwrap();
+        values
+    }
+
+    /// The epoch partition t-0 keeps for producer `pid` (its last batch's or marker's).
+    fn partition_epoch(engine: &Engine, pid: i64) -> i16 {
+        let p = engine.topic("t").unwrap().partition(0).unwrap();
+        p.log()
+            .active_producers()
+            .into_iter()
+            .find(|e| e.producer_id == pid)
+            .unwrap()
+            .producer_epoch
+    }
+
+    #[test]
+    fn at_transaction_version_2_a_write_adds_its_partition_and_every_end_bumps_the_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path(), None);
+        engine.create_topic("t", 1).unwrap();
+        let (pid, epoch) = engine.init_transactional_producer("tx", 60_000).unwrap();
+        assert_eq!(epoch, 0);
+        // Below transaction version 2 the partition must have been added first.
+        let refused = engine.produce_in_txn("tx", ("t", 0), (pid, 0), 0, &batch((pid, 0), 0, "a"));
+        assert!(matches!(refused, Err(EngineError::InvalidTxnState { .. })));
+        engine
+            .produce_in_txn("tx", ("t", 0), (pid, 0), TV2, &batch((pid, 0), 0, "a"))
+            .unwrap();
+        let open = engine.describe_transaction("tx").unwrap();
+        assert_eq!(open.state, TxnStatus::Ongoing);
+        assert_eq!(open.partitions, [("t".to_string(), 0)]);
+        assert_eq!(open.start_ms, NOW);
+        // The commit bumps the epoch; the marker carries the bumped one.
+        assert_eq!(engine.end_txn("tx", (pid, 0), true, TV2), Ok((pid, 1)));
+        assert_eq!(partition_epoch(&engine, pid), 1);
+        let done = engine.describe_transaction("tx").unwrap();
+        assert_eq!(
+            (done.state, done.producer_epoch),
+            (TxnStatus::CompleteCommit, 1)
+        );
+        // A retry (the epoch before the bump) is answered with the new epoch, unwritten;
+        // another commit at the new epoch has nothing to commit.
+        let records = log_values(&engine).len();
+        assert_eq!(engine.end_txn("tx", (pid, 0), true, TV2), Ok((pid, 1)));
+        assert_eq!(log_values(&engine).len(), records);
+        assert!(matches!(
+            engine.end_txn("tx", (pid, 1), true, TV2),
+            Err(TxnError::InvalidTxnState(_))
+        ));
+        assert_eq!(
+            engine.end_txn("tx", (pid, 0), false, TV2),
+            Err(TxnError::InvalidTxnState(
+                "TransactionalId tx is in state CompleteCommit and cannot be aborted".to_string()
+            )),
+            "a retried abort of a commit"
+        );
+        // An abort with no partition added passes, and bumps the epoch too.
+        assert_eq!(engine.end_txn("tx", (pid, 1), false, TV2), Ok((pid, 2)));
+        assert_eq!(
+            engine.describe_transaction("tx").unwrap().state,
+            TxnStatus::CompleteAbort
+        );
+        // The epochs before are fenced, at the partition and at the coordinator.
+        let stale = engine.produce_in_txn("tx", ("t", 0), (pid, 1), TV2, &batch((pid, 1), 0, "b"));
+        assert!(matches!(
+            stale,
+            Err(EngineError::InvalidProducerEpoch { .. })
+        ));
+        let other = engine.produce_in_txn(
+            "tx",
+            ("t", 0),
+            (pid + 1, 2),
+            TV2,
+            &batch((pid + 1, 2), 0, "b"),
+        );
+        assert!(matches!(
+            other,
+            Err(EngineError::InvalidProducerIdMapping { .. })
+        ));
+        assert_eq!(
+            engine.end_txn("tx", (pid, 0), false, TV2),
+            Err(TxnError::ProducerFenced)
+        );
+        engine
+            .produce_in_txn("tx", ("t", 0), (pid, 2), TV2, &batch((pid, 2), 0, "c"))
+            .unwrap();
+        assert_eq!(engine.end_txn("tx", (pid, 2), false, TV2), Ok((pid, 3)));
+        assert_eq!(partition_epoch(&engine, pid), 3);
+        // Kafka's TransactionLogValue v1, the client's transaction version in its tag.
+        let values = log_values(&engine);
+        assert!(values.iter().all(|(version, _)| *version == 1));
+        let ongoing = &values[1].1;
+        assert_eq!(
+            (
+                ongoing.status,
+                ongoing.client_transaction_version,
+                ongoing.prev_producer_id
+            ),
+            (TxnStatus::Ongoing, TV2, pid)
+        );
+        assert_eq!(
+            values[0].1.client_transaction_version, 0,
+            "InitProducerId's"
+        );
+    }
+
+    #[test]
+    fn at_transaction_version_2_a_txn_offset_commit_adds_the_offsets_partition() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path(), None);
+        engine.create_topic("t", 1).unwrap();
+        let producer = engine.init_transactional_producer("tx", 60_000).unwrap();
+        let commit = CommitRequest {
+            group_id: "g".to_string(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+            offsets: vec![crate::engine::groups::OffsetToCommit {
+                topic: "t".to_string(),
+                partition: 0,
+                offset: 7,
+                leader_epoch: -1,
+                metadata: None,
+            }],
+        };
+        // The classic protocol needs AddOffsetsToTxn first.
+        assert!(matches!(
+            engine.txn_offset_commit("tx", producer, 0, &commit),
+            Err(TxnOrGroupError::Txn(TxnError::InvalidTxnState(_)))
+        ));
+        engine
+            .txn_offset_commit("tx", producer, TV2, &commit)
+            .unwrap();
+        assert_eq!(
+            engine.describe_transaction("tx").unwrap().partitions,
+            [offsets_partition()]
+        );
+        let committed = |engine: &Engine| {
+            engine
+                .groups()
+                .fetch_offsets("g", Some(&[("t".to_string(), 0)]))[0]
+                .offset
+        };
+        assert_eq!(
+            committed(&engine),
+            -1,
+            "pending until the transaction commits"
+        );
+        assert_eq!(
+            engine.end_txn("tx", producer, true, TV2),
+            Ok((producer.0, 1))
+        );
+        assert_eq!(committed(&engine), 7);
+        // A fenced producer's offsets are refused as its writes are.
+        assert!(matches!(
+            engine.txn_offset_commit("tx", producer, TV2, &commit),
+            Err(TxnOrGroupError::Txn(TxnError::ProducerFenced))
+        ));
+    }
+
+    #[test]
+    fn an_exhausted_epoch_ends_with_a_new_producer_id_which_a_replayed_retry_still_gets() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path(), None);
+        engine.create_topic("t", 1).unwrap();
+        let (pid, _) = engine.init_transactional_producer("tx", 60_000).unwrap();
+        let last = i16::MAX - 1;
+        engine
+            .inner
+            .transactions
+            .state
+            .lock()
+            .txns
+            .get_mut("tx")
+            .unwrap()
+            .producer_epoch = last;
+        engine
+            .produce_in_txn(
+                "tx",
+                ("t", 0),
+                (pid, last),
+                TV2,
+                &batch((pid, last), 0, "a"),
+            )
+            .unwrap();
+        let (next, epoch) = engine.end_txn("tx", (pid, last), true, TV2).unwrap();
+        assert_ne!(next, pid, "a new producer id");
+        assert_eq!(epoch, 0);
+        // The markers carry the old id at Short.MAX_VALUE, which only they may.
+        assert_eq!(partition_epoch(&engine, pid), i16::MAX);
+        let values = log_values(&engine);
+        let prepared = &values[values.len() - 2].1;
+        assert_eq!(
+            (
+                prepared.status,
+                prepared.producer_id,
+                prepared.producer_epoch,
+                prepared.next_producer_id
+            ),
+            (TxnStatus::PrepareCommit, pid, i16::MAX, next)
+        );
+        let complete = &values[values.len() - 1].1;
+        assert_eq!(
+            (
+                complete.producer_id,
+                complete.prev_producer_id,
+                complete.next_producer_id
+            ),
+            (next, pid, -1)
+        );
+        // After a crash the replayed state still knows the retry by the old id.
+        drop(engine);
+        let engine = open(dir.path(), None);
+        assert_eq!(engine.end_txn("tx", (pid, last), true, TV2), Ok((next, 0)));
+        assert_eq!(
+            engine.end_txn("tx", (pid, last), false, TV2),
+            Err(TxnError::InvalidTxnState(
+                "TransactionalId tx is in state CompleteCommit and cannot be aborted".to_string()
+            ))
+        );
+        engine
+            .produce_in_txn("tx", ("t", 0), (next, 0), TV2, &batch((next, 0), 0, "b"))
+            .unwrap();
+        assert_eq!(engine.end_txn("tx", (next, 0), true, TV2), Ok((next, 1)));
+    }
+
+    #[test]
+    fn at_level_0_the_records_are_version_0_and_a_timeout_bumps_the_epoch_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(NOW));
+        let engine = open_at(dir.path(), Some(0), &clock);
+        engine.create_topic("t", 1).unwrap();
+        let producer = engine.init_transactional_producer("tx", 1_000).unwrap();
+        engine
+            .add_partitions_to_txn("tx", producer, &[("t".to_string(), 0)])
+            .unwrap();
+        engine
+            .produce_in_txn("tx", ("t", 0), producer, 0, &batch(producer, 0, "a"))
+            .unwrap();
+        clock.advance(10_000);
+        engine.run_transaction_timers_once();
+        let aborted = engine.describe_transaction("tx").unwrap();
+        assert_eq!(
+            (aborted.state, aborted.producer_epoch),
+            (TxnStatus::CompleteAbort, 1)
+        );
+        assert_eq!(partition_epoch(&engine, producer.0), 1);
+        assert!(log_values(&engine).iter().all(|(version, _)| *version == 0));
     }
 }

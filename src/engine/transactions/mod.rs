@@ -1,9 +1,16 @@
 //! Kafka's transaction coordinator (`TransactionCoordinator`, `TransactionStateManager`,
-//! `TransactionMetadata`) for the classic protocol (transaction versions 0 and 1: the
-//! producer adds partitions with AddPartitionsToTxn and offsets with AddOffsetsToTxn,
-//! and its epoch changes only at InitProducerId): a transactional id's producer id and
-//! epoch, its open transaction's partitions, and the two-phase end (PrepareCommit or
-//! PrepareAbort, the markers in every partition, then CompleteCommit or CompleteAbort).
+//! `TransactionMetadata`): a transactional id's producer id and epoch, its open
+//! transaction's partitions, and the two-phase end (PrepareCommit or PrepareAbort, the
+//! markers in every partition, then CompleteCommit or CompleteAbort).
+//!
+//! Both of Kafka's protocols are served, each request at its client's transaction version
+//! (Kafka's `TransactionVersion`, which the request's version tells): the classic one
+//! (versions 0 and 1: the producer adds partitions with AddPartitionsToTxn and offsets
+//! with AddOffsetsToTxn, and its epoch changes only at InitProducerId), and version 2
+//! (KIP-890 part 2: a partition joins the transaction at the producer's first write to
+//! it, and every commit or abort bumps the epoch, a new producer id once the epoch runs
+//! out). The finalized `transaction.version` (the coordinator's `level`) decides the
+//! `__transaction_state` value version and how the coordinator's own aborts bump.
 //!
 //! Its durable record is Kafka's own: `__transaction_state` records (keys and values in
 //! Kafka's schemas, [`records`]) in an internal compacted topic of one partition,
@@ -20,7 +27,7 @@ mod records;
 
 pub use api::TxnOrGroupError;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -28,6 +35,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::clock::Clock;
 use super::config::{BrokerConfig, TransactionSettings};
+use super::dump_findings::{java_hash_order, java_hash_set_order, java_string_hash};
 use super::error::EngineError;
 use super::format::{BatchBuilder, OFFSETS_TOPIC};
 use super::partition::Partition;
@@ -37,8 +45,12 @@ pub(crate) use super::format::TRANSACTION_STATE_TOPIC;
 
 /// The coordinator epoch kpfs's markers carry: one coordinator, never moved.
 pub(crate) const COORDINATOR_EPOCH: i32 = 0;
-/// The transaction version of the protocol kpfs serves (markers keep the epoch).
-const TRANSACTION_VERSION: i16 = 0;
+/// The `transaction.version` a fresh Kafka 4.3.1 cluster finalizes, and the highest
+/// kpfs serves.
+pub const DEFAULT_TRANSACTION_VERSION: i16 = 2;
+/// Transaction version 2, from which every commit and abort bumps the epoch (Kafka's
+/// `TransactionVersion.supportsEpochBump`).
+pub(crate) const TV2: i16 = 2;
 /// How much of `__transaction_state` a replay reads at a time.
 const REPLAY_READ_BYTES: u64 = 1 << 20;
 
@@ -162,13 +174,15 @@ pub(crate) trait TxnHost {
     fn next_producer_id(&self) -> Result<i64, EngineError>;
     /// Whether the partition exists.
     fn has_partition(&self, topic: &str, partition: i32) -> bool;
-    /// Writes the marker ending producer `pid`'s transaction (at `epoch`) in the
-    /// partition; a partition deleted since is skipped, as Kafka drops its markers.
+    /// Writes the marker ending producer `pid`'s transaction (at `epoch`, of the
+    /// transaction's `transaction_version`) in the partition; a partition deleted since is
+    /// skipped, as Kafka drops its markers.
     fn write_marker(
         &self,
         partition: (&str, i32),
         producer: (i64, i16),
         commit: bool,
+        transaction_version: i16,
     ) -> Result<(), EngineError>;
 }
 
@@ -176,38 +190,84 @@ pub(crate) trait TxnHost {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct TxnMetadata {
     producer_id: i64,
+    /// The producer id before the last transition (Kafka's `prevProducerId`): the one a
+    /// retried EndTxn names after its epoch ran out.
+    prev_producer_id: i64,
+    /// The producer id a transaction version 2 end hands over at its completion, when
+    /// the epoch ran out; else -1.
+    next_producer_id: i64,
     producer_epoch: i16,
     timeout_ms: i32,
     status: TxnStatus,
-    partitions: BTreeSet<(String, i32)>,
+    /// (topic, partition) in the order they were added: Kafka's `HashSet` iterates
+    /// same-bucket entries so, which its answers and records follow ([`Self::kafka_order`]).
+    partitions: Vec<(String, i32)>,
     /// When the open transaction began (its first partition), -1 without one.
     start_ms: i64,
     last_update_ms: i64,
+    /// The transaction version of the client's last transition (Kafka's
+    /// `clientTransactionVersion`).
+    client_tv: i16,
 }
 
 impl TxnMetadata {
     fn log_value(&self) -> TxnLogValue {
         TxnLogValue {
             producer_id: self.producer_id,
+            prev_producer_id: self.prev_producer_id,
+            next_producer_id: self.next_producer_id,
             producer_epoch: self.producer_epoch,
             timeout_ms: self.timeout_ms,
             status: self.status,
-            partitions: self.partitions.clone(),
+            partitions: self.kafka_topics(),
             last_update_ms: self.last_update_ms,
             start_ms: self.start_ms,
+            client_transaction_version: self.client_tv,
         }
     }
 
     fn of(value: TxnLogValue) -> TxnMetadata {
         TxnMetadata {
             producer_id: value.producer_id,
+            prev_producer_id: value.prev_producer_id,
+            next_producer_id: value.next_producer_id,
             producer_epoch: value.producer_epoch,
             timeout_ms: value.timeout_ms,
             status: value.status,
-            partitions: value.partitions,
+            partitions: value
+                .partitions
+                .into_iter()
+                .flat_map(|(topic, ids)| ids.into_iter().map(move |id| (topic.clone(), id)))
+                .collect(),
             start_ms: value.start_ms,
             last_update_ms: value.last_update_ms,
+            client_tv: value.client_transaction_version,
         }
+    }
+
+    /// The partitions as Kafka's `HashSet<TopicPartition>` of them iterates: bucket by
+    /// bucket, in the order they were added within one.
+    fn kafka_order(&self) -> Vec<(&str, i32)> {
+        java_hash_set_order(&self.partitions)
+    }
+
+    /// The partitions by topic as Kafka's `TransactionLog.valueToBytes` groups them
+    /// (`Collectors.groupingBy`: a `HashMap` of the topics met in [`Self::kafka_order`],
+    /// each with its partitions in that order).
+    fn kafka_topics(&self) -> Vec<(String, Vec<i32>)> {
+        let mut topics: Vec<(String, Vec<i32>)> = Vec::new();
+        for (topic, partition) in self.kafka_order() {
+            match topics.iter_mut().find(|(t, _)| t == topic) {
+                Some((_, ids)) => ids.push(partition),
+                None => topics.push((topic.to_string(), vec![partition])),
+            }
+        }
+        let hashes: Vec<i32> = topics.iter().map(|(t, _)| java_string_hash(t)).collect();
+        let mut by_index: Vec<Option<(String, Vec<i32>)>> = topics.into_iter().map(Some).collect();
+        java_hash_order(&hashes)
+            .into_iter()
+            .filter_map(|i| by_index[i].take())
+            .collect()
     }
 
     /// Kafka's check of a request from the id's producer: its id, then its epoch.
@@ -253,6 +313,8 @@ pub struct TransactionCoordinator {
 }
 
 struct State {
+    /// The finalized `transaction.version`.
+    level: i16,
     txns: BTreeMap<String, TxnMetadata>,
     /// The order ids were added in and the most held at once: what the order Kafka's
     /// coordinator lists them in depends on ([`State::listing_order`]).
@@ -271,9 +333,11 @@ impl TransactionCoordinator {
         log: Option<Arc<Partition>>,
         clock: Arc<dyn Clock>,
         broker: Arc<RwLock<BrokerConfig>>,
+        level: i16,
     ) -> Result<TransactionCoordinator, EngineError> {
         let now = clock.now_ms();
         let mut state = State {
+            level,
             txns: BTreeMap::new(),
             added: HashMap::new(),
             next_added: 0,
@@ -300,6 +364,11 @@ impl TransactionCoordinator {
 
     pub(crate) fn has_log(&self) -> bool {
         self.state.lock().log.is_some()
+    }
+
+    /// The finalized `transaction.version`.
+    pub(crate) fn level(&self) -> i16 {
+        self.state.lock().level
     }
 
     fn settings(&self) -> TransactionSettings {
@@ -350,12 +419,15 @@ impl TransactionCoordinator {
             Some(meta) => meta.clone(),
             None => TxnMetadata {
                 producer_id: host.next_producer_id().map_err(unavailable)?,
+                prev_producer_id: -1,
+                next_producer_id: -1,
                 producer_epoch: -1,
                 timeout_ms,
                 status: TxnStatus::Empty,
-                partitions: BTreeSet::new(),
+                partitions: Vec::new(),
                 start_ms: -1,
                 last_update_ms: now,
+                client_tv: 0,
             },
         };
         match meta.status {
@@ -392,14 +464,17 @@ impl TransactionCoordinator {
         Ok((meta.producer_id, meta.producer_epoch))
     }
 
-    /// AddPartitionsToTxn (and AddOffsetsToTxn's offsets partition): the partitions join
-    /// the producer's transaction, which opens with the first. Each partition's answer,
-    /// or the error of the whole request.
+    /// AddPartitionsToTxn (and AddOffsetsToTxn's offsets partition), or, for a client
+    /// at transaction version 2, its first write to a partition (Kafka's broker-side
+    /// `addPartition` verification): the partitions join the producer's transaction,
+    /// which opens with the first. Each partition's answer, or the error of the whole
+    /// request.
     pub(crate) fn add_partitions(
         &self,
         transactional_id: &str,
         (producer_id, epoch): (i64, i16),
         partitions: &[(String, i32)],
+        client_tv: i16,
         host: &dyn TxnHost,
     ) -> Result<Vec<Option<TxnError>>, TxnError> {
         let missing: Vec<bool> = partitions
@@ -445,9 +520,14 @@ impl TransactionCoordinator {
             meta.partitions.clear();
             meta.start_ms = now;
         }
-        meta.partitions.extend(partitions.iter().cloned());
+        for p in partitions {
+            if !meta.partitions.contains(p) {
+                meta.partitions.push(p.clone());
+            }
+        }
         meta.status = TxnStatus::Ongoing;
         meta.last_update_ms = now;
+        meta.client_tv = client_tv;
         state.transit(transactional_id, meta, now)?;
         Ok(vec![None; partitions.len()])
     }
@@ -487,18 +567,31 @@ impl TransactionCoordinator {
     }
 
     /// EndTxn (Kafka's `handleEndTransaction`): the transaction is prepared, its markers
-    /// written to every partition, and completed, all before this returns. A retry of
-    /// an end already done succeeds; ending it the other way is INVALID_TXN_STATE.
+    /// written to every partition, and completed, all before this returns. Returns the
+    /// producer id and epoch a client at transaction version 2 goes on with (EndTxn v5's
+    /// answer), `(-1, -1)` for an older one.
+    ///
+    /// Below transaction version 2 the epoch stays; a retry of an end already done
+    /// succeeds, ending it the other way is INVALID_TXN_STATE. At version 2 the prepare
+    /// bumps the epoch (a new producer id at the completion once it runs out), so a
+    /// request at the current epoch is the next end: an abort with no partition added
+    /// passes (Kafka's table above `endTransaction`), and a retry is told by its epoch
+    /// being the one before the bump (or its producer id the one before the new one).
     pub(crate) fn end_transaction(
         &self,
         transactional_id: &str,
-        (producer_id, epoch): (i64, i16),
+        producer: (i64, i16),
         commit: bool,
+        client_tv: i16,
         host: &dyn TxnHost,
-    ) -> Result<(), TxnError> {
+    ) -> Result<(i64, i16), TxnError> {
         let now = self.clock.now_ms();
         let mut state = self.state.lock();
-        let mut meta = state.producers_txn(transactional_id, (producer_id, epoch))?;
+        let meta = state
+            .txns
+            .get(transactional_id)
+            .cloned()
+            .ok_or(TxnError::InvalidProducerIdMapping)?;
         let wrong = |meta: &TxnMetadata| {
             TxnError::InvalidTxnState(format!(
                 "TransactionalId {transactional_id} is in state {} and cannot be {}",
@@ -506,22 +599,70 @@ impl TransactionCoordinator {
                 if commit { "committed" } else { "aborted" }
             ))
         };
-        match (meta.status, commit) {
-            (TxnStatus::Ongoing, _) => {}
-            (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) => return Ok(()),
+        if client_tv < TV2 {
+            meta.check_producer(producer.0, producer.1)?;
+            match (meta.status, commit) {
+                (TxnStatus::Ongoing, _) => {}
+                (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) => {
+                    return Ok((-1, -1))
+                }
+                (TxnStatus::PrepareCommit, true) | (TxnStatus::PrepareAbort, false) => {
+                    return Err(TxnError::ConcurrentTransactions)
+                }
+                _ => return Err(wrong(&meta)),
+            }
+            let end = End {
+                client_tv,
+                no_partition_added: false,
+                fenced: false,
+            };
+            state.prepare_end(transactional_id, meta, commit, end, host, now)?;
+            state.complete(transactional_id, host, now)?;
+            return Ok((-1, -1));
+        }
+        let (producer_id, epoch) = producer;
+        let retry_on_overflow = meta.prev_producer_id == producer_id
+            && epoch == i16::MAX - 1
+            && meta.producer_epoch == 0;
+        let retry_on_bump = i32::from(meta.producer_epoch) == i32::from(epoch) + 1;
+        let retry = retry_on_bump || retry_on_overflow;
+        let valid_epoch = match meta.status {
+            TxnStatus::PrepareCommit | TxnStatus::PrepareAbort => retry_on_bump,
+            TxnStatus::CompleteCommit | TxnStatus::CompleteAbort => {
+                retry || epoch == meta.producer_epoch
+            }
+            _ => epoch == meta.producer_epoch,
+        };
+        if meta.producer_id != producer_id && !retry_on_overflow {
+            return Err(TxnError::InvalidProducerIdMapping);
+        }
+        if !valid_epoch {
+            return Err(TxnError::ProducerFenced);
+        }
+        let no_partition_added = match (meta.status, commit) {
+            (TxnStatus::Ongoing, _) => false,
+            (TxnStatus::CompleteCommit, true) | (TxnStatus::CompleteAbort, false) if retry => {
+                return Ok((meta.producer_id, meta.producer_epoch))
+            }
+            (TxnStatus::Empty | TxnStatus::CompleteCommit | TxnStatus::CompleteAbort, false)
+                if !retry =>
+            {
+                true
+            }
             (TxnStatus::PrepareCommit, true) | (TxnStatus::PrepareAbort, false) => {
                 return Err(TxnError::ConcurrentTransactions)
             }
             _ => return Err(wrong(&meta)),
-        }
-        meta.status = if commit {
-            TxnStatus::PrepareCommit
-        } else {
-            TxnStatus::PrepareAbort
         };
-        meta.last_update_ms = now;
-        state.transit(transactional_id, meta, now)?;
-        state.complete(transactional_id, host, now)
+        let end = End {
+            client_tv,
+            no_partition_added,
+            fenced: false,
+        };
+        state.prepare_end(transactional_id, meta, commit, end, host, now)?;
+        state.complete(transactional_id, host, now)?;
+        let done = &state.txns[transactional_id];
+        Ok((done.producer_id, done.producer_epoch))
     }
 
     /// ListTransactions: the ids in one of `states` (any when empty) of one of the
@@ -556,7 +697,7 @@ impl TransactionCoordinator {
             start_ms: m.start_ms,
             producer_id: m.producer_id,
             producer_epoch: m.producer_epoch,
-            partitions: m.partitions.iter().cloned().collect(),
+            partitions: grouped_by_topic(m.kafka_order()),
         })
     }
 
@@ -672,7 +813,12 @@ impl State {
 
     /// Writes the id's new state to the log, then takes it: what a client is told was
     /// done is durable.
-    fn transit(&mut self, id: &str, meta: TxnMetadata, now: i64) -> Result<(), TxnError> {
+    fn transit(&mut self, id: &str, mut meta: TxnMetadata, now: i64) -> Result<(), TxnError> {
+        // Kafka's `TxnTransitMetadata` carries the producer id before the transition.
+        meta.prev_producer_id = self
+            .txns
+            .get(id)
+            .map_or(meta.producer_id, |before| before.producer_id);
         self.store(id, Some(meta.log_value()), now)?;
         self.put(id.to_string(), meta);
         Ok(())
@@ -685,7 +831,7 @@ impl State {
             ))
         })?;
         let mut builder = BatchBuilder::new(0);
-        let value = value.map(|v| v.encode());
+        let value = value.map(|v| v.encode(records::value_version(self.level)));
         builder.push(0, now, Some(&encode_key(id)), value.as_deref());
         log.append_internal(&builder.finish(None, None), false)
             .map(|_| ())
@@ -696,7 +842,52 @@ impl State {
             })
     }
 
-    /// Writes the markers of the id's prepared transaction and completes it.
+    /// Kafka's `prepareAbortOrCommit`: the id's transaction prepared to end, by a client
+    /// at `client_tv`. From transaction version 2 the epoch is bumped (but for an abort
+    /// already at Short.MAX_VALUE, which only a fencing reaches), and an epoch that ran
+    /// out gets the producer id its completion hands over, except in the coordinator's
+    /// own fencing abort (`End::fenced`, Kafka's `isEpochFence`), whose epoch the next
+    /// InitProducerId replaces; an abort with no partition added starts at this update.
+    fn prepare_end(
+        &mut self,
+        id: &str,
+        mut meta: TxnMetadata,
+        commit: bool,
+        end: End,
+        host: &dyn TxnHost,
+        now: i64,
+    ) -> Result<(), TxnError> {
+        let End {
+            client_tv,
+            no_partition_added,
+            fenced,
+        } = end;
+        if client_tv >= TV2 {
+            if !fenced && meta.producer_epoch >= i16::MAX - 1 {
+                meta.next_producer_id = host.next_producer_id().map_err(unavailable)?;
+            }
+            if meta.producer_epoch != i16::MAX || commit {
+                meta.producer_epoch += 1;
+            }
+        }
+        if no_partition_added {
+            meta.start_ms = now;
+        }
+        meta.status = if commit {
+            TxnStatus::PrepareCommit
+        } else {
+            TxnStatus::PrepareAbort
+        };
+        // Kafka ends a transaction below version 2 as at version 0
+        // (`endTransactionWithTV1`), whatever the level.
+        meta.client_tv = if client_tv >= TV2 { client_tv } else { 0 };
+        meta.last_update_ms = now;
+        self.transit(id, meta, now)
+    }
+
+    /// Writes the markers of the id's prepared transaction (with its prepared epoch)
+    /// and completes it (Kafka's `prepareComplete`: at transaction version 2, an epoch
+    /// that ran out gives way to the next producer id, at epoch 0).
     fn complete(&mut self, id: &str, host: &dyn TxnHost, now: i64) -> Result<(), TxnError> {
         let mut meta = self.txns.get(id).cloned().expect("a prepared transaction");
         let commit = match meta.status {
@@ -709,6 +900,7 @@ impl State {
                 (topic, *partition),
                 (meta.producer_id, meta.producer_epoch),
                 commit,
+                meta.client_tv,
             )
             .map_err(unavailable)?;
         }
@@ -717,21 +909,33 @@ impl State {
         } else {
             TxnStatus::CompleteAbort
         };
+        if meta.client_tv >= TV2 && meta.next_producer_id != -1 {
+            meta.producer_id = meta.next_producer_id;
+            meta.producer_epoch = 0;
+        }
+        meta.next_producer_id = -1;
         meta.partitions.clear();
         meta.last_update_ms = now;
         self.transit(id, meta, now)
     }
 
-    /// Kafka's fencing abort: the epoch is bumped (the producer's next request is
-    /// PRODUCER_FENCED), and the transaction aborted with the new epoch.
+    /// Kafka's fencing abort (`prepareFenceProducerEpoch`, then the abort with that
+    /// epoch at the finalized transaction version, as the coordinator's own request): the
+    /// epoch is bumped, so the producer's next request is PRODUCER_FENCED. From
+    /// transaction version 2 the abort's bump is that one: Kafka 4.3.1 leaves a
+    /// timed-out transaction one epoch up, its markers at that epoch
+    /// (t_kafka_txn_diff.sh).
     fn abort_fenced(&mut self, id: &str, host: &dyn TxnHost, now: i64) -> Result<(), TxnError> {
         let mut meta = self.txns.get(id).cloned().expect("an open transaction");
-        if meta.producer_epoch < i16::MAX - 1 {
-            meta.producer_epoch += 1;
+        if self.level < TV2 {
+            meta.producer_epoch = meta.producer_epoch.saturating_add(1);
         }
-        meta.status = TxnStatus::PrepareAbort;
-        meta.last_update_ms = now;
-        self.transit(id, meta, now)?;
+        let end = End {
+            client_tv: self.level,
+            no_partition_added: false,
+            fenced: true,
+        };
+        self.prepare_end(id, meta, false, end, host, now)?;
         self.complete(id, host, now)
     }
 
@@ -774,6 +978,34 @@ impl State {
     }
 }
 
+/// DescribeTransactions's partitions: by topic, each topic where Kafka's coordinator
+/// first meets it in its `HashSet`'s order (`topics.find`, else a new entry at the end).
+fn grouped_by_topic(order: Vec<(&str, i32)>) -> Vec<(String, i32)> {
+    let mut topics: Vec<(&str, Vec<i32>)> = Vec::new();
+    for (topic, partition) in order {
+        match topics.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, ids)) => ids.push(partition),
+            None => topics.push((topic, vec![partition])),
+        }
+    }
+    topics
+        .into_iter()
+        .flat_map(|(topic, ids)| ids.into_iter().map(move |id| (topic.to_string(), id)))
+        .collect()
+}
+
+/// How a transaction ends (Kafka's `prepareAbortOrCommit` arguments).
+#[derive(Clone, Copy)]
+struct End {
+    /// The transaction version of the end's client (the coordinator's own abort: the
+    /// finalized one).
+    client_tv: i16,
+    /// An abort at transaction version 2 with no partition added.
+    no_partition_added: bool,
+    /// The coordinator's abort of a fenced producer's transaction.
+    fenced: bool,
+}
+
 fn unavailable(e: EngineError) -> TxnError {
     TxnError::CoordinatorNotAvailable(e.to_string())
 }
@@ -784,6 +1016,10 @@ pub(crate) fn offsets_partition() -> (String, i32) {
 }
 
 /// The marker a partition gets for the coordinator's transactions.
-pub(crate) fn marker_for((pid, epoch): (i64, i16), commit: bool) -> super::log::TxnMarkerWrite {
-    super::log::TxnMarkerWrite::new((pid, epoch), commit, COORDINATOR_EPOCH, TRANSACTION_VERSION)
+pub(crate) fn marker_for(
+    (pid, epoch): (i64, i16),
+    commit: bool,
+    transaction_version: i16,
+) -> super::log::TxnMarkerWrite {
+    super::log::TxnMarkerWrite::new((pid, epoch), commit, COORDINATOR_EPOCH, transaction_version)
 }

@@ -672,16 +672,19 @@ pub(crate) fn offset_commit(
 pub(crate) fn txn_offset_commit(
     shared: &Shared,
     request: &TxnOffsetCommitRequest,
+    version: i16,
 ) -> TxnOffsetCommitResponse {
     let (checks, commit) = checked_commit!(shared, request, request.generation_id);
     let producer = (request.producer_id.0, request.producer_epoch);
     let outcome = if commit.offsets.is_empty() {
         Ok(Vec::new())
     } else {
-        match shared
-            .engine
-            .txn_offset_commit(&request.transactional_id.0, producer, &commit)
-        {
+        match shared.engine.txn_offset_commit(
+            &request.transactional_id.0,
+            producer,
+            super::txn::client_transaction_version(version, 5),
+            &commit,
+        ) {
             Ok(outcome) => Ok(outcome),
             Err(TxnOrGroupError::Group(e)) => Err(e),
             Err(TxnOrGroupError::Txn(e)) => {

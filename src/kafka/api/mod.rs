@@ -11,7 +11,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
@@ -66,7 +68,11 @@ pub(crate) fn handle(shared: &Shared, request: Request, peer: SocketAddr) -> Rep
         peer,
     };
     let message = match request.body {
-        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions(0)),
+        RequestKind::ApiVersions(_) => {
+            let mut response = api_versions(0);
+            with_features(&mut response, shared.engine.transaction_version());
+            ResponseKind::ApiVersions(response)
+        }
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata(shared, &r, version)),
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(describe_cluster(shared, &r))
@@ -143,9 +149,9 @@ pub(crate) fn handle(shared: &Shared, request: Request, peer: SocketAddr) -> Rep
         RequestKind::AddOffsetsToTxn(r) => {
             ResponseKind::AddOffsetsToTxn(txn::add_offsets_to_txn(shared, &r))
         }
-        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end_txn(shared, &r)),
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(txn::end_txn(shared, &r, version)),
         RequestKind::TxnOffsetCommit(r) => {
-            ResponseKind::TxnOffsetCommit(groups::txn_offset_commit(shared, &r))
+            ResponseKind::TxnOffsetCommit(groups::txn_offset_commit(shared, &r, version))
         }
         RequestKind::ListTransactions(r) => {
             ResponseKind::ListTransactions(txn::list_transactions(shared, &r))
@@ -178,6 +184,27 @@ pub fn api_versions(error_code: i16) -> ApiVersionsResponse {
         })
         .collect();
     response
+}
+
+/// ApiVersions v3+'s features (KIP-584): `transaction.version`, the one feature kpfs
+/// levels, supported 0 to 2 and finalized at `level` (a level of 0 is listed as not
+/// finalized, as Kafka lists a feature at 0). Kafka's epoch is its metadata log's offset;
+/// kpfs's level is fixed while it runs, at epoch 0.
+fn with_features(response: &mut ApiVersionsResponse, level: i16) {
+    const NAME: &str = "transaction.version";
+    let mut supported = SupportedFeatureKey::default();
+    supported.name = str_bytes(NAME);
+    supported.min_version = 0;
+    supported.max_version = crate::engine::transactions::DEFAULT_TRANSACTION_VERSION;
+    response.supported_features = vec![supported];
+    response.finalized_features_epoch = 0;
+    if level > 0 {
+        let mut finalized = FinalizedFeatureKey::default();
+        finalized.name = str_bytes(NAME);
+        finalized.min_version_level = level;
+        finalized.max_version_level = level;
+        response.finalized_features = vec![finalized];
+    }
 }
 
 pub(crate) fn str_bytes(s: &str) -> StrBytes {

@@ -1,6 +1,7 @@
 //! The record APIs: Produce, Fetch, ListOffsets, DeleteRecords, InitProducerId,
 //! DescribeProducers.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -33,6 +34,7 @@ use super::fetch_session::{Answered, Asked};
 use super::{engine_error, str_bytes, Reply, STOP_CHECK};
 use crate::deadline::Deadline;
 use crate::engine::format::decode_header;
+use crate::engine::transactions::TV2;
 use crate::engine::{EngineError, FetchedRange, Isolation, OffsetQuery, Partition, Topic};
 use crate::kafka::error_code::error_code;
 use crate::kafka::response::records_marker;
@@ -76,6 +78,10 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
         None
     };
     let transactional_id = request.transactional_id.as_ref().map(|id| id.0.to_string());
+    let client_tv = super::txn::client_transaction_version(version, 12);
+    if let (Some(id), None, TV2) = (&transactional_id, &refusal, client_tv) {
+        add_produced_partitions(shared, id, &request);
+    }
     let mut failed = None;
     let mut response = ProduceResponse::default();
     for topic_data in request.topic_data {
@@ -108,6 +114,7 @@ pub(crate) fn produce(shared: &Shared, request: ProduceRequest, version: i16) ->
                             id,
                             (&name, target.index()),
                             (h.producer_id, h.producer_epoch),
+                            client_tv,
                             &records,
                         ),
                         None => topic.append_produced(target.index(), &records),
@@ -473,6 +480,40 @@ pub(crate) fn delete_records(
         response.topics.push(out);
     }
     response
+}
+
+/// Kafka's broker-side verification of a transaction version 2 Produce: the transactional
+/// batches' partitions join their producer's transaction in one AddPartitionsToTxn, so the
+/// coordinator logs one transition for them all. What it refuses, each partition's append
+/// answers (it asks the coordinator again and is refused the same way).
+fn add_produced_partitions(shared: &Shared, transactional_id: &str, request: &ProduceRequest) {
+    let mut by_producer: BTreeMap<(i64, i16), Vec<(String, i32)>> = BTreeMap::new();
+    for topic_data in &request.topic_data {
+        let Some(topic) = shared.engine.topic(&topic_data.name.0) else {
+            continue;
+        };
+        for partition in &topic_data.partition_data {
+            let header = partition
+                .records
+                .as_ref()
+                .and_then(|r| decode_header(r).ok())
+                .filter(|h| h.is_transactional());
+            if let (Some(h), Some(_)) = (header, partition_of(&topic, partition.index)) {
+                by_producer
+                    .entry((h.producer_id, h.producer_epoch))
+                    .or_default()
+                    .push((topic_data.name.0.to_string(), partition.index));
+            }
+        }
+    }
+    for (producer, partitions) in by_producer {
+        if let Err(e) = shared
+            .engine
+            .add_to_txn(transactional_id, producer, &partitions)
+        {
+            tracing::debug!(transactional_id, error = %e, "partitions not added to the transaction");
+        }
+    }
 }
 
 /// InitProducerId: a producer id and epoch for an idempotent producer, or, with a

@@ -1,9 +1,9 @@
-//! The transaction APIs of the classic protocol (transaction versions 0 and 1, which
-//! kpfs advertises by not finalizing `transaction.version`): AddPartitionsToTxn v0-3
-//! (v4+ are between brokers), AddOffsetsToTxn, EndTxn v0-4 (v5 is transaction version
-//! 2's), and the admin APIs kafka-transactions.sh uses, ListTransactions and
-//! DescribeTransactions. InitProducerId with a transactional id is in `records`, beside
-//! the idempotent one; TxnOffsetCommit in `groups`, beside OffsetCommit.
+//! The transaction APIs: AddPartitionsToTxn v0-3 (v4+ are between brokers) and
+//! AddOffsetsToTxn, which clients below transaction version 2 send, EndTxn (v5 is
+//! transaction version 2's: the answer carries the producer's new id and epoch), and the
+//! admin APIs kafka-transactions.sh uses, ListTransactions and DescribeTransactions.
+//! InitProducerId with a transactional id is in `records`, beside the idempotent one;
+//! TxnOffsetCommit in `groups`, beside OffsetCommit.
 
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
@@ -19,7 +19,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::{str_bytes, topic_name};
-use crate::engine::transactions::{TxnError, TxnStatus};
+use crate::engine::transactions::{TxnError, TxnStatus, TV2};
 use crate::kafka::Shared;
 
 /// The code Kafka answers a transaction refusal with.
@@ -104,18 +104,36 @@ pub(crate) fn add_offsets_to_txn(
 }
 
 /// EndTxn: the transaction is committed or aborted, markers written, when it answers.
-pub(crate) fn end_txn(shared: &Shared, request: &EndTxnRequest) -> EndTxnResponse {
+pub(crate) fn end_txn(shared: &Shared, request: &EndTxnRequest, version: i16) -> EndTxnResponse {
     let outcome = shared.engine.end_txn(
         &request.transactional_id.0,
         (request.producer_id.0, request.producer_epoch),
         request.committed,
+        client_transaction_version(version, 5),
     );
     let mut response = EndTxnResponse::default();
-    response.error_code = code(&outcome);
-    // Fields of v5 (transaction version 2), which kpfs does not serve.
-    response.producer_id = ProducerId(-1);
-    response.producer_epoch = -1;
+    let (producer_id, epoch) = match outcome {
+        Ok(producer) => producer,
+        Err(e) => {
+            response.error_code = txn_error_code(&e).code();
+            (-1, -1)
+        }
+    };
+    response.producer_id = ProducerId(producer_id);
+    response.producer_epoch = epoch;
     response
+}
+
+/// The transaction version of a client whose request is at `version`, transaction
+/// version 2 from `first_tv2` (Kafka's `TransactionVersion.transactionVersionForEndTxn`
+/// and `KafkaApis`'s choices for Produce and TxnOffsetCommit: a client sends those
+/// versions only when the cluster finalized transaction version 2).
+pub(crate) fn client_transaction_version(version: i16, first_tv2: i16) -> i16 {
+    if version >= first_tv2 {
+        TV2
+    } else {
+        0
+    }
 }
 
 /// ListTransactions: the transactional ids, filtered by state and producer id (an

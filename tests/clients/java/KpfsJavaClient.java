@@ -972,14 +972,21 @@ public final class KpfsJavaClient {
         });
 
         scenario("admin-describe-features", () -> {
-            // kpfs serves none of the protocols Kafka's feature levels switch on (KRaft
-            // metadata versions, KIP-890 transactions, KIP-848 groups, share and streams
-            // groups), so its ApiVersions lists no feature (docs/KAFKA-PROTOCOL.md).
+            // kpfs levels one feature, transaction.version (0 to 2, finalized at Kafka
+            // 4.3.1's default 2), and serves none of the other protocols Kafka's feature
+            // levels switch on (KRaft metadata versions, KIP-848 groups, share and streams
+            // groups): ApiVersions lists that one alone (docs/KAFKA-PROTOCOL.md).
             FeatureMetadata f = admin.describeFeatures().featureMetadata().get();
-            expectEq(Map.of(), f.supportedFeatures(), "supported features");
-            expectEq(Map.of(), f.finalizedFeatures(), "finalized features");
-            expectEq(Optional.empty(), f.finalizedFeaturesEpoch(), "finalized features epoch");
-            return "no supported or finalized features (none of Kafka's feature-levelled protocols is served)";
+            expectEq(Set.of("transaction.version"), f.supportedFeatures().keySet(), "supported features");
+            var supported = f.supportedFeatures().get("transaction.version");
+            expectEq(List.of((short) 0, (short) 2), List.of(supported.minVersion(), supported.maxVersion()),
+                    "transaction.version's supported range");
+            expectEq(Set.of("transaction.version"), f.finalizedFeatures().keySet(), "finalized features");
+            var finalized = f.finalizedFeatures().get("transaction.version");
+            expectEq(List.of((short) 2, (short) 2), List.of(finalized.minVersionLevel(), finalized.maxVersionLevel()),
+                    "transaction.version's finalized level");
+            expectEq(Optional.of(0L), f.finalizedFeaturesEpoch(), "finalized features epoch");
+            return "transaction.version supported 0-2, finalized at 2 (epoch 0); no other feature";
         });
 
         // Admin calls whose APIs kpfs does not serve: the client's refusal, and why.

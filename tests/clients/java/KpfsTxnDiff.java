@@ -4,13 +4,16 @@
 // Committed and aborted transactions of two transactional ids over the two partitions of
 // topic txd, between plain (acks=1, not idempotent) and idempotent writes; an abort whose
 // batches span a segment roll; two transactions left open at checkpoints; a transaction
-// aborted by its timeout. Everything that can be chosen is: partitions, keys, values,
+// aborted by its timeout; consumed offsets of group txd-group sent in committed, aborted
+// and open transactions (sendOffsetsToTransaction). Everything that can be chosen is:
+// partitions, keys, values,
 // record timestamps (T0 + n), the order in which producers get their ids, and the next
 // write waits until the coordinator completed the transaction before it (Kafka writes
 // markers after answering EndTxn), so that both logs hold the same batches at the same
 // offsets. At "checkpoint NAME" it waits for SYNC_DIR/NAME.go, while the test measures.
 // It prints what a client observes (the timed-out producer's error, what read_committed
-// and read_uncommitted consumers read); the test compares that too.
+// and read_uncommitted consumers read, the group's committed offsets); the test compares
+// that too.
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -19,12 +22,15 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -43,6 +49,8 @@ public final class KpfsTxnDiff {
     private final long t0;
     private final Admin admin;
     private int n;
+    /** Group txd-group as a consumer that never joined it names it (generation -1). */
+    private ConsumerGroupMetadata group;
 
     private KpfsTxnDiff(String bootstrap, Path sync, long t0) {
         this.bootstrap = bootstrap;
@@ -84,6 +92,12 @@ public final class KpfsTxnDiff {
         p.send(new ProducerRecord<>(TOPIC, partition, t0 + i, "k" + i, what + "-" + i)).get();
     }
 
+    /** Offset OFFSET of PARTITION, for GROUP, in P's transaction. */
+    private void sendOffset(KafkaProducer<String, String> p, int partition, long offset) {
+        p.sendOffsetsToTransaction(
+                Map.of(new TopicPartition(TOPIC, partition), new OffsetAndMetadata(offset, "m" + offset)), group);
+    }
+
     private void waitState(String id, TransactionState want) throws Exception {
         long deadline = System.nanoTime() + DEADLINE.toNanos();
         TransactionState state = null;
@@ -113,6 +127,11 @@ public final class KpfsTxnDiff {
     }
 
     private void run() throws Exception {
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(Map.of(
+                ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap, ConsumerConfig.GROUP_ID_CONFIG, "txd-group"),
+                new StringDeserializer(), new StringDeserializer())) {
+            group = c.groupMetadata();
+        }
         admin.createTopics(List.of(new NewTopic(TOPIC, 2, (short) 1)
                 .configs(Map.of("internal.segment.bytes", System.getProperty("segmentBytes", "1073741824")))))
                 .all().get();
@@ -132,6 +151,7 @@ public final class KpfsTxnDiff {
                 send(a, 0, "t1");
                 send(a, 0, "t1");
                 send(a, 1, "t1");
+                sendOffset(a, 0, 2);
                 a.commitTransaction();
                 waitState("txd-a", TransactionState.COMPLETE_COMMIT);
                 send(idem, 0, "idem");
@@ -141,6 +161,7 @@ public final class KpfsTxnDiff {
                     send(b, 1, "t2");
                     send(b, 0, "t2");
                     send(b, 1, "t2");
+                    sendOffset(b, 1, 99);
                     b.abortTransaction();
                     waitState("txd-b", TransactionState.COMPLETE_ABORT);
                     // T3, aborted, on partition 0 across a segment roll.
@@ -161,6 +182,7 @@ public final class KpfsTxnDiff {
                     a.beginTransaction();
                     send(a, 1, "t5");
                     send(b, 0, "t4");
+                    sendOffset(b, 1, 3);
                     send(idem, 1, "idem");
                     checkpoint("open");
                     b.commitTransaction();
@@ -179,8 +201,12 @@ public final class KpfsTxnDiff {
                 t.beginTransaction();
                 int i = n;
                 n += 3;
-                // Both partitions in one AddPartitionsToTxn, well inside the timeout.
+                // Both partitions, one after the other (each its own AddPartitionsToTxn, or
+                // at transaction version 2 its own Produce: two transitions on both
+                // brokers, where two at once would race the producer's sender), well
+                // inside the timeout.
                 t.send(new ProducerRecord<>(TOPIC, 1, t0 + i, "k" + i, "timeout-" + i));
+                t.flush();
                 t.send(new ProducerRecord<>(TOPIC, 0, t0 + i + 1, "k" + (i + 1), "timeout-" + (i + 1)));
                 t.flush();
                 waitState("txd-timeout", TransactionState.COMPLETE_ABORT);
@@ -200,6 +226,10 @@ public final class KpfsTxnDiff {
             send(plain, 0, "plain-last");
             send(idem, 1, "idem-last");
         }
+        System.out.println("txd-group offsets: " + new TreeMap<>(
+                admin.listConsumerGroupOffsets(group.groupId()).partitionsToOffsetAndMetadata().get()
+                        .entrySet().stream().collect(java.util.stream.Collectors.toMap(
+                                e -> e.getKey().toString(), e -> e.getValue().toString()))));
         System.err.println("consumers from " + System.currentTimeMillis());
         consume("read_committed");
         consume("read_uncommitted");
