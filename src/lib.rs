@@ -12,6 +12,8 @@
 //! `scripts/test` builds them with the feature and lints the binary's build without it.
 
 pub mod cli;
+mod cluster;
+mod deadline;
 #[cfg(feature = "internals")]
 pub mod engine;
 #[cfg(not(feature = "internals"))]
@@ -21,4 +23,5 @@ mod fs;
 pub mod kafka;
 #[cfg(not(feature = "internals"))]
 mod kafka;
+mod lines;
 mod store;

@@ -122,6 +122,14 @@ pub(super) struct MountArgs {
     /// Let users other than the mounting one use the mount (permission bits still apply).
     #[arg(long)]
     pub(super) allow_other: bool,
+    /// Mount a Kafka cluster instead of the local engine: its brokers as HOST:PORT[,...].
+    /// The data directory then holds only the daemon's log and lock.
+    #[arg(long, value_name = "HOST:PORT,...")]
+    pub(super) bootstrap_server: Option<String>,
+    /// With --bootstrap-server: client properties for the cluster, as Kafka's tools take
+    /// them (`security.protocol=...`, one `key=value` per line).
+    #[arg(long, value_name = "FILE", requires = "bootstrap_server")]
+    pub(super) command_config: Option<PathBuf>,
     /// Set by the daemonizing parent: where to report "ok" or "error: ..." once.
     #[arg(long, hide = true, value_name = "FD")]
     pub(super) ready_fd: Option<i32>,
@@ -187,14 +195,30 @@ pub(super) struct MountPlan {
     pub(super) mountpoint: PathBuf,
     pub(super) broker: BrokerPlan,
     pub(super) allow_other: bool,
+    /// `--bootstrap-server` and `--command-config`: a Kafka cluster to mount.
+    pub(super) cluster: Option<ClusterPlan>,
+}
+
+/// The cluster a mount serves instead of the local engine.
+pub(super) struct ClusterPlan {
+    pub(super) bootstrap: String,
+    pub(super) command_config: Option<PathBuf>,
 }
 
 impl MountPlan {
     pub(super) fn new(args: MountArgs) -> Result<MountPlan, CliError> {
+        let cluster = match args.bootstrap_server {
+            Some(bootstrap) => Some(ClusterPlan {
+                bootstrap,
+                command_config: args.command_config.as_deref().map(absolute).transpose()?,
+            }),
+            None => None,
+        };
         Ok(MountPlan {
             mountpoint: absolute(&args.mountpoint)?,
             broker: BrokerPlan::new(args.broker)?,
             allow_other: args.allow_other,
+            cluster,
         })
     }
 }

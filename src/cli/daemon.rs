@@ -15,16 +15,20 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Receiver;
 
-use super::args::{MountArgs, MountPlan};
+use super::args::{ClusterPlan, MountArgs, MountPlan};
 use super::broker::{load_broker_config, open_engine, prepare_data_dir, start_listener};
 use super::error::{io_error, CliError};
 use super::logging::{init_logging, FATAL_TARGET};
 use super::mount_table::prepare_mountpoint;
 use super::signals::{block_shutdown_signals, spawn_signal_thread};
-use crate::engine::{Engine, DAEMON_LOG_FILE};
+use crate::cluster::{ClientSettings, Cluster};
+use crate::engine::clock::SystemClock;
+use crate::engine::config::parse_properties;
+use crate::engine::{take_lock, Engine, DAEMON_LOG_FILE};
 use crate::fs::fuser_glue::{self, MountConfig, Mounted};
 use crate::fs::KpfsFs;
 use crate::kafka::ListenerHandle;
+use crate::store::Store;
 
 /// How long the daemon waits, after unmounting, for in-flight requests and the closes
 /// of open descriptors, before it closes the engine anyway.
@@ -92,6 +96,12 @@ fn spawn_daemon(plan: &MountPlan) -> Result<(), CliError> {
     if plan.allow_other {
         command.arg("--allow-other");
     }
+    if let Some(cluster) = &plan.cluster {
+        command.arg("--bootstrap-server").arg(&cluster.bootstrap);
+        if let Some(config) = &cluster.command_config {
+            command.arg("--command-config").arg(config);
+        }
+    }
     command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -146,12 +156,24 @@ enum Event {
 
 /// A mounted, serving daemon.
 struct Daemon {
-    engine: Arc<Engine>,
-    fs: Arc<KpfsFs<Engine>>,
+    backend: Backend,
     mounted: Mounted,
-    /// The Kafka listener, when `listeners` is set.
-    listener: Option<ListenerHandle>,
     events: Receiver<Event>,
+}
+
+/// What the mount serves.
+enum Backend {
+    Local {
+        engine: Arc<Engine>,
+        fs: Arc<KpfsFs<Engine>>,
+        /// The Kafka listener, when `listeners` is set.
+        listener: Option<ListenerHandle>,
+    },
+    Cluster {
+        fs: Arc<KpfsFs<Cluster>>,
+        /// The data directory's lock, held while mounted.
+        _lock: File,
+    },
 }
 
 fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
@@ -165,51 +187,57 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
     let data_dir = prepare_data_dir(&plan.broker.data_dir)?;
     init_logging(&data_dir, to_stderr)?;
     prepare_mountpoint(&plan.mountpoint)?;
-    let broker = load_broker_config(&plan.broker)?;
-    let engine = open_engine(&data_dir, broker, plan.broker.transaction_version)?;
-    // Before the mount, so a listener that cannot start leaves nothing mounted.
-    let listener = match start_listener(&engine) {
-        Ok(listener) => listener,
-        Err(e) => {
-            if let Err(shutdown) = engine.shutdown() {
-                tracing::error!("engine shutdown after a failed listener start: {shutdown}");
-            }
-            return Err(e);
-        }
-    };
-    // The daemon must not keep whatever directory it was started from busy.
-    std::env::set_current_dir("/").map_err(|e| io_error("chdir /", e))?;
-
     let (sender, events) = crossbeam_channel::unbounded();
-    let ended = sender.clone();
     let config = MountConfig {
         fs_name: data_dir.to_string_lossy().into_owned(),
         allow_other: plan.allow_other,
     };
-    let fs = Arc::new(KpfsFs::new(engine.clone(), &data_dir));
-    let mounted = match fuser_glue::mount(fs.clone(), &plan.mountpoint, &config, move |result| {
-        if let Err(e) = result {
-            tracing::error!("FUSE session ended with an error: {e}");
+    let (backend, mounted) = match &plan.cluster {
+        Some(cluster) => {
+            let lock = take_lock(&data_dir).map_err(|e| CliError::new(e.to_string()))?;
+            let cluster = connect_cluster(cluster)?;
+            std::env::set_current_dir("/").map_err(|e| io_error("chdir /", e))?;
+            let fs = Arc::new(KpfsFs::new(Arc::new(cluster), &data_dir));
+            let mounted = mount_fs(fs.clone(), plan, &config, &sender)?;
+            (Backend::Cluster { fs, _lock: lock }, mounted)
         }
-        let _ = ended.send(Event::SessionEnded);
-    }) {
-        Ok(mounted) => mounted,
-        Err(e) => {
-            if let Some(listener) = listener {
-                listener.shutdown();
+        None => {
+            let broker = load_broker_config(&plan.broker)?;
+            let engine = open_engine(&data_dir, broker, plan.broker.transaction_version)?;
+            // Before the mount, so a listener that cannot start leaves nothing mounted.
+            let listener = match start_listener(&engine) {
+                Ok(listener) => listener,
+                Err(e) => {
+                    if let Err(shutdown) = engine.shutdown() {
+                        tracing::error!(
+                            "engine shutdown after a failed listener start: {shutdown}"
+                        );
+                    }
+                    return Err(e);
+                }
+            };
+            // The daemon must not keep whatever directory it was started from busy.
+            std::env::set_current_dir("/").map_err(|e| io_error("chdir /", e))?;
+            let fs = Arc::new(KpfsFs::new(engine.clone(), &data_dir));
+            match mount_fs(fs.clone(), plan, &config, &sender) {
+                Ok(mounted) => (
+                    Backend::Local {
+                        engine,
+                        fs,
+                        listener,
+                    },
+                    mounted,
+                ),
+                Err(e) => {
+                    if let Some(listener) = listener {
+                        listener.shutdown();
+                    }
+                    if let Err(shutdown) = engine.shutdown() {
+                        tracing::error!("engine shutdown after a failed mount: {shutdown}");
+                    }
+                    return Err(e);
+                }
             }
-            if let Err(shutdown) = engine.shutdown() {
-                tracing::error!("engine shutdown after a failed mount: {shutdown}");
-            }
-            // One line: the daemon reports it to `kpfs mount` through a line-based pipe,
-            // and fusermount3's own message ends in a newline.
-            let detail = e.to_string().trim_end().replace('\n', "; ");
-            let mut reason = format!("cannot mount {}: {detail}", plan.mountpoint.display());
-            if let Some(hint) = non_root_mount_hint(&e, plan.allow_other) {
-                reason.push_str(": ");
-                reason.push_str(&hint);
-            }
-            return Err(CliError::new(reason));
         }
     };
     spawn_signal_thread(sender, Event::Signal)?;
@@ -220,11 +248,61 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
         std::process::id()
     );
     Ok(Daemon {
-        engine,
-        fs,
+        backend,
         mounted,
-        listener,
         events,
+    })
+}
+
+/// The cluster of `--bootstrap-server`, with the client properties of `--command-config`.
+fn connect_cluster(plan: &ClusterPlan) -> Result<Cluster, CliError> {
+    let properties = match &plan.command_config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| io_error(path.display(), e))?;
+            parse_properties(&text)
+                .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?
+                .into_iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    Cluster::connect(
+        ClientSettings::new(&plan.bootstrap, properties),
+        Arc::new(SystemClock),
+    )
+    .map_err(|e| {
+        CliError::new(format!(
+            "cannot mount the cluster at {}: {e}",
+            plan.bootstrap
+        ))
+    })
+}
+
+/// Mounts `fs`; the session's end is sent to the daemon as an event.
+fn mount_fs<S: Store>(
+    fs: Arc<KpfsFs<S>>,
+    plan: &MountPlan,
+    config: &MountConfig,
+    sender: &crossbeam_channel::Sender<Event>,
+) -> Result<Mounted, CliError> {
+    let ended = sender.clone();
+    fuser_glue::mount(fs, &plan.mountpoint, config, move |result| {
+        if let Err(e) = result {
+            tracing::error!("FUSE session ended with an error: {e}");
+        }
+        let _ = ended.send(Event::SessionEnded);
+    })
+    .map_err(|e| {
+        // One line: the daemon reports it to `kpfs mount` through a line-based pipe,
+        // and fusermount3's own message ends in a newline.
+        let detail = e.to_string().trim_end().replace('\n', "; ");
+        let mut reason = format!("cannot mount {}: {detail}", plan.mountpoint.display());
+        if let Some(hint) = non_root_mount_hint(&e, plan.allow_other) {
+            reason.push_str(": ");
+            reason.push_str(&hint);
+        }
+        CliError::new(reason)
     })
 }
 
@@ -256,13 +334,22 @@ impl Daemon {
                 "descriptors still open after {DRAIN_DEADLINE:?}; closing the engine anyway"
             );
         }
-        self.fs.finish_open_writes();
-        if let Some(listener) = self.listener.take() {
-            listener.shutdown();
+        match self.backend {
+            Backend::Local {
+                engine,
+                fs,
+                listener,
+            } => {
+                fs.finish_open_writes();
+                if let Some(listener) = listener {
+                    listener.shutdown();
+                }
+                engine
+                    .shutdown()
+                    .map_err(|e| CliError::new(format!("engine shutdown failed: {e}")))?;
+            }
+            Backend::Cluster { fs, .. } => fs.finish_open_writes(),
         }
-        self.engine
-            .shutdown()
-            .map_err(|e| CliError::new(format!("engine shutdown failed: {e}")))?;
         tracing::info!("clean shutdown");
         Ok(())
     }

@@ -207,6 +207,15 @@ pub enum EngineError {
     },
     /// A cleaning pass panicked: the topic is left uncleanable until remount.
     CleanerPanicked,
+    /// A Kafka cluster's answer to a request a remote store made (the cluster mount): the
+    /// error's Kafka name and code (negative: the client library's own, e.g. a timeout)
+    /// and the broker's message, which is Kafka's wording.
+    Broker {
+        action: String,
+        name: String,
+        code: i32,
+        message: String,
+    },
     /// An operating-system I/O failure.
     Io {
         context: String,
@@ -429,6 +438,18 @@ impl fmt::Display for EngineError {
             EngineError::CleanAborted { reason } => write!(f, "cleaning aborted: {reason}"),
             EngineError::CleanerPanicked => {
                 f.write_str("cleaning aborted: the cleaner panicked (see the log)")
+            }
+            EngineError::Broker {
+                action,
+                name,
+                message,
+                ..
+            } => {
+                if message.is_empty() {
+                    write!(f, "{action}: {name}")
+                } else {
+                    write!(f, "{action}: {message}")
+                }
             }
             EngineError::Io { context, source } => write!(f, "{context}: {source}"),
         }

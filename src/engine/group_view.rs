@@ -11,7 +11,7 @@ use super::groups::{GroupDescription, MemberDescription};
 use super::{Engine, Partition, Topic};
 
 /// `ConsumerGroupCommand.MISSING_COLUMN_VALUE`.
-const MISSING: &str = "-";
+pub(crate) const MISSING: &str = "-";
 /// The narrowest a variable-width column of the tables gets (`maxGroupLen = 15` ...).
 const MIN_COLUMN: usize = 15;
 
@@ -179,7 +179,7 @@ fn row(out: &mut String, cells: &[(&str, usize)], last: &str) {
     out.push('\n');
 }
 
-fn state_table(d: &GroupDescription, coordinator: &str) -> String {
+pub(crate) fn state_table(d: &GroupDescription, coordinator: &str) -> String {
     // Kafka sizes the GROUP column by the coordinator's text and the coordinator's
     // column at 25 (`printStates`); the same here, so the columns fall where they do
     // there.
@@ -253,7 +253,7 @@ fn partition_count(member: &MemberDescription) -> usize {
     assigned(member).iter().map(|(_, p)| p.len()).sum()
 }
 
-fn members_table(d: &GroupDescription) -> String {
+pub(crate) fn members_table(d: &GroupDescription) -> String {
     let width = |least: usize, of: &dyn Fn(&MemberDescription) -> usize| {
         d.members.iter().map(of).fold(least, usize::max)
     };
@@ -317,7 +317,7 @@ struct OffsetRow<'a> {
     member: Option<&'a MemberDescription>,
 }
 
-fn offsets_table(
+pub(crate) fn offsets_table(
     d: &GroupDescription,
     lags: &[PartitionLag],
     partition_end: impl Fn(&str, i32) -> Option<i64>,

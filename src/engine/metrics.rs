@@ -17,8 +17,9 @@ use super::cleaner_manager::CleanerState;
 use super::partition::RefusalReason;
 use super::Engine;
 
-/// One metric family: its HELP and TYPE lines, then its samples.
-struct Family {
+/// One metric family: its HELP and TYPE lines, then its samples (also the cluster
+/// mount's, which shows the families a cluster can answer).
+pub(crate) struct Family {
     name: &'static str,
     help: &'static str,
     kind: &'static str,
@@ -26,7 +27,7 @@ struct Family {
 }
 
 impl Family {
-    fn new(name: &'static str, kind: &'static str, help: &'static str) -> Family {
+    pub(crate) fn new(name: &'static str, kind: &'static str, help: &'static str) -> Family {
         Family {
             name,
             help,
@@ -35,7 +36,7 @@ impl Family {
         }
     }
 
-    fn add(&mut self, labels: &[(&str, &str)], value: impl ToString) {
+    pub(crate) fn add(&mut self, labels: &[(&str, &str)], value: impl ToString) {
         let mut text = String::new();
         if !labels.is_empty() {
             text.push('{');
@@ -50,7 +51,7 @@ impl Family {
         self.samples.push((text, value.to_string()));
     }
 
-    fn render(&self, out: &mut String) {
+    pub(crate) fn render(&self, out: &mut String) {
         let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
         let _ = writeln!(out, "# TYPE {} {}", self.name, self.kind);
         for (labels, value) in &self.samples {

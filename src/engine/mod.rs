@@ -29,7 +29,6 @@ pub(crate) mod newlines;
 pub mod offset_map;
 pub(crate) mod parallel;
 pub mod partition;
-pub(crate) mod partitioner;
 pub mod produce;
 pub(crate) mod producer_ids;
 pub mod producer_state;
@@ -116,7 +115,7 @@ fn delete_dir_name(topic: &str, partition: u32, unique_id: i64) -> String {
 }
 
 /// A line of `.kpfs/errors`: `<UTC time> <path>: <reason>`, on one line.
-fn rejection_line(now_ms: i64, path: &str, reason: &str) -> String {
+pub(crate) fn rejection_line(now_ms: i64, path: &str, reason: &str) -> String {
     format!(
         "{} {path}: {}",
         format_time_ms(now_ms),
@@ -377,7 +376,9 @@ fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec
     results.into_iter().map(|(_, r)| r).collect()
 }
 
-fn take_lock(data_dir: &Path) -> Result<fs::File> {
+/// Takes the data directory's lock and writes this process's pid in it (`kpfs umount`
+/// finds the daemon by it); held while the file stays open.
+pub(crate) fn take_lock(data_dir: &Path) -> Result<fs::File> {
     let path = data_dir.join(LOCK_FILE);
     let mut file = fs::OpenOptions::new()
         .read(true)

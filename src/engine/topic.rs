@@ -31,11 +31,11 @@ use super::metadata_files::Uuid;
 use super::parallel;
 use super::partition::protocol::{count_lines, parse_lines, PARSED};
 use super::partition::{LineRendering, LogCursor, Partition, Replay};
-use super::partitioner::KeyPartitioner;
 use super::produce::ProduceOutcome;
 use super::stream_order::{PartitionEnd, PlannedAppend, Run, StreamOrder};
 use super::topic_core::TopicCore;
 use super::topic_partition::TopicPartition;
+use crate::lines::partitioner::KeyPartitioner;
 
 /// Where a topic's partitions live and how they open.
 pub(crate) struct TopicPlace<'a> {
@@ -448,7 +448,7 @@ impl Topic {
     }
 
     /// Appends the lines of one write to the topic's `log`: each record goes where the
-    /// producer's default partitioner sends it ([`partitioner`](super::partitioner)),
+    /// producer's default partitioner sends it ([`partitioner`](crate::lines::partitioner)),
     /// all or nothing per partition. Returns the number of records appended. (For tests
     /// and tools: the mount appends through [`Topic::append_lines_after`].)
     #[cfg(any(test, feature = "internals"))]

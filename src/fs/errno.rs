@@ -62,9 +62,35 @@ pub(crate) fn errno_of(error: &EngineError) -> i32 {
         // Internal to the cleaner thread and never returned by a call the adapter makes;
         // EAGAIN says the truth if it ever is: nothing changed, try again.
         EngineError::CleanAborted { .. } | EngineError::CleanerPanicked => libc::EAGAIN,
+        EngineError::Broker { code, .. } => broker_errno(*code),
         // ENOSPC, EDQUOT, EROFS ... from the data directory are passed through so the
         // user sees the real cause; errors without an OS code become EIO.
         EngineError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+    }
+}
+
+/// The errno for a Kafka cluster's error code (a cluster mount's): what the same refusal
+/// of the local engine gets, and EIO for a failure to reach the cluster or be answered.
+fn broker_errno(code: i32) -> i32 {
+    match code {
+        // UNKNOWN_TOPIC_OR_PARTITION, GROUP_ID_NOT_FOUND
+        3 | 69 => libc::ENOENT,
+        // TOPIC_ALREADY_EXISTS
+        36 => libc::EEXIST,
+        // MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE
+        10 | 18 => libc::EFBIG,
+        // INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
+        // INVALID_REQUEST, INVALID_CONFIG, INVALID_RECORD, UNKNOWN_TOPIC_ID's kin
+        17 | 37 | 38 | 42 | 40 | 87 => libc::EINVAL,
+        // TOPIC_AUTHORIZATION_FAILED, GROUP_, CLUSTER_, TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        29..=31 | 53 => libc::EACCES,
+        // POLICY_VIOLATION, TOPIC_DELETION_DISABLED
+        44 | 73 => libc::EPERM,
+        // NON_EMPTY_GROUP
+        68 => libc::ENOTEMPTY,
+        // REQUEST_TIMED_OUT, the client's own timeouts (-185 _TIMED_OUT, -192 _MSG_TIMED_OUT)
+        7 | -185 | -192 => libc::ETIMEDOUT,
+        _ => libc::EIO,
     }
 }
 

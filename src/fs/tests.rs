@@ -1662,7 +1662,7 @@ fn a_partitions_log_is_its_own_stream_and_the_topics_log_is_all_of_them() {
 
     // A keyed line goes where Kafka's default partitioner sends its key.
     f.set_config(topic, "parse.key=true\nkey.separator=:\n");
-    let key_partition = crate::engine::partitioner::partition_for_key(b"alice", 2);
+    let key_partition = crate::lines::partitioner::partition_for_key(b"alice", 2);
     f.append(log, b"alice:v1\n");
     let expected = if key_partition == 0 {
         "b\nalice:v1\n"

@@ -12,10 +12,10 @@ use kafka_protocol::messages::{ApiKey, ResponseKind};
 use kafka_protocol::ResponseError;
 
 use super::api::{self, FetchReply, Reply};
-use super::deadline::Deadline;
 use super::frame::{decode_request, read_frame, FrameError, RequestError};
 use super::response::{encode_response, framed_response, splice_records};
 use super::Shared;
+use crate::deadline::Deadline;
 use crate::engine::FetchedRange;
 
 pub(crate) fn serve(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {

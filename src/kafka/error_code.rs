@@ -69,6 +69,12 @@ pub(crate) fn error_code(error: &EngineError) -> ResponseError {
         | EngineError::NodeIdMismatch { .. }
         | EngineError::CleanAborted { .. }
         | EngineError::CleanerPanicked => ResponseError::UnknownServerError,
+        // A remote store's answer, which the listener's engine never gives: its own code
+        // where it is one of Kafka's.
+        EngineError::Broker { code, .. } => i16::try_from(*code)
+            .ok()
+            .and_then(ResponseError::try_from_code)
+            .unwrap_or(ResponseError::UnknownServerError),
     }
 }
 

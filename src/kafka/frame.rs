@@ -15,8 +15,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use kafka_protocol::protocol::Decodable;
 
-use super::deadline::Deadline;
 use super::versions::supported_versions;
+use crate::deadline::Deadline;
 
 /// Kafka's request header starts with api key, api version and correlation id.
 const MIN_REQUEST_BYTES: usize = 8;

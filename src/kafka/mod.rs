@@ -9,7 +9,6 @@
 
 mod api;
 mod connection;
-mod deadline;
 mod error_code;
 #[cfg(feature = "internals")]
 pub mod frame;

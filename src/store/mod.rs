@@ -12,6 +12,7 @@
 //! Errors are the engine's [`EngineError`]: Kafka's refusals with Kafka's texts, which
 //! a remote backend maps its error codes onto, so the errno map stays one match.
 
+mod cluster;
 mod local;
 #[cfg(test)]
 pub(crate) mod mock;

@@ -34,6 +34,9 @@ pub(super) type Settings = BTreeMap<BrokerName, Setting>;
 /// The overrides one change sets (`Some`) or removes (`None`), by config.
 pub(super) type BrokerEdits = BTreeMap<BrokerName, Option<Setting>>;
 
+/// A topic config a change sets (`Some(value)`) or removes (`None`).
+pub(crate) type TopicEdit<'a> = (TopicKey, Option<&'a str>);
+
 /// Which overrides a change replaces rather than edits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Replace {
@@ -298,6 +301,21 @@ impl ConfigChange {
             panic!("a topic config change, got a {:?} one", self.scope);
         };
         self.applied(edits, values, self.replace == Replace::All)
+    }
+
+    /// A topic change as edits by config name (`Some(value)` sets, `None` removes the
+    /// override), and whether they replace every override (`>`) rather than edit the
+    /// ones they name: what a store that keeps configs elsewhere (a Kafka cluster) applies.
+    pub(crate) fn topic_edits(&self) -> Result<(bool, Vec<TopicEdit<'_>>), ConfigError> {
+        let Edits::Topic(edits) = &self.edits else {
+            panic!("a topic config change, got a {:?} one", self.scope);
+        };
+        self.check_accepted()?;
+        let edits = edits
+            .iter()
+            .map(|(key, setting)| (*key, setting.as_ref().map(|s| s.text.as_str())))
+            .collect();
+        Ok((self.replace == Replace::All, edits))
     }
 
     /// A group's overrides with this group change applied.

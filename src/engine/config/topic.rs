@@ -2,6 +2,7 @@
 //! (Kafka's `LogConfig`) resolved over the broker's.
 
 use crate::engine::stream_index::StreamShape;
+use crate::lines::{LineFormat, NULL_LITERAL};
 use std::collections::BTreeMap;
 
 use super::broker::BrokerConfig;
@@ -93,11 +94,6 @@ pub struct TopicConfig {
     pub(super) shape: StreamShape,
 }
 
-/// What a null key or value renders as when the topic has no `null.marker`: Kafka's
-/// console consumer's `null.literal` default, so a keyless record (written before
-/// `parse.key` was set) does not read like one with an empty key.
-pub(crate) const NULL_LITERAL: &[u8] = b"null";
-
 impl TopicConfig {
     /// Kafka's `segmentSize()`: `internal.segment.bytes` when set, else `segment.bytes`.
     pub(crate) fn segment_size(&self) -> i32 {
@@ -111,7 +107,16 @@ impl TopicConfig {
 
     /// What a null key or value renders as.
     pub(crate) fn null_rendering(&self) -> &[u8] {
-        self.null_marker.as_deref().unwrap_or(NULL_LITERAL)
+        self.line_format().null_rendering()
+    }
+
+    /// The topic's line protocol (`parse.key`, `key.separator`, `null.marker`).
+    pub(crate) fn line_format(&self) -> LineFormat<'_> {
+        LineFormat {
+            parse_key: self.parse_key,
+            key_separator: &self.key_separator,
+            null_marker: self.null_marker.as_deref(),
+        }
     }
 
     /// Kafka's `maxSegmentMs()`: compacted topics roll no later than `max.compaction.lag.ms`.

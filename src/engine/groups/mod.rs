@@ -15,7 +15,7 @@ mod coordinator;
 mod error;
 mod group;
 mod records;
-mod subscription;
+pub(crate) mod subscription;
 
 pub use crate::engine::config::GroupSettings;
 pub(crate) use crate::engine::format::OFFSETS_TOPIC;

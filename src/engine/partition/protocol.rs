@@ -23,7 +23,7 @@ pub(crate) fn parse_lines(
     partition: &str,
     records: &mut Vec<PendingRecord>,
 ) -> Result<()> {
-    let null_marker = config.null_marker.as_deref();
+    let format = config.line_format();
     let max = config.max_message_bytes.max(0) as u64;
     let mut rest = data;
     while !rest.is_empty() {
@@ -37,22 +37,11 @@ pub(crate) fn parse_lines(
             None => (std::mem::take(&mut rest), false),
         };
         let line_start = base + data.len() - rest.len() - line.len() - usize::from(line_end);
-        let (key, value) = if config.parse_key {
-            let sep = &config.key_separator;
-            let Some(at) = find(line, sep) else {
-                return Err(EngineError::MissingKeySeparator {
-                    line_number,
-                    line: Excerpt::quoted(line).to_string(),
-                });
-            };
-            let key = &line[..at];
-            let value = &line[at + sep.len()..];
-            (
-                (Some(key) != null_marker).then_some(key),
-                (Some(value) != null_marker).then_some(value),
-            )
-        } else {
-            (None, Some(line))
+        let Some((key, value)) = format.split(line) else {
+            return Err(EngineError::MissingKeySeparator {
+                line_number,
+                line: Excerpt::quoted(line).to_string(),
+            });
         };
         let (key_len, value_len) = (field_len(key), field_len(value));
         // Kafka checks a record's batch size before its key (analyzeAndValidateRecords,
@@ -85,12 +74,4 @@ pub(crate) fn parse_lines(
 pub(crate) fn count_lines(data: &[u8]) -> u64 {
     let newlines = memchr::memchr_iter(b'\n', data).count() as u64;
     newlines + u64::from(data.last().is_some_and(|&b| b != b'\n'))
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    match needle {
-        [] => None,
-        [byte] => memchr::memchr(*byte, haystack),
-        _ => memchr::memmem::find(haystack, needle),
-    }
 }

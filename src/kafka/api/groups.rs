@@ -45,12 +45,12 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{str_bytes, topic_name, AclResource, STOP_CHECK};
+use crate::deadline::Deadline;
 use crate::engine::groups::{
     CommitRequest, FetchedOffset, GroupError, GroupState, JoinRequest, JoinResponse, LeavingMember,
     OffsetToCommit, Pending, SyncRequest, SyncResponse,
 };
 use crate::engine::TxnOrGroupError;
-use crate::kafka::deadline::Deadline;
 use crate::kafka::error_code::group_error_code;
 use crate::kafka::Shared;
 

@@ -32,10 +32,10 @@ use kafka_protocol::ResponseError;
 
 use super::fetch_session::{Answered, Asked};
 use super::{engine_error, str_bytes, Reply, STOP_CHECK};
+use crate::deadline::Deadline;
 use crate::engine::format::decode_header;
 use crate::engine::transactions::TV2;
 use crate::engine::{EngineError, FetchedRange, Isolation, OffsetQuery, Partition, Topic};
-use crate::kafka::deadline::Deadline;
 use crate::kafka::error_code::error_code;
 use crate::kafka::response::records_marker;
 use crate::kafka::Shared;

@@ -1,5 +1,7 @@
-//! Socket deadlines: real time, since the kernel's timeouts (`SO_RCVTIMEO`, a client's
-//! `max_wait_ms`) are real time, not the engine's injected clock.
+//! Deadlines of network waits: real time, since the kernel's timeouts (`SO_RCVTIMEO`, a
+//! client's `max_wait_ms`) and a remote cluster's answers are real time, not the engine's
+//! injected clock. Shared by the two network-facing parts, the Kafka listener and the
+//! cluster store.
 
 use std::time::{Duration, Instant};
 
