@@ -17,12 +17,12 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex, RwLock};
 use rdkafka::admin::{
     AdminClient, AdminOptions, AlterConfig, NewPartitions, NewTopic, ResourceSpecifier,
-    TopicReplication,
+    TopicReplication, TopicResult,
 };
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::BaseConsumer;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
 use rdkafka::message::DeliveryResult;
 use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
@@ -339,6 +339,24 @@ fn pause_before_asking_again() {
     std::thread::sleep(Duration::from_millis(50));
 }
 
+/// The first refusal among an admin request's per-topic results: `engine_refusal` gives
+/// the local engine's refusal for the codes it has one for (with its text), the rest are
+/// the cluster's.
+fn topic_outcome(
+    answer: KafkaResult<Vec<TopicResult>>,
+    action: &str,
+    engine_refusal: impl Fn(RDKafkaErrorCode) -> Option<EngineError>,
+) -> Result<()> {
+    for result in answer.map_err(|e| broker_error(action.to_string(), &e))? {
+        if let Err((_, code)) = result {
+            return Err(
+                engine_refusal(code).unwrap_or_else(|| code_error(action.to_string(), code))
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Waits for an admin request's answer on this thread.
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     futures_executor::block_on(future)
@@ -448,38 +466,24 @@ impl Cluster {
     /// CreateTopics with the cluster's default partition count and replication factor.
     pub(crate) fn create_topic(&self, name: &str) -> Result<()> {
         let topic = NewTopic::new(name, -1, TopicReplication::Fixed(-1));
-        let results = block_on(self.shared.admin.create_topics([&topic], &admin_options()))
-            .map_err(|e| broker_error(format!("create topic {name}"), &e))?;
-        for result in results {
-            match result {
-                Ok(_) => {}
-                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {
-                    return Err(EngineError::TopicExists {
-                        name: name.to_string(),
-                    })
-                }
-                Err((_, code)) => return Err(code_error(format!("create topic {name}"), code)),
-            }
-        }
+        let answer = block_on(self.shared.admin.create_topics([&topic], &admin_options()));
+        topic_outcome(answer, &format!("create topic {name}"), |code| {
+            (code == RDKafkaErrorCode::TopicAlreadyExists).then(|| EngineError::TopicExists {
+                name: name.to_string(),
+            })
+        })?;
         self.await_metadata(name, true);
         Ok(())
     }
 
     /// DeleteTopics of one topic.
     pub(crate) fn delete_topic(&self, name: &str) -> Result<()> {
-        let results = block_on(self.shared.admin.delete_topics(&[name], &admin_options()))
-            .map_err(|e| broker_error(format!("delete topic {name}"), &e))?;
-        for result in results {
-            match result {
-                Ok(_) => {}
-                Err((_, RDKafkaErrorCode::UnknownTopicOrPartition)) => {
-                    return Err(EngineError::UnknownTopic {
-                        name: name.to_string(),
-                    })
-                }
-                Err((_, code)) => return Err(code_error(format!("delete topic {name}"), code)),
-            }
-        }
+        let answer = block_on(self.shared.admin.delete_topics(&[name], &admin_options()));
+        topic_outcome(answer, &format!("delete topic {name}"), |code| {
+            (code == RDKafkaErrorCode::UnknownTopicOrPartition).then(|| EngineError::UnknownTopic {
+                name: name.to_string(),
+            })
+        })?;
         self.await_metadata(name, false);
         if let Some(topic) = self.topics.lock().remove(name) {
             topic.retire();
@@ -599,19 +603,17 @@ impl ClusterTopic {
     /// CreatePartitions to `count`.
     pub(crate) fn add_partitions(&self, count: u32) -> Result<()> {
         let request = NewPartitions::new(self.name(), count as usize);
-        let action = || format!("add partitions to {}", self.name());
-        let results = block_on(
+        let answer = block_on(
             self.link
                 .shared
                 .admin
                 .create_partitions([&request], &admin_options()),
-        )
-        .map_err(|e| broker_error(action(), &e))?;
-        for result in results {
-            if let Err((_, code)) = result {
-                return Err(code_error(action(), code));
-            }
-        }
+        );
+        topic_outcome(
+            answer,
+            &format!("add partitions to {}", self.name()),
+            |_| None,
+        )?;
         self.grow(count);
         Ok(())
     }

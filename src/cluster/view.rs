@@ -382,13 +382,13 @@ impl TopicView {
                         value,
                     } if partition == p as i32 => {
                         while offset >= chunk.next {
-                            let bytes = self.store_refetched(p, index + ahead, &mut chunk);
-                            wanted.get_or_insert(bytes);
-                            ahead += 1;
-                            match (ahead < READ_AHEAD)
-                                .then(|| self.chunk_to_fetch(p, index + ahead, false))
-                                .flatten()
-                            {
+                            match self.store_and_go_on(
+                                p,
+                                index,
+                                &mut ahead,
+                                &mut chunk,
+                                &mut wanted,
+                            ) {
                                 Some(next) => chunk = next,
                                 // The chunks after are cached: the consumer stands beyond
                                 // what is wanted.
@@ -402,13 +402,13 @@ impl TopicView {
                                 .render(key, value, &mut chunk.lines);
                         }
                         if offset + 1 == chunk.next {
-                            let bytes = self.store_refetched(p, index + ahead, &mut chunk);
-                            wanted.get_or_insert(bytes);
-                            ahead += 1;
-                            match (ahead < READ_AHEAD)
-                                .then(|| self.chunk_to_fetch(p, index + ahead, false))
-                                .flatten()
-                            {
+                            match self.store_and_go_on(
+                                p,
+                                index,
+                                &mut ahead,
+                                &mut chunk,
+                                &mut wanted,
+                            ) {
                                 Some(next) => chunk = next,
                                 None => {
                                     // Where the consumer stands, unless the batch held
@@ -436,6 +436,24 @@ impl TopicView {
             // The deadline passed before the chunk was whole: what came of it, a gap before.
             None => Ok(self.store_refetched(p, index, &mut chunk)),
         }
+    }
+
+    /// Keeps chunk `index + ahead`, now whole, as the one asked for if it is the first,
+    /// and moves on: the next chunk to fetch, unless read-ahead is done or it is cached.
+    fn store_and_go_on(
+        &self,
+        p: u32,
+        index: usize,
+        ahead: &mut usize,
+        chunk: &mut Refetch,
+        wanted: &mut Option<Arc<Vec<u8>>>,
+    ) -> Option<Refetch> {
+        let bytes = self.store_refetched(p, index + *ahead, chunk);
+        wanted.get_or_insert(bytes);
+        *ahead += 1;
+        (*ahead < READ_AHEAD)
+            .then(|| self.chunk_to_fetch(p, index + *ahead, false))
+            .flatten()
     }
 
     /// Keeps a re-fetched chunk's lines (cut to its length) and returns them.
