@@ -195,7 +195,7 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
     let (backend, mounted) = match &plan.cluster {
         Some(cluster) => {
             let lock = take_lock(&data_dir).map_err(|e| CliError::new(e.to_string()))?;
-            let cluster = connect_cluster(cluster)?;
+            let cluster = connect_cluster(cluster, &data_dir)?;
             std::env::set_current_dir("/").map_err(|e| io_error("chdir /", e))?;
             let fs = Arc::new(KpfsFs::new(Arc::new(cluster), &data_dir));
             let mounted = mount_fs(fs.clone(), plan, &config, &sender)?;
@@ -255,7 +255,7 @@ fn start(plan: &MountPlan, to_stderr: bool) -> Result<Daemon, CliError> {
 }
 
 /// The cluster of `--bootstrap-server`, with the client properties of `--command-config`.
-fn connect_cluster(plan: &ClusterPlan) -> Result<Cluster, CliError> {
+fn connect_cluster(plan: &ClusterPlan, data_dir: &Path) -> Result<Cluster, CliError> {
     let properties = match &plan.command_config {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| io_error(path.display(), e))?;
@@ -270,6 +270,7 @@ fn connect_cluster(plan: &ClusterPlan) -> Result<Cluster, CliError> {
     Cluster::connect(
         ClientSettings::new(&plan.bootstrap, properties),
         Arc::new(SystemClock),
+        data_dir,
     )
     .map_err(|e| {
         CliError::new(format!(

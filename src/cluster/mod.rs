@@ -10,6 +10,7 @@ mod text;
 mod view;
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +31,7 @@ use rdkafka::ClientContext;
 use crate::deadline::Deadline;
 use crate::engine::clock::Clock;
 use crate::engine::config::{ConfigChange, TopicKey};
+use crate::engine::files::write_atomically;
 use crate::engine::groups::GroupError;
 use crate::engine::{EngineError, Result, TopicDeletionHook};
 use crate::lines::partitioner::KeyPartitioner;
@@ -46,6 +48,8 @@ const METADATA_FRESH: Duration = Duration::from_millis(500);
 const METADATA_WAIT: Duration = Duration::from_secs(10);
 /// The group id of the mount's consumers, which never join it.
 const VIEW_GROUP: &str = "kpfs-mount-view";
+/// The file of the data directory that keeps each topic's line format.
+const LINE_FORMATS_FILE: &str = "cluster-line-formats";
 /// Refusals `.kpfs/errors` keeps, as the local mount.
 const KEPT_REJECTIONS: usize = 100;
 
@@ -212,8 +216,10 @@ pub(crate) struct ClusterShared {
     admin: AdminClient<DefaultClientContext>,
     producer: ThreadedProducer<Deliveries>,
     /// Each topic's line format (`parse.key`, `key.separator`, `null.marker`): kpfs's own
-    /// configs, which a cluster does not keep; they last as long as the mount.
+    /// configs, which a cluster does not keep, so the mount keeps them in its data
+    /// directory ([`LINE_FORMATS_FILE`]).
     formats: Mutex<BTreeMap<String, OwnedFormat>>,
+    formats_file: PathBuf,
     /// The times files show (modification, refusals).
     clock: Arc<dyn Clock>,
 }
@@ -357,6 +363,75 @@ fn topic_outcome(
     Ok(())
 }
 
+/// [`LINE_FORMATS_FILE`]'s text: a line per topic, `TOPIC PARSE_KEY SEPARATOR NULL_MARKER`,
+/// the bytes in hex (a name or separator may hold any byte but these), `-` for no marker.
+fn save_formats(formats: &BTreeMap<String, OwnedFormat>) -> String {
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let mut text = String::from("# each topic's parse.key, key.separator and null.marker (hex), kept by the cluster mount\n");
+    for (topic, format) in formats {
+        let marker = format.null_marker.as_deref().map_or("-".to_string(), hex);
+        text.push_str(&format!(
+            "{} {} {} {marker}\n",
+            hex(topic.as_bytes()),
+            format.parse_key,
+            hex(&format.key_separator)
+        ));
+    }
+    text
+}
+
+fn load_formats(path: &Path) -> std::result::Result<BTreeMap<String, OwnedFormat>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let unhex = |text: &str| -> Option<Vec<u8>> {
+        text.len()
+            .is_multiple_of(2)
+            .then(|| {
+                (0..text.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+                    .collect()
+            })
+            .flatten()
+    };
+    let mut formats = BTreeMap::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.starts_with('#'))
+    {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let parsed = match fields[..] {
+            [topic, parse_key, separator, marker] => (|| {
+                let topic = String::from_utf8(unhex(topic)?).ok()?;
+                let format = OwnedFormat {
+                    parse_key: parse_key.parse().ok()?,
+                    key_separator: unhex(separator)?,
+                    null_marker: if marker == "-" {
+                        None
+                    } else {
+                        Some(unhex(marker)?)
+                    },
+                };
+                Some((topic, format))
+            })(),
+            _ => None,
+        };
+        let (topic, format) = parsed.ok_or_else(|| {
+            format!(
+                "{} line {}: {line:?} is not `TOPIC PARSE_KEY SEPARATOR NULL_MARKER` in hex",
+                path.display(),
+                i + 1
+            )
+        })?;
+        formats.insert(topic, format);
+    }
+    Ok(formats)
+}
+
 /// Waits for an admin request's answer on this thread.
 fn block_on<F: std::future::Future>(future: F) -> F::Output {
     futures_executor::block_on(future)
@@ -364,10 +439,14 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 
 impl Cluster {
     /// Connects to the cluster; fails unless it answers a metadata request.
+    /// `data_dir` keeps what the cluster does not: the topics' line formats.
     pub(crate) fn connect(
         settings: ClientSettings,
         clock: Arc<dyn Clock>,
+        data_dir: &Path,
     ) -> std::result::Result<Cluster, String> {
+        let formats_file = data_dir.join(LINE_FORMATS_FILE);
+        let formats = load_formats(&formats_file)?;
         let settings = Arc::new(settings);
         let admin: AdminClient<DefaultClientContext> =
             settings.config().create().map_err(|e| e.to_string())?;
@@ -394,7 +473,8 @@ impl Cluster {
                 settings,
                 admin,
                 producer,
-                formats: Mutex::new(BTreeMap::new()),
+                formats: Mutex::new(formats),
+                formats_file,
                 clock,
             }),
             topics: Mutex::new(BTreeMap::new()),
@@ -791,10 +871,11 @@ impl ClusterTopic {
         }
         if !validate_only {
             let format = link.format.read().edited(replace, &own);
-            link.shared
-                .formats
-                .lock()
-                .insert(link.name.clone(), format.clone());
+            {
+                let mut formats = link.shared.formats.lock();
+                formats.insert(link.name.clone(), format.clone());
+                write_atomically(&link.shared.formats_file, save_formats(&formats).as_bytes())?;
+            }
             link.view.set_format(format.clone());
             *link.format.write() = format;
             self.modified_ms
@@ -989,5 +1070,35 @@ impl Cluster {
                       use kafka-configs.sh --alter --entity-type brokers"
                 .to_string(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_formats_file_gives_back_what_it_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LINE_FORMATS_FILE);
+        assert!(
+            load_formats(&path).unwrap().is_empty(),
+            "no file: no formats"
+        );
+        let mut formats = BTreeMap::new();
+        formats.insert(
+            "orders.v1".to_string(),
+            OwnedFormat {
+                parse_key: true,
+                key_separator: b" \t:".to_vec(),
+                null_marker: Some(b"NULL".to_vec()),
+            },
+        );
+        formats.insert("plain".to_string(), OwnedFormat::default());
+        write_atomically(&path, save_formats(&formats).as_bytes()).unwrap();
+        assert_eq!(load_formats(&path).unwrap(), formats);
+        std::fs::write(&path, "6f 7 3a -\n").unwrap();
+        let refusal = load_formats(&path).unwrap_err();
+        assert!(refusal.contains("line 1"), "{refusal}");
     }
 }

@@ -173,5 +173,11 @@ wait_until 10 test ! -e "$MNT/orders" || fail "orders still shows after rmdir"
 expect_eq "" "$("$KAFKA_BIN/kafka-topics.sh" --bootstrap-server "$B" --list | grep -x orders)" \
     "kafka-topics.sh --list after rmdir orders"
 
+# The line format is the mount's to keep: a remount of the same data directory has it.
+umount_kpfs
+remount_kpfs --bootstrap-server "$B"
+expect_contains "$(cat "$MNT/clicks/config")" "parse.key=true" "clicks/config after a remount"
+echo "gina:after-remount" >>"$MNT/clicks/log"
+wait_until 30 grep -qx "gina:after-remount" "$MNT/clicks/log" || fail "clicks/log lacks the keyed line appended after the remount"
 umount_kpfs
 echo "ok: cluster mount in $(($(date +%s) - started)) s"
