@@ -6,6 +6,8 @@
 //! [`EngineError::Broker`]. docs/ARCHITECTURE.md ("The cluster mount") has the design.
 
 mod batch;
+mod configs;
+mod direct;
 mod text;
 mod view;
 
@@ -17,8 +19,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 use rdkafka::admin::{
-    AdminClient, AdminOptions, AlterConfig, NewPartitions, NewTopic, ResourceSpecifier,
-    TopicReplication, TopicResult,
+    AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication, TopicResult,
 };
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -30,13 +31,13 @@ use rdkafka::ClientContext;
 
 use crate::deadline::Deadline;
 use crate::engine::clock::Clock;
-use crate::engine::config::{ConfigChange, TopicKey};
-use crate::engine::files::write_atomically;
+use crate::engine::config::TopicKey;
 use crate::engine::groups::GroupError;
 use crate::engine::{EngineError, Result, TopicDeletionHook};
 use crate::lines::partitioner::KeyPartitioner;
 use crate::lines::LineFormat;
 
+use direct::{Connection, Direct};
 use view::TopicView;
 pub(crate) use view::{Stream, ViewCursor};
 
@@ -222,6 +223,8 @@ pub(crate) struct ClusterShared {
     formats_file: PathBuf,
     /// The times files show (modification, refusals).
     clock: Arc<dyn Clock>,
+    /// The requests librdkafka has no call for.
+    direct: Direct,
 }
 
 /// The cluster behind a mount.
@@ -259,9 +262,9 @@ pub(crate) struct ClusterPartition {
     modified_ms: AtomicI64,
 }
 
-/// Kafka's name of an error code: `TOPIC_ALREADY_EXISTS` for librdkafka's
-/// `TopicAlreadyExists`.
-fn kafka_name(code: RDKafkaErrorCode) -> String {
+/// Kafka's name of an error code: `TOPIC_ALREADY_EXISTS` for librdkafka's (or
+/// kafka-protocol's) `TopicAlreadyExists`.
+fn kafka_name(code: &impl std::fmt::Debug) -> String {
     let mut name = String::new();
     for (i, c) in format!("{code:?}").chars().enumerate() {
         if c.is_ascii_uppercase() && i > 0 {
@@ -275,7 +278,7 @@ fn kafka_name(code: RDKafkaErrorCode) -> String {
 fn code_error(action: String, code: RDKafkaErrorCode) -> EngineError {
     EngineError::Broker {
         action,
-        name: kafka_name(code),
+        name: kafka_name(&code),
         code: code as i32,
         message: code.to_string(),
     }
@@ -297,6 +300,16 @@ fn admin_options() -> AdminOptions {
     AdminOptions::new()
         .request_timeout(Some(REQUEST_TIMEOUT))
         .operation_timeout(Some(REQUEST_TIMEOUT))
+}
+
+/// A metadata answer listed no broker.
+fn no_broker() -> EngineError {
+    EngineError::Broker {
+        action: "list the brokers".to_string(),
+        name: "BROKER_NOT_AVAILABLE".to_string(),
+        code: 8,
+        message: "the metadata lists no broker".to_string(),
+    }
 }
 
 /// What one topic of a metadata answer says.
@@ -323,6 +336,42 @@ impl ClusterShared {
                 (t.name().to_string(), TopicMetadata { partitions })
             })
             .collect())
+    }
+
+    /// The cluster's brokers by id, with the `host:port` clients reach them at.
+    fn brokers(&self) -> Result<BTreeMap<i32, String>> {
+        let metadata = self
+            .admin
+            .inner()
+            .fetch_metadata(None, REQUEST_TIMEOUT)
+            .map_err(|e| broker_error("list the brokers".to_string(), &e))?;
+        Ok(metadata
+            .brokers()
+            .iter()
+            .map(|b| (b.id(), format!("{}:{}", b.host(), b.port())))
+            .collect())
+    }
+
+    /// A direct connection to the broker with the lowest id, and that id: the broker the
+    /// mount shows as "this broker".
+    fn connect_first(&self) -> Result<(i32, Connection)> {
+        let brokers = self.brokers()?;
+        let Some((&id, address)) = brokers.iter().next() else {
+            return Err(no_broker());
+        };
+        Ok((id, self.direct.connect(address)?))
+    }
+
+    /// A direct connection to any broker: the first that answers, in id order.
+    fn connect_any(&self) -> Result<Connection> {
+        let mut failure = None;
+        for address in self.brokers()?.values() {
+            match self.direct.connect(address) {
+                Ok(connection) => return Ok(connection),
+                Err(e) => failure = Some(e),
+            }
+        }
+        Err(failure.unwrap_or_else(no_broker))
     }
 
     /// Each partition's (log start, high watermark).
@@ -468,8 +517,10 @@ impl Cluster {
                     settings.properties[0].1
                 )
             })?;
+        let direct = Direct::new(&settings.properties, REQUEST_TIMEOUT);
         Ok(Cluster {
             shared: Arc::new(ClusterShared {
+                direct,
                 settings,
                 admin,
                 producer,
@@ -822,68 +873,6 @@ impl ClusterTopic {
         }
     }
 
-    pub(crate) fn check_config_change(&self, change: &ConfigChange) -> Result<()> {
-        self.alter_config(change, true)
-    }
-
-    pub(crate) fn apply_config_change(&self, change: &ConfigChange) -> Result<()> {
-        self.alter_config(change, false)
-    }
-
-    /// A change to `config`: the line format's configs kept by the mount, the rest sent to
-    /// the cluster (AlterConfigs of the topic's whole set of overrides: the current ones
-    /// with the change's edits, or the change's alone when it replaces them), checked by
-    /// the cluster alone when `validate_only`.
-    fn alter_config(&self, change: &ConfigChange, validate_only: bool) -> Result<()> {
-        let link = &self.link;
-        let (replace, edits) = change.topic_edits().map_err(EngineError::Config)?;
-        let (own, kafka): (Vec<_>, Vec<_>) = edits
-            .into_iter()
-            .partition(|(key, _)| OwnedFormat::is_line_config(*key));
-        if replace || !kafka.is_empty() {
-            let mut overrides: BTreeMap<String, String> = BTreeMap::new();
-            if !replace {
-                for (name, value, source) in
-                    link.shared.describe(ResourceSpecifier::Topic(&link.name))?
-                {
-                    if source == rdkafka::admin::ConfigSource::DynamicTopic {
-                        overrides.insert(name, value.unwrap_or_default());
-                    }
-                }
-            }
-            for (key, value) in &kafka {
-                match value {
-                    Some(value) => overrides.insert(key.name().to_string(), value.to_string()),
-                    None => overrides.remove(key.name()),
-                };
-            }
-            let mut alter = AlterConfig::new(ResourceSpecifier::Topic(&link.name));
-            for (name, value) in &overrides {
-                alter = alter.set(name, value);
-            }
-            let action = || format!("alter the configs of {}", link.name);
-            let options = admin_options().validate_only(validate_only);
-            let results = block_on(link.shared.admin.alter_configs([&alter], &options))
-                .map_err(|e| broker_error(action(), &e))?;
-            for result in results {
-                result.map_err(|(_, code)| code_error(action(), code))?;
-            }
-        }
-        if !validate_only {
-            let format = link.format.read().edited(replace, &own);
-            {
-                let mut formats = link.shared.formats.lock();
-                formats.insert(link.name.clone(), format.clone());
-                write_atomically(&link.shared.formats_file, save_formats(&formats).as_bytes())?;
-            }
-            link.view.set_format(format.clone());
-            *link.format.write() = format;
-            self.modified_ms
-                .store(self.link.shared.clock.now_ms(), Ordering::Relaxed);
-        }
-        Ok(())
-    }
-
     /// Appends are acknowledged by the cluster's in-sync replicas before they return.
     pub(crate) fn sync(&self) -> Result<()> {
         Ok(())
@@ -1059,23 +1048,12 @@ impl Cluster {
         }
         Ok(())
     }
-
-    /// `.kpfs/config` on a cluster mount is the cluster's to change, with Kafka's tools.
-    pub(crate) fn refuse_broker_change(&self) -> Result<()> {
-        Err(EngineError::Broker {
-            action: "change broker configs".to_string(),
-            name: "UNSUPPORTED_VERSION".to_string(),
-            code: 35,
-            message: "a cluster mount shows the brokers' configs but does not change them: \
-                      use kafka-configs.sh --alter --entity-type brokers"
-                .to_string(),
-        })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::files::write_atomically;
 
     #[test]
     fn the_line_formats_file_gives_back_what_it_kept() {

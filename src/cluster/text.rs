@@ -3,97 +3,89 @@
 //! OffsetFetch) in the local mount's layouts, with the engine's renderers where the
 //! layout is Kafka's tool's.
 
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
 
-use rdkafka::admin::{ConfigSource, ResourceSpecifier};
+use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+use kafka_protocol::messages::{
+    DescribeLogDirsRequest, DescribeTransactionsRequest, FindCoordinatorRequest,
+    ListTransactionsRequest, TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::metadata::MetadataPartition;
+
 use rdkafka::consumer::Consumer;
 
 use super::{
-    admin_options, block_on, broker_error, code_error, Cluster, ClusterPartition, ClusterShared,
-    ClusterTopic, Stream, TopicLink, REQUEST_TIMEOUT,
+    broker_error, Cluster, ClusterPartition, ClusterShared, ClusterTopic, Stream, TopicLink,
+    REQUEST_TIMEOUT,
 };
 use crate::engine::group_view::{self, PartitionLag, MISSING};
 use crate::engine::groups::subscription::assigned_partitions;
 use crate::engine::groups::{GroupDescription, GroupState, MemberDescription};
 use crate::engine::metrics::Family;
+use crate::engine::transactions::{TxnDescription, TxnStatus};
+use crate::engine::txn_view::describe_table;
 use crate::engine::Result;
 
 pub(super) use crate::engine::rejection_line;
 
-/// The header lines of a rendered config file, as the local mount writes them.
-const OVERRIDES_HEADER: &str = "# overrides\n";
-const DEFAULTS_HEADER: &str = "# defaults\n";
+/// The header of the partition table of `status`.
+const PARTITION_HEADER: &str = "partition  leader  replicas  isr  log_start_offset  log_end_offset  size_bytes  log_bytes_measured\n";
 
-fn source_name(source: &ConfigSource) -> &'static str {
-    match source {
-        ConfigSource::Unknown => "UNKNOWN",
-        ConfigSource::DynamicTopic => "DYNAMIC_TOPIC_CONFIG",
-        ConfigSource::DynamicBroker => "DYNAMIC_BROKER_CONFIG",
-        ConfigSource::DynamicDefaultBroker => "DYNAMIC_DEFAULT_BROKER_CONFIG",
-        ConfigSource::StaticBroker => "STATIC_BROKER_CONFIG",
-        ConfigSource::Default => "DEFAULT_CONFIG",
-    }
+/// What the brokers' log directories hold of one topic: each replica's bytes by (broker,
+/// partition), and the brokers that did not say, with why.
+struct ReplicaSizes {
+    bytes: HashMap<(i32, i32), i64>,
+    unanswered: Vec<String>,
 }
 
 impl ClusterShared {
-    /// DescribeConfigs of one resource: (name, value, source) in the cluster's order.
-    pub(super) fn describe(
-        &self,
-        resource: ResourceSpecifier<'_>,
-    ) -> Result<Vec<(String, Option<String>, ConfigSource)>> {
-        let action = || format!("describe the configs of {resource:?}");
-        let results = block_on(self.admin.describe_configs([&resource], &admin_options()))
-            .map_err(|e| broker_error(action(), &e))?;
-        let mut entries = Vec::new();
-        for result in results {
-            let resource = result.map_err(|code| code_error(action(), code))?;
-            for entry in resource.entries {
-                let value = if entry.is_sensitive {
-                    None
-                } else {
-                    entry.value
-                };
-                entries.push((entry.name, value, entry.source));
+    /// DescribeLogDirs of `topic` on every broker (what `kafka-log-dirs.sh --describe`
+    /// asks): the size of each replica, a future replica (one moving between directories)
+    /// left out.
+    fn replica_sizes(&self, topic: &str, partitions: &[i32]) -> ReplicaSizes {
+        let mut sizes = ReplicaSizes {
+            bytes: HashMap::new(),
+            unanswered: Vec::new(),
+        };
+        let brokers = match self.brokers() {
+            Ok(brokers) => brokers,
+            Err(e) => {
+                sizes.unanswered.push(e.to_string());
+                return sizes;
+            }
+        };
+        let request = DescribeLogDirsRequest::default().with_topics(Some(vec![
+            DescribableLogDirTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(partitions.to_vec()),
+        ]));
+        for (id, address) in brokers {
+            let answer = self.direct.connect(&address).and_then(|mut connection| {
+                let answer = connection.call(&request)?;
+                connection.check("describe the log dirs", answer.error_code, None)?;
+                Ok(answer)
+            });
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(e) => {
+                    sizes.unanswered.push(format!("broker {id}: {e}"));
+                    continue;
+                }
+            };
+            for dir in answer.results.iter().filter(|dir| dir.error_code == 0) {
+                for t in dir.topics.iter().filter(|t| t.name.0.as_str() == topic) {
+                    for p in t.partitions.iter().filter(|p| !p.is_future_key) {
+                        *sizes.bytes.entry((id, p.partition_index)).or_default() +=
+                            p.partition_size;
+                    }
+                }
             }
         }
-        Ok(entries)
+        sizes
     }
 }
-
-/// A config file's text: the overrides (`overridden` sources) as `key=value` lines, then
-/// every other config as a comment with its value and source; `own` are kpfs's own lines
-/// (the line format of a topic) added to the overrides.
-pub(super) fn config_file(
-    entries: &[(String, Option<String>, ConfigSource)],
-    overridden: &[ConfigSource],
-    own: &[(String, String)],
-) -> String {
-    let mut out = String::from(OVERRIDES_HEADER);
-    for (name, value) in own {
-        let _ = writeln!(out, "{name}={value}");
-    }
-    let is_override = |source: &ConfigSource| overridden.contains(source);
-    for (name, value, _) in entries.iter().filter(|(_, _, s)| is_override(s)) {
-        let _ = writeln!(out, "{name}={}", value.as_deref().unwrap_or_default());
-    }
-    out.push_str(DEFAULTS_HEADER);
-    for (name, value, source) in entries.iter().filter(|(_, _, s)| !is_override(s)) {
-        let from = source_name(source);
-        match value {
-            Some(value) => {
-                let _ = writeln!(out, "# {name}={value} ({from})");
-            }
-            None => {
-                let _ = writeln!(out, "# {name} is unset ({from})");
-            }
-        }
-    }
-    out
-}
-
-/// The header of the partition table of `status`.
-const PARTITION_HEADER: &str =
-    "partition  leader  replicas  isr  log_start_offset  log_end_offset  log_bytes_measured\n";
 
 impl TopicLink {
     /// The status text's head and a table line for each partition `only` lets through.
@@ -127,13 +119,36 @@ impl TopicLink {
                 self.stream_len(Stream::Topic)
             );
         }
+        let shown: Vec<i32> = topic
+            .partitions()
+            .iter()
+            .map(|p| p.id())
+            .filter(|&id| only.is_none_or(|only| only as i32 == id))
+            .collect();
+        let sizes = self.shared.replica_sizes(name, &shown);
+        let leader_size = |p: &MetadataPartition| sizes.bytes.get(&(p.leader(), p.id())).copied();
+        let total: Option<i64> = topic
+            .partitions()
+            .iter()
+            .filter(|p| shown.contains(&p.id()))
+            .map(leader_size)
+            .sum();
+        let _ = writeln!(
+            out,
+            "size_bytes: {}",
+            total.map_or(MISSING.to_string(), |total| total.to_string())
+        );
+        for reason in &sizes.unanswered {
+            let _ = writeln!(out, "size_bytes_unknown: {reason}");
+        }
         out.push('\n');
         out.push_str(PARTITION_HEADER);
         let list = |ids: &[i32]| ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
-        for p in topic.partitions() {
-            if only.is_some_and(|only| only as i32 != p.id()) {
-                continue;
-            }
+        for p in topic
+            .partitions()
+            .iter()
+            .filter(|p| shown.contains(&p.id()))
+        {
             let (start, end) = self
                 .shared
                 .admin
@@ -143,9 +158,10 @@ impl TopicLink {
                     (l.to_string(), h.to_string())
                 });
             let measured = self.stream_len(Stream::Partition(p.id() as u32));
+            let size = leader_size(p).map_or(MISSING.to_string(), |size| size.to_string());
             let _ = writeln!(
                 out,
-                "{}  {}  {}  {}  {start}  {end}  {measured}",
+                "{}  {}  {}  {}  {start}  {end}  {size}  {measured}",
                 p.id(),
                 p.leader(),
                 list(p.replicas()),
@@ -169,45 +185,9 @@ impl ClusterTopic {
     pub(crate) fn status_text(&self) -> String {
         self.link.status(None)
     }
-
-    /// `config`: the cluster's DescribeConfigs of the topic, and the line format.
-    pub(crate) fn config_text(&self) -> String {
-        let link = &self.link;
-        let format = link.format.read().clone();
-        match link.shared.describe(ResourceSpecifier::Topic(&link.name)) {
-            Ok(entries) => {
-                config_file(&entries, &[ConfigSource::DynamicTopic], &format.own_lines())
-            }
-            Err(e) => format!("# the cluster did not answer: {e}\n"),
-        }
-    }
 }
 
 impl Cluster {
-    /// `.kpfs/config`: the configs of the broker the metadata answer came from.
-    pub(crate) fn broker_config_text(&self) -> String {
-        let broker = self
-            .shared
-            .admin
-            .inner()
-            .fetch_metadata(None, REQUEST_TIMEOUT)
-            .map(|m| m.orig_broker_id());
-        let described = broker
-            .map_err(|e| broker_error("describe the brokers".to_string(), &e))
-            .and_then(|id| self.shared.describe(ResourceSpecifier::Broker(id)));
-        match described {
-            Ok(entries) => config_file(
-                &entries,
-                &[
-                    ConfigSource::DynamicBroker,
-                    ConfigSource::DynamicDefaultBroker,
-                ],
-                &[],
-            ),
-            Err(e) => format!("# the cluster did not answer: {e}\n"),
-        }
-    }
-
     pub(crate) fn group_ids(&self) -> Vec<String> {
         match self
             .shared
@@ -372,5 +352,109 @@ impl Cluster {
             family.render(&mut out);
         }
         out
+    }
+}
+
+/// `kafka-transactions.sh`'s key type of FindCoordinator for a transactional id.
+const TRANSACTION_COORDINATOR: i8 = 1;
+/// FindCoordinator's first version with a list of keys (KIP-699).
+const BATCHED_FIND_COORDINATOR: i16 = 4;
+/// DescribeTransactions' answer for an id its coordinator does not know.
+const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+
+impl Cluster {
+    /// `.kpfs/transactions/`: the transactional ids each broker's coordinator lists
+    /// (ListTransactions of every state, as `kafka-transactions.sh list`), in name order;
+    /// a broker that does not answer lists nothing.
+    pub(crate) fn transactional_ids(&self) -> Vec<String> {
+        let Ok(brokers) = self.shared.brokers() else {
+            return Vec::new();
+        };
+        let mut ids = BTreeSet::new();
+        for address in brokers.values() {
+            let listed = self
+                .shared
+                .direct
+                .connect(address)
+                .and_then(|mut connection| connection.call(&ListTransactionsRequest::default()));
+            if let Some(answer) = listed.ok().filter(|answer| answer.error_code == 0) {
+                ids.extend(
+                    answer
+                        .transaction_states
+                        .into_iter()
+                        .map(|state| state.transactional_id.0.to_string()),
+                );
+            }
+        }
+        ids.into_iter().collect()
+    }
+
+    /// `.kpfs/transactions/ID`: the table `kafka-transactions.sh describe` prints, from the
+    /// id's coordinator (FindCoordinator, then DescribeTransactions there); `None` for an id
+    /// the coordinator does not know, the cluster's error as a comment when it fails.
+    pub(crate) fn transaction_text(&self, transactional_id: &str) -> Option<String> {
+        self.describe_transaction(transactional_id)
+            .unwrap_or_else(|e| Some(format!("# the cluster did not answer: {e}\n")))
+    }
+
+    fn describe_transaction(&self, transactional_id: &str) -> Result<Option<String>> {
+        let mut any = self.shared.connect_any()?;
+        let key = StrBytes::from_string(transactional_id.to_string());
+        let version = any.version::<FindCoordinatorRequest>()?;
+        let request = FindCoordinatorRequest::default().with_key_type(TRANSACTION_COORDINATOR);
+        let request = if version >= BATCHED_FIND_COORDINATOR {
+            request.with_coordinator_keys(vec![key.clone()])
+        } else {
+            request.with_key(key.clone())
+        };
+        let found = any.call_at(&request, version)?;
+        let (node, host, port) = match found.coordinators.first() {
+            Some(c) => {
+                any.check(
+                    "find the coordinator",
+                    c.error_code,
+                    c.error_message.as_ref(),
+                )?;
+                (c.node_id.0, c.host.to_string(), c.port)
+            }
+            None => {
+                any.check(
+                    "find the coordinator",
+                    found.error_code,
+                    found.error_message.as_ref(),
+                )?;
+                (found.node_id.0, found.host.to_string(), found.port)
+            }
+        };
+        let mut coordinator = self.shared.direct.connect(&format!("{host}:{port}"))?;
+        let request = DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(key)]);
+        let answer = coordinator.call(&request)?;
+        let Some(state) = answer.transaction_states.into_iter().next() else {
+            return Ok(None);
+        };
+        if state.error_code == TRANSACTIONAL_ID_NOT_FOUND {
+            return Ok(None);
+        }
+        coordinator.check("describe the transaction", state.error_code, None)?;
+        let description = TxnDescription {
+            transactional_id: transactional_id.to_string(),
+            // The tool's `TransactionState.parse`: a name it does not know is Unknown.
+            state: TxnStatus::from_name(&state.transaction_state).unwrap_or(TxnStatus::Dead),
+            timeout_ms: state.transaction_timeout_ms,
+            start_ms: state.transaction_start_time_ms,
+            producer_id: state.producer_id.0,
+            producer_epoch: state.producer_epoch,
+            partitions: state
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|&p| (t.topic.0.to_string(), p)))
+                .collect(),
+        };
+        Ok(Some(describe_table(
+            &description,
+            node,
+            self.shared.clock.now_ms(),
+        )))
     }
 }

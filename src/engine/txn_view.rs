@@ -61,7 +61,7 @@ fn state_text(state: TxnStatus) -> &'static str {
 }
 
 /// The tool's header and row for `d`, `now_ms` its `time.milliseconds()`.
-fn describe_table(d: &TxnDescription, coordinator: i32, now_ms: i64) -> String {
+pub(crate) fn describe_table(d: &TxnDescription, coordinator: i32, now_ms: i64) -> String {
     // DescribeTransactionsHandler: a negative start time is none.
     let (start, duration) = if d.start_ms < 0 {
         (NONE.to_string(), NONE.to_string())

@@ -118,10 +118,16 @@ fn open_flags(direct_io: bool) -> FopenFlags {
 
 impl<S: Store> Filesystem for FuseAdapter<S> {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        // Parallel lookups/readdirs across topics; writeback cache and atomic O_TRUNC are
-        // deliberately not requested (the engine, not the kernel, owns size and mtime).
+        // Parallel lookups/readdirs across topics; the writeback cache is deliberately not
+        // requested (the engine, not the kernel, owns size and mtime).
         if let Err(missing) = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS) {
             tracing::info!("kernel lacks {missing:?}; directory operations are serialised");
+        }
+        // `>` as one open with O_TRUNC: without it the kernel truncates by path before the
+        // descriptor exists, so a rewrite of a config file would drop every override at
+        // once, before its lines were checked.
+        if let Err(missing) = config.add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC) {
+            tracing::info!("kernel lacks {missing:?}; `>` on a config file applies in two steps");
         }
         // Every file is FOPEN_DIRECT_IO, which makes the kernel refuse a shared mmap(2)
         // (ENODEV) unless the server allows it (Linux 6.6+): mapped pages are then read

@@ -665,68 +665,7 @@ impl<S: Store> KpfsFs<S> {
         }
         match change.size {
             // `>` sends the truncate together with mtime=now; the size decides.
-            Some(size) => match node {
-                Node::Log(_) => {
-                    return Err(self.refuse(
-                        &path,
-                        libc::EPERM,
-                        "log is append-only: use >> to append; records leave only \
-                         through retention (retention.ms, retention.bytes) or an offset \
-                         written to log_start_offset (records before it are deleted)",
-                    ))
-                }
-                // `>` (O_TRUNC) and ftruncate: what the handle writes next is the whole
-                // set of overrides.
-                Node::TopicConfig(_) | Node::BrokerConfig if size == 0 => {
-                    self.truncate_config(&node, change.fh)?
-                }
-                Node::Draft { .. } if size == 0 => {
-                    if let Some(draft) = self.draft(&node) {
-                        draft.bytes.lock().clear();
-                        draft.writer.edit.lock().change.truncate();
-                    }
-                }
-                Node::TopicConfig(_) | Node::BrokerConfig | Node::Draft { .. } => {
-                    return Err(self.refuse(
-                        &path,
-                        libc::EPERM,
-                        format!(
-                            "cannot resize a config file to {size} bytes; write key=value lines"
-                        ),
-                    ))
-                }
-                // `echo N > log_start_offset`: the offset written is what counts.
-                Node::LogStart(_) if size == 0 => {}
-                Node::LogStart(_) => {
-                    return Err(self.refuse(
-                        &path,
-                        libc::EPERM,
-                        format!("cannot resize {LOG_START_FILE} to {size} bytes; write an offset"),
-                    ))
-                }
-                Node::Root
-                | Node::ControlDir
-                | Node::TopicDir(_)
-                | Node::SegmentsDir(_)
-                | Node::PartitionsDir(_)
-                | Node::PartitionDir(..)
-                | Node::Errors
-                | Node::Metrics
-                | Node::Status(_)
-                | Node::Events(_)
-                | Node::Segment { .. }
-                | Node::GroupsDir
-                | Node::GroupDir(_)
-                | Node::GroupFile { .. }
-                | Node::TransactionsDir
-                | Node::Transaction(_)
-                | Node::SnapshotDir
-                | Node::SnapshotTopicDir(_)
-                | Node::SnapshotLog(_)
-                | Node::SnapshotConfig(_) => {
-                    return Err(self.refuse(&path, libc::EPERM, "read-only: cannot be truncated"))
-                }
-            },
+            Some(size) => self.resize(&node, size, change.fh)?,
             None if change.times => {
                 return Err(self.refuse(
                     &path,
@@ -737,6 +676,73 @@ impl<S: Store> KpfsFs<S> {
             None => {}
         }
         self.attr_of(ino, &node)
+    }
+
+    /// A file's size set to `size` (a truncation, `fh` the descriptor it came through if
+    /// any): what `>`, `truncate` and ftruncate mean for each kind of file.
+    fn resize(&self, node: &Node, size: u64, fh: Option<u64>) -> FsResult<()> {
+        let path = node.path();
+        match node {
+            Node::Log(_) => {
+                return Err(self.refuse(
+                    &path,
+                    libc::EPERM,
+                    "log is append-only: use >> to append; records leave only \
+                 through retention (retention.ms, retention.bytes) or an offset \
+                 written to log_start_offset (records before it are deleted)",
+                ))
+            }
+            // `>` (O_TRUNC) and ftruncate: what the handle writes next is the whole
+            // set of overrides.
+            Node::TopicConfig(_) | Node::BrokerConfig if size == 0 => {
+                self.truncate_config(node, fh)?
+            }
+            Node::Draft { .. } if size == 0 => {
+                if let Some(draft) = self.draft(node) {
+                    draft.bytes.lock().clear();
+                    draft.writer.edit.lock().change.truncate();
+                }
+            }
+            Node::TopicConfig(_) | Node::BrokerConfig | Node::Draft { .. } => {
+                return Err(self.refuse(
+                    &path,
+                    libc::EPERM,
+                    format!("cannot resize a config file to {size} bytes; write key=value lines"),
+                ))
+            }
+            // `echo N > log_start_offset`: the offset written is what counts.
+            Node::LogStart(_) if size == 0 => {}
+            Node::LogStart(_) => {
+                return Err(self.refuse(
+                    &path,
+                    libc::EPERM,
+                    format!("cannot resize {LOG_START_FILE} to {size} bytes; write an offset"),
+                ))
+            }
+            Node::Root
+            | Node::ControlDir
+            | Node::TopicDir(_)
+            | Node::SegmentsDir(_)
+            | Node::PartitionsDir(_)
+            | Node::PartitionDir(..)
+            | Node::Errors
+            | Node::Metrics
+            | Node::Status(_)
+            | Node::Events(_)
+            | Node::Segment { .. }
+            | Node::GroupsDir
+            | Node::GroupDir(_)
+            | Node::GroupFile { .. }
+            | Node::TransactionsDir
+            | Node::Transaction(_)
+            | Node::SnapshotDir
+            | Node::SnapshotTopicDir(_)
+            | Node::SnapshotLog(_)
+            | Node::SnapshotConfig(_) => {
+                return Err(self.refuse(&path, libc::EPERM, "read-only: cannot be truncated"))
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn mkdir(&self, parent: u64, name: &OsStr) -> FsResult<Entry> {
@@ -1172,12 +1178,22 @@ impl<S: Store> KpfsFs<S> {
                     HandleKind::Backing { file }
                 }
             };
+        let truncates = writable && flags & libc::O_TRUNC != 0;
         let fh = self.handles.insert(Handle {
-            node,
+            node: node.clone(),
             writable,
             kind,
             topic,
         });
+        // With FUSE_ATOMIC_O_TRUNC, `>`'s truncation comes in the open and belongs to the
+        // new descriptor, as an ftruncate through it would: a config file's next lines
+        // replace its overrides at close, and a refused line leaves them all.
+        if truncates {
+            if let Err(e) = self.resize(&node, 0, Some(fh)) {
+                self.handles.remove(fh);
+                return Err(e);
+            }
+        }
         Ok(Opened {
             fh,
             direct_io: true,

@@ -213,6 +213,49 @@ fn truncating_log_is_refused_but_truncating_config_replaces_the_overrides() {
     assert_eq!(f.fs.setattr(config, touch).unwrap_err().errno, libc::EPERM);
 }
 
+#[test]
+fn an_o_trunc_open_of_a_config_file_truncates_with_its_change() {
+    let f = fixture();
+    let dir = f.topic("t");
+    let config = f.ino(dir, "config");
+    set_config(&f, config, "retention.ms=1000\n");
+    // `>` with a refused line (the kernel's atomic O_TRUNC open): nothing changes.
+    let fh =
+        f.fs.open(config, libc::O_WRONLY | libc::O_TRUNC)
+            .unwrap()
+            .fh;
+    let err = f.fs.write_from(fh, b"segment.ms=soon\n", Some(WRITER));
+    assert_eq!(err.unwrap_err().errno, libc::EINVAL);
+    assert_eq!(f.fs.flush(fh, WRITER).unwrap_err().errno, libc::EINVAL);
+    f.fs.release(fh);
+    assert_eq!(overrides(&f, config), "retention.ms=1000\n");
+    // Accepted lines are the whole set at close; a `>` of nothing empties it.
+    let fh =
+        f.fs.open(config, libc::O_WRONLY | libc::O_TRUNC)
+            .unwrap()
+            .fh;
+    f.fs.write_from(fh, b"segment.ms=7\n", Some(WRITER))
+        .unwrap();
+    assert_eq!(
+        overrides(&f, config),
+        "retention.ms=1000\n",
+        "before the close"
+    );
+    f.fs.flush(fh, WRITER).unwrap();
+    f.fs.release(fh);
+    assert_eq!(overrides(&f, config), "segment.ms=7\n");
+    let fh =
+        f.fs.open(config, libc::O_WRONLY | libc::O_TRUNC)
+            .unwrap()
+            .fh;
+    f.fs.release(fh);
+    assert_eq!(overrides(&f, config), "");
+    // `> log` is refused at the open, which leaves no handle behind.
+    let log = f.ino(dir, "log");
+    let err = f.fs.open(log, libc::O_WRONLY | libc::O_TRUNC).unwrap_err();
+    assert_eq!(err.errno, libc::EPERM);
+}
+
 /// The lock owner of the process that writes in these tests.
 const WRITER: u64 = 7;
 

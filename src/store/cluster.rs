@@ -62,12 +62,12 @@ impl Store for Cluster {
         Cluster::broker_config_text(self)
     }
 
-    fn check_broker_change(&self, _change: &ConfigChange) -> Result<()> {
-        self.refuse_broker_change()
+    fn check_broker_change(&self, change: &ConfigChange) -> Result<()> {
+        Cluster::check_broker_change(self, change)
     }
 
-    fn apply_broker_change(&self, _change: &ConfigChange) -> Result<()> {
-        self.refuse_broker_change()
+    fn apply_broker_change(&self, change: &ConfigChange) -> Result<()> {
+        Cluster::apply_broker_change(self, change)
     }
 
     fn broker_config_warnings(&self) -> Vec<String> {
@@ -102,14 +102,12 @@ impl Store for Cluster {
         Cluster::delete_group(self, group)
     }
 
-    /// librdkafka has no ListTransactions: `.kpfs/transactions/` stays empty on a cluster
-    /// mount (`kafka-transactions.sh list` shows them).
     fn transactional_ids(&self) -> Vec<String> {
-        Vec::new()
+        Cluster::transactional_ids(self)
     }
 
-    fn transaction_text(&self, _id: &str) -> Option<String> {
-        None
+    fn transaction_text(&self, id: &str) -> Option<String> {
+        Cluster::transaction_text(self, id)
     }
 }
 

@@ -4,9 +4,10 @@
 # read by kafka-console-consumer.sh (partition per key as Kafka's default partitioner),
 # records of kafka-console-producer.sh read through the mount, `tail -f` of the mount
 # with no line lost or repeated while the partition leader's broker is killed with
-# kill -9 and later restarted, the config file against kafka-configs.sh, consumer groups
-# against kafka-consumer-groups.sh, mkdir/rmdir against kafka-topics.sh, and a client
-# producing beside the mount's writer.
+# kill -9 and later restarted, the config files against kafka-configs.sh, status's sizes
+# against kafka-log-dirs.sh, consumer groups against kafka-consumer-groups.sh,
+# transactions against kafka-transactions.sh, mkdir/rmdir against kafka-topics.sh, and a
+# client producing beside the mount's writer.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/kafka_lib.sh"
 
@@ -16,6 +17,7 @@ new_data_dir scratch
 kafka_cluster_wait
 echo "cluster of 3 up $(($(date +%s) - started)) s after the start: $KAFKA_CLUSTER_BOOTSTRAP"
 B=$KAFKA_CLUSTER_BOOTSTRAP
+PY=$(kafka_python)
 
 # lines_at_least N FILE [PATTERN]: FILE has N lines (matching PATTERN) or more.
 lines_at_least() { [ "$(grep -c -- "${3:-}" "$2")" -ge "$1" ]; }
@@ -110,6 +112,49 @@ expect_contains "$(cat "$MNT/orders/config")" "max.message.bytes=200000" "orders
 expect_contains "$(cat "$MNT/orders/config")" "retention.ms=3600000" "orders/config"
 expect_errno "Invalid argument" "echo retention.ms=soon >>'$MNT/orders/config'"
 expect_contains "$(cat "$MNT/orders/config")" "retention.ms=3600000" "orders/config after a refusal"
+# A change names only the keys it sets (IncrementalAlterConfigs): another writer's
+# override stays. `>` makes the lines the whole set: an override left out is deleted; a
+# refused rewrite deletes nothing.
+echo segment.ms=7200000 >>"$MNT/orders/config"
+topic_configs() { "$KAFKA_BIN/kafka-configs.sh" --bootstrap-server "$B" --describe --topic orders; }
+for config in retention.ms=3600000 max.message.bytes=200000 segment.ms=7200000; do
+    expect_contains "$(topic_configs)" "$config" "kafka-configs.sh after segment.ms was added through the mount"
+done
+grep -v '^max.message.bytes=' "$MNT/orders/config" >"$scratch/orders.config"
+cat "$scratch/orders.config" >"$MNT/orders/config"
+lacks_max_message_bytes() { ! topic_configs | grep -q max.message.bytes=200000; }
+wait_until 10 lacks_max_message_bytes || fail "max.message.bytes stays on the cluster after a rewrite without it"
+expect_errno "Invalid argument" "printf 'retention.ms=soon\\n' >'$MNT/orders/config'"
+for config in retention.ms=3600000 segment.ms=7200000; do
+    expect_contains "$(topic_configs)" "$config" "kafka-configs.sh after a refused rewrite"
+done
+
+# .kpfs/config: the cluster-wide default broker configs (kafka-configs.sh --entity-default)
+# and, after "# per-broker overrides", those of the broker with the lowest id.
+broker_configs() { "$KAFKA_BIN/kafka-configs.sh" --bootstrap-server "$B" --describe --entity-type brokers "$@"; }
+echo log.cleaner.threads=2 >>"$MNT/.kpfs/config"
+expect_contains "$(broker_configs --entity-default)" "log.cleaner.threads=2" \
+    "kafka-configs.sh --entity-default after a write to .kpfs/config"
+printf '# per-broker overrides\nlog.cleaner.backoff.ms=20000\n' >>"$MNT/.kpfs/config"
+expect_contains "$(broker_configs --entity-name 1)" "log.cleaner.backoff.ms=20000" \
+    "kafka-configs.sh --entity-name 1 after a per-broker line in .kpfs/config"
+"$KAFKA_BIN/kafka-configs.sh" --bootstrap-server "$B" --alter --entity-type brokers --entity-default \
+    --add-config log.retention.ms=86400000 >/dev/null
+level_of() { # the section of .kpfs/config a key=value line is in: default or broker
+    awk -v line="$1" '/^# per-broker overrides$/ { level = "broker" } /^# defaults$/ { exit }
+        $0 == line { print level ? level : "default" }' "$MNT/.kpfs/config"
+}
+shows_at() { [ "$(level_of "$2")" == "$1" ]; }
+wait_until 10 shows_at default log.retention.ms=86400000 || fail ".kpfs/config lacks the default log.retention.ms kafka-configs.sh set"
+wait_until 10 shows_at broker log.cleaner.backoff.ms=20000 || fail ".kpfs/config lacks broker 1's log.cleaner.backoff.ms"
+expect_eq default "$(level_of log.cleaner.threads=2)" "the level of log.cleaner.threads in .kpfs/config"
+# The cluster's own rule refuses a rewrite without min.insync.replicas (Kafka 4's ELR),
+# with its text; neither level changes.
+expect_errno "Invalid argument" "printf '# overrides\\n' >'$MNT/.kpfs/config'"
+expect_contains "$(cat "$MNT/.kpfs/errors")" "Cluster-level min.insync.replicas cannot be removed while ELR is enabled" \
+    ".kpfs/errors after a rewrite of .kpfs/config without min.insync.replicas"
+expect_contains "$(broker_configs --entity-default)" "log.cleaner.threads=2" "the default level after a refused rewrite"
+expect_contains "$(broker_configs --entity-name 1)" "log.cleaner.backoff.ms=20000" "broker 1 after a refused rewrite"
 
 # tail -f through the mount while the partition's leader is killed with kill -9 and
 # restarted: every line once, in order. The mount's writer and Kafka's producer write to
@@ -161,6 +206,41 @@ done
 rmdir "$MNT/.kpfs/groups/readers"
 expect_eq "" "$("$KAFKA_BIN/kafka-consumer-groups.sh" --bootstrap-server "$B" --list 2>/dev/null | grep -x readers)" \
     "kafka-consumer-groups.sh --list after rmdir"
+
+# status: each partition's size on its leader's disk, as kafka-log-dirs.sh reports it.
+"$KAFKA_BIN/kafka-log-dirs.sh" --bootstrap-server "$B" --describe --topic-list clicks |
+    grep '^{' >"$scratch/log-dirs.json"
+status=$(cat "$MNT/clicks/status")
+total=0
+for p in 0 1 2; do
+    leader=$(kafka_cluster_leader clicks "$p")
+    size=$("$PY" -c '
+import json, sys
+brokers = json.load(open(sys.argv[1]))["brokers"]
+print(sum(p["size"] for b in brokers if b["broker"] == int(sys.argv[2])
+          for d in b["logDirs"] for p in d["partitions"] if p["partition"] == sys.argv[3]))
+' "$scratch/log-dirs.json" "$leader" "clicks-$p")
+    [ "$size" -gt 0 ] || fail "kafka-log-dirs.sh shows clicks-$p empty on node $leader"
+    expect_eq "$leader $size" "$(awk -v p="$p" '$1 == p && NF == 8 { print $2, $7 }' <<<"$status")" \
+        "the leader and size_bytes of clicks-$p in clicks/status"
+    expect_eq "$size" "$(awk '$1 == "size_bytes:" { print $2 }' "$MNT/clicks/partitions/$p/status")" \
+        "size_bytes in clicks/partitions/$p/status"
+    total=$((total + size))
+done
+expect_contains "$status" "size_bytes: $total" "clicks/status's total size"
+
+# .kpfs/transactions/: the cluster's transactional ids, each as kafka-transactions.sh
+# describe prints it (the duration column is the time of the asking).
+mkdir "$MNT/txns"
+"$PY" "$KPFS_ROOT/tests/shell/confluent_client.py" transactional "$B" mover-txn txns >"$scratch/txn.out" 2>&1 ||
+    fail "the transactional producer failed: $(cat "$scratch/txn.out")"
+wait_until 10 test -e "$MNT/.kpfs/transactions/mover-txn" || fail ".kpfs/transactions/ lacks mover-txn"
+expect_eq mover-txn "$(ls "$MNT/.kpfs/transactions")" "ls .kpfs/transactions"
+without_duration() { awk -F'\t' '{ $8 = ""; for (i = 1; i <= NF; i++) sub(/ +$/, "", $i); print }' OFS='|'; }
+expect_eq "$("$KAFKA_BIN/kafka-transactions.sh" --bootstrap-server "$B" describe --transactional-id mover-txn | without_duration)" \
+    "$(without_duration <"$MNT/.kpfs/transactions/mover-txn")" ".kpfs/transactions/mover-txn beside kafka-transactions.sh describe"
+expect_contains "$(cat "$MNT/.kpfs/transactions/mover-txn")" "CompleteAbort" ".kpfs/transactions/mover-txn's state"
+[ ! -e "$MNT/.kpfs/transactions/no-such-id" ] || fail ".kpfs/transactions/no-such-id exists"
 
 # mkdir TOPIC/partitions/N is CreatePartitions; rmdir TOPIC is DeleteTopics.
 mkdir "$MNT/orders/partitions/1"

@@ -49,6 +49,14 @@ expect_eq "retention.ms=5" "$(grep '^retention.ms=' "$CONFIG")" "retention.ms be
 cat "$scratch/saved" > "$CONFIG"
 expect_eq "$(cat "$scratch/saved")" "$(cat "$CONFIG")" "config after cat saved > config"
 
+# A rewrite with a refused line changes nothing: `>`'s truncation is part of the change
+# (the O_TRUNC open), not applied before its lines are checked.
+expect_errno "Invalid argument" "printf 'segment.ms=7\\nretention.ms=soon\\n' > '$CONFIG'"
+expect_eq "$(cat "$scratch/saved")" "$(cat "$CONFIG")" "config after a refused rewrite"
+echo "log.cleaner.threads=2" >> "$MNT/.kpfs/config"
+expect_errno "Invalid argument" "printf 'log.cleaner.threads=abc\\n' > '$MNT/.kpfs/config'"
+expect_contains "$(cat "$MNT/.kpfs/config")" $'\nlog.cleaner.threads=2\n' ".kpfs/config after a refused rewrite"
+
 # Overrides persist across umount/remount.
 mkdir "$MNT/p"
 printf 'retention.ms=4321\nmax.message.bytes=2000\n' > "$MNT/p/config"

@@ -37,6 +37,13 @@ pub(super) type BrokerEdits = BTreeMap<BrokerName, Option<Setting>>;
 /// A topic config a change sets (`Some(value)`) or removes (`None`).
 pub(crate) type TopicEdit<'a> = (TopicKey, Option<&'a str>);
 
+/// A `.kpfs/config` change's edits by level ([`ConfigChange::broker_edits`]).
+pub(crate) struct BrokerLevelEdits<'a> {
+    pub(crate) replace: bool,
+    pub(crate) cluster_default: Vec<(&'static str, Option<&'a str>)>,
+    pub(crate) this_broker: Vec<(&'static str, Option<&'a str>)>,
+}
+
 /// Which overrides a change replaces rather than edits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Replace {
@@ -316,6 +323,32 @@ impl ConfigChange {
             .map(|(key, setting)| (*key, setting.as_ref().map(|s| s.text.as_str())))
             .collect();
         Ok((self.replace == Replace::All, edits))
+    }
+
+    /// A broker change from `.kpfs/config` as edits for another store to make: whether the
+    /// named overrides replace all of both levels (`>`), then the cluster-wide level's and
+    /// this broker's edits by Kafka's names, each set (`Some`) or removed (`None`).
+    pub(crate) fn broker_edits(&self) -> Result<BrokerLevelEdits<'_>, ConfigError> {
+        let Edits::Broker {
+            cluster_default,
+            this_broker,
+            ..
+        } = &self.edits
+        else {
+            panic!("a broker config change, got a {:?} one", self.scope);
+        };
+        self.check_accepted()?;
+        fn named(edits: &BrokerEdits) -> Vec<(&'static str, Option<&str>)> {
+            edits
+                .iter()
+                .map(|(name, setting)| (name.name(), setting.as_ref().map(|s| s.text.as_str())))
+                .collect()
+        }
+        Ok(BrokerLevelEdits {
+            replace: self.replace == Replace::All,
+            cluster_default: named(cluster_default),
+            this_broker: named(this_broker),
+        })
     }
 
     /// A group's overrides with this group change applied.

@@ -21,7 +21,7 @@ mod value;
 
 pub(crate) use broker::ConfigSource;
 pub use broker::{BrokerConfig, GroupSettings, ListenerSettings, TransactionSettings};
-pub(crate) use change::{ConfigChange, ConfigScope};
+pub(crate) use change::{ConfigChange, ConfigScope, OVERRIDES_HEADER, THIS_BROKER_HEADER};
 pub(crate) use def::BrokerLevel;
 pub(crate) use def::{is_list_config, TopicKey};
 pub(crate) use error::ConfigError;
