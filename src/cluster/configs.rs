@@ -140,11 +140,10 @@ impl ClusterShared {
         let answer = connection.call(&request)?;
         let mut lists = Vec::with_capacity(answer.results.len());
         for result in answer.results {
-            connection.check(
-                &format!(
-                    "describe the configs of {}",
-                    resource_text(result.resource_type, &result.resource_name)
-                ),
+            check_resource(
+                connection,
+                "describe",
+                (result.resource_type, &result.resource_name),
                 result.error_code,
                 result.error_message.as_ref(),
             )?;
@@ -217,17 +216,29 @@ impl ClusterShared {
             .with_validate_only(validate_only);
         let answer = connection.call(&request)?;
         for response in answer.responses {
-            connection.check(
-                &format!(
-                    "alter the configs of {}",
-                    resource_text(response.resource_type, &response.resource_name)
-                ),
+            check_resource(
+                connection,
+                "alter",
+                (response.resource_type, &response.resource_name),
                 response.error_code,
                 response.error_message.as_ref(),
             )?;
         }
         Ok(())
     }
+}
+
+/// Fails with the cluster's error for one resource of an answer, if it has one: `verb`
+/// ("describe", "alter") says what was asked of the resource's configs.
+fn check_resource(
+    connection: &Connection,
+    verb: &str,
+    (kind, name): (i8, &str),
+    code: i16,
+    message: Option<&StrBytes>,
+) -> Result<()> {
+    let action = format!("{verb} the configs of {}", resource_text(kind, name));
+    connection.check(&action, code, message)
 }
 
 /// How a resource is named in an error: `topic orders`, `broker 1`, `the cluster-wide

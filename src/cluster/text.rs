@@ -408,24 +408,18 @@ impl Cluster {
             request.with_key(key.clone())
         };
         let found = any.call_at(&request, version)?;
-        let (node, host, port) = match found.coordinators.first() {
-            Some(c) => {
-                any.check(
-                    "find the coordinator",
-                    c.error_code,
-                    c.error_message.as_ref(),
-                )?;
-                (c.node_id.0, c.host.to_string(), c.port)
-            }
-            None => {
-                any.check(
-                    "find the coordinator",
-                    found.error_code,
-                    found.error_message.as_ref(),
-                )?;
-                (found.node_id.0, found.host.to_string(), found.port)
-            }
+        // Before version 4 the answer is its top-level fields, from then on a list.
+        let (code, message, node, host, port) = match found.coordinators.first() {
+            Some(c) => (c.error_code, &c.error_message, c.node_id.0, &c.host, c.port),
+            None => (
+                found.error_code,
+                &found.error_message,
+                found.node_id.0,
+                &found.host,
+                found.port,
+            ),
         };
+        any.check("find the coordinator", code, message.as_ref())?;
         let mut coordinator = self.shared.direct.connect(&format!("{host}:{port}"))?;
         let request = DescribeTransactionsRequest::default()
             .with_transactional_ids(vec![TransactionalId(key)]);

@@ -329,14 +329,7 @@ impl ConfigChange {
     /// named overrides replace all of both levels (`>`), then the cluster-wide level's and
     /// this broker's edits by Kafka's names, each set (`Some`) or removed (`None`).
     pub(crate) fn broker_edits(&self) -> Result<BrokerLevelEdits<'_>, ConfigError> {
-        let Edits::Broker {
-            cluster_default,
-            this_broker,
-            ..
-        } = &self.edits
-        else {
-            panic!("a broker config change, got a {:?} one", self.scope);
-        };
+        let (cluster_default, this_broker) = self.broker_levels();
         self.check_accepted()?;
         fn named(edits: &BrokerEdits) -> Vec<(&'static str, Option<&str>)> {
             edits
@@ -349,6 +342,19 @@ impl ConfigChange {
             cluster_default: named(cluster_default),
             this_broker: named(this_broker),
         })
+    }
+
+    /// A broker change's edits: the cluster-wide level's, this broker's.
+    fn broker_levels(&self) -> (&BrokerEdits, &BrokerEdits) {
+        let Edits::Broker {
+            cluster_default,
+            this_broker,
+            ..
+        } = &self.edits
+        else {
+            panic!("a broker config change, got a {:?} one", self.scope);
+        };
+        (cluster_default, this_broker)
     }
 
     /// A group's overrides with this group change applied.
@@ -381,14 +387,7 @@ impl ConfigChange {
         cluster_values: &Settings,
         broker_values: &Settings,
     ) -> Result<(Settings, Settings), ConfigError> {
-        let Edits::Broker {
-            cluster_default,
-            this_broker,
-            ..
-        } = &self.edits
-        else {
-            panic!("a broker config change, got a {:?} one", self.scope);
-        };
+        let (cluster_default, this_broker) = self.broker_levels();
         let replaces =
             |level| matches!(self.replace, Replace::All) || self.replace == Replace::Level(level);
         Ok((
