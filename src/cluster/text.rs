@@ -33,18 +33,27 @@ pub(super) use crate::engine::rejection_line;
 /// The header of the partition table of `status`.
 const PARTITION_HEADER: &str = "partition  leader  replicas  isr  log_start_offset  log_end_offset  size_bytes  log_bytes_measured\n";
 
-/// What the brokers' log directories hold of one topic: each replica's bytes by (broker,
+/// What the brokers' log directories hold: each replica's bytes by (topic, broker,
 /// partition), and the brokers that did not say, with why.
 struct ReplicaSizes {
-    bytes: HashMap<(i32, i32), i64>,
+    bytes: HashMap<(String, i32, i32), i64>,
     unanswered: Vec<String>,
 }
 
+impl ReplicaSizes {
+    /// The bytes of `topic`'s partition on its leader.
+    fn of_leader(&self, topic: &str, partition: &MetadataPartition) -> Option<i64> {
+        self.bytes
+            .get(&(topic.to_string(), partition.leader(), partition.id()))
+            .copied()
+    }
+}
+
 impl ClusterShared {
-    /// DescribeLogDirs of `topic` on every broker (what `kafka-log-dirs.sh --describe`
-    /// asks): the size of each replica, a future replica (one moving between directories)
-    /// left out.
-    fn replica_sizes(&self, topic: &str, partitions: &[i32]) -> ReplicaSizes {
+    /// DescribeLogDirs on every broker (what `kafka-log-dirs.sh --describe` asks), of
+    /// `only`'s partitions or of every topic: the size of each replica, a future replica
+    /// (one moving between directories) left out.
+    fn replica_sizes(&self, only: Option<(&str, &[i32])>) -> ReplicaSizes {
         let mut sizes = ReplicaSizes {
             bytes: HashMap::new(),
             unanswered: Vec::new(),
@@ -56,11 +65,12 @@ impl ClusterShared {
                 return sizes;
             }
         };
-        let request = DescribeLogDirsRequest::default().with_topics(Some(vec![
-            DescribableLogDirTopic::default()
-                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-                .with_partitions(partitions.to_vec()),
-        ]));
+        let request =
+            DescribeLogDirsRequest::default().with_topics(only.map(|(topic, partitions)| {
+                vec![DescribableLogDirTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                    .with_partitions(partitions.to_vec())]
+            }));
         for (id, address) in brokers {
             let answer = self.direct.connect(&address).and_then(|mut connection| {
                 let answer = connection.call(&request)?;
@@ -75,10 +85,10 @@ impl ClusterShared {
                 }
             };
             for dir in answer.results.iter().filter(|dir| dir.error_code == 0) {
-                for t in dir.topics.iter().filter(|t| t.name.0.as_str() == topic) {
+                for t in &dir.topics {
                     for p in t.partitions.iter().filter(|p| !p.is_future_key) {
-                        *sizes.bytes.entry((id, p.partition_index)).or_default() +=
-                            p.partition_size;
+                        let replica = (t.name.0.to_string(), id, p.partition_index);
+                        *sizes.bytes.entry(replica).or_default() += p.partition_size;
                     }
                 }
             }
@@ -125,8 +135,8 @@ impl TopicLink {
             .map(|p| p.id())
             .filter(|&id| only.is_none_or(|only| only as i32 == id))
             .collect();
-        let sizes = self.shared.replica_sizes(name, &shown);
-        let leader_size = |p: &MetadataPartition| sizes.bytes.get(&(p.leader(), p.id())).copied();
+        let sizes = self.shared.replica_sizes(Some((name, &shown)));
+        let leader_size = |p: &MetadataPartition| sizes.of_leader(name, p);
         let total: Option<i64> = topic
             .partitions()
             .iter()
@@ -312,7 +322,8 @@ impl Cluster {
     }
 
     /// `.kpfs/metrics`: the local mount's families a cluster answers (each partition's log
-    /// start and end offsets, as its brokers report them) and the bytes of `log` measured.
+    /// start and end offsets and its leader's size, as its brokers report them) and the
+    /// bytes of `log` measured.
     pub(crate) fn metrics_text(&self) -> String {
         let mut start = Family::new(
             "kpfs_log_start_offset",
@@ -324,14 +335,29 @@ impl Cluster {
             "gauge",
             "The high watermark (kafka.log:type=Log,name=LogEndOffset of the leader, less what is not replicated yet), as the cluster reports it.",
         );
+        let mut size = Family::new(
+            "kpfs_log_size_bytes",
+            "gauge",
+            "Bytes of the partition's leader replica on its broker's disk (kafka.log:type=Log,name=Size), as DescribeLogDirs reports it.",
+        );
         let mut measured = Family::new(
             "kpfs_cluster_log_bytes_measured",
             "gauge",
             "Bytes of the partition's `log` stream this mount has learned the positions of.",
         );
+        let sizes = self.shared.replica_sizes(None);
+        let leaders = self
+            .shared
+            .admin
+            .inner()
+            .fetch_metadata(None, REQUEST_TIMEOUT)
+            .ok();
         let topics: Vec<_> = self.topics.lock().values().cloned().collect();
         for topic in topics {
             let name = topic.name();
+            let described = leaders
+                .as_ref()
+                .and_then(|m| m.topics().iter().find(|t| t.name() == name));
             for p in 0..topic.partition_count() {
                 let partition = p.to_string();
                 let labels = [("topic", name), ("partition", partition.as_str())];
@@ -344,11 +370,16 @@ impl Cluster {
                     start.add(&labels, low);
                     end.add(&labels, high);
                 }
+                let metadata =
+                    described.and_then(|t| t.partitions().iter().find(|m| m.id() == p as i32));
+                if let Some(bytes) = metadata.and_then(|m| sizes.of_leader(name, m)) {
+                    size.add(&labels, bytes);
+                }
                 measured.add(&labels, topic.link.stream_len(Stream::Partition(p)));
             }
         }
         let mut out = String::new();
-        for family in [start, end, measured] {
+        for family in [start, end, size, measured] {
             family.render(&mut out);
         }
         out

@@ -225,6 +225,8 @@ print(sum(p["size"] for b in brokers if b["broker"] == int(sys.argv[2])
         "the leader and size_bytes of clicks-$p in clicks/status"
     expect_eq "$size" "$(awk '$1 == "size_bytes:" { print $2 }' "$MNT/clicks/partitions/$p/status")" \
         "size_bytes in clicks/partitions/$p/status"
+    expect_eq "$size" "$(metric "kpfs_log_size_bytes{topic=\"clicks\",partition=\"$p\"}")" \
+        "kpfs_log_size_bytes of clicks-$p in .kpfs/metrics"
     total=$((total + size))
 done
 expect_contains "$status" "size_bytes: $total" "clicks/status's total size"
