@@ -412,6 +412,39 @@ pub struct Log {
     /// after the deletion returns; read without it by readers, who hold the topic
     /// through descriptors opened before and must not read a deleted topic's records.
     deleted: AtomicBool,
+    /// Tests' look at the log between a produced batch's append and its producer's
+    /// state update, where a concurrent reader may land.
+    #[cfg(test)]
+    pub(crate) after_append: AfterAppend,
+}
+
+/// A test's one-shot step run inside the next [`Log::append_produced`], once the batch
+/// is in its segment and before its producer's state is updated: what a reader on
+/// another thread may see there, made deterministic.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct AfterAppend(Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+#[cfg(test)]
+impl AfterAppend {
+    pub(crate) fn set(&self, step: impl FnOnce() + Send + 'static) {
+        *self.0.lock() = Some(Box::new(step));
+    }
+
+    fn run(&self) {
+        // Taken out first: the step may read the log, and runs once.
+        let step = self.0.lock().take();
+        if let Some(step) = step {
+            step();
+        }
+    }
+}
+
+#[cfg(test)]
+impl std::fmt::Debug for AfterAppend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AfterAppend")
+    }
 }
 
 #[derive(Debug)]
@@ -460,6 +493,8 @@ impl Log {
             leader_epochs: Mutex::new(LeaderEpochCheckpoint::default()),
             topic_id: load_topic_id(dir)?,
             unstable_position: Mutex::new(None),
+            #[cfg(test)]
+            after_append: AfterAppend::default(),
             deleted: AtomicBool::new(false),
         };
         let loader = LogLoader {
@@ -762,7 +797,7 @@ impl Log {
                 let info = self.snapshot().active().info();
                 (info.next_offset, info.stream_end)
             };
-            let producers = self.producer_state.lock();
+            let mut producers = self.producer_state.lock();
             if let Some(producer) = &batch.producer {
                 let duplicate = (!origin.coordinator)
                     .then(|| producers.find_duplicate(producer))
@@ -776,6 +811,7 @@ impl Log {
                     return Ok((outcome, AppendInfo::default()));
                 }
                 producers.check(producer, (first_offset, &self.partition), origin)?;
+                producers.begin_append(producer, first_offset);
             }
             drop(producers);
             set_base_offset(&mut batch.header, first_offset);
@@ -790,33 +826,44 @@ impl Log {
                 rolls: Vec::new(),
             };
             let incoming_max_timestamp = header.max_timestamp;
-            let active = self.maybe_roll(
-                size,
-                incoming_max_timestamp,
-                segment_size,
-                config,
-                &mut info,
-            )?;
             let stream_end = stream_pos + batch.stream_len;
             let mark = StreamMark {
                 offset: first_offset,
                 stream_pos,
                 shape: batch.shape,
             };
-            active.append_parts(
-                &[&batch.header, &batch.records],
-                BatchStream {
-                    marks: &[mark],
-                    stream_end,
-                },
-                config.index_interval_bytes.max(0) as u64,
-            )?;
+            let appended = self
+                .maybe_roll(
+                    size,
+                    incoming_max_timestamp,
+                    segment_size,
+                    config,
+                    &mut info,
+                )
+                .and_then(|active| {
+                    active.append_parts(
+                        &[&batch.header, &batch.records],
+                        BatchStream {
+                            marks: &[mark],
+                            stream_end,
+                        },
+                        config.index_interval_bytes.max(0) as u64,
+                    )
+                });
+            if let Err(e) = appended {
+                self.producer_state.lock().abandon_append();
+                return Err(e);
+            }
             let end = self.snapshot().active().info();
             assert_eq!(
                 (end.next_offset, end.stream_end),
                 (header.next_offset(), stream_end),
                 "the log ends where the produced batch ends"
             );
+            // Readers see the batch from here on (the log end covers it); its producer's
+            // state is recorded next ([`ProducerStateManager::begin_append`]).
+            #[cfg(test)]
+            self.after_append.run();
             if let Some(producer) = batch.producer {
                 self.producer_state.lock().record_batch(producer, &header);
             }

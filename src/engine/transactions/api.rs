@@ -494,6 +494,62 @@ mod tests {
         );
     }
 
+    /// A `read_committed` Fetch that lands while a transaction's first batch is being
+    /// appended (in the segment, its producer's state not yet updated) must not take the
+    /// batch for committed: Kafka's readers never see a batch there (its high watermark
+    /// passes a batch only once the producer state recorded it). When kpfs's last stable
+    /// offset was the log end there, a transaction that then aborted had its records
+    /// consumed: franz-go's TestTxnEtl panicked "consumed too much".
+    #[test]
+    fn a_transactions_first_batch_is_not_stable_while_it_is_being_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path(), None);
+        engine.create_topic("t", 1).unwrap();
+        let (pid, epoch) = engine.init_transactional_producer("tx", 60_000).unwrap();
+        let p = engine.topic("t").unwrap().partition(0).unwrap();
+        let read_committed = |p: &crate::engine::Partition| {
+            let read = p
+                .fetch_limited(0, 1 << 20, true, Isolation::ReadCommitted)
+                .unwrap();
+            let aborted: Vec<(i64, u64)> = read
+                .aborted
+                .iter()
+                .flatten()
+                .map(|a| (a.producer_id, a.first_offset))
+                .collect();
+            (
+                read.high_watermark,
+                read.last_stable_offset,
+                read.bytes() > 0,
+                aborted,
+            )
+        };
+        // The reader that lands in the append, as a Fetch on another connection can.
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let (reader, seen_by_reader) = (p.clone(), seen.clone());
+        p.log().after_append.set(move || {
+            seen_by_reader.lock().push(read_committed(&reader));
+        });
+        engine
+            .produce_in_txn(
+                "tx",
+                ("t", 0),
+                (pid, epoch),
+                TV2,
+                &batch((pid, epoch), 0, "a"),
+            )
+            .unwrap();
+        assert_eq!(
+            *seen.lock(),
+            [(1, 0, false, vec![])],
+            "in the log, not stable: no record for a read_committed reader"
+        );
+        assert_eq!(read_committed(&p), (1, 0, false, vec![]), "still open");
+        // It aborts: a reader is told so along with the batch.
+        engine.end_txn("tx", (pid, epoch), false, TV2).unwrap();
+        assert_eq!(read_committed(&p), (2, 2, true, vec![(pid, 0)]));
+    }
+
     #[test]
     fn at_transaction_version_2_a_txn_offset_commit_adds_the_offsets_partition() {
         let dir = tempfile::tempdir().unwrap();
