@@ -581,27 +581,42 @@ mod tests {
             engine.describe_transaction("tx").unwrap().partitions,
             [offsets_partition()]
         );
-        let committed = |engine: &Engine| {
-            engine
+        // (offset, pending) of t-0 for group `group`.
+        let committed = |engine: &Engine, group: &str| {
+            let fetched = &engine
                 .groups()
-                .fetch_offsets("g", Some(&[("t".to_string(), 0)]))[0]
-                .offset
+                .fetch_offsets(group, Some(&[("t".to_string(), 0)]))[0];
+            (fetched.offset, fetched.pending_txn)
         };
         assert_eq!(
-            committed(&engine),
-            -1,
-            "pending until the transaction commits"
+            committed(&engine, "g"),
+            (-1, true),
+            "pending until the transaction commits, and said to be (KIP-447)"
         );
+        assert_eq!(committed(&engine, "other"), (-1, false), "g's alone");
         assert_eq!(
             engine.end_txn("tx", producer, true, TV2),
             Ok((producer.0, 1))
         );
-        assert_eq!(committed(&engine), 7);
+        assert_eq!(committed(&engine, "g"), (7, false));
         // A fenced producer's offsets are refused as its writes are.
         assert!(matches!(
             engine.txn_offset_commit("tx", producer, TV2, &commit),
             Err(TxnOrGroupError::Txn(TxnError::ProducerFenced))
         ));
+        // An aborted transaction's offsets are pending until the abort, then dropped.
+        let producer = (producer.0, 1);
+        let mut moved = commit.clone();
+        moved.offsets[0].offset = 9;
+        engine
+            .txn_offset_commit("tx", producer, TV2, &moved)
+            .unwrap();
+        assert_eq!(committed(&engine, "g"), (7, true));
+        assert_eq!(
+            engine.end_txn("tx", producer, false, TV2),
+            Ok((producer.0, 2))
+        );
+        assert_eq!(committed(&engine, "g"), (7, false));
     }
 
     #[test]
