@@ -412,27 +412,30 @@ pub struct Log {
     /// after the deletion returns; read without it by readers, who hold the topic
     /// through descriptors opened before and must not read a deleted topic's records.
     deleted: AtomicBool,
-    /// Tests' look at the log between a produced batch's append and its producer's
-    /// state update, where a concurrent reader may land.
+    /// Tests' step inside [`Log::append_produced`], between a produced batch's append
+    /// and its producer's state update, where a concurrent reader may land.
     #[cfg(test)]
-    pub(crate) after_append: AfterAppend,
+    pub(crate) after_append: TestStep,
+    /// Tests' step inside a read (a Fetch, a read of `log`), between its reads of the
+    /// last stable offset and of the segments, where a concurrent writer may land.
+    #[cfg(test)]
+    pub(crate) between_stable_and_segments: TestStep,
 }
 
-/// A test's one-shot step run inside the next [`Log::append_produced`], once the batch
-/// is in its segment and before its producer's state is updated: what a reader on
-/// another thread may see there, made deterministic.
+/// A test's one-shot step, run where another thread may act (a reader inside an append,
+/// a writer inside a read), so that the interleaving is deterministic.
 #[cfg(test)]
 #[derive(Default)]
-pub(crate) struct AfterAppend(Mutex<Option<Box<dyn FnOnce() + Send>>>);
+pub(crate) struct TestStep(Mutex<Option<Box<dyn FnOnce() + Send>>>);
 
 #[cfg(test)]
-impl AfterAppend {
+impl TestStep {
     pub(crate) fn set(&self, step: impl FnOnce() + Send + 'static) {
         *self.0.lock() = Some(Box::new(step));
     }
 
-    fn run(&self) {
-        // Taken out first: the step may read the log, and runs once.
+    pub(crate) fn run(&self) {
+        // Taken out first: the step may use the log, and runs once.
         let step = self.0.lock().take();
         if let Some(step) = step {
             step();
@@ -441,9 +444,9 @@ impl AfterAppend {
 }
 
 #[cfg(test)]
-impl std::fmt::Debug for AfterAppend {
+impl std::fmt::Debug for TestStep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AfterAppend")
+        f.write_str("TestStep")
     }
 }
 
@@ -494,7 +497,9 @@ impl Log {
             topic_id: load_topic_id(dir)?,
             unstable_position: Mutex::new(None),
             #[cfg(test)]
-            after_append: AfterAppend::default(),
+            after_append: TestStep::default(),
+            #[cfg(test)]
+            between_stable_and_segments: TestStep::default(),
             deleted: AtomicBool::new(false),
         };
         let loader = LogLoader {

@@ -550,6 +550,61 @@ mod tests {
         assert_eq!(read_committed(&p), (2, 2, true, vec![(pid, 0)]));
     }
 
+    /// A read that a transaction's ABORT lands in, the marker rolling a new segment
+    /// (whose `.txnindex` gets the abort): neither a `read_committed` Fetch nor a read of
+    /// `log` may show the aborted record. Reading the segments before the roll and the
+    /// last stable offset after the abort, they had the record below the last stable
+    /// offset and no segment listing the abort. Kafka reads the last stable offset first,
+    /// then the segments as they are then.
+    #[test]
+    fn an_abort_rolling_a_segment_during_a_read_is_not_read_as_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path(), None);
+        // (what the read served of the aborted record, the aborts it listed)
+        type Read = fn(&crate::engine::Partition) -> (bool, Vec<(i64, u64)>);
+        let fetch: Read = |p| {
+            let read = p
+                .fetch_limited(0, 1 << 20, true, Isolation::ReadCommitted)
+                .unwrap();
+            let aborted = read.aborted.iter().flatten();
+            let aborted = aborted.map(|a| (a.producer_id, a.first_offset)).collect();
+            (read.bytes() > 0, aborted)
+        };
+        let cat: Read = |p| {
+            let mut cursor = crate::engine::LogCursor::default();
+            let shown = p.read_log(&mut cursor, 0, 1 << 10).unwrap();
+            (!shown.is_empty(), Vec::new())
+        };
+        for (name, read) in [("fetched", fetch), ("cat", cat)] {
+            let t = engine.create_topic(name, 1).unwrap();
+            let (pid, epoch) = engine.init_transactional_producer(name, 60_000).unwrap();
+            engine
+                .produce_in_txn(
+                    name,
+                    (name, 0),
+                    (pid, epoch),
+                    TV2,
+                    &batch((pid, epoch), 0, "aborted"),
+                )
+                .unwrap();
+            // Segments so small that the marker rolls a new one.
+            t.update_config(b"internal.segment.bytes=100").unwrap();
+            let p = t.partition(0).unwrap();
+            // The coordinator's ABORT (at the bumped epoch), landing inside the read.
+            let writer = t.clone();
+            p.log().between_stable_and_segments.set(move || {
+                let abort = super::super::marker_for((pid, epoch + 1), false, TV2);
+                writer.append_txn_marker(0, &abort).unwrap();
+            });
+            let (served, aborted) = read(&p);
+            assert_eq!(p.log().snapshot().segments.len(), 2, "{name}: rolled");
+            assert!(
+                !served || aborted == [(pid, 0)],
+                "{name}: the aborted record shown, with the aborts {aborted:?}"
+            );
+        }
+    }
+
     #[test]
     fn at_transaction_version_2_a_txn_offset_commit_adds_the_offsets_partition() {
         let dir = tempfile::tempdir().unwrap();
