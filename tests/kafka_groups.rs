@@ -26,11 +26,15 @@ use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
 };
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DeleteTopicsRequest, DescribeGroupsRequest, DescribeGroupsResponse,
-    FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse,
-    LeaveGroupRequest, ListGroupsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest, SyncGroupResponse,
+    EndTxnRequest, FindCoordinatorRequest, GroupId, HeartbeatRequest, InitProducerIdRequest,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProducerId, SyncGroupRequest,
+    SyncGroupResponse, TransactionalId, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use kpfs::engine::groups::GroupState;
@@ -1202,4 +1206,81 @@ fn a_group_spreads_the_partitions_of_a_topic_as_its_leader_assigns_them() {
         committed(&mut client),
         [("t".into(), 0, 10), ("t".into(), 2, 12)]
     );
+}
+
+/// OffsetFetch v9 of partitions 0 and 1 of "t" for GROUP, with `require_stable`:
+/// [(offset, error)].
+fn fetch_stable(client: &mut Client, require_stable: bool) -> Vec<(i64, i16)> {
+    let mut topic = OffsetFetchRequestTopics::default();
+    topic.name = name("t");
+    topic.partition_indexes = vec![0, 1];
+    let mut g = OffsetFetchRequestGroup::default();
+    g.group_id = group_id(GROUP);
+    g.topics = Some(vec![topic]);
+    let mut request = OffsetFetchRequest::default();
+    request.groups = vec![g];
+    request.require_stable = require_stable;
+    let response = client.send(9, &request);
+    response.groups[0].topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.committed_offset, p.error_code))
+        .collect()
+}
+
+/// KIP-447: the offset a transaction sent (TxnOffsetCommit) is pending until its marker,
+/// and an OffsetFetch with `require_stable` (which every consumer of a transactional
+/// pipeline sends when it takes partitions over) answers its partition
+/// UNSTABLE_OFFSET_COMMIT meanwhile, so the new owner waits for the transaction rather
+/// than start from an offset it is about to move; without `require_stable`, the committed
+/// offset. As Kafka's `OffsetMetadataManager.fetchOffsets`.
+#[test]
+fn a_transactions_pending_offset_is_unstable_to_a_fetch_requiring_stable_offsets() {
+    const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+    let broker = Broker::start();
+    broker.engine.create_topic("t", 2).unwrap();
+    let mut client = broker.client();
+    find_group_coordinator(&mut client, 6, GROUP);
+    assert_eq!(commit(&mut client, 9, -1, "", 3), 0, "partition 0");
+
+    let mut init = InitProducerIdRequest::default();
+    init.transactional_id = Some(TransactionalId(text("tx")));
+    init.transaction_timeout_ms = 60_000;
+    init.producer_id = ProducerId(-1);
+    init.producer_epoch = -1;
+    let producer = client.send(5, &init);
+    assert_eq!(producer.error_code, 0);
+    // TxnOffsetCommit v5: transaction version 2, the offsets partition joins at once.
+    let mut p = TxnOffsetCommitRequestPartition::default();
+    p.partition_index = 1;
+    p.committed_offset = 7;
+    p.committed_leader_epoch = -1;
+    let mut t = TxnOffsetCommitRequestTopic::default();
+    t.name = name("t");
+    t.partitions = vec![p];
+    let mut request = TxnOffsetCommitRequest::default();
+    request.transactional_id = TransactionalId(text("tx"));
+    request.group_id = group_id(GROUP);
+    request.producer_id = producer.producer_id;
+    request.producer_epoch = producer.producer_epoch;
+    request.generation_id = -1;
+    request.member_id = text("");
+    request.topics = vec![t];
+    let response = client.send(5, &request);
+    assert_eq!(response.topics[0].partitions[0].error_code, 0);
+
+    assert_eq!(
+        fetch_stable(&mut client, true),
+        [(3, 0), (-1, UNSTABLE_OFFSET_COMMIT)],
+        "partition 1's offset waits for the transaction"
+    );
+    assert_eq!(fetch_stable(&mut client, false), [(3, 0), (-1, 0)]);
+
+    let mut end = EndTxnRequest::default();
+    end.transactional_id = TransactionalId(text("tx"));
+    end.producer_id = producer.producer_id;
+    end.producer_epoch = producer.producer_epoch;
+    end.committed = true;
+    assert_eq!(client.send(5, &end).error_code, 0);
+    assert_eq!(fetch_stable(&mut client, true), [(3, 0), (7, 0)]);
 }

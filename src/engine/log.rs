@@ -412,6 +412,42 @@ pub struct Log {
     /// after the deletion returns; read without it by readers, who hold the topic
     /// through descriptors opened before and must not read a deleted topic's records.
     deleted: AtomicBool,
+    /// Tests' step inside [`Log::append_produced`], between a produced batch's append
+    /// and its producer's state update, where a concurrent reader may land.
+    #[cfg(test)]
+    pub(crate) after_append: TestStep,
+    /// Tests' step inside a read (a Fetch, a read of `log`), between its reads of the
+    /// last stable offset and of the segments, where a concurrent writer may land.
+    #[cfg(test)]
+    pub(crate) between_stable_and_segments: TestStep,
+}
+
+/// A test's one-shot step, run where another thread may act (a reader inside an append,
+/// a writer inside a read), so that the interleaving is deterministic.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct TestStep(Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+#[cfg(test)]
+impl TestStep {
+    pub(crate) fn set(&self, step: impl FnOnce() + Send + 'static) {
+        *self.0.lock() = Some(Box::new(step));
+    }
+
+    pub(crate) fn run(&self) {
+        // Taken out first: the step may use the log, and runs once.
+        let step = self.0.lock().take();
+        if let Some(step) = step {
+            step();
+        }
+    }
+}
+
+#[cfg(test)]
+impl std::fmt::Debug for TestStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TestStep")
+    }
 }
 
 #[derive(Debug)]
@@ -460,6 +496,10 @@ impl Log {
             leader_epochs: Mutex::new(LeaderEpochCheckpoint::default()),
             topic_id: load_topic_id(dir)?,
             unstable_position: Mutex::new(None),
+            #[cfg(test)]
+            after_append: TestStep::default(),
+            #[cfg(test)]
+            between_stable_and_segments: TestStep::default(),
             deleted: AtomicBool::new(false),
         };
         let loader = LogLoader {
@@ -762,7 +802,7 @@ impl Log {
                 let info = self.snapshot().active().info();
                 (info.next_offset, info.stream_end)
             };
-            let producers = self.producer_state.lock();
+            let mut producers = self.producer_state.lock();
             if let Some(producer) = &batch.producer {
                 let duplicate = (!origin.coordinator)
                     .then(|| producers.find_duplicate(producer))
@@ -776,6 +816,7 @@ impl Log {
                     return Ok((outcome, AppendInfo::default()));
                 }
                 producers.check(producer, (first_offset, &self.partition), origin)?;
+                producers.begin_append(producer, first_offset);
             }
             drop(producers);
             set_base_offset(&mut batch.header, first_offset);
@@ -790,33 +831,44 @@ impl Log {
                 rolls: Vec::new(),
             };
             let incoming_max_timestamp = header.max_timestamp;
-            let active = self.maybe_roll(
-                size,
-                incoming_max_timestamp,
-                segment_size,
-                config,
-                &mut info,
-            )?;
             let stream_end = stream_pos + batch.stream_len;
             let mark = StreamMark {
                 offset: first_offset,
                 stream_pos,
                 shape: batch.shape,
             };
-            active.append_parts(
-                &[&batch.header, &batch.records],
-                BatchStream {
-                    marks: &[mark],
-                    stream_end,
-                },
-                config.index_interval_bytes.max(0) as u64,
-            )?;
+            let appended = self
+                .maybe_roll(
+                    size,
+                    incoming_max_timestamp,
+                    segment_size,
+                    config,
+                    &mut info,
+                )
+                .and_then(|active| {
+                    active.append_parts(
+                        &[&batch.header, &batch.records],
+                        BatchStream {
+                            marks: &[mark],
+                            stream_end,
+                        },
+                        config.index_interval_bytes.max(0) as u64,
+                    )
+                });
+            if let Err(e) = appended {
+                self.producer_state.lock().abandon_append();
+                return Err(e);
+            }
             let end = self.snapshot().active().info();
             assert_eq!(
                 (end.next_offset, end.stream_end),
                 (header.next_offset(), stream_end),
                 "the log ends where the produced batch ends"
             );
+            // Readers see the batch from here on (the log end covers it); its producer's
+            // state is recorded next ([`ProducerStateManager::begin_append`]).
+            #[cfg(test)]
+            self.after_append.run();
             if let Some(producer) = batch.producer {
                 self.producer_state.lock().record_batch(producer, &header);
             }

@@ -367,6 +367,11 @@ pub(crate) struct ProducerStateManager {
     last_snap_offset: u64,
     /// Snapshots written at a roll, synced by the next flush of the rolled segments.
     unsynced: Vec<u64>,
+    /// Where a transaction opens whose first batch is being appended: from before the
+    /// batch is in its segment until [`Self::record_batch`] opens the transaction. The
+    /// log end covers the batch as soon as it is in the segment, and a `read_committed`
+    /// reader must not see it there as stable (see [`Self::begin_append`]).
+    opening_txn: Option<u64>,
 }
 
 impl ProducerStateManager {
@@ -615,9 +620,37 @@ impl ProducerStateManager {
         Ok(())
     }
 
+    /// A batch that passed [`Self::check`] is about to go into the segment at
+    /// `first_offset`: if it opens its producer's transaction, the last stable offset
+    /// stops at `first_offset` from now on, before the batch is readable. Kafka's readers
+    /// never see a batch its producer state has not recorded (its high watermark passes
+    /// a batch only after `UnifiedLog.append` updated the producer state); kpfs's high
+    /// watermark is the log end, which covers the batch the moment it is in the
+    /// segment, before [`Self::record_batch`]. Without this, a Fetch landing between the
+    /// two read a transaction's first batch as committed, and the records of a
+    /// transaction that then aborted were consumed (franz-go's TestTxnEtl: "consumed
+    /// too much"). Ended by [`Self::record_batch`], or [`Self::abandon_append`] when
+    /// the append fails.
+    pub(crate) fn begin_append(&mut self, batch: &ProducerBatch, first_offset: u64) {
+        let opens_txn = batch.transactional
+            && self
+                .producers
+                .get(&batch.producer_id)
+                .is_none_or(|e| e.current_txn_first_offset.is_none());
+        if opens_txn {
+            self.opening_txn = Some(first_offset);
+        }
+    }
+
+    /// The append [`Self::begin_append`] announced failed: nothing was added.
+    pub(crate) fn abandon_append(&mut self) {
+        self.opening_txn = None;
+    }
+
     /// Kafka's `update` after an append: `header` is the batch as appended. A
     /// transactional batch of a producer with no open transaction opens one.
     pub(crate) fn record_batch(&mut self, batch: ProducerBatch, header: &BatchHeader) {
+        self.opening_txn = None;
         let entry = self
             .producers
             .entry(batch.producer_id)
@@ -712,9 +745,15 @@ impl ProducerStateManager {
         })
     }
 
-    /// Kafka's `firstUnstableOffset`: the first offset of the oldest open transaction.
+    /// Kafka's `firstUnstableOffset`: the first offset of the oldest open transaction,
+    /// or of the one whose first batch is being appended (at the log end, so after every
+    /// open one).
     pub(crate) fn first_unstable_offset(&self) -> Option<u64> {
-        self.ongoing_txns.keys().next().copied()
+        self.ongoing_txns
+            .keys()
+            .next()
+            .copied()
+            .or(self.opening_txn)
     }
 
     /// The open transactions, oldest first: (producer id, first offset).

@@ -16,7 +16,11 @@ library keeps to itself are visible:
   stops at a segment's end where kpfs goes on into the next (docs/KAFKA-PROTOCOL.md,
   "Fetch"), which is not what this compares;
 - LABEL-fetch-ru-pN: a READ_UNCOMMITTED Fetch of one byte from 0: its
-  aborted_transactions (null) and last stable offset.
+  aborted_transactions (null) and last stable offset;
+- LABEL-offset-fetch and LABEL-offset-fetch-stable: OffsetFetch of every partition for
+  the workload's group (TOPIC-group), without and with require_stable: with it, a
+  partition a transaction sent an offset for that its marker has not settled yet is
+  UNSTABLE_OFFSET_COMMIT (KIP-447), which consumers taking a partition over wait on.
 
 OUT_DIR/NAME.{kafka,kpfs} hold them as sorted JSON; OUT_DIR/LABEL.names the names.
 Nothing is normalised but what kafka_diff_wire.py's normalise() does (throttle times,
@@ -28,6 +32,7 @@ import os
 import sys
 
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.record.memory_records import MemoryRecords
 
@@ -105,6 +110,13 @@ def main():
             pair.write(f"{label}-offsets-p{p}", side, offsets[side])
             pair.write(f"{label}-fetch-rc-p{p}", side, fetches_rc(pair, side, topic, p))
             pair.write(f"{label}-fetch-ru-p{p}", side, one_fetch(pair, side, topic, p, 0, READ_UNCOMMITTED, max_bytes=1))
+    for stable in (False, True):
+        body = {
+            "groups": [{"group_id": f"{topic}-group", "member_id": None, "member_epoch": -1,
+                        "topics": [{"name": topic, "partition_indexes": list(range(int(partitions)))}]}],
+            "require_stable": stable,
+        }
+        pair.check(f"{label}-offset-fetch{'-stable' if stable else ''}", OffsetFetchRequest, OffsetFetchResponse, body)
     with open(os.path.join(out, f"{label}.names"), "w") as f:
         f.write("\n".join(pair.names) + "\n")
 

@@ -8,7 +8,8 @@
 # - while two transactions are open, while one is, and at the end: ListOffsets' earliest
 #   offset, high watermark and last stable offset (READ_COMMITTED), READ_COMMITTED
 #   Fetches' aborted_transactions, last_stable_offset and batches, a READ_UNCOMMITTED
-#   Fetch (kafka_txn_diff.py, raw requests), and kafka-transactions.sh list, describe and
+#   Fetch, OffsetFetch of the group's offsets with and without require_stable
+#   (kafka_txn_diff.py, raw requests), and kafka-transactions.sh list, describe and
 #   describe-producers;
 # - at the end, what read_committed and read_uncommitted consumers read and the timed-out
 #   producer's error (the workload's output), the partition directories' segment files,

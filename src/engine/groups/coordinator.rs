@@ -4,7 +4,7 @@
 //! `__consumer_offsets` before the answer goes out, so the log's order is the order of
 //! the changes and replaying it rebuilds them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crossbeam_channel::Sender;
@@ -191,7 +191,8 @@ impl GroupCoordinator {
     }
 
     /// OffsetFetch: the named partitions (every committed one when `None`); an unknown
-    /// group has nothing committed, which is not an error.
+    /// group has nothing committed, which is not an error. A partition with a
+    /// transaction's offset pending says so ([`FetchedOffset::pending_txn`]).
     pub fn fetch_offsets(
         &self,
         group_id: &str,
@@ -201,6 +202,13 @@ impl GroupCoordinator {
         // clients that commit without one.
         let state = self.lock_groups(&[group_id]);
         let group = state.groups.get(group_id);
+        let pending: BTreeSet<(&str, i32)> = state
+            .pending_txn_offsets
+            .values()
+            .flatten()
+            .filter(|(g, _)| g == group_id)
+            .map(|(_, c)| (c.topic.as_str(), c.partition))
+            .collect();
         let fetched = |topic: &str, partition: i32| {
             let committed = group.and_then(|g| g.offsets.get(&(topic.to_string(), partition)));
             FetchedOffset {
@@ -209,6 +217,7 @@ impl GroupCoordinator {
                 offset: committed.map_or(-1, |c| c.offset),
                 leader_epoch: committed.map_or(-1, |c| c.leader_epoch),
                 metadata: committed.map(|c| c.metadata.clone()).unwrap_or_default(),
+                pending_txn: pending.contains(&(topic, partition)),
             }
         };
         match partitions {

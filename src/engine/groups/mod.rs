@@ -143,6 +143,10 @@ pub struct FetchedOffset {
     pub offset: i64,
     pub leader_epoch: i32,
     pub metadata: String,
+    /// A transaction's offset for the partition is pending (TxnOffsetCommit, its marker
+    /// not yet written): Kafka's `hasPendingTransactionalOffsets`, for which an
+    /// OffsetFetch with `require_stable` is answered UNSTABLE_OFFSET_COMMIT.
+    pub pending_txn: bool,
 }
 
 /// A group's state, named as Kafka names it (`ClassicGroupState.toString`).

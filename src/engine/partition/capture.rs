@@ -189,9 +189,12 @@ impl Partition {
         let modified_ms = self.modified_ms();
         let mut attempts = 0;
         loop {
-            let snap = self.log.snapshot();
-            // After the snapshot: it holds every record below it.
+            // The last stable offset before the segments, as a read of the live log
+            // (`Source::live`) takes them.
             let visible = Visibility::below(self.log.last_stable_offset());
+            #[cfg(test)]
+            self.log.between_stable_and_segments.run();
+            let snap = self.log.snapshot();
             match self.capture_of(snap.clone(), visible, modified_ms) {
                 Ok(capture) => return Ok(capture),
                 // A segment that retention or the cleaner removed before it was pinned:

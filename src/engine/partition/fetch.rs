@@ -124,11 +124,18 @@ impl Partition {
         min_one: bool,
         isolation: Isolation,
     ) -> Result<FetchOutcome> {
+        // The last stable offset before the segments (Kafka's `UnifiedLog.read` takes its
+        // `maxOffsetMetadata` first too): the segments read after it hold every record
+        // below it, and every abort decided below it in a `.txnindex`. Read the other way
+        // round, an ABORT landing in between that rolled a new segment put its abort in a
+        // segment this read did not have, and the aborted batches, below the last stable
+        // offset, were served as committed.
+        let lso = self.log.last_stable_offset();
+        #[cfg(test)]
+        self.log.between_stable_and_segments.run();
         let mut snap = self.log.snapshot();
         let mut attempts = 0;
         loop {
-            // Read after the snapshot: the segments hold every record below it.
-            let lso = self.log.last_stable_offset();
             match self.fetch_in(&snap, (offset, max_bytes), (min_one, isolation), lso) {
                 Err(e) if attempts < STALE_READ_RETRIES && self.outdated(&snap) => {
                     // A segment of the snapshot was removed before it could be opened: a

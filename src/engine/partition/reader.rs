@@ -123,8 +123,8 @@ impl Partition {
     /// (at least the log start).
     pub(crate) fn offset_at_stream_pos(&self, pos: u64) -> Result<u64> {
         let mut cursor = LogCursor::default();
-        let source = Source::Live(self.log.snapshot());
-        let mut visible = source.visibility(self);
+        let source = Source::live(self);
+        let mut visible = source.visibility();
         self.reposition(&mut cursor, &source, pos, &mut visible)?;
         Ok(cursor.next_offset.max(self.log.log_start_offset()))
     }
@@ -132,7 +132,7 @@ impl Partition {
     /// Reads up to `len` bytes of the rendered stream at kernel offset `pos`. Never blocks;
     /// returns an empty vector at the end.
     pub fn read_log(&self, cursor: &mut LogCursor, pos: u64, len: usize) -> Result<Vec<u8>> {
-        self.read_log_in(cursor, pos, len, Source::Live(self.log.snapshot()))
+        self.read_log_in(cursor, pos, len, Source::live(self))
     }
 
     /// [`Partition::read_log`] from `source`: the live log from a snapshot, which may already
@@ -144,7 +144,7 @@ impl Partition {
         len: usize,
         mut source: Source<'_>,
     ) -> Result<Vec<u8>> {
-        let mut visible = source.visibility(self);
+        let mut visible = source.visibility();
         // Room for a block copy to run past the last record (see `extend_by_blocks`).
         let mut out = Vec::with_capacity(len.min(READ_MAX_BYTES) + COPY_BLOCK_BYTES);
         // Where in the stream the bytes not served from the replay buffer start.
@@ -505,25 +505,38 @@ impl Partition {
 /// What a read renders from.
 pub(super) enum Source<'a> {
     /// The live log, through a snapshot that a read replaces when retention or the
-    /// cleaner removed one of its segments.
-    Live(LogSnapshot),
+    /// cleaner removed one of its segments, and its last stable offset, read before the
+    /// first snapshot ([`Source::live`]).
+    Live(LogSnapshot, u64),
     /// A capture: its segments' bytes as they were, whatever happened to them since.
     Captured(&'a LogCapture),
 }
 
 impl Source<'_> {
+    /// The live log of `partition`: its last stable offset, then its segments. In that
+    /// order (Kafka's `UnifiedLog.read` too), the segments hold every record below the
+    /// offset and every abort decided below it in a `.txnindex`; the other way round,
+    /// an ABORT landing in between that rolled a new segment put its abort in a segment
+    /// the read did not have, and showed the aborted records.
+    pub(super) fn live(partition: &Partition) -> Source<'static> {
+        let stable = partition.log.last_stable_offset();
+        #[cfg(test)]
+        partition.log.between_stable_and_segments.run();
+        Source::Live(partition.log.snapshot(), stable)
+    }
+
     /// What a read of the source shows: up to the last stable offset of the live log
-    /// now, or of the log when it was captured.
-    fn visibility(&self, partition: &Partition) -> Visibility {
+    /// when the read began, or of the log when it was captured.
+    fn visibility(&self) -> Visibility {
         match self {
-            Source::Live(_) => Visibility::below(partition.log.last_stable_offset()),
+            Source::Live(_, stable) => Visibility::below(*stable),
             Source::Captured(capture) => Visibility::below(capture.visible_end()),
         }
     }
 
     pub(super) fn snap(&self) -> &LogSnapshot {
         match self {
-            Source::Live(snap) => snap,
+            Source::Live(snap, _) => snap,
             Source::Captured(capture) => capture.snap(),
         }
     }
@@ -532,11 +545,11 @@ impl Source<'_> {
     /// is never outdated).
     fn refresh(&mut self, topic: &Partition) -> bool {
         match self {
-            Source::Live(snap) if topic.outdated(snap) => {
+            Source::Live(snap, _) if topic.outdated(snap) => {
                 *snap = topic.log.snapshot();
                 true
             }
-            Source::Live(_) | Source::Captured(_) => false,
+            Source::Live(..) | Source::Captured(_) => false,
         }
     }
 
@@ -544,7 +557,7 @@ impl Source<'_> {
     fn batches(&self, idx: usize, pos: u64, want: usize) -> Result<MappedBatches> {
         let seg = &self.snap().segments[idx];
         match self {
-            Source::Live(_) => seg.mapped_batches(pos, want),
+            Source::Live(..) => seg.mapped_batches(pos, want),
             Source::Captured(capture) => seg.pinned_batches(capture.pinned(idx), pos, want),
         }
     }
@@ -553,7 +566,7 @@ impl Source<'_> {
     fn position(&self, idx: usize, offset: u64) -> Result<u64> {
         let seg = &self.snap().segments[idx];
         match self {
-            Source::Live(_) => seg.lookup_position(offset),
+            Source::Live(..) => seg.lookup_position(offset),
             Source::Captured(_) => Ok(seg.stream_lookup(offset)),
         }
     }
@@ -561,7 +574,7 @@ impl Source<'_> {
     /// Where the records end: the stream position and the offset.
     fn end(&self) -> (u64, u64) {
         match self {
-            Source::Live(snap) => {
+            Source::Live(snap, _) => {
                 let active = snap.active().info();
                 (active.stream_end, active.next_offset)
             }
@@ -572,7 +585,7 @@ impl Source<'_> {
     /// The stream position of the byte at `pos` of the source.
     fn stream_pos(&self, pos: u64) -> u64 {
         match self {
-            Source::Live(_) => pos,
+            Source::Live(..) => pos,
             Source::Captured(capture) => capture.stream_pos(pos),
         }
     }
@@ -693,7 +706,12 @@ mod tests {
         }
         let mut cursor = LogCursor::default();
         let bytes = topic
-            .read_log_in(&mut cursor, 0, 100, Source::Live(outdated))
+            .read_log_in(
+                &mut cursor,
+                0,
+                100,
+                Source::Live(outdated, topic.log.last_stable_offset()),
+            )
             .unwrap();
         assert_eq!(bytes, b"line-2\n");
         assert_eq!(topic.stats.reader_skips.load(Ordering::Relaxed), 1);

@@ -494,6 +494,117 @@ mod tests {
         );
     }
 
+    /// A `read_committed` Fetch that lands while a transaction's first batch is being
+    /// appended (in the segment, its producer's state not yet updated) must not take the
+    /// batch for committed: Kafka's readers never see a batch there (its high watermark
+    /// passes a batch only once the producer state recorded it). When kpfs's last stable
+    /// offset was the log end there, a transaction that then aborted had its records
+    /// consumed: franz-go's TestTxnEtl panicked "consumed too much".
+    #[test]
+    fn a_transactions_first_batch_is_not_stable_while_it_is_being_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path(), None);
+        engine.create_topic("t", 1).unwrap();
+        let (pid, epoch) = engine.init_transactional_producer("tx", 60_000).unwrap();
+        let p = engine.topic("t").unwrap().partition(0).unwrap();
+        let read_committed = |p: &crate::engine::Partition| {
+            let read = p
+                .fetch_limited(0, 1 << 20, true, Isolation::ReadCommitted)
+                .unwrap();
+            let aborted: Vec<(i64, u64)> = read
+                .aborted
+                .iter()
+                .flatten()
+                .map(|a| (a.producer_id, a.first_offset))
+                .collect();
+            (
+                read.high_watermark,
+                read.last_stable_offset,
+                read.bytes() > 0,
+                aborted,
+            )
+        };
+        // The reader that lands in the append, as a Fetch on another connection can.
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let (reader, seen_by_reader) = (p.clone(), seen.clone());
+        p.log().after_append.set(move || {
+            seen_by_reader.lock().push(read_committed(&reader));
+        });
+        engine
+            .produce_in_txn(
+                "tx",
+                ("t", 0),
+                (pid, epoch),
+                TV2,
+                &batch((pid, epoch), 0, "a"),
+            )
+            .unwrap();
+        assert_eq!(
+            *seen.lock(),
+            [(1, 0, false, vec![])],
+            "in the log, not stable: no record for a read_committed reader"
+        );
+        assert_eq!(read_committed(&p), (1, 0, false, vec![]), "still open");
+        // It aborts: a reader is told so along with the batch.
+        engine.end_txn("tx", (pid, epoch), false, TV2).unwrap();
+        assert_eq!(read_committed(&p), (2, 2, true, vec![(pid, 0)]));
+    }
+
+    /// A read that a transaction's ABORT lands in, the marker rolling a new segment
+    /// (whose `.txnindex` gets the abort): neither a `read_committed` Fetch nor a read of
+    /// `log` may show the aborted record. Reading the segments before the roll and the
+    /// last stable offset after the abort, they had the record below the last stable
+    /// offset and no segment listing the abort. Kafka reads the last stable offset first,
+    /// then the segments as they are then.
+    #[test]
+    fn an_abort_rolling_a_segment_during_a_read_is_not_read_as_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path(), None);
+        // (what the read served of the aborted record, the aborts it listed)
+        type Read = fn(&crate::engine::Partition) -> (bool, Vec<(i64, u64)>);
+        let fetch: Read = |p| {
+            let read = p
+                .fetch_limited(0, 1 << 20, true, Isolation::ReadCommitted)
+                .unwrap();
+            let aborted = read.aborted.iter().flatten();
+            let aborted = aborted.map(|a| (a.producer_id, a.first_offset)).collect();
+            (read.bytes() > 0, aborted)
+        };
+        let cat: Read = |p| {
+            let mut cursor = crate::engine::LogCursor::default();
+            let shown = p.read_log(&mut cursor, 0, 1 << 10).unwrap();
+            (!shown.is_empty(), Vec::new())
+        };
+        for (name, read) in [("fetched", fetch), ("cat", cat)] {
+            let t = engine.create_topic(name, 1).unwrap();
+            let (pid, epoch) = engine.init_transactional_producer(name, 60_000).unwrap();
+            engine
+                .produce_in_txn(
+                    name,
+                    (name, 0),
+                    (pid, epoch),
+                    TV2,
+                    &batch((pid, epoch), 0, "aborted"),
+                )
+                .unwrap();
+            // Segments so small that the marker rolls a new one.
+            t.update_config(b"internal.segment.bytes=100").unwrap();
+            let p = t.partition(0).unwrap();
+            // The coordinator's ABORT (at the bumped epoch), landing inside the read.
+            let writer = t.clone();
+            p.log().between_stable_and_segments.set(move || {
+                let abort = super::super::marker_for((pid, epoch + 1), false, TV2);
+                writer.append_txn_marker(0, &abort).unwrap();
+            });
+            let (served, aborted) = read(&p);
+            assert_eq!(p.log().snapshot().segments.len(), 2, "{name}: rolled");
+            assert!(
+                !served || aborted == [(pid, 0)],
+                "{name}: the aborted record shown, with the aborts {aborted:?}"
+            );
+        }
+    }
+
     #[test]
     fn at_transaction_version_2_a_txn_offset_commit_adds_the_offsets_partition() {
         let dir = tempfile::tempdir().unwrap();
@@ -525,27 +636,42 @@ mod tests {
             engine.describe_transaction("tx").unwrap().partitions,
             [offsets_partition()]
         );
-        let committed = |engine: &Engine| {
-            engine
+        // (offset, pending) of t-0 for group `group`.
+        let committed = |engine: &Engine, group: &str| {
+            let fetched = &engine
                 .groups()
-                .fetch_offsets("g", Some(&[("t".to_string(), 0)]))[0]
-                .offset
+                .fetch_offsets(group, Some(&[("t".to_string(), 0)]))[0];
+            (fetched.offset, fetched.pending_txn)
         };
         assert_eq!(
-            committed(&engine),
-            -1,
-            "pending until the transaction commits"
+            committed(&engine, "g"),
+            (-1, true),
+            "pending until the transaction commits, and said to be (KIP-447)"
         );
+        assert_eq!(committed(&engine, "other"), (-1, false), "g's alone");
         assert_eq!(
             engine.end_txn("tx", producer, true, TV2),
             Ok((producer.0, 1))
         );
-        assert_eq!(committed(&engine), 7);
+        assert_eq!(committed(&engine, "g"), (7, false));
         // A fenced producer's offsets are refused as its writes are.
         assert!(matches!(
             engine.txn_offset_commit("tx", producer, TV2, &commit),
             Err(TxnOrGroupError::Txn(TxnError::ProducerFenced))
         ));
+        // An aborted transaction's offsets are pending until the abort, then dropped.
+        let producer = (producer.0, 1);
+        let mut moved = commit.clone();
+        moved.offsets[0].offset = 9;
+        engine
+            .txn_offset_commit("tx", producer, TV2, &moved)
+            .unwrap();
+        assert_eq!(committed(&engine, "g"), (7, true));
+        assert_eq!(
+            engine.end_txn("tx", producer, false, TV2),
+            Ok((producer.0, 2))
+        );
+        assert_eq!(committed(&engine, "g"), (7, false));
     }
 
     #[test]

@@ -727,7 +727,12 @@ type AskedOffsets = Option<Vec<(String, Vec<i32>)>>;
 /// One group's answer to OffsetFetch, in the shape of v8+ (Kafka builds every version's
 /// answer so, then reshapes it for older ones): topics in the order asked, or as
 /// committed when every offset is asked for.
-fn fetch_group(shared: &Shared, group: &GroupId, asked: AskedOffsets) -> OffsetFetchResponseGroup {
+fn fetch_group(
+    shared: &Shared,
+    group: &GroupId,
+    asked: AskedOffsets,
+    require_stable: bool,
+) -> OffsetFetchResponseGroup {
     let partitions: Option<Vec<(String, i32)>> = asked.as_ref().map(|topics| {
         topics
             .iter()
@@ -769,9 +774,19 @@ fn fetch_group(shared: &Shared, group: &GroupId, asked: AskedOffsets) -> OffsetF
                 .map(|o| {
                     let mut p = OffsetFetchResponsePartitions::default();
                     p.partition_index = o.partition;
-                    p.committed_offset = o.offset;
-                    p.committed_leader_epoch = o.leader_epoch;
-                    p.metadata = Some(str_bytes(&o.metadata));
+                    if require_stable && o.pending_txn {
+                        // KIP-447: a consumer taking the partition over waits for the
+                        // transaction of its previous owner to end, rather than start
+                        // from an offset that transaction is about to move.
+                        p.error_code = ResponseError::UnstableOffsetCommit.code();
+                        p.committed_offset = -1;
+                        p.committed_leader_epoch = -1;
+                        p.metadata = Some(str_bytes(""));
+                    } else {
+                        p.committed_offset = o.offset;
+                        p.committed_leader_epoch = o.leader_epoch;
+                        p.metadata = Some(str_bytes(&o.metadata));
+                    }
                     p
                 })
                 .collect();
@@ -783,9 +798,10 @@ fn fetch_group(shared: &Shared, group: &GroupId, asked: AskedOffsets) -> OffsetF
 
 /// OffsetFetch: v1-7 ask for one group, v8+ for several. Null topics (v2+) ask for every
 /// committed offset. A partition without a committed offset is -1 with no error, and an
-/// unknown group is such a group, as Kafka answers. `require_stable` (v7+) changes
-/// nothing: without transactions every committed offset is stable. v9's member id and
-/// epoch are for KIP-848 groups; Kafka's classic groups ignore them, as here.
+/// unknown group is such a group, as Kafka answers. With `require_stable` (v7+), a
+/// partition with a transaction's offset pending is UNSTABLE_OFFSET_COMMIT (Kafka's
+/// `OffsetMetadataManager.fetchOffsets`); without it, the committed offset. v9's member
+/// id and epoch are for KIP-848 groups; Kafka's classic groups ignore them, as here.
 pub(crate) fn offset_fetch(
     shared: &Shared,
     request: &OffsetFetchRequest,
@@ -803,7 +819,7 @@ pub(crate) fn offset_fetch(
                         .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                         .collect()
                 });
-                fetch_group(shared, &g.group_id, asked)
+                fetch_group(shared, &g.group_id, asked, request.require_stable)
             })
             .collect();
         return response;
@@ -817,7 +833,7 @@ pub(crate) fn offset_fetch(
     // The one group's answer at the top level, as Kafka's `OffsetFetchResponse(groups,
     // version)`. The coordinator has no group-level error to give (every group, the
     // empty id too, is asked as Kafka asks it).
-    let topics = fetch_group(shared, &request.group_id, asked).topics;
+    let topics = fetch_group(shared, &request.group_id, asked, request.require_stable).topics;
     response.topics = topics
         .into_iter()
         .map(|t| {
