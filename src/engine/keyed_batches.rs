@@ -171,6 +171,10 @@ mod tests {
 
     const NOW: i64 = 1_700_000_000_000;
 
+    /// A write's batches: per partition, in the order of their first records, each batch
+    /// finished (bytes) with the stream bytes its records take.
+    type Batches = Vec<(u32, Vec<(Vec<u8>, u64)>)>;
+
     /// A write of `lines` as `key:value` lines (`None`: a line without a key), with the
     /// records the line protocol would find in it.
     fn write_of(lines: &[(Option<Vec<u8>>, Vec<u8>)]) -> (Vec<u8>, Vec<PendingRecord>) {
@@ -195,13 +199,12 @@ mod tests {
 
     /// The reference: the records grouped by partition (stably), each group's batches
     /// cut as a write of those records alone to one partition cuts them, at offset 0.
-    /// Returns (partition, [(batch bytes, stream bytes)]) in order of first record.
     fn grouped(
         data: WriteBytes<'_>,
         records: &[PendingRecord],
         target_of: impl Fn(&PendingRecord) -> u32,
         limit: usize,
-    ) -> Vec<(u32, Vec<(Vec<u8>, u64)>)> {
+    ) -> Batches {
         let mut groups: Vec<(u32, Vec<PendingRecord>)> = Vec::new();
         for r in records {
             let p = target_of(r);
@@ -240,7 +243,7 @@ mod tests {
 
     /// What `keyed` built, each batch moved to its place after the part's earlier ones
     /// (from offset 0) and finished, in the reference's shape.
-    fn built(keyed: &mut KeyedBatches) -> Vec<(u32, Vec<(Vec<u8>, u64)>)> {
+    fn built(keyed: &mut KeyedBatches) -> Batches {
         keyed
             .parts()
             .iter_mut()
