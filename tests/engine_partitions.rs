@@ -9,6 +9,7 @@ mod common;
 use std::fs;
 
 use common::{cat, cat_string, set, Fixture};
+use kpfs::engine::format::decode_batch;
 use kpfs::engine::{LogCursor, TopicCursor};
 
 fn partition_text(f: &Fixture, topic: &str, index: u32) -> String {
@@ -166,6 +167,70 @@ fn a_keyed_write_refused_for_one_record_appends_nothing_anywhere() {
         assert_eq!(partition_text(&f, "keyed", p), "", "partition {p}");
     }
     assert_eq!(t.stream_len(), 0);
+}
+
+/// A keyed write whose part for a partition is over `max.message.bytes` goes in several
+/// batches per partition, built before the partitions' ends are known (at offsets from
+/// 0) and moved there: after earlier records, each partition holds its records in order
+/// at consecutive offsets, and recovery after a crash (which checks every unsynced
+/// batch's CRC and offsets) keeps them all.
+#[test]
+fn a_keyed_write_over_the_batch_limit_goes_in_several_batches_per_partition() {
+    let mut f = Fixture::new();
+    let t = f.engine().create_topic("split", 5).unwrap();
+    set(&t, "parse.key=true\nkey.separator=:\nmax.message.bytes=200");
+    t.append_lines(b"21:first\nabc:first\n").unwrap();
+    let mut write = String::new();
+    let mut expected = [String::new(), String::new(), String::new()];
+    for i in 0..60 {
+        let (key, p) = [("abc", 2), ("21", 0), ("foobar", 1)][i % 3];
+        let line = format!("{key}:value-{i:03}\n");
+        write.push_str(&line);
+        expected[p].push_str(&line);
+    }
+    t.append_lines(write.as_bytes()).unwrap();
+    let check = |f: &Fixture| {
+        let t = f.engine().topic("split").unwrap();
+        assert_eq!(
+            partition_text(f, "split", 0),
+            format!("21:first\n{}", expected[0])
+        );
+        assert_eq!(partition_text(f, "split", 1), expected[1]);
+        assert_eq!(
+            partition_text(f, "split", 2),
+            format!("abc:first\n{}", expected[2])
+        );
+        // One append per partition, in the order of their first records.
+        assert_eq!(
+            cat_string(&t),
+            format!(
+                "21:first\nabc:first\n{}{}{}",
+                expected[2], expected[0], expected[1]
+            )
+        );
+        for (p, records) in [(0, 21), (1, 20), (2, 21)] {
+            let end = t.partition(p).unwrap().log().log_end_offset();
+            assert_eq!(end, records, "partition {p}");
+        }
+    };
+    check(&f);
+    let p2 = t.partition(2).unwrap();
+    let segment = p2.log().snapshot().segments[0].clone();
+    let bytes = segment.read_at(0, segment.size() as usize).unwrap();
+    let (mut at, mut next, mut batches) = (0, 0, 0);
+    while at < bytes.len() {
+        let (h, records) = decode_batch(&bytes[at..]).unwrap();
+        assert_eq!(h.base_offset, next, "batch {batches}");
+        assert_eq!(records.len(), h.record_count as usize);
+        next = h.last_offset() + 1;
+        at += h.size;
+        batches += 1;
+    }
+    assert_eq!(next, 21);
+    assert!(batches > 3, "{batches} batches in partition 2");
+    drop((segment, p2, t));
+    f.crash_and_reopen();
+    check(&f);
 }
 
 /// The topic's stream keeps its positions: a read at any position after a reopen, and

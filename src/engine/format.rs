@@ -1595,6 +1595,26 @@ impl BatchBuilder {
         BATCH_HEADER_BYTES + self.records.len()
     }
 
+    /// Records in the batch so far.
+    pub(crate) fn record_count(&self) -> u32 {
+        self.record_count
+    }
+
+    /// Moves the batch to base offset `base_offset`, its records keeping their places in
+    /// it: a record holds its offset as a delta from the base, so only the header, written
+    /// at the finish, changes (a batch built before its log end was known).
+    pub(crate) fn move_to(&mut self, base_offset: u64) {
+        self.last_offset = self
+            .last_offset
+            .map(|last| last - self.base_offset + base_offset);
+        self.base_offset = base_offset;
+    }
+
+    /// Bytes the builder's buffers hold, whatever the batch uses of them.
+    pub(crate) fn capacity(&self) -> usize {
+        self.records.bytes.len() + self.compressed.capacity()
+    }
+
     /// Finishes the batch into one buffer.
     pub fn finish(&mut self, last_offset: Option<u64>, delete_horizon_ms: Option<i64>) -> Vec<u8> {
         self.finish_parts(&BatchEnd {

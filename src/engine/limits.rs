@@ -58,6 +58,13 @@ const _: () = assert!(MAX_APPEND_BATCH_BYTES > BATCH_HEADER_BYTES as u64);
 /// ordinary writes never grow it, while one huge write does not pin its memory forever.
 pub(crate) const PARSED_RECORDS_KEPT: usize = 1 << 16;
 
+/// Bytes of batch buffers the keyed append path's per-thread builders keep between
+/// writes ([`KeyedBatches`](super::keyed_batches::KeyedBatches)): a keyed write of
+/// `max_write` (1 MiB) builds about that much over its partitions' batches, each buffer
+/// up to twice what it holds (it grows by doubling), so ordinary writes reuse theirs,
+/// while a write to thousands of partitions does not pin a builder for each.
+pub(crate) const KEYED_BATCH_BYTES_KEPT: usize = 4 * MAX_APPEND_BATCH_BYTES as usize;
+
 /// Past renderings of `log` a topic keeps the bytes of (its `renderings` file): lines
 /// appended under older ones still read at their length, with the bytes of a kept
 /// rendering of the same lengths, else `?`s.

@@ -24,7 +24,6 @@ use super::format::{
     decode_header, parse_segment_file_name, set_base_offset, BatchBuilder, BatchEnd, BatchIdentity,
     EndTxnMarker, DELETED_SUFFIX, MAX_RELATIVE_OFFSET, MAX_SEGMENT_FILE_BYTES, SWAP_SUFFIX,
 };
-use super::format::{prefetch, CACHE_LINE_BYTES};
 use super::limits::{MAX_APPEND_BATCH_BYTES, PRODUCER_REPLAY_READ_BYTES};
 pub use super::log_loader::Durability;
 use super::log_loader::LogLoader;
@@ -216,11 +215,111 @@ struct FilledBatch {
     stream_end: u64,
 }
 
-/// How many records ahead of the one being encoded a batch's build asks for the lines of.
-/// A keyed write's records for one partition are scattered over the write (a twelfth of
-/// its lines, over a MiB), so without the hint each line is a cache miss paid while its
-/// bytes are copied; in a batch of consecutive lines the hint finds them cached already.
-const LINE_PREFETCH_RECORDS: usize = 8;
+/// The batches of one append going into the log, under its writer lock: each at the
+/// log end, after a roll when Kafka would roll, its records at the stream positions after
+/// the previous batch's.
+struct BatchesInto<'l> {
+    log: &'l Log,
+    config: &'l TopicConfig,
+    segment_size: u64,
+    /// Where the next batch goes.
+    start: BatchStart,
+    end: BatchEnd,
+    first_offset: u64,
+    info: AppendInfo,
+}
+
+impl<'l> BatchesInto<'l> {
+    /// An append at the log end of `log`, at time `now`.
+    fn new(log: &'l Log, config: &'l TopicConfig, now: i64) -> Self {
+        let (first_offset, first_stream_pos) = {
+            let info = log.snapshot().active().info();
+            (info.next_offset, info.stream_end)
+        };
+        BatchesInto {
+            log,
+            config,
+            segment_size: segment_size_of(config),
+            start: BatchStart {
+                offset: first_offset,
+                stream_pos: first_stream_pos,
+                timestamp: now,
+                shape: config.stream_shape(),
+                limit: append_batch_limit(config),
+            },
+            // Lines are uncompressed producer data: `compression.type` says what they
+            // become. The records are stamped with the append time either way; under
+            // LogAppendTime the batch says so, as Kafka's would.
+            end: BatchEnd {
+                compression: config.compression.for_fuse_append(),
+                log_append_time_ms: (config.message_timestamp_type == TimestampType::LogAppendTime)
+                    .then_some(now),
+                ..BatchEnd::PLAIN
+            },
+            first_offset,
+            info: AppendInfo {
+                first_offset,
+                appended_at_ms: now,
+                ..AppendInfo::default()
+            },
+        }
+    }
+
+    /// Finishes the batch in `builder` (`batch` says what it holds) and writes it.
+    fn write(&mut self, builder: &mut BatchBuilder, batch: FilledBatch) -> Result<()> {
+        let log = self.log;
+        let parts = builder.finish_parts(&self.end).map_err(|e| {
+            let what = format!("compress a batch of {}", log.partition);
+            EngineError::io(what, std::io::Error::other(e))
+        })?;
+        let size = parts.len() as u64;
+        let now = self.start.timestamp;
+        let active = log.maybe_roll(size, now, self.segment_size, self.config, &mut self.info)?;
+        let first = StreamMark {
+            offset: self.start.offset,
+            stream_pos: self.start.stream_pos,
+            shape: self.start.shape,
+        };
+        let stream = BatchStream {
+            marks: &[first],
+            stream_end: batch.stream_end,
+        };
+        active.append_parts(
+            &parts.slices(),
+            stream,
+            self.config.index_interval_bytes.max(0) as u64,
+        )?;
+        self.info.bytes += size;
+        self.info.records += batch.records;
+        self.start.offset += batch.records;
+        self.start.stream_pos = batch.stream_end;
+        Ok(())
+    }
+
+    /// The append's end: checks where the log ends and counts the records towards a
+    /// flush.
+    fn finish(mut self, writer: &mut WriterState) -> Result<AppendInfo> {
+        let start = &self.start;
+        self.info.last_offset = start.offset.saturating_sub(1);
+        // Invariants 1 and 7 across the write: its records took the offsets and stream
+        // positions after the log end, one after another, and nothing else did (the
+        // writer lock is held). O(1): the active segment's in-memory end.
+        let end = self.log.snapshot().active().info();
+        assert_eq!(
+            (end.next_offset, end.stream_end),
+            (start.offset, start.stream_pos),
+            "the log ends where the append's last batch ends"
+        );
+        assert_eq!(
+            start.offset - self.first_offset,
+            self.info.records,
+            "one offset per record"
+        );
+        self.log
+            .count_unflushed(writer, self.info.records, start.timestamp, self.config)?;
+        Ok(self.info)
+    }
+}
 
 /// Fills `builder` with the next batch of a write of parsed records: records while the
 /// batch stays within `start.limit` (a first record always goes in).
@@ -238,22 +337,11 @@ fn next_parsed_batch(
     builder.reset(start.offset, Some(start.timestamp));
     let mut stream_end = start.stream_pos;
     let mut count = 0;
-    for (i, r) in rest.iter().enumerate() {
-        if let Some(ahead) = rest.get(i + LINE_PREFETCH_RECORDS) {
-            let line = ahead.line(&data);
-            for at in [0, CACHE_LINE_BYTES, line.len().saturating_sub(1)] {
-                prefetch(line, at);
-            }
-        }
-        let line = r.line(&data);
-        let key = (r.key_len >= 0).then(|| &line[..r.key_len as usize]);
-        let value = (r.value_len >= 0).then(|| &line[line.len() - r.value_len as usize..]);
+    for r in rest {
         let offset = start.offset + count;
-        let add = builder.next_record_size(offset, start.timestamp, r.key_len, r.value_len);
-        if count > 0 && builder.encoded_len() + add > start.limit {
+        if !push_parsed(builder, data, r, offset, start.timestamp, start.limit) {
             break;
         }
-        builder.push(offset, start.timestamp, key, value);
         stream_end += r.line_len as u64 + 1;
         count += 1;
     }
@@ -262,6 +350,54 @@ fn next_parsed_batch(
         records: count,
         stream_end,
     })
+}
+
+/// Adds record `r` of `data` to `builder` at `offset`, stamped `timestamp`, unless the
+/// batch would grow past `limit` (a first record always goes in); says whether it did.
+pub(crate) fn push_parsed(
+    builder: &mut BatchBuilder,
+    data: WriteBytes<'_>,
+    r: &PendingRecord,
+    offset: u64,
+    timestamp: i64,
+    limit: usize,
+) -> bool {
+    let add = builder.next_record_size(offset, timestamp, r.key_len, r.value_len);
+    if builder.record_count() > 0 && builder.encoded_len() + add > limit {
+        return false;
+    }
+    let line = r.line(&data);
+    let key = (r.key_len >= 0).then(|| &line[..r.key_len as usize]);
+    let value = (r.value_len >= 0).then(|| &line[line.len() - r.value_len as usize..]);
+    builder.push(offset, timestamp, key, value);
+    true
+}
+
+/// The segment size `config` asks for, as far as a segment file can hold.
+fn segment_size_of(config: &TopicConfig) -> u64 {
+    (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES)
+}
+
+/// How big the batches an append of lines makes may grow (a batch of one record may be
+/// bigger): the read path holds one batch in memory, a batch never needs a segment of
+/// its own beyond the configured size, and Kafka refuses a batch over
+/// `max.message.bytes`; the write's records are split into batches that fit it, as a
+/// producer splits them (each record alone fits: the topic checked).
+pub(crate) fn append_batch_limit(config: &TopicConfig) -> usize {
+    segment_size_of(config)
+        .min(MAX_APPEND_BATCH_BYTES)
+        .min(config.max_message_bytes.max(0) as u64) as usize
+}
+
+/// A batch of a write's records built before its partition's writer lock is taken (a
+/// keyed write's, [`KeyedBatches`](super::keyed_batches::KeyedBatches)): its offsets
+/// count from 0 until [`Log::append_built`] moves it to the log end, and its records
+/// carry the append's time.
+#[derive(Debug)]
+pub(crate) struct BuiltBatch {
+    pub(crate) builder: BatchBuilder,
+    /// Bytes of the `log` stream its records take: each its line and a newline.
+    pub(crate) stream_len: u64,
 }
 
 /// Fills `builder` with the next batch of a write of plain records: as many whole lines
@@ -789,7 +925,7 @@ impl Log {
             "a batch is placed under the rendering it was validated with"
         );
         self.with_writer(|writer| {
-            let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
+            let segment_size = segment_size_of(config);
             let size = batch.size() as u64;
             if size > segment_size {
                 return Err(EngineError::BatchOverSegmentSize {
@@ -894,7 +1030,7 @@ impl Log {
         config: &TopicConfig,
     ) -> Result<u64> {
         self.with_writer(|writer| {
-            let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
+            let segment_size = segment_size_of(config);
             let (offset, stream_end) = {
                 let info = self.snapshot().active().info();
                 (info.next_offset, info.stream_end)
@@ -1016,7 +1152,7 @@ impl Log {
         records: WriteRecords<'_>,
         config: &TopicConfig,
     ) -> Result<()> {
-        let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
+        let segment_size = segment_size_of(config);
         match first_oversized_record(data, records, segment_size) {
             Some(single) => Err(EngineError::BatchOverSegmentSize {
                 partition: self.partition.clone(),
@@ -1036,93 +1172,71 @@ impl Log {
     ) -> Result<AppendInfo> {
         // Whole-append checks first, so a refused write changes nothing.
         self.check_fits_segment(data, records, config)?;
-        let segment_size = (config.segment_size().max(0) as u64).min(MAX_SEGMENT_FILE_BYTES);
-        let now = self.clock.now_ms();
-        let (first_offset, first_stream_pos) = {
-            let info = self.snapshot().active().info();
-            (info.next_offset, info.stream_end)
-        };
-        let mut info = AppendInfo {
-            first_offset,
-            appended_at_ms: now,
-            ..AppendInfo::default()
-        };
-        let mut start = BatchStart {
-            offset: first_offset,
-            stream_pos: first_stream_pos,
-            timestamp: now,
-            shape: config.stream_shape(),
-            // The read path holds one batch in memory, a batch never needs a segment of its
-            // own beyond the configured size, and Kafka refuses a batch over
-            // max.message.bytes: the write's records are split into batches that fit it,
-            // as a producer splits them (each record alone fits: the topic checked).
-            limit: segment_size
-                .min(MAX_APPEND_BATCH_BYTES)
-                .min(config.max_message_bytes.max(0) as u64) as usize,
-        };
+        let mut into = BatchesInto::new(self, config, self.clock.now_ms());
         // Where the next batch starts in the write: a record index for parsed records, a
         // byte position for plain ones.
         let (mut next_record, mut next_byte) = (0, 0);
-        // Lines are uncompressed producer data: `compression.type` says what they become.
-        let end = BatchEnd {
-            compression: config.compression.for_fuse_append(),
-            // The records are stamped with the append time either way; under LogAppendTime
-            // the batch says so, as Kafka's would.
-            log_append_time_ms: (config.message_timestamp_type == TimestampType::LogAppendTime)
-                .then_some(now),
-            ..BatchEnd::PLAIN
-        };
         loop {
             let builder = &mut writer.builder;
             let batch = match records {
                 WriteRecords::Parsed(parsed) => {
-                    next_parsed_batch(builder, data, parsed, &mut next_record, &start)
+                    next_parsed_batch(builder, data, parsed, &mut next_record, &into.start)
                 }
-                WriteRecords::Plain => next_plain_batch(builder, data, &mut next_byte, &start),
+                WriteRecords::Plain => next_plain_batch(builder, data, &mut next_byte, &into.start),
             };
             let Some(batch) = batch else { break };
-            let parts = writer.builder.finish_parts(&end).map_err(|e| {
-                let what = format!("compress a batch of {}", self.partition);
-                EngineError::io(what, std::io::Error::other(e))
-            })?;
-            let size = parts.len() as u64;
-            let active = self.maybe_roll(size, now, segment_size, config, &mut info)?;
-            let first = StreamMark {
-                offset: start.offset,
-                stream_pos: start.stream_pos,
-                shape: start.shape,
-            };
-            let stream = BatchStream {
-                marks: &[first],
-                stream_end: batch.stream_end,
-            };
-            active.append_parts(
-                &parts.slices(),
-                stream,
-                config.index_interval_bytes.max(0) as u64,
-            )?;
-            info.bytes += size;
-            info.records += batch.records;
-            start.offset += batch.records;
-            start.stream_pos = batch.stream_end;
+            into.write(&mut writer.builder, batch)?;
         }
-        info.last_offset = start.offset.saturating_sub(1);
-        // Invariants 1 and 7 across the write: its records took the offsets and stream
-        // positions after the log end, one after another, and nothing else did (the
-        // writer lock is held). O(1): the active segment's in-memory end.
-        let end = self.snapshot().active().info();
-        assert_eq!(
-            (end.next_offset, end.stream_end),
-            (start.offset, start.stream_pos),
-            "the log ends where the append's last batch ends"
-        );
-        assert_eq!(
-            start.offset - first_offset,
-            info.records,
-            "one offset per record"
-        );
-        self.count_unflushed(writer, info.records, now, config)?;
-        Ok(info)
+        into.finish(writer)
+    }
+
+    /// Appends the batches of one write that were built before the writer lock was taken
+    /// (a keyed write's part for this partition), stamped `now`, at the log end, one
+    /// after another: all of them, or none when one holds a record too big for a segment
+    /// (checked first, as [`Log::check_built_fit_segment`] checks).
+    pub(crate) fn append_built(
+        &self,
+        batches: &mut [BuiltBatch],
+        config: &TopicConfig,
+        now: i64,
+    ) -> Result<AppendInfo> {
+        self.with_writer(|writer| {
+            self.check_built_fit_segment(batches, config)?;
+            let mut into = BatchesInto::new(self, config, now);
+            for built in batches.iter_mut() {
+                // A batch's records hold offset deltas only: the header takes the base.
+                built.builder.move_to(into.start.offset);
+                let batch = FilledBatch {
+                    records: u64::from(built.builder.record_count()),
+                    stream_end: into.start.stream_pos + built.stream_len,
+                };
+                into.write(&mut built.builder, batch)?;
+            }
+            into.finish(writer)
+        })
+    }
+
+    /// [`Log::check_fits_segment`] for built batches: a record too big for a segment is
+    /// alone in its batch (a batch of several stays within [`append_batch_limit`]), and a
+    /// batch of one record is exactly the size the check computes.
+    pub(crate) fn check_built_fit_segment(
+        &self,
+        batches: &[BuiltBatch],
+        config: &TopicConfig,
+    ) -> Result<()> {
+        let segment_size = segment_size_of(config);
+        match batches
+            .iter()
+            .map(|b| b.builder.encoded_len() as u64)
+            .find(|&size| size > segment_size)
+        {
+            Some(single) => Err(EngineError::BatchOverSegmentSize {
+                partition: self.partition.clone(),
+                size: single,
+                segment_size: config.segment_size(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Rolls first when Kafka would; returns the active segment the batch goes to

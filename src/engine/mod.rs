@@ -19,6 +19,7 @@ pub(crate) mod group_view;
 pub mod groups;
 pub(crate) mod index;
 pub mod inspect;
+pub(crate) mod keyed_batches;
 pub(crate) mod limits;
 pub mod log;
 pub(crate) mod log_loader;

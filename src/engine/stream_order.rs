@@ -595,7 +595,7 @@ mod tests {
     }
 
     /// An order and its partitions' (stream end, log end offset), written to as
-    /// `Topic::append_groups` does.
+    /// `Topic::append_parts` does.
     struct TestLog {
         order: StreamOrder,
         state: Vec<(u64, u64)>,

@@ -20,10 +20,11 @@ use super::error::{EngineError, InternalTopicAction, Result};
 use super::events::EventLog;
 use super::files::write_or_defer;
 use super::format::{decode_header, kpfs_topic_dir, STREAM_ORDER_FILE, TOPIC_CONFIG_FILE};
-use super::limits::{MAX_PARTITIONS, PARSED_RECORDS_KEPT};
+use super::keyed_batches::{KeyedBatches, Part};
+use super::limits::{KEYED_BATCH_BYTES_KEPT, MAX_PARTITIONS, PARSED_RECORDS_KEPT};
 use super::log::{
-    first_oversized_record, AppendInfo, OpenReport, PendingRecord, ProducedBy, TxnMarkerWrite,
-    WriteBytes, WriteRecords,
+    append_batch_limit, first_oversized_record, AppendInfo, OpenReport, PendingRecord, ProducedBy,
+    TxnMarkerWrite, WriteBytes, WriteRecords,
 };
 use super::log_loader::{remove_stale_temporary, Durability};
 use super::log_start_checkpoint::LogStartCheckpoint;
@@ -567,7 +568,8 @@ impl Topic {
 
     /// The records of a write with keys, each to its key's partition (a null key to
     /// `lead`, the write's keyless turn), one append per partition in the order of their
-    /// first records.
+    /// first records, their batches built in one pass over the write
+    /// ([`KeyedBatches`]).
     fn append_keyed(
         &self,
         partitions: &[Arc<Partition>],
@@ -582,66 +584,73 @@ impl Topic {
             Ok(len) => partitioner.partition(data.slice(r.line_start, r.line_start + len)),
             Err(_) => lead.index(),
         };
-        BY_PARTITION.with_borrow_mut(|groups| {
-            groups.sort(records, count, target_of);
-            // A write refused for a record, or for a partition that takes no writes, is
-            // refused whole: no partition gets its part.
-            for (p, group) in groups.iter() {
-                let log = partitions[p as usize].log();
-                let checked = log.check_takes_writes().and_then(|()| {
-                    log.check_fits_segment(data, WriteRecords::Parsed(group), config)
-                });
-                if let Err(e) = checked {
-                    let partition = &partitions[p as usize];
-                    partition.note_refused_append(&e, records.len() as u64);
-                    return Err(e);
-                }
-            }
-            let total = self.append_groups(partitions, data, groups, config);
-            groups.shrink(PARSED_RECORDS_KEPT);
-            total
-        })
-    }
-
-    /// The appends of a keyed write, one per group, under the topic's append lock: their
-    /// runs first, with one write, each at the position its records will take (a
-    /// record's stream bytes are its line's), then the appends, the groups split in two
-    /// halves of about the same bytes made at once ([`parallel::join`]); each
-    /// partition's append takes its own writer lock and files. Readers of the topic's
-    /// `log` wait on the lock, so they see all of the write or none of it.
-    fn append_groups(
-        &self,
-        partitions: &[Arc<Partition>],
-        data: WriteBytes<'_>,
-        groups: &PartitionGroups,
-        config: &TopicConfig,
-    ) -> Result<AppendInfo> {
         let mut order = self.order.lock();
         let order = order
             .as_mut()
             .expect("a write spans partitions only in a topic of several");
+        // Under the append lock, which every append to the topic's partitions takes: each
+        // partition's records get their times in the order of its appends.
+        let now = self.core.clock.now_ms();
+        KEYED.with_borrow_mut(|keyed| {
+            keyed.build(
+                data,
+                records,
+                count,
+                target_of,
+                now,
+                append_batch_limit(config),
+            );
+            // A write refused for a record, or for a partition that takes no writes, is
+            // refused whole: no partition gets its part.
+            let checked = keyed.parts().iter_mut().try_for_each(|part| {
+                let partition = &partitions[part.partition as usize];
+                let log = partition.log();
+                let checked = log
+                    .check_takes_writes()
+                    .and_then(|()| log.check_built_fit_segment(part.batches(), config));
+                if let Err(e) = &checked {
+                    partition.note_refused_append(e, records.len() as u64);
+                }
+                checked
+            });
+            let total = checked
+                .and_then(|()| self.append_parts(order, partitions, keyed.parts(), config, now));
+            keyed.shrink(KEYED_BATCH_BYTES_KEPT);
+            total
+        })
+    }
+
+    /// The appends of a keyed write, one per part, under the topic's append lock
+    /// (`order`): their runs first, with one write, each at the position its records will
+    /// take (a record's stream bytes are its line's), then the appends, the parts split
+    /// in two halves of about the same bytes made at once ([`parallel::join`]); each
+    /// partition's append takes its own writer lock and files. Readers of the topic's
+    /// `log` wait on the lock, so they see all of the write or none of it.
+    fn append_parts(
+        &self,
+        order: &mut StreamOrder,
+        partitions: &[Arc<Partition>],
+        parts: &mut [Part],
+        config: &TopicConfig,
+        now: i64,
+    ) -> Result<AppendInfo> {
         // Under the append lock: every append to the topic's partitions takes it, so
         // their ends stay where they are read until these appends move them.
-        let planned: Vec<PlannedAppend> = groups
+        let planned: Vec<PlannedAppend> = parts
             .iter()
-            .map(|(p, group)| PlannedAppend {
-                partition: p,
-                end: partition_end(&partitions[p as usize]),
-                stream_len: group.iter().map(|r| r.line_len as u64 + 1).sum(),
+            .map(|part| PlannedAppend {
+                partition: part.partition,
+                end: partition_end(&partitions[part.partition as usize]),
+                stream_len: part.stream_len(),
             })
             .collect();
         let log_end = |p: u32| partitions[p as usize].log().log_end_offset();
         let first = order.before_appends(&planned, log_end)?;
-        let append = |range: std::ops::Range<usize>| -> Result<AppendInfo> {
+        let append = |parts: &mut [Part], plans: &[PlannedAppend]| -> Result<AppendInfo> {
             let mut total = AppendInfo::default();
-            for ((p, group), plan) in groups
-                .iter()
-                .zip(&planned)
-                .skip(range.start)
-                .take(range.len())
-            {
-                let partition = &partitions[p as usize];
-                let info = partition.append_records(data, WriteRecords::Parsed(group), config)?;
+            for (part, plan) in parts.iter_mut().zip(plans) {
+                let partition = &partitions[part.partition as usize];
+                let info = partition.append_built(part.batches(), config, now)?;
                 // Invariant 12: the records took the stream bytes their run placed.
                 assert_eq!(
                     partition.log().stream_end(),
@@ -653,10 +662,15 @@ impl Topic {
             Ok(total)
         };
         let half = halves(&planned);
-        let (mine, theirs) = if half < planned.len() {
-            parallel::join(|| append(0..half), || append(half..planned.len()))
+        let (my_parts, their_parts) = parts.split_at_mut(half);
+        let (my_plans, their_plans) = planned.split_at(half);
+        let (mine, theirs) = if their_parts.is_empty() {
+            (append(my_parts, my_plans), Ok(AppendInfo::default()))
         } else {
-            (append(0..half), Ok(AppendInfo::default()))
+            parallel::join(
+                || append(my_parts, my_plans),
+                || append(their_parts, their_plans),
+            )
         };
         let last = planned.last().expect("a keyed write has records").partition;
         order.after_appends(first, log_end, partitions[last as usize].log().stream_end());
@@ -1042,84 +1056,9 @@ fn halves(appends: &[PlannedAppend]) -> usize {
 }
 
 thread_local! {
-    /// A keyed write's records grouped by partition, reused from write to write as
-    /// [`PARSED`] is: grouping allocates nothing once warm.
-    static BY_PARTITION: std::cell::RefCell<PartitionGroups> = std::cell::RefCell::new(PartitionGroups::default());
-}
-
-/// The records of one write sorted by partition (stably, so each partition's keep their
-/// order), the partitions in the order of their first records.
-#[derive(Default)]
-struct PartitionGroups {
-    sorted: Vec<PendingRecord>,
-    /// The partition of each record of the write.
-    targets: Vec<u32>,
-    /// Distinct partitions, in order of first record, with where their records end in
-    /// `sorted`.
-    groups: Vec<(u32, usize)>,
-    /// Per partition, its index in `groups` (`usize::MAX`: no record of this write);
-    /// only the entries of the partitions in `groups` are set, and they are reset after.
-    slot: Vec<usize>,
-}
-
-impl PartitionGroups {
-    /// Groups `records` by `target_of`, a partition below `partitions`.
-    fn sort(
-        &mut self,
-        records: &[PendingRecord],
-        partitions: u32,
-        target_of: impl Fn(&PendingRecord) -> u32,
-    ) {
-        for &(p, _) in &self.groups {
-            self.slot[p as usize] = usize::MAX;
-        }
-        self.targets.clear();
-        self.groups.clear();
-        if self.slot.len() < partitions as usize {
-            self.slot.resize(partitions as usize, usize::MAX);
-        }
-        for r in records {
-            let p = target_of(r);
-            self.targets.push(p);
-            let slot = &mut self.slot[p as usize];
-            if *slot == usize::MAX {
-                *slot = self.groups.len();
-                self.groups.push((p, 0));
-            }
-            self.groups[*slot].1 += 1;
-        }
-        // Counts to starts, then each record to its group's next place.
-        let mut start = 0;
-        for group in &mut self.groups {
-            let len = group.1;
-            group.1 = start;
-            start += len;
-        }
-        self.sorted.clear();
-        if let Some(&first) = records.first() {
-            self.sorted.resize(records.len(), first);
-        }
-        for (r, &p) in records.iter().zip(&self.targets) {
-            let group = &mut self.groups[self.slot[p as usize]];
-            self.sorted[group.1] = *r;
-            group.1 += 1;
-        }
-    }
-
-    /// Each partition and its records, in the order of their first records.
-    fn iter(&self) -> impl Iterator<Item = (u32, &[PendingRecord])> {
-        let mut begin = 0;
-        self.groups.iter().map(move |&(p, end)| {
-            let group = &self.sorted[begin..end];
-            begin = end;
-            (p, group)
-        })
-    }
-
-    fn shrink(&mut self, keep: usize) {
-        self.sorted.shrink_to(keep);
-        self.targets.shrink_to(keep);
-    }
+    /// A keyed write's batches, their buffers reused from write to write as [`PARSED`]'s
+    /// records are.
+    static KEYED: std::cell::RefCell<KeyedBatches> = std::cell::RefCell::new(KeyedBatches::default());
 }
 
 /// Kafka's rule for a partition count (`ReplicationControlManager`): at least one; and

@@ -31,7 +31,8 @@ use super::config::TopicConfig;
 use super::error::{BatchSize, EngineError, InternalTopicAction, Result};
 use super::format::{decode_header, BatchBuilder};
 use super::log::{
-    AppendInfo, Durability, Log, OpenReport, ProducedBy, TxnMarkerWrite, WriteBytes, WriteRecords,
+    AppendInfo, BuiltBatch, Durability, Log, OpenReport, ProducedBy, TxnMarkerWrite, WriteBytes,
+    WriteRecords,
 };
 use super::metadata_files::{adopt_topic_id, Uuid};
 use super::produce::{validate_produced, ProduceOutcome};
@@ -301,17 +302,44 @@ impl Partition {
         records: WriteRecords<'_>,
         config: &TopicConfig,
     ) -> Result<AppendInfo> {
-        match self.log.append(data, records, config) {
+        let appended = self.log.append(data, records, config);
+        self.note_append(appended, config, || match records {
+            WriteRecords::Parsed(parsed) => parsed.len() as u64,
+            WriteRecords::Plain => count_lines(data.head) + count_lines(data.body),
+        })
+    }
+
+    /// [`Partition::append_records`] of batches built ahead, stamped `now`: a keyed
+    /// write's part for this partition (see [`Log::append_built`]).
+    pub(crate) fn append_built(
+        &self,
+        batches: &mut [BuiltBatch],
+        config: &TopicConfig,
+        now: i64,
+    ) -> Result<AppendInfo> {
+        let appended = self.log.append_built(batches, config, now);
+        self.note_append(appended, config, || {
+            batches
+                .iter()
+                .map(|b| u64::from(b.builder.record_count()))
+                .sum()
+        })
+    }
+
+    /// Counts an append, or a refused one of `records()` records.
+    fn note_append(
+        &self,
+        appended: Result<AppendInfo>,
+        config: &TopicConfig,
+        records: impl FnOnce() -> u64,
+    ) -> Result<AppendInfo> {
+        match appended {
             Ok(info) => {
                 self.note_appended(&info, config);
                 Ok(info)
             }
             Err(e) => {
-                let count = match records {
-                    WriteRecords::Parsed(parsed) => parsed.len() as u64,
-                    WriteRecords::Plain => count_lines(data.head) + count_lines(data.body),
-                };
-                self.note_refused_append(&e, count);
+                self.note_refused_append(&e, records());
                 Err(e)
             }
         }
