@@ -23,10 +23,11 @@ serve_kpfs_listening "$scratch/kpfs.log" "$data"
 # kgo_tests OUT ARGS...: the kgo test binary on $BOOTSTRAP, its events as test2json lines in
 # OUT. Run from its package's folder, as `go test` runs it. KGO_TEST_RECORDS is the
 # suite's own default, 500000 records through TestGroupETL's and TestTxnEtl's chains of
-# groups: it fits the budget and so is not lowered. Alone, TestGroupETL takes about a
-# minute here on a debug kpfs; beside TestTxnEtl and the rest of the suite on two cores it
-# took 170 to 225 s, and the whole suite from 230 s to over 300 s: SUITE_DEADLINE leaves
-# room for that. The log level
+# groups: it fits the budget and so is not lowered. On two cores and a debug kpfs the whole
+# suite takes about 75 s, TestGroupETL and TestTxnEtl about 45 and 27 s of it, side by
+# side. It took over 600 s when a debug assertion of the topic's stream order checked every
+# run on each append (quadratic in a busy topic's partition switches): this suite's time
+# is the first sign of such a cost, and SUITE_DEADLINE stops a hang. The log level
 # "none" keeps the clients' own logging out (each test's errors are still printed).
 kgo_tests() {
     local out=$1
