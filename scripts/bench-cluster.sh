@@ -3,7 +3,7 @@
 # three-broker Apache Kafka 4.3.1 cluster (KRaft, replication factor 3,
 # min.insync.replicas=2, as tests/shell/t_cluster_mount.sh starts it), beside kcat against
 # the same cluster in the same run:
-#   C1 append: `cat FILE >> TOPIC/log` (one write(2) of 128 KiB at a time, each answered
+#   C1 append: `cat FILE >> TOPIC/log` (one write(2) of 1 MiB at a time, each answered
 #      when the cluster acknowledged it) against `kcat -P` of the same lines (librdkafka's
 #      pipelined producer), both idempotent with acks=all, each to a topic of its own
 #   C2 read: `cat TOPIC/log` of a topic the mount has not read yet (its positions learned

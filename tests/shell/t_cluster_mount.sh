@@ -84,6 +84,34 @@ done
 expect_errno "Invalid argument" "echo no-separator >>'$MNT/clicks/log'"
 expect_contains "$(cat "$MNT/.kpfs/errors")" "No key separator found on line number 1" ".kpfs/errors"
 
+# A bulk write: `cat` of 3 MiB of keyed lines, a thousand records and more per write(2)
+# (the producer that lingers, cluster/mod.rs BULK_RECORDS), queued a write at a time.
+# Every record once, in write order within each partition, each key in one partition.
+"$KAFKA_BIN/kafka-topics.sh" --bootstrap-server "$B" --create --topic bulk --partitions 3 >/dev/null
+wait_until 10 test -d "$MNT/bulk" || fail "bulk made by kafka-topics.sh does not show"
+printf 'parse.key=true\nkey.separator=:\n' >>"$MNT/bulk/config"
+python3 -c '
+import sys
+with open(sys.argv[1], "w") as f:
+    for i in range(30000):
+        f.write(f"k{i % 97}:{i:090d}\n")
+' "$scratch/bulk"
+cat "$scratch/bulk" >>"$MNT/bulk/log" || fail "cat >> bulk/log failed"
+for p in 0 1 2; do
+    kcat -C -b "$B" -t bulk -p "$p" -e -q -f '%k:%s\n' >"$scratch/bulk.$p" 2>/dev/null ||
+        fail "kcat -C of bulk partition $p failed"
+    cmp "$scratch/bulk.$p" "$MNT/bulk/partitions/$p/log" ||
+        fail "bulk/partitions/$p/log differs from what kcat consumed of partition $p"
+    # Within a partition, the records in the order of the write.
+    sort -t: -k2 "$scratch/bulk.$p" | cmp -s - "$scratch/bulk.$p" ||
+        fail "bulk partition $p is not in write order"
+done
+expect_eq "$(sort "$scratch/bulk" | md5sum)" "$(sort "$scratch"/bulk.[012] | md5sum)" \
+    "the records of bulk's partitions against the lines written"
+expect_eq 97 "$(cut -d: -f1 "$scratch"/bulk.[012] | sort -u | wc -l)" "keys of bulk"
+expect_eq 97 "$(for p in 0 1 2; do cut -d: -f1 "$scratch/bulk.$p" | sort -u; done | wc -l)" \
+    "keys of bulk counted per partition (each key in one)"
+
 # A topic larger than the lines the mount keeps (32 MiB): read whole while the mount
 # learns its positions, then again, when its older lines are fetched from the cluster
 # again; both byte for byte what kcat produced, every line distinct.
