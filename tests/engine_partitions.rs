@@ -233,6 +233,53 @@ fn a_keyed_write_over_the_batch_limit_goes_in_several_batches_per_partition() {
     check(&f);
 }
 
+/// A keyed write large enough to be built and appended by two threads (the even
+/// partitions' batches on the writer's, the odd ones' on the append helper) stores what
+/// one thread would: each key's records in one partition, in write order, and the topic's
+/// `log` shows the partitions' parts in the order of their first records, before and
+/// after a crash.
+#[test]
+fn a_large_keyed_write_split_over_two_threads_keeps_the_write_order() {
+    let mut f = Fixture::new();
+    let t = f.engine().create_topic("wide", 12).unwrap();
+    set(&t, "parse.key=true\nkey.separator=:");
+    let lines: Vec<String> = (0..6000)
+        .map(|i| format!("k{}:value-{i:05}\n", (i * 7919) % 101))
+        .collect();
+    let write = lines.concat();
+    assert!(write.len() > 64 << 10, "large enough to be split");
+    t.append_lines(write.as_bytes()).unwrap();
+    drop(t);
+    let check = |f: &Fixture| {
+        let parts: Vec<String> = (0..12).map(|p| partition_text(f, "wide", p)).collect();
+        let first_line = |part: &String| {
+            let line = part.split_inclusive('\n').next().unwrap();
+            lines.iter().position(|l| l == line).unwrap()
+        };
+        let mut filled: Vec<usize> = (0..12).filter(|&p| !parts[p].is_empty()).collect();
+        assert!(filled.iter().any(|p| p % 2 == 0) && filled.iter().any(|p| p % 2 == 1));
+        let mut key_partition = std::collections::HashMap::new();
+        for &p in &filled {
+            let mut last = None;
+            for line in parts[p].split_inclusive('\n') {
+                let at = lines.iter().position(|l| l == line).unwrap();
+                assert!(last < Some(at), "partition {p}: {line} out of write order");
+                last = Some(at);
+                let key = line.split_once(':').unwrap().0;
+                assert_eq!(*key_partition.entry(key).or_insert(p), p, "key {key}");
+            }
+        }
+        let stored: usize = parts.iter().map(|p| p.lines().count()).sum();
+        assert_eq!(stored, lines.len());
+        filled.sort_by_key(|&p| first_line(&parts[p]));
+        let in_order: String = filled.iter().map(|&p| parts[p].as_str()).collect();
+        assert_eq!(cat_string(&f.engine().topic("wide").unwrap()), in_order);
+    };
+    check(&f);
+    f.crash_and_reopen();
+    check(&f);
+}
+
 /// The topic's stream keeps its positions: a read at any position after a reopen, and
 /// after retention removed one partition's oldest records, gives what it gave before
 /// (the removed lines are a gap).

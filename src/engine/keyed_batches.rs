@@ -6,12 +6,20 @@
 //! write is out of L2), was most of what a keyed write to 12 partitions cost beyond one
 //! to a single partition (docs/PERFORMANCE.md, issue 26).
 //!
+//! A large write's partitions are built by two builders at once ([`KeyedBuild`]), each
+//! taking every other partition: the encoding of the records, the largest part of a
+//! keyed write's cost, then takes half the time on the writer's thread, which one
+//! partition's append (one batch, built on that thread) cannot split. Each partition's
+//! batches are the same, byte for byte, whichever builder made them.
+//!
 //! A batch is built before its partition's log end is known: its offsets count from 0
 //! and [`Log::append_built`](super::log::Log::append_built) moves it to the log end under
 //! the writer lock. Its records carry the append's time, taken before the build.
 
 use super::format::BatchBuilder;
+use super::limits::PARALLEL_KEYED_WRITE_BYTES;
 use super::log::{push_parsed, BuiltBatch, PendingRecord, WriteBytes};
+use super::parallel;
 
 /// `KeyedBatches::slot` of a partition without records in the write.
 const NO_PART: usize = usize::MAX;
@@ -20,6 +28,9 @@ const NO_PART: usize = usize::MAX;
 #[derive(Debug)]
 pub(crate) struct Part {
     pub(crate) partition: u32,
+    /// The index in the write of the part's first record: parts are appended in this
+    /// order.
+    first_record: usize,
     /// `..filled` hold this write's records; the rest are kept for their buffers.
     batches: Vec<BuiltBatch>,
     filled: usize,
@@ -86,16 +97,18 @@ pub(crate) struct KeyedBatches {
 }
 
 impl KeyedBatches {
-    /// Builds the batches of `records`, each record to partition `target_of(record)`
-    /// (below `partitions`), in write order, stamped `timestamp`; a batch grows while it
-    /// stays within `limit` bytes (a first record always goes in), as
+    /// Builds the batches of the `records` whose partition, `target_of(index, record)`
+    /// (below `partitions`), `takes` accepts, in write order, stamped `timestamp`; a batch grows
+    /// while it stays within `limit` bytes (a first record always goes in), as
     /// [`Log::append`](super::log::Log::append) cuts a write's batches.
-    pub(crate) fn build(
+    #[allow(clippy::too_many_arguments)]
+    fn build(
         &mut self,
         data: WriteBytes<'_>,
         records: &[PendingRecord],
         partitions: u32,
-        target_of: impl Fn(&PendingRecord) -> u32,
+        target_of: impl Fn(usize, &PendingRecord) -> u32,
+        takes: impl Fn(u32) -> bool,
         timestamp: i64,
         limit: usize,
     ) {
@@ -103,11 +116,14 @@ impl KeyedBatches {
         if self.slot.len() < partitions as usize {
             self.slot.resize(partitions as usize, NO_PART);
         }
-        for r in records {
-            let p = target_of(r);
+        for (i, r) in records.iter().enumerate() {
+            let p = target_of(i, r);
+            if !takes(p) {
+                continue;
+            }
             let mut at = self.slot[p as usize];
             if at == NO_PART {
-                at = self.start_part(p, timestamp);
+                at = self.start_part(p, i, timestamp);
                 self.slot[p as usize] = at;
             }
             self.parts[at].push(data, r, timestamp, limit);
@@ -145,21 +161,162 @@ impl KeyedBatches {
         self.used = 0;
     }
 
-    /// The next part, for partition `partition`, with an empty batch; returns its index.
-    fn start_part(&mut self, partition: u32, timestamp: i64) -> usize {
+    /// The next part, for partition `partition` from record `first_record` on, with an
+    /// empty batch; returns its index.
+    fn start_part(&mut self, partition: u32, first_record: usize, timestamp: i64) -> usize {
         if self.used == self.parts.len() {
             self.parts.push(Part {
                 partition,
+                first_record,
                 batches: Vec::new(),
                 filled: 0,
             });
         }
         let part = &mut self.parts[self.used];
         part.partition = partition;
+        part.first_record = first_record;
         part.filled = 0;
         part.next_batch(timestamp);
         self.used += 1;
         self.used - 1
+    }
+}
+
+/// Which of the two builders of a [`KeyedBuild`] made a part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Builder {
+    /// The writer's thread's: the even partitions of a large write, all of a small one.
+    Here,
+    /// The helper's: the odd partitions of a large write.
+    There,
+}
+
+/// A part of a [`KeyedBuild`]: its builder and its index among that builder's parts.
+pub(crate) type PartRef = (Builder, usize);
+
+/// The batches of one keyed write, built by two [`KeyedBatches`] at once when the write is
+/// large ([`PARALLEL_KEYED_WRITE_BYTES`]): the writer's thread and the append helper
+/// ([`parallel::join`]) first find the partitions of half the records each, then build
+/// the even partitions' batches and the odd ones'. Each record's key is hashed once, and
+/// each builder reads only its own records' lines. A small write is built on the writer's
+/// thread alone: handing work over costs a wake-up, more than a few records' encoding.
+#[derive(Debug, Default)]
+pub(crate) struct KeyedBuild {
+    here: KeyedBatches,
+    there: KeyedBatches,
+    /// Of a split build, each record's partition.
+    targets: Vec<u32>,
+}
+
+impl KeyedBuild {
+    /// Builds the batches of `records`, each to partition `target_of(record)` (below
+    /// `partitions`), stamped `timestamp`, cut at `limit` bytes as
+    /// [`Log::append`](super::log::Log::append) cuts a write's batches.
+    pub(crate) fn build(
+        &mut self,
+        data: WriteBytes<'_>,
+        records: &[PendingRecord],
+        partitions: u32,
+        target_of: impl Fn(&PendingRecord) -> u32 + Sync,
+        timestamp: i64,
+        limit: usize,
+    ) {
+        let split = partitions > 1 && data.len() >= PARALLEL_KEYED_WRITE_BYTES;
+        self.build_split(
+            data, records, partitions, target_of, timestamp, limit, split,
+        );
+    }
+
+    /// [`KeyedBuild::build`], by two builders if `split`.
+    #[allow(clippy::too_many_arguments)]
+    fn build_split(
+        &mut self,
+        data: WriteBytes<'_>,
+        records: &[PendingRecord],
+        partitions: u32,
+        target_of: impl Fn(&PendingRecord) -> u32 + Sync,
+        timestamp: i64,
+        limit: usize,
+        split: bool,
+    ) {
+        let (here, there) = (&mut self.here, &mut self.there);
+        if !split {
+            let target_of = |_, r: &PendingRecord| target_of(r);
+            here.build(
+                data,
+                records,
+                partitions,
+                target_of,
+                |_| true,
+                timestamp,
+                limit,
+            );
+            there.clear();
+            return;
+        }
+        self.targets.clear();
+        self.targets.resize(records.len(), 0);
+        let half = records.len() / 2;
+        let (first, second) = self.targets.split_at_mut(half);
+        let find = |targets: &mut [u32], records: &[PendingRecord]| {
+            for (target, r) in targets.iter_mut().zip(records) {
+                *target = target_of(r);
+            }
+        };
+        parallel::join(
+            || find(first, &records[..half]),
+            || find(second, &records[half..]),
+        );
+        let targets = &self.targets;
+        let build = |builder: &mut KeyedBatches, odd: bool| {
+            let target_of = |i: usize, _: &PendingRecord| targets[i];
+            let takes = |p: u32| (p % 2 == 1) == odd;
+            builder.build(
+                data, records, partitions, target_of, takes, timestamp, limit,
+            );
+        };
+        parallel::join(|| build(here, false), || build(there, true));
+    }
+
+    /// The write's parts, each builder's in the order of their first records.
+    pub(crate) fn parts(&mut self) -> (&mut [Part], &mut [Part]) {
+        (self.here.parts(), self.there.parts())
+    }
+
+    /// The write's parts in the order of their first records, the order of their appends.
+    pub(crate) fn in_write_order(&self) -> Vec<PartRef> {
+        let here = &self.here.parts[..self.here.used];
+        let there = &self.there.parts[..self.there.used];
+        let (mut h, mut t) = (0, 0);
+        let mut order = Vec::with_capacity(here.len() + there.len());
+        while h < here.len() || t < there.len() {
+            let from_here = t == there.len()
+                || (h < here.len() && here[h].first_record < there[t].first_record);
+            if from_here {
+                order.push((Builder::Here, h));
+                h += 1;
+            } else {
+                order.push((Builder::There, t));
+                t += 1;
+            }
+        }
+        order
+    }
+
+    /// A part of the write.
+    pub(crate) fn part(&mut self, (builder, index): PartRef) -> &mut Part {
+        match builder {
+            Builder::Here => &mut self.here.parts()[index],
+            Builder::There => &mut self.there.parts()[index],
+        }
+    }
+
+    /// Forgets the write and frees buffers past `keep` bytes in all.
+    pub(crate) fn shrink(&mut self, keep: usize, records_kept: usize) {
+        self.here.shrink(keep / 2);
+        self.there.shrink(keep / 2);
+        self.targets.clear();
+        self.targets.shrink_to(records_kept);
     }
 }
 
@@ -241,13 +398,14 @@ mod tests {
             .collect()
     }
 
-    /// What `keyed` built, each batch moved to its place after the part's earlier ones
-    /// (from offset 0) and finished, in the reference's shape.
-    fn built(keyed: &mut KeyedBatches) -> Batches {
+    /// What `keyed` built, in write order, each batch moved to its place after the
+    /// part's earlier ones (from offset 0) and finished, in the reference's shape.
+    fn built(keyed: &mut KeyedBuild) -> Batches {
         keyed
-            .parts()
-            .iter_mut()
-            .map(|part| {
+            .in_write_order()
+            .into_iter()
+            .map(|at| {
+                let part = keyed.part(at);
                 let mut offset = 0;
                 let batches = part
                     .batches()
@@ -271,15 +429,19 @@ mod tests {
     }
 
     proptest! {
-        /// The one pass builds, byte for byte, the batches that grouping the records by
-        /// partition and cutting each group's batches builds, over several writes with
-        /// one `KeyedBatches` (buffers reused, a shrink between some).
+        /// The one pass builds, byte for byte and in the same order, the batches that
+        /// grouping the records by partition and cutting each group's batches builds, by
+        /// one builder or two, over several writes with one `KeyedBuild` (buffers reused,
+        /// a shrink between some).
         #[test]
         fn one_pass_builds_what_grouping_builds(
-            writes in prop::collection::vec((lines(), 1u32..20, 70usize..2000, any::<bool>()), 1..5),
+            writes in prop::collection::vec(
+                (lines(), 1u32..20, 70usize..2000, any::<bool>(), any::<bool>()),
+                1..5,
+            ),
         ) {
-            let mut keyed = KeyedBatches::default();
-            for (lines, partitions, limit, shrink) in writes {
+            let mut keyed = KeyedBuild::default();
+            for (lines, partitions, limit, split, shrink) in writes {
                 let (bytes, records) = write_of(&lines);
                 let data = WriteBytes::new(&bytes);
                 let lead = partitions - 1;
@@ -291,12 +453,13 @@ mod tests {
                     Err(_) => lead,
                 };
                 let expected = grouped(data, &records, target_of, limit);
-                keyed.build(data, &records, partitions, target_of, NOW, limit);
-                let stream: u64 = keyed.parts().iter().map(Part::stream_len).sum();
+                keyed.build_split(data, &records, partitions, target_of, NOW, limit, split);
+                let (here, there) = keyed.parts();
+                let stream: u64 = here.iter().chain(there.iter()).map(Part::stream_len).sum();
                 prop_assert_eq!(stream, bytes.len() as u64);
                 prop_assert_eq!(built(&mut keyed), expected);
                 if shrink {
-                    keyed.shrink(1000);
+                    keyed.shrink(1000, 10);
                 }
             }
         }
@@ -314,7 +477,9 @@ mod tests {
             std::str::from_utf8(key).unwrap().parse::<u32>().unwrap()
         };
         let mut keyed = KeyedBatches::default();
-        keyed.build(data, &records, 1000, |r| key_number(r) % 1000, NOW, 1 << 20);
+        let all = |_| true;
+        let target = |_, r: &PendingRecord| key_number(r) % 1000;
+        keyed.build(data, &records, 1000, target, all, NOW, 1 << 20);
         assert_eq!(keyed.parts().len(), 1000);
         keyed.shrink(64 << 10);
         let held: usize = keyed
@@ -325,7 +490,8 @@ mod tests {
             .sum();
         assert!(held <= 64 << 10, "{held}");
         assert!(keyed.slot.iter().all(|&s| s == NO_PART));
-        keyed.build(data, &records, 3, |r| key_number(r) % 3, NOW, 1 << 20);
+        let target = |_, r: &PendingRecord| key_number(r) % 3;
+        keyed.build(data, &records, 3, target, all, NOW, 1 << 20);
         let counts: u32 = keyed
             .parts()
             .iter_mut()

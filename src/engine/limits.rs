@@ -65,6 +65,11 @@ pub(crate) const PARSED_RECORDS_KEPT: usize = 1 << 16;
 /// while a write to thousands of partitions does not pin a builder for each.
 pub(crate) const KEYED_BATCH_BYTES_KEPT: usize = 4 * MAX_APPEND_BATCH_BYTES as usize;
 
+/// The size from which a keyed write to a topic of several partitions is built and
+/// appended on two threads ([`KeyedBuild`](super::keyed_batches::KeyedBuild)): below it,
+/// the hand-over to the append helper (a wake-up, some 10-30 µs) costs more than it saves.
+pub(crate) const PARALLEL_KEYED_WRITE_BYTES: usize = 32 << 10;
+
 /// Past renderings of `log` a topic keeps the bytes of (its `renderings` file): lines
 /// appended under older ones still read at their length, with the bytes of a kept
 /// rendering of the same lengths, else `?`s.

@@ -8,12 +8,41 @@
 //! the helper is started once. It may be busy with another writer's work when a call
 //! hands it some: the caller then takes its piece back once its own is done, so a call
 //! never waits longer than it would running both pieces itself.
+//!
+//! A large write makes several calls in a row (its records' partitions, their batches,
+//! their appends; `keyed_batches.rs`), microseconds apart, and waking a parked thread
+//! costs tens of microseconds on a VM: so the helper, between pieces, and the caller,
+//! waiting for the helper's piece, poll for [`SPIN`] before they park.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, RecvError, Sender, TryRecvError};
 use parking_lot::Mutex;
+
+/// How long a thread polls a channel before it parks (see the module's comment): longer
+/// than the gaps between one write's calls, shorter than the gap between two writes of a
+/// `cat` (its next write's copy and the FUSE round trip), so an idle helper parks.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// `rx.recv()`, polling for [`SPIN`] before it parks.
+#[allow(clippy::disallowed_methods)] // how long a thread burns a core, in real time
+fn recv_soon<T>(rx: &Receiver<T>) -> Result<T, RecvError> {
+    let start = Instant::now();
+    loop {
+        for _ in 0..64 {
+            match rx.try_recv() {
+                Ok(value) => return Ok(value),
+                Err(TryRecvError::Disconnected) => return Err(RecvError),
+                Err(TryRecvError::Empty) => std::hint::spin_loop(),
+            }
+        }
+        if start.elapsed() >= SPIN {
+            return rx.recv();
+        }
+    }
+}
 
 /// A piece of work handed to the helper, its borrows' lifetime erased (see [`join`]).
 type Job = Box<dyn FnOnce() + Send>;
@@ -42,7 +71,7 @@ fn helper() -> Option<&'static Sender<Arc<Slot>>> {
             let started = std::thread::Builder::new()
                 .name("kpfs-append-helper".into())
                 .spawn(move || {
-                    for slot in rx {
+                    while let Ok(slot) = recv_soon(&rx) {
                         if let Some(job) = slot.take() {
                             job();
                         }
@@ -95,7 +124,7 @@ where
     if let Some(job) = slot.take() {
         job();
     }
-    let theirs = done_rx.recv().expect("a job reports its end");
+    let theirs = recv_soon(&done_rx).expect("a job reports its end");
     match (mine, theirs) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(panic), _) | (_, Err(panic)) => resume_unwind(panic),

@@ -20,7 +20,7 @@ use super::error::{EngineError, InternalTopicAction, Result};
 use super::events::EventLog;
 use super::files::write_or_defer;
 use super::format::{decode_header, kpfs_topic_dir, STREAM_ORDER_FILE, TOPIC_CONFIG_FILE};
-use super::keyed_batches::{KeyedBatches, Part};
+use super::keyed_batches::{Builder, KeyedBuild, Part, PartRef};
 use super::limits::{KEYED_BATCH_BYTES_KEPT, MAX_PARTITIONS, PARSED_RECORDS_KEPT};
 use super::log::{
     append_batch_limit, first_oversized_record, AppendInfo, OpenReport, PendingRecord, ProducedBy,
@@ -568,8 +568,8 @@ impl Topic {
 
     /// The records of a write with keys, each to its key's partition (a null key to
     /// `lead`, the write's keyless turn), one append per partition in the order of their
-    /// first records, their batches built in one pass over the write
-    /// ([`KeyedBatches`]).
+    /// first records, their batches built in one pass over the write, a large write's
+    /// by two threads at once ([`KeyedBuild`]).
     fn append_keyed(
         &self,
         partitions: &[Arc<Partition>],
@@ -580,9 +580,10 @@ impl Topic {
     ) -> Result<AppendInfo> {
         let count = partitions.len() as u32;
         let partitioner = KeyPartitioner::new(count);
+        let lead_index = lead.index();
         let target_of = |r: &PendingRecord| match usize::try_from(r.key_len) {
             Ok(len) => partitioner.partition(data.slice(r.line_start, r.line_start + len)),
-            Err(_) => lead.index(),
+            Err(_) => lead_index,
         };
         let mut order = self.order.lock();
         let order = order
@@ -600,9 +601,11 @@ impl Topic {
                 now,
                 append_batch_limit(config),
             );
+            let write_order = keyed.in_write_order();
             // A write refused for a record, or for a partition that takes no writes, is
             // refused whole: no partition gets its part.
-            let checked = keyed.parts().iter_mut().try_for_each(|part| {
+            let checked = write_order.iter().try_for_each(|&at| {
+                let part = keyed.part(at);
                 let partition = &partitions[part.partition as usize];
                 let log = partition.log();
                 let checked = log
@@ -613,35 +616,45 @@ impl Topic {
                 }
                 checked
             });
-            let total = checked
-                .and_then(|()| self.append_parts(order, partitions, keyed.parts(), config, now));
-            keyed.shrink(KEYED_BATCH_BYTES_KEPT);
+            let total = checked.and_then(|()| {
+                self.append_parts(order, partitions, keyed, &write_order, config, now)
+            });
+            keyed.shrink(KEYED_BATCH_BYTES_KEPT, PARSED_RECORDS_KEPT);
             total
         })
     }
 
     /// The appends of a keyed write, one per part, under the topic's append lock
     /// (`order`): their runs first, with one write, each at the position its records will
-    /// take (a record's stream bytes are its line's), then the appends, the parts split
-    /// in two halves of about the same bytes made at once ([`parallel::join`]); each
-    /// partition's append takes its own writer lock and files. Readers of the topic's
-    /// `log` wait on the lock, so they see all of the write or none of it.
+    /// take (a record's stream bytes are its line's), in `write_order`; then the appends,
+    /// each builder's parts on the thread that built them, at once when there are two
+    /// ([`parallel::join`]); each partition's append takes its own writer lock and files.
+    /// Readers of the topic's `log` wait on the lock, so they see all of the write or
+    /// none of it.
     fn append_parts(
         &self,
         order: &mut StreamOrder,
         partitions: &[Arc<Partition>],
-        parts: &mut [Part],
+        keyed: &mut KeyedBuild,
+        write_order: &[PartRef],
         config: &TopicConfig,
         now: i64,
     ) -> Result<AppendInfo> {
         // Under the append lock: every append to the topic's partitions takes it, so
         // their ends stay where they are read until these appends move them.
-        let planned: Vec<PlannedAppend> = parts
+        let plan = |part: &Part| PlannedAppend {
+            partition: part.partition,
+            end: partition_end(&partitions[part.partition as usize]),
+            stream_len: part.stream_len(),
+        };
+        let (here, there) = keyed.parts();
+        let here_plans: Vec<PlannedAppend> = here.iter().map(plan).collect();
+        let there_plans: Vec<PlannedAppend> = there.iter().map(plan).collect();
+        let planned: Vec<PlannedAppend> = write_order
             .iter()
-            .map(|part| PlannedAppend {
-                partition: part.partition,
-                end: partition_end(&partitions[part.partition as usize]),
-                stream_len: part.stream_len(),
+            .map(|&(builder, index)| match builder {
+                Builder::Here => here_plans[index],
+                Builder::There => there_plans[index],
             })
             .collect();
         let log_end = |p: u32| partitions[p as usize].log().log_end_offset();
@@ -661,16 +674,10 @@ impl Topic {
             }
             Ok(total)
         };
-        let half = halves(&planned);
-        let (my_parts, their_parts) = parts.split_at_mut(half);
-        let (my_plans, their_plans) = planned.split_at(half);
-        let (mine, theirs) = if their_parts.is_empty() {
-            (append(my_parts, my_plans), Ok(AppendInfo::default()))
+        let (mine, theirs) = if there.is_empty() {
+            (append(here, &here_plans), Ok(AppendInfo::default()))
         } else {
-            parallel::join(
-                || append(my_parts, my_plans),
-                || append(their_parts, their_plans),
-            )
+            parallel::join(|| append(here, &here_plans), || append(there, &there_plans))
         };
         let last = planned.last().expect("a keyed write has records").partition;
         order.after_appends(first, log_end, partitions[last as usize].log().stream_end());
@@ -1041,24 +1048,10 @@ fn partition_ends(partitions: &[Arc<Partition>]) -> Vec<PartitionEnd> {
     partitions.iter().map(|p| partition_end(p)).collect()
 }
 
-/// Where to split `appends` into two runs of appends of about the same stream bytes:
-/// the first half is `..half`. A single append is not split.
-fn halves(appends: &[PlannedAppend]) -> usize {
-    let total: u64 = appends.iter().map(|a| a.stream_len).sum();
-    let mut sum = 0;
-    appends
-        .iter()
-        .position(|a| {
-            sum += a.stream_len;
-            2 * sum >= total
-        })
-        .map_or(appends.len(), |i| i + 1)
-}
-
 thread_local! {
     /// A keyed write's batches, their buffers reused from write to write as [`PARSED`]'s
     /// records are.
-    static KEYED: std::cell::RefCell<KeyedBatches> = std::cell::RefCell::new(KeyedBatches::default());
+    static KEYED: std::cell::RefCell<KeyedBuild> = std::cell::RefCell::new(KeyedBuild::default());
 }
 
 /// Kafka's rule for a partition count (`ReplicationControlManager`): at least one; and
