@@ -98,9 +98,9 @@ pub(crate) struct KeyedBatches {
 
 impl KeyedBatches {
     /// Builds the batches of the `records` whose partition, `target_of(index, record)`
-    /// (below `partitions`), `takes` accepts, in write order, stamped `timestamp`; a batch grows
-    /// while it stays within `limit` bytes (a first record always goes in), as
-    /// [`Log::append`](super::log::Log::append) cuts a write's batches.
+    /// (below `partitions`), `takes` accepts, in write order, stamped `timestamp`; a
+    /// batch grows while it stays within `limit` bytes (a first record always goes in),
+    /// as [`Log::append`](super::log::Log::append) cuts a write's batches.
     #[allow(clippy::too_many_arguments)]
     fn build(
         &mut self,
