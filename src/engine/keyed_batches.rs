@@ -200,12 +200,26 @@ pub(crate) type PartRef = (Builder, usize);
 /// the even partitions' batches and the odd ones'. Each record's key is hashed once, and
 /// each builder reads only its own records' lines. A small write is built on the writer's
 /// thread alone: handing work over costs a wake-up, more than a few records' encoding.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct KeyedBuild {
     here: KeyedBatches,
     there: KeyedBatches,
     /// Of a split build, each record's partition.
     targets: Vec<u32>,
+    /// The size from which a write is split ([`PARALLEL_KEYED_WRITE_BYTES`]; tests set
+    /// their own).
+    split_from: usize,
+}
+
+impl Default for KeyedBuild {
+    fn default() -> Self {
+        KeyedBuild {
+            here: KeyedBatches::default(),
+            there: KeyedBatches::default(),
+            targets: Vec::new(),
+            split_from: PARALLEL_KEYED_WRITE_BYTES,
+        }
+    }
 }
 
 impl KeyedBuild {
@@ -221,24 +235,7 @@ impl KeyedBuild {
         timestamp: i64,
         limit: usize,
     ) {
-        let split = partitions > 1 && data.len() >= PARALLEL_KEYED_WRITE_BYTES;
-        self.build_split(
-            data, records, partitions, target_of, timestamp, limit, split,
-        );
-    }
-
-    /// [`KeyedBuild::build`], by two builders if `split`.
-    #[allow(clippy::too_many_arguments)]
-    fn build_split(
-        &mut self,
-        data: WriteBytes<'_>,
-        records: &[PendingRecord],
-        partitions: u32,
-        target_of: impl Fn(&PendingRecord) -> u32 + Sync,
-        timestamp: i64,
-        limit: usize,
-        split: bool,
-    ) {
+        let split = partitions > 1 && data.len() >= self.split_from;
         let (here, there) = (&mut self.here, &mut self.there);
         if !split {
             let target_of = |_, r: &PendingRecord| target_of(r);
@@ -442,6 +439,7 @@ mod tests {
         ) {
             let mut keyed = KeyedBuild::default();
             for (lines, partitions, limit, split, shrink) in writes {
+                keyed.split_from = if split { 0 } else { usize::MAX };
                 let (bytes, records) = write_of(&lines);
                 let data = WriteBytes::new(&bytes);
                 let lead = partitions - 1;
@@ -453,7 +451,7 @@ mod tests {
                     Err(_) => lead,
                 };
                 let expected = grouped(data, &records, target_of, limit);
-                keyed.build_split(data, &records, partitions, target_of, NOW, limit, split);
+                keyed.build(data, &records, partitions, target_of, NOW, limit);
                 let (here, there) = keyed.parts();
                 let stream: u64 = here.iter().chain(there.iter()).map(Part::stream_len).sum();
                 prop_assert_eq!(stream, bytes.len() as u64);
