@@ -280,6 +280,12 @@ class Member(threading.Thread):
             self.consumer = kp_consumer(
                 bootstrap, group, client_id=name, partition_assignment_strategy=[assignors[assignor]]
             )
+            # The member knows the topic's partitions before it joins: a kafka-python
+            # 3.0.12 leader that assigns without them rejoins when they arrive, and in that
+            # second rebalance it now and then hangs for good, client-side
+            # (docs/KAFKA-PROTOCOL.md, "Partitions through real clients").
+            if not self.consumer.partitions_for_topic(topic):
+                raise RuntimeError(f"{name}: no partitions for {topic}")
         else:
             self.consumer = cf_consumer(
                 bootstrap, group, **{"client.id": name, "partition.assignment.strategy": assignor}

@@ -46,7 +46,7 @@ for t in "${tests[@]}"; do
         passed=$((passed + 1))
     else
         echo "FAIL $t $took"
-        printf '%s\n' "$out" | tail -n 30 | sed 's/^/    /'
+        printf '%s\n' "$out" | tail -n 60 | sed 's/^/    /'
         failed=$((failed + 1))
     fi
 done

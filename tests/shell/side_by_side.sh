@@ -94,15 +94,16 @@ side_by_side_verdict() {
         # match would fail the pipeline.
         printf '%s\n' "${CHECKS[@]}" | grep -xF "$name" >/dev/null || fail "KNOWN names $name, which no check has"
     done
-    for name in "${unexpected[@]}"; do
-        echo "kpfs differs from Kafka 4.3.1 in $name (< Kafka, > kpfs):" >&2
-        diff "$W/$name.kafka" "$W/$name.kpfs" >&2 || true
-    done
     if [ "${#unexpected[@]}" -gt 0 ]; then
         # What kpfs logged is the only trace left of a difference that depends on timing
-        # (a group's rebalances): its coordinators' lines and its warnings.
+        # (a group's rebalances): its coordinators' lines and its warnings. Printed before
+        # the differences, which the test runner's tail of the output must keep.
         echo "kpfs's log, its coordinators' lines and warnings (the last 60):" >&2
         grep -E 'coordinator|WARN|ERROR' "$KPFS_LOGS.log" 2>/dev/null | tail -n 60 >&2 || true
+        for name in "${unexpected[@]}"; do
+            echo "kpfs differs from Kafka 4.3.1 in $name (< Kafka, > kpfs):" >&2
+            diff "$W/$name.kafka" "$W/$name.kpfs" >&2 || true
+        done
         fail "new differences from Kafka 4.3.1: ${unexpected[*]}"
     fi
     [ "${#fixed[@]}" -eq 0 ] || fail "no longer different from Kafka 4.3.1 (remove from KNOWN): ${fixed[*]}"
