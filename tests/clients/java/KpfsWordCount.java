@@ -80,7 +80,7 @@ public final class KpfsWordCount {
     public static void main(String[] args) throws Exception {
         switch (args[0]) {
             case "seed" -> seed(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]));
-            case "run" -> run(args[1], args[2]);
+            case "run" -> run(args[1], args[2], args.length > 3 ? Integer.parseInt(args[3]) : 0);
             case "streams-protocol" -> streamsProtocol(args[1], args[2]);
             case "verify" -> verify(args[1], Integer.parseInt(args[2]), Integer.parseInt(args[3]),
                     args.length > 4 && args[4].equals("final"));
@@ -147,8 +147,12 @@ public final class KpfsWordCount {
         return props;
     }
 
-    private static void run(String bootstrap, String stateDir) throws Exception {
+    /** Runs the app; a positive {@code commitIntervalMs} replaces Streams' 100 ms (EOS). */
+    private static void run(String bootstrap, String stateDir, int commitIntervalMs) throws Exception {
         Properties props = config(bootstrap, stateDir);
+        if (commitIntervalMs > 0) {
+            props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, commitIntervalMs);
+        }
         // Static membership: a restart after kill -9 takes the dead member's place at once
         // instead of waiting out its session.
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), "wc-1");
